@@ -1,0 +1,183 @@
+use serde::{Deserialize, Serialize};
+
+use crate::{FinishReason, StopReason, TurnStats};
+
+/// Everything a turn reports, in order. The CLI printer, the SSE server and the
+/// OpenAI facade are all consumers of this one stream.
+///
+/// A turn emits exactly one terminal event (`Done` or `Error`), and it is the last.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ChatEvent {
+    /// A fragment of model text, as it streams.
+    TextDelta { text: String },
+    /// The engine is about to run (or answer) a tool call the model made.
+    ToolCallStart {
+        id: String,
+        name: String,
+        arguments: String,
+    },
+    /// The result the model will see for a tool call.
+    ToolCallResult {
+        id: String,
+        name: String,
+        content: String,
+        is_error: bool,
+    },
+    /// A limit or loop guard acted; `detail` says why in words.
+    GuardTripped {
+        guard: GuardKind,
+        action: GuardAction,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        skill: Option<String>,
+        detail: String,
+    },
+    /// One model call finished: what it returned and what the turn has used so far.
+    IterationStats {
+        model_call: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        finish_reason: Option<FinishReason>,
+        tool_calls_requested: u32,
+        tools_offered: u32,
+        input_tokens: u64,
+        output_tokens: u64,
+        elapsed_ms: u64,
+    },
+    /// The turn ended with an answer (possibly written by buddy when the model gave none).
+    Done {
+        reason: StopReason,
+        answer: String,
+        stats: TurnStats,
+    },
+    /// The turn ended without an answer.
+    Error {
+        reason: StopReason,
+        message: String,
+        stats: TurnStats,
+    },
+}
+
+impl ChatEvent {
+    /// True for `Done` and `Error`, the events that end a turn.
+    pub fn is_terminal(&self) -> bool {
+        matches!(self, ChatEvent::Done { .. } | ChatEvent::Error { .. })
+    }
+
+    /// The event's `type` tag, also used as its SSE event name.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ChatEvent::TextDelta { .. } => "text_delta",
+            ChatEvent::ToolCallStart { .. } => "tool_call_start",
+            ChatEvent::ToolCallResult { .. } => "tool_call_result",
+            ChatEvent::GuardTripped { .. } => "guard_tripped",
+            ChatEvent::IterationStats { .. } => "iteration_stats",
+            ChatEvent::Done { .. } => "done",
+            ChatEvent::Error { .. } => "error",
+        }
+    }
+}
+
+/// Which guard acted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum GuardKind {
+    ModelCallLimit,
+    ToolCallLimit,
+    SkillCallLimit,
+    CircuitBreaker,
+    Repetition,
+    Cycle,
+    NearDuplicate,
+    RepeatedAnswer,
+    WithdrawnSkillCalled,
+    SubstantiveAnswer,
+    HonorStop,
+    ToolsWithdrawn,
+    TokenBudget,
+    Deadline,
+}
+
+impl GuardKind {
+    /// The snake_case name used in events and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GuardKind::ModelCallLimit => "model_call_limit",
+            GuardKind::ToolCallLimit => "tool_call_limit",
+            GuardKind::SkillCallLimit => "skill_call_limit",
+            GuardKind::CircuitBreaker => "circuit_breaker",
+            GuardKind::Repetition => "repetition",
+            GuardKind::Cycle => "cycle",
+            GuardKind::NearDuplicate => "near_duplicate",
+            GuardKind::RepeatedAnswer => "repeated_answer",
+            GuardKind::WithdrawnSkillCalled => "withdrawn_skill_called",
+            GuardKind::SubstantiveAnswer => "substantive_answer",
+            GuardKind::HonorStop => "honor_stop",
+            GuardKind::ToolsWithdrawn => "tools_withdrawn",
+            GuardKind::TokenBudget => "token_budget",
+            GuardKind::Deadline => "deadline",
+        }
+    }
+}
+
+/// What the guard did about it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum GuardAction {
+    /// The call was not run; the earlier result was returned with a note.
+    ReturnedEarlierResult,
+    /// The call ran; its result carries a warning note for the model.
+    Warned,
+    /// The call was not run and got an error result saying why.
+    Refused,
+    /// The skill is no longer offered for the rest of the turn.
+    WithdrewSkill,
+    /// No tools are offered for the rest of the turn.
+    WithdrewAllTools,
+    /// The model is asked once more, without tools, to answer from what it has.
+    Finalize,
+    /// The turn ends with an error (policy `on_limit = "error"`).
+    Error,
+    /// The text beside the tool calls was taken as the final answer.
+    AcceptedAnswer,
+}
+
+impl GuardAction {
+    /// The snake_case name used in events and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GuardAction::ReturnedEarlierResult => "returned_earlier_result",
+            GuardAction::Warned => "warned",
+            GuardAction::Refused => "refused",
+            GuardAction::WithdrewSkill => "withdrew_skill",
+            GuardAction::WithdrewAllTools => "withdrew_all_tools",
+            GuardAction::Finalize => "finalize",
+            GuardAction::Error => "error",
+            GuardAction::AcceptedAnswer => "accepted_answer",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_serialize_with_a_snake_case_type_tag() {
+        let ev = ChatEvent::GuardTripped {
+            guard: GuardKind::Repetition,
+            action: GuardAction::ReturnedEarlierResult,
+            skill: Some("get_time".into()),
+            detail: "same call".into(),
+        };
+        let json = serde_json::to_value(&ev).unwrap();
+        assert_eq!(json["type"], "guard_tripped");
+        assert_eq!(json["guard"], "repetition");
+        assert_eq!(json["action"], "returned_earlier_result");
+        assert_eq!(ev.kind(), "guard_tripped");
+        let back: ChatEvent = serde_json::from_value(json).unwrap();
+        assert_eq!(back, ev);
+    }
+}

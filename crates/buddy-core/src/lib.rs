@@ -1,0 +1,22 @@
+//! buddy-core: the plain data and traits every other buddy crate speaks.
+//!
+//! Nothing here does I/O: messages, tool specs, the token stream a provider yields,
+//! the events a turn emits, and the `Provider` / `Skill` / `Toolbox` traits the engine
+//! drives.
+
+mod event;
+mod message;
+mod provider;
+mod skill;
+mod stop;
+mod token;
+
+pub use event::{ChatEvent, GuardAction, GuardKind};
+pub use message::{Message, ToolCall, ToolSpec};
+pub use provider::{Completion, CompletionRequest, Provider, ProviderError, ToolChoice};
+pub use skill::{RepeatSemantics, Skill, SkillContext, SkillError, ToolOutcome, Toolbox};
+pub use stop::{StopReason, TurnStats};
+pub use token::{FinishReason, Token, TokenStream, Usage};
+
+/// A boxed, sendable future: the return type of buddy's object-safe async trait methods.
+pub type BoxFuture<'a, T> = futures::future::BoxFuture<'a, T>;

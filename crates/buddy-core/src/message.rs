@@ -1,0 +1,130 @@
+use serde::{Deserialize, Serialize};
+
+/// One entry of a conversation, in a provider-neutral form.
+///
+/// Tool calls and their results stay structured (never flattened into user text) so
+/// each provider can render them in its native shape.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+pub enum Message {
+    /// Instructions for the model; never trimmed away.
+    System { content: String },
+    /// What the user said.
+    User { content: String },
+    /// A model reply: optional text and any tool calls it asked for.
+    Assistant {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        content: Option<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<ToolCall>,
+    },
+    /// The result of one tool call, tied to it by `tool_call_id`.
+    Tool {
+        tool_call_id: String,
+        content: String,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        is_error: bool,
+    },
+}
+
+impl Message {
+    /// A system message.
+    pub fn system(content: impl Into<String>) -> Self {
+        Message::System {
+            content: content.into(),
+        }
+    }
+
+    /// A user message.
+    pub fn user(content: impl Into<String>) -> Self {
+        Message::User {
+            content: content.into(),
+        }
+    }
+
+    /// An assistant message with text only.
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Message::Assistant {
+            content: Some(content.into()),
+            tool_calls: Vec::new(),
+        }
+    }
+
+    /// A tool result for `tool_call_id`.
+    pub fn tool_result(
+        tool_call_id: impl Into<String>,
+        content: impl Into<String>,
+        is_error: bool,
+    ) -> Self {
+        Message::Tool {
+            tool_call_id: tool_call_id.into(),
+            content: content.into(),
+            is_error,
+        }
+    }
+
+    /// True for a user message.
+    pub fn is_user(&self) -> bool {
+        matches!(self, Message::User { .. })
+    }
+
+    /// The text of the message, if it has any (tool results count as text).
+    pub fn text(&self) -> Option<&str> {
+        match self {
+            Message::System { content }
+            | Message::User { content }
+            | Message::Tool { content, .. } => Some(content),
+            Message::Assistant { content, .. } => content.as_deref(),
+        }
+    }
+}
+
+/// A tool call as the model asked for it; `arguments` is the raw JSON text it sent.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+impl ToolCall {
+    /// A tool call from its parts.
+    pub fn new(id: impl Into<String>, name: impl Into<String>, arguments: impl Into<String>) -> Self {
+        ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: arguments.into(),
+        }
+    }
+}
+
+/// A tool offered to the model: its name, what it does, and a JSON Schema of its arguments.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    pub parameters: serde_json::Value,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_round_trip_through_json() {
+        let msgs = vec![
+            Message::system("be brief"),
+            Message::user("hi"),
+            Message::Assistant {
+                content: None,
+                tool_calls: vec![ToolCall::new("c1", "get_time", "{}")],
+            },
+            Message::tool_result("c1", "12:00", false),
+            Message::assistant("It is noon."),
+        ];
+        let json = serde_json::to_string(&msgs).unwrap();
+        let back: Vec<Message> = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, msgs);
+        assert!(json.contains(r#""role":"tool","tool_call_id":"c1""#));
+    }
+}

@@ -1,0 +1,179 @@
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+
+use crate::{BoxFuture, FinishReason, Message, Token, TokenStream, ToolCall, ToolSpec, Usage};
+
+/// How the model may use the offered tools.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolChoice {
+    /// The model decides.
+    Auto,
+    /// The model must not call tools (sent where the provider supports it).
+    None,
+    /// The model must call a tool.
+    Required,
+}
+
+/// One model call. Borrows the history so the engine never copies it per iteration.
+///
+/// `tools: None` is a plain chat request and must behave exactly like one.
+#[derive(Clone, Debug)]
+pub struct CompletionRequest<'a> {
+    pub model: &'a str,
+    pub messages: &'a [Message],
+    pub tools: Option<&'a [ToolSpec]>,
+    pub tool_choice: Option<ToolChoice>,
+    pub max_output_tokens: Option<u32>,
+}
+
+impl<'a> CompletionRequest<'a> {
+    /// A plain chat request (no tools) for `model` over `messages`.
+    pub fn new(model: &'a str, messages: &'a [Message]) -> Self {
+        CompletionRequest {
+            model,
+            messages,
+            tools: None,
+            tool_choice: None,
+            max_output_tokens: None,
+        }
+    }
+
+    /// The same request offering `tools`.
+    pub fn with_tools(mut self, tools: &'a [ToolSpec]) -> Self {
+        self.tools = Some(tools);
+        self
+    }
+
+    /// True when at least one tool is offered.
+    pub fn offers_tools(&self) -> bool {
+        self.tools.is_some_and(|t| !t.is_empty())
+    }
+}
+
+/// A whole model reply, collected from its token stream.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Completion {
+    pub text: String,
+    pub reasoning: String,
+    pub tool_calls: Vec<ToolCall>,
+    pub finish: Option<FinishReason>,
+    pub usage: Option<Usage>,
+}
+
+/// A model behind a streaming API. The engine drives only this trait.
+pub trait Provider: Send + Sync {
+    /// A short name for logs and errors (`openai`, `anthropic`, `scripted`).
+    fn name(&self) -> &str;
+
+    /// Starts a model call and returns its token stream.
+    fn stream<'a>(
+        &'a self,
+        request: CompletionRequest<'a>,
+    ) -> BoxFuture<'a, Result<TokenStream, ProviderError>>;
+
+    /// Runs a model call to the end and collects its reply.
+    fn complete<'a>(
+        &'a self,
+        request: CompletionRequest<'a>,
+    ) -> BoxFuture<'a, Result<Completion, ProviderError>> {
+        Box::pin(async move {
+            let mut stream = self.stream(request).await?;
+            let mut out = Completion::default();
+            while let Some(token) = stream.next().await {
+                match token? {
+                    Token::Text { text } => out.text.push_str(&text),
+                    Token::Reasoning { text } => out.reasoning.push_str(&text),
+                    Token::ToolCall(call) => out.tool_calls.push(call),
+                    Token::Finish { reason, usage } => {
+                        out.finish = Some(reason);
+                        out.usage = usage;
+                    }
+                }
+            }
+            Ok(out)
+        })
+    }
+}
+
+impl<P: Provider + ?Sized> Provider for Arc<P> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+
+    fn stream<'a>(
+        &'a self,
+        request: CompletionRequest<'a>,
+    ) -> BoxFuture<'a, Result<TokenStream, ProviderError>> {
+        (**self).stream(request)
+    }
+}
+
+/// Why a model call failed. Each variant says what happened, where, and whether a
+/// retry could help.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProviderError {
+    /// The server could not be reached.
+    #[error("{provider}: could not connect to {url}: {message}; check base_url and that the server is running")]
+    Connect {
+        provider: String,
+        url: String,
+        message: String,
+    },
+    /// The server answered with an HTTP error status.
+    #[error("{provider}: HTTP {status} from {url}: {message}")]
+    Http {
+        provider: String,
+        url: String,
+        status: u16,
+        message: String,
+        retry_after: Option<Duration>,
+    },
+    /// No answer (or no next chunk) within the configured time.
+    #[error("{provider}: no {phase} from {url} within {after:?}; raise the timeout or check the server")]
+    Timeout {
+        provider: String,
+        url: String,
+        phase: String,
+        after: Duration,
+    },
+    /// The stream itself reported an error after a successful HTTP status.
+    #[error("{provider}: the stream from {url} reported an error: {message}")]
+    Stream {
+        provider: String,
+        url: String,
+        message: String,
+        retryable: bool,
+    },
+    /// The response could not be understood.
+    #[error("{provider}: malformed response from {url}: {message}")]
+    Malformed {
+        provider: String,
+        url: String,
+        message: String,
+    },
+    /// The provider is configured wrongly (missing key, bad URL).
+    #[error("{provider}: configuration error: {message}")]
+    Config { provider: String, message: String },
+    /// The scripted model has no rule for the request it got.
+    #[error("scripted model `{scenario}`: {message}")]
+    Scripted { scenario: String, message: String },
+}
+
+impl ProviderError {
+    /// True when the same request may succeed if sent again (before any token streamed).
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ProviderError::Connect { .. } | ProviderError::Timeout { .. } => true,
+            ProviderError::Http { status, .. } => *status == 429 || *status >= 500,
+            ProviderError::Stream { retryable, .. } => *retryable,
+            ProviderError::Malformed { .. }
+            | ProviderError::Config { .. }
+            | ProviderError::Scripted { .. } => false,
+        }
+    }
+}

@@ -1,0 +1,149 @@
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{BoxFuture, ToolCall, ToolSpec};
+
+/// What repeating a call with the same arguments means for a skill; the loop guards
+/// read it to tell a loop from legitimate polling.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RepeatSemantics {
+    /// Same arguments, same answer within a turn: a repeat is a loop.
+    #[default]
+    Pure,
+    /// A repeat that returns a new result is progress (job status, queues).
+    Pollable,
+    /// Has side effects: never silently re-run with the same arguments.
+    Effectful,
+}
+
+/// Per-call information handed to a skill.
+#[derive(Clone, Debug, Default)]
+pub struct SkillContext {
+    /// The id of the tool call being executed.
+    pub call_id: String,
+}
+
+/// A skill's failure. `Failed` becomes an error tool result the model sees and can
+/// react to; `Fatal` ends the turn.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SkillError {
+    #[error("{0}")]
+    Failed(String),
+    #[error("fatal skill error: {0}")]
+    Fatal(String),
+}
+
+/// A tool the model can call. Arguments arrive already validated against `parameters()`.
+pub trait Skill: Send + Sync {
+    /// The name the model calls it by.
+    fn name(&self) -> &str;
+    /// What it does, for the model.
+    fn description(&self) -> &str;
+    /// JSON Schema of its arguments.
+    fn parameters(&self) -> serde_json::Value;
+    /// How repeats with the same arguments are to be read.
+    fn semantics(&self) -> RepeatSemantics {
+        RepeatSemantics::Pure
+    }
+    /// How long one call may take; `None` uses the registry's default.
+    fn timeout(&self) -> Option<Duration> {
+        None
+    }
+    /// Runs the skill. Cancellation is by dropping the future.
+    fn execute<'a>(
+        &'a self,
+        args: serde_json::Value,
+        ctx: SkillContext,
+    ) -> BoxFuture<'a, Result<String, SkillError>>;
+
+    /// The spec offered to the model.
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: self.name().to_owned(),
+            description: self.description().to_owned(),
+            parameters: self.parameters(),
+        }
+    }
+}
+
+impl<S: Skill + ?Sized> Skill for Arc<S> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+    fn description(&self) -> &str {
+        (**self).description()
+    }
+    fn parameters(&self) -> serde_json::Value {
+        (**self).parameters()
+    }
+    fn semantics(&self) -> RepeatSemantics {
+        (**self).semantics()
+    }
+    fn timeout(&self) -> Option<Duration> {
+        (**self).timeout()
+    }
+    fn execute<'a>(
+        &'a self,
+        args: serde_json::Value,
+        ctx: SkillContext,
+    ) -> BoxFuture<'a, Result<String, SkillError>> {
+        (**self).execute(args, ctx)
+    }
+}
+
+/// What one tool call produced, ready for the history.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolOutcome {
+    pub content: String,
+    pub is_error: bool,
+    /// A fatal skill error: the turn must end.
+    pub fatal: bool,
+}
+
+impl ToolOutcome {
+    /// A successful result.
+    pub fn ok(content: impl Into<String>) -> Self {
+        ToolOutcome {
+            content: content.into(),
+            is_error: false,
+            fatal: false,
+        }
+    }
+
+    /// An error result the model sees.
+    pub fn error(content: impl Into<String>) -> Self {
+        ToolOutcome {
+            content: content.into(),
+            is_error: true,
+            fatal: false,
+        }
+    }
+}
+
+/// The set of tools a turn can use: the engine's only view of skills.
+///
+/// `invoke` never fails: unknown tools, malformed or invalid arguments, timeouts and
+/// skill errors all come back as error outcomes the model sees.
+pub trait Toolbox: Send + Sync {
+    /// Every tool on offer, in a stable order.
+    fn specs(&self) -> &[ToolSpec];
+    /// The repeat semantics of `name`, or `None` for an unknown tool.
+    fn semantics(&self, name: &str) -> Option<RepeatSemantics>;
+    /// Validates and runs one call.
+    fn invoke<'a>(&'a self, call: &'a ToolCall, ctx: SkillContext) -> BoxFuture<'a, ToolOutcome>;
+}
+
+impl<T: Toolbox + ?Sized> Toolbox for Arc<T> {
+    fn specs(&self) -> &[ToolSpec] {
+        (**self).specs()
+    }
+    fn semantics(&self, name: &str) -> Option<RepeatSemantics> {
+        (**self).semantics(name)
+    }
+    fn invoke<'a>(&'a self, call: &'a ToolCall, ctx: SkillContext) -> BoxFuture<'a, ToolOutcome> {
+        (**self).invoke(call, ctx)
+    }
+}

@@ -1,0 +1,78 @@
+use serde::{Deserialize, Serialize};
+
+/// Why a turn ended. Every turn ends with exactly one of these.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The model gave its final answer.
+    Completed,
+    /// The model called the `finish` tool with its answer.
+    FinishTool,
+    /// The model's answer was cut by its output-token limit.
+    Truncated,
+    /// The model-call cap was reached; the reserved last call produced the answer.
+    MaxModelCalls,
+    /// The tool-call cap was reached.
+    MaxToolCalls,
+    /// A loop guard (repetition, cycle, near-duplicate, repeated answer) ended the turn.
+    LoopDetected,
+    /// Every tool was withdrawn (circuit breakers, per-skill limits) and the model was asked to answer.
+    ToolsExhausted,
+    /// The turn's token budget was spent.
+    TokenBudget,
+    /// The turn's deadline passed.
+    Deadline,
+    /// The caller cancelled the turn (Ctrl-C, client disconnect).
+    Cancelled,
+    /// Even the pinned messages do not fit the context window.
+    ContextOverflow,
+    /// The provider failed and retrying could not help.
+    ProviderError,
+    /// A skill reported a fatal error.
+    SkillFailed,
+    /// The request was invalid before anything was sent (a bug, refused loudly).
+    InvalidRequest,
+}
+
+impl StopReason {
+    /// The snake_case name used in events, logs and the CLI.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::Completed => "completed",
+            StopReason::FinishTool => "finish_tool",
+            StopReason::Truncated => "truncated",
+            StopReason::MaxModelCalls => "max_model_calls",
+            StopReason::MaxToolCalls => "max_tool_calls",
+            StopReason::LoopDetected => "loop_detected",
+            StopReason::ToolsExhausted => "tools_exhausted",
+            StopReason::TokenBudget => "token_budget",
+            StopReason::Deadline => "deadline",
+            StopReason::Cancelled => "cancelled",
+            StopReason::ContextOverflow => "context_overflow",
+            StopReason::ProviderError => "provider_error",
+            StopReason::SkillFailed => "skill_failed",
+            StopReason::InvalidRequest => "invalid_request",
+        }
+    }
+
+    /// True when the model delivered its own answer without any guard stepping in.
+    pub fn is_clean(self) -> bool {
+        matches!(self, StopReason::Completed | StopReason::FinishTool)
+    }
+}
+
+impl std::fmt::Display for StopReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a turn cost: model calls, tool calls, tokens and wall time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnStats {
+    pub model_calls: u32,
+    pub tool_calls: u32,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub elapsed_ms: u64,
+}

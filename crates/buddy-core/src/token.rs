@@ -1,0 +1,56 @@
+use serde::{Deserialize, Serialize};
+
+use crate::{ProviderError, ToolCall};
+
+/// One normalised piece of a model's streamed reply.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Token {
+    /// A fragment of answer text.
+    Text { text: String },
+    /// Reasoning / thinking text: kept for callers, never part of the answer.
+    Reasoning { text: String },
+    /// A complete, executable tool call (providers assemble deltas before yielding).
+    ToolCall(ToolCall),
+    /// The end of the reply, with the provider's stated reason and token usage.
+    Finish {
+        reason: FinishReason,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<Usage>,
+    },
+}
+
+/// Why the provider says its reply ended. Recorded, not trusted, by the engine.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    Stop,
+    ToolCalls,
+    Length,
+    ContentFilter,
+    Other(String),
+}
+
+impl FinishReason {
+    /// Maps a wire value (`stop`, `tool_calls`, `end_turn`, `max_tokens`, …) to a reason.
+    pub fn from_wire(value: &str) -> Self {
+        match value {
+            "stop" | "end_turn" | "stop_sequence" => FinishReason::Stop,
+            "tool_calls" | "tool_use" | "function_call" => FinishReason::ToolCalls,
+            "length" | "max_tokens" => FinishReason::Length,
+            "content_filter" | "refusal" => FinishReason::ContentFilter,
+            other => FinishReason::Other(other.to_owned()),
+        }
+    }
+}
+
+/// Tokens a model call consumed, as the provider reported (or estimated) them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+/// The stream a provider returns: tokens, or a typed error that ends it.
+pub type TokenStream = futures::stream::BoxStream<'static, Result<Token, ProviderError>>;

@@ -1,0 +1,122 @@
+//! The public face of the engine: build it from a provider and a toolbox, run turns.
+
+use std::sync::Arc;
+
+use buddy_core::{ChatEvent, Message, Provider, StopReason, Toolbox, TurnStats};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::policy::LoopPolicy;
+use crate::turn::Turn;
+
+/// Runs agent turns against one provider with one set of tools.
+pub struct Engine {
+    provider: Arc<dyn Provider>,
+    toolbox: Arc<dyn Toolbox>,
+}
+
+/// Everything one turn needs: the model, the conversation so far, the new user
+/// message, the policy and a cancellation token.
+#[derive(Clone, Debug)]
+pub struct TurnRequest {
+    pub model: String,
+    /// The conversation before this turn (system prompt, earlier turns).
+    pub history: Vec<Message>,
+    /// The user's new message; `None` when `history` already ends with it.
+    pub user_message: Option<String>,
+    pub policy: LoopPolicy,
+    pub cancel: CancellationToken,
+}
+
+impl TurnRequest {
+    /// A turn for `model` answering `user_message`, under the default policy.
+    pub fn new(model: impl Into<String>, user_message: impl Into<String>) -> Self {
+        TurnRequest {
+            model: model.into(),
+            history: Vec::new(),
+            user_message: Some(user_message.into()),
+            policy: LoopPolicy::default(),
+            cancel: CancellationToken::new(),
+        }
+    }
+
+    /// Sets the conversation before this turn.
+    pub fn with_history(mut self, history: Vec<Message>) -> Self {
+        self.history = history;
+        self
+    }
+
+    /// Sets the policy.
+    pub fn with_policy(mut self, policy: LoopPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Sets the cancellation token.
+    pub fn with_cancel(mut self, cancel: CancellationToken) -> Self {
+        self.cancel = cancel;
+        self
+    }
+}
+
+/// How a turn ended and the conversation it left behind.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TurnOutcome {
+    pub reason: StopReason,
+    /// The final answer (`Done`), if the turn produced one.
+    pub answer: Option<String>,
+    /// The error message (`Error`), if the turn ended with one.
+    pub error: Option<String>,
+    pub stats: TurnStats,
+    /// The whole conversation after the turn: always a valid history.
+    pub messages: Vec<Message>,
+    /// Index in `messages` of the first message this turn added (the user message).
+    pub first_new: usize,
+}
+
+impl TurnOutcome {
+    /// The messages this turn added.
+    pub fn new_messages(&self) -> &[Message] {
+        self.messages.get(self.first_new..).unwrap_or(&[])
+    }
+}
+
+/// Room in the event channel of [`Engine::spawn`] before the turn waits for its consumer.
+const EVENT_BUFFER: usize = 256;
+
+impl Engine {
+    /// An engine over `provider` and `toolbox`.
+    pub fn new(provider: Arc<dyn Provider>, toolbox: Arc<dyn Toolbox>) -> Self {
+        Engine { provider, toolbox }
+    }
+
+    /// Runs one turn, sending its events to `events`; returns when the terminal event is sent.
+    pub async fn run(&self, request: TurnRequest, events: mpsc::Sender<ChatEvent>) -> TurnOutcome {
+        Turn::new(&*self.provider, &*self.toolbox, request, events).run().await
+    }
+
+    /// Runs one turn on its own task; events arrive on the returned receiver.
+    pub fn spawn(
+        self: &Arc<Self>,
+        request: TurnRequest,
+    ) -> (mpsc::Receiver<ChatEvent>, tokio::task::JoinHandle<TurnOutcome>) {
+        let (tx, rx) = mpsc::channel(EVENT_BUFFER);
+        let engine = Arc::clone(self);
+        let handle = tokio::spawn(async move { engine.run(request, tx).await });
+        (rx, handle)
+    }
+
+    /// Runs one turn and collects all of its events (for tests, benchmarks and batch use).
+    pub async fn run_collect(&self, request: TurnRequest) -> (Vec<ChatEvent>, TurnOutcome) {
+        let (tx, mut rx) = mpsc::channel(EVENT_BUFFER);
+        let collect = async {
+            let mut events = Vec::new();
+            while let Some(event) = rx.recv().await {
+                events.push(event);
+            }
+            events
+        };
+        let (outcome, events) = tokio::join!(self.run(request, tx), collect);
+        (events, outcome)
+    }
+}

@@ -1,0 +1,7 @@
+//! The loop guards' building blocks: what counts as "the same call", how alike two
+//! texts are, what the turn has run so far, and the escalation ladder.
+
+pub mod call_log;
+pub mod canonical;
+pub mod ladder;
+pub mod similarity;

@@ -1,0 +1,73 @@
+//! One model call: stream its tokens out as events and collect the reply.
+
+use std::time::Instant;
+
+use buddy_core::{ChatEvent, CompletionRequest, FinishReason, Provider, ProviderError, Token, ToolCall, Usage};
+use futures::StreamExt;
+use tokio_util::sync::CancellationToken;
+
+use crate::emitter::Emitter;
+use crate::history_check::HistoryError;
+
+/// A model's whole reply to one call.
+#[derive(Debug, Default)]
+pub(crate) struct Reply {
+    pub text: String,
+    pub tool_calls: Vec<ToolCall>,
+    pub finish: Option<FinishReason>,
+    pub usage: Option<Usage>,
+}
+
+/// Why a model call did not produce a reply.
+#[derive(Debug)]
+pub(crate) enum CallEnd {
+    Cancelled,
+    Deadline,
+    Invalid(HistoryError),
+    Provider(ProviderError),
+}
+
+/// Sends `request`, streaming text to `events`, until the reply ends, the turn is
+/// cancelled or the deadline passes.
+pub(crate) async fn stream_reply(
+    provider: &dyn Provider,
+    events: &Emitter,
+    cancel: &CancellationToken,
+    deadline: Option<Instant>,
+    request: CompletionRequest<'_>,
+) -> Result<Reply, CallEnd> {
+    let deadline_passed = async {
+        match deadline {
+            Some(at) => tokio::time::sleep_until(at.into()).await,
+            None => futures::future::pending().await,
+        }
+    };
+    tokio::pin!(deadline_passed);
+    let collect = async {
+        let mut stream = provider.stream(request).await.map_err(CallEnd::Provider)?;
+        let mut reply = Reply::default();
+        while let Some(token) = stream.next().await {
+            match token.map_err(CallEnd::Provider)? {
+                Token::Text { text } => {
+                    reply.text.push_str(&text);
+                    events.emit(ChatEvent::TextDelta { text }).await;
+                }
+                Token::ToolCall(call) => reply.tool_calls.push(call),
+                Token::Finish { reason, usage } => {
+                    reply.finish = Some(reason);
+                    if usage.is_some() {
+                        reply.usage = usage;
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(reply)
+    };
+    tokio::select! {
+        biased;
+        _ = cancel.cancelled() => Err(CallEnd::Cancelled),
+        _ = &mut deadline_passed => Err(CallEnd::Deadline),
+        reply = collect => reply,
+    }
+}

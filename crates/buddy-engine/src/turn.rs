@@ -1,0 +1,439 @@
+//! The turn state machine: CallModel -> (Done | ExecuteTools -> CallModel | Finalize -> Done).
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+use buddy_core::{
+    ChatEvent, CompletionRequest, FinishReason, GuardAction, GuardKind, Message, Provider, StopReason, ToolChoice,
+    ToolSpec, Toolbox, TurnStats, Usage,
+};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::debug;
+
+use crate::emitter::Emitter;
+use crate::engine::{TurnOutcome, TurnRequest};
+use crate::finalize::{fallback_answer, finish_tool_spec};
+use crate::guards::call_log::CallLog;
+use crate::guards::ladder::Ladder;
+use crate::history_check::check_history;
+use crate::model_call::{CallEnd, Reply, stream_reply};
+use crate::policy::{LoopPolicy, OnLimit};
+
+/// Why the turn goes to Finalize, and the guard to name in the event.
+#[derive(Clone, Debug)]
+pub(crate) struct FinalizeCause {
+    pub reason: StopReason,
+    pub guard: GuardKind,
+    pub detail: String,
+}
+
+/// Where the state machine goes after a step.
+pub(crate) enum Step {
+    Continue,
+    Finalize(FinalizeCause),
+    Done(TurnOutcome),
+}
+
+/// What the guards remember across the rounds of one turn.
+#[derive(Default)]
+pub(crate) struct GuardState {
+    /// Withdrawn skills and why, in words the model reads.
+    pub withdrawn: BTreeMap<String, String>,
+    pub last_withdrawal_was_loop: bool,
+    pub calls_per_skill: HashMap<String, u32>,
+    pub consecutive_failures: HashMap<String, u32>,
+    pub log: CallLog,
+    pub ladder: Ladder,
+    /// Normalised answer texts of earlier rounds that came with tool calls.
+    pub answers: Vec<String>,
+    pub tools_withdrawn_announced: bool,
+}
+
+/// One turn in progress. Owned by a single task; nothing here is shared or locked.
+pub(crate) struct Turn<'e> {
+    pub provider: &'e dyn Provider,
+    pub toolbox: &'e dyn Toolbox,
+    pub model: String,
+    pub policy: LoopPolicy,
+    pub cancel: CancellationToken,
+    pub events: Emitter,
+    pub started: Instant,
+    pub deadline: Option<Instant>,
+    pub stats: TurnStats,
+    pub history: Vec<Message>,
+    pub first_new: usize,
+    pub guards: GuardState,
+    /// Total characters in `history`, kept up to date to estimate tokens without rescanning.
+    history_chars: usize,
+    /// Whether the current model call offered tools.
+    pub tools_offered_now: bool,
+}
+
+impl<'e> Turn<'e> {
+    pub(crate) fn new(
+        provider: &'e dyn Provider,
+        toolbox: &'e dyn Toolbox,
+        request: TurnRequest,
+        events: mpsc::Sender<ChatEvent>,
+    ) -> Self {
+        let started = Instant::now();
+        let deadline = request.policy.deadline_ms.map(|ms| started + Duration::from_millis(ms));
+        let first_new = request.history.len();
+        let history_chars = request.history.iter().map(message_chars).sum();
+        let mut turn = Turn {
+            provider,
+            toolbox,
+            model: request.model,
+            policy: request.policy,
+            cancel: request.cancel,
+            events: Emitter::new(events),
+            started,
+            deadline,
+            stats: TurnStats::default(),
+            history: request.history,
+            first_new,
+            guards: GuardState::default(),
+            history_chars,
+            tools_offered_now: false,
+        };
+        if let Some(text) = request.user_message {
+            turn.push(Message::user(text));
+        }
+        turn
+    }
+
+    /// Runs the state machine to its one terminal event.
+    pub(crate) async fn run(mut self) -> TurnOutcome {
+        let mut pending: Option<FinalizeCause> = None;
+        loop {
+            if self.cancel.is_cancelled() {
+                return self.finish_cancelled().await;
+            }
+            if pending.is_none() {
+                pending = self.limit_cause();
+            }
+            if let Some(cause) = pending.take() {
+                return self.finalize(cause).await;
+            }
+            let tools = self.tools_for_next_call().await;
+            self.tools_offered_now = tools.is_some();
+            let reply = match self.model_call(tools.as_deref(), None).await {
+                Ok(reply) => reply,
+                Err(CallEnd::Cancelled) => return self.finish_cancelled().await,
+                Err(CallEnd::Deadline) => {
+                    pending = Some(self.deadline_cause());
+                    continue;
+                }
+                Err(CallEnd::Invalid(e)) => return self.finish_error(StopReason::InvalidRequest, e.to_string()).await,
+                Err(CallEnd::Provider(e)) => return self.finish_error(StopReason::ProviderError, e.to_string()).await,
+            };
+            match self.route(reply).await {
+                Step::Continue => {}
+                Step::Finalize(cause) => pending = Some(cause),
+                Step::Done(outcome) => return outcome,
+            }
+        }
+    }
+
+    /// Decides, from the model's own output, whether the turn is over.
+    async fn route(&mut self, reply: Reply) -> Step {
+        let Reply {
+            text, tool_calls, finish, ..
+        } = reply;
+        let text_chars = text.trim().chars().count();
+        let inputs = format!(
+            "model_call={} tool_calls={} finish_reason={:?} text_chars={}",
+            self.stats.model_calls,
+            tool_calls.len(),
+            finish,
+            text_chars
+        );
+        if tool_calls.is_empty() {
+            let reason = if finish == Some(FinishReason::Length) {
+                StopReason::Truncated
+            } else {
+                StopReason::Completed
+            };
+            debug!(%inputs, decision = "done", %reason, "no executable tool calls: the text is the answer");
+            return Step::Done(self.finish_with_answer(reason, text).await);
+        }
+        if self.policy.finish_tool
+            && let Some(call) = tool_calls.iter().find(|c| c.name == crate::finalize::FINISH_TOOL)
+            && let Some(answer) = crate::finalize::finish_answer(&call.arguments)
+        {
+            debug!(%inputs, decision = "done", reason = "finish_tool", "the model called finish");
+            let call = call.clone();
+            self.push(Message::Assistant {
+                content: non_empty(text),
+                tool_calls: vec![call.clone()],
+            });
+            self.events
+                .emit(ChatEvent::ToolCallStart {
+                    id: call.id.clone(),
+                    name: call.name.clone(),
+                    arguments: call.arguments.clone(),
+                })
+                .await;
+            let ack = "Turn finished with this answer.".to_owned();
+            self.events
+                .emit(ChatEvent::ToolCallResult {
+                    id: call.id.clone(),
+                    name: call.name.clone(),
+                    content: ack.clone(),
+                    is_error: false,
+                })
+                .await;
+            self.push(Message::tool_result(call.id, ack, false));
+            self.events.emit(ChatEvent::TextDelta { text: answer.clone() }).await;
+            return Step::Done(self.finish_with_answer(StopReason::FinishTool, answer).await);
+        }
+        if self.policy.honor_stop && finish == Some(FinishReason::Stop) && text_chars > 0 {
+            debug!(%inputs, decision = "done", reason = "honor_stop", "finish_reason stop is trusted by policy");
+            return Step::Done(self.accept_answer(GuardKind::HonorStop, text, tool_calls.len()).await);
+        }
+        if let Some(min) = self.policy.substantive_answer_chars
+            && text_chars >= min
+        {
+            debug!(%inputs, decision = "done", reason = "substantive_answer", threshold = min, "text beside calls is long enough to be the answer");
+            return Step::Done(self.accept_answer(GuardKind::SubstantiveAnswer, text, tool_calls.len()).await);
+        }
+        debug!(%inputs, decision = "execute_tools", "executable tool calls present");
+        self.push(Message::Assistant {
+            content: non_empty(text.clone()),
+            tool_calls: tool_calls.clone(),
+        });
+        let step = self.tool_round(tool_calls, &text).await;
+        if let Step::Finalize(cause) = &step {
+            debug!(decision = "finalize", reason = %cause.reason, detail = %cause.detail, "after tool round");
+        }
+        step
+    }
+
+    /// Ends the turn taking `text` as the answer and dropping the calls beside it.
+    async fn accept_answer(&mut self, guard: GuardKind, text: String, dropped_calls: usize) -> TurnOutcome {
+        self.events
+            .emit(ChatEvent::GuardTripped {
+                guard,
+                action: GuardAction::AcceptedAnswer,
+                skill: None,
+                detail: format!(
+                    "{} characters of answer came with {dropped_calls} tool call(s); the answer was taken and the calls not run",
+                    text.trim().chars().count()
+                ),
+            })
+            .await;
+        self.finish_with_answer(StopReason::Completed, text).await
+    }
+
+    /// The tools to offer the next call, or `None` for a plain chat call.
+    async fn tools_for_next_call(&mut self) -> Option<Vec<ToolSpec>> {
+        if let Some(after) = self.policy.withdraw_tools_after
+            && self.stats.model_calls >= after
+        {
+            if !self.guards.tools_withdrawn_announced {
+                self.guards.tools_withdrawn_announced = true;
+                self.events
+                    .emit(ChatEvent::GuardTripped {
+                        guard: GuardKind::ToolsWithdrawn,
+                        action: GuardAction::WithdrewAllTools,
+                        skill: None,
+                        detail: format!("no tools are offered after {after} model calls (policy withdraw_tools_after)"),
+                    })
+                    .await;
+            }
+            return None;
+        }
+        let mut specs: Vec<ToolSpec> = self
+            .toolbox
+            .specs()
+            .iter()
+            .filter(|s| !self.guards.withdrawn.contains_key(&s.name))
+            .cloned()
+            .collect();
+        if self.policy.finish_tool {
+            specs.push(finish_tool_spec());
+        }
+        (!specs.is_empty()).then_some(specs)
+    }
+
+    /// A limit that has been reached before the next model call, if any.
+    fn limit_cause(&self) -> Option<FinalizeCause> {
+        let p = &self.policy;
+        let calls = self.stats.model_calls;
+        let capped = match p.on_limit {
+            OnLimit::Finalize => calls + 1 >= p.max_model_calls,
+            OnLimit::Error => calls >= p.max_model_calls,
+        };
+        if capped {
+            return Some(FinalizeCause {
+                reason: StopReason::MaxModelCalls,
+                guard: GuardKind::ModelCallLimit,
+                detail: format!("{calls} of {} model calls used", p.max_model_calls),
+            });
+        }
+        if self.deadline.is_some_and(|d| Instant::now() >= d) {
+            return Some(self.deadline_cause());
+        }
+        if let Some(budget) = p.max_turn_tokens {
+            let used = self.stats.input_tokens + self.stats.output_tokens;
+            if used >= budget {
+                return Some(FinalizeCause {
+                    reason: StopReason::TokenBudget,
+                    guard: GuardKind::TokenBudget,
+                    detail: format!("{used} of {budget} tokens used"),
+                });
+            }
+        }
+        None
+    }
+
+    pub(crate) fn deadline_cause(&self) -> FinalizeCause {
+        FinalizeCause {
+            reason: StopReason::Deadline,
+            guard: GuardKind::Deadline,
+            detail: format!("the turn's deadline of {} ms passed", self.policy.deadline_ms.unwrap_or_default()),
+        }
+    }
+
+    /// One model call over the history (plus a Finalize instruction, if given).
+    pub(crate) async fn model_call(
+        &mut self,
+        tools: Option<&[ToolSpec]>,
+        finalize_instruction: Option<&str>,
+    ) -> Result<Reply, CallEnd> {
+        let with_instruction;
+        let messages: &[Message] = match finalize_instruction {
+            Some(instruction) => {
+                with_instruction = [self.history.as_slice(), &[Message::user(instruction)]].concat();
+                &with_instruction
+            }
+            None => &self.history,
+        };
+        check_history(messages).map_err(CallEnd::Invalid)?;
+        let request = CompletionRequest {
+            model: &self.model,
+            messages,
+            tools,
+            tool_choice: finalize_instruction.map(|_| ToolChoice::None),
+            max_output_tokens: None,
+        };
+        let deadline = finalize_instruction.is_none().then_some(self.deadline).flatten();
+        let input_chars = self.history_chars
+            + finalize_instruction.map_or(0, str::len)
+            + tools.map_or(0, |t| t.iter().map(|s| s.description.len() + s.parameters.to_string().len()).sum());
+        let result = stream_reply(self.provider, &self.events, &self.cancel, deadline, request).await;
+        self.stats.model_calls += 1;
+        let reply = result?;
+        let usage = reply.usage.unwrap_or_else(|| Usage {
+            input_tokens: estimate_tokens(input_chars),
+            output_tokens: estimate_tokens(
+                reply.text.len() + reply.tool_calls.iter().map(|c| c.name.len() + c.arguments.len()).sum::<usize>(),
+            ),
+        });
+        self.stats.input_tokens += usage.input_tokens;
+        self.stats.output_tokens += usage.output_tokens;
+        self.events
+            .emit(ChatEvent::IterationStats {
+                model_call: self.stats.model_calls,
+                finish_reason: reply.finish.clone(),
+                tool_calls_requested: u32::try_from(reply.tool_calls.len()).unwrap_or(u32::MAX),
+                tools_offered: tools.map_or(0, |t| u32::try_from(t.len()).unwrap_or(u32::MAX)),
+                input_tokens: self.stats.input_tokens,
+                output_tokens: self.stats.output_tokens,
+                elapsed_ms: self.elapsed_ms(),
+            })
+            .await;
+        Ok(reply)
+    }
+
+    /// Appends a message to the history.
+    pub(crate) fn push(&mut self, message: Message) {
+        self.history_chars += message_chars(&message);
+        self.history.push(message);
+    }
+
+    fn elapsed_ms(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Ends with `Done`, writing an answer from the tool results if the model gave none.
+    pub(crate) async fn finish_with_answer(&mut self, reason: StopReason, text: String) -> TurnOutcome {
+        let answer = if text.trim().is_empty() {
+            let fallback = fallback_answer(&self.history[self.first_new..], reason);
+            self.events.emit(ChatEvent::TextDelta { text: fallback.clone() }).await;
+            fallback
+        } else {
+            text
+        };
+        self.push(Message::assistant(answer.clone()));
+        self.stats.elapsed_ms = self.elapsed_ms();
+        debug!(%reason, stats = ?self.stats, "turn done");
+        self.events
+            .emit(ChatEvent::Done {
+                reason,
+                answer: answer.clone(),
+                stats: self.stats,
+            })
+            .await;
+        self.outcome(reason, Some(answer), None)
+    }
+
+    /// Ends with `Error`.
+    pub(crate) async fn finish_error(&mut self, reason: StopReason, message: String) -> TurnOutcome {
+        self.stats.elapsed_ms = self.elapsed_ms();
+        debug!(%reason, %message, "turn ended with an error");
+        self.events
+            .emit(ChatEvent::Error {
+                reason,
+                message: message.clone(),
+                stats: self.stats,
+            })
+            .await;
+        self.outcome(reason, None, Some(message))
+    }
+
+    /// Ends with `Done(Cancelled)`.
+    pub(crate) async fn finish_cancelled(&mut self) -> TurnOutcome {
+        self.stats.elapsed_ms = self.elapsed_ms();
+        debug!("turn cancelled");
+        self.events
+            .emit(ChatEvent::Done {
+                reason: StopReason::Cancelled,
+                answer: String::new(),
+                stats: self.stats,
+            })
+            .await;
+        self.outcome(StopReason::Cancelled, None, None)
+    }
+
+    fn outcome(&mut self, reason: StopReason, answer: Option<String>, error: Option<String>) -> TurnOutcome {
+        TurnOutcome {
+            reason,
+            answer,
+            error,
+            stats: self.stats,
+            messages: std::mem::take(&mut self.history),
+            first_new: self.first_new,
+        }
+    }
+}
+
+fn non_empty(text: String) -> Option<String> {
+    (!text.trim().is_empty()).then_some(text)
+}
+
+fn message_chars(message: &Message) -> usize {
+    match message {
+        Message::Assistant { content, tool_calls } => {
+            content.as_ref().map_or(0, String::len)
+                + tool_calls.iter().map(|c| c.name.len() + c.arguments.len() + c.id.len()).sum::<usize>()
+        }
+        other => other.text().map_or(0, str::len),
+    }
+}
+
+/// A rough token estimate (4 characters a token) for providers that report no usage.
+fn estimate_tokens(chars: usize) -> u64 {
+    u64::try_from(chars.div_ceil(4)).unwrap_or(u64::MAX)
+}
