@@ -1,1 +1,17 @@
-//! placeholder
+//! buddy-skills: the tools a model can call, and the registry that runs them safely.
+//!
+//! [`SkillRegistry`] validates every call's arguments against the skill's JSON Schema
+//! before running it, bounds it with a timeout, caps its output, and turns every
+//! failure (unknown tool, malformed JSON, schema violation, timeout, skill error,
+//! even a panic) into an error result the model can read.
+
+pub mod builtin;
+mod command;
+mod output_cap;
+mod registry;
+mod sandbox;
+
+pub use command::{CommandSkill, CommandSkillConfig};
+pub use output_cap::cap_text;
+pub use registry::{RegistryError, SkillRegistry};
+pub use sandbox::{Sandbox, SandboxError};
