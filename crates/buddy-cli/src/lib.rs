@@ -1,1 +1,11 @@
-//! placeholder
+//! The `buddy` command's library half: configuration, wiring, the scenario runner and
+//! the event printers, kept here so tests drive exactly what the binary runs.
+
+pub mod config;
+pub mod exit_code;
+pub mod printer;
+pub mod scenario_run;
+pub mod toolbox;
+
+/// The built-in offline scenario `buddy run` and `buddy chat` use without `--scenario`.
+pub const DEFAULT_SCENARIO: &str = include_str!("../../../scenarios/offline_assistant.json");

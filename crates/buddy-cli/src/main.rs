@@ -1,1 +1,89 @@
-fn main() {}
+//! `buddy`: run, chat with and demo the agent loop from the command line.
+
+mod commands;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use commands::{ChatArgs, DemoArgs, RunArgs};
+
+/// buddy — an LLM agent runtime whose every turn ends, quickly, with an answer and a stated reason.
+///
+/// Without a configured provider buddy uses its built-in scripted model, so everything
+/// here works offline. Exit codes: 0 completed; 1 provider/skill error; 2 bad usage or
+/// config; 3 a limit; 4 loop detected; 5 context overflow; 6 truncated; 130 cancelled.
+#[derive(Parser, Debug)]
+#[command(name = "buddy", version, about, long_about)]
+struct Cli {
+    /// Config file (default: ./buddy.toml when it exists).
+    #[arg(long, global = true, env = "BUDDY_CONFIG", value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Log routing decisions to stderr (-v debug, -vv trace); RUST_LOG overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+    /// Log format.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run one turn: answer text on stdout, tool calls, results and guards on stderr.
+    Run(RunArgs),
+    /// Talk to buddy interactively (Ctrl-C cancels a running turn; Ctrl-C or Ctrl-D at the prompt quits).
+    Chat(ChatArgs),
+    /// Run every scenario in a directory and show how each turn ended.
+    Demo(DemoArgs),
+}
+
+fn init_logging(verbose: u8, format: LogFormat) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "warn,buddy_engine=debug,buddy_skills=debug,buddy_providers=debug,buddy_cli=debug",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.verbose, cli.log_format);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let config = cli.config.as_deref();
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Run(args) => commands::run(config, args).await,
+            Command::Chat(args) => commands::chat(config, args).await,
+            Command::Demo(args) => commands::demo(args).await,
+        }
+    });
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

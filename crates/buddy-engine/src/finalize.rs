@@ -1,7 +1,7 @@
 //! Finalize: one last model call without tools, and buddy's own answer when even
 //! that yields no text. Also the optional `finish` tool.
 
-use buddy_core::{ChatEvent, GuardAction, Message, StopReason, ToolSpec};
+use buddy_core::{GuardAction, Message, StopReason, ToolSpec};
 use serde_json::json;
 use tracing::{debug, warn};
 
@@ -77,25 +77,6 @@ impl Turn<'_> {
             }
             Err(CallEnd::Deadline) => self.finish_with_answer(reason, String::new()).await,
         }
-    }
-
-    /// Emits one `GuardTripped` event.
-    pub(crate) async fn emit_guard(
-        &self,
-        guard: buddy_core::GuardKind,
-        action: GuardAction,
-        skill: Option<&str>,
-        detail: String,
-    ) {
-        debug!(guard = guard.as_str(), action = action.as_str(), skill, %detail, "guard tripped");
-        self.events
-            .emit(ChatEvent::GuardTripped {
-                guard,
-                action,
-                skill: skill.map(str::to_owned),
-                detail,
-            })
-            .await;
     }
 }
 

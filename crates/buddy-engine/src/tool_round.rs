@@ -74,22 +74,21 @@ impl Turn<'_> {
         let mut round = Round::default();
         let loop_on = self.policy.loop_detection;
         let text_repeated = loop_on && self.answer_repeats(text);
+        for call in &calls {
+            self.events
+                .emit(ChatEvent::ToolCallStart {
+                    id: call.id.clone(),
+                    name: call.name.clone(),
+                    arguments: call.arguments.clone(),
+                })
+                .await;
+        }
         let mut slots = self.plan_calls(calls, &mut round).await;
 
         if text_repeated || slots.iter().any(|s| s.signal.is_some()) {
             let rung = self.guards.ladder.step();
             round.rung = Some(rung);
             self.apply_pre_run_rung(rung, &mut slots, text_repeated, &mut round).await;
-        }
-
-        for slot in &slots {
-            self.events
-                .emit(ChatEvent::ToolCallStart {
-                    id: slot.call.id.clone(),
-                    name: slot.call.name.clone(),
-                    arguments: slot.call.arguments.clone(),
-                })
-                .await;
         }
 
         let interrupted = self.run_slots(&slots, &mut round).await;
@@ -210,6 +209,7 @@ impl Turn<'_> {
             if matches!(slot.plan, Plan::Run) && slot.signal.is_none() {
                 planned_runs += 1;
             }
+            self.guards.log.note_requested(&slot.key);
             slots.push(slot);
         }
         slots

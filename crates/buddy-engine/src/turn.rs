@@ -347,6 +347,25 @@ impl<'e> Turn<'e> {
         Ok(reply)
     }
 
+    /// Emits one `GuardTripped` event.
+    pub(crate) async fn emit_guard(
+        &self,
+        guard: GuardKind,
+        action: GuardAction,
+        skill: Option<&str>,
+        detail: String,
+    ) {
+        debug!(guard = guard.as_str(), action = action.as_str(), skill, %detail, "guard tripped");
+        self.events
+            .emit(ChatEvent::GuardTripped {
+                guard,
+                action,
+                skill: skill.map(str::to_owned),
+                detail,
+            })
+            .await;
+    }
+
     /// Appends a message to the history.
     pub(crate) fn push(&mut self, message: Message) {
         self.history_chars += message_chars(&message);

@@ -18,6 +18,8 @@ pub struct CallRecord {
 #[derive(Debug, Default)]
 pub struct CallLog {
     records: Vec<CallRecord>,
+    /// Keys of every call the model asked for, run or not, for cycle detection.
+    requested: Vec<String>,
     last_by_key: HashMap<String, usize>,
     last_by_name: HashMap<String, usize>,
 }
@@ -46,12 +48,17 @@ impl CallLog {
         self.last_by_name.get(name).and_then(|i| self.records.get(*i))
     }
 
-    /// If repeating `key` now closes a cycle of period 2..=4 (A,B,A or A,B,C,A…), its period.
+    /// Notes that the model asked for a call (whether or not it runs).
+    pub fn note_requested(&mut self, key: &str) {
+        self.requested.push(key.to_owned());
+    }
+
+    /// If asking for `key` now closes a cycle of period 2..=4 (A,B,A or A,B,C,A…) in
+    /// the calls the model asked for, its period.
     pub fn cycle_period(&self, key: &str) -> Option<usize> {
-        let last = *self.last_by_key.get(key)?;
-        let period = self.records.len() - last;
-        let between_distinct = self.records[last + 1..].iter().all(|r| r.key != key);
-        ((2..=4).contains(&period) && between_distinct).then_some(period)
+        let last = self.requested.iter().rposition(|k| k == key)?;
+        let period = self.requested.len() - last;
+        (2..=4).contains(&period).then_some(period)
     }
 
     /// Number of executed calls.
@@ -88,15 +95,17 @@ mod tests {
     #[test]
     fn finds_cycles_of_period_two_to_four() {
         let mut log = CallLog::default();
+        let key = |n: &str| call_key(n, "{}");
         log.push(rec("a", "{}"));
-        assert_eq!(log.cycle_period(&call_key("a", "{}")), None, "an immediate repeat is no cycle");
-        log.push(rec("b", "{}"));
-        assert_eq!(log.cycle_period(&call_key("a", "{}")), Some(2));
-        log.push(rec("c", "{}"));
-        log.push(rec("d", "{}"));
-        log.push(rec("e", "{}"));
-        assert_eq!(log.cycle_period(&call_key("a", "{}")), None, "period 5 is too long");
-        assert_eq!(log.cycle_period(&call_key("c", "{}")), Some(3));
+        log.note_requested(&key("a"));
+        assert_eq!(log.cycle_period(&key("a")), None, "an immediate repeat is no cycle");
+        for name in ["b", "c", "d", "e"] {
+            log.note_requested(&key(name));
+        }
+        assert_eq!(log.cycle_period(&key("a")), None, "period 5 is too long");
+        assert_eq!(log.cycle_period(&key("c")), Some(3));
+        log.note_requested(&key("b"));
+        assert_eq!(log.cycle_period(&key("e")), Some(2));
         assert_eq!(log.last_of("b").map(|r| r.key.clone()), Some(call_key("b", "{}")));
     }
 }

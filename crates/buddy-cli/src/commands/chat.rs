@@ -1,0 +1,73 @@
+//! `buddy chat`: an interactive conversation.
+
+use std::path::Path;
+
+use anyhow::Context;
+use buddy_cli::printer::Printer;
+use buddy_engine::{CancellationToken, TurnRequest};
+use clap::Args;
+use rustyline::DefaultEditor;
+use rustyline::error::ReadlineError;
+
+use super::TurnArgs;
+use super::setup::setup;
+
+/// `buddy chat`.
+#[derive(Args, Debug)]
+pub struct ChatArgs {
+    #[command(flatten)]
+    turn: TurnArgs,
+}
+
+/// Reads lines until Ctrl-D, Ctrl-C at the prompt or `/exit`; Ctrl-C during a turn cancels it.
+pub async fn chat(config: Option<&Path>, args: ChatArgs) -> anyhow::Result<u8> {
+    let setup = setup(config, &args.turn)?;
+    let mut history = setup.history.clone();
+    let mut editor = DefaultEditor::new().context("cannot start the line editor")?;
+    eprintln!(
+        "buddy chat — model {}. Ctrl-C cancels a running turn; Ctrl-C or Ctrl-D at the prompt quits.",
+        setup.model
+    );
+    loop {
+        let (back, line) = tokio::task::spawn_blocking(move || {
+            let line = editor.readline("you> ");
+            (editor, line)
+        })
+        .await?;
+        editor = back;
+        let line = match line {
+            Ok(line) => line,
+            Err(ReadlineError::Interrupted | ReadlineError::Eof) => break,
+            Err(e) => return Err(e).context("cannot read input"),
+        };
+        let text = line.trim();
+        if text.is_empty() {
+            continue;
+        }
+        if text == "/exit" || text == "/quit" {
+            break;
+        }
+        let _ = editor.add_history_entry(text);
+        let cancel = CancellationToken::new();
+        let request = TurnRequest::new(setup.model.clone(), text)
+            .with_history(history.clone())
+            .with_policy(setup.policy.clone())
+            .with_cancel(cancel.clone());
+        let (mut events, handle) = setup.engine.spawn(request);
+        let mut printer = Printer::new(false, std::io::stdout(), std::io::stderr());
+        let ctrl_c = tokio::signal::ctrl_c();
+        tokio::pin!(ctrl_c);
+        loop {
+            tokio::select! {
+                event = events.recv() => match event {
+                    Some(event) => printer.print(&event),
+                    None => break,
+                },
+                _ = &mut ctrl_c, if !cancel.is_cancelled() => cancel.cancel(),
+            }
+        }
+        let outcome = handle.await?;
+        history = outcome.messages;
+    }
+    Ok(0)
+}

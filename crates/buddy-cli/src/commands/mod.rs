@@ -1,0 +1,144 @@
+//! The subcommands, and the flags they share.
+
+mod chat;
+mod demo;
+mod run;
+mod setup;
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use buddy_engine::{OnLimit, PolicyPatch};
+use clap::Args;
+use serde_json::Value;
+
+pub use chat::{ChatArgs, chat};
+pub use demo::{DemoArgs, demo};
+pub use run::{RunArgs, run};
+
+/// Flags that override the loop policy (after buddy.toml and BUDDY_* variables).
+#[derive(Args, Debug, Default, Clone)]
+pub struct PolicyFlags {
+    /// Model calls per turn, the last reserved for the answer.
+    #[arg(long, value_name = "N")]
+    max_model_calls: Option<u32>,
+    /// Tool calls per turn.
+    #[arg(long, value_name = "N")]
+    max_tool_calls: Option<u32>,
+    /// Calls of any one skill per turn (0 = off).
+    #[arg(long, value_name = "N")]
+    max_calls_per_skill: Option<u32>,
+    /// Consecutive failures before a skill is withdrawn.
+    #[arg(long, value_name = "N")]
+    max_consecutive_failures: Option<u32>,
+    /// Take text at least this long beside tool calls as the final answer (0 = off).
+    #[arg(long, value_name = "CHARS")]
+    substantive_answer_chars: Option<usize>,
+    /// Offer no tools after N model calls (0 = off).
+    #[arg(long, value_name = "N")]
+    withdraw_tools_after: Option<u32>,
+    /// Token budget of the turn (0 = off).
+    #[arg(long, value_name = "TOKENS")]
+    max_turn_tokens: Option<u64>,
+    /// Deadline of the turn in milliseconds (0 = off).
+    #[arg(long, value_name = "MS")]
+    deadline_ms: Option<u64>,
+    /// What a tripped limit does: finalize (answer without tools) or error.
+    #[arg(long, value_enum)]
+    on_limit: Option<OnLimitArg>,
+    /// Trust finish_reason "stop" even when tool calls come with it.
+    #[arg(long)]
+    honor_stop: bool,
+    /// Offer a finish(answer) tool that ends the turn.
+    #[arg(long)]
+    finish_tool: bool,
+    /// Turn off repetition, cycle, near-duplicate and repeated-answer detection.
+    #[arg(long)]
+    no_loop_detection: bool,
+    /// Any policy field, as FIELD=VALUE (repeatable), e.g. --policy poll_patience=8.
+    #[arg(long = "policy", value_name = "FIELD=VALUE")]
+    fields: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum OnLimitArg {
+    Finalize,
+    Error,
+}
+
+impl PolicyFlags {
+    /// The patch these flags describe, each value checked and named on error.
+    pub fn to_patch(&self) -> anyhow::Result<PolicyPatch> {
+        let mut patch = PolicyPatch::default();
+        let mut set = |field: &str, value: Value| patch.set(field, value).with_context(|| format!("--{}", field.replace('_', "-")));
+        if let Some(v) = self.max_model_calls {
+            set("max_model_calls", v.into())?;
+        }
+        if let Some(v) = self.max_tool_calls {
+            set("max_tool_calls", v.into())?;
+        }
+        if let Some(v) = self.max_calls_per_skill {
+            set("max_calls_per_skill", v.into())?;
+        }
+        if let Some(v) = self.max_consecutive_failures {
+            set("max_consecutive_failures", v.into())?;
+        }
+        if let Some(v) = self.substantive_answer_chars {
+            set("substantive_answer_chars", v.into())?;
+        }
+        if let Some(v) = self.withdraw_tools_after {
+            set("withdraw_tools_after", v.into())?;
+        }
+        if let Some(v) = self.max_turn_tokens {
+            set("max_turn_tokens", v.into())?;
+        }
+        if let Some(v) = self.deadline_ms {
+            set("deadline_ms", v.into())?;
+        }
+        if let Some(v) = self.on_limit {
+            let on = match v {
+                OnLimitArg::Finalize => OnLimit::Finalize,
+                OnLimitArg::Error => OnLimit::Error,
+            };
+            set("on_limit", serde_json::to_value(on)?)?;
+        }
+        if self.honor_stop {
+            set("honor_stop", true.into())?;
+        }
+        if self.finish_tool {
+            set("finish_tool", true.into())?;
+        }
+        if self.no_loop_detection {
+            set("loop_detection", false.into())?;
+        }
+        for field in &self.fields {
+            let (key, raw) = field
+                .split_once('=')
+                .with_context(|| format!("--policy `{field}`: write FIELD=VALUE"))?;
+            let value = serde_json::from_str(raw.trim()).unwrap_or_else(|_| Value::String(raw.trim().to_owned()));
+            patch
+                .set(key.trim(), value)
+                .with_context(|| format!("--policy `{field}`"))?;
+        }
+        Ok(patch)
+    }
+}
+
+/// Flags shared by `run` and `chat`.
+#[derive(Args, Debug, Clone)]
+pub struct TurnArgs {
+    /// Scenario file for the scripted model (default: the built-in offline assistant).
+    #[arg(long, value_name = "FILE")]
+    scenario: Option<PathBuf>,
+    /// Directory the file skills are confined to (default: config, else the current directory).
+    #[arg(long, value_name = "DIR")]
+    sandbox: Option<PathBuf>,
+    /// Model name (selects per-model policy patterns in buddy.toml).
+    #[arg(long)]
+    model: Option<String>,
+    /// System prompt.
+    #[arg(long)]
+    system: Option<String>,
+    #[command(flatten)]
+    policy: PolicyFlags,
+}

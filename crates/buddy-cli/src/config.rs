@@ -1,0 +1,124 @@
+//! `buddy.toml`: the policy (with per-model patterns) and the skills.
+
+use std::path::{Path, PathBuf};
+
+use buddy_engine::PolicyConfig;
+use buddy_skills::CommandSkillConfig;
+use buddy_skills::builtin::BUILTIN_NAMES;
+use serde::Deserialize;
+
+/// `buddy.toml` could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config `{path}`: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("config `{path}` is not valid: {message}")]
+    Invalid { path: String, message: String },
+}
+
+/// The whole `buddy.toml`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BuddyConfig {
+    /// `[policy]` and `[policy.model."pattern"]`.
+    #[serde(default)]
+    pub policy: PolicyConfig,
+    /// `[skills]` and `[[skills.command]]`.
+    #[serde(default)]
+    pub skills: SkillsConfig,
+}
+
+/// The `[skills]` section.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SkillsConfig {
+    /// Directory the file skills are confined to (default: the current directory).
+    #[serde(default)]
+    pub sandbox: Option<PathBuf>,
+    /// Built-in skills to offer (default: all).
+    #[serde(default = "all_builtins")]
+    pub builtin: Vec<String>,
+    /// User-declared command skills.
+    #[serde(default)]
+    pub command: Vec<CommandSkillConfig>,
+    /// Timeout for skills that declare none, in seconds.
+    #[serde(default)]
+    pub timeout_secs: Option<f64>,
+    /// Cap on one tool result's text, in bytes.
+    #[serde(default)]
+    pub max_result_bytes: Option<usize>,
+}
+
+impl Default for SkillsConfig {
+    fn default() -> Self {
+        SkillsConfig {
+            sandbox: None,
+            builtin: all_builtins(),
+            command: Vec::new(),
+            timeout_secs: None,
+            max_result_bytes: None,
+        }
+    }
+}
+
+fn all_builtins() -> Vec<String> {
+    BUILTIN_NAMES.iter().map(|s| (*s).to_owned()).collect()
+}
+
+impl BuddyConfig {
+    /// Loads `path`; relative paths inside it are taken relative to its directory.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: shown.clone(),
+            source,
+        })?;
+        let mut config = Self::parse(&text, &shown)?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        if let Some(sandbox) = &config.skills.sandbox
+            && sandbox.is_relative()
+        {
+            config.skills.sandbox = Some(base.join(sandbox));
+        }
+        for command in &mut config.skills.command {
+            if let Some(cwd) = &command.cwd
+                && cwd.is_relative()
+            {
+                command.cwd = Some(base.join(cwd));
+            }
+        }
+        Ok(config)
+    }
+
+    /// Parses TOML text; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<Self, ConfigError> {
+        let config: BuddyConfig = toml::from_str(text).map_err(|e| ConfigError::Invalid {
+            path: origin.to_owned(),
+            message: e.to_string(),
+        })?;
+        for name in &config.skills.builtin {
+            if !BUILTIN_NAMES.contains(&name.as_str()) {
+                return Err(ConfigError::Invalid {
+                    path: origin.to_owned(),
+                    message: format!(
+                        "skills.builtin names `{name}`, which is not a built-in skill; known: {}",
+                        BUILTIN_NAMES.join(", ")
+                    ),
+                });
+            }
+        }
+        if let Some(t) = config.skills.timeout_secs
+            && !(t > 0.0 && t <= 3600.0)
+        {
+            return Err(ConfigError::Invalid {
+                path: origin.to_owned(),
+                message: format!("skills.timeout_secs must be in (0, 3600], got {t}"),
+            });
+        }
+        Ok(config)
+    }
+}

@@ -1,0 +1,31 @@
+//! The process exit code for each way a turn can end.
+
+use buddy_core::StopReason;
+
+/// 0 for an answer the model gave; distinct codes for limits, loops and errors.
+///
+/// | code | meaning |
+/// |---|---|
+/// | 0 | completed, finish_tool |
+/// | 1 | provider_error, skill_failed, invalid_request |
+/// | 2 | bad command line or config (from clap / buddy itself) |
+/// | 3 | a limit: max_model_calls, max_tool_calls, tools_exhausted, token_budget, deadline |
+/// | 4 | loop_detected |
+/// | 5 | context_overflow |
+/// | 6 | truncated |
+/// | 130 | cancelled |
+pub fn exit_code(reason: StopReason) -> u8 {
+    match reason {
+        StopReason::Completed | StopReason::FinishTool => 0,
+        StopReason::ProviderError | StopReason::SkillFailed | StopReason::InvalidRequest => 1,
+        StopReason::MaxModelCalls
+        | StopReason::MaxToolCalls
+        | StopReason::ToolsExhausted
+        | StopReason::TokenBudget
+        | StopReason::Deadline => 3,
+        StopReason::LoopDetected => 4,
+        StopReason::ContextOverflow => 5,
+        StopReason::Truncated => 6,
+        StopReason::Cancelled => 130,
+    }
+}

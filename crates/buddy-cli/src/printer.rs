@@ -1,0 +1,125 @@
+//! Renders a turn's events for people (text on stdout, one readable line per tool call,
+//! result and guard on stderr) or for programs (one JSON object per line).
+
+use std::io::Write;
+
+use buddy_core::ChatEvent;
+
+/// Longest piece of a tool result or arguments shown on one human line.
+const SHOWN_CHARS: usize = 160;
+
+fn one_line(text: &str) -> String {
+    let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() > SHOWN_CHARS {
+        let cut: String = flat.chars().take(SHOWN_CHARS).collect();
+        format!("{cut}…")
+    } else {
+        flat
+    }
+}
+
+/// The stderr line a person sees for an event; `None` for text (which goes to stdout).
+pub fn human_line(event: &ChatEvent) -> Option<String> {
+    Some(match event {
+        ChatEvent::TextDelta { .. } | ChatEvent::IterationStats { .. } => return None,
+        ChatEvent::ToolCallStart { name, arguments, .. } => format!("→ {name} {}", one_line(arguments)),
+        ChatEvent::ToolCallResult {
+            name, content, is_error, ..
+        } => {
+            let mark = if *is_error { "✗" } else { "←" };
+            format!("{mark} {name}: {}", one_line(content))
+        }
+        ChatEvent::GuardTripped {
+            guard,
+            action,
+            skill,
+            detail,
+        } => {
+            let on = skill.as_deref().map(|s| format!(" [{s}]")).unwrap_or_default();
+            format!("! guard {}{on}: {} — {detail}", guard.as_str(), action.as_str())
+        }
+        ChatEvent::Done { reason, stats, .. } => format!(
+            "■ stop: {reason} ({} model calls, {} tool calls, {} tokens in, {} out, {} ms)",
+            stats.model_calls, stats.tool_calls, stats.input_tokens, stats.output_tokens, stats.elapsed_ms
+        ),
+        ChatEvent::Error { reason, message, stats } => format!(
+            "■ error: {reason}: {message} ({} model calls, {} tool calls)",
+            stats.model_calls, stats.tool_calls
+        ),
+        _ => return None,
+    })
+}
+
+/// Where a printer writes.
+pub struct Printer<O: Write, E: Write> {
+    pub json: bool,
+    out: O,
+    err: E,
+    /// Whether stdout's last text ended without a newline.
+    open_line: bool,
+}
+
+impl<O: Write, E: Write> Printer<O, E> {
+    /// A printer writing to `out` (answer text or JSON lines) and `err` (human lines).
+    pub fn new(json: bool, out: O, err: E) -> Self {
+        Printer {
+            json,
+            out,
+            err,
+            open_line: false,
+        }
+    }
+
+    /// Prints one event. Write errors (a closed pipe) are ignored: the turn goes on.
+    pub fn print(&mut self, event: &ChatEvent) {
+        if self.json {
+            if let Ok(line) = serde_json::to_string(event) {
+                let _ = writeln!(self.out, "{line}");
+                let _ = self.out.flush();
+            }
+            return;
+        }
+        if let ChatEvent::TextDelta { text } = event {
+            let _ = write!(self.out, "{text}");
+            let _ = self.out.flush();
+            self.open_line = !text.ends_with('\n');
+            return;
+        }
+        if let Some(line) = human_line(event) {
+            if self.open_line {
+                let _ = writeln!(self.out);
+                let _ = self.out.flush();
+                self.open_line = false;
+            }
+            let _ = writeln!(self.err, "{line}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use buddy_core::{StopReason, TurnStats};
+
+    #[test]
+    fn text_goes_to_stdout_and_the_rest_to_stderr() {
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        {
+            let mut p = Printer::new(false, &mut out, &mut err);
+            p.print(&ChatEvent::TextDelta { text: "Hi".into() });
+            p.print(&ChatEvent::ToolCallStart {
+                id: "c".into(),
+                name: "get_time".into(),
+                arguments: "{}".into(),
+            });
+            p.print(&ChatEvent::Done {
+                reason: StopReason::Completed,
+                answer: "Hi".into(),
+                stats: TurnStats::default(),
+            });
+        }
+        assert_eq!(String::from_utf8(out).unwrap(), "Hi\n");
+        let err = String::from_utf8(err).unwrap();
+        assert!(err.starts_with("→ get_time {}\n■ stop: completed"), "{err}");
+    }
+}

@@ -1,0 +1,137 @@
+//! Runs a scenario through the real engine, registry and scripted model, and checks
+//! the outcome it states.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use buddy_core::{ChatEvent, Message, StopReason, TurnStats};
+use buddy_engine::{Engine, LoopPolicy, PolicyError, PolicyPatch, TurnRequest};
+use buddy_providers::{Scenario, ScenarioError, ScriptedProvider};
+use buddy_skills::Sandbox;
+use serde::Serialize;
+
+use crate::config::SkillsConfig;
+use crate::toolbox::{ToolboxError, build_registry};
+
+/// A scenario could not be run at all.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Scenario(#[from] ScenarioError),
+    #[error("scenario `{scenario}`: {source}")]
+    Policy {
+        scenario: String,
+        #[source]
+        source: PolicyError,
+    },
+    #[error(transparent)]
+    Toolbox(#[from] ToolboxError),
+    #[error("cannot list scenarios in `{path}`: {source}")]
+    List {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// What one scenario run did, next to what it expected.
+#[derive(Clone, Debug, Serialize)]
+pub struct ScenarioReport {
+    pub name: String,
+    pub reason: StopReason,
+    pub stats: TurnStats,
+    pub answer: String,
+    pub expected_reason: StopReason,
+    pub expected_model_calls: u32,
+    pub expected_tool_calls: u32,
+    pub ideal_model_calls: Option<u32>,
+    /// Each way the run differed from the expectation; empty when it met it.
+    pub mismatches: Vec<String>,
+    #[serde(skip)]
+    pub events: Vec<ChatEvent>,
+    #[serde(skip)]
+    pub messages: Vec<Message>,
+}
+
+impl ScenarioReport {
+    /// True when the run met every expectation.
+    pub fn passed(&self) -> bool {
+        self.mismatches.is_empty()
+    }
+}
+
+/// The policy a scenario runs under: defaults, then its own `policy`, then `extra`.
+pub fn scenario_policy(scenario: &Scenario, extra: &[&PolicyPatch]) -> Result<LoopPolicy, RunError> {
+    let wrap = |source| RunError::Policy {
+        scenario: scenario.name.clone(),
+        source,
+    };
+    let mut policy = LoopPolicy::default();
+    let own = PolicyPatch::from_map(scenario.policy.clone()).map_err(wrap)?;
+    policy.apply(&own).map_err(wrap)?;
+    for patch in extra {
+        policy.apply(patch).map_err(wrap)?;
+    }
+    Ok(policy)
+}
+
+/// Runs `scenario` once with fresh tools and checks its expectation.
+pub async fn run_scenario(
+    scenario: Scenario,
+    sandbox: &Sandbox,
+    extra: &[&PolicyPatch],
+) -> Result<ScenarioReport, RunError> {
+    let policy = scenario_policy(&scenario, extra)?;
+    let registry = build_registry(&SkillsConfig::default(), sandbox, Some(&scenario))?;
+    let scenario = Arc::new(scenario);
+    let engine = Engine::new(Arc::new(ScriptedProvider::new(Arc::clone(&scenario))), Arc::new(registry));
+    let history = scenario.system.iter().map(Message::system).collect();
+    let request = TurnRequest::new(format!("scripted:{}", scenario.name), scenario.prompt.clone())
+        .with_history(history)
+        .with_policy(policy);
+    let (events, outcome) = engine.run_collect(request).await;
+    let expect = &scenario.expect;
+    let answer = outcome.answer.clone().unwrap_or_default();
+    let mut mismatches = Vec::new();
+    if outcome.reason != expect.stop_reason {
+        mismatches.push(format!("stop reason {} (expected {})", outcome.reason, expect.stop_reason));
+    }
+    if outcome.stats.model_calls != expect.model_calls {
+        mismatches.push(format!("{} model calls (expected {})", outcome.stats.model_calls, expect.model_calls));
+    }
+    if outcome.stats.tool_calls != expect.tool_calls {
+        mismatches.push(format!("{} tool calls (expected {})", outcome.stats.tool_calls, expect.tool_calls));
+    }
+    if let Some(needle) = &expect.answer_contains
+        && !answer.contains(needle.as_str())
+    {
+        mismatches.push(format!("answer lacks `{needle}`"));
+    }
+    Ok(ScenarioReport {
+        name: scenario.name.clone(),
+        reason: outcome.reason,
+        stats: outcome.stats,
+        answer,
+        expected_reason: expect.stop_reason,
+        expected_model_calls: expect.model_calls,
+        expected_tool_calls: expect.tool_calls,
+        ideal_model_calls: expect.ideal_model_calls,
+        mismatches,
+        events,
+        messages: outcome.messages,
+    })
+}
+
+/// The scenario files in `dir`, sorted by name.
+pub fn scenario_files(dir: &Path) -> Result<Vec<PathBuf>, RunError> {
+    let read = std::fs::read_dir(dir).map_err(|source| RunError::List {
+        path: dir.display().to_string(),
+        source,
+    })?;
+    let mut files: Vec<PathBuf> = read
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    Ok(files)
+}

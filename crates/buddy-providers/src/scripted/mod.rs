@@ -1,0 +1,71 @@
+//! The scripted model: a deterministic, stateless model driven by a JSON [`Scenario`].
+//!
+//! Each request is answered by the first rule whose conditions match what the request
+//! contains (tools offered, tool results so far, the last result, whether there is a
+//! user message at all), so the same conversation always gets the same reply.
+
+mod render;
+mod rules;
+mod scenario;
+mod stub_skill;
+
+use std::sync::Arc;
+
+use buddy_core::{BoxFuture, CompletionRequest, FinishReason, Provider, ProviderError, Token, TokenStream, Usage};
+
+pub use rules::{CallTemplate, Condition, ReplyTemplate, Rule};
+pub use scenario::{Expectation, Scenario, ScenarioError, ScenarioTool, StubResult, StubTool};
+pub use stub_skill::StubSkill;
+
+/// A [`Provider`] that answers from a scenario's rules.
+#[derive(Clone, Debug)]
+pub struct ScriptedProvider {
+    scenario: Arc<Scenario>,
+}
+
+impl ScriptedProvider {
+    /// A scripted model playing `scenario`.
+    pub fn new(scenario: Arc<Scenario>) -> Self {
+        ScriptedProvider { scenario }
+    }
+
+    /// The scenario it plays.
+    pub fn scenario(&self) -> &Scenario {
+        &self.scenario
+    }
+}
+
+impl Provider for ScriptedProvider {
+    fn name(&self) -> &str {
+        "scripted"
+    }
+
+    fn stream<'a>(&'a self, request: CompletionRequest<'a>) -> BoxFuture<'a, Result<TokenStream, ProviderError>> {
+        Box::pin(async move {
+            let reply = render::respond(&self.scenario, &request)?;
+            let input_chars: usize = request.messages.iter().map(|m| m.text().map_or(0, str::len)).sum();
+            let mut output_chars = reply.text.len();
+            let mut tokens: Vec<Result<Token, ProviderError>> = Vec::new();
+            let chunk = self.scenario.chunk_chars.max(1);
+            let chars: Vec<char> = reply.text.chars().collect();
+            for piece in chars.chunks(chunk) {
+                tokens.push(Ok(Token::Text {
+                    text: piece.iter().collect(),
+                }));
+            }
+            for call in reply.tool_calls {
+                output_chars += call.name.len() + call.arguments.len();
+                tokens.push(Ok(Token::ToolCall(call)));
+            }
+            let usage = Usage {
+                input_tokens: u64::try_from(input_chars.div_ceil(4)).unwrap_or(u64::MAX),
+                output_tokens: u64::try_from(output_chars.div_ceil(4)).unwrap_or(u64::MAX),
+            };
+            tokens.push(Ok(Token::Finish {
+                reason: reply.finish.unwrap_or(FinishReason::Stop),
+                usage: Some(usage),
+            }));
+            Ok(Box::pin(futures::stream::iter(tokens)) as TokenStream)
+        })
+    }
+}

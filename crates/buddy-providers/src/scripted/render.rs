@@ -1,0 +1,133 @@
+//! Matching a request against the rules and rendering the chosen reply.
+
+use buddy_core::{CompletionRequest, FinishReason, Message, ProviderError, ToolCall};
+use serde_json::Value;
+
+use super::rules::{Condition, ReplyTemplate};
+use super::scenario::Scenario;
+
+/// A rendered reply.
+pub(crate) struct Rendered {
+    pub text: String,
+    pub tool_calls: Vec<ToolCall>,
+    pub finish: Option<FinishReason>,
+}
+
+/// What the rules can see of a request.
+struct View<'a> {
+    tools: Vec<&'a str>,
+    has_user: bool,
+    latest_user: &'a str,
+    tool_results: usize,
+    round: usize,
+    assistant_messages: usize,
+    last_result: Option<(&'a str, bool)>,
+}
+
+impl<'a> View<'a> {
+    fn of(request: &CompletionRequest<'a>) -> Self {
+        let messages = request.messages;
+        let latest_user_at = messages.iter().rposition(Message::is_user);
+        let after_user = latest_user_at.map_or(messages, |i| &messages[i + 1..]);
+        View {
+            tools: request.tools.unwrap_or(&[]).iter().map(|t| t.name.as_str()).collect(),
+            has_user: latest_user_at.is_some(),
+            latest_user: latest_user_at.and_then(|i| messages[i].text()).unwrap_or(""),
+            tool_results: messages.iter().filter(|m| matches!(m, Message::Tool { .. })).count(),
+            round: 1 + after_user.iter().filter(|m| matches!(m, Message::Assistant { .. })).count(),
+            assistant_messages: messages.iter().filter(|m| matches!(m, Message::Assistant { .. })).count(),
+            last_result: messages.iter().rev().find_map(|m| match m {
+                Message::Tool { content, is_error, .. } => Some((content.as_str(), *is_error)),
+                _ => None,
+            }),
+        }
+    }
+
+    fn matches(&self, when: &Condition) -> bool {
+        let check = |cond: Option<bool>, actual: bool| cond.is_none_or(|want| want == actual);
+        check(when.tools_offered, !self.tools.is_empty())
+            && when.tool_offered.as_deref().is_none_or(|t| self.tools.contains(&t))
+            && check(when.has_user_message, self.has_user)
+            && when
+                .user_contains
+                .as_deref()
+                .is_none_or(|s| self.latest_user.to_lowercase().contains(&s.to_lowercase()))
+            && when.tool_results.is_none_or(|n| self.tool_results == n)
+            && when.min_tool_results.is_none_or(|n| self.tool_results >= n)
+            && when.tool_results_below.is_none_or(|n| self.tool_results < n)
+            && when.round.is_none_or(|n| self.round == n)
+            && when.round_mod.is_none_or(|[m, r]| m > 0 && self.round % m == r)
+            && when
+                .last_result_contains
+                .as_deref()
+                .is_none_or(|s| self.last_result.is_some_and(|(r, _)| r.contains(s)))
+            && when
+                .last_result_is_error
+                .is_none_or(|want| self.last_result.is_some_and(|(_, e)| e == want))
+    }
+
+    fn fill(&self, template: &str) -> String {
+        let last = self.last_result.map_or("", |(r, _)| r.lines().next().unwrap_or(""));
+        template
+            .replace("{n}", &self.round.to_string())
+            .replace("{results}", &self.tool_results.to_string())
+            .replace("{last_result}", last)
+            .replace("{user}", self.latest_user)
+    }
+
+    fn fill_value(&self, value: &Value) -> Value {
+        match value {
+            Value::String(s) if s == "{n}" => Value::from(self.round),
+            Value::String(s) if s == "{results}" => Value::from(self.tool_results),
+            Value::String(s) => Value::String(self.fill(s)),
+            Value::Array(items) => Value::Array(items.iter().map(|v| self.fill_value(v)).collect()),
+            Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (k.clone(), self.fill_value(v))).collect()),
+            other => other.clone(),
+        }
+    }
+}
+
+/// The reply of the first matching rule, or an error naming what the request looked like.
+pub(crate) fn respond(scenario: &Scenario, request: &CompletionRequest<'_>) -> Result<Rendered, ProviderError> {
+    let view = View::of(request);
+    let rule = scenario.rules.iter().find(|r| view.matches(&r.when)).ok_or_else(|| ProviderError::Scripted {
+        scenario: scenario.name.clone(),
+        message: format!(
+            "no rule matches this request ({} messages, tools offered: [{}], user message: {}, tool results: {}, \
+             round: {}); add a rule with an empty `when` as the last rule",
+            request.messages.len(),
+            view.tools.join(", "),
+            view.has_user,
+            view.tool_results,
+            view.round
+        ),
+    })?;
+    Ok(render(&view, &rule.reply))
+}
+
+fn render(view: &View<'_>, reply: &ReplyTemplate) -> Rendered {
+    // Ids must be unique across a whole conversation, so they count all assistant messages.
+    let k = view.assistant_messages + 1;
+    let tool_calls: Vec<ToolCall> = reply
+        .tool_calls
+        .iter()
+        .enumerate()
+        .map(|(i, call)| {
+            let arguments = match &call.raw_arguments {
+                Some(raw) => raw.clone(),
+                None => view.fill_value(&call.arguments).to_string(),
+            };
+            ToolCall::new(format!("call_{k}_{i}"), call.name.clone(), arguments)
+        })
+        .collect();
+    let finish = match &reply.finish {
+        Some(wire) => FinishReason::from_wire(wire),
+        None if tool_calls.is_empty() => FinishReason::Stop,
+        None => FinishReason::ToolCalls,
+    };
+    Rendered {
+        text: reply.text.as_deref().map(|t| view.fill(t)).unwrap_or_default(),
+        tool_calls,
+        finish: Some(finish),
+    }
+}

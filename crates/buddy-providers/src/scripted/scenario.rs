@@ -1,0 +1,163 @@
+//! The scenario file format: a prompt, the tools, the policy it runs under, the
+//! outcome it expects, and the rules the scripted model follows.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use buddy_core::{RepeatSemantics, Skill, StopReason};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::rules::Rule;
+use super::stub_skill::StubSkill;
+
+/// A scenario could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    #[error("cannot read scenario `{path}`: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("scenario `{path}` is not valid: {message}")]
+    Invalid { path: String, message: String },
+}
+
+/// One scripted scenario (a `scenarios/*.json` file).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// The user's message that starts the turn.
+    pub prompt: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system: Option<String>,
+    /// The tools the turn offers: built-in skills by name, or scripted stubs.
+    #[serde(default)]
+    pub tools: Vec<ScenarioTool>,
+    /// Policy fields to change from the defaults (an engine `PolicyPatch`).
+    #[serde(default)]
+    pub policy: serde_json::Map<String, Value>,
+    /// The outcome the scenario must reach.
+    pub expect: Expectation,
+    /// The model's behaviour: the first rule whose `when` matches answers.
+    pub rules: Vec<Rule>,
+    /// Characters per streamed text chunk.
+    #[serde(default = "default_chunk_chars")]
+    pub chunk_chars: usize,
+}
+
+fn default_chunk_chars() -> usize {
+    12
+}
+
+/// What a scenario expects of its turn.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expectation {
+    pub stop_reason: StopReason,
+    pub model_calls: u32,
+    pub tool_calls: u32,
+    /// The fewest model calls a perfect agent would need; the rest are "wasted".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ideal_model_calls: Option<u32>,
+    /// Text the final answer must contain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_contains: Option<String>,
+}
+
+/// A tool a scenario offers.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ScenarioTool {
+    /// A built-in skill (`{"builtin": "get_time"}`), sandboxed by the runner.
+    Builtin { builtin: String },
+    /// A scripted stand-in with canned results.
+    Stub(StubTool),
+}
+
+/// A scripted tool: fixed results in call order, or a template over the arguments.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StubTool {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default = "any_object")]
+    pub parameters: Value,
+    #[serde(default)]
+    pub semantics: RepeatSemantics,
+    /// Results in call order; the last one repeats.
+    #[serde(default)]
+    pub results: Vec<StubResult>,
+    /// Used when `results` is empty: `{key}` is replaced by the argument `key`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<String>,
+    /// Time each call takes, in milliseconds.
+    #[serde(default)]
+    pub delay_ms: u64,
+}
+
+fn any_object() -> Value {
+    serde_json::json!({"type": "object"})
+}
+
+/// One canned tool result: text, or `{"error": "..."}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum StubResult {
+    Ok(String),
+    Error { error: String },
+}
+
+impl Scenario {
+    /// Loads and checks a scenario file.
+    pub fn load(path: &Path) -> Result<Self, ScenarioError> {
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
+            path: shown.clone(),
+            source,
+        })?;
+        Self::parse(&text, &shown)
+    }
+
+    /// Parses and checks scenario JSON; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<Self, ScenarioError> {
+        let scenario: Scenario = serde_json::from_str(text).map_err(|e| ScenarioError::Invalid {
+            path: origin.to_owned(),
+            message: e.to_string(),
+        })?;
+        if scenario.rules.is_empty() {
+            return Err(ScenarioError::Invalid {
+                path: origin.to_owned(),
+                message: "it has no rules; add at least one rule with a reply".to_owned(),
+            });
+        }
+        Ok(scenario)
+    }
+
+    /// Fresh instances of the scenario's stub tools (their call counters start at zero).
+    pub fn stub_skills(&self) -> Vec<Arc<dyn Skill>> {
+        self.tools
+            .iter()
+            .filter_map(|tool| match tool {
+                ScenarioTool::Stub(stub) => Some(Arc::new(StubSkill::new(stub.clone())) as Arc<dyn Skill>),
+                ScenarioTool::Builtin { .. } => None,
+            })
+            .collect()
+    }
+
+    /// Names of the built-in skills the scenario uses.
+    pub fn builtin_tools(&self) -> Vec<&str> {
+        self.tools
+            .iter()
+            .filter_map(|tool| match tool {
+                ScenarioTool::Builtin { builtin } => Some(builtin.as_str()),
+                ScenarioTool::Stub(_) => None,
+            })
+            .collect()
+    }
+}
