@@ -106,6 +106,7 @@ mod tests {
         assert_eq!(log.cycle_period(&key("c")), Some(3));
         log.note_requested(&key("b"));
         assert_eq!(log.cycle_period(&key("e")), Some(2));
-        assert_eq!(log.last_of("b").map(|r| r.key.clone()), Some(call_key("b", "{}")));
+        assert_eq!(log.last_of("a").map(|r| r.key.clone()), Some(key("a")));
+        assert!(log.last_of("b").is_none(), "requested is not executed");
     }
 }

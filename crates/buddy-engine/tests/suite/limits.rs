@@ -1,0 +1,174 @@
+use buddy_core::{ChatEvent, GuardAction, GuardKind, ProviderError, StopReason, ToolChoice, ToolOutcome};
+use buddy_engine::{LoopPolicy, OnLimit};
+use buddy_testkit::{RecordingProvider, ReplyProvider, TestTool, TestToolbox, reply_tokens};
+use serde_json::json;
+
+use super::{WORDS, call, run_turn, terminal};
+
+/// A model that asks for a new, distinct call every time tools are offered.
+fn runaway() -> ReplyProvider {
+    ReplyProvider::new(|req, i| {
+        Ok(if req.offers_tools() {
+            reply_tokens("", vec![call(&format!("c{i}"), "item", json!({"id": i}))])
+        } else {
+            reply_tokens("Here is what I catalogued.", vec![])
+        })
+    })
+}
+
+fn items() -> TestToolbox {
+    TestToolbox::new().with("item", TestTool::new(|_, n| ToolOutcome::ok(format!("item is {}", WORDS[n % WORDS.len()]))))
+}
+
+#[tokio::test]
+async fn max_model_calls_with_on_limit_error_ends_with_an_error() {
+    let policy = LoopPolicy {
+        max_model_calls: 10,
+        on_limit: OnLimit::Error,
+        max_tool_calls: 100,
+        ..LoopPolicy::default()
+    };
+    let (events, outcome) = run_turn(runaway(), items(), policy).await;
+    assert_eq!(outcome.reason, StopReason::MaxModelCalls);
+    assert_eq!(outcome.stats.model_calls, 10);
+    assert_eq!(outcome.answer, None);
+    assert!(matches!(terminal(&events), ChatEvent::Error { reason: StopReason::MaxModelCalls, .. }));
+    assert!(events.iter().any(|e| matches!(
+        e,
+        ChatEvent::GuardTripped { guard: GuardKind::ModelCallLimit, action: GuardAction::Error, .. }
+    )));
+    assert!(!events.iter().any(|e| matches!(e, ChatEvent::Done { .. })));
+}
+
+#[tokio::test]
+async fn max_model_calls_reserves_the_last_call_to_answer_without_tools() {
+    let provider = RecordingProvider::new(runaway());
+    let requests = provider.requests();
+    let policy = LoopPolicy {
+        max_model_calls: 10,
+        max_tool_calls: 100,
+        ..LoopPolicy::default()
+    };
+    let (events, outcome) = run_turn(provider, items(), policy).await;
+    assert_eq!(outcome.reason, StopReason::MaxModelCalls);
+    assert_eq!(outcome.stats.model_calls, 10);
+    assert_eq!(outcome.stats.tool_calls, 9);
+    assert_eq!(outcome.answer.as_deref(), Some("Here is what I catalogued."));
+    assert!(matches!(terminal(&events), ChatEvent::Done { .. }));
+    let requests = requests.lock().unwrap();
+    assert_eq!(requests.len(), 10);
+    assert!(requests[..9].iter().all(|r| r.tools.is_some() && r.tool_choice.is_none()));
+    let last = &requests[9];
+    assert_eq!(last.tools, None, "Finalize offers no tools");
+    assert_eq!(last.tool_choice, Some(ToolChoice::None));
+    assert!(
+        last.messages.last().and_then(|m| m.text()).is_some_and(|t| t.contains("Do not call any tools")),
+        "Finalize carries an instruction to answer"
+    );
+}
+
+#[tokio::test]
+async fn max_tool_calls_refuses_the_rest_of_a_parallel_response_then_finalizes() {
+    let provider = ReplyProvider::new(|req, i| {
+        Ok(if req.offers_tools() {
+            let calls = (0..3).map(|k| call(&format!("c{i}_{k}"), "item", json!({"id": i * 3 + k}))).collect();
+            reply_tokens("", calls)
+        } else {
+            reply_tokens("Done with what I have.", vec![])
+        })
+    });
+    let policy = LoopPolicy {
+        max_tool_calls: 4,
+        ..LoopPolicy::default()
+    };
+    let (events, outcome) = run_turn(provider, items(), policy).await;
+    assert_eq!(outcome.reason, StopReason::MaxToolCalls);
+    assert_eq!(outcome.stats.tool_calls, 4);
+    assert_eq!(outcome.stats.model_calls, 3);
+    let refused = events
+        .iter()
+        .filter(|e| matches!(e, ChatEvent::ToolCallResult { content, is_error: true, .. } if content.contains("limit of 4 tool calls")))
+        .count();
+    assert_eq!(refused, 2);
+}
+
+#[tokio::test]
+async fn per_skill_limit_withdraws_the_skill() {
+    let policy = LoopPolicy {
+        max_calls_per_skill: Some(2),
+        ..LoopPolicy::default()
+    };
+    let (events, outcome) = run_turn(runaway(), items(), policy).await;
+    assert_eq!(outcome.stats.tool_calls, 2);
+    assert!(events.iter().any(|e| matches!(
+        e,
+        ChatEvent::GuardTripped { guard: GuardKind::SkillCallLimit, action: GuardAction::WithdrewSkill, .. }
+    )));
+    assert_eq!(outcome.reason, StopReason::ToolsExhausted);
+    assert!(outcome.answer.is_some());
+}
+
+#[tokio::test]
+async fn token_budget_sends_the_turn_to_finalize() {
+    let policy = LoopPolicy {
+        max_turn_tokens: Some(40),
+        ..LoopPolicy::default()
+    };
+    // Every reply reports 10 input + 5 output tokens.
+    let (_, outcome) = run_turn(runaway(), items(), policy).await;
+    assert_eq!(outcome.reason, StopReason::TokenBudget);
+    assert_eq!(outcome.stats.model_calls, 4, "3 calls reach 45 >= 40 tokens, the 4th is Finalize");
+    assert!(outcome.answer.is_some());
+}
+
+#[tokio::test]
+async fn withdraw_tools_after_offers_no_tools_to_later_calls() {
+    let provider = RecordingProvider::new(runaway());
+    let requests = provider.requests();
+    let policy = LoopPolicy {
+        withdraw_tools_after: Some(2),
+        ..LoopPolicy::default()
+    };
+    let (events, outcome) = run_turn(provider, items(), policy).await;
+    assert_eq!(outcome.reason, StopReason::Completed);
+    assert_eq!(outcome.stats.model_calls, 3);
+    assert_eq!(requests.lock().unwrap()[2].tools, None);
+    assert!(events.iter().any(|e| matches!(
+        e,
+        ChatEvent::GuardTripped { guard: GuardKind::ToolsWithdrawn, action: GuardAction::WithdrewAllTools, .. }
+    )));
+}
+
+#[tokio::test]
+async fn a_provider_error_ends_the_turn_with_an_error_event() {
+    let provider = ReplyProvider::new(|_, _| {
+        Err(ProviderError::Http {
+            provider: "test".into(),
+            url: "http://127.0.0.1:9/v1".into(),
+            status: 401,
+            message: "invalid api key".into(),
+            retry_after: None,
+        })
+    });
+    let (events, outcome) = run_turn(provider, items(), LoopPolicy::default()).await;
+    assert_eq!(outcome.reason, StopReason::ProviderError);
+    match terminal(&events) {
+        ChatEvent::Error { message, .. } => assert!(message.contains("HTTP 401") && message.contains("invalid api key")),
+        other => panic!("expected an error event, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_fatal_skill_error_ends_the_turn() {
+    let toolbox = TestToolbox::new().with(
+        "item",
+        TestTool::new(|_, _| ToolOutcome {
+            content: "disk full".into(),
+            is_error: true,
+            fatal: true,
+        }),
+    );
+    let (events, outcome) = run_turn(runaway(), toolbox, LoopPolicy::default()).await;
+    assert_eq!(outcome.reason, StopReason::SkillFailed);
+    assert!(matches!(terminal(&events), ChatEvent::Error { message, .. } if message.contains("disk full")));
+}

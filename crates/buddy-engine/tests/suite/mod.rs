@@ -1,0 +1,42 @@
+//! buddy-engine integration tests, driven through the public API only.
+
+mod cancellation;
+mod limits;
+mod property;
+mod routing;
+
+use std::sync::Arc;
+
+use buddy_core::{ChatEvent, Provider, ToolCall, Toolbox};
+use buddy_engine::{Engine, LoopPolicy, TurnOutcome, TurnRequest};
+use buddy_testkit::{assert_event_order, assert_history_valid};
+
+/// A call with JSON `args`.
+pub fn call(id: &str, name: &str, args: serde_json::Value) -> ToolCall {
+    ToolCall::new(id, name, args.to_string())
+}
+
+/// Runs one turn and checks the invariants every turn must keep.
+pub async fn run_turn(
+    provider: impl Provider + 'static,
+    toolbox: impl Toolbox + 'static,
+    policy: LoopPolicy,
+) -> (Vec<ChatEvent>, TurnOutcome) {
+    let engine = Engine::new(Arc::new(provider), Arc::new(toolbox));
+    let request = TurnRequest::new("test-model", "please help").with_policy(policy);
+    let (events, outcome) = engine.run_collect(request).await;
+    assert_event_order(&events);
+    assert_history_valid(&outcome.messages);
+    (events, outcome)
+}
+
+/// The terminal event.
+pub fn terminal(events: &[ChatEvent]) -> &ChatEvent {
+    events.last().expect("a turn always emits a terminal event")
+}
+
+/// Distinct words, so results of counted calls never look alike.
+pub const WORDS: [&str; 16] = [
+    "anchor", "bridge", "candle", "dragon", "ember", "falcon", "glacier", "harbor", "island", "jungle", "kettle",
+    "lantern", "meadow", "nectar", "orchid", "pepper",
+];

@@ -1,0 +1,64 @@
+use std::fmt::Write;
+
+use buddy_core::ChatEvent;
+
+/// A stable, readable rendering of a turn's events for snapshot tests: text deltas are
+/// joined, timings and token counts left out.
+pub fn transcript(events: &[ChatEvent]) -> String {
+    let mut out = String::new();
+    let mut text = String::new();
+    let flush = |text: &mut String, out: &mut String| {
+        if !text.is_empty() {
+            let _ = writeln!(out, "text: {text:?}");
+            text.clear();
+        }
+    };
+    for event in events {
+        if let ChatEvent::TextDelta { text: t } = event {
+            text.push_str(t);
+            continue;
+        }
+        flush(&mut text, &mut out);
+        let _ = match event {
+            ChatEvent::ToolCallStart { id, name, arguments } => writeln!(out, "call {id} {name} {arguments}"),
+            ChatEvent::ToolCallResult {
+                id, content, is_error, ..
+            } => {
+                let mark = if *is_error { "error" } else { "ok" };
+                writeln!(out, "result {id} {mark}: {content:?}")
+            }
+            ChatEvent::GuardTripped {
+                guard, action, skill, ..
+            } => writeln!(
+                out,
+                "guard {} {}{}",
+                guard.as_str(),
+                action.as_str(),
+                skill.as_deref().map(|s| format!(" [{s}]")).unwrap_or_default()
+            ),
+            ChatEvent::IterationStats {
+                model_call,
+                finish_reason,
+                tool_calls_requested,
+                tools_offered,
+                ..
+            } => writeln!(
+                out,
+                "model call {model_call}: finish {finish_reason:?}, {tool_calls_requested} call(s) requested, {tools_offered} tool(s) offered"
+            ),
+            ChatEvent::Done { reason, stats, .. } => writeln!(
+                out,
+                "done {reason}: {} model calls, {} tool calls",
+                stats.model_calls, stats.tool_calls
+            ),
+            ChatEvent::Error { reason, message, stats } => writeln!(
+                out,
+                "error {reason}: {message} ({} model calls, {} tool calls)",
+                stats.model_calls, stats.tool_calls
+            ),
+            _ => writeln!(out, "{event:?}"),
+        };
+    }
+    flush(&mut text, &mut out);
+    out
+}
