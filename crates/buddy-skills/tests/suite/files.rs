@@ -104,7 +104,7 @@ async fn reads_and_listings_are_capped_with_a_clear_note() {
     assert!(out.content.contains("[truncated: showing 3 of 8 entries"), "{}", out.content);
     let out = invoke(&registry, "search_files", r#"{"query":"match"}"#).await;
     assert!(out.content.contains("[truncated: showing the first 2 matches"), "{}", out.content);
-    let out = invoke(&registry, "search_files", r#"{"query":"line of text"}"#).await;
+    let out = invoke(&registry, "search_files", r#"{"query":"no such text"}"#).await;
     assert!(out.content.contains("1 file(s) over 10000 bytes were not searched"), "{}", out.content);
     let out = invoke(&registry, "write_file", &format!(r#"{{"path":"w.txt","content":"{}"}}"#, "z".repeat(60))).await;
     assert!(out.is_error && out.content.contains("at most 50 bytes"), "{}", out.content);
