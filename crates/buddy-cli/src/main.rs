@@ -54,7 +54,9 @@ fn init_logging(verbose: u8, format: LogFormat) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
@@ -64,7 +66,10 @@ fn init_logging(verbose: u8, format: LogFormat) {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.verbose, cli.log_format);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");

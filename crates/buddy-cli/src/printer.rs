@@ -22,9 +22,14 @@ fn one_line(text: &str) -> String {
 pub fn human_line(event: &ChatEvent) -> Option<String> {
     Some(match event {
         ChatEvent::TextDelta { .. } | ChatEvent::IterationStats { .. } => return None,
-        ChatEvent::ToolCallStart { name, arguments, .. } => format!("→ {name} {}", one_line(arguments)),
+        ChatEvent::ToolCallStart {
+            name, arguments, ..
+        } => format!("→ {name} {}", one_line(arguments)),
         ChatEvent::ToolCallResult {
-            name, content, is_error, ..
+            name,
+            content,
+            is_error,
+            ..
         } => {
             let mark = if *is_error { "✗" } else { "←" };
             format!("{mark} {name}: {}", one_line(content))
@@ -35,14 +40,29 @@ pub fn human_line(event: &ChatEvent) -> Option<String> {
             skill,
             detail,
         } => {
-            let on = skill.as_deref().map(|s| format!(" [{s}]")).unwrap_or_default();
-            format!("! guard {}{on}: {} — {detail}", guard.as_str(), action.as_str())
+            let on = skill
+                .as_deref()
+                .map(|s| format!(" [{s}]"))
+                .unwrap_or_default();
+            format!(
+                "! guard {}{on}: {} — {detail}",
+                guard.as_str(),
+                action.as_str()
+            )
         }
         ChatEvent::Done { reason, stats, .. } => format!(
             "■ stop: {reason} ({} model calls, {} tool calls, {} tokens in, {} out, {} ms)",
-            stats.model_calls, stats.tool_calls, stats.input_tokens, stats.output_tokens, stats.elapsed_ms
+            stats.model_calls,
+            stats.tool_calls,
+            stats.input_tokens,
+            stats.output_tokens,
+            stats.elapsed_ms
         ),
-        ChatEvent::Error { reason, message, stats } => format!(
+        ChatEvent::Error {
+            reason,
+            message,
+            stats,
+        } => format!(
             "■ error: {reason}: {message} ({} model calls, {} tool calls)",
             stats.model_calls, stats.tool_calls
         ),

@@ -61,7 +61,10 @@ impl ScenarioReport {
 }
 
 /// The policy a scenario runs under: defaults, then its own `policy`, then `extra`.
-pub fn scenario_policy(scenario: &Scenario, extra: &[&PolicyPatch]) -> Result<LoopPolicy, RunError> {
+pub fn scenario_policy(
+    scenario: &Scenario,
+    extra: &[&PolicyPatch],
+) -> Result<LoopPolicy, RunError> {
     let wrap = |source| RunError::Policy {
         scenario: scenario.name.clone(),
         source,
@@ -84,23 +87,38 @@ pub async fn run_scenario(
     let policy = scenario_policy(&scenario, extra)?;
     let registry = build_registry(&SkillsConfig::default(), sandbox, Some(&scenario))?;
     let scenario = Arc::new(scenario);
-    let engine = Engine::new(Arc::new(ScriptedProvider::new(Arc::clone(&scenario))), Arc::new(registry));
+    let engine = Engine::new(
+        Arc::new(ScriptedProvider::new(Arc::clone(&scenario))),
+        Arc::new(registry),
+    );
     let history = scenario.system.iter().map(Message::system).collect();
-    let request = TurnRequest::new(format!("scripted:{}", scenario.name), scenario.prompt.clone())
-        .with_history(history)
-        .with_policy(policy);
+    let request = TurnRequest::new(
+        format!("scripted:{}", scenario.name),
+        scenario.prompt.clone(),
+    )
+    .with_history(history)
+    .with_policy(policy);
     let (events, outcome) = engine.run_collect(request).await;
     let expect = &scenario.expect;
     let answer = outcome.answer.clone().unwrap_or_default();
     let mut mismatches = Vec::new();
     if outcome.reason != expect.stop_reason {
-        mismatches.push(format!("stop reason {} (expected {})", outcome.reason, expect.stop_reason));
+        mismatches.push(format!(
+            "stop reason {} (expected {})",
+            outcome.reason, expect.stop_reason
+        ));
     }
     if outcome.stats.model_calls != expect.model_calls {
-        mismatches.push(format!("{} model calls (expected {})", outcome.stats.model_calls, expect.model_calls));
+        mismatches.push(format!(
+            "{} model calls (expected {})",
+            outcome.stats.model_calls, expect.model_calls
+        ));
     }
     if outcome.stats.tool_calls != expect.tool_calls {
-        mismatches.push(format!("{} tool calls (expected {})", outcome.stats.tool_calls, expect.tool_calls));
+        mismatches.push(format!(
+            "{} tool calls (expected {})",
+            outcome.stats.tool_calls, expect.tool_calls
+        ));
     }
     if let Some(needle) = &expect.answer_contains
         && !answer.contains(needle.as_str())

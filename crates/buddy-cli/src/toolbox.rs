@@ -38,9 +38,11 @@ pub fn build_registry(
     match scenario {
         Some(scenario) => {
             for name in scenario.builtin_tools() {
-                let skill = builtin_skill(name, sandbox, limits).ok_or_else(|| ToolboxError::UnknownBuiltin {
-                    scenario: scenario.name.clone(),
-                    name: name.to_owned(),
+                let skill = builtin_skill(name, sandbox, limits).ok_or_else(|| {
+                    ToolboxError::UnknownBuiltin {
+                        scenario: scenario.name.clone(),
+                        name: name.to_owned(),
+                    }
                 })?;
                 registry.register(skill)?;
             }
@@ -55,7 +57,8 @@ pub fn build_registry(
         }
     }
     for declared in &skills.command {
-        let skill = CommandSkill::new(declared.clone(), sandbox.root().to_owned()).map_err(ToolboxError::Command)?;
+        let skill = CommandSkill::new(declared.clone(), sandbox.root().to_owned())
+            .map_err(ToolboxError::Command)?;
         registry.register(Arc::new(skill))?;
     }
     Ok(registry)

@@ -89,7 +89,11 @@ pub struct ToolCall {
 
 impl ToolCall {
     /// A tool call from its parts.
-    pub fn new(id: impl Into<String>, name: impl Into<String>, arguments: impl Into<String>) -> Self {
+    pub fn new(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: impl Into<String>,
+    ) -> Self {
         ToolCall {
             id: id.into(),
             name: name.into(),

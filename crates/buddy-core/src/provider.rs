@@ -118,7 +118,9 @@ impl<P: Provider + ?Sized> Provider for Arc<P> {
 #[non_exhaustive]
 pub enum ProviderError {
     /// The server could not be reached.
-    #[error("{provider}: could not connect to {url}: {message}; check base_url and that the server is running")]
+    #[error(
+        "{provider}: could not connect to {url}: {message}; check base_url and that the server is running"
+    )]
     Connect {
         provider: String,
         url: String,
@@ -134,7 +136,9 @@ pub enum ProviderError {
         retry_after: Option<Duration>,
     },
     /// No answer (or no next chunk) within the configured time.
-    #[error("{provider}: no {phase} from {url} within {after:?}; raise the timeout or check the server")]
+    #[error(
+        "{provider}: no {phase} from {url} within {after:?}; raise the timeout or check the server"
+    )]
     Timeout {
         provider: String,
         url: String,

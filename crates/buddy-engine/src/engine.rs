@@ -92,14 +92,19 @@ impl Engine {
 
     /// Runs one turn, sending its events to `events`; returns when the terminal event is sent.
     pub async fn run(&self, request: TurnRequest, events: mpsc::Sender<ChatEvent>) -> TurnOutcome {
-        Turn::new(&*self.provider, &*self.toolbox, request, events).run().await
+        Turn::new(&*self.provider, &*self.toolbox, request, events)
+            .run()
+            .await
     }
 
     /// Runs one turn on its own task; events arrive on the returned receiver.
     pub fn spawn(
         self: &Arc<Self>,
         request: TurnRequest,
-    ) -> (mpsc::Receiver<ChatEvent>, tokio::task::JoinHandle<TurnOutcome>) {
+    ) -> (
+        mpsc::Receiver<ChatEvent>,
+        tokio::task::JoinHandle<TurnOutcome>,
+    ) {
         let (tx, rx) = mpsc::channel(EVENT_BUFFER);
         let engine = Arc::clone(self);
         let handle = tokio::spawn(async move { engine.run(request, tx).await });

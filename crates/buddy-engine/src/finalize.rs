@@ -22,7 +22,8 @@ const FALLBACK_RESULTS: usize = 5;
 pub(crate) fn finish_tool_spec() -> ToolSpec {
     ToolSpec {
         name: FINISH_TOOL.to_owned(),
-        description: "Call this once you have the final answer for the user; it ends the turn.".to_owned(),
+        description: "Call this once you have the final answer for the user; it ends the turn."
+            .to_owned(),
         parameters: json!({
             "type": "object",
             "properties": {"answer": {"type": "string", "description": "The final answer for the user."}},
@@ -49,9 +50,14 @@ fn finalize_instruction(detail: &str) -> String {
 impl Turn<'_> {
     /// Ends the turn through Finalize (or with an error when `on_limit = "error"`).
     pub(crate) async fn finalize(&mut self, cause: FinalizeCause) -> TurnOutcome {
-        let FinalizeCause { reason, guard, detail } = cause;
+        let FinalizeCause {
+            reason,
+            guard,
+            detail,
+        } = cause;
         if self.policy.on_limit == OnLimit::Error {
-            self.emit_guard(guard, GuardAction::Error, None, detail.clone()).await;
+            self.emit_guard(guard, GuardAction::Error, None, detail.clone())
+                .await;
             return self
                 .finish_error(
                     reason,
@@ -59,18 +65,25 @@ impl Turn<'_> {
                 )
                 .await;
         }
-        self.emit_guard(guard, GuardAction::Finalize, None, detail.clone()).await;
+        self.emit_guard(guard, GuardAction::Finalize, None, detail.clone())
+            .await;
         debug!(%reason, %detail, "finalize: one last model call without tools");
         let instruction = finalize_instruction(&detail);
         match self.model_call(None, Some(&instruction)).await {
             Ok(reply) => {
                 if !reply.tool_calls.is_empty() {
-                    debug!(ignored = reply.tool_calls.len(), "finalize reply asked for tools; ignored");
+                    debug!(
+                        ignored = reply.tool_calls.len(),
+                        "finalize reply asked for tools; ignored"
+                    );
                 }
                 self.finish_with_answer(reason, reply.text).await
             }
             Err(CallEnd::Cancelled) => self.finish_cancelled().await,
-            Err(CallEnd::Invalid(e)) => self.finish_error(StopReason::InvalidRequest, e.to_string()).await,
+            Err(CallEnd::Invalid(e)) => {
+                self.finish_error(StopReason::InvalidRequest, e.to_string())
+                    .await
+            }
             Err(CallEnd::Provider(e)) => {
                 warn!(error = %e, "finalize call failed; answering from the tool results");
                 self.finish_with_answer(reason, String::new()).await
@@ -110,7 +123,9 @@ pub(crate) fn fallback_answer(turn_messages: &[Message], reason: StopReason) -> 
         })
         .collect();
     let why = match reason {
-        StopReason::Completed | StopReason::FinishTool => "the model gave no answer text".to_owned(),
+        StopReason::Completed | StopReason::FinishTool => {
+            "the model gave no answer text".to_owned()
+        }
         other => format!("the turn stopped: {other}"),
     };
     if results.is_empty() {
@@ -134,7 +149,10 @@ mod tests {
             Message::user("time?"),
             Message::Assistant {
                 content: None,
-                tool_calls: vec![ToolCall::new("a", "get_time", "{}"), ToolCall::new("b", "flaky", "{}")],
+                tool_calls: vec![
+                    ToolCall::new("a", "get_time", "{}"),
+                    ToolCall::new("b", "flaky", "{}"),
+                ],
             },
             Message::tool_result("a", "12:00 UTC", false),
             Message::tool_result("b", "boom", true),

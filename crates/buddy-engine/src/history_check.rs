@@ -7,7 +7,9 @@ use buddy_core::Message;
 /// A history no provider should ever receive: refused loudly, never sent.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HistoryError {
-    #[error("the request has no user message; refusing to send it (this is a bug in buddy or its caller)")]
+    #[error(
+        "the request has no user message; refusing to send it (this is a bug in buddy or its caller)"
+    )]
     NoUserMessage,
     #[error("tool result for call `{0}` has no matching tool call before it")]
     OrphanResult(String),
@@ -38,12 +40,14 @@ pub fn check_history(messages: &[Message]) -> Result<(), HistoryError> {
                     open.push(&call.id);
                 }
             }
-            Message::Tool { tool_call_id, .. } => match open.iter().position(|id| id == tool_call_id) {
-                Some(i) => {
-                    open.remove(i);
+            Message::Tool { tool_call_id, .. } => {
+                match open.iter().position(|id| id == tool_call_id) {
+                    Some(i) => {
+                        open.remove(i);
+                    }
+                    None => return Err(HistoryError::OrphanResult(tool_call_id.clone())),
                 }
-                None => return Err(HistoryError::OrphanResult(tool_call_id.clone())),
-            },
+            }
             Message::System { .. } | Message::User { .. } => {
                 if let Some(id) = open.first() {
                     return Err(HistoryError::MissingResult((*id).to_owned()));
@@ -71,13 +75,26 @@ mod tests {
 
     #[test]
     fn accepts_paired_history_and_refuses_broken_ones() {
-        let ok = vec![Message::user("hi"), call("a"), Message::tool_result("a", "x", false)];
+        let ok = vec![
+            Message::user("hi"),
+            call("a"),
+            Message::tool_result("a", "x", false),
+        ];
         assert_eq!(check_history(&ok), Ok(()));
-        assert_eq!(check_history(&[Message::system("s")]), Err(HistoryError::NoUserMessage));
+        assert_eq!(
+            check_history(&[Message::system("s")]),
+            Err(HistoryError::NoUserMessage)
+        );
         let orphan = vec![Message::user("hi"), Message::tool_result("a", "x", false)];
-        assert_eq!(check_history(&orphan), Err(HistoryError::OrphanResult("a".into())));
+        assert_eq!(
+            check_history(&orphan),
+            Err(HistoryError::OrphanResult("a".into()))
+        );
         let missing = vec![Message::user("hi"), call("a")];
-        assert_eq!(check_history(&missing), Err(HistoryError::MissingResult("a".into())));
+        assert_eq!(
+            check_history(&missing),
+            Err(HistoryError::MissingResult("a".into()))
+        );
         let dup = vec![
             Message::user("hi"),
             call("a"),
@@ -85,6 +102,9 @@ mod tests {
             call("a"),
             Message::tool_result("a", "x", false),
         ];
-        assert_eq!(check_history(&dup), Err(HistoryError::DuplicateCallId("a".into())));
+        assert_eq!(
+            check_history(&dup),
+            Err(HistoryError::DuplicateCallId("a".into()))
+        );
     }
 }

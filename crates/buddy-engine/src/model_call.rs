@@ -2,7 +2,9 @@
 
 use std::time::Instant;
 
-use buddy_core::{ChatEvent, CompletionRequest, FinishReason, Provider, ProviderError, Token, ToolCall, Usage};
+use buddy_core::{
+    ChatEvent, CompletionRequest, FinishReason, Provider, ProviderError, Token, ToolCall, Usage,
+};
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 

@@ -130,14 +130,50 @@ impl LoopPolicy {
             }
             Ok(())
         }
-        range("max_model_calls", self.max_model_calls, 2, 1000, "2..=1000 (one call is reserved to answer)")?;
-        range("max_tool_calls", self.max_tool_calls, 1, 10_000, "1..=10000")?;
-        range("max_consecutive_failures", self.max_consecutive_failures, 1, 1000, "1..=1000")?;
+        range(
+            "max_model_calls",
+            self.max_model_calls,
+            2,
+            1000,
+            "2..=1000 (one call is reserved to answer)",
+        )?;
+        range(
+            "max_tool_calls",
+            self.max_tool_calls,
+            1,
+            10_000,
+            "1..=10000",
+        )?;
+        range(
+            "max_consecutive_failures",
+            self.max_consecutive_failures,
+            1,
+            1000,
+            "1..=1000",
+        )?;
         range("poll_patience", self.poll_patience, 0, 1000, "0..=1000")?;
-        range("repeated_answer_min_chars", self.repeated_answer_min_chars, 1, 1_000_000, "1..=1000000")?;
-        range("max_parallel_tools", self.max_parallel_tools, 1, 64, "1..=64")?;
+        range(
+            "repeated_answer_min_chars",
+            self.repeated_answer_min_chars,
+            1,
+            1_000_000,
+            "1..=1000000",
+        )?;
+        range(
+            "max_parallel_tools",
+            self.max_parallel_tools,
+            1,
+            64,
+            "1..=64",
+        )?;
         if let Some(v) = self.max_calls_per_skill {
-            range("max_calls_per_skill", v, 1, 10_000, "1..=10000, or 0 for off")?;
+            range(
+                "max_calls_per_skill",
+                v,
+                1,
+                10_000,
+                "1..=10000, or 0 for off",
+            )?;
         }
         if let Some(v) = self.withdraw_tools_after {
             range("withdraw_tools_after", v, 1, 1000, "1..=1000, or 0 for off")?;
@@ -157,11 +193,12 @@ impl LoopPolicy {
         for (key, value) in &patch.0 {
             current.insert(key.clone(), value.clone());
         }
-        let mut next: LoopPolicy =
-            serde_json::from_value(Value::Object(current)).map_err(|e| PolicyError::InvalidValue {
+        let mut next: LoopPolicy = serde_json::from_value(Value::Object(current)).map_err(|e| {
+            PolicyError::InvalidValue {
                 field: "policy".into(),
                 message: e.to_string(),
-            })?;
+            }
+        })?;
         next.normalize_off_values();
         next.validate()?;
         *self = next;
@@ -211,9 +248,11 @@ impl PolicyPatch {
             let mut probe = defaults.clone();
             probe.insert(key.clone(), value.clone());
             let mut policy: LoopPolicy =
-                serde_json::from_value(Value::Object(probe)).map_err(|e| PolicyError::InvalidValue {
-                    field: key.clone(),
-                    message: strip_serde_position(&e.to_string()),
+                serde_json::from_value(Value::Object(probe)).map_err(|e| {
+                    PolicyError::InvalidValue {
+                        field: key.clone(),
+                        message: strip_serde_position(&e.to_string()),
+                    }
                 })?;
             policy.normalize_off_values();
             policy.validate()?;
@@ -262,7 +301,8 @@ impl PolicyPatch {
                 continue;
             }
             let raw = value.as_ref().trim();
-            let parsed = serde_json::from_str::<Value>(raw).unwrap_or_else(|_| Value::String(raw.to_owned()));
+            let parsed = serde_json::from_str::<Value>(raw)
+                .unwrap_or_else(|_| Value::String(raw.to_owned()));
             patch.set(&field, parsed).map_err(|e| PolicyError::Env {
                 var: key.as_ref().to_owned(),
                 source: Box::new(e),
@@ -304,7 +344,11 @@ pub struct PolicyConfig {
 impl PolicyConfig {
     /// The policy for `model`: defaults, then the base patch, then every matching model
     /// pattern from least to most specific, then `overrides` in order.
-    pub fn resolve(&self, model: &str, overrides: &[&PolicyPatch]) -> Result<LoopPolicy, PolicyError> {
+    pub fn resolve(
+        &self,
+        model: &str,
+        overrides: &[&PolicyPatch],
+    ) -> Result<LoopPolicy, PolicyError> {
         let mut policy = LoopPolicy::default();
         policy.apply(&self.base)?;
         let mut matching: Vec<(&String, &PolicyPatch)> = self

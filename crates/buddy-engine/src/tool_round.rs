@@ -1,7 +1,10 @@
 //! ExecuteTools: run one response's tool calls through the guards, concurrently, and
 //! put their results into the history in call order.
 
-use buddy_core::{ChatEvent, GuardAction, GuardKind, Message, RepeatSemantics, SkillContext, StopReason, ToolCall, ToolOutcome};
+use buddy_core::{
+    ChatEvent, GuardAction, GuardKind, Message, RepeatSemantics, SkillContext, StopReason,
+    ToolCall, ToolOutcome,
+};
 use futures::StreamExt;
 
 use crate::finalize::FINISH_TOOL;
@@ -48,7 +51,10 @@ impl Round {
     fn set_cause(&mut self, cause: FinalizeCause) {
         let replace = match &self.cause {
             None => true,
-            Some(existing) => cause.reason == StopReason::LoopDetected && existing.reason != StopReason::LoopDetected,
+            Some(existing) => {
+                cause.reason == StopReason::LoopDetected
+                    && existing.reason != StopReason::LoopDetected
+            }
         };
         if replace {
             self.cause = Some(cause);
@@ -57,7 +63,10 @@ impl Round {
 }
 
 fn refused(content: String) -> Plan {
-    Plan::Answer { content, is_error: true }
+    Plan::Answer {
+        content,
+        is_error: true,
+    }
 }
 
 fn loop_cause(detail: String) -> FinalizeCause {
@@ -88,7 +97,8 @@ impl Turn<'_> {
         if text_repeated || slots.iter().any(|s| s.signal.is_some()) {
             let rung = self.guards.ladder.step();
             round.rung = Some(rung);
-            self.apply_pre_run_rung(rung, &mut slots, text_repeated, &mut round).await;
+            self.apply_pre_run_rung(rung, &mut slots, text_repeated, &mut round)
+                .await;
         }
 
         let interrupted = self.run_slots(&slots, &mut round).await;
@@ -112,11 +122,19 @@ impl Turn<'_> {
             return Step::Finalize(cause);
         }
         let specs = self.toolbox.specs();
-        if !specs.is_empty() && specs.iter().all(|s| self.guards.withdrawn.contains_key(&s.name)) {
-            let (reason, guard) = if self.guards.last_withdrawal_was_loop {
-                (StopReason::LoopDetected, GuardKind::Repetition)
+        if !specs.is_empty()
+            && specs
+                .iter()
+                .all(|s| self.guards.withdrawn.contains_key(&s.name))
+        {
+            let guard = self
+                .guards
+                .last_withdrawal_by
+                .unwrap_or(GuardKind::CircuitBreaker);
+            let reason = if is_loop_guard(guard) {
+                StopReason::LoopDetected
             } else {
-                (StopReason::ToolsExhausted, GuardKind::CircuitBreaker)
+                StopReason::ToolsExhausted
             };
             return Step::Finalize(FinalizeCause {
                 reason,
@@ -171,7 +189,9 @@ impl Turn<'_> {
                 );
             } else if self.stats.tool_calls + planned_runs >= self.policy.max_tool_calls {
                 let max = self.policy.max_tool_calls;
-                slot.plan = refused(format!("not run: this turn's limit of {max} tool calls is reached"));
+                slot.plan = refused(format!(
+                    "not run: this turn's limit of {max} tool calls is reached"
+                ));
                 round.set_cause(FinalizeCause {
                     reason: StopReason::MaxToolCalls,
                     guard: GuardKind::ToolCallLimit,
@@ -183,16 +203,25 @@ impl Turn<'_> {
                 ));
                 slot.signal = loop_on.then_some(GuardKind::WithdrawnSkillCalled);
             } else if !self.tools_offered_now {
-                slot.plan = refused("not run: no tools are offered now; answer with what you have".to_owned());
+                slot.plan = refused(
+                    "not run: no tools are offered now; answer with what you have".to_owned(),
+                );
                 slot.signal = loop_on.then_some(GuardKind::WithdrawnSkillCalled);
             } else if let Some(limit) = self.policy.max_calls_per_skill
                 && runs_of_skill >= limit
             {
                 let why = format!("it reached its limit of {limit} calls in this turn");
-                self.withdraw(&name, why.clone(), false);
-                self.emit_guard(GuardKind::SkillCallLimit, GuardAction::WithdrewSkill, Some(&name), why.clone())
-                    .await;
-                slot.plan = refused(format!("not run: `{name}` is withdrawn: {why}; answer with what you have"));
+                self.withdraw(&name, why.clone(), GuardKind::SkillCallLimit);
+                self.emit_guard(
+                    GuardKind::SkillCallLimit,
+                    GuardAction::WithdrewSkill,
+                    Some(&name),
+                    why.clone(),
+                )
+                .await;
+                slot.plan = refused(format!(
+                    "not run: `{name}` is withdrawn: {why}; answer with what you have"
+                ));
             } else if loop_on && !matches!(slot.semantics, Some(RepeatSemantics::Pollable)) {
                 if let Some(earlier) = self.guards.log.last_with_key(&slot.key) {
                     slot.earlier = Some((earlier.result.clone(), earlier.is_error));
@@ -201,8 +230,14 @@ impl Turn<'_> {
                     } else {
                         GuardKind::Repetition
                     });
-                } else if slots.iter().any(|s| s.key == slot.key && matches!(s.plan, Plan::Run)) {
-                    slot.earlier = Some(("(the same call appears earlier in this response)".to_owned(), false));
+                } else if slots
+                    .iter()
+                    .any(|s| s.key == slot.key && matches!(s.plan, Plan::Run))
+                {
+                    slot.earlier = Some((
+                        "(the same call appears earlier in this response)".to_owned(),
+                        false,
+                    ));
                     slot.signal = Some(GuardKind::Repetition);
                 }
             }
@@ -216,14 +251,22 @@ impl Turn<'_> {
     }
 
     /// Decides what each signalled call gets at the rung this round reached.
-    async fn apply_pre_run_rung(&mut self, rung: Rung, slots: &mut [Slot], text_repeated: bool, round: &mut Round) {
+    async fn apply_pre_run_rung(
+        &mut self,
+        rung: Rung,
+        slots: &mut [Slot],
+        text_repeated: bool,
+        round: &mut Round,
+    ) {
         for slot in slots.iter_mut() {
             let name = slot.call.name.clone();
             match slot.signal {
                 Some(guard @ (GuardKind::Repetition | GuardKind::Cycle)) => {
                     let (earlier, earlier_error) = slot.earlier.clone().unwrap_or_default();
                     let what = if guard == GuardKind::Cycle {
-                        format!("`{name}` was called again with the same arguments, in a cycle with other calls")
+                        format!(
+                            "`{name}` was called again with the same arguments, in a cycle with other calls"
+                        )
                     } else {
                         format!("`{name}` was called again with the same arguments")
                     };
@@ -236,18 +279,32 @@ impl Turn<'_> {
                                 ),
                                 is_error: earlier_error,
                             };
-                            self.emit_guard(guard, GuardAction::ReturnedEarlierResult, Some(&name), what).await;
+                            self.emit_guard(
+                                guard,
+                                GuardAction::ReturnedEarlierResult,
+                                Some(&name),
+                                what,
+                            )
+                            .await;
                         }
                         Rung::Withdraw => {
-                            self.withdraw(&name, "it kept being called with the same arguments".to_owned(), true);
+                            self.withdraw(
+                                &name,
+                                "it kept being called with the same arguments".to_owned(),
+                                guard,
+                            );
                             slot.plan = refused(format!(
                                 "not run: {what}, so it is withdrawn for the rest of this turn. Its earlier result \
                                  was:\n{earlier}"
                             ));
-                            self.emit_guard(guard, GuardAction::WithdrewSkill, Some(&name), what).await;
+                            self.emit_guard(guard, GuardAction::WithdrewSkill, Some(&name), what)
+                                .await;
                         }
                         Rung::Finalize => {
-                            slot.plan = refused("not run: buddy detected a loop and is asking for the final answer".to_owned());
+                            slot.plan = refused(
+                                "not run: buddy detected a loop and is asking for the final answer"
+                                    .to_owned(),
+                            );
                             round.set_cause(FinalizeCause {
                                 reason: StopReason::LoopDetected,
                                 guard,
@@ -265,8 +322,13 @@ impl Turn<'_> {
                             detail: what,
                         });
                     } else {
-                        self.emit_guard(GuardKind::WithdrawnSkillCalled, GuardAction::Refused, Some(&name), what)
-                            .await;
+                        self.emit_guard(
+                            GuardKind::WithdrawnSkillCalled,
+                            GuardAction::Refused,
+                            Some(&name),
+                            what,
+                        )
+                        .await;
                     }
                 }
                 _ => {}
@@ -278,23 +340,36 @@ impl Turn<'_> {
         let what = "the same answer text came again beside new tool calls".to_owned();
         match rung {
             Rung::Note => {
-                self.emit_guard(GuardKind::RepeatedAnswer, GuardAction::Warned, None, what).await;
+                self.emit_guard(GuardKind::RepeatedAnswer, GuardAction::Warned, None, what)
+                    .await;
             }
             Rung::Withdraw => {
                 for slot in slots.iter_mut().filter(|s| matches!(s.plan, Plan::Run)) {
                     let name = slot.call.name.clone();
-                    self.withdraw(&name, "the same answer kept coming with new calls to it".to_owned(), true);
+                    self.withdraw(
+                        &name,
+                        "the same answer kept coming with new calls to it".to_owned(),
+                        GuardKind::RepeatedAnswer,
+                    );
                     slot.plan = refused(format!(
                         "not run: {what}, so `{name}` is withdrawn for the rest of this turn. If your answer is \
                          complete, give it without calling tools."
                     ));
-                    self.emit_guard(GuardKind::RepeatedAnswer, GuardAction::WithdrewSkill, Some(&name), what.clone())
-                        .await;
+                    self.emit_guard(
+                        GuardKind::RepeatedAnswer,
+                        GuardAction::WithdrewSkill,
+                        Some(&name),
+                        what.clone(),
+                    )
+                    .await;
                 }
             }
             Rung::Finalize => {
                 for slot in slots.iter_mut().filter(|s| matches!(s.plan, Plan::Run)) {
-                    slot.plan = refused("not run: buddy detected a loop and is asking for the final answer".to_owned());
+                    slot.plan = refused(
+                        "not run: buddy detected a loop and is asking for the final answer"
+                            .to_owned(),
+                    );
                 }
                 round.set_cause(loop_cause(what));
             }
@@ -308,7 +383,9 @@ impl Turn<'_> {
         let toolbox = self.toolbox;
         let cancel = self.cancel.clone();
         let deadline = self.deadline;
-        let parallel = usize::try_from(self.policy.max_parallel_tools).unwrap_or(1).max(1);
+        let parallel = usize::try_from(self.policy.max_parallel_tools)
+            .unwrap_or(1)
+            .max(1);
         // Collected first so the stream holds no closures across awaits (keeps the future Send).
         let mut pending: Vec<buddy_core::BoxFuture<'_, ToolOutcome>> = Vec::new();
         for slot in slots.iter().filter(|s| matches!(s.plan, Plan::Run)) {
@@ -329,7 +406,9 @@ impl Turn<'_> {
         for slot in slots {
             let (content, is_error) = match (&slot.plan, &interrupted) {
                 (Plan::Answer { content, is_error }, _) => (content.clone(), *is_error),
-                (Plan::Run, Some(Interrupted::Cancelled)) => ("not finished: the turn was cancelled".to_owned(), true),
+                (Plan::Run, Some(Interrupted::Cancelled)) => {
+                    ("not finished: the turn was cancelled".to_owned(), true)
+                }
                 (Plan::Run, Some(Interrupted::Deadline)) => {
                     ("not finished: the turn's deadline passed".to_owned(), true)
                 }
@@ -342,7 +421,10 @@ impl Turn<'_> {
                     };
                     match next {
                         Ok(Some(outcome)) => self.after_run(slot, outcome, round).await,
-                        Ok(None) => ("internal error: the tool result went missing".to_owned(), true),
+                        Ok(None) => (
+                            "internal error: the tool result went missing".to_owned(),
+                            true,
+                        ),
                         Err(why) => {
                             let text = match why {
                                 Interrupted::Cancelled => "not finished: the turn was cancelled",
@@ -362,29 +444,57 @@ impl Turn<'_> {
                     is_error,
                 })
                 .await;
-            self.push(Message::tool_result(slot.call.id.clone(), content, is_error));
+            self.push(Message::tool_result(
+                slot.call.id.clone(),
+                content,
+                is_error,
+            ));
         }
         interrupted
     }
 
     /// Books one executed call: counters, circuit breaker, post-run loop checks, notes.
-    async fn after_run(&mut self, slot: &Slot, outcome: ToolOutcome, round: &mut Round) -> (String, bool) {
+    async fn after_run(
+        &mut self,
+        slot: &Slot,
+        outcome: ToolOutcome,
+        round: &mut Round,
+    ) -> (String, bool) {
         let name = slot.call.name.as_str();
         self.stats.tool_calls += 1;
-        *self.guards.calls_per_skill.entry(name.to_owned()).or_default() += 1;
+        *self
+            .guards
+            .calls_per_skill
+            .entry(name.to_owned())
+            .or_default() += 1;
         let mut notes: Vec<String> = Vec::new();
         if outcome.fatal {
-            round.fatal = Some(format!("skill `{name}` failed fatally: {}", outcome.content));
+            round.fatal = Some(format!(
+                "skill `{name}` failed fatally: {}",
+                outcome.content
+            ));
         }
 
         if outcome.is_error {
-            let failures = self.guards.consecutive_failures.entry(name.to_owned()).or_default();
+            let failures = self
+                .guards
+                .consecutive_failures
+                .entry(name.to_owned())
+                .or_default();
             *failures += 1;
             let failures = *failures;
-            if failures >= self.policy.max_consecutive_failures && !self.guards.withdrawn.contains_key(name) {
+            if failures >= self.policy.max_consecutive_failures
+                && !self.guards.withdrawn.contains_key(name)
+            {
                 let why = format!("it failed {failures} times in a row");
-                self.withdraw(name, why.clone(), false);
-                self.emit_guard(GuardKind::CircuitBreaker, GuardAction::WithdrewSkill, Some(name), why).await;
+                self.withdraw(name, why.clone(), GuardKind::CircuitBreaker);
+                self.emit_guard(
+                    GuardKind::CircuitBreaker,
+                    GuardAction::WithdrewSkill,
+                    Some(name),
+                    why,
+                )
+                .await;
                 notes.push(format!(
                     "[buddy: `{name}` failed {failures} times in a row and is withdrawn for the rest of this turn; \
                      answer with what you have.]"
@@ -405,7 +515,10 @@ impl Turn<'_> {
                 if unchanged_polls > self.policy.poll_patience {
                     signal = Some((
                         GuardKind::Repetition,
-                        format!("`{name}` returned the same result {} times in a row", unchanged_polls + 1),
+                        format!(
+                            "`{name}` returned the same result {} times in a row",
+                            unchanged_polls + 1
+                        ),
                     ));
                 }
             }
@@ -418,7 +531,9 @@ impl Turn<'_> {
             {
                 signal = Some((
                     GuardKind::NearDuplicate,
-                    format!("`{name}` was called with slightly changed arguments and returned the same result"),
+                    format!(
+                        "`{name}` was called with slightly changed arguments and returned the same result"
+                    ),
                 ));
             }
             if let Some((guard, what)) = signal {
@@ -428,12 +543,16 @@ impl Turn<'_> {
                         notes.push(format!(
                             "[buddy: {what}. Changing the arguments this way will not help; use what you have.]"
                         ));
-                        self.emit_guard(guard, GuardAction::Warned, Some(name), what).await;
+                        self.emit_guard(guard, GuardAction::Warned, Some(name), what)
+                            .await;
                     }
                     Rung::Withdraw => {
-                        self.withdraw(name, what.clone(), true);
-                        notes.push(format!("[buddy: {what}, so it is withdrawn for the rest of this turn.]"));
-                        self.emit_guard(guard, GuardAction::WithdrewSkill, Some(name), what).await;
+                        self.withdraw(name, what.clone(), guard);
+                        notes.push(format!(
+                            "[buddy: {what}, so it is withdrawn for the rest of this turn.]"
+                        ));
+                        self.emit_guard(guard, GuardAction::WithdrewSkill, Some(name), what)
+                            .await;
                     }
                     Rung::Finalize => round.set_cause(FinalizeCause {
                         reason: StopReason::LoopDetected,
@@ -468,9 +587,21 @@ impl Turn<'_> {
         (content, outcome.is_error)
     }
 
-    /// Stops offering `name` for the rest of the turn.
-    fn withdraw(&mut self, name: &str, why: String, by_loop_guard: bool) {
+    /// Stops offering `name` for the rest of the turn, remembering which guard did it.
+    fn withdraw(&mut self, name: &str, why: String, by: GuardKind) {
         self.guards.withdrawn.insert(name.to_owned(), why);
-        self.guards.last_withdrawal_was_loop = by_loop_guard;
+        self.guards.last_withdrawal_by = Some(by);
     }
+}
+
+/// Guards that detect loops (as opposed to limits and failures).
+fn is_loop_guard(guard: GuardKind) -> bool {
+    matches!(
+        guard,
+        GuardKind::Repetition
+            | GuardKind::Cycle
+            | GuardKind::NearDuplicate
+            | GuardKind::RepeatedAnswer
+            | GuardKind::WithdrawnSkillCalled
+    )
 }

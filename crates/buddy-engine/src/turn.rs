@@ -4,8 +4,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use buddy_core::{
-    ChatEvent, CompletionRequest, FinishReason, GuardAction, GuardKind, Message, Provider, StopReason, ToolChoice,
-    ToolSpec, Toolbox, TurnStats, Usage,
+    ChatEvent, CompletionRequest, FinishReason, GuardAction, GuardKind, Message, Provider,
+    StopReason, ToolChoice, ToolSpec, Toolbox, TurnStats, Usage,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -40,7 +40,8 @@ pub(crate) enum Step {
 pub(crate) struct GuardState {
     /// Withdrawn skills and why, in words the model reads.
     pub withdrawn: BTreeMap<String, String>,
-    pub last_withdrawal_was_loop: bool,
+    /// The guard behind the latest withdrawal, named again if it leaves no tools.
+    pub last_withdrawal_by: Option<GuardKind>,
     pub calls_per_skill: HashMap<String, u32>,
     pub consecutive_failures: HashMap<String, u32>,
     pub log: CallLog,
@@ -78,7 +79,10 @@ impl<'e> Turn<'e> {
         events: mpsc::Sender<ChatEvent>,
     ) -> Self {
         let started = Instant::now();
-        let deadline = request.policy.deadline_ms.map(|ms| started + Duration::from_millis(ms));
+        let deadline = request
+            .policy
+            .deadline_ms
+            .map(|ms| started + Duration::from_millis(ms));
         let first_new = request.history.len();
         let history_chars = request.history.iter().map(message_chars).sum();
         let mut turn = Turn {
@@ -125,8 +129,16 @@ impl<'e> Turn<'e> {
                     pending = Some(self.deadline_cause());
                     continue;
                 }
-                Err(CallEnd::Invalid(e)) => return self.finish_error(StopReason::InvalidRequest, e.to_string()).await,
-                Err(CallEnd::Provider(e)) => return self.finish_error(StopReason::ProviderError, e.to_string()).await,
+                Err(CallEnd::Invalid(e)) => {
+                    return self
+                        .finish_error(StopReason::InvalidRequest, e.to_string())
+                        .await;
+                }
+                Err(CallEnd::Provider(e)) => {
+                    return self
+                        .finish_error(StopReason::ProviderError, e.to_string())
+                        .await;
+                }
             };
             match self.route(reply).await {
                 Step::Continue => {}
@@ -139,7 +151,10 @@ impl<'e> Turn<'e> {
     /// Decides, from the model's own output, whether the turn is over.
     async fn route(&mut self, reply: Reply) -> Step {
         let Reply {
-            text, tool_calls, finish, ..
+            text,
+            tool_calls,
+            finish,
+            ..
         } = reply;
         let text_chars = text.trim().chars().count();
         let inputs = format!(
@@ -159,7 +174,9 @@ impl<'e> Turn<'e> {
             return Step::Done(self.finish_with_answer(reason, text).await);
         }
         if self.policy.finish_tool
-            && let Some(call) = tool_calls.iter().find(|c| c.name == crate::finalize::FINISH_TOOL)
+            && let Some(call) = tool_calls
+                .iter()
+                .find(|c| c.name == crate::finalize::FINISH_TOOL)
             && let Some(answer) = crate::finalize::finish_answer(&call.arguments)
         {
             debug!(%inputs, decision = "done", reason = "finish_tool", "the model called finish");
@@ -185,18 +202,31 @@ impl<'e> Turn<'e> {
                 })
                 .await;
             self.push(Message::tool_result(call.id, ack, false));
-            self.events.emit(ChatEvent::TextDelta { text: answer.clone() }).await;
-            return Step::Done(self.finish_with_answer(StopReason::FinishTool, answer).await);
+            self.events
+                .emit(ChatEvent::TextDelta {
+                    text: answer.clone(),
+                })
+                .await;
+            return Step::Done(
+                self.finish_with_answer(StopReason::FinishTool, answer)
+                    .await,
+            );
         }
         if self.policy.honor_stop && finish == Some(FinishReason::Stop) && text_chars > 0 {
             debug!(%inputs, decision = "done", reason = "honor_stop", "finish_reason stop is trusted by policy");
-            return Step::Done(self.accept_answer(GuardKind::HonorStop, text, tool_calls.len()).await);
+            return Step::Done(
+                self.accept_answer(GuardKind::HonorStop, text, tool_calls.len())
+                    .await,
+            );
         }
         if let Some(min) = self.policy.substantive_answer_chars
             && text_chars >= min
         {
             debug!(%inputs, decision = "done", reason = "substantive_answer", threshold = min, "text beside calls is long enough to be the answer");
-            return Step::Done(self.accept_answer(GuardKind::SubstantiveAnswer, text, tool_calls.len()).await);
+            return Step::Done(
+                self.accept_answer(GuardKind::SubstantiveAnswer, text, tool_calls.len())
+                    .await,
+            );
         }
         debug!(%inputs, decision = "execute_tools", "executable tool calls present");
         self.push(Message::Assistant {
@@ -211,7 +241,12 @@ impl<'e> Turn<'e> {
     }
 
     /// Ends the turn taking `text` as the answer and dropping the calls beside it.
-    async fn accept_answer(&mut self, guard: GuardKind, text: String, dropped_calls: usize) -> TurnOutcome {
+    async fn accept_answer(
+        &mut self,
+        guard: GuardKind,
+        text: String,
+        dropped_calls: usize,
+    ) -> TurnOutcome {
         self.events
             .emit(ChatEvent::GuardTripped {
                 guard,
@@ -292,7 +327,10 @@ impl<'e> Turn<'e> {
         FinalizeCause {
             reason: StopReason::Deadline,
             guard: GuardKind::Deadline,
-            detail: format!("the turn's deadline of {} ms passed", self.policy.deadline_ms.unwrap_or_default()),
+            detail: format!(
+                "the turn's deadline of {} ms passed",
+                self.policy.deadline_ms.unwrap_or_default()
+            ),
         }
     }
 
@@ -305,7 +343,8 @@ impl<'e> Turn<'e> {
         let with_instruction;
         let messages: &[Message] = match finalize_instruction {
             Some(instruction) => {
-                with_instruction = [self.history.as_slice(), &[Message::user(instruction)]].concat();
+                with_instruction =
+                    [self.history.as_slice(), &[Message::user(instruction)]].concat();
                 &with_instruction
             }
             None => &self.history,
@@ -318,17 +357,30 @@ impl<'e> Turn<'e> {
             tool_choice: finalize_instruction.map(|_| ToolChoice::None),
             max_output_tokens: None,
         };
-        let deadline = finalize_instruction.is_none().then_some(self.deadline).flatten();
+        let deadline = finalize_instruction
+            .is_none()
+            .then_some(self.deadline)
+            .flatten();
         let input_chars = self.history_chars
             + finalize_instruction.map_or(0, str::len)
-            + tools.map_or(0, |t| t.iter().map(|s| s.description.len() + s.parameters.to_string().len()).sum());
-        let result = stream_reply(self.provider, &self.events, &self.cancel, deadline, request).await;
+            + tools.map_or(0, |t| {
+                t.iter()
+                    .map(|s| s.description.len() + s.parameters.to_string().len())
+                    .sum()
+            });
+        let result =
+            stream_reply(self.provider, &self.events, &self.cancel, deadline, request).await;
         self.stats.model_calls += 1;
         let reply = result?;
         let usage = reply.usage.unwrap_or_else(|| Usage {
             input_tokens: estimate_tokens(input_chars),
             output_tokens: estimate_tokens(
-                reply.text.len() + reply.tool_calls.iter().map(|c| c.name.len() + c.arguments.len()).sum::<usize>(),
+                reply.text.len()
+                    + reply
+                        .tool_calls
+                        .iter()
+                        .map(|c| c.name.len() + c.arguments.len())
+                        .sum::<usize>(),
             ),
         });
         self.stats.input_tokens += usage.input_tokens;
@@ -377,10 +429,18 @@ impl<'e> Turn<'e> {
     }
 
     /// Ends with `Done`, writing an answer from the tool results if the model gave none.
-    pub(crate) async fn finish_with_answer(&mut self, reason: StopReason, text: String) -> TurnOutcome {
+    pub(crate) async fn finish_with_answer(
+        &mut self,
+        reason: StopReason,
+        text: String,
+    ) -> TurnOutcome {
         let answer = if text.trim().is_empty() {
             let fallback = fallback_answer(&self.history[self.first_new..], reason);
-            self.events.emit(ChatEvent::TextDelta { text: fallback.clone() }).await;
+            self.events
+                .emit(ChatEvent::TextDelta {
+                    text: fallback.clone(),
+                })
+                .await;
             fallback
         } else {
             text
@@ -399,7 +459,11 @@ impl<'e> Turn<'e> {
     }
 
     /// Ends with `Error`.
-    pub(crate) async fn finish_error(&mut self, reason: StopReason, message: String) -> TurnOutcome {
+    pub(crate) async fn finish_error(
+        &mut self,
+        reason: StopReason,
+        message: String,
+    ) -> TurnOutcome {
         self.stats.elapsed_ms = self.elapsed_ms();
         debug!(%reason, %message, "turn ended with an error");
         self.events
@@ -426,7 +490,12 @@ impl<'e> Turn<'e> {
         self.outcome(StopReason::Cancelled, None, None)
     }
 
-    fn outcome(&mut self, reason: StopReason, answer: Option<String>, error: Option<String>) -> TurnOutcome {
+    fn outcome(
+        &mut self,
+        reason: StopReason,
+        answer: Option<String>,
+        error: Option<String>,
+    ) -> TurnOutcome {
         TurnOutcome {
             reason,
             answer,
@@ -444,9 +513,15 @@ fn non_empty(text: String) -> Option<String> {
 
 fn message_chars(message: &Message) -> usize {
     match message {
-        Message::Assistant { content, tool_calls } => {
+        Message::Assistant {
+            content,
+            tool_calls,
+        } => {
             content.as_ref().map_or(0, String::len)
-                + tool_calls.iter().map(|c| c.name.len() + c.arguments.len() + c.id.len()).sum::<usize>()
+                + tool_calls
+                    .iter()
+                    .map(|c| c.name.len() + c.arguments.len() + c.id.len())
+                    .sum::<usize>()
         }
         other => other.text().map_or(0, str::len),
     }

@@ -63,12 +63,18 @@ impl CommandSkill {
     /// A command skill; `default_cwd` is used when the declaration names no `cwd`.
     pub fn new(config: CommandSkillConfig, default_cwd: PathBuf) -> Result<Self, String> {
         if config.command.first().is_none_or(|p| p.trim().is_empty()) {
-            return Err(format!("command skill `{}`: `command` must name a program to run", config.name));
+            return Err(format!(
+                "command skill `{}`: `command` must name a program to run",
+                config.name
+            ));
         }
         if let Some(t) = config.timeout_secs
             && !(t > 0.0 && t <= 3600.0)
         {
-            return Err(format!("command skill `{}`: timeout_secs must be in (0, 3600], got {t}", config.name));
+            return Err(format!(
+                "command skill `{}`: timeout_secs must be in (0, 3600], got {t}",
+                config.name
+            ));
         }
         let cwd = config.cwd.clone().unwrap_or(default_cwd);
         Ok(CommandSkill { config, cwd })
@@ -102,17 +108,22 @@ impl Skill for CommandSkill {
     }
 
     fn timeout(&self) -> Option<Duration> {
-        Some(Duration::from_secs_f64(self.config.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS)))
+        Some(Duration::from_secs_f64(
+            self.config.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS),
+        ))
     }
 
-    fn execute<'a>(&'a self, args: Value, ctx: SkillContext) -> BoxFuture<'a, Result<String, SkillError>> {
+    fn execute<'a>(
+        &'a self,
+        args: Value,
+        ctx: SkillContext,
+    ) -> BoxFuture<'a, Result<String, SkillError>> {
         Box::pin(async move {
             let name = &self.config.name;
-            let (program, rest) = self
-                .config
-                .command
-                .split_first()
-                .ok_or_else(|| SkillError::Failed(format!("`{name}` has no command configured")))?;
+            let (program, rest) =
+                self.config.command.split_first().ok_or_else(|| {
+                    SkillError::Failed(format!("`{name}` has no command configured"))
+                })?;
             let mut child = tokio::process::Command::new(program)
                 .args(rest)
                 .envs(&self.config.env)
@@ -156,19 +167,30 @@ impl Skill for CommandSkill {
             if stdout_over {
                 let _ = child.start_kill();
             }
-            let status = child
-                .wait()
-                .await
-                .map_err(|e| SkillError::Failed(format!("`{name}` could not be waited for: {e}")))?;
+            let status = child.wait().await.map_err(|e| {
+                SkillError::Failed(format!("`{name}` could not be waited for: {e}"))
+            })?;
             let mut text = String::from_utf8_lossy(&stdout).into_owned();
             if stdout_over {
-                text = cap_text(text + " ", MAX_STDOUT_BYTES, "The command printed more than buddy keeps.");
+                text = cap_text(
+                    text + " ",
+                    MAX_STDOUT_BYTES,
+                    "The command printed more than buddy keeps.",
+                );
             }
             if !status.success() && !stdout_over {
-                let code = status.code().map_or_else(|| "a signal".to_owned(), |c| c.to_string());
+                let code = status
+                    .code()
+                    .map_or_else(|| "a signal".to_owned(), |c| c.to_string());
                 let stderr = String::from_utf8_lossy(&stderr);
-                let detail = if stderr.trim().is_empty() { text.trim() } else { stderr.trim() };
-                return Err(SkillError::Failed(format!("`{name}` failed (exit status {code}): {detail}")));
+                let detail = if stderr.trim().is_empty() {
+                    text.trim()
+                } else {
+                    stderr.trim()
+                };
+                return Err(SkillError::Failed(format!(
+                    "`{name}` failed (exit status {code}): {detail}"
+                )));
             }
             Ok(text)
         })

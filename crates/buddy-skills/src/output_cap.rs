@@ -27,6 +27,9 @@ mod tests {
     fn cuts_on_a_char_boundary_and_says_so() {
         assert_eq!(cap_text("short".into(), 10, "x"), "short");
         let out = cap_text("héllo world".into(), 2, "Ask for less.");
-        assert!(out.starts_with("h\n[truncated: showing the first 1 of 12 bytes. Ask for less.]"), "{out}");
+        assert!(
+            out.starts_with("h\n[truncated: showing the first 1 of 12 bytes. Ask for less.]"),
+            "{out}"
+        );
     }
 }

@@ -5,7 +5,10 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
-use buddy_core::{BoxFuture, RepeatSemantics, Skill, SkillContext, SkillError, ToolCall, ToolOutcome, ToolSpec, Toolbox};
+use buddy_core::{
+    BoxFuture, RepeatSemantics, Skill, SkillContext, SkillError, ToolCall, ToolOutcome, ToolSpec,
+    Toolbox,
+};
 use futures::FutureExt;
 use serde_json::Value;
 
@@ -80,7 +83,9 @@ impl SkillRegistry {
         let name = skill.name().to_owned();
         let valid_name = !name.is_empty()
             && name.len() <= 64
-            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
         if !valid_name {
             return Err(RegistryError::InvalidName(name));
         }
@@ -88,9 +93,11 @@ impl SkillRegistry {
             return Err(RegistryError::Duplicate(name));
         }
         let spec = skill.spec();
-        let validator = jsonschema::validator_for(&spec.parameters).map_err(|e| RegistryError::InvalidSchema {
-            name: name.clone(),
-            message: e.to_string(),
+        let validator = jsonschema::validator_for(&spec.parameters).map_err(|e| {
+            RegistryError::InvalidSchema {
+                name: name.clone(),
+                message: e.to_string(),
+            }
         })?;
         self.index.insert(name, self.entries.len());
         self.entries.push(Entry { skill, validator });
@@ -99,7 +106,10 @@ impl SkillRegistry {
     }
 
     /// Registers every skill in `skills`.
-    pub fn register_all(&mut self, skills: impl IntoIterator<Item = Arc<dyn Skill>>) -> Result<(), RegistryError> {
+    pub fn register_all(
+        &mut self,
+        skills: impl IntoIterator<Item = Arc<dyn Skill>>,
+    ) -> Result<(), RegistryError> {
         skills.into_iter().try_for_each(|s| self.register(s))
     }
 
@@ -140,7 +150,11 @@ impl SkillRegistry {
             .take(MAX_LISTED_VIOLATIONS)
             .map(|e| {
                 let path = e.instance_path().to_string();
-                let at = if path.is_empty() { "(arguments)".to_owned() } else { path };
+                let at = if path.is_empty() {
+                    "(arguments)".to_owned()
+                } else {
+                    path
+                };
                 format!("{at}: {e}")
             })
             .collect();
@@ -161,7 +175,10 @@ impl Toolbox for SkillRegistry {
     }
 
     fn semantics(&self, name: &str) -> Option<RepeatSemantics> {
-        self.index.get(name).and_then(|i| self.entries.get(*i)).map(|e| e.skill.semantics())
+        self.index
+            .get(name)
+            .and_then(|i| self.entries.get(*i))
+            .map(|e| e.skill.semantics())
     }
 
     fn invoke<'a>(&'a self, call: &'a ToolCall, ctx: SkillContext) -> BoxFuture<'a, ToolOutcome> {
@@ -186,7 +203,9 @@ impl Toolbox for SkillRegistry {
                 )),
                 Ok(Err(_panic)) => {
                     tracing::error!(skill = name, "skill panicked");
-                    ToolOutcome::error(format!("`{name}` crashed (an internal error in the skill); do not retry it."))
+                    ToolOutcome::error(format!(
+                        "`{name}` crashed (an internal error in the skill); do not retry it."
+                    ))
                 }
                 Ok(Ok(Err(SkillError::Failed(message)))) => ToolOutcome::error(message),
                 Ok(Ok(Err(SkillError::Fatal(message)))) => ToolOutcome {

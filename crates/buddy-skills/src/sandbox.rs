@@ -133,13 +133,28 @@ mod tests {
         std::fs::create_dir(dir.path().join("sub")).unwrap();
         std::fs::write(dir.path().join("sub/a.txt"), "a").unwrap();
         let sb = Sandbox::new(dir.path()).unwrap();
-        assert_eq!(sb.resolve("sub/a.txt").unwrap(), sb.root().join("sub/a.txt"));
-        assert_eq!(sb.resolve("sub/../sub/./a.txt").unwrap(), sb.root().join("sub/a.txt"));
-        assert_eq!(sb.resolve("new/dir/file.txt").unwrap(), sb.root().join("new/dir/file.txt"));
+        assert_eq!(
+            sb.resolve("sub/a.txt").unwrap(),
+            sb.root().join("sub/a.txt")
+        );
+        assert_eq!(
+            sb.resolve("sub/../sub/./a.txt").unwrap(),
+            sb.root().join("sub/a.txt")
+        );
+        assert_eq!(
+            sb.resolve("new/dir/file.txt").unwrap(),
+            sb.root().join("new/dir/file.txt")
+        );
         assert_eq!(sb.resolve("").unwrap(), sb.root());
         assert!(matches!(sb.resolve("../x"), Err(SandboxError::Escapes(_))));
-        assert!(matches!(sb.resolve("sub/../../x"), Err(SandboxError::Escapes(_))));
-        assert!(matches!(sb.resolve("/etc/passwd"), Err(SandboxError::Absolute(_))));
+        assert!(matches!(
+            sb.resolve("sub/../../x"),
+            Err(SandboxError::Escapes(_))
+        ));
+        assert!(matches!(
+            sb.resolve("/etc/passwd"),
+            Err(SandboxError::Absolute(_))
+        ));
     }
 
     #[cfg(unix)]
@@ -150,14 +165,27 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink(outside.path().join("secret"), dir.path().join("link")).unwrap();
         std::os::unix::fs::symlink(outside.path(), dir.path().join("dirlink")).unwrap();
-        std::os::unix::fs::symlink(outside.path().join("nope"), dir.path().join("dangling")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("nope"), dir.path().join("dangling"))
+            .unwrap();
         std::fs::write(dir.path().join("inside"), "i").unwrap();
         std::os::unix::fs::symlink(dir.path().join("inside"), dir.path().join("goodlink")).unwrap();
         let sb = Sandbox::new(dir.path()).unwrap();
-        assert!(matches!(sb.resolve("link"), Err(SandboxError::SymlinkEscapes(_))));
-        assert!(matches!(sb.resolve("dirlink/secret"), Err(SandboxError::SymlinkEscapes(_))));
-        assert!(matches!(sb.resolve("dirlink/new.txt"), Err(SandboxError::SymlinkEscapes(_))));
-        assert!(matches!(sb.resolve("dangling"), Err(SandboxError::SymlinkEscapes(_))));
+        assert!(matches!(
+            sb.resolve("link"),
+            Err(SandboxError::SymlinkEscapes(_))
+        ));
+        assert!(matches!(
+            sb.resolve("dirlink/secret"),
+            Err(SandboxError::SymlinkEscapes(_))
+        ));
+        assert!(matches!(
+            sb.resolve("dirlink/new.txt"),
+            Err(SandboxError::SymlinkEscapes(_))
+        ));
+        assert!(matches!(
+            sb.resolve("dangling"),
+            Err(SandboxError::SymlinkEscapes(_))
+        ));
         assert_eq!(sb.resolve("goodlink").unwrap(), sb.root().join("inside"));
     }
 }

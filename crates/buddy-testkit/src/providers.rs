@@ -1,8 +1,8 @@
 use std::sync::{Arc, Mutex};
 
 use buddy_core::{
-    BoxFuture, CompletionRequest, FinishReason, Message, Provider, ProviderError, Token, TokenStream, ToolCall,
-    ToolChoice, Usage,
+    BoxFuture, CompletionRequest, FinishReason, Message, Provider, ProviderError, Token,
+    TokenStream, ToolCall, ToolChoice, Usage,
 };
 
 /// What a provider was asked, captured for assertions.
@@ -40,11 +40,16 @@ impl<P: Provider> Provider for RecordingProvider<P> {
         self.inner.name()
     }
 
-    fn stream<'a>(&'a self, request: CompletionRequest<'a>) -> BoxFuture<'a, Result<TokenStream, ProviderError>> {
+    fn stream<'a>(
+        &'a self,
+        request: CompletionRequest<'a>,
+    ) -> BoxFuture<'a, Result<TokenStream, ProviderError>> {
         if let Ok(mut log) = self.requests.lock() {
             log.push(RecordedRequest {
                 messages: request.messages.to_vec(),
-                tools: request.tools.map(|t| t.iter().map(|s| s.name.clone()).collect()),
+                tools: request
+                    .tools
+                    .map(|t| t.iter().map(|s| s.name.clone()).collect()),
                 tool_choice: request.tool_choice,
             });
         }
@@ -56,7 +61,9 @@ impl<P: Provider> Provider for RecordingProvider<P> {
 pub fn reply_tokens(text: &str, calls: Vec<ToolCall>) -> Vec<Result<Token, ProviderError>> {
     let mut tokens = Vec::new();
     if !text.is_empty() {
-        tokens.push(Ok(Token::Text { text: text.to_owned() }));
+        tokens.push(Ok(Token::Text {
+            text: text.to_owned(),
+        }));
     }
     let finish = if calls.is_empty() {
         FinishReason::Stop
@@ -87,7 +94,10 @@ pub struct ReplyProvider {
 impl ReplyProvider {
     /// A provider answering with `reply(request, call_index)`.
     pub fn new(
-        reply: impl Fn(&CompletionRequest<'_>, usize) -> Result<Vec<Result<Token, ProviderError>>, ProviderError>
+        reply: impl Fn(
+            &CompletionRequest<'_>,
+            usize,
+        ) -> Result<Vec<Result<Token, ProviderError>>, ProviderError>
         + Send
         + Sync
         + 'static,
@@ -104,7 +114,10 @@ impl Provider for ReplyProvider {
         "reply"
     }
 
-    fn stream<'a>(&'a self, request: CompletionRequest<'a>) -> BoxFuture<'a, Result<TokenStream, ProviderError>> {
+    fn stream<'a>(
+        &'a self,
+        request: CompletionRequest<'a>,
+    ) -> BoxFuture<'a, Result<TokenStream, ProviderError>> {
         let index = match self.calls.lock() {
             Ok(mut n) => {
                 *n += 1;

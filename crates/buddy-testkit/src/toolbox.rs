@@ -3,7 +3,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use buddy_core::{BoxFuture, RepeatSemantics, SkillContext, ToolCall, ToolOutcome, ToolSpec, Toolbox};
+use buddy_core::{
+    BoxFuture, RepeatSemantics, SkillContext, ToolCall, ToolOutcome, ToolSpec, Toolbox,
+};
 
 type Behaviour = dyn Fn(&ToolCall, usize) -> ToolOutcome + Send + Sync;
 
@@ -17,7 +19,9 @@ pub struct TestTool {
 
 impl TestTool {
     /// A tool whose result is `behaviour(call, n)` (n counts this tool's calls from 1).
-    pub fn new(behaviour: impl Fn(&ToolCall, usize) -> ToolOutcome + Send + Sync + 'static) -> Self {
+    pub fn new(
+        behaviour: impl Fn(&ToolCall, usize) -> ToolOutcome + Send + Sync + 'static,
+    ) -> Self {
         TestTool {
             semantics: RepeatSemantics::Pure,
             delay: Duration::ZERO,
@@ -28,7 +32,12 @@ impl TestTool {
 
     /// A tool that echoes its arguments.
     pub fn echo() -> Self {
-        TestTool::new(|call, n| ToolOutcome::ok(format!("result {n} of {} for {}", call.name, call.arguments)))
+        TestTool::new(|call, n| {
+            ToolOutcome::ok(format!(
+                "result {n} of {} for {}",
+                call.name, call.arguments
+            ))
+        })
     }
 
     /// Sets the repeat semantics.

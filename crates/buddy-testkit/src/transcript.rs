@@ -20,21 +20,34 @@ pub fn transcript(events: &[ChatEvent]) -> String {
         }
         flush(&mut text, &mut out);
         let _ = match event {
-            ChatEvent::ToolCallStart { id, name, arguments } => writeln!(out, "call {id} {name} {arguments}"),
+            ChatEvent::ToolCallStart {
+                id,
+                name,
+                arguments,
+            } => writeln!(out, "call {id} {name} {arguments}"),
             ChatEvent::ToolCallResult {
-                id, content, is_error, ..
+                id,
+                content,
+                is_error,
+                ..
             } => {
                 let mark = if *is_error { "error" } else { "ok" };
                 writeln!(out, "result {id} {mark}: {content:?}")
             }
             ChatEvent::GuardTripped {
-                guard, action, skill, ..
+                guard,
+                action,
+                skill,
+                ..
             } => writeln!(
                 out,
                 "guard {} {}{}",
                 guard.as_str(),
                 action.as_str(),
-                skill.as_deref().map(|s| format!(" [{s}]")).unwrap_or_default()
+                skill
+                    .as_deref()
+                    .map(|s| format!(" [{s}]"))
+                    .unwrap_or_default()
             ),
             ChatEvent::IterationStats {
                 model_call,
@@ -42,16 +55,25 @@ pub fn transcript(events: &[ChatEvent]) -> String {
                 tool_calls_requested,
                 tools_offered,
                 ..
-            } => writeln!(
-                out,
-                "model call {model_call}: finish {finish_reason:?}, {tool_calls_requested} call(s) requested, {tools_offered} tool(s) offered"
-            ),
+            } => {
+                let finish = finish_reason
+                    .as_ref()
+                    .map_or_else(|| "none".to_owned(), |f| format!("{f:?}"));
+                writeln!(
+                    out,
+                    "model call {model_call}: finish {finish}, {tool_calls_requested} call(s) requested, {tools_offered} tool(s) offered"
+                )
+            }
             ChatEvent::Done { reason, stats, .. } => writeln!(
                 out,
                 "done {reason}: {} model calls, {} tool calls",
                 stats.model_calls, stats.tool_calls
             ),
-            ChatEvent::Error { reason, message, stats } => writeln!(
+            ChatEvent::Error {
+                reason,
+                message,
+                stats,
+            } => writeln!(
                 out,
                 "error {reason}: {message} ({} model calls, {} tool calls)",
                 stats.model_calls, stats.tool_calls

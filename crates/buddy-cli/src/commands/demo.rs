@@ -32,7 +32,10 @@ const ANSWER_WIDTH: usize = 46;
 fn first_line(answer: &str) -> String {
     let line = answer.lines().next().unwrap_or_default();
     if line.chars().count() > ANSWER_WIDTH {
-        format!("{}…", line.chars().take(ANSWER_WIDTH - 1).collect::<String>())
+        format!(
+            "{}…",
+            line.chars().take(ANSWER_WIDTH - 1).collect::<String>()
+        )
     } else {
         line.to_owned()
     }
@@ -90,7 +93,11 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<u8> {
         );
     }
     if !args.json {
-        println!("\n{} scenarios, {} met their expected outcome, {failed} did not.", files.len(), files.len() - failed);
+        println!(
+            "\n{} scenarios, {} met their expected outcome, {failed} did not.",
+            files.len(),
+            files.len() - failed
+        );
     }
     Ok(u8::from(failed > 0))
 }

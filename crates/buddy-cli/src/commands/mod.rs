@@ -70,7 +70,11 @@ impl PolicyFlags {
     /// The patch these flags describe, each value checked and named on error.
     pub fn to_patch(&self) -> anyhow::Result<PolicyPatch> {
         let mut patch = PolicyPatch::default();
-        let mut set = |field: &str, value: Value| patch.set(field, value).with_context(|| format!("--{}", field.replace('_', "-")));
+        let mut set = |field: &str, value: Value| {
+            patch
+                .set(field, value)
+                .with_context(|| format!("--{}", field.replace('_', "-")))
+        };
         if let Some(v) = self.max_model_calls {
             set("max_model_calls", v.into())?;
         }
@@ -115,7 +119,8 @@ impl PolicyFlags {
             let (key, raw) = field
                 .split_once('=')
                 .with_context(|| format!("--policy `{field}`: write FIELD=VALUE"))?;
-            let value = serde_json::from_str(raw.trim()).unwrap_or_else(|_| Value::String(raw.trim().to_owned()));
+            let value = serde_json::from_str(raw.trim())
+                .unwrap_or_else(|_| Value::String(raw.trim().to_owned()));
             patch
                 .set(key.trim(), value)
                 .with_context(|| format!("--policy `{field}`"))?;

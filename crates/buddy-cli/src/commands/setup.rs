@@ -27,7 +27,9 @@ pub struct Setup {
 pub fn load_config(explicit: Option<&Path>) -> anyhow::Result<BuddyConfig> {
     match explicit {
         Some(path) => Ok(BuddyConfig::load(path)?),
-        None if Path::new("buddy.toml").is_file() => Ok(BuddyConfig::load(Path::new("buddy.toml"))?),
+        None if Path::new("buddy.toml").is_file() => {
+            Ok(BuddyConfig::load(Path::new("buddy.toml"))?)
+        }
         None => Ok(BuddyConfig::default()),
     }
 }
@@ -45,7 +47,10 @@ pub fn setup(config_path: Option<&Path>, args: &TurnArgs) -> anyhow::Result<Setu
     };
     let sandbox = Sandbox::new(&sandbox_dir).context("--sandbox")?;
     let registry = build_registry(&config.skills, &sandbox, Some(&scenario))?;
-    let model = args.model.clone().unwrap_or_else(|| format!("scripted:{}", scenario.name));
+    let model = args
+        .model
+        .clone()
+        .unwrap_or_else(|| format!("scripted:{}", scenario.name));
     let scenario_patch = PolicyPatch::from_map(scenario.policy.clone())
         .with_context(|| format!("scenario `{}` policy", scenario.name))?;
     let env_patch = PolicyPatch::from_env(std::env::vars())?;

@@ -45,7 +45,9 @@ impl CallLog {
 
     /// The latest call of this skill.
     pub fn last_of(&self, name: &str) -> Option<&CallRecord> {
-        self.last_by_name.get(name).and_then(|i| self.records.get(*i))
+        self.last_by_name
+            .get(name)
+            .and_then(|i| self.records.get(*i))
     }
 
     /// Notes that the model asked for a call (whether or not it runs).
@@ -98,7 +100,11 @@ mod tests {
         let key = |n: &str| call_key(n, "{}");
         log.push(rec("a", "{}"));
         log.note_requested(&key("a"));
-        assert_eq!(log.cycle_period(&key("a")), None, "an immediate repeat is no cycle");
+        assert_eq!(
+            log.cycle_period(&key("a")),
+            None,
+            "an immediate repeat is no cycle"
+        );
         for name in ["b", "c", "d", "e"] {
             log.note_requested(&key(name));
         }

@@ -65,7 +65,10 @@ pub fn args_near(a_canonical: &str, b_canonical: &str) -> bool {
     if na == nb {
         return true;
     }
-    let (ga, gb) = (na.trim_end_matches(['}', '"']), nb.trim_end_matches(['}', '"']));
+    let (ga, gb) = (
+        na.trim_end_matches(['}', '"']),
+        nb.trim_end_matches(['}', '"']),
+    );
     // One value grew (or shrank) around the same prefix; `{` alone says nothing.
     let grows = ga.len().min(gb.len()) >= 6 && (gb.contains(ga) || ga.contains(gb));
     grows || similarity(&na, &nb) >= NEAR_ARGS
@@ -96,14 +99,23 @@ mod tests {
     fn counters_growth_and_shifts_are_near() {
         assert!(args_near(r#"{"page":1}"#, r#"{"page":2}"#));
         assert!(args_near(r#"{"q":"rust"}"#, r#"{"q":"rust async"}"#));
-        assert!(args_near(r#"{"q":"weather in paris today"}"#, r#"{"q":"weather in paris now"}"#));
-        assert!(!args_near(r#"{"path":"src/main.rs"}"#, r#"{"path":"Cargo.toml"}"#));
+        assert!(args_near(
+            r#"{"q":"weather in paris today"}"#,
+            r#"{"q":"weather in paris now"}"#
+        ));
+        assert!(!args_near(
+            r#"{"path":"src/main.rs"}"#,
+            r#"{"path":"Cargo.toml"}"#
+        ));
         assert!(!args_near(r#"{"page":1}"#, r#"{"page":1}"#));
     }
 
     #[test]
     fn results_near_ignores_counters_but_not_content() {
-        assert!(results_near("No results for attempt 3", "No results for attempt 4"));
+        assert!(results_near(
+            "No results for attempt 3",
+            "No results for attempt 4"
+        ));
         assert!(!results_near(
             "Chapter 1: the ship left port at dawn.",
             "Chapter 2: a storm broke the mast at noon."

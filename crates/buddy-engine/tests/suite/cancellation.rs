@@ -3,7 +3,9 @@ use std::time::Duration;
 
 use buddy_core::{ChatEvent, Message, StopReason, ToolOutcome};
 use buddy_engine::{CancellationToken, Engine, LoopPolicy, TurnRequest};
-use buddy_testkit::{ReplyProvider, TestTool, TestToolbox, assert_event_order, assert_history_valid, reply_tokens};
+use buddy_testkit::{
+    ReplyProvider, TestTool, TestToolbox, assert_event_order, assert_history_valid, reply_tokens,
+};
 use serde_json::json;
 
 use super::call;
@@ -16,7 +18,10 @@ fn slow_tool_model() -> ReplyProvider {
         Ok(if req.offers_tools() {
             reply_tokens(
                 "Working on it.",
-                vec![call(&format!("c{i}a"), "slow", json!({})), call(&format!("c{i}b"), "fast", json!({}))],
+                vec![
+                    call(&format!("c{i}a"), "slow", json!({})),
+                    call(&format!("c{i}b"), "fast", json!({})),
+                ],
             )
         } else {
             reply_tokens("Partial answer from what finished.", vec![])
@@ -26,13 +31,19 @@ fn slow_tool_model() -> ReplyProvider {
 
 fn slow_toolbox() -> TestToolbox {
     TestToolbox::new()
-        .with("slow", TestTool::new(|_, _| ToolOutcome::ok("slow done")).delay(Duration::from_secs(120)))
+        .with(
+            "slow",
+            TestTool::new(|_, _| ToolOutcome::ok("slow done")).delay(Duration::from_secs(120)),
+        )
         .with("fast", TestTool::new(|_, _| ToolOutcome::ok("fast done")))
 }
 
 #[tokio::test]
 async fn cancelling_mid_tool_ends_with_done_cancelled_and_a_valid_history() {
-    let engine = Arc::new(Engine::new(Arc::new(slow_tool_model()), Arc::new(slow_toolbox())));
+    let engine = Arc::new(Engine::new(
+        Arc::new(slow_tool_model()),
+        Arc::new(slow_toolbox()),
+    ));
     let cancel = CancellationToken::new();
     let request = TurnRequest::new("m", "go").with_cancel(cancel.clone());
     let (mut rx, handle) = engine.spawn(request);
@@ -51,7 +62,13 @@ async fn cancelling_mid_tool_ends_with_done_cancelled_and_a_valid_history() {
     assert_event_order(&events);
     assert_history_valid(&outcome.messages);
     assert_eq!(outcome.reason, StopReason::Cancelled);
-    assert!(matches!(events.last(), Some(ChatEvent::Done { reason: StopReason::Cancelled, .. })));
+    assert!(matches!(
+        events.last(),
+        Some(ChatEvent::Done {
+            reason: StopReason::Cancelled,
+            ..
+        })
+    ));
     assert!(
         outcome
             .messages
@@ -67,7 +84,9 @@ async fn cancelling_before_the_first_call_still_emits_done() {
     let engine = Engine::new(Arc::new(slow_tool_model()), Arc::new(slow_toolbox()));
     let cancel = CancellationToken::new();
     cancel.cancel();
-    let (events, outcome) = engine.run_collect(TurnRequest::new("m", "go").with_cancel(cancel)).await;
+    let (events, outcome) = engine
+        .run_collect(TurnRequest::new("m", "go").with_cancel(cancel))
+        .await;
     assert_event_order(&events);
     assert_eq!(outcome.reason, StopReason::Cancelled);
     assert_eq!(outcome.stats.model_calls, 0);
@@ -81,9 +100,14 @@ async fn a_deadline_mid_tool_finalizes_with_an_answer() {
         ..LoopPolicy::default()
     };
     let run = engine.run_collect(TurnRequest::new("m", "go").with_policy(policy));
-    let (events, outcome) = tokio::time::timeout(BOUND, run).await.expect("deadline must end the turn");
+    let (events, outcome) = tokio::time::timeout(BOUND, run)
+        .await
+        .expect("deadline must end the turn");
     assert_event_order(&events);
     assert_history_valid(&outcome.messages);
     assert_eq!(outcome.reason, StopReason::Deadline);
-    assert_eq!(outcome.answer.as_deref(), Some("Partial answer from what finished."));
+    assert_eq!(
+        outcome.answer.as_deref(),
+        Some("Partial answer from what finished.")
+    );
 }

@@ -1,4 +1,6 @@
-use buddy_core::{ChatEvent, GuardAction, GuardKind, ProviderError, StopReason, ToolChoice, ToolOutcome};
+use buddy_core::{
+    ChatEvent, GuardAction, GuardKind, ProviderError, StopReason, ToolChoice, ToolOutcome,
+};
 use buddy_engine::{LoopPolicy, OnLimit};
 use buddy_testkit::{RecordingProvider, ReplyProvider, TestTool, TestToolbox, reply_tokens};
 use serde_json::json;
@@ -17,7 +19,10 @@ fn runaway() -> ReplyProvider {
 }
 
 fn items() -> TestToolbox {
-    TestToolbox::new().with("item", TestTool::new(|_, n| ToolOutcome::ok(format!("item is {}", WORDS[n % WORDS.len()]))))
+    TestToolbox::new().with(
+        "item",
+        TestTool::new(|_, n| ToolOutcome::ok(format!("item is {}", WORDS[n % WORDS.len()]))),
+    )
 }
 
 #[tokio::test]
@@ -32,10 +37,20 @@ async fn max_model_calls_with_on_limit_error_ends_with_an_error() {
     assert_eq!(outcome.reason, StopReason::MaxModelCalls);
     assert_eq!(outcome.stats.model_calls, 10);
     assert_eq!(outcome.answer, None);
-    assert!(matches!(terminal(&events), ChatEvent::Error { reason: StopReason::MaxModelCalls, .. }));
+    assert!(matches!(
+        terminal(&events),
+        ChatEvent::Error {
+            reason: StopReason::MaxModelCalls,
+            ..
+        }
+    ));
     assert!(events.iter().any(|e| matches!(
         e,
-        ChatEvent::GuardTripped { guard: GuardKind::ModelCallLimit, action: GuardAction::Error, .. }
+        ChatEvent::GuardTripped {
+            guard: GuardKind::ModelCallLimit,
+            action: GuardAction::Error,
+            ..
+        }
     )));
     assert!(!events.iter().any(|e| matches!(e, ChatEvent::Done { .. })));
 }
@@ -53,16 +68,26 @@ async fn max_model_calls_reserves_the_last_call_to_answer_without_tools() {
     assert_eq!(outcome.reason, StopReason::MaxModelCalls);
     assert_eq!(outcome.stats.model_calls, 10);
     assert_eq!(outcome.stats.tool_calls, 9);
-    assert_eq!(outcome.answer.as_deref(), Some("Here is what I catalogued."));
+    assert_eq!(
+        outcome.answer.as_deref(),
+        Some("Here is what I catalogued.")
+    );
     assert!(matches!(terminal(&events), ChatEvent::Done { .. }));
     let requests = requests.lock().unwrap();
     assert_eq!(requests.len(), 10);
-    assert!(requests[..9].iter().all(|r| r.tools.is_some() && r.tool_choice.is_none()));
+    assert!(
+        requests[..9]
+            .iter()
+            .all(|r| r.tools.is_some() && r.tool_choice.is_none())
+    );
     let last = &requests[9];
     assert_eq!(last.tools, None, "Finalize offers no tools");
     assert_eq!(last.tool_choice, Some(ToolChoice::None));
     assert!(
-        last.messages.last().and_then(|m| m.text()).is_some_and(|t| t.contains("Do not call any tools")),
+        last.messages
+            .last()
+            .and_then(|m| m.text())
+            .is_some_and(|t| t.contains("Do not call any tools")),
         "Finalize carries an instruction to answer"
     );
 }
@@ -71,7 +96,9 @@ async fn max_model_calls_reserves_the_last_call_to_answer_without_tools() {
 async fn max_tool_calls_refuses_the_rest_of_a_parallel_response_then_finalizes() {
     let provider = ReplyProvider::new(|req, i| {
         Ok(if req.offers_tools() {
-            let calls = (0..3).map(|k| call(&format!("c{i}_{k}"), "item", json!({"id": i * 3 + k}))).collect();
+            let calls = (0..3)
+                .map(|k| call(&format!("c{i}_{k}"), "item", json!({"id": i * 3 + k})))
+                .collect();
             reply_tokens("", calls)
         } else {
             reply_tokens("Done with what I have.", vec![])
@@ -102,7 +129,11 @@ async fn per_skill_limit_withdraws_the_skill() {
     assert_eq!(outcome.stats.tool_calls, 2);
     assert!(events.iter().any(|e| matches!(
         e,
-        ChatEvent::GuardTripped { guard: GuardKind::SkillCallLimit, action: GuardAction::WithdrewSkill, .. }
+        ChatEvent::GuardTripped {
+            guard: GuardKind::SkillCallLimit,
+            action: GuardAction::WithdrewSkill,
+            ..
+        }
     )));
     assert_eq!(outcome.reason, StopReason::ToolsExhausted);
     assert!(outcome.answer.is_some());
@@ -117,7 +148,10 @@ async fn token_budget_sends_the_turn_to_finalize() {
     // Every reply reports 10 input + 5 output tokens.
     let (_, outcome) = run_turn(runaway(), items(), policy).await;
     assert_eq!(outcome.reason, StopReason::TokenBudget);
-    assert_eq!(outcome.stats.model_calls, 4, "3 calls reach 45 >= 40 tokens, the 4th is Finalize");
+    assert_eq!(
+        outcome.stats.model_calls, 4,
+        "3 calls reach 45 >= 40 tokens, the 4th is Finalize"
+    );
     assert!(outcome.answer.is_some());
 }
 
@@ -135,7 +169,11 @@ async fn withdraw_tools_after_offers_no_tools_to_later_calls() {
     assert_eq!(requests.lock().unwrap()[2].tools, None);
     assert!(events.iter().any(|e| matches!(
         e,
-        ChatEvent::GuardTripped { guard: GuardKind::ToolsWithdrawn, action: GuardAction::WithdrewAllTools, .. }
+        ChatEvent::GuardTripped {
+            guard: GuardKind::ToolsWithdrawn,
+            action: GuardAction::WithdrewAllTools,
+            ..
+        }
     )));
 }
 
@@ -153,7 +191,9 @@ async fn a_provider_error_ends_the_turn_with_an_error_event() {
     let (events, outcome) = run_turn(provider, items(), LoopPolicy::default()).await;
     assert_eq!(outcome.reason, StopReason::ProviderError);
     match terminal(&events) {
-        ChatEvent::Error { message, .. } => assert!(message.contains("HTTP 401") && message.contains("invalid api key")),
+        ChatEvent::Error { message, .. } => {
+            assert!(message.contains("HTTP 401") && message.contains("invalid api key"))
+        }
         other => panic!("expected an error event, got {other:?}"),
     }
 }
@@ -170,5 +210,7 @@ async fn a_fatal_skill_error_ends_the_turn() {
     );
     let (events, outcome) = run_turn(runaway(), toolbox, LoopPolicy::default()).await;
     assert_eq!(outcome.reason, StopReason::SkillFailed);
-    assert!(matches!(terminal(&events), ChatEvent::Error { message, .. } if message.contains("disk full")));
+    assert!(
+        matches!(terminal(&events), ChatEvent::Error { message, .. } if message.contains("disk full"))
+    );
 }

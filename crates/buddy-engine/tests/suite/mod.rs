@@ -37,6 +37,6 @@ pub fn terminal(events: &[ChatEvent]) -> &ChatEvent {
 
 /// Distinct words, so results of counted calls never look alike.
 pub const WORDS: [&str; 16] = [
-    "anchor", "bridge", "candle", "dragon", "ember", "falcon", "glacier", "harbor", "island", "jungle", "kettle",
-    "lantern", "meadow", "nectar", "orchid", "pepper",
+    "anchor", "bridge", "candle", "dragon", "ember", "falcon", "glacier", "harbor", "island",
+    "jungle", "kettle", "lantern", "meadow", "nectar", "orchid", "pepper",
 ];

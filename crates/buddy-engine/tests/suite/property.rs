@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use buddy_core::{ChatEvent, RepeatSemantics, StopReason, ToolOutcome};
 use buddy_engine::{Engine, LoopPolicy, OnLimit, TurnRequest};
-use buddy_testkit::{ReplyProvider, TestTool, TestToolbox, assert_event_order, assert_history_valid, reply_tokens};
+use buddy_testkit::{
+    ReplyProvider, TestTool, TestToolbox, assert_event_order, assert_history_valid, reply_tokens,
+};
 use proptest::prelude::*;
 use serde_json::json;
 
@@ -29,26 +31,52 @@ const TEXTS: [&str; 4] = [
 const TOOLS: [&str; 3] = ["alpha", "beta", "gamma"];
 
 fn round() -> impl Strategy<Value = Round> {
-    (0u8..4, prop::collection::vec((0u8..3, 0u8..4), 0..4)).prop_map(|(text, calls)| Round { text, calls })
+    (0u8..4, prop::collection::vec((0u8..3, 0u8..4), 0..4))
+        .prop_map(|(text, calls)| Round { text, calls })
 }
 
 fn policy() -> impl Strategy<Value = LoopPolicy> {
-    (2u32..30, 1u32..30, any::<bool>(), any::<bool>(), 1u32..5, 1u32..4, 0usize..3).prop_map(
-        |(max_model_calls, max_tool_calls, error, loop_detection, parallel, failures, substantive)| LoopPolicy {
-            max_model_calls,
-            max_tool_calls,
-            on_limit: if error { OnLimit::Error } else { OnLimit::Finalize },
-            loop_detection,
-            max_parallel_tools: parallel,
-            max_consecutive_failures: failures,
-            substantive_answer_chars: [None, Some(50), Some(200)][substantive],
-            ..LoopPolicy::default()
-        },
+    (
+        2u32..30,
+        1u32..30,
+        any::<bool>(),
+        any::<bool>(),
+        1u32..5,
+        1u32..4,
+        0usize..3,
     )
+        .prop_map(
+            |(
+                max_model_calls,
+                max_tool_calls,
+                error,
+                loop_detection,
+                parallel,
+                failures,
+                substantive,
+            )| LoopPolicy {
+                max_model_calls,
+                max_tool_calls,
+                on_limit: if error {
+                    OnLimit::Error
+                } else {
+                    OnLimit::Finalize
+                },
+                loop_detection,
+                max_parallel_tools: parallel,
+                max_consecutive_failures: failures,
+                substantive_answer_chars: [None, Some(50), Some(200)][substantive],
+                ..LoopPolicy::default()
+            },
+        )
 }
 
 fn semantics(i: u8) -> RepeatSemantics {
-    [RepeatSemantics::Pure, RepeatSemantics::Pollable, RepeatSemantics::Effectful][usize::from(i % 3)]
+    [
+        RepeatSemantics::Pure,
+        RepeatSemantics::Pollable,
+        RepeatSemantics::Effectful,
+    ][usize::from(i % 3)]
 }
 
 proptest! {

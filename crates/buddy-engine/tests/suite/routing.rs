@@ -1,7 +1,9 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use buddy_core::{ChatEvent, FinishReason, GuardKind, Message, RepeatSemantics, StopReason, Token, ToolOutcome};
+use buddy_core::{
+    ChatEvent, FinishReason, GuardKind, Message, RepeatSemantics, StopReason, Token, ToolOutcome,
+};
 use buddy_engine::LoopPolicy;
 use buddy_testkit::{RecordingProvider, ReplyProvider, TestTool, TestToolbox, reply_tokens};
 use pretty_assertions::assert_eq;
@@ -12,26 +14,48 @@ use super::{call, run_turn};
 #[tokio::test]
 async fn parallel_calls_run_concurrently_and_results_keep_call_order() {
     let toolbox = TestToolbox::new()
-        .with("a", TestTool::new(|_, _| ToolOutcome::ok("A")).delay(Duration::from_millis(150)))
-        .with("b", TestTool::new(|_, _| ToolOutcome::ok("B")).delay(Duration::from_millis(10)))
-        .with("c", TestTool::new(|_, _| ToolOutcome::ok("C")).delay(Duration::from_millis(60)));
+        .with(
+            "a",
+            TestTool::new(|_, _| ToolOutcome::ok("A")).delay(Duration::from_millis(150)),
+        )
+        .with(
+            "b",
+            TestTool::new(|_, _| ToolOutcome::ok("B")).delay(Duration::from_millis(10)),
+        )
+        .with(
+            "c",
+            TestTool::new(|_, _| ToolOutcome::ok("C")).delay(Duration::from_millis(60)),
+        );
     let max_in_flight = toolbox.max_in_flight();
     let provider = ReplyProvider::new(|_, i| {
         Ok(if i == 0 {
-            reply_tokens("", vec![call("1", "a", json!({})), call("2", "b", json!({})), call("3", "c", json!({}))])
+            reply_tokens(
+                "",
+                vec![
+                    call("1", "a", json!({})),
+                    call("2", "b", json!({})),
+                    call("3", "c", json!({})),
+                ],
+            )
         } else {
             reply_tokens("all three done", vec![])
         })
     });
     let (_, outcome) = run_turn(provider, toolbox, LoopPolicy::default()).await;
     assert_eq!(outcome.reason, StopReason::Completed);
-    assert_eq!(max_in_flight.load(Ordering::SeqCst), 3, "all three ran at once");
+    assert_eq!(
+        max_in_flight.load(Ordering::SeqCst),
+        3,
+        "all three ran at once"
+    );
     let results: Vec<(&str, &str)> = outcome
         .messages
         .iter()
         .filter_map(|m| match m {
             Message::Tool {
-                tool_call_id, content, ..
+                tool_call_id,
+                content,
+                ..
             } => Some((tool_call_id.as_str(), content.as_str())),
             _ => None,
         })
@@ -45,7 +69,12 @@ async fn max_parallel_tools_bounds_concurrency() {
     let max_in_flight = toolbox.max_in_flight();
     let provider = ReplyProvider::new(|_, i| {
         Ok(if i == 0 {
-            reply_tokens("", (0..4).map(|k| call(&k.to_string(), "a", json!({"k": k}))).collect())
+            reply_tokens(
+                "",
+                (0..4)
+                    .map(|k| call(&k.to_string(), "a", json!({"k": k})))
+                    .collect(),
+            )
         } else {
             reply_tokens("ok", vec![])
         })
@@ -64,7 +93,9 @@ async fn finish_reason_is_recorded_not_trusted() {
     let provider = ReplyProvider::new(|_, i| {
         Ok(if i == 0 {
             vec![
-                Ok(Token::Text { text: "Checking.".into() }),
+                Ok(Token::Text {
+                    text: "Checking.".into(),
+                }),
                 Ok(Token::ToolCall(call("1", "a", json!({})))),
                 Ok(Token::Finish {
                     reason: FinishReason::Stop,
@@ -74,7 +105,9 @@ async fn finish_reason_is_recorded_not_trusted() {
         } else {
             // Others send `tool_calls` with no calls at all: the text is final.
             vec![
-                Ok(Token::Text { text: "Final.".into() }),
+                Ok(Token::Text {
+                    text: "Final.".into(),
+                }),
                 Ok(Token::Finish {
                     reason: FinishReason::ToolCalls,
                     usage: None,
@@ -86,7 +119,10 @@ async fn finish_reason_is_recorded_not_trusted() {
     let executed = toolbox.executed();
     let (_, outcome) = run_turn(provider, toolbox, LoopPolicy::default()).await;
     assert_eq!(executed.load(Ordering::SeqCst), 1);
-    assert_eq!((outcome.reason, outcome.answer.as_deref()), (StopReason::Completed, Some("Final.")));
+    assert_eq!(
+        (outcome.reason, outcome.answer.as_deref()),
+        (StopReason::Completed, Some("Final."))
+    );
 }
 
 #[tokio::test]
@@ -112,7 +148,13 @@ async fn honor_stop_takes_stop_plus_calls_as_final() {
     let (events, outcome) = run_turn(provider, toolbox, policy).await;
     assert_eq!(executed.load(Ordering::SeqCst), 0);
     assert_eq!(outcome.answer.as_deref(), Some("The answer is 4."));
-    assert!(events.iter().any(|e| matches!(e, ChatEvent::GuardTripped { guard: GuardKind::HonorStop, .. })));
+    assert!(events.iter().any(|e| matches!(
+        e,
+        ChatEvent::GuardTripped {
+            guard: GuardKind::HonorStop,
+            ..
+        }
+    )));
 }
 
 #[tokio::test]
@@ -132,26 +174,39 @@ async fn a_truncated_answer_says_so() {
 
 #[tokio::test]
 async fn a_plain_chat_sends_no_tools() {
-    let provider = RecordingProvider::new(ReplyProvider::new(|_, _| Ok(reply_tokens("hi", vec![]))));
+    let provider =
+        RecordingProvider::new(ReplyProvider::new(|_, _| Ok(reply_tokens("hi", vec![]))));
     let requests = provider.requests();
     let (_, outcome) = run_turn(provider, TestToolbox::new(), LoopPolicy::default()).await;
     assert_eq!(outcome.reason, StopReason::Completed);
     let requests = requests.lock().unwrap();
-    assert_eq!((requests[0].tools.clone(), requests[0].tool_choice), (None, None));
+    assert_eq!(
+        (requests[0].tools.clone(), requests[0].tool_choice),
+        (None, None)
+    );
 }
 
 #[tokio::test]
 async fn a_request_without_a_user_message_is_refused_before_sending() {
-    let provider = RecordingProvider::new(ReplyProvider::new(|_, _| Ok(reply_tokens("hi", vec![]))));
+    let provider =
+        RecordingProvider::new(ReplyProvider::new(|_, _| Ok(reply_tokens("hi", vec![]))));
     let requests = provider.requests();
-    let engine = buddy_engine::Engine::new(std::sync::Arc::new(provider), std::sync::Arc::new(TestToolbox::new()));
+    let engine = buddy_engine::Engine::new(
+        std::sync::Arc::new(provider),
+        std::sync::Arc::new(TestToolbox::new()),
+    );
     let mut request = buddy_engine::TurnRequest::new("m", "unused");
     request.user_message = None;
     request.history = vec![Message::system("you are helpful")];
     let (events, outcome) = engine.run_collect(request).await;
     assert_eq!(outcome.reason, StopReason::InvalidRequest);
-    assert!(matches!(events.last(), Some(ChatEvent::Error { message, .. }) if message.contains("no user message")));
-    assert!(requests.lock().unwrap().is_empty(), "nothing reached the provider");
+    assert!(
+        matches!(events.last(), Some(ChatEvent::Error { message, .. }) if message.contains("no user message"))
+    );
+    assert!(
+        requests.lock().unwrap().is_empty(),
+        "nothing reached the provider"
+    );
 }
 
 #[tokio::test]
@@ -159,23 +214,37 @@ async fn an_empty_finalize_reply_gets_buddys_own_answer_and_its_calls_are_ignore
     let provider = ReplyProvider::new(|req, i| {
         // Even without tools offered, this model keeps asking for `a` and never writes text.
         let _ = req;
-        Ok(reply_tokens("", vec![call(&format!("c{i}"), "a", json!({}))]))
+        Ok(reply_tokens(
+            "",
+            vec![call(&format!("c{i}"), "a", json!({}))],
+        ))
     });
-    let toolbox = TestToolbox::new().with("a", TestTool::new(|_, _| ToolOutcome::ok("the value is 7")));
+    let toolbox =
+        TestToolbox::new().with("a", TestTool::new(|_, _| ToolOutcome::ok("the value is 7")));
     let executed = toolbox.executed();
     let (events, outcome) = run_turn(provider, toolbox, LoopPolicy::default()).await;
     assert_eq!(outcome.reason, StopReason::LoopDetected);
     assert_eq!(executed.load(Ordering::SeqCst), 1);
     let answer = outcome.answer.unwrap();
-    assert!(answer.contains("the value is 7") && answer.contains("loop_detected"), "{answer}");
-    assert!(events.iter().any(|e| matches!(e, ChatEvent::TextDelta { text } if text == &answer)));
+    assert!(
+        answer.contains("the value is 7") && answer.contains("loop_detected"),
+        "{answer}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, ChatEvent::TextDelta { text } if text == &answer))
+    );
 }
 
 #[tokio::test]
 async fn a_pollable_skill_that_never_changes_is_stopped_after_its_patience() {
     let provider = ReplyProvider::new(|req, i| {
         Ok(if req.offers_tools() {
-            reply_tokens("", vec![call(&format!("c{i}"), "status", json!({"job": "j1"}))])
+            reply_tokens(
+                "",
+                vec![call(&format!("c{i}"), "status", json!({"job": "j1"}))],
+            )
         } else {
             reply_tokens("The job is still running; try later.", vec![])
         })

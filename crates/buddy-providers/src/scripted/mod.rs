@@ -11,7 +11,9 @@ mod stub_skill;
 
 use std::sync::Arc;
 
-use buddy_core::{BoxFuture, CompletionRequest, FinishReason, Provider, ProviderError, Token, TokenStream, Usage};
+use buddy_core::{
+    BoxFuture, CompletionRequest, FinishReason, Provider, ProviderError, Token, TokenStream, Usage,
+};
 
 pub use rules::{CallTemplate, Condition, ReplyTemplate, Rule};
 pub use scenario::{Expectation, Scenario, ScenarioError, ScenarioTool, StubResult, StubTool};
@@ -40,10 +42,17 @@ impl Provider for ScriptedProvider {
         "scripted"
     }
 
-    fn stream<'a>(&'a self, request: CompletionRequest<'a>) -> BoxFuture<'a, Result<TokenStream, ProviderError>> {
+    fn stream<'a>(
+        &'a self,
+        request: CompletionRequest<'a>,
+    ) -> BoxFuture<'a, Result<TokenStream, ProviderError>> {
         Box::pin(async move {
             let reply = render::respond(&self.scenario, &request)?;
-            let input_chars: usize = request.messages.iter().map(|m| m.text().map_or(0, str::len)).sum();
+            let input_chars: usize = request
+                .messages
+                .iter()
+                .map(|m| m.text().map_or(0, str::len))
+                .sum();
             let mut output_chars = reply.text.len();
             let mut tokens: Vec<Result<Token, ProviderError>> = Vec::new();
             let chunk = self.scenario.chunk_chars.max(1);

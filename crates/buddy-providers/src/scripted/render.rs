@@ -30,14 +30,32 @@ impl<'a> View<'a> {
         let latest_user_at = messages.iter().rposition(Message::is_user);
         let after_user = latest_user_at.map_or(messages, |i| &messages[i + 1..]);
         View {
-            tools: request.tools.unwrap_or(&[]).iter().map(|t| t.name.as_str()).collect(),
+            tools: request
+                .tools
+                .unwrap_or(&[])
+                .iter()
+                .map(|t| t.name.as_str())
+                .collect(),
             has_user: latest_user_at.is_some(),
-            latest_user: latest_user_at.and_then(|i| messages[i].text()).unwrap_or(""),
-            tool_results: messages.iter().filter(|m| matches!(m, Message::Tool { .. })).count(),
-            round: 1 + after_user.iter().filter(|m| matches!(m, Message::Assistant { .. })).count(),
-            assistant_messages: messages.iter().filter(|m| matches!(m, Message::Assistant { .. })).count(),
+            latest_user: latest_user_at
+                .and_then(|i| messages[i].text())
+                .unwrap_or(""),
+            tool_results: messages
+                .iter()
+                .filter(|m| matches!(m, Message::Tool { .. }))
+                .count(),
+            round: 1 + after_user
+                .iter()
+                .filter(|m| matches!(m, Message::Assistant { .. }))
+                .count(),
+            assistant_messages: messages
+                .iter()
+                .filter(|m| matches!(m, Message::Assistant { .. }))
+                .count(),
             last_result: messages.iter().rev().find_map(|m| match m {
-                Message::Tool { content, is_error, .. } => Some((content.as_str(), *is_error)),
+                Message::Tool {
+                    content, is_error, ..
+                } => Some((content.as_str(), *is_error)),
                 _ => None,
             }),
         }
@@ -46,7 +64,10 @@ impl<'a> View<'a> {
     fn matches(&self, when: &Condition) -> bool {
         let check = |cond: Option<bool>, actual: bool| cond.is_none_or(|want| want == actual);
         check(when.tools_offered, !self.tools.is_empty())
-            && when.tool_offered.as_deref().is_none_or(|t| self.tools.contains(&t))
+            && when
+                .tool_offered
+                .as_deref()
+                .is_none_or(|t| self.tools.contains(&t))
             && check(when.has_user_message, self.has_user)
             && when
                 .user_contains
@@ -54,9 +75,13 @@ impl<'a> View<'a> {
                 .is_none_or(|s| self.latest_user.to_lowercase().contains(&s.to_lowercase()))
             && when.tool_results.is_none_or(|n| self.tool_results == n)
             && when.min_tool_results.is_none_or(|n| self.tool_results >= n)
-            && when.tool_results_below.is_none_or(|n| self.tool_results < n)
+            && when
+                .tool_results_below
+                .is_none_or(|n| self.tool_results < n)
             && when.round.is_none_or(|n| self.round == n)
-            && when.round_mod.is_none_or(|[m, r]| m > 0 && self.round % m == r)
+            && when
+                .round_mod
+                .is_none_or(|[m, r]| m > 0 && self.round % m == r)
             && when
                 .last_result_contains
                 .as_deref()
@@ -67,7 +92,9 @@ impl<'a> View<'a> {
     }
 
     fn fill(&self, template: &str) -> String {
-        let last = self.last_result.map_or("", |(r, _)| r.lines().next().unwrap_or(""));
+        let last = self
+            .last_result
+            .map_or("", |(r, _)| r.lines().next().unwrap_or(""));
         template
             .replace("{n}", &self.round.to_string())
             .replace("{results}", &self.tool_results.to_string())
@@ -81,14 +108,21 @@ impl<'a> View<'a> {
             Value::String(s) if s == "{results}" => Value::from(self.tool_results),
             Value::String(s) => Value::String(self.fill(s)),
             Value::Array(items) => Value::Array(items.iter().map(|v| self.fill_value(v)).collect()),
-            Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (k.clone(), self.fill_value(v))).collect()),
+            Value::Object(map) => Value::Object(
+                map.iter()
+                    .map(|(k, v)| (k.clone(), self.fill_value(v)))
+                    .collect(),
+            ),
             other => other.clone(),
         }
     }
 }
 
 /// The reply of the first matching rule, or an error naming what the request looked like.
-pub(crate) fn respond(scenario: &Scenario, request: &CompletionRequest<'_>) -> Result<Rendered, ProviderError> {
+pub(crate) fn respond(
+    scenario: &Scenario,
+    request: &CompletionRequest<'_>,
+) -> Result<Rendered, ProviderError> {
     let view = View::of(request);
     let rule = scenario.rules.iter().find(|r| view.matches(&r.when)).ok_or_else(|| ProviderError::Scripted {
         scenario: scenario.name.clone(),
@@ -126,7 +160,11 @@ fn render(view: &View<'_>, reply: &ReplyTemplate) -> Rendered {
         None => FinishReason::ToolCalls,
     };
     Rendered {
-        text: reply.text.as_deref().map(|t| view.fill(t)).unwrap_or_default(),
+        text: reply
+            .text
+            .as_deref()
+            .map(|t| view.fill(t))
+            .unwrap_or_default(),
         tool_calls,
         finish: Some(finish),
     }

@@ -126,10 +126,11 @@ impl Scenario {
 
     /// Parses and checks scenario JSON; `origin` names it in errors.
     pub fn parse(text: &str, origin: &str) -> Result<Self, ScenarioError> {
-        let scenario: Scenario = serde_json::from_str(text).map_err(|e| ScenarioError::Invalid {
-            path: origin.to_owned(),
-            message: e.to_string(),
-        })?;
+        let scenario: Scenario =
+            serde_json::from_str(text).map_err(|e| ScenarioError::Invalid {
+                path: origin.to_owned(),
+                message: e.to_string(),
+            })?;
         if scenario.rules.is_empty() {
             return Err(ScenarioError::Invalid {
                 path: origin.to_owned(),
@@ -144,7 +145,9 @@ impl Scenario {
         self.tools
             .iter()
             .filter_map(|tool| match tool {
-                ScenarioTool::Stub(stub) => Some(Arc::new(StubSkill::new(stub.clone())) as Arc<dyn Skill>),
+                ScenarioTool::Stub(stub) => {
+                    Some(Arc::new(StubSkill::new(stub.clone())) as Arc<dyn Skill>)
+                }
                 ScenarioTool::Builtin { .. } => None,
             })
             .collect()

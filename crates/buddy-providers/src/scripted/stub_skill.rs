@@ -55,7 +55,11 @@ impl Skill for StubSkill {
         self.tool.semantics
     }
 
-    fn execute<'a>(&'a self, args: Value, _ctx: SkillContext) -> BoxFuture<'a, Result<String, SkillError>> {
+    fn execute<'a>(
+        &'a self,
+        args: Value,
+        _ctx: SkillContext,
+    ) -> BoxFuture<'a, Result<String, SkillError>> {
         Box::pin(async move {
             let call = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
             if self.tool.delay_ms > 0 {
@@ -68,7 +72,9 @@ impl Skill for StubSkill {
             let index = (call - 1).min(self.tool.results.len() - 1);
             match &self.tool.results[index] {
                 StubResult::Ok(text) => Ok(fill_template(text, &args, call)),
-                StubResult::Error { error } => Err(SkillError::Failed(fill_template(error, &args, call))),
+                StubResult::Error { error } => {
+                    Err(SkillError::Failed(fill_template(error, &args, call)))
+                }
             }
         })
     }

@@ -25,7 +25,11 @@ impl Skill for GetTime {
         RepeatSemantics::Pure
     }
 
-    fn execute<'a>(&'a self, _args: Value, _ctx: SkillContext) -> BoxFuture<'a, Result<String, SkillError>> {
+    fn execute<'a>(
+        &'a self,
+        _args: Value,
+        _ctx: SkillContext,
+    ) -> BoxFuture<'a, Result<String, SkillError>> {
         Box::pin(async move {
             let now = OffsetDateTime::now_utc();
             let text = now.format(&Rfc3339).map_err(super::failed)?;

@@ -31,7 +31,11 @@ impl Skill for ListDir {
         RepeatSemantics::Pure
     }
 
-    fn execute<'a>(&'a self, args: Value, _ctx: SkillContext) -> BoxFuture<'a, Result<String, SkillError>> {
+    fn execute<'a>(
+        &'a self,
+        args: Value,
+        _ctx: SkillContext,
+    ) -> BoxFuture<'a, Result<String, SkillError>> {
         Box::pin(async move {
             let requested = args.get("path").and_then(Value::as_str).unwrap_or(".");
             let path = self.sandbox.resolve(requested).map_err(failed)?;

@@ -46,7 +46,13 @@ impl Default for FileLimits {
 }
 
 /// Names of the built-in skills.
-pub const BUILTIN_NAMES: [&str; 5] = ["get_time", "read_file", "write_file", "list_dir", "search_files"];
+pub const BUILTIN_NAMES: [&str; 5] = [
+    "get_time",
+    "read_file",
+    "write_file",
+    "list_dir",
+    "search_files",
+];
 
 /// Every built-in skill, the file skills confined to `sandbox`.
 pub fn builtin_skills(sandbox: &Sandbox, limits: FileLimits) -> Vec<Arc<dyn Skill>> {

@@ -37,7 +37,11 @@ impl Skill for ReadFile {
         RepeatSemantics::Pure
     }
 
-    fn execute<'a>(&'a self, args: Value, _ctx: SkillContext) -> BoxFuture<'a, Result<String, SkillError>> {
+    fn execute<'a>(
+        &'a self,
+        args: Value,
+        _ctx: SkillContext,
+    ) -> BoxFuture<'a, Result<String, SkillError>> {
         Box::pin(async move {
             let requested = str_arg(&args, "path");
             let path = self.sandbox.resolve(requested).map_err(failed)?;
@@ -45,7 +49,9 @@ impl Skill for ReadFile {
                 .await
                 .map_err(|e| failed(format!("cannot read `{requested}`: {e}")))?;
             if meta.is_dir() {
-                return Err(failed(format!("`{requested}` is a directory; use list_dir to see what it holds")));
+                return Err(failed(format!(
+                    "`{requested}` is a directory; use list_dir to see what it holds"
+                )));
             }
             if meta.len() > self.limits.max_file_bytes {
                 return Err(failed(format!(
@@ -58,7 +64,10 @@ impl Skill for ReadFile {
                 .await
                 .map_err(|e| failed(format!("cannot read `{requested}`: {e}")))?;
             if looks_binary(&bytes) {
-                return Err(failed(format!("`{requested}` is a binary file ({} bytes); read_file reads text only", bytes.len())));
+                return Err(failed(format!(
+                    "`{requested}` is a binary file ({} bytes); read_file reads text only",
+                    bytes.len()
+                )));
             }
             let text = String::from_utf8_lossy(&bytes);
             let start = args.get("start_line").and_then(Value::as_u64).unwrap_or(1);

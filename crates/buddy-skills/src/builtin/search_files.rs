@@ -41,36 +41,64 @@ impl Skill for SearchFiles {
         RepeatSemantics::Pure
     }
 
-    fn execute<'a>(&'a self, args: Value, _ctx: SkillContext) -> BoxFuture<'a, Result<String, SkillError>> {
+    fn execute<'a>(
+        &'a self,
+        args: Value,
+        _ctx: SkillContext,
+    ) -> BoxFuture<'a, Result<String, SkillError>> {
         Box::pin(async move {
             let query = str_arg(&args, "query").to_owned();
-            let requested = args.get("path").and_then(Value::as_str).unwrap_or(".").to_owned();
-            let ignore_case = args.get("ignore_case").and_then(Value::as_bool).unwrap_or(false);
+            let requested = args
+                .get("path")
+                .and_then(Value::as_str)
+                .unwrap_or(".")
+                .to_owned();
+            let ignore_case = args
+                .get("ignore_case")
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
             let start = self.sandbox.resolve(&requested).map_err(failed)?;
             let sandbox = self.sandbox.clone();
             let limits = self.limits;
-            tokio::task::spawn_blocking(move || search(&sandbox, start, &query, ignore_case, limits))
-                .await
-                .map_err(failed)?
+            tokio::task::spawn_blocking(move || {
+                search(&sandbox, start, &query, ignore_case, limits)
+            })
+            .await
+            .map_err(failed)?
         })
     }
 }
 
-fn search(sandbox: &Sandbox, start: PathBuf, query: &str, ignore_case: bool, limits: FileLimits) -> Result<String, SkillError> {
-    let needle = if ignore_case { query.to_lowercase() } else { query.to_owned() };
+fn search(
+    sandbox: &Sandbox,
+    start: PathBuf,
+    query: &str,
+    ignore_case: bool,
+    limits: FileLimits,
+) -> Result<String, SkillError> {
+    let needle = if ignore_case {
+        query.to_lowercase()
+    } else {
+        query.to_owned()
+    };
     let mut matches = Vec::new();
     let mut more = false;
     let mut skipped_large = 0usize;
     let mut stack = vec![start];
     'walk: while let Some(path) = stack.pop() {
         // Symlinks are never followed: they could lead out of the sandbox.
-        let Ok(meta) = std::fs::symlink_metadata(&path) else { continue };
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
         if meta.is_dir() {
             if path.file_name().is_some_and(|n| n == ".git") {
                 continue;
             }
-            let Ok(read) = std::fs::read_dir(&path) else { continue };
-            let mut children: Vec<PathBuf> = read.filter_map(|e| e.ok().map(|e| e.path())).collect();
+            let Ok(read) = std::fs::read_dir(&path) else {
+                continue;
+            };
+            let mut children: Vec<PathBuf> =
+                read.filter_map(|e| e.ok().map(|e| e.path())).collect();
             children.sort_by(|a, b| b.cmp(a));
             stack.extend(children);
             continue;
@@ -82,7 +110,9 @@ fn search(sandbox: &Sandbox, start: PathBuf, query: &str, ignore_case: bool, lim
             skipped_large += 1;
             continue;
         }
-        let Ok(bytes) = std::fs::read(&path) else { continue };
+        let Ok(bytes) = std::fs::read(&path) else {
+            continue;
+        };
         if looks_binary(&bytes) {
             continue;
         }
@@ -116,7 +146,10 @@ fn search(sandbox: &Sandbox, start: PathBuf, query: &str, ignore_case: bool, lim
         ));
     }
     if skipped_large > 0 {
-        out.push_str(&format!("\n[{skipped_large} file(s) over {} bytes were not searched]", limits.max_file_bytes));
+        out.push_str(&format!(
+            "\n[{skipped_large} file(s) over {} bytes were not searched]",
+            limits.max_file_bytes
+        ));
     }
     Ok(out)
 }

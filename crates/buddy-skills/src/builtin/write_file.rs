@@ -37,7 +37,11 @@ impl Skill for WriteFile {
         RepeatSemantics::Effectful
     }
 
-    fn execute<'a>(&'a self, args: Value, _ctx: SkillContext) -> BoxFuture<'a, Result<String, SkillError>> {
+    fn execute<'a>(
+        &'a self,
+        args: Value,
+        _ctx: SkillContext,
+    ) -> BoxFuture<'a, Result<String, SkillError>> {
         Box::pin(async move {
             let requested = str_arg(&args, "path");
             let content = str_arg(&args, "content");
@@ -50,13 +54,19 @@ impl Skill for WriteFile {
                 )));
             }
             let path = self.sandbox.resolve(requested).map_err(failed)?;
-            if path == self.sandbox.root() || tokio::fs::metadata(&path).await.is_ok_and(|m| m.is_dir()) {
-                return Err(failed(format!("`{requested}` is a directory; give a file path")));
+            if path == self.sandbox.root()
+                || tokio::fs::metadata(&path).await.is_ok_and(|m| m.is_dir())
+            {
+                return Err(failed(format!(
+                    "`{requested}` is a directory; give a file path"
+                )));
             }
             if let Some(parent) = path.parent() {
-                tokio::fs::create_dir_all(parent)
-                    .await
-                    .map_err(|e| failed(format!("cannot create the directory for `{requested}`: {e}")))?;
+                tokio::fs::create_dir_all(parent).await.map_err(|e| {
+                    failed(format!(
+                        "cannot create the directory for `{requested}`: {e}"
+                    ))
+                })?;
             }
             let mut file = tokio::fs::OpenOptions::new()
                 .create(true)
@@ -71,7 +81,11 @@ impl Skill for WriteFile {
                 .map_err(|e| failed(format!("cannot write `{requested}`: {e}")))?;
             file.flush().await.map_err(failed)?;
             let verb = if append { "appended" } else { "wrote" };
-            Ok(format!("{verb} {} bytes to {}", content.len(), self.sandbox.display(&path)))
+            Ok(format!(
+                "{verb} {} bytes to {}",
+                content.len(),
+                self.sandbox.display(&path)
+            ))
         })
     }
 }

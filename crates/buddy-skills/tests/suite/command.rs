@@ -22,15 +22,23 @@ fn config(name: &str, script: &str) -> CommandSkillConfig {
 fn registry(cfg: CommandSkillConfig) -> SkillRegistry {
     let dir = std::env::temp_dir();
     let mut registry = SkillRegistry::new();
-    registry.register(Arc::new(CommandSkill::new(cfg, dir).unwrap())).unwrap();
+    registry
+        .register(Arc::new(CommandSkill::new(cfg, dir).unwrap()))
+        .unwrap();
     registry
 }
 
 #[tokio::test]
 async fn stdout_is_the_result_and_arguments_arrive_as_json_on_stdin() {
-    let r = registry(config("echo_args", r#"printf '%s says: ' "$GREETING"; cat"#));
+    let r = registry(config(
+        "echo_args",
+        r#"printf '%s says: ' "$GREETING"; cat"#,
+    ));
     let out = invoke(&r, "echo_args", r#"{"city":"Paris"}"#).await;
-    assert_eq!((out.content.as_str(), out.is_error), (r#"hello says: {"city":"Paris"}"#, false));
+    assert_eq!(
+        (out.content.as_str(), out.is_error),
+        (r#"hello says: {"city":"Paris"}"#, false)
+    );
 }
 
 #[tokio::test]
@@ -47,7 +55,11 @@ async fn a_hung_command_is_killed_at_its_timeout() {
     cfg.timeout_secs = Some(0.3);
     let r = registry(cfg);
     let out = invoke(&r, "sleepy", r#"{"city":"Paris"}"#).await;
-    assert!(out.is_error && out.content.contains("timed out after 0.3 s"), "{}", out.content);
+    assert!(
+        out.is_error && out.content.contains("timed out after 0.3 s"),
+        "{}",
+        out.content
+    );
 }
 
 #[tokio::test]
@@ -56,8 +68,16 @@ async fn schema_is_checked_before_the_command_runs() {
     let script = format!("echo ran > {}", marker.path().display());
     let r = registry(config("guarded", &script));
     let out = invoke(&r, "guarded", r#"{"town":"Paris"}"#).await;
-    assert!(out.is_error && out.content.contains("city"), "{}", out.content);
-    assert_eq!(std::fs::read_to_string(marker.path()).unwrap(), "", "the command must not have run");
+    assert!(
+        out.is_error && out.content.contains("city"),
+        "{}",
+        out.content
+    );
+    assert_eq!(
+        std::fs::read_to_string(marker.path()).unwrap(),
+        "",
+        "the command must not have run"
+    );
 }
 
 #[tokio::test]
@@ -66,7 +86,13 @@ async fn a_missing_program_says_what_to_fix() {
     cfg.command = vec!["/definitely/not/here".into()];
     let r = registry(cfg);
     let out = invoke(&r, "ghost", r#"{"city":"Paris"}"#).await;
-    assert!(out.is_error && out.content.contains("could not start") && out.content.contains("buddy.toml"), "{}", out.content);
+    assert!(
+        out.is_error
+            && out.content.contains("could not start")
+            && out.content.contains("buddy.toml"),
+        "{}",
+        out.content
+    );
 }
 
 #[test]
@@ -87,5 +113,10 @@ fn declarations_are_checked_and_default_to_effectful() {
     let unknown = serde_json::from_value::<CommandSkillConfig>(json!({
         "name": "x", "description": "y", "command": ["z"], "timeout": 3
     }));
-    assert!(unknown.unwrap_err().to_string().contains("unknown field `timeout`"));
+    assert!(
+        unknown
+            .unwrap_err()
+            .to_string()
+            .contains("unknown field `timeout`")
+    );
 }

@@ -13,7 +13,14 @@ use buddy_skills::{Sandbox, SkillRegistry};
 /// Invokes `name` with raw argument text.
 pub async fn invoke(registry: &SkillRegistry, name: &str, args: &str) -> ToolOutcome {
     let call = ToolCall::new("call_1", name, args);
-    registry.invoke(&call, SkillContext { call_id: "call_1".into() }).await
+    registry
+        .invoke(
+            &call,
+            SkillContext {
+                call_id: "call_1".into(),
+            },
+        )
+        .await
 }
 
 /// A registry of the built-ins over a fresh temporary sandbox.
@@ -21,7 +28,9 @@ pub fn builtins(limits: FileLimits) -> (tempfile::TempDir, SkillRegistry) {
     let dir = tempfile::tempdir().unwrap();
     let sandbox = Sandbox::new(dir.path()).unwrap();
     let mut registry = SkillRegistry::new();
-    registry.register_all(builtin_skills(&sandbox, limits)).unwrap();
+    registry
+        .register_all(builtin_skills(&sandbox, limits))
+        .unwrap();
     (dir, registry)
 }
 

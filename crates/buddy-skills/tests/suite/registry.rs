@@ -33,7 +33,11 @@ impl Skill for Scripted {
     fn timeout(&self) -> Option<Duration> {
         Some(Duration::from_millis(100))
     }
-    fn execute<'a>(&'a self, args: Value, _ctx: SkillContext) -> BoxFuture<'a, Result<String, SkillError>> {
+    fn execute<'a>(
+        &'a self,
+        args: Value,
+        _ctx: SkillContext,
+    ) -> BoxFuture<'a, Result<String, SkillError>> {
         Box::pin(async move {
             tokio::time::sleep(self.delay).await;
             (self.behaviour)(args)
@@ -41,7 +45,10 @@ impl Skill for Scripted {
     }
 }
 
-fn registry_with(behaviour: fn(Value) -> Result<String, SkillError>, delay: Duration) -> SkillRegistry {
+fn registry_with(
+    behaviour: fn(Value) -> Result<String, SkillError>,
+    delay: Duration,
+) -> SkillRegistry {
     let mut registry = SkillRegistry::new().with_max_result_bytes(64);
     registry
         .register(Arc::new(Scripted {
@@ -61,7 +68,10 @@ fn ok_weather(args: Value) -> Result<String, SkillError> {
 async fn valid_arguments_run_the_skill() {
     let registry = registry_with(ok_weather, Duration::ZERO);
     let out = invoke(&registry, "weather", r#"{"city":"Paris"}"#).await;
-    assert_eq!((out.content.as_str(), out.is_error), ("sunny in Paris", false));
+    assert_eq!(
+        (out.content.as_str(), out.is_error),
+        ("sunny in Paris", false)
+    );
 }
 
 #[tokio::test]
@@ -88,7 +98,11 @@ async fn each_kind_of_bad_argument_is_an_error_result_the_model_can_read() {
 async fn empty_arguments_mean_an_empty_object() {
     let registry = registry_with(ok_weather, Duration::ZERO);
     let out = invoke(&registry, "weather", "  ").await;
-    assert!(out.is_error && out.content.contains("required"), "{}", out.content);
+    assert!(
+        out.is_error && out.content.contains("required"),
+        "{}",
+        out.content
+    );
 }
 
 #[tokio::test]
@@ -96,28 +110,52 @@ async fn unknown_tools_list_what_exists() {
     let (_dir, registry) = builtins(FileLimits::default());
     let out = invoke(&registry, "get_tiem", "{}").await;
     assert!(out.is_error);
-    assert!(out.content.contains("unknown tool `get_tiem`") && out.content.contains("get_time"), "{}", out.content);
+    assert!(
+        out.content.contains("unknown tool `get_tiem`") && out.content.contains("get_time"),
+        "{}",
+        out.content
+    );
 }
 
 #[tokio::test]
 async fn skill_errors_timeouts_and_panics_become_error_results() {
-    let failing = registry_with(|_| Err(SkillError::Failed("upstream said no".into())), Duration::ZERO);
+    let failing = registry_with(
+        |_| Err(SkillError::Failed("upstream said no".into())),
+        Duration::ZERO,
+    );
     let out = invoke(&failing, "weather", r#"{"city":"Paris"}"#).await;
-    assert_eq!((out.content.as_str(), out.is_error, out.fatal), ("upstream said no", true, false));
+    assert_eq!(
+        (out.content.as_str(), out.is_error, out.fatal),
+        ("upstream said no", true, false)
+    );
 
-    let fatal = registry_with(|_| Err(SkillError::Fatal("credentials revoked".into())), Duration::ZERO);
+    let fatal = registry_with(
+        |_| Err(SkillError::Fatal("credentials revoked".into())),
+        Duration::ZERO,
+    );
     let out = invoke(&fatal, "weather", r#"{"city":"Paris"}"#).await;
     assert!(out.is_error && out.fatal);
 
     let slow = registry_with(ok_weather, Duration::from_secs(60));
-    let out = tokio::time::timeout(Duration::from_secs(10), invoke(&slow, "weather", r#"{"city":"Paris"}"#))
-        .await
-        .expect("the skill's own timeout must fire");
-    assert!(out.is_error && out.content.contains("timed out"), "{}", out.content);
+    let out = tokio::time::timeout(
+        Duration::from_secs(10),
+        invoke(&slow, "weather", r#"{"city":"Paris"}"#),
+    )
+    .await
+    .expect("the skill's own timeout must fire");
+    assert!(
+        out.is_error && out.content.contains("timed out"),
+        "{}",
+        out.content
+    );
 
     let panicking = registry_with(|_| panic!("bug in skill"), Duration::ZERO);
     let out = invoke(&panicking, "weather", r#"{"city":"Paris"}"#).await;
-    assert!(out.is_error && out.content.contains("crashed"), "{}", out.content);
+    assert!(
+        out.is_error && out.content.contains("crashed"),
+        "{}",
+        out.content
+    );
 }
 
 #[tokio::test]
@@ -126,7 +164,12 @@ async fn long_results_are_capped_with_a_note() {
     let out = invoke(&registry, "weather", r#"{"city":"Paris"}"#).await;
     assert!(!out.is_error);
     assert!(out.content.starts_with(&"x".repeat(64)));
-    assert!(out.content.contains("[truncated: showing the first 64 of 1000 bytes"), "{}", out.content);
+    assert!(
+        out.content
+            .contains("[truncated: showing the first 64 of 1000 bytes"),
+        "{}",
+        out.content
+    );
 }
 
 #[test]
@@ -137,13 +180,19 @@ fn registration_refuses_duplicates_bad_names_and_bad_schemas() {
         behaviour: ok_weather,
         delay: Duration::ZERO,
     });
-    assert_eq!(registry.register(again), Err(RegistryError::Duplicate("weather".into())));
+    assert_eq!(
+        registry.register(again),
+        Err(RegistryError::Duplicate("weather".into()))
+    );
     let bad_name = Arc::new(Scripted {
         name: "has space",
         behaviour: ok_weather,
         delay: Duration::ZERO,
     });
-    assert!(matches!(registry.register(bad_name), Err(RegistryError::InvalidName(_))));
+    assert!(matches!(
+        registry.register(bad_name),
+        Err(RegistryError::InvalidName(_))
+    ));
 
     struct BadSchema;
     impl Skill for BadSchema {
@@ -156,11 +205,18 @@ fn registration_refuses_duplicates_bad_names_and_bad_schemas() {
         fn parameters(&self) -> Value {
             json!({"type": "no-such-type"})
         }
-        fn execute<'a>(&'a self, _: Value, _: SkillContext) -> BoxFuture<'a, Result<String, SkillError>> {
+        fn execute<'a>(
+            &'a self,
+            _: Value,
+            _: SkillContext,
+        ) -> BoxFuture<'a, Result<String, SkillError>> {
             Box::pin(async { Ok(String::new()) })
         }
     }
-    assert!(matches!(registry.register(Arc::new(BadSchema)), Err(RegistryError::InvalidSchema { .. })));
+    assert!(matches!(
+        registry.register(Arc::new(BadSchema)),
+        Err(RegistryError::InvalidSchema { .. })
+    ));
     assert_eq!(registry.names(), vec!["weather"]);
 }
 
@@ -168,8 +224,20 @@ fn registration_refuses_duplicates_bad_names_and_bad_schemas() {
 fn builtins_declare_their_repeat_semantics() {
     let (_dir, registry) = builtins(FileLimits::default());
     assert_eq!(registry.semantics("get_time"), Some(RepeatSemantics::Pure));
-    assert_eq!(registry.semantics("write_file"), Some(RepeatSemantics::Effectful));
+    assert_eq!(
+        registry.semantics("write_file"),
+        Some(RepeatSemantics::Effectful)
+    );
     assert_eq!(registry.semantics("missing"), None);
     let names: Vec<&str> = registry.specs().iter().map(|s| s.name.as_str()).collect();
-    assert_eq!(names, vec!["get_time", "read_file", "write_file", "list_dir", "search_files"]);
+    assert_eq!(
+        names,
+        vec![
+            "get_time",
+            "read_file",
+            "write_file",
+            "list_dir",
+            "search_files"
+        ]
+    );
 }

@@ -1,0 +1,341 @@
+//! The real `buddy` binary: exit codes, output streams, config, environment, signals.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use buddy_core::{ChatEvent, StopReason};
+
+use super::scenarios_dir;
+
+/// `buddy` with a clean slate: run in `cwd`, no inherited BUDDY_* variables.
+fn buddy(cwd: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_buddy"));
+    cmd.current_dir(cwd).env_remove("RUST_LOG");
+    for (key, _) in std::env::vars() {
+        if key.starts_with("BUDDY_") {
+            cmd.env_remove(key);
+        }
+    }
+    cmd
+}
+
+fn scenario(name: &str) -> String {
+    scenarios_dir()
+        .join(format!("{name}.json"))
+        .display()
+        .to_string()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn run(cmd: &mut Command) -> Output {
+    cmd.stdin(Stdio::null()).output().unwrap()
+}
+
+#[test]
+fn demo_runs_every_scenario_and_reports_all_met() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(buddy(dir.path())
+        .args(["demo", "--dir"])
+        .arg(scenarios_dir()));
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains("met their expected outcome, 0 did not"),
+        "{stdout}"
+    );
+    for name in ["get_time_forever", "ab_cycle", "paging_12", "polling"] {
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.starts_with(name) && l.ends_with("yes")),
+            "{name}: {stdout}"
+        );
+    }
+}
+
+#[test]
+fn demo_exits_non_zero_when_a_scenario_misses_its_outcome() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(scenario("get_time_forever"), dir.path().join("a.json")).unwrap();
+    // Loop detection off: the same scenario now hits the model-call cap instead.
+    let out = run(buddy(dir.path()).args(["demo", "--dir", ".", "--no-loop-detection"]));
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    assert!(text(&out.stdout).contains("NO: stop reason max_model_calls (expected loop_detected)"));
+}
+
+#[test]
+fn run_json_prints_one_event_per_line_and_maps_the_exit_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let out =
+        run(buddy(dir.path()).args(["run", "--json", "--scenario", &scenario("get_time_forever")]));
+    assert_eq!(out.status.code(), Some(4), "loop_detected exits 4");
+    let events: Vec<ChatEvent> = text(&out.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{line}: {e}")))
+        .collect();
+    assert!(matches!(
+        events.last(),
+        Some(ChatEvent::Done {
+            reason: StopReason::LoopDetected,
+            ..
+        })
+    ));
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, ChatEvent::GuardTripped { .. }))
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "--json keeps stderr quiet: {}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn run_streams_text_to_stdout_and_readable_lines_to_stderr() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(buddy(dir.path()).args(["run", "--scenario", &scenario("chain_3_steps")]));
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = text(&out.stdout);
+    let stderr = text(&out.stderr);
+    assert!(stdout.contains("129.90 EUR"), "{stdout}");
+    assert!(
+        stderr.contains("→ find_user {\"email\":\"ada@example.com\"}"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("← get_invoice: invoice for o_7"),
+        "{stderr}"
+    );
+    assert!(
+        stderr
+            .trim_end()
+            .lines()
+            .last()
+            .unwrap()
+            .starts_with("■ stop: completed (4 model calls, 3 tool calls")
+    );
+}
+
+#[test]
+fn limits_and_errors_have_their_own_exit_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let out =
+        run(buddy(dir.path()).args(["run", "--scenario", &scenario("runaway_on_limit_error")]));
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        text(&out.stderr).contains("■ error: max_model_calls"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = run(buddy(dir.path()).args(["run", "--scenario", &scenario("circuit_breaker")]));
+    assert_eq!(out.status.code(), Some(3), "tools_exhausted is a limit");
+}
+
+#[test]
+fn policy_flags_and_environment_override_the_scenario() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(buddy(dir.path()).args([
+        "run",
+        "--json",
+        "--max-model-calls",
+        "3",
+        "--scenario",
+        &scenario("paging_12"),
+    ]));
+    assert_eq!(out.status.code(), Some(3));
+    assert!(text(&out.stdout).contains(r#""reason":"max_model_calls""#));
+    let out = run(buddy(dir.path())
+        .env("BUDDY_MAX_MODEL_CALLS", "3")
+        .env("BUDDY_ON_LIMIT", "error")
+        .args(["run", "--json", "--scenario", &scenario("paging_12")]));
+    assert_eq!(out.status.code(), Some(3));
+    assert!(text(&out.stdout).contains(r#""type":"error""#));
+    // Flags win over the environment.
+    let out = run(buddy(dir.path()).env("BUDDY_MAX_MODEL_CALLS", "3").args([
+        "run",
+        "--max-model-calls",
+        "25",
+        "--scenario",
+        &scenario("paging_12"),
+    ]));
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn bad_values_are_refused_with_the_field_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(buddy(dir.path()).args(["run", "--max-model-calls", "1", "hi"]));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("max_model_calls"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = run(buddy(dir.path())
+        .env("BUDDY_MAX_TOOL_CALLS", "lots")
+        .args(["run", "hi"]));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("BUDDY_MAX_TOOL_CALLS"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = run(buddy(dir.path()).args(["run", "--policy", "max_turns=3", "hi"]));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("unknown policy field `max_turns`"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = run(buddy(dir.path()).args(["run", "--scenario", "missing.json"]));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("cannot read scenario `missing.json`"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn a_command_skill_from_buddy_toml_runs_in_a_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("buddy.toml"),
+        r#"
+[skills]
+builtin = []
+
+[[skills.command]]
+name = "shout"
+description = "Upper-cases a text"
+command = ["sh", "-c", "tr a-z A-Z"]
+semantics = "pure"
+[skills.command.parameters]
+type = "object"
+required = ["text"]
+properties.text = { type = "string" }
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("shout.json"),
+        r#"{
+  "name": "shout", "prompt": "shout hello",
+  "expect": {"stop_reason": "completed", "model_calls": 2, "tool_calls": 1},
+  "rules": [
+    {"when": {"tool_results": 0}, "reply": {"tool_calls": [{"name": "shout", "arguments": {"text": "hello"}}]}},
+    {"when": {}, "reply": {"text": "Shouted: {last_result}"}}
+  ]
+}"#,
+    )
+    .unwrap();
+    // ./buddy.toml is picked up without --config.
+    let out = run(buddy(dir.path()).args(["run", "--scenario", "shout.json"]));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains(r#"Shouted: {"TEXT":"HELLO"}"#),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+#[test]
+fn chat_keeps_the_conversation_until_end_of_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = buddy(dir.path())
+        .arg("chat")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin
+            .write_all(b"what time is it?\nlist the files\n")
+            .unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("The current time is"), "{stdout}");
+    assert!(stdout.contains("The workspace holds"), "{stdout}");
+}
+
+#[cfg(unix)]
+#[test]
+fn ctrl_c_cancels_the_running_turn_with_exit_code_130() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("slow.json"),
+        r#"{
+  "name": "slow", "prompt": "wait",
+  "tools": [{"name": "wait", "results": ["waited"], "delay_ms": 60000}],
+  "expect": {"stop_reason": "cancelled", "model_calls": 1, "tool_calls": 0},
+  "rules": [{"when": {"tool_results": 0}, "reply": {"tool_calls": [{"name": "wait"}]}}, {"when": {}, "reply": {"text": "done"}}]
+}"#,
+    )
+    .unwrap();
+    let mut child = buddy(dir.path())
+        .args(["run", "--scenario", "slow.json"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    assert!(line.starts_with("→ wait"), "{line}");
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(30) {
+            child.kill().unwrap();
+            panic!("buddy did not stop after SIGINT");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    assert_eq!(status.code(), Some(130), "{rest}");
+    assert!(rest.contains("■ stop: cancelled"), "{rest}");
+}
+
+#[test]
+fn help_is_complete() {
+    let dir = tempfile::tempdir().unwrap();
+    let top = text(&run(buddy(dir.path()).arg("--help")).stdout);
+    for word in ["run", "chat", "demo", "--config", "Exit codes"] {
+        assert!(top.contains(word), "buddy --help lacks {word}: {top}");
+    }
+    let run_help = text(&run(buddy(dir.path()).args(["run", "--help"])).stdout);
+    for flag in [
+        "--json",
+        "--scenario",
+        "--sandbox",
+        "--model",
+        "--max-model-calls",
+        "--max-tool-calls",
+        "--on-limit",
+        "--substantive-answer-chars",
+        "--policy",
+    ] {
+        assert!(run_help.contains(flag), "buddy run --help lacks {flag}");
+    }
+}

@@ -1,0 +1,36 @@
+//! buddy-cli integration tests: every scenario end to end, event snapshots, and the
+//! real `buddy` binary.
+
+mod binary;
+mod config;
+mod scenarios;
+mod snapshots;
+
+use std::path::PathBuf;
+
+use buddy_cli::scenario_run::{ScenarioReport, run_scenario, scenario_files};
+use buddy_providers::Scenario;
+use buddy_skills::Sandbox;
+
+/// The repository's `scenarios/` directory.
+pub fn scenarios_dir() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios"))
+}
+
+/// Loads `scenarios/<name>.json`.
+pub fn load(name: &str) -> Scenario {
+    Scenario::load(&scenarios_dir().join(format!("{name}.json"))).unwrap()
+}
+
+/// Runs every scenario file under its own policy.
+pub async fn run_all() -> Vec<(Scenario, ScenarioReport)> {
+    let sandbox_dir = tempfile::tempdir().unwrap();
+    let sandbox = Sandbox::new(sandbox_dir.path()).unwrap();
+    let mut reports = Vec::new();
+    for file in scenario_files(&scenarios_dir()).unwrap() {
+        let scenario = Scenario::load(&file).unwrap();
+        let report = run_scenario(scenario.clone(), &sandbox, &[]).await.unwrap();
+        reports.push((scenario, report));
+    }
+    reports
+}

@@ -1,0 +1,159 @@
+use std::sync::Arc;
+
+use buddy_cli::scenario_run::scenario_policy;
+use buddy_cli::toolbox::build_registry;
+use buddy_core::{ChatEvent, StopReason};
+use buddy_engine::{Engine, TurnRequest};
+use buddy_providers::ScriptedProvider;
+use buddy_skills::Sandbox;
+use buddy_testkit::{RecordingProvider, assert_event_order, assert_history_valid};
+
+use super::{load, run_all};
+
+#[tokio::test]
+async fn every_scenario_meets_its_expected_outcome_exactly() {
+    let reports = run_all().await;
+    assert!(
+        reports.len() >= 15,
+        "scenarios/ should hold every design.md scenario"
+    );
+    for (_, report) in &reports {
+        assert!(report.passed(), "{}: {:?}", report.name, report.mismatches);
+        assert_event_order(&report.events);
+        assert_history_valid(&report.messages);
+    }
+}
+
+/// (scenario, most model calls allowed) for the loop failures of design.md.
+const LOOP_BOUNDS: [(&str, u32); 7] = [
+    ("get_time_forever", 4),
+    ("identical_forever", 4),
+    ("ab_cycle", 6),
+    ("answer_plus_call", 7),
+    ("answer_plus_call_threshold", 2),
+    ("circuit_breaker", 5),
+    ("growing_args", 4),
+];
+
+#[tokio::test]
+async fn loop_scenarios_end_with_an_answer_within_their_bounds() {
+    let reports = run_all().await;
+    for (name, bound) in LOOP_BOUNDS {
+        let (scenario, report) = reports.iter().find(|(s, _)| s.name == name).expect(name);
+        if name != "answer_plus_call_threshold" {
+            assert!(
+                scenario.policy.is_empty(),
+                "{name} must run under the default policy"
+            );
+        }
+        assert!(
+            report.stats.model_calls <= bound,
+            "{name}: {} model calls > {bound}",
+            report.stats.model_calls
+        );
+        match report.events.last() {
+            Some(ChatEvent::Done { answer, .. }) => {
+                assert!(!answer.trim().is_empty(), "{name}: empty answer")
+            }
+            other => panic!("{name} must end with an answer, not {other:?}"),
+        }
+    }
+    let threshold = reports
+        .iter()
+        .find(|(s, _)| s.name == "answer_plus_call_threshold")
+        .unwrap();
+    assert_eq!(threshold.1.stats.model_calls, 2);
+}
+
+#[tokio::test]
+async fn legitimate_work_completes_untouched_under_the_default_policy() {
+    let reports = run_all().await;
+    for name in [
+        "chain_3_steps",
+        "chain_15_steps",
+        "paging_12",
+        "parallel_3",
+        "polling",
+        "plain_chat",
+    ] {
+        let (scenario, report) = reports.iter().find(|(s, _)| s.name == name).expect(name);
+        assert!(
+            scenario.policy.is_empty(),
+            "{name} must run under the default policy"
+        );
+        assert_eq!(report.reason, StopReason::Completed, "{name}");
+        let guards: Vec<&ChatEvent> = report
+            .events
+            .iter()
+            .filter(|e| matches!(e, ChatEvent::GuardTripped { .. }))
+            .collect();
+        assert!(
+            guards.is_empty(),
+            "{name} was touched by a guard: {guards:?}"
+        );
+        let errors = report
+            .events
+            .iter()
+            .filter(|e| matches!(e, ChatEvent::ToolCallResult { is_error: true, .. }))
+            .count();
+        assert_eq!(errors, 0, "{name} had error results");
+        assert_eq!(
+            Some(report.stats.model_calls),
+            scenario.expect.ideal_model_calls,
+            "{name} wasted calls"
+        );
+    }
+}
+
+#[tokio::test]
+async fn on_limit_error_ends_a_runaway_with_an_error_event() {
+    let reports = run_all().await;
+    let (_, report) = reports
+        .iter()
+        .find(|(s, _)| s.name == "runaway_on_limit_error")
+        .unwrap();
+    assert_eq!(report.stats.model_calls, 10);
+    assert!(matches!(
+        report.events.last(),
+        Some(ChatEvent::Error {
+            reason: StopReason::MaxModelCalls,
+            ..
+        })
+    ));
+}
+
+#[tokio::test]
+async fn a_plain_chat_request_carries_no_tools_and_finalize_withdraws_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let sandbox = Sandbox::new(dir.path()).unwrap();
+    for (name, finalize_expected) in [("plain_chat", false), ("get_time_forever", true)] {
+        let scenario = load(name);
+        let policy = scenario_policy(&scenario, &[]).unwrap();
+        let registry = build_registry(&Default::default(), &sandbox, Some(&scenario)).unwrap();
+        let provider = RecordingProvider::new(ScriptedProvider::new(Arc::new(scenario.clone())));
+        let requests = provider.requests();
+        let engine = Engine::new(Arc::new(provider), Arc::new(registry));
+        let (_, outcome) = engine
+            .run_collect(TurnRequest::new("m", scenario.prompt.clone()).with_policy(policy))
+            .await;
+        let requests = requests.lock().unwrap();
+        let last = requests.last().unwrap();
+        assert_eq!(last.tools, None, "{name}");
+        if finalize_expected {
+            assert_eq!(last.tool_choice, Some(buddy_core::ToolChoice::None));
+            assert!(
+                requests[0]
+                    .tools
+                    .as_ref()
+                    .is_some_and(|t| t == &["get_time"])
+            );
+            assert_eq!(outcome.reason, StopReason::LoopDetected);
+        } else {
+            assert_eq!(requests.len(), 1);
+            assert_eq!(
+                last.tool_choice, None,
+                "a plain chat is exactly a plain chat"
+            );
+        }
+    }
+}
