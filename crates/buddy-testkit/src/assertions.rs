@@ -92,3 +92,84 @@ pub fn assert_event_order(events: &[ChatEvent]) {
         "calls without results: {unanswered:?}"
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use buddy_core::{StopReason, ToolCall, TurnStats};
+
+    fn call(id: &str) -> Message {
+        Message::Assistant {
+            content: None,
+            tool_calls: vec![ToolCall::new(id, "t", "{}")],
+        }
+    }
+
+    fn done() -> ChatEvent {
+        ChatEvent::Done {
+            reason: StopReason::Completed,
+            answer: "a".into(),
+            stats: TurnStats::default(),
+        }
+    }
+
+    #[test]
+    fn a_valid_history_passes() {
+        assert_history_valid(&[
+            Message::user("u"),
+            call("1"),
+            Message::tool_result("1", "r", false),
+        ]);
+    }
+
+    #[test]
+    #[should_panic(expected = "no open call")]
+    fn an_orphan_result_is_caught() {
+        assert_history_valid(&[Message::user("u"), Message::tool_result("1", "r", false)]);
+    }
+
+    #[test]
+    #[should_panic(expected = "never got results")]
+    fn a_call_without_result_is_caught() {
+        assert_history_valid(&[Message::user("u"), call("1")]);
+    }
+
+    #[test]
+    #[should_panic(expected = "no user message")]
+    fn a_history_without_user_is_caught() {
+        assert_history_valid(&[Message::system("s")]);
+    }
+
+    #[test]
+    #[should_panic(expected = "exactly one terminal event")]
+    fn two_terminal_events_are_caught() {
+        assert_event_order(&[done(), done()]);
+    }
+
+    #[test]
+    #[should_panic(expected = "before its start")]
+    fn a_result_before_its_start_is_caught() {
+        assert_event_order(&[
+            ChatEvent::ToolCallResult {
+                id: "1".into(),
+                name: "t".into(),
+                content: "r".into(),
+                is_error: false,
+            },
+            done(),
+        ]);
+    }
+
+    #[test]
+    #[should_panic(expected = "calls without results")]
+    fn a_start_without_result_is_caught() {
+        assert_event_order(&[
+            ChatEvent::ToolCallStart {
+                id: "1".into(),
+                name: "t".into(),
+                arguments: "{}".into(),
+            },
+            done(),
+        ]);
+    }
+}

@@ -78,3 +78,60 @@ impl Provider for ScriptedProvider {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use buddy_core::{Message, Skill, SkillContext};
+    use futures::StreamExt;
+
+    #[tokio::test]
+    async fn replies_stream_in_small_chunks_and_end_with_usage() {
+        let scenario = Scenario::parse(
+            r#"{"name":"s","prompt":"p","chunk_chars":4,
+                "tools":[{"name":"pages","results":["first",{"error":"gone {call}"}]}],
+                "expect":{"stop_reason":"completed","model_calls":1,"tool_calls":0},
+                "rules":[{"reply":{"text":"Hello world"}}]}"#,
+            "test",
+        )
+        .unwrap();
+        let provider = ScriptedProvider::new(Arc::new(scenario.clone()));
+        let history = [Message::user("hi")];
+        let tokens: Vec<Token> = provider
+            .stream(CompletionRequest::new("m", &history))
+            .await
+            .unwrap()
+            .map(|t| t.unwrap())
+            .collect()
+            .await;
+        let texts: Vec<String> = tokens
+            .iter()
+            .filter_map(|t| match t {
+                Token::Text { text } => Some(text.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(texts, vec!["Hell", "o wo", "rld"]);
+        assert!(matches!(
+            tokens.last(),
+            Some(Token::Finish { reason: FinishReason::Stop, usage: Some(u) }) if u.output_tokens == 3
+        ));
+
+        let stub = &scenario.stub_skills()[0];
+        let ctx = SkillContext::default;
+        assert_eq!(
+            stub.execute(serde_json::json!({}), ctx()).await.unwrap(),
+            "first"
+        );
+        let err = stub
+            .execute(serde_json::json!({}), ctx())
+            .await
+            .unwrap_err();
+        assert_eq!(err.to_string(), "gone 2");
+        let err = stub
+            .execute(serde_json::json!({}), ctx())
+            .await
+            .unwrap_err();
+        assert_eq!(err.to_string(), "gone 3", "the last result repeats");
+    }
+}

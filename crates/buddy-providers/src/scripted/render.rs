@@ -169,3 +169,129 @@ fn render(view: &View<'_>, reply: &ReplyTemplate) -> Rendered {
         finish: Some(finish),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use buddy_core::{ToolCall, ToolSpec};
+    use serde_json::json;
+
+    fn scenario(rules: serde_json::Value) -> Scenario {
+        let text = json!({
+            "name": "t", "prompt": "p",
+            "expect": {"stop_reason": "completed", "model_calls": 1, "tool_calls": 0},
+            "rules": rules,
+        });
+        Scenario::parse(&text.to_string(), "test").unwrap()
+    }
+
+    fn spec(name: &str) -> ToolSpec {
+        ToolSpec {
+            name: name.into(),
+            description: String::new(),
+            parameters: json!({"type": "object"}),
+        }
+    }
+
+    #[test]
+    fn the_first_matching_rule_answers_with_filled_placeholders() {
+        let s = scenario(json!([
+            {"when": {"has_user_message": false}, "reply": {"tool_calls": [{"name": "get_rules"}]}},
+            {"when": {"tool_offered": "search", "tool_results_below": 2},
+             "reply": {"text": "round {n}", "tool_calls": [{"name": "search", "arguments": {"q": "x {n}", "page": "{n}"}}]}},
+            {"when": {"last_result_contains": "found"}, "reply": {"text": "It says: {last_result} ({results} results, you said {user})"}},
+            {"when": {}, "reply": {"text": "fallback"}}
+        ]));
+        let tools = [spec("search")];
+        let mut history = vec![Message::user("hi")];
+        let r = respond(
+            &s,
+            &CompletionRequest::new("m", &history).with_tools(&tools),
+        )
+        .unwrap();
+        assert_eq!(r.text, "round 1");
+        assert_eq!(
+            r.tool_calls,
+            vec![ToolCall::new(
+                "call_1_0",
+                "search",
+                r#"{"page":1,"q":"x 1"}"#
+            )]
+        );
+        assert_eq!(r.finish, Some(FinishReason::ToolCalls));
+
+        history.push(Message::Assistant {
+            content: None,
+            tool_calls: r.tool_calls.clone(),
+        });
+        history.push(Message::tool_result(
+            "call_1_0",
+            "found it\nsecond line",
+            false,
+        ));
+        let r = respond(
+            &s,
+            &CompletionRequest::new("m", &history).with_tools(&tools),
+        )
+        .unwrap();
+        assert_eq!(
+            r.tool_calls[0].id, "call_2_0",
+            "ids count every assistant message"
+        );
+        assert_eq!(r.tool_calls[0].arguments, r#"{"page":2,"q":"x 2"}"#);
+
+        let r = respond(&s, &CompletionRequest::new("m", &history)).unwrap();
+        assert_eq!(r.text, "It says: found it (1 results, you said hi)");
+        assert_eq!(r.finish, Some(FinishReason::Stop));
+
+        let r = respond(&s, &CompletionRequest::new("m", &[Message::system("s")])).unwrap();
+        assert_eq!(r.tool_calls[0].name, "get_rules");
+    }
+
+    #[test]
+    fn round_resets_at_each_user_message_and_round_mod_alternates() {
+        let s = scenario(json!([
+            {"when": {"round_mod": [2, 1]}, "reply": {"text": "odd"}},
+            {"when": {}, "reply": {"text": "even", "finish": "length", "tool_calls": [{"name": "t", "raw_arguments": "{oops"}]}}
+        ]));
+        let mut history = vec![Message::user("a"), Message::assistant("x")];
+        let r = respond(&s, &CompletionRequest::new("m", &history)).unwrap();
+        assert_eq!(
+            (r.text.as_str(), r.finish.clone()),
+            ("even", Some(FinishReason::Length))
+        );
+        assert_eq!(r.tool_calls[0].arguments, "{oops");
+        history.push(Message::user("b"));
+        assert_eq!(
+            respond(&s, &CompletionRequest::new("m", &history))
+                .unwrap()
+                .text,
+            "odd"
+        );
+    }
+
+    #[test]
+    fn no_matching_rule_is_a_clear_error() {
+        let s = scenario(json!([{"when": {"tools_offered": true}, "reply": {"text": "x"}}]));
+        let err = respond(&s, &CompletionRequest::new("m", &[Message::user("u")]))
+            .err()
+            .unwrap();
+        let text = err.to_string();
+        assert!(
+            text.contains("scripted model `t`") && text.contains("no rule matches"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn scenario_files_are_checked() {
+        let err = Scenario::parse(r#"{"name":"x","prompt":"p","expect":{"stop_reason":"completed","model_calls":1,"tool_calls":0},"rules":[]}"#, "f.json")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("f.json") && err.contains("no rules"), "{err}");
+        let err = Scenario::parse(r#"{"name":"x","prompt":"p","expect":{"stop_reason":"done","model_calls":1,"tool_calls":0},"rules":[]}"#, "f.json")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("done"), "{err}");
+    }
+}
