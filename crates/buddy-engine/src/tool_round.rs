@@ -84,13 +84,7 @@ impl Turn<'_> {
         let loop_on = self.policy.loop_detection;
         let text_repeated = loop_on && self.answer_repeats(text);
         for call in &calls {
-            self.events
-                .emit(ChatEvent::ToolCallStart {
-                    id: call.id.clone(),
-                    name: call.name.clone(),
-                    arguments: call.arguments.clone(),
-                })
-                .await;
+            self.emit_call_start(call).await;
         }
         let mut slots = self.plan_calls(calls, &mut round).await;
 

@@ -185,13 +185,7 @@ impl<'e> Turn<'e> {
                 content: non_empty(text),
                 tool_calls: vec![call.clone()],
             });
-            self.events
-                .emit(ChatEvent::ToolCallStart {
-                    id: call.id.clone(),
-                    name: call.name.clone(),
-                    arguments: call.arguments.clone(),
-                })
-                .await;
+            self.emit_call_start(&call).await;
             let ack = "Turn finished with this answer.".to_owned();
             self.events
                 .emit(ChatEvent::ToolCallResult {
@@ -414,6 +408,17 @@ impl<'e> Turn<'e> {
                 action,
                 skill: skill.map(str::to_owned),
                 detail,
+            })
+            .await;
+    }
+
+    /// Announces a tool call the engine is about to run or answer.
+    pub(crate) async fn emit_call_start(&self, call: &buddy_core::ToolCall) {
+        self.events
+            .emit(ChatEvent::ToolCallStart {
+                id: call.id.clone(),
+                name: call.name.clone(),
+                arguments: call.arguments.clone(),
             })
             .await;
     }

@@ -3,14 +3,13 @@
 use std::path::Path;
 
 use anyhow::Context;
-use buddy_cli::printer::Printer;
-use buddy_engine::{CancellationToken, TurnRequest};
+use buddy_engine::TurnRequest;
 use clap::Args;
 use rustyline::DefaultEditor;
 use rustyline::error::ReadlineError;
 
 use super::TurnArgs;
-use super::setup::setup;
+use super::setup::{drive_turn, setup};
 
 /// `buddy chat`.
 #[derive(Args, Debug)]
@@ -48,25 +47,10 @@ pub async fn chat(config: Option<&Path>, args: ChatArgs) -> anyhow::Result<u8> {
             break;
         }
         let _ = editor.add_history_entry(text);
-        let cancel = CancellationToken::new();
         let request = TurnRequest::new(setup.model.clone(), text)
             .with_history(history.clone())
-            .with_policy(setup.policy.clone())
-            .with_cancel(cancel.clone());
-        let (mut events, handle) = setup.engine.spawn(request);
-        let mut printer = Printer::new(false, std::io::stdout(), std::io::stderr());
-        let ctrl_c = tokio::signal::ctrl_c();
-        tokio::pin!(ctrl_c);
-        loop {
-            tokio::select! {
-                event = events.recv() => match event {
-                    Some(event) => printer.print(&event),
-                    None => break,
-                },
-                _ = &mut ctrl_c, if !cancel.is_cancelled() => cancel.cancel(),
-            }
-        }
-        let outcome = handle.await?;
+            .with_policy(setup.policy.clone());
+        let outcome = drive_turn(&setup.engine, request, false).await?;
         history = outcome.messages;
     }
     Ok(0)

@@ -6,9 +6,10 @@ use std::sync::Arc;
 use anyhow::Context;
 use buddy_cli::DEFAULT_SCENARIO;
 use buddy_cli::config::BuddyConfig;
+use buddy_cli::printer::Printer;
 use buddy_cli::toolbox::build_registry;
 use buddy_core::Message;
-use buddy_engine::{Engine, LoopPolicy, PolicyPatch};
+use buddy_engine::{CancellationToken, Engine, LoopPolicy, PolicyPatch, TurnOutcome, TurnRequest};
 use buddy_providers::{Scenario, ScriptedProvider};
 use buddy_skills::Sandbox;
 
@@ -69,4 +70,28 @@ pub fn setup(config_path: Option<&Path>, args: &TurnArgs) -> anyhow::Result<Setu
         history: system.map(Message::system).into_iter().collect(),
         scenario,
     })
+}
+
+/// Runs one turn, printing its events as they come; Ctrl-C cancels it (the turn still
+/// ends with its terminal event).
+pub async fn drive_turn(
+    engine: &Arc<Engine>,
+    request: TurnRequest,
+    json: bool,
+) -> anyhow::Result<TurnOutcome> {
+    let cancel: CancellationToken = request.cancel.clone();
+    let (mut events, handle) = engine.spawn(request);
+    let mut printer = Printer::new(json, std::io::stdout(), std::io::stderr());
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
+    loop {
+        tokio::select! {
+            event = events.recv() => match event {
+                Some(event) => printer.print(&event),
+                None => break,
+            },
+            _ = &mut ctrl_c, if !cancel.is_cancelled() => cancel.cancel(),
+        }
+    }
+    Ok(handle.await?)
 }
