@@ -21,6 +21,9 @@ pub enum ToolChoice {
 /// One model call. Borrows the history so the engine never copies it per iteration.
 ///
 /// `tools: None` is a plain chat request and must behave exactly like one.
+/// `tools: Some(..)` with `tool_choice: Some(ToolChoice::None)` means "defined but not
+/// callable" (buddy's Finalize call): render it natively — send `tool_choice: none`
+/// where the API has it, or leave the tools out.
 #[derive(Clone, Debug)]
 pub struct CompletionRequest<'a> {
     pub model: &'a str,
@@ -48,9 +51,17 @@ impl<'a> CompletionRequest<'a> {
         self
     }
 
-    /// True when at least one tool is offered.
+    /// True when at least one tool may be called.
     pub fn offers_tools(&self) -> bool {
-        self.tools.is_some_and(|t| !t.is_empty())
+        self.tool_choice != Some(ToolChoice::None) && self.tools.is_some_and(|t| !t.is_empty())
+    }
+
+    /// The tools the model may call: none under `tool_choice: none`.
+    pub fn callable_tools(&self) -> &'a [ToolSpec] {
+        match (self.tool_choice, self.tools) {
+            (Some(ToolChoice::None), _) | (_, None) => &[],
+            (_, Some(tools)) => tools,
+        }
     }
 }
 

@@ -69,7 +69,11 @@ impl Turn<'_> {
             .await;
         debug!(%reason, %detail, "finalize: one last model call without tools");
         let instruction = finalize_instruction(&detail);
-        match self.model_call(None, Some(&instruction)).await {
+        // Tools stay defined but not callable: some APIs (Anthropic) refuse a history with
+        // tool blocks and no tool definitions; providers without `tool_choice` drop them.
+        let all_tools = self.toolbox.specs();
+        let defined = (!all_tools.is_empty()).then_some(all_tools);
+        match self.model_call(defined, Some(&instruction)).await {
             Ok(reply) => {
                 if !reply.tool_calls.is_empty() {
                     debug!(

@@ -348,7 +348,7 @@ impl<'e> Turn<'e> {
             model: &self.model,
             messages,
             tools,
-            tool_choice: finalize_instruction.map(|_| ToolChoice::None),
+            tool_choice: finalize_instruction.and(tools).map(|_| ToolChoice::None),
             max_output_tokens: None,
         };
         let deadline = finalize_instruction
@@ -384,7 +384,10 @@ impl<'e> Turn<'e> {
                 model_call: self.stats.model_calls,
                 finish_reason: reply.finish.clone(),
                 tool_calls_requested: u32::try_from(reply.tool_calls.len()).unwrap_or(u32::MAX),
-                tools_offered: tools.map_or(0, |t| u32::try_from(t.len()).unwrap_or(u32::MAX)),
+                tools_offered: match (finalize_instruction, tools) {
+                    (None, Some(t)) => u32::try_from(t.len()).unwrap_or(u32::MAX),
+                    _ => 0,
+                },
                 input_tokens: self.stats.input_tokens,
                 output_tokens: self.stats.output_tokens,
                 elapsed_ms: self.elapsed_ms(),

@@ -81,8 +81,11 @@ async fn max_model_calls_reserves_the_last_call_to_answer_without_tools() {
             .all(|r| r.tools.is_some() && r.tool_choice.is_none())
     );
     let last = &requests[9];
-    assert_eq!(last.tools, None, "Finalize offers no tools");
-    assert_eq!(last.tool_choice, Some(ToolChoice::None));
+    assert_eq!(
+        (last.tools.as_deref(), last.tool_choice),
+        (Some(&["item".to_owned()][..]), Some(ToolChoice::None)),
+        "Finalize: tools defined but not callable"
+    );
     assert!(
         last.messages
             .last()

@@ -31,8 +31,7 @@ impl<'a> View<'a> {
         let after_user = latest_user_at.map_or(messages, |i| &messages[i + 1..]);
         View {
             tools: request
-                .tools
-                .unwrap_or(&[])
+                .callable_tools()
                 .iter()
                 .map(|t| t.name.as_str())
                 .collect(),
