@@ -69,6 +69,7 @@ impl<'a> CompletionRequest<'a> {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Completion {
     pub text: String,
+    pub refusal: String,
     pub reasoning: String,
     pub tool_calls: Vec<ToolCall>,
     pub finish: Option<FinishReason>,
@@ -97,6 +98,7 @@ pub trait Provider: Send + Sync {
             while let Some(token) = stream.next().await {
                 match token? {
                     Token::Text { text } => out.text.push_str(&text),
+                    Token::Refusal { text } => out.refusal.push_str(&text),
                     Token::Reasoning { text } => out.reasoning.push_str(&text),
                     Token::ToolCall(call) => out.tool_calls.push(call),
                     Token::Finish { reason, usage } => {

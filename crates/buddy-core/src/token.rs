@@ -9,6 +9,9 @@ use crate::{ProviderError, ToolCall};
 pub enum Token {
     /// A fragment of answer text.
     Text { text: String },
+    /// A refusal the model gave instead of an answer (OpenAI's `refusal` field); the engine
+    /// shows it as the answer text.
+    Refusal { text: String },
     /// Reasoning / thinking text: kept for callers, never part of the answer.
     Reasoning { text: String },
     /// A complete, executable tool call (providers assemble deltas before yielding).

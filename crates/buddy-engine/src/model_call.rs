@@ -50,7 +50,7 @@ pub(crate) async fn stream_reply(
         let mut reply = Reply::default();
         while let Some(token) = stream.next().await {
             match token.map_err(CallEnd::Provider)? {
-                Token::Text { text } => {
+                Token::Text { text } | Token::Refusal { text } => {
                     reply.text.push_str(&text);
                     events.emit(ChatEvent::TextDelta { text }).await;
                 }

@@ -1,0 +1,98 @@
+//! The Anthropic Messages provider.
+
+mod request;
+mod response;
+mod stream;
+
+use std::collections::BTreeMap;
+
+use buddy_core::{BoxFuture, CompletionRequest, Provider, ProviderError, TokenStream};
+
+use crate::http::{Endpoint, HttpSettings, build_client};
+
+pub use stream::AnthropicStreamParser;
+
+/// The `anthropic-version` header buddy speaks.
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+/// `max_tokens` is required by the API; this is used when none is configured.
+pub const DEFAULT_MAX_TOKENS: u32 = 4096;
+
+/// Everything an [`AnthropicProvider`] needs.
+#[derive(Clone, Debug)]
+pub struct AnthropicOptions {
+    /// Name used in errors and logs.
+    pub name: String,
+    /// E.g. `https://api.anthropic.com` (a trailing `/v1` is accepted).
+    pub base_url: String,
+    pub api_key: Option<String>,
+    pub headers: BTreeMap<String, String>,
+    pub http: HttpSettings,
+    pub stream: bool,
+    pub max_output_tokens: Option<u32>,
+}
+
+/// A Messages API provider.
+pub struct AnthropicProvider {
+    endpoint: Endpoint,
+    stream: bool,
+    max_tokens: u32,
+}
+
+impl AnthropicProvider {
+    /// A provider for `options`.
+    pub fn new(options: AnthropicOptions) -> Result<Self, ProviderError> {
+        let client = build_client(&options.name, &options.http)?;
+        let mut headers = options.headers;
+        headers.insert("anthropic-version".to_owned(), ANTHROPIC_VERSION.to_owned());
+        if let Some(key) = options.api_key.filter(|k| !k.trim().is_empty()) {
+            headers.insert("x-api-key".to_owned(), key.trim().to_owned());
+        }
+        let base = options.base_url.trim_end_matches('/');
+        let url = if base.ends_with("/v1") {
+            format!("{base}/messages")
+        } else {
+            format!("{base}/v1/messages")
+        };
+        Ok(AnthropicProvider {
+            endpoint: Endpoint {
+                provider: options.name,
+                url,
+                client,
+                headers,
+                settings: options.http,
+            },
+            stream: options.stream,
+            max_tokens: options.max_output_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
+        })
+    }
+}
+
+impl Provider for AnthropicProvider {
+    fn name(&self) -> &str {
+        &self.endpoint.provider
+    }
+
+    fn stream<'a>(
+        &'a self,
+        request: CompletionRequest<'a>,
+    ) -> BoxFuture<'a, Result<TokenStream, ProviderError>> {
+        Box::pin(async move {
+            let body = request::messages_request(&request, self.stream, self.max_tokens);
+            let body = serde_json::to_vec(&body).map_err(|e| ProviderError::Config {
+                provider: self.endpoint.provider.clone(),
+                message: format!("cannot encode the request: {e}"),
+            })?;
+            let endpoint = &self.endpoint;
+            if self.stream {
+                return endpoint
+                    .stream(body, || {
+                        AnthropicStreamParser::new(&endpoint.provider, &endpoint.url)
+                    })
+                    .await;
+            }
+            let text = endpoint.request_json(body).await?;
+            let tokens = response::parse_response(&endpoint.provider, &endpoint.url, &text)?;
+            Ok(Box::pin(futures::stream::iter(tokens.into_iter().map(Ok))) as TokenStream)
+        })
+    }
+}

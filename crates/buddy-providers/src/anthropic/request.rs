@@ -1,0 +1,151 @@
+//! The Messages API request body: `system` at the top, tool calls as `tool_use` blocks,
+//! results as `tool_result` blocks in user messages (consecutive ones merged, as the
+//! API wants strictly alternating roles).
+
+use buddy_core::{CompletionRequest, Message, ToolChoice};
+use serde::Serialize;
+use serde_json::Value;
+
+#[derive(Serialize)]
+pub(crate) struct MessagesRequest<'a> {
+    model: &'a str,
+    max_tokens: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system: Option<String>,
+    messages: Vec<WireMessage<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<Vec<WireTool<'a>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<WireToolChoice>,
+    stream: bool,
+}
+
+#[derive(Serialize)]
+struct WireMessage<'a> {
+    role: &'static str,
+    content: Vec<Block<'a>>,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Block<'a> {
+    Text {
+        text: &'a str,
+    },
+    ToolUse {
+        id: &'a str,
+        name: &'a str,
+        input: Value,
+    },
+    ToolResult {
+        tool_use_id: &'a str,
+        content: &'a str,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        is_error: bool,
+    },
+}
+
+#[derive(Serialize)]
+struct WireTool<'a> {
+    name: &'a str,
+    description: &'a str,
+    input_schema: &'a Value,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+enum WireToolChoice {
+    Auto,
+    Any,
+    None,
+}
+
+/// Tool arguments as the object `input` must be; text that is not a JSON object
+/// (a model's malformed call, already answered with an error) becomes `{}`.
+fn input_object(arguments: &str) -> Value {
+    match serde_json::from_str::<Value>(arguments) {
+        Ok(value @ Value::Object(_)) => value,
+        _ => Value::Object(serde_json::Map::new()),
+    }
+}
+
+/// Builds the body. Under `tool_choice: none` (buddy's Finalize) the tools stay defined:
+/// the API refuses a history with tool blocks and no tool definitions.
+pub(crate) fn messages_request<'a>(
+    request: &CompletionRequest<'a>,
+    stream: bool,
+    max_tokens: u32,
+) -> MessagesRequest<'a> {
+    let mut system: Vec<&str> = Vec::new();
+    let mut messages: Vec<WireMessage<'a>> = Vec::new();
+    let mut push = |role: &'static str, block: Block<'a>| match messages.last_mut() {
+        Some(last) if last.role == role => last.content.push(block),
+        _ => messages.push(WireMessage {
+            role,
+            content: vec![block],
+        }),
+    };
+    for message in request.messages {
+        match message {
+            Message::System { content } => system.push(content),
+            Message::User { content } => push("user", Block::Text { text: content }),
+            Message::Tool {
+                tool_call_id,
+                content,
+                is_error,
+            } => push(
+                "user",
+                Block::ToolResult {
+                    tool_use_id: tool_call_id,
+                    content,
+                    is_error: *is_error,
+                },
+            ),
+            Message::Assistant {
+                content,
+                tool_calls,
+            } => {
+                if let Some(text) = content.as_deref().filter(|t| !t.trim().is_empty()) {
+                    push("assistant", Block::Text { text });
+                }
+                for call in tool_calls {
+                    push(
+                        "assistant",
+                        Block::ToolUse {
+                            id: &call.id,
+                            name: &call.name,
+                            input: input_object(&call.arguments),
+                        },
+                    );
+                }
+            }
+        }
+    }
+    let tools = request.tools.filter(|t| !t.is_empty()).map(|tools| {
+        tools
+            .iter()
+            .map(|t| WireTool {
+                name: &t.name,
+                description: &t.description,
+                input_schema: &t.parameters,
+            })
+            .collect()
+    });
+    let tool_choice = tools
+        .as_ref()
+        .and(request.tool_choice)
+        .map(|choice| match choice {
+            ToolChoice::Auto => WireToolChoice::Auto,
+            ToolChoice::Required => WireToolChoice::Any,
+            ToolChoice::None => WireToolChoice::None,
+        });
+    MessagesRequest {
+        model: request.model,
+        max_tokens: request.max_output_tokens.unwrap_or(max_tokens),
+        system: (!system.is_empty()).then(|| system.join("\n\n")),
+        messages,
+        tools,
+        tool_choice,
+        stream,
+    }
+}

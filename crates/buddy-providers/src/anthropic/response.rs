@@ -1,0 +1,104 @@
+//! Non-streaming Messages responses -> the same tokens a stream would give.
+
+use buddy_core::{FinishReason, ProviderError, Token, ToolCall, Usage};
+use serde::Deserialize;
+
+use super::stream::ContentBlock;
+use crate::lenient::{LenientStr, WireUsage};
+
+#[derive(Deserialize)]
+struct MessageResponse<'a> {
+    #[serde(default, borrow)]
+    content: Vec<ContentBlock<'a>>,
+    #[serde(default, borrow)]
+    stop_reason: LenientStr<'a>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+    #[serde(default)]
+    error: Option<serde_json::Value>,
+}
+
+/// Parses a whole response body into tokens.
+pub(crate) fn parse_response(
+    provider: &str,
+    url: &str,
+    body: &str,
+) -> Result<Vec<Token>, ProviderError> {
+    let response: MessageResponse =
+        serde_json::from_str(body).map_err(|e| ProviderError::Malformed {
+            provider: provider.to_owned(),
+            url: url.to_owned(),
+            message: format!(
+                "the response is not a message ({e}): {}",
+                body.chars().take(200).collect::<String>()
+            ),
+        })?;
+    if let Some(error) = response.error {
+        let kind = error
+            .get("type")
+            .and_then(|t| t.as_str())
+            .unwrap_or("error")
+            .to_owned();
+        let message = error
+            .get("message")
+            .and_then(|m| m.as_str())
+            .unwrap_or("unknown error");
+        return Err(ProviderError::Stream {
+            provider: provider.to_owned(),
+            url: url.to_owned(),
+            message: format!("{message} ({kind})"),
+            retryable: kind == "overloaded_error" || kind == "api_error",
+        });
+    }
+    let mut tokens = Vec::new();
+    let mut calls = Vec::new();
+    for block in &response.content {
+        match block.kind.non_empty().unwrap_or("") {
+            "text" => {
+                if let Some(text) = block.text.non_empty() {
+                    tokens.push(Token::Text {
+                        text: text.to_owned(),
+                    });
+                }
+            }
+            "thinking" => {
+                if let Some(text) = block.thinking.non_empty() {
+                    tokens.push(Token::Reasoning {
+                        text: text.to_owned(),
+                    });
+                }
+            }
+            "tool_use" => {
+                let arguments = block
+                    .input
+                    .as_ref()
+                    .map_or_else(|| "{}".to_owned(), |v| v.to_string());
+                calls.push(ToolCall::new(
+                    block.id.non_empty().unwrap_or_default(),
+                    block.name.non_empty().unwrap_or_default(),
+                    arguments,
+                ));
+            }
+            _ => {}
+        }
+    }
+    let finish = response.stop_reason.non_empty().map_or(
+        if calls.is_empty() {
+            FinishReason::Stop
+        } else {
+            FinishReason::ToolCalls
+        },
+        FinishReason::from_wire,
+    );
+    if finish != FinishReason::Length {
+        tokens.extend(calls.into_iter().map(Token::ToolCall));
+    }
+    tokens.push(Token::Finish {
+        reason: finish,
+        usage: response.usage.map(|u| Usage {
+            input_tokens: u.prompt_tokens.unwrap_or(0),
+            output_tokens: u.completion_tokens.unwrap_or(0),
+        }),
+    });
+    Ok(tokens)
+}

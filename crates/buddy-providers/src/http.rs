@@ -1,0 +1,436 @@
+//! What the HTTP providers share: one client builder, timeouts, retries with backoff,
+//! and the pipeline that turns a response body into tokens.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Once;
+use std::time::{Duration, SystemTime};
+
+use buddy_core::{ProviderError, Token, TokenStream};
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+
+use crate::sse::{SseDecoder, SseEvent};
+
+/// Timeouts and retries of one HTTP provider.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HttpSettings {
+    /// Time to open the TCP/TLS connection.
+    pub connect_timeout_secs: f64,
+    /// Time until the response headers and the first body bytes arrive.
+    pub first_byte_timeout_secs: f64,
+    /// Longest silence between two chunks of a streamed body.
+    pub idle_timeout_secs: f64,
+    /// Retries of a request that failed before any token arrived (429, 5xx, connection).
+    pub max_retries: u32,
+    /// First backoff; it doubles each retry, with full jitter.
+    pub retry_base_ms: u64,
+    /// Longest wait before a retry; a `Retry-After` beyond it is not waited for.
+    pub retry_max_ms: u64,
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        HttpSettings {
+            connect_timeout_secs: 10.0,
+            first_byte_timeout_secs: 120.0,
+            idle_timeout_secs: 60.0,
+            max_retries: 3,
+            retry_base_ms: 500,
+            retry_max_ms: 30_000,
+        }
+    }
+}
+
+fn secs(value: f64) -> Duration {
+    Duration::try_from_secs_f64(value).unwrap_or(Duration::from_secs(60))
+}
+
+static INSTALL_RING: Once = Once::new();
+
+/// The one place a reqwest client is built: installs rustls' ring provider first
+/// (reqwest panics without a process-wide provider when built with `rustls-no-provider`).
+pub(crate) fn build_client(
+    provider: &str,
+    settings: &HttpSettings,
+) -> Result<reqwest::Client, ProviderError> {
+    INSTALL_RING.call_once(|| {
+        // Another part of the process may have installed one already; either is fine.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+    reqwest::Client::builder()
+        .connect_timeout(secs(settings.connect_timeout_secs))
+        .build()
+        .map_err(|e| ProviderError::Config {
+            provider: provider.to_owned(),
+            message: format!("cannot build the HTTP client: {e}"),
+        })
+}
+
+/// Turns SSE events into tokens; one per request.
+pub(crate) trait EventParser: Send + 'static {
+    /// Handles one event. Returns `Ok(true)` when the stream is complete (`[DONE]`, `message_stop`).
+    fn on_event(
+        &mut self,
+        event: &SseEvent,
+        out: &mut VecDeque<Token>,
+    ) -> Result<bool, ProviderError>;
+    /// The body ended: emit what is left (calls, finish) or say why the stream is incomplete.
+    fn on_end(&mut self, out: &mut VecDeque<Token>) -> Result<(), ProviderError>;
+}
+
+/// Where a provider sends its requests, and how.
+#[derive(Clone, Debug)]
+pub(crate) struct Endpoint {
+    pub provider: String,
+    pub url: String,
+    pub client: reqwest::Client,
+    pub headers: BTreeMap<String, String>,
+    pub settings: HttpSettings,
+}
+
+impl Endpoint {
+    fn timeout(&self, phase: &str, after: Duration) -> ProviderError {
+        ProviderError::Timeout {
+            provider: self.provider.clone(),
+            url: self.url.clone(),
+            phase: phase.to_owned(),
+            after,
+        }
+    }
+
+    fn stream_error(&self, message: String) -> ProviderError {
+        ProviderError::Stream {
+            provider: self.provider.clone(),
+            url: self.url.clone(),
+            message,
+            retryable: false,
+        }
+    }
+
+    /// Sends `body` once and checks the status; an HTTP error comes back typed.
+    async fn send(&self, body: &[u8]) -> Result<reqwest::Response, ProviderError> {
+        let mut request = self
+            .client
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .body(body.to_vec());
+        for (name, value) in &self.headers {
+            request = request.header(name, value);
+        }
+        let first_byte = secs(self.settings.first_byte_timeout_secs);
+        let response = match tokio::time::timeout(first_byte, request.send()).await {
+            Err(_) => return Err(self.timeout("response", first_byte)),
+            Ok(Err(e)) => {
+                return Err(ProviderError::Connect {
+                    provider: self.provider.clone(),
+                    url: self.url.clone(),
+                    message: error_chain(&e),
+                });
+            }
+            Ok(Ok(response)) => response,
+        };
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
+        let retry_after = response
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .and_then(|s| Duration::try_from_secs_f64(s).ok());
+        let text = tokio::time::timeout(first_byte, read_capped(response, ERROR_BODY_BYTES))
+            .await
+            .unwrap_or_default();
+        Err(ProviderError::Http {
+            provider: self.provider.clone(),
+            url: self.url.clone(),
+            status: status.as_u16(),
+            message: http_error_message(status.as_u16(), &text),
+            retry_after,
+        })
+    }
+
+    /// Sends `body` and returns its token stream. Failures before the first token are
+    /// retried with backoff when retrying is safe; once a token exists, never.
+    pub(crate) async fn stream<P: EventParser>(
+        &self,
+        body: Vec<u8>,
+        make_parser: impl Fn() -> P,
+    ) -> Result<TokenStream, ProviderError> {
+        let mut attempt = 0;
+        loop {
+            let result = async {
+                let response = self.send(&body).await?;
+                let mut state = BodyState::new(self, response, make_parser());
+                // Pull until the first token so errors before it can still be retried.
+                match state.next_token().await {
+                    Some(Ok(token)) => {
+                        state.pending.push_front(token);
+                        Ok(state)
+                    }
+                    Some(Err(e)) => Err(e),
+                    None => Ok(state),
+                }
+            }
+            .await;
+            match result {
+                Ok(state) => return Ok(state.into_stream()),
+                Err(e) if e.is_retryable() && attempt < self.settings.max_retries => {
+                    let Some(wait) = self.backoff(attempt, &e) else {
+                        return Err(e);
+                    };
+                    tracing::warn!(provider = %self.provider, url = %self.url, attempt = attempt + 1, wait_ms = wait.as_millis() as u64, error = %e, "retrying model call");
+                    tokio::time::sleep(wait).await;
+                    attempt += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Sends `body` (non-streaming) and returns the whole response text, with the same retries.
+    pub(crate) async fn request_json(&self, body: Vec<u8>) -> Result<String, ProviderError> {
+        let mut attempt = 0;
+        loop {
+            let result = async {
+                let response = self.send(&body).await?;
+                let idle = secs(self.settings.first_byte_timeout_secs);
+                tokio::time::timeout(idle, response.text())
+                    .await
+                    .map_err(|_| self.timeout("response body", idle))?
+                    .map_err(|e| {
+                        self.stream_error(format!(
+                            "the response body could not be read: {}",
+                            error_chain(&e)
+                        ))
+                    })
+            }
+            .await;
+            match result {
+                Ok(text) => return Ok(text),
+                Err(e) if e.is_retryable() && attempt < self.settings.max_retries => {
+                    let Some(wait) = self.backoff(attempt, &e) else {
+                        return Err(e);
+                    };
+                    tokio::time::sleep(wait).await;
+                    attempt += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// How long to wait before retry `attempt + 1`; `None` when the server asks for longer than allowed.
+    fn backoff(&self, attempt: u32, error: &ProviderError) -> Option<Duration> {
+        let max = Duration::from_millis(self.settings.retry_max_ms);
+        if let ProviderError::Http {
+            retry_after: Some(after),
+            ..
+        } = error
+        {
+            return (*after <= max).then_some(*after);
+        }
+        let ceiling = Duration::from_millis(
+            self.settings
+                .retry_base_ms
+                .saturating_mul(1 << attempt.min(20)),
+        )
+        .min(max);
+        Some(ceiling.mul_f64(jitter()))
+    }
+}
+
+/// Most bytes of an error body kept for the message.
+const ERROR_BODY_BYTES: usize = 16 * 1024;
+
+async fn read_capped(response: reqwest::Response, cap: usize) -> String {
+    let mut body = response.bytes_stream();
+    let mut bytes = Vec::new();
+    while let Some(Ok(chunk)) = body.next().await {
+        bytes.extend_from_slice(&chunk);
+        if bytes.len() >= cap {
+            bytes.truncate(cap);
+            break;
+        }
+    }
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// The message of an HTTP error: the API's own `error.message` when the body has one.
+fn http_error_message(status: u16, body: &str) -> String {
+    let from_json = serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| {
+            let error = v.get("error")?;
+            error
+                .get("message")
+                .and_then(|m| m.as_str())
+                .map(str::to_owned)
+                .or_else(|| error.as_str().map(str::to_owned))
+        });
+    let detail = from_json.unwrap_or_else(|| {
+        let trimmed = body.trim();
+        if trimmed.is_empty() {
+            "(empty body)".to_owned()
+        } else {
+            trimmed.chars().take(500).collect()
+        }
+    });
+    let hint = match status {
+        401 | 403 => "; check the API key (api_key_env in buddy.toml)",
+        404 => "; check base_url and the model name",
+        429 => "; rate limited",
+        _ => "",
+    };
+    format!("{detail}{hint}")
+}
+
+/// A reqwest error with its causes, which carry the useful part ("connection refused").
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// A factor in [0.5, 1.0): "equal jitter", so retries of many clients spread out.
+fn jitter() -> f64 {
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let mut x = u64::from(nanos) | 1;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    0.5 + (x % 1000) as f64 / 2000.0
+}
+
+/// A streamed body on its way to becoming tokens.
+struct BodyState<P> {
+    body: futures::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>,
+    decoder: SseDecoder,
+    parser: P,
+    events: Vec<SseEvent>,
+    pending: VecDeque<Token>,
+    /// An error to deliver after the tokens that came before it.
+    error: Option<ProviderError>,
+    finished: bool,
+    first_byte: Duration,
+    idle: Duration,
+    got_bytes: bool,
+    endpoint: Endpoint,
+}
+
+impl<P: EventParser> BodyState<P> {
+    fn new(endpoint: &Endpoint, response: reqwest::Response, parser: P) -> Self {
+        BodyState {
+            body: Box::pin(response.bytes_stream()),
+            decoder: SseDecoder::default(),
+            parser,
+            events: Vec::new(),
+            pending: VecDeque::new(),
+            error: None,
+            finished: false,
+            first_byte: secs(endpoint.settings.first_byte_timeout_secs),
+            idle: secs(endpoint.settings.idle_timeout_secs),
+            got_bytes: false,
+            endpoint: endpoint.clone(),
+        }
+    }
+
+    /// The next token; tokens that arrived before an error come first, then the error,
+    /// then `None`.
+    async fn next_token(&mut self) -> Option<Result<Token, ProviderError>> {
+        loop {
+            if let Some(token) = self.pending.pop_front() {
+                return Some(Ok(token));
+            }
+            if let Some(error) = self.error.take() {
+                return Some(Err(error));
+            }
+            if self.finished {
+                return None;
+            }
+            let wait = if self.got_bytes {
+                self.idle
+            } else {
+                self.first_byte
+            };
+            let result = match tokio::time::timeout(wait, self.body.next()).await {
+                Err(_) => {
+                    let phase = if self.got_bytes {
+                        "next chunk"
+                    } else {
+                        "first chunk"
+                    };
+                    Err(self.endpoint.timeout(phase, wait))
+                }
+                Ok(Some(Ok(bytes))) => {
+                    self.got_bytes = true;
+                    self.feed(&bytes)
+                }
+                Ok(Some(Err(e))) => Err(self.endpoint.stream_error(format!(
+                    "the connection broke before the response was complete: {}",
+                    error_chain(&e)
+                ))),
+                Ok(None) => self.end_of_body(),
+            };
+            if let Err(e) = result {
+                self.finished = true;
+                self.error = Some(e);
+            }
+        }
+    }
+
+    fn feed(&mut self, bytes: &[u8]) -> Result<(), ProviderError> {
+        self.decoder
+            .push(bytes, &mut self.events)
+            .map_err(|e| self.endpoint.stream_error(e.to_string()))?;
+        self.drain_events()
+    }
+
+    /// Hands decoded events to the parser; its end marker completes the stream.
+    fn drain_events(&mut self) -> Result<(), ProviderError> {
+        let events = std::mem::take(&mut self.events);
+        for event in &events {
+            if self.parser.on_event(event, &mut self.pending)? {
+                return self.complete();
+            }
+        }
+        // Keep the allocation for the next chunk.
+        self.events = events;
+        self.events.clear();
+        Ok(())
+    }
+
+    fn end_of_body(&mut self) -> Result<(), ProviderError> {
+        self.decoder
+            .finish(&mut self.events)
+            .map_err(|e| self.endpoint.stream_error(e.to_string()))?;
+        self.drain_events()?;
+        if self.finished {
+            Ok(())
+        } else {
+            self.complete()
+        }
+    }
+
+    fn complete(&mut self) -> Result<(), ProviderError> {
+        self.finished = true;
+        self.parser.on_end(&mut self.pending)
+    }
+
+    fn into_stream(self) -> TokenStream {
+        Box::pin(futures::stream::unfold(self, |mut state| async move {
+            let token = state.next_token().await?;
+            Some((token, state))
+        }))
+    }
+}

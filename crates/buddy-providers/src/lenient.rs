@@ -1,0 +1,150 @@
+//! Lenient pieces of provider wire formats: compatible servers put odd things where a
+//! string should be, and one odd field must not cost the whole chunk.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::Deserialize;
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+/// A string if the value is one; anything else (null, objects, numbers) reads as `None`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct LenientStr<'a>(pub Option<Cow<'a, str>>);
+
+impl<'a> LenientStr<'a> {
+    /// The text, if it is a non-empty string.
+    pub fn non_empty(&self) -> Option<&str> {
+        self.0.as_deref().filter(|s| !s.is_empty())
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for LenientStr<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = LenientStr<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string or anything else")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(LenientStr(Some(Cow::Borrowed(v))))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(LenientStr(Some(Cow::Owned(v.to_owned()))))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+                Ok(LenientStr(Some(Cow::Owned(v))))
+            }
+            fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(LenientStr(None))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(LenientStr(None))
+            }
+            fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+                d.deserialize_any(V)
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(LenientStr(None))
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(LenientStr(None))
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(LenientStr(None))
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(LenientStr(None))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(LenientStr(None))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(LenientStr(None))
+            }
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+/// Tool-call arguments: normally JSON text, but some servers send the object itself.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Arguments<'a> {
+    Text(Cow<'a, str>),
+    Json(String),
+}
+
+impl Arguments<'_> {
+    pub fn as_str(&self) -> &str {
+        match self {
+            Arguments::Text(t) => t,
+            Arguments::Json(j) => j,
+        }
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Arguments<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Arguments<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("tool-call arguments as a JSON string or object")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Arguments::Text(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Arguments::Text(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+                Ok(Arguments::Text(Cow::Owned(v)))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(Arguments::Text(Cow::Borrowed("")))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+                let value =
+                    serde_json::Value::deserialize(de::value::MapAccessDeserializer::new(map))?;
+                Ok(Arguments::Json(value.to_string()))
+            }
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+/// Token counts under either naming (`prompt_tokens` or `input_tokens`).
+#[derive(Clone, Copy, Debug, Default, Deserialize)]
+pub(crate) struct WireUsage {
+    #[serde(default, alias = "input_tokens")]
+    pub prompt_tokens: Option<u64>,
+    #[serde(default, alias = "output_tokens")]
+    pub completion_tokens: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Deserialize)]
+    struct Probe<'a> {
+        #[serde(default, borrow)]
+        a: LenientStr<'a>,
+        #[serde(default, borrow)]
+        b: Option<Arguments<'a>>,
+    }
+
+    #[test]
+    fn odd_values_do_not_break_the_chunk() {
+        let p: Probe = serde_json::from_str(r#"{"a": {"x": [1, 2]}, "b": {"k": "v"}}"#).unwrap();
+        assert_eq!(p.a, LenientStr(None));
+        assert_eq!(p.b, Some(Arguments::Json(r#"{"k":"v"}"#.into())));
+        let p: Probe = serde_json::from_str(r#"{"a": "hi", "b": "{\"k\""}"#).unwrap();
+        assert_eq!(p.a.non_empty(), Some("hi"));
+        assert_eq!(p.b.unwrap().as_str(), "{\"k\"");
+        let p: Probe = serde_json::from_str(r#"{"a": null}"#).unwrap();
+        assert_eq!(p.a.non_empty(), None);
+    }
+}

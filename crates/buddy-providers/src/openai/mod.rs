@@ -1,0 +1,107 @@
+//! The OpenAI Chat Completions provider, for OpenAI and every compatible server
+//! (vLLM, llama.cpp, Ollama, Groq, OpenRouter, Mistral, DeepSeek, LM Studio…).
+
+mod request;
+mod response;
+mod stream;
+
+use std::collections::BTreeMap;
+
+use buddy_core::{BoxFuture, CompletionRequest, Provider, ProviderError, TokenStream};
+use serde::{Deserialize, Serialize};
+
+use crate::http::{Endpoint, HttpSettings, build_client};
+
+pub use stream::OpenAiStreamParser;
+
+/// Switches for known deviations of compatible servers.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OpenAiCompat {
+    /// Send `content: ""` instead of `null` on assistant messages that only call tools
+    /// (some servers reject `null`).
+    pub assistant_content_empty_string: bool,
+    /// Leave out `stream_options` (servers that reject unknown fields).
+    pub no_stream_options: bool,
+}
+
+/// Everything an [`OpenAiProvider`] needs.
+#[derive(Clone, Debug)]
+pub struct OpenAiOptions {
+    /// Name used in errors and logs.
+    pub name: String,
+    /// E.g. `https://api.openai.com/v1` or `http://127.0.0.1:8080/v1`.
+    pub base_url: String,
+    pub api_key: Option<String>,
+    pub headers: BTreeMap<String, String>,
+    pub http: HttpSettings,
+    /// `false` for servers that cannot stream tool calls: plain requests, same events.
+    pub stream: bool,
+    pub max_output_tokens: Option<u32>,
+    pub compat: OpenAiCompat,
+}
+
+/// A Chat Completions provider.
+pub struct OpenAiProvider {
+    endpoint: Endpoint,
+    stream: bool,
+    max_output_tokens: Option<u32>,
+    compat: OpenAiCompat,
+}
+
+impl OpenAiProvider {
+    /// A provider for `options`.
+    pub fn new(options: OpenAiOptions) -> Result<Self, ProviderError> {
+        let client = build_client(&options.name, &options.http)?;
+        let mut headers = options.headers;
+        if let Some(key) = options.api_key.filter(|k| !k.trim().is_empty()) {
+            headers.insert("authorization".to_owned(), format!("Bearer {}", key.trim()));
+        }
+        Ok(OpenAiProvider {
+            endpoint: Endpoint {
+                provider: options.name,
+                url: format!(
+                    "{}/chat/completions",
+                    options.base_url.trim_end_matches('/')
+                ),
+                client,
+                headers,
+                settings: options.http,
+            },
+            stream: options.stream,
+            max_output_tokens: options.max_output_tokens,
+            compat: options.compat,
+        })
+    }
+}
+
+impl Provider for OpenAiProvider {
+    fn name(&self) -> &str {
+        &self.endpoint.provider
+    }
+
+    fn stream<'a>(
+        &'a self,
+        request: CompletionRequest<'a>,
+    ) -> BoxFuture<'a, Result<TokenStream, ProviderError>> {
+        Box::pin(async move {
+            let body =
+                request::chat_request(&request, self.stream, &self.compat, self.max_output_tokens);
+            let body = serde_json::to_vec(&body).map_err(|e| ProviderError::Config {
+                provider: self.endpoint.provider.clone(),
+                message: format!("cannot encode the request: {e}"),
+            })?;
+            let endpoint = &self.endpoint;
+            if self.stream {
+                return endpoint
+                    .stream(body, || {
+                        OpenAiStreamParser::new(&endpoint.provider, &endpoint.url)
+                    })
+                    .await;
+            }
+            let text = endpoint.request_json(body).await?;
+            let tokens = response::parse_response(&endpoint.provider, &endpoint.url, &text)?;
+            Ok(Box::pin(futures::stream::iter(tokens.into_iter().map(Ok))) as TokenStream)
+        })
+    }
+}

@@ -1,0 +1,153 @@
+//! The Chat Completions request body, borrowing from the history (no copies).
+
+use buddy_core::{CompletionRequest, Message, ToolChoice};
+use serde::Serialize;
+
+use super::OpenAiCompat;
+
+#[derive(Serialize)]
+pub(crate) struct ChatRequest<'a> {
+    model: &'a str,
+    messages: Vec<WireMessage<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<Vec<WireTool<'a>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<&'static str>,
+    stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<StreamOptions>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "role", rename_all = "lowercase")]
+enum WireMessage<'a> {
+    System {
+        content: &'a str,
+    },
+    User {
+        content: &'a str,
+    },
+    Assistant {
+        /// `null` when the message only calls tools (or `""` for servers that need it).
+        content: Option<&'a str>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<WireToolCall<'a>>,
+    },
+    Tool {
+        tool_call_id: &'a str,
+        content: &'a str,
+    },
+}
+
+#[derive(Serialize)]
+struct WireToolCall<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct WireFunction<'a> {
+    name: &'a str,
+    arguments: &'a str,
+}
+
+#[derive(Serialize)]
+struct WireTool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireToolDef<'a>,
+}
+
+#[derive(Serialize)]
+struct WireToolDef<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a serde_json::Value,
+}
+
+/// Builds the body. Tools defined but not callable (`tool_choice: none`, buddy's
+/// Finalize) are left out entirely: the strongest "no tools" every compatible server understands.
+pub(crate) fn chat_request<'a>(
+    request: &CompletionRequest<'a>,
+    stream: bool,
+    compat: &OpenAiCompat,
+    max_tokens: Option<u32>,
+) -> ChatRequest<'a> {
+    let messages = request
+        .messages
+        .iter()
+        .map(|m| match m {
+            Message::System { content } => WireMessage::System { content },
+            Message::User { content } => WireMessage::User { content },
+            Message::Assistant {
+                content,
+                tool_calls,
+            } => WireMessage::Assistant {
+                content: match content.as_deref() {
+                    Some(text) if !text.is_empty() => Some(text),
+                    _ if compat.assistant_content_empty_string => Some(""),
+                    _ => None,
+                },
+                tool_calls: tool_calls
+                    .iter()
+                    .map(|c| WireToolCall {
+                        id: &c.id,
+                        kind: "function",
+                        function: WireFunction {
+                            name: &c.name,
+                            arguments: &c.arguments,
+                        },
+                    })
+                    .collect(),
+            },
+            Message::Tool {
+                tool_call_id,
+                content,
+                ..
+            } => WireMessage::Tool {
+                tool_call_id,
+                content,
+            },
+        })
+        .collect();
+    let callable = request.callable_tools();
+    let tools = (!callable.is_empty()).then(|| {
+        callable
+            .iter()
+            .map(|t| WireTool {
+                kind: "function",
+                function: WireToolDef {
+                    name: &t.name,
+                    description: &t.description,
+                    parameters: &t.parameters,
+                },
+            })
+            .collect()
+    });
+    let tool_choice = match (request.tool_choice, &tools) {
+        (_, None) => None,
+        (Some(ToolChoice::Required), Some(_)) => Some("required"),
+        (Some(ToolChoice::Auto), Some(_)) => Some("auto"),
+        (_, Some(_)) => None,
+    };
+    ChatRequest {
+        model: request.model,
+        messages,
+        tools,
+        tool_choice,
+        stream,
+        stream_options: (stream && !compat.no_stream_options).then_some(StreamOptions {
+            include_usage: true,
+        }),
+        max_tokens: request.max_output_tokens.or(max_tokens),
+    }
+}

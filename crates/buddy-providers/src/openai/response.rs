@@ -1,0 +1,117 @@
+//! Non-streaming Chat Completions responses -> the same tokens a stream would give.
+
+use buddy_core::{FinishReason, ProviderError, Token, Usage};
+use serde::Deserialize;
+
+use super::stream::{ToolCallPiece, describe_error};
+use crate::lenient::{LenientStr, WireUsage};
+use crate::tool_call_assembler::ToolCallAssembler;
+
+#[derive(Deserialize)]
+struct ChatResponse<'a> {
+    #[serde(default, borrow)]
+    choices: Vec<ResponseChoice<'a>>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+    #[serde(default)]
+    error: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct ResponseChoice<'a> {
+    #[serde(default, borrow)]
+    message: Option<ResponseMessage<'a>>,
+    #[serde(default, borrow)]
+    finish_reason: LenientStr<'a>,
+}
+
+#[derive(Deserialize)]
+struct ResponseMessage<'a> {
+    #[serde(default, borrow)]
+    content: LenientStr<'a>,
+    #[serde(default, borrow)]
+    refusal: LenientStr<'a>,
+    #[serde(default, borrow)]
+    reasoning_content: LenientStr<'a>,
+    #[serde(default, borrow)]
+    tool_calls: Option<Vec<ToolCallPiece<'a>>>,
+}
+
+/// Parses a whole response body into tokens.
+pub(crate) fn parse_response(
+    provider: &str,
+    url: &str,
+    body: &str,
+) -> Result<Vec<Token>, ProviderError> {
+    let response: ChatResponse =
+        serde_json::from_str(body).map_err(|e| ProviderError::Malformed {
+            provider: provider.to_owned(),
+            url: url.to_owned(),
+            message: format!(
+                "the response is not a chat completion ({e}): {}",
+                body.chars().take(200).collect::<String>()
+            ),
+        })?;
+    if let Some(error) = response.error {
+        let (message, retryable) = describe_error(&error);
+        return Err(ProviderError::Stream {
+            provider: provider.to_owned(),
+            url: url.to_owned(),
+            message,
+            retryable,
+        });
+    }
+    let choice = response
+        .choices
+        .into_iter()
+        .next()
+        .ok_or_else(|| ProviderError::Malformed {
+            provider: provider.to_owned(),
+            url: url.to_owned(),
+            message: "the response has no choices".to_owned(),
+        })?;
+    let mut tokens = Vec::new();
+    let mut assembler = ToolCallAssembler::default();
+    if let Some(message) = &choice.message {
+        if let Some(text) = message.reasoning_content.non_empty() {
+            tokens.push(Token::Reasoning {
+                text: text.to_owned(),
+            });
+        }
+        if let Some(text) = message.content.non_empty() {
+            tokens.push(Token::Text {
+                text: text.to_owned(),
+            });
+        }
+        if let Some(text) = message.refusal.non_empty() {
+            tokens.push(Token::Refusal {
+                text: text.to_owned(),
+            });
+        }
+        for (i, piece) in message.tool_calls.iter().flatten().enumerate() {
+            let mut delta = piece.delta();
+            delta.index = Some(delta.index.unwrap_or(i as i64));
+            assembler.push(delta);
+        }
+    }
+    let (calls, _) = assembler.finish();
+    let finish = choice.finish_reason.non_empty().map_or(
+        if calls.is_empty() {
+            FinishReason::Stop
+        } else {
+            FinishReason::ToolCalls
+        },
+        FinishReason::from_wire,
+    );
+    if finish != FinishReason::Length {
+        tokens.extend(calls.into_iter().map(Token::ToolCall));
+    }
+    tokens.push(Token::Finish {
+        reason: finish,
+        usage: response.usage.map(|u| Usage {
+            input_tokens: u.prompt_tokens.unwrap_or(0),
+            output_tokens: u.completion_tokens.unwrap_or(0),
+        }),
+    });
+    Ok(tokens)
+}
