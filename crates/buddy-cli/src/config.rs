@@ -2,7 +2,10 @@
 
 use std::path::{Path, PathBuf};
 
+use std::collections::BTreeMap;
+
 use buddy_engine::PolicyConfig;
+use buddy_providers::ProviderConfig;
 use buddy_skills::CommandSkillConfig;
 use buddy_skills::builtin::BUILTIN_NAMES;
 use serde::Deserialize;
@@ -30,6 +33,12 @@ pub struct BuddyConfig {
     /// `[skills]` and `[[skills.command]]`.
     #[serde(default)]
     pub skills: SkillsConfig,
+    /// The provider used when `--provider` is not given (default: the scripted model).
+    #[serde(default)]
+    pub default_provider: Option<String>,
+    /// `[providers.NAME]` tables.
+    #[serde(default)]
+    pub providers: BTreeMap<String, ProviderConfig>,
 }
 
 /// The `[skills]` section.
@@ -84,6 +93,13 @@ impl BuddyConfig {
         {
             config.skills.sandbox = Some(base.join(sandbox));
         }
+        for provider in config.providers.values_mut() {
+            if let Some(scenario) = &provider.scenario
+                && scenario.is_relative()
+            {
+                provider.scenario = Some(base.join(scenario));
+            }
+        }
         for command in &mut config.skills.command {
             if let Some(cwd) = &command.cwd
                 && cwd.is_relative()
@@ -110,6 +126,15 @@ impl BuddyConfig {
                     ),
                 });
             }
+        }
+        if let Some(name) = &config.default_provider
+            && !config.providers.contains_key(name)
+            && buddy_providers::ProviderKind::parse(name).is_none()
+        {
+            return Err(ConfigError::Invalid {
+                path: origin.to_owned(),
+                message: format!("default_provider `{name}` is not declared under [providers]"),
+            });
         }
         if let Some(t) = config.skills.timeout_secs
             && !(t > 0.0 && t <= 3600.0)

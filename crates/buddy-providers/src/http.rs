@@ -242,6 +242,9 @@ impl Endpoint {
     }
 }
 
+/// Most characters of a server's error message quoted in ours.
+const ERROR_MESSAGE_CHARS: usize = 600;
+
 /// Most bytes of an error body kept for the message.
 const ERROR_BODY_BYTES: usize = 16 * 1024;
 
@@ -270,14 +273,12 @@ fn http_error_message(status: u16, body: &str) -> String {
                 .map(str::to_owned)
                 .or_else(|| error.as_str().map(str::to_owned))
         });
-    let detail = from_json.unwrap_or_else(|| {
-        let trimmed = body.trim();
-        if trimmed.is_empty() {
-            "(empty body)".to_owned()
-        } else {
-            trimmed.chars().take(500).collect()
-        }
-    });
+    let detail = from_json.unwrap_or_else(|| body.trim().to_owned());
+    let detail = match detail.char_indices().nth(ERROR_MESSAGE_CHARS) {
+        _ if detail.is_empty() => "(empty body)".to_owned(),
+        Some((cut, _)) => format!("{}…", &detail[..cut]),
+        None => detail,
+    };
     let hint = match status {
         401 | 403 => "; check the API key (api_key_env in buddy.toml)",
         404 => "; check base_url and the model name",

@@ -5,6 +5,7 @@
 //! [`scripted`] model: a deterministic offline model driven by JSON scenarios.
 
 pub mod anthropic;
+mod config;
 mod http;
 mod lenient;
 pub mod openai;
@@ -13,6 +14,7 @@ pub mod sse;
 pub mod tool_call_assembler;
 
 pub use anthropic::{AnthropicOptions, AnthropicProvider};
+pub use config::{ProviderConfig, ProviderKind};
 pub use http::HttpSettings;
 pub use openai::{OpenAiCompat, OpenAiOptions, OpenAiProvider};
 pub use scripted::{Scenario, ScenarioError, ScriptedProvider};

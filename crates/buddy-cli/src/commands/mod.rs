@@ -132,13 +132,24 @@ impl PolicyFlags {
 /// Flags shared by `run` and `chat`.
 #[derive(Args, Debug, Clone)]
 pub struct TurnArgs {
+    /// Provider: a [providers.NAME] of buddy.toml, or a kind: openai, anthropic, scripted
+    /// (default: default_provider in buddy.toml, else the scripted model).
+    #[arg(long, value_name = "NAME")]
+    provider: Option<String>,
+    /// Base URL of an HTTP provider, e.g. http://127.0.0.1:8080/v1 (overrides buddy.toml).
+    #[arg(long, value_name = "URL")]
+    base_url: Option<String>,
+    /// Make plain (non-streaming) requests: for servers that cannot stream tool calls.
+    #[arg(long)]
+    no_stream: bool,
     /// Scenario file for the scripted model (default: the built-in offline assistant).
     #[arg(long, value_name = "FILE")]
     scenario: Option<PathBuf>,
     /// Directory the file skills are confined to (default: config, else the current directory).
     #[arg(long, value_name = "DIR")]
     sandbox: Option<PathBuf>,
-    /// Model name (selects per-model policy patterns in buddy.toml).
+    /// Model name (required for HTTP providers without a `model` in buddy.toml; also
+    /// selects per-model policy patterns).
     #[arg(long)]
     model: Option<String>,
     /// System prompt.

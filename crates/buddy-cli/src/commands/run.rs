@@ -24,7 +24,11 @@ pub struct RunArgs {
 /// Runs one turn and returns the exit code for its stop reason.
 pub async fn run(config: Option<&Path>, args: RunArgs) -> anyhow::Result<u8> {
     let setup = setup(config, &args.turn)?;
-    let prompt = args.prompt.unwrap_or_else(|| setup.scenario.prompt.clone());
+    let prompt = match (args.prompt, &setup.scenario) {
+        (Some(prompt), _) => prompt,
+        (None, Some(scenario)) => scenario.prompt.clone(),
+        (None, None) => anyhow::bail!("give a prompt: buddy run \"...\""),
+    };
     let request = TurnRequest::new(setup.model.clone(), prompt)
         .with_history(setup.history.clone())
         .with_policy(setup.policy.clone());

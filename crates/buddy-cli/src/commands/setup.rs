@@ -1,16 +1,16 @@
-//! Wiring shared by `run` and `chat`: config, scenario, sandbox, registry, policy.
+//! Wiring shared by `run` and `chat`: config, provider, sandbox, registry, policy.
 
 use std::path::Path;
 use std::sync::Arc;
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 use buddy_cli::DEFAULT_SCENARIO;
 use buddy_cli::config::BuddyConfig;
 use buddy_cli::printer::Printer;
 use buddy_cli::toolbox::build_registry;
-use buddy_core::Message;
+use buddy_core::{Message, Provider};
 use buddy_engine::{CancellationToken, Engine, LoopPolicy, PolicyPatch, TurnOutcome, TurnRequest};
-use buddy_providers::{Scenario, ScriptedProvider};
+use buddy_providers::{ProviderConfig, ProviderKind, Scenario, ScriptedProvider};
 use buddy_skills::Sandbox;
 
 use super::TurnArgs;
@@ -21,7 +21,8 @@ pub struct Setup {
     pub model: String,
     pub policy: LoopPolicy,
     pub history: Vec<Message>,
-    pub scenario: Scenario,
+    /// The scenario the scripted model plays, if it is the provider.
+    pub scenario: Option<Scenario>,
 }
 
 /// Loads `--config`, or ./buddy.toml when it exists, or the defaults.
@@ -35,34 +36,95 @@ pub fn load_config(explicit: Option<&Path>) -> anyhow::Result<BuddyConfig> {
     }
 }
 
+/// The provider named on the command line or in buddy.toml, or the scripted model.
+fn choose_provider(
+    config: &BuddyConfig,
+    args: &TurnArgs,
+) -> anyhow::Result<(String, ProviderConfig)> {
+    let Some(name) = args
+        .provider
+        .clone()
+        .or_else(|| config.default_provider.clone())
+    else {
+        return Ok((
+            "scripted".to_owned(),
+            ProviderConfig::of_kind(ProviderKind::Scripted),
+        ));
+    };
+    let mut chosen = match (config.providers.get(&name), ProviderKind::parse(&name)) {
+        (Some(declared), _) => declared.clone(),
+        (None, Some(kind)) => ProviderConfig::of_kind(kind),
+        (None, None) => {
+            let known: Vec<&str> = config.providers.keys().map(String::as_str).collect();
+            bail!(
+                "no provider named `{name}`: buddy.toml declares [{}]; or name a kind: openai, anthropic, scripted",
+                known.join(", ")
+            );
+        }
+    };
+    if let Some(url) = &args.base_url {
+        chosen.base_url = Some(url.clone());
+    }
+    if args.no_stream {
+        chosen.stream = false;
+    }
+    Ok((name, chosen))
+}
+
 /// Builds the engine and policy for `run` / `chat`.
 pub fn setup(config_path: Option<&Path>, args: &TurnArgs) -> anyhow::Result<Setup> {
     let config = load_config(config_path)?;
-    let scenario = match &args.scenario {
-        Some(path) => Scenario::load(path)?,
-        None => Scenario::parse(DEFAULT_SCENARIO, "built-in offline_assistant")?,
-    };
     let sandbox_dir = match (&args.sandbox, &config.skills.sandbox) {
         (Some(dir), _) | (None, Some(dir)) => dir.clone(),
         (None, None) => std::env::current_dir().context("cannot read the current directory")?,
     };
     let sandbox = Sandbox::new(&sandbox_dir).context("--sandbox")?;
-    let registry = build_registry(&config.skills, &sandbox, Some(&scenario))?;
-    let model = args
-        .model
-        .clone()
-        .unwrap_or_else(|| format!("scripted:{}", scenario.name));
-    let scenario_patch = PolicyPatch::from_map(scenario.policy.clone())
-        .with_context(|| format!("scenario `{}` policy", scenario.name))?;
+    let (name, chosen) = choose_provider(&config, args)?;
+    let (provider, registry, model, scenario): (Arc<dyn Provider>, _, String, Option<Scenario>) =
+        match chosen.kind {
+            ProviderKind::Scripted => {
+                let scenario = match args.scenario.as_ref().or(chosen.scenario.as_ref()) {
+                    Some(path) => Scenario::load(path)?,
+                    None => Scenario::parse(DEFAULT_SCENARIO, "built-in offline_assistant")?,
+                };
+                let registry = build_registry(&config.skills, &sandbox, Some(&scenario))?;
+                let model = args
+                    .model
+                    .clone()
+                    .unwrap_or_else(|| format!("scripted:{}", scenario.name));
+                let provider = Arc::new(ScriptedProvider::new(Arc::new(scenario.clone())));
+                (provider, registry, model, Some(scenario))
+            }
+            kind => {
+                if args.scenario.is_some() {
+                    bail!(
+                        "--scenario plays the scripted model; it cannot be combined with the {kind:?} provider `{name}`"
+                    );
+                }
+                let model = args.model.clone().or_else(|| chosen.model.clone()).with_context(|| {
+                format!("provider `{name}` needs a model: pass --model or set `model` under [providers.{name}]")
+            })?;
+                let provider = chosen.build_http(&name, &|var| std::env::var(var).ok())?;
+                let registry = build_registry(&config.skills, &sandbox, None)?;
+                (provider, registry, model, None)
+            }
+        };
+    let scenario_patch = match &scenario {
+        Some(s) => PolicyPatch::from_map(s.policy.clone())
+            .with_context(|| format!("scenario `{}` policy", s.name))?,
+        None => PolicyPatch::default(),
+    };
     let env_patch = PolicyPatch::from_env(std::env::vars())?;
     let flag_patch = args.policy.to_patch()?;
     let policy = config
         .policy
         .resolve(&model, &[&scenario_patch, &env_patch, &flag_patch])
         .context("policy")?;
-    let provider = ScriptedProvider::new(Arc::new(scenario.clone()));
-    let engine = Arc::new(Engine::new(Arc::new(provider), Arc::new(registry)));
-    let system = args.system.clone().or_else(|| scenario.system.clone());
+    let engine = Arc::new(Engine::new(provider, Arc::new(registry)));
+    let system = args
+        .system
+        .clone()
+        .or_else(|| scenario.as_ref().and_then(|s| s.system.clone()));
     Ok(Setup {
         engine,
         model,

@@ -23,6 +23,9 @@ pub struct OpenAiCompat {
     pub assistant_content_empty_string: bool,
     /// Leave out `stream_options` (servers that reject unknown fields).
     pub no_stream_options: bool,
+    /// Send `tool_choice: "auto"` explicitly whenever tools are offered
+    /// (llama-cpp-python's `chatml-function-calling` ignores tools without it).
+    pub tool_choice_auto: bool,
 }
 
 /// Everything an [`OpenAiProvider`] needs.

@@ -137,6 +137,7 @@ pub(crate) fn chat_request<'a>(
         (_, None) => None,
         (Some(ToolChoice::Required), Some(_)) => Some("required"),
         (Some(ToolChoice::Auto), Some(_)) => Some("auto"),
+        (None, Some(_)) if compat.tool_choice_auto => Some("auto"),
         (_, Some(_)) => None,
     };
     ChatRequest {

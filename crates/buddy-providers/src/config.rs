@@ -1,0 +1,166 @@
+//! Providers as declared in `buddy.toml` (`[providers.NAME]`), and building them.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use buddy_core::{Provider, ProviderError};
+use serde::{Deserialize, Serialize};
+
+use crate::anthropic::{AnthropicOptions, AnthropicProvider};
+use crate::http::HttpSettings;
+use crate::openai::{OpenAiCompat, OpenAiOptions, OpenAiProvider};
+
+/// Which wire protocol a provider speaks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderKind {
+    /// buddy's offline scripted model.
+    #[default]
+    Scripted,
+    /// OpenAI Chat Completions and every compatible server.
+    Openai,
+    /// Anthropic Messages.
+    Anthropic,
+}
+
+impl ProviderKind {
+    /// The kind named `name` (`openai`, `anthropic`, `scripted`).
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "openai" => Some(ProviderKind::Openai),
+            "anthropic" => Some(ProviderKind::Anthropic),
+            "scripted" => Some(ProviderKind::Scripted),
+            _ => None,
+        }
+    }
+
+    /// The public endpoint used when no `base_url` is given.
+    pub fn default_base_url(self) -> &'static str {
+        match self {
+            ProviderKind::Openai => "https://api.openai.com/v1",
+            ProviderKind::Anthropic => "https://api.anthropic.com",
+            ProviderKind::Scripted => "",
+        }
+    }
+
+    /// The environment variable holding the API key when `api_key_env` is not given.
+    pub fn default_key_env(self) -> &'static str {
+        match self {
+            ProviderKind::Openai => "OPENAI_API_KEY",
+            ProviderKind::Anthropic => "ANTHROPIC_API_KEY",
+            ProviderKind::Scripted => "",
+        }
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// One `[providers.NAME]` table.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderConfig {
+    pub kind: ProviderKind,
+    #[serde(default)]
+    pub base_url: Option<String>,
+    /// The model to ask for (a `--model` flag overrides it).
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Environment variable with the API key (default `OPENAI_API_KEY` / `ANTHROPIC_API_KEY`).
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// The key itself (prefer `api_key_env`: config files get shared).
+    #[serde(default)]
+    pub api_key: Option<String>,
+    /// Extra HTTP headers.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// `false` for servers that cannot stream tool calls.
+    #[serde(default = "yes")]
+    pub stream: bool,
+    #[serde(default)]
+    pub max_output_tokens: Option<u32>,
+    /// Timeouts and retries (`[providers.NAME.http]`).
+    #[serde(default)]
+    pub http: HttpSettings,
+    /// OpenAI-compatible servers' known deviations (`[providers.NAME.compat]`).
+    #[serde(default)]
+    pub compat: OpenAiCompat,
+    /// For `kind = "scripted"`: the scenario to play.
+    #[serde(default)]
+    pub scenario: Option<PathBuf>,
+}
+
+impl ProviderConfig {
+    /// A provider of `kind` with every default.
+    pub fn of_kind(kind: ProviderKind) -> Self {
+        ProviderConfig {
+            kind,
+            base_url: None,
+            model: None,
+            api_key_env: None,
+            api_key: None,
+            headers: BTreeMap::new(),
+            stream: true,
+            max_output_tokens: None,
+            http: HttpSettings::default(),
+            compat: OpenAiCompat::default(),
+            scenario: None,
+        }
+    }
+
+    /// Builds an HTTP provider named `name`; `env` reads environment variables (so
+    /// callers and tests choose the source). The scripted kind is built by its caller.
+    pub fn build_http(
+        &self,
+        name: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Arc<dyn Provider>, ProviderError> {
+        let base_url = self
+            .base_url
+            .clone()
+            .unwrap_or_else(|| self.kind.default_base_url().to_owned());
+        if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
+            return Err(ProviderError::Config {
+                provider: name.to_owned(),
+                message: format!("base_url `{base_url}` must start with http:// or https://"),
+            });
+        }
+        let api_key = self.api_key.clone().or_else(|| {
+            let var = self
+                .api_key_env
+                .as_deref()
+                .unwrap_or(self.kind.default_key_env());
+            env(var)
+        });
+        Ok(match self.kind {
+            ProviderKind::Openai => Arc::new(OpenAiProvider::new(OpenAiOptions {
+                name: name.to_owned(),
+                base_url,
+                api_key,
+                headers: self.headers.clone(),
+                http: self.http.clone(),
+                stream: self.stream,
+                max_output_tokens: self.max_output_tokens,
+                compat: self.compat.clone(),
+            })?),
+            ProviderKind::Anthropic => Arc::new(AnthropicProvider::new(AnthropicOptions {
+                name: name.to_owned(),
+                base_url,
+                api_key,
+                headers: self.headers.clone(),
+                http: self.http.clone(),
+                stream: self.stream,
+                max_output_tokens: self.max_output_tokens,
+            })?),
+            ProviderKind::Scripted => {
+                return Err(ProviderError::Config {
+                    provider: name.to_owned(),
+                    message: "the scripted model is not an HTTP provider".to_owned(),
+                });
+            }
+        })
+    }
+}
