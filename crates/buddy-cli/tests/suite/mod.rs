@@ -3,6 +3,7 @@
 
 mod binary;
 mod config;
+mod providers;
 mod scenarios;
 mod snapshots;
 

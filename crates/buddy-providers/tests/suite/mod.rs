@@ -4,6 +4,7 @@
 mod conformance;
 mod engine_turns;
 mod malformed;
+mod nonstreaming;
 mod resilience;
 
 use std::path::PathBuf;
