@@ -42,6 +42,10 @@ pub enum ChatEvent {
         tools_offered: u32,
         input_tokens: u64,
         output_tokens: u64,
+        /// Tokens of this call's request (messages and tools), as buddy counted them.
+        context_tokens: u64,
+        /// The model's context window, so a client can show how full it is.
+        context_window: u64,
         elapsed_ms: u64,
     },
     /// The turn ended with an answer (possibly written by buddy when the model gave none).
@@ -97,6 +101,8 @@ pub enum GuardKind {
     ToolsWithdrawn,
     TokenBudget,
     Deadline,
+    /// The history was trimmed to fit the context window.
+    ContextWindow,
 }
 
 impl GuardKind {
@@ -117,6 +123,7 @@ impl GuardKind {
             GuardKind::ToolsWithdrawn => "tools_withdrawn",
             GuardKind::TokenBudget => "token_budget",
             GuardKind::Deadline => "deadline",
+            GuardKind::ContextWindow => "context_window",
         }
     }
 }
@@ -142,6 +149,8 @@ pub enum GuardAction {
     Error,
     /// The text beside the tool calls was taken as the final answer.
     AcceptedAnswer,
+    /// Older messages were left out of the request, or long results cut, to fit.
+    Trimmed,
 }
 
 impl GuardAction {
@@ -156,6 +165,7 @@ impl GuardAction {
             GuardAction::Finalize => "finalize",
             GuardAction::Error => "error",
             GuardAction::AcceptedAnswer => "accepted_answer",
+            GuardAction::Trimmed => "trimmed",
         }
     }
 }

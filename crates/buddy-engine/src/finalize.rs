@@ -84,6 +84,10 @@ impl Turn<'_> {
                 self.finish_with_answer(reason, reply.text).await
             }
             Err(CallEnd::Cancelled) => self.finish_cancelled().await,
+            Err(CallEnd::Overflow(message)) => {
+                self.finish_error(StopReason::ContextOverflow, message)
+                    .await
+            }
             Err(CallEnd::Invalid(e)) => {
                 self.finish_error(StopReason::InvalidRequest, e.to_string())
                     .await

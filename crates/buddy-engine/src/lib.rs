@@ -9,6 +9,7 @@
 //! [`ChatEvent`]: buddy_core::ChatEvent
 //! [`StopReason`]: buddy_core::StopReason
 
+pub mod context;
 mod emitter;
 mod engine;
 mod finalize;

@@ -26,6 +26,8 @@ pub(crate) enum CallEnd {
     Cancelled,
     Deadline,
     Invalid(HistoryError),
+    /// Even the pinned messages do not fit the window; the message says what to change.
+    Overflow(String),
     Provider(ProviderError),
 }
 

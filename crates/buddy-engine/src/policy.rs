@@ -57,6 +57,10 @@ pub struct LoopPolicy {
     pub on_limit: OnLimit,
     /// Tool calls of one response that run at the same time.
     pub max_parallel_tools: u32,
+    /// The model's context window in tokens (default: buddy's table of common models).
+    pub context_window: Option<u64>,
+    /// Tokens kept free for the reply (default: a quarter of the window, at most 4,096).
+    pub reserve_output_tokens: Option<u64>,
 }
 
 impl Default for LoopPolicy {
@@ -78,6 +82,8 @@ impl Default for LoopPolicy {
             deadline_ms: None,
             on_limit: OnLimit::Finalize,
             max_parallel_tools: 4,
+            context_window: None,
+            reserve_output_tokens: None,
         }
     }
 }
@@ -178,6 +184,24 @@ impl LoopPolicy {
         if let Some(v) = self.withdraw_tools_after {
             range("withdraw_tools_after", v, 1, 1000, "1..=1000, or 0 for off")?;
         }
+        if let Some(v) = self.context_window {
+            range(
+                "context_window",
+                v,
+                256,
+                100_000_000,
+                "256..=100000000 tokens, or 0 for the built-in table",
+            )?;
+        }
+        if let (Some(reserve), Some(window)) = (self.reserve_output_tokens, self.context_window)
+            && reserve >= window / 2
+        {
+            return Err(PolicyError::OutOfRange {
+                field: "reserve_output_tokens",
+                value: reserve.to_string(),
+                expected: "less than half of context_window",
+            });
+        }
         Ok(())
     }
 
@@ -220,6 +244,12 @@ impl LoopPolicy {
         }
         if self.deadline_ms == Some(0) {
             self.deadline_ms = None;
+        }
+        if self.context_window == Some(0) {
+            self.context_window = None;
+        }
+        if self.reserve_output_tokens == Some(0) {
+            self.reserve_output_tokens = None;
         }
     }
 }

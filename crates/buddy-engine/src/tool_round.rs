@@ -11,7 +11,7 @@ use crate::finalize::FINISH_TOOL;
 use crate::guards::call_log::{CallRecord, call_key};
 use crate::guards::canonical::canonical_args;
 use crate::guards::ladder::Rung;
-use crate::guards::similarity::{NEAR_ANSWER, args_near, normalize, results_near, similarity};
+use crate::guards::similarity::{NEAR_ANSWER, args_near, normalize, results_near, text_similarity};
 use crate::turn::{FinalizeCause, Step, Turn};
 
 /// What the round does with one call.
@@ -147,7 +147,7 @@ impl Turn<'_> {
                 .guards
                 .answers
                 .iter()
-                .any(|earlier| similarity(earlier, &normalized) >= NEAR_ANSWER)
+                .any(|earlier| text_similarity(earlier, &normalized) >= NEAR_ANSWER)
     }
 
     /// Applies the checks that need no execution: limits, withdrawn skills, exact repeats.

@@ -1,6 +1,7 @@
 //! The turn state machine: CallModel -> (Done | ExecuteTools -> CallModel | Finalize -> Done).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use buddy_core::{
@@ -11,6 +12,9 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
+use crate::context::{
+    Overflow, TokenCounter, counter_for_model, default_reserve, default_window, fit,
+};
 use crate::emitter::Emitter;
 use crate::engine::{TurnOutcome, TurnRequest};
 use crate::finalize::{fallback_answer, finish_tool_spec};
@@ -65,8 +69,18 @@ pub(crate) struct Turn<'e> {
     pub history: Vec<Message>,
     pub first_new: usize,
     pub guards: GuardState,
-    /// Total characters in `history`, kept up to date to estimate tokens without rescanning.
-    history_chars: usize,
+    /// Counts tokens the way this model does.
+    counter: Arc<dyn TokenCounter>,
+    /// Tokens of each message of `history`, counted once when it is added.
+    counts: Vec<usize>,
+    /// Sum of `counts`.
+    history_tokens: usize,
+    /// The model's context window and the part of it kept for the reply.
+    window: u64,
+    reserve: u64,
+    tools_cache: Option<(Vec<String>, usize)>,
+    /// Every tool-call id in the history: a provider that reuses one gets it renamed.
+    call_ids: HashSet<String>,
     /// Whether the current model call offered tools.
     pub tools_offered_now: bool,
 }
@@ -84,7 +98,17 @@ impl<'e> Turn<'e> {
             .deadline_ms
             .map(|ms| started + Duration::from_millis(ms));
         let first_new = request.history.len();
-        let history_chars = request.history.iter().map(message_chars).sum();
+        let counter = counter_for_model(&request.model);
+        let counts: Vec<usize> = request.history.iter().map(|m| counter.message(m)).collect();
+        let history_tokens = counts.iter().sum();
+        let window = request
+            .policy
+            .context_window
+            .unwrap_or_else(|| default_window(&request.model));
+        let reserve = request
+            .policy
+            .reserve_output_tokens
+            .unwrap_or_else(|| default_reserve(window));
         let mut turn = Turn {
             provider,
             toolbox,
@@ -98,9 +122,21 @@ impl<'e> Turn<'e> {
             history: request.history,
             first_new,
             guards: GuardState::default(),
-            history_chars,
+            counter,
+            counts,
+            history_tokens,
+            window,
+            reserve,
+            tools_cache: None,
+            call_ids: HashSet::new(),
             tools_offered_now: false,
         };
+        for message in &turn.history {
+            if let Message::Assistant { tool_calls, .. } = message {
+                turn.call_ids
+                    .extend(tool_calls.iter().map(|c| c.id.clone()));
+            }
+        }
         if let Some(text) = request.user_message {
             turn.push(Message::user(text));
         }
@@ -134,6 +170,11 @@ impl<'e> Turn<'e> {
                         .finish_error(StopReason::InvalidRequest, e.to_string())
                         .await;
                 }
+                Err(CallEnd::Overflow(message)) => {
+                    return self
+                        .finish_error(StopReason::ContextOverflow, message)
+                        .await;
+                }
                 Err(CallEnd::Provider(e)) => {
                     return self
                         .finish_error(StopReason::ProviderError, e.to_string())
@@ -152,10 +193,11 @@ impl<'e> Turn<'e> {
     async fn route(&mut self, reply: Reply) -> Step {
         let Reply {
             text,
-            tool_calls,
+            mut tool_calls,
             finish,
             ..
         } = reply;
+        self.rename_reused_ids(&mut tool_calls);
         let text_chars = text.trim().chars().count();
         let inputs = format!(
             "model_call={} tool_calls={} finish_reason={:?} text_chars={}",
@@ -232,6 +274,28 @@ impl<'e> Turn<'e> {
             debug!(decision = "finalize", reason = %cause.reason, detail = %cause.detail, "after tool round");
         }
         step
+    }
+
+    /// Gives a fresh id to any call whose id the conversation already used (some servers
+    /// repeat ids across replies), so every result still pairs with exactly one call.
+    fn rename_reused_ids(&self, calls: &mut [buddy_core::ToolCall]) {
+        let mut taken: HashSet<String> = HashSet::new();
+        for call in calls.iter_mut() {
+            if self.call_ids.contains(&call.id) || taken.contains(&call.id) || call.id.is_empty() {
+                let base = if call.id.is_empty() {
+                    "call"
+                } else {
+                    call.id.as_str()
+                };
+                let fresh = (2..)
+                    .map(|n| format!("{base}_{n}"))
+                    .find(|id| !self.call_ids.contains(id) && !taken.contains(id))
+                    .unwrap_or_default();
+                debug!(old = %call.id, new = %fresh, "tool-call id reused by the provider; renamed");
+                call.id = fresh;
+            }
+            taken.insert(call.id.clone());
+        }
     }
 
     /// Ends the turn taking `text` as the answer and dropping the calls beside it.
@@ -328,25 +392,45 @@ impl<'e> Turn<'e> {
         }
     }
 
-    /// One model call over the history (plus a Finalize instruction, if given).
+    /// One model call over the history (plus a Finalize instruction, if given), fitted
+    /// to the model's context window first.
     pub(crate) async fn model_call(
         &mut self,
         tools: Option<&[ToolSpec]>,
         finalize_instruction: Option<&str>,
     ) -> Result<Reply, CallEnd> {
-        let with_instruction;
-        let messages: &[Message] = match finalize_instruction {
-            Some(instruction) => {
-                with_instruction =
-                    [self.history.as_slice(), &[Message::user(instruction)]].concat();
-                &with_instruction
-            }
-            None => &self.history,
-        };
-        check_history(messages).map_err(CallEnd::Invalid)?;
+        let tools_tokens = tools.map_or(0, |t| self.tools_tokens(t));
+        let instruction = finalize_instruction.map(Message::user);
+        let instruction_tokens = instruction.as_ref().map_or(0, |m| self.counter.message(m));
+        let room = self.window.saturating_sub(self.reserve);
+        let budget = usize::try_from(room)
+            .unwrap_or(usize::MAX)
+            .saturating_sub(tools_tokens + instruction_tokens);
+        let fitted = fit(
+            &self.history,
+            &self.counts,
+            self.history_tokens,
+            budget,
+            &*self.counter,
+        )
+        .map_err(|overflow| CallEnd::Overflow(self.overflow_message(&overflow, tools_tokens)))?;
+        if fitted.dropped > 0 || fitted.truncated > 0 {
+            let detail = format!(
+                "{} earlier message(s) left out and {} tool result(s) cut so the request fits {} of the {} token window",
+                fitted.dropped, fitted.truncated, room, self.window
+            );
+            self.emit_guard(GuardKind::ContextWindow, GuardAction::Trimmed, None, detail)
+                .await;
+        }
+        let context_tokens = fitted.tokens + instruction_tokens + tools_tokens;
+        let mut messages = fitted.messages;
+        if let Some(instruction) = instruction {
+            messages.to_mut().push(instruction);
+        }
+        check_history(&messages).map_err(CallEnd::Invalid)?;
         let request = CompletionRequest {
             model: &self.model,
-            messages,
+            messages: &messages,
             tools,
             tool_choice: finalize_instruction.and(tools).map(|_| ToolChoice::None),
             max_output_tokens: None,
@@ -355,27 +439,19 @@ impl<'e> Turn<'e> {
             .is_none()
             .then_some(self.deadline)
             .flatten();
-        let input_chars = self.history_chars
-            + finalize_instruction.map_or(0, str::len)
-            + tools.map_or(0, |t| {
-                t.iter()
-                    .map(|s| s.description.len() + s.parameters.to_string().len())
-                    .sum()
-            });
         let result =
             stream_reply(self.provider, &self.events, &self.cancel, deadline, request).await;
+        drop(messages);
         self.stats.model_calls += 1;
         let reply = result?;
         let usage = reply.usage.unwrap_or_else(|| Usage {
-            input_tokens: estimate_tokens(input_chars),
-            output_tokens: estimate_tokens(
-                reply.text.len()
-                    + reply
-                        .tool_calls
-                        .iter()
-                        .map(|c| c.name.len() + c.arguments.len())
-                        .sum::<usize>(),
-            ),
+            input_tokens: context_tokens as u64,
+            output_tokens: (self.counter.text(&reply.text)
+                + reply
+                    .tool_calls
+                    .iter()
+                    .map(|c| self.counter.text(&c.name) + self.counter.text(&c.arguments))
+                    .sum::<usize>()) as u64,
         });
         self.stats.input_tokens += usage.input_tokens;
         self.stats.output_tokens += usage.output_tokens;
@@ -390,10 +466,34 @@ impl<'e> Turn<'e> {
                 },
                 input_tokens: self.stats.input_tokens,
                 output_tokens: self.stats.output_tokens,
+                context_tokens: context_tokens as u64,
+                context_window: self.window,
                 elapsed_ms: self.elapsed_ms(),
             })
             .await;
         Ok(reply)
+    }
+
+    /// Tokens of a tool list, counted once per distinct list.
+    fn tools_tokens(&mut self, tools: &[ToolSpec]) -> usize {
+        if let Some((names, tokens)) = &self.tools_cache
+            && names.len() == tools.len()
+            && names.iter().zip(tools).all(|(n, t)| *n == t.name)
+        {
+            return *tokens;
+        }
+        let tokens = self.counter.tools(tools);
+        self.tools_cache = Some((tools.iter().map(|t| t.name.clone()).collect(), tokens));
+        tokens
+    }
+
+    fn overflow_message(&self, overflow: &Overflow, tools_tokens: usize) -> String {
+        format!(
+            "{overflow}: `{}` has a {} token window, {} are kept for the reply and {tools_tokens} go to tool \
+             definitions. Shorten the message or system prompt, or raise context_window (or lower \
+             reserve_output_tokens) in the policy",
+            self.model, self.window, self.reserve
+        )
     }
 
     /// Emits one `GuardTripped` event.
@@ -428,7 +528,13 @@ impl<'e> Turn<'e> {
 
     /// Appends a message to the history.
     pub(crate) fn push(&mut self, message: Message) {
-        self.history_chars += message_chars(&message);
+        let tokens = self.counter.message(&message);
+        if let Message::Assistant { tool_calls, .. } = &message {
+            self.call_ids
+                .extend(tool_calls.iter().map(|c| c.id.clone()));
+        }
+        self.counts.push(tokens);
+        self.history_tokens += tokens;
         self.history.push(message);
     }
 
@@ -517,25 +623,4 @@ impl<'e> Turn<'e> {
 
 fn non_empty(text: String) -> Option<String> {
     (!text.trim().is_empty()).then_some(text)
-}
-
-fn message_chars(message: &Message) -> usize {
-    match message {
-        Message::Assistant {
-            content,
-            tool_calls,
-        } => {
-            content.as_ref().map_or(0, String::len)
-                + tool_calls
-                    .iter()
-                    .map(|c| c.name.len() + c.arguments.len() + c.id.len())
-                    .sum::<usize>()
-        }
-        other => other.text().map_or(0, str::len),
-    }
-}
-
-/// A rough token estimate (4 characters a token) for providers that report no usage.
-fn estimate_tokens(chars: usize) -> u64 {
-    u64::try_from(chars.div_ceil(4)).unwrap_or(u64::MAX)
 }

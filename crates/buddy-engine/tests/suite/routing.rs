@@ -277,3 +277,36 @@ async fn unknown_tools_and_failures_become_results_the_model_sees() {
     assert_eq!(outcome.reason, StopReason::Completed);
     assert!(outcome.messages.iter().any(|m| matches!(m, Message::Tool { is_error: true, content, .. } if content.contains("unknown tool"))));
 }
+
+#[tokio::test]
+async fn a_provider_that_reuses_call_ids_still_yields_a_valid_history() {
+    // Some servers number calls per reply ("call_0" every time).
+    let provider = ReplyProvider::new(|_, i| {
+        Ok(match i {
+            0 => reply_tokens(
+                "",
+                vec![
+                    call("call_0", "a", json!({"k": 1})),
+                    call("call_0", "a", json!({"k": 2})),
+                ],
+            ),
+            1 => reply_tokens("", vec![call("call_0", "a", json!({"k": 3}))]),
+            _ => reply_tokens("done", vec![]),
+        })
+    });
+    let (events, outcome) = run_turn(
+        provider,
+        TestToolbox::new().with("a", TestTool::echo()),
+        LoopPolicy::default(),
+    )
+    .await;
+    assert_eq!(outcome.reason, StopReason::Completed);
+    let ids: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            ChatEvent::ToolCallStart { id, .. } => Some(id.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ids, vec!["call_0", "call_0_2", "call_0_3"]);
+}

@@ -10,6 +10,7 @@ mod scenario;
 mod stub_skill;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use buddy_core::{
     BoxFuture, CompletionRequest, FinishReason, Provider, ProviderError, Token, TokenStream, Usage,
@@ -20,15 +21,20 @@ pub use scenario::{Expectation, Scenario, ScenarioError, ScenarioTool, StubResul
 pub use stub_skill::StubSkill;
 
 /// A [`Provider`] that answers from a scenario's rules.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct ScriptedProvider {
     scenario: Arc<Scenario>,
+    /// Numbers the replies, so call ids stay unique even when the model sees a trimmed history.
+    replies: AtomicUsize,
 }
 
 impl ScriptedProvider {
     /// A scripted model playing `scenario`.
     pub fn new(scenario: Arc<Scenario>) -> Self {
-        ScriptedProvider { scenario }
+        ScriptedProvider {
+            scenario,
+            replies: AtomicUsize::new(0),
+        }
     }
 
     /// The scenario it plays.
@@ -47,7 +53,8 @@ impl Provider for ScriptedProvider {
         request: CompletionRequest<'a>,
     ) -> BoxFuture<'a, Result<TokenStream, ProviderError>> {
         Box::pin(async move {
-            let reply = render::respond(&self.scenario, &request)?;
+            let reply_number = self.replies.fetch_add(1, Ordering::Relaxed) + 1;
+            let reply = render::respond(&self.scenario, &request, reply_number)?;
             let input_chars: usize = request
                 .messages
                 .iter()

@@ -20,7 +20,6 @@ struct View<'a> {
     latest_user: &'a str,
     tool_results: usize,
     round: usize,
-    assistant_messages: usize,
     last_result: Option<(&'a str, bool)>,
 }
 
@@ -44,10 +43,6 @@ impl<'a> View<'a> {
                 .filter(|m| matches!(m, Message::Tool { .. }))
                 .count(),
             round: 1 + after_user
-                .iter()
-                .filter(|m| matches!(m, Message::Assistant { .. }))
-                .count(),
-            assistant_messages: messages
                 .iter()
                 .filter(|m| matches!(m, Message::Assistant { .. }))
                 .count(),
@@ -118,9 +113,11 @@ impl<'a> View<'a> {
 }
 
 /// The reply of the first matching rule, or an error naming what the request looked like.
+/// `reply_number` counts this model's replies from 1; it numbers the call ids.
 pub(crate) fn respond(
     scenario: &Scenario,
     request: &CompletionRequest<'_>,
+    reply_number: usize,
 ) -> Result<Rendered, ProviderError> {
     let view = View::of(request);
     let rule = scenario.rules.iter().find(|r| view.matches(&r.when)).ok_or_else(|| ProviderError::Scripted {
@@ -135,12 +132,10 @@ pub(crate) fn respond(
             view.round
         ),
     })?;
-    Ok(render(&view, &rule.reply))
+    Ok(render(&view, &rule.reply, reply_number))
 }
 
-fn render(view: &View<'_>, reply: &ReplyTemplate) -> Rendered {
-    // Ids must be unique across a whole conversation, so they count all assistant messages.
-    let k = view.assistant_messages + 1;
+fn render(view: &View<'_>, reply: &ReplyTemplate, k: usize) -> Rendered {
     let tool_calls: Vec<ToolCall> = reply
         .tool_calls
         .iter()
@@ -206,6 +201,7 @@ mod tests {
         let r = respond(
             &s,
             &CompletionRequest::new("m", &history).with_tools(&tools),
+            1,
         )
         .unwrap();
         assert_eq!(r.text, "round 1");
@@ -231,19 +227,20 @@ mod tests {
         let r = respond(
             &s,
             &CompletionRequest::new("m", &history).with_tools(&tools),
+            2,
         )
         .unwrap();
         assert_eq!(
             r.tool_calls[0].id, "call_2_0",
-            "ids count every assistant message"
+            "ids count the model's replies"
         );
         assert_eq!(r.tool_calls[0].arguments, r#"{"page":2,"q":"x 2"}"#);
 
-        let r = respond(&s, &CompletionRequest::new("m", &history)).unwrap();
+        let r = respond(&s, &CompletionRequest::new("m", &history), 1).unwrap();
         assert_eq!(r.text, "It says: found it (1 results, you said hi)");
         assert_eq!(r.finish, Some(FinishReason::Stop));
 
-        let r = respond(&s, &CompletionRequest::new("m", &[Message::system("s")])).unwrap();
+        let r = respond(&s, &CompletionRequest::new("m", &[Message::system("s")]), 1).unwrap();
         assert_eq!(r.tool_calls[0].name, "get_rules");
     }
 
@@ -254,7 +251,7 @@ mod tests {
             {"when": {}, "reply": {"text": "even", "finish": "length", "tool_calls": [{"name": "t", "raw_arguments": "{oops"}]}}
         ]));
         let mut history = vec![Message::user("a"), Message::assistant("x")];
-        let r = respond(&s, &CompletionRequest::new("m", &history)).unwrap();
+        let r = respond(&s, &CompletionRequest::new("m", &history), 1).unwrap();
         assert_eq!(
             (r.text.as_str(), r.finish.clone()),
             ("even", Some(FinishReason::Length))
@@ -262,7 +259,7 @@ mod tests {
         assert_eq!(r.tool_calls[0].arguments, "{oops");
         history.push(Message::user("b"));
         assert_eq!(
-            respond(&s, &CompletionRequest::new("m", &history))
+            respond(&s, &CompletionRequest::new("m", &history), 2)
                 .unwrap()
                 .text,
             "odd"
@@ -272,7 +269,7 @@ mod tests {
     #[test]
     fn no_matching_rule_is_a_clear_error() {
         let s = scenario(json!([{"when": {"tools_offered": true}, "reply": {"text": "x"}}]));
-        let err = respond(&s, &CompletionRequest::new("m", &[Message::user("u")]))
+        let err = respond(&s, &CompletionRequest::new("m", &[Message::user("u")]), 1)
             .err()
             .unwrap();
         let text = err.to_string();

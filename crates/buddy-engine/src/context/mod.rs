@@ -1,0 +1,10 @@
+//! Context: counting tokens per model, the window each model has, and trimming a
+//! history to fit it without ever breaking it.
+
+mod counter;
+mod trim;
+mod windows;
+
+pub use counter::{BpeCounter, EstimateCounter, TokenCounter, counter_for_model};
+pub use trim::{Fitted, Overflow, fit};
+pub use windows::{default_reserve, default_window};

@@ -1,0 +1,335 @@
+//! Fitting a history into a token budget without ever breaking it.
+//!
+//! The history is handled in whole groups: an assistant message together with all of
+//! its tool results, or a lone user or assistant message. The leading system messages
+//! and the latest user message are pinned. When the request does not fit:
+//! 1. any single tool result longer than a quarter of the budget is cut in place, with
+//!    a marker, rather than dropped;
+//! 2. the oldest groups are dropped (never the newest), and a short system note tells the
+//!    model that earlier messages were left out;
+//! 3. if it still does not fit, the remaining tool results are cut further;
+//! 4. if even the pinned messages cannot fit, the caller gets [`Overflow`] — never a
+//!    request without its user message.
+
+use std::borrow::Cow;
+
+use buddy_core::Message;
+
+use super::counter::TokenCounter;
+
+/// A history that fits, and what fitting it cost.
+#[derive(Debug)]
+pub struct Fitted<'a> {
+    pub messages: Cow<'a, [Message]>,
+    /// Tokens of `messages` plus the reply priming.
+    pub tokens: usize,
+    /// Messages of the history left out of this request.
+    pub dropped: usize,
+    /// Tool results cut to fit.
+    pub truncated: usize,
+}
+
+/// Even the pinned messages do not fit.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the system prompt and the latest user message need {needed} tokens but only {budget} are available"
+)]
+pub struct Overflow {
+    pub needed: usize,
+    pub budget: usize,
+}
+
+/// Smallest size a tool result is cut to.
+const MIN_RESULT_TOKENS: usize = 32;
+/// Tokens kept free for the truncation marker.
+const MARKER_TOKENS: usize = 24;
+
+#[derive(Debug)]
+struct Group {
+    start: usize,
+    end: usize,
+    tokens: usize,
+    pinned: bool,
+    dropped: bool,
+}
+
+/// Fits `messages` (whose per-message token counts are `counts`, totalling `total`)
+/// into `budget` tokens.
+pub fn fit<'a>(
+    messages: &'a [Message],
+    counts: &[usize],
+    total: usize,
+    budget: usize,
+    counter: &dyn TokenCounter,
+) -> Result<Fitted<'a>, Overflow> {
+    let priming = counter.reply_priming();
+    if total + priming <= budget {
+        return Ok(Fitted {
+            messages: Cow::Borrowed(messages),
+            tokens: total + priming,
+            dropped: 0,
+            truncated: 0,
+        });
+    }
+    let mut groups = groups(messages, counts);
+    let mut sizes: Vec<usize> = counts.to_vec();
+
+    // 1. A single huge result is cut in place rather than costing its whole group.
+    let cap = (budget / 4).max(MIN_RESULT_TOKENS + MARKER_TOKENS);
+    let mut cut: Vec<Option<usize>> = vec![None; messages.len()];
+    for (i, message) in messages.iter().enumerate() {
+        if matches!(message, Message::Tool { .. }) && sizes[i] > cap {
+            cut[i] = Some(cap - MARKER_TOKENS);
+            sizes[i] = cap;
+        }
+    }
+    let note_tokens = counter.message(&elision_note(1));
+    let used = |groups: &[Group], sizes: &[usize]| {
+        let kept: usize = groups
+            .iter()
+            .filter(|g| !g.dropped)
+            .map(|g| sizes[g.start..g.end].iter().sum::<usize>())
+            .sum();
+        let note = if groups.iter().any(|g| g.dropped) {
+            note_tokens
+        } else {
+            0
+        };
+        kept + note + priming
+    };
+    for g in &mut groups {
+        g.tokens = sizes[g.start..g.end].iter().sum();
+    }
+
+    // 2. Oldest groups first, never the pinned ones nor the newest.
+    let newest = groups.iter().rposition(|g| !g.pinned);
+    for i in 0..groups.len() {
+        if used(&groups, &sizes) <= budget {
+            break;
+        }
+        if !groups[i].pinned && Some(i) != newest {
+            groups[i].dropped = true;
+        }
+    }
+    // The Messages API wants a user message first: drop assistant groups that would now
+    // lead the conversation.
+    let latest_user = messages.iter().rposition(Message::is_user);
+    for g in groups.iter_mut().filter(|g| !g.pinned && !g.dropped) {
+        if Some(g.start) > latest_user || !matches!(messages[g.start], Message::Assistant { .. }) {
+            break;
+        }
+        g.dropped = true;
+    }
+
+    // 3. Still too big: cut the remaining results further, evenly.
+    if used(&groups, &sizes) > budget {
+        let kept_results: Vec<usize> = groups
+            .iter()
+            .filter(|g| !g.dropped)
+            .flat_map(|g| g.start..g.end)
+            .filter(|&i| matches!(messages[i], Message::Tool { .. }))
+            .collect();
+        if !kept_results.is_empty() {
+            let others =
+                used(&groups, &sizes) - kept_results.iter().map(|&i| sizes[i]).sum::<usize>();
+            let share = (budget.saturating_sub(others) / kept_results.len())
+                .max(MIN_RESULT_TOKENS + MARKER_TOKENS);
+            for &i in &kept_results {
+                if sizes[i] > share {
+                    cut[i] = Some(share - MARKER_TOKENS);
+                    sizes[i] = share;
+                }
+            }
+        }
+    }
+
+    // 4. What is left must fit, or the turn cannot go on.
+    let needed = used(&groups, &sizes);
+    if needed > budget {
+        return Err(Overflow { needed, budget });
+    }
+    let dropped: usize = groups
+        .iter()
+        .filter(|g| g.dropped)
+        .map(|g| g.end - g.start)
+        .sum();
+    let mut out = Vec::with_capacity(messages.len() - dropped + 1);
+    let mut tokens = priming;
+    let mut truncated = 0;
+    let mut noted = dropped == 0;
+    for g in groups.iter().filter(|g| !g.dropped) {
+        if !noted && !matches!(messages[g.start], Message::System { .. }) {
+            let note = elision_note(dropped);
+            tokens += counter.message(&note);
+            out.push(note);
+            noted = true;
+        }
+        for i in g.start..g.end {
+            match (cut[i], &messages[i]) {
+                (
+                    Some(limit),
+                    Message::Tool {
+                        tool_call_id,
+                        content,
+                        is_error,
+                    },
+                ) => {
+                    let shortened = cut_to_tokens(content, counts[i], limit, counter);
+                    let message = Message::tool_result(tool_call_id.clone(), shortened, *is_error);
+                    tokens += counter.message(&message);
+                    out.push(message);
+                    truncated += 1;
+                }
+                _ => {
+                    tokens += counts[i];
+                    out.push(messages[i].clone());
+                }
+            }
+        }
+    }
+    Ok(Fitted {
+        messages: Cow::Owned(out),
+        tokens,
+        dropped,
+        truncated,
+    })
+}
+
+/// The note that tells the model earlier messages were left out.
+fn elision_note(dropped: usize) -> Message {
+    Message::system(format!(
+        "[buddy] {dropped} earlier message(s) of this conversation were left out of this request to fit the \
+         model's context window."
+    ))
+}
+
+/// Splits the history into groups; leading system messages and the latest user message are pinned.
+fn groups(messages: &[Message], counts: &[usize]) -> Vec<Group> {
+    let latest_user = messages.iter().rposition(Message::is_user);
+    let mut out = Vec::new();
+    let mut i = 0;
+    let mut leading = true;
+    while i < messages.len() {
+        let start = i;
+        i += 1;
+        let pinned = match &messages[start] {
+            Message::System { .. } if leading => true,
+            Message::Assistant { tool_calls, .. } if !tool_calls.is_empty() => {
+                while i < messages.len() && matches!(messages[i], Message::Tool { .. }) {
+                    i += 1;
+                }
+                false
+            }
+            _ => Some(start) == latest_user,
+        };
+        leading &= matches!(messages[start], Message::System { .. });
+        out.push(Group {
+            start,
+            end: i,
+            tokens: counts[start..i].iter().sum(),
+            pinned,
+            dropped: false,
+        });
+    }
+    out
+}
+
+/// `text` cut to about `limit` tokens (its head kept), with a marker saying so.
+fn cut_to_tokens(text: &str, tokens: usize, limit: usize, counter: &dyn TokenCounter) -> String {
+    let mut keep = text.len() * limit / tokens.max(1);
+    loop {
+        while keep > 0 && !text.is_char_boundary(keep) {
+            keep -= 1;
+        }
+        if keep == 0 || counter.text(&text[..keep]) <= limit {
+            break;
+        }
+        keep = keep * 9 / 10;
+    }
+    format!(
+        "{}\n[buddy: this result was cut from about {tokens} to {limit} tokens to fit the context window]",
+        &text[..keep]
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::EstimateCounter;
+    use buddy_core::ToolCall;
+
+    fn fit_all(messages: &[Message], budget: usize) -> Result<Fitted<'_>, Overflow> {
+        let counts: Vec<usize> = messages
+            .iter()
+            .map(|m| EstimateCounter.message(m))
+            .collect();
+        let total = counts.iter().sum();
+        fit(messages, &counts, total, budget, &EstimateCounter)
+    }
+
+    fn round(id: &str, result: &str) -> [Message; 2] {
+        [
+            Message::Assistant {
+                content: None,
+                tool_calls: vec![ToolCall::new(id, "read", "{}")],
+            },
+            Message::tool_result(id, result, false),
+        ]
+    }
+
+    #[test]
+    fn a_fitting_history_is_borrowed_unchanged() {
+        let history = vec![Message::system("s"), Message::user("u")];
+        let fitted = fit_all(&history, 1000).unwrap();
+        assert!(matches!(fitted.messages, Cow::Borrowed(_)));
+        assert_eq!(fitted.dropped, 0);
+    }
+
+    #[test]
+    fn old_groups_go_first_and_the_user_message_stays() {
+        let mut history = vec![
+            Message::system("rules"),
+            Message::user("summarise the files"),
+        ];
+        for i in 0..6 {
+            history.extend(round(
+                &format!("c{i}"),
+                &format!("file {i}: {}", "x".repeat(300)),
+            ));
+        }
+        let fitted = fit_all(&history, 400).unwrap();
+        let kept = &fitted.messages;
+        assert!(fitted.dropped > 0);
+        assert_eq!(kept[0], Message::system("rules"));
+        assert!(kept[1].text().unwrap().contains("left out"));
+        assert_eq!(kept[2], Message::user("summarise the files"));
+        assert_eq!(
+            kept.last().unwrap().text().unwrap().get(..6),
+            Some("file 5"),
+            "the newest group stays"
+        );
+        crate::check_history(kept).unwrap();
+        assert!(fitted.tokens <= 400);
+    }
+
+    #[test]
+    fn one_huge_result_is_cut_in_place_not_dropped() {
+        let mut history = vec![Message::user("read it")];
+        history.extend(round("c1", &"y".repeat(20_000)));
+        let fitted = fit_all(&history, 1_000).unwrap();
+        assert_eq!((fitted.dropped, fitted.truncated), (0, 1));
+        let result = fitted.messages.last().unwrap().text().unwrap();
+        assert!(
+            result.starts_with("yyyy") && result.contains("[buddy: this result was cut from about"),
+            "{result}"
+        );
+        assert!(fitted.tokens <= 1_000);
+    }
+
+    #[test]
+    fn pinned_messages_that_cannot_fit_overflow() {
+        let history = vec![Message::system("s".repeat(2_000)), Message::user("u")];
+        let err = fit_all(&history, 100).unwrap_err();
+        assert!(err.needed > 100 && err.budget == 100);
+    }
+}
