@@ -152,7 +152,7 @@ mod tests {
             !results_near(&a, &b),
             "different pages are not the same result"
         );
-        assert!(results_near(&a, &a.replace("audit", "audit")));
+        assert!(results_near(&a, &format!("{a} ")));
     }
 
     #[test]
