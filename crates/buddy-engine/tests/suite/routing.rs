@@ -294,9 +294,10 @@ async fn a_provider_that_reuses_call_ids_still_yields_a_valid_history() {
             _ => reply_tokens("done", vec![]),
         })
     });
+    let tool = TestTool::new(|_, n| ToolOutcome::ok(format!("the {} is ready", super::WORDS[n])));
     let (events, outcome) = run_turn(
         provider,
-        TestToolbox::new().with("a", TestTool::echo()),
+        TestToolbox::new().with("a", tool),
         LoopPolicy::default(),
     )
     .await;
