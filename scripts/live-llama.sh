@@ -59,6 +59,8 @@ max_output_tokens = 200
 [providers.llama.compat]
 tool_choice_auto = true
 assistant_content_empty_string = true
+[policy.model."smollm2"]      # the server runs with --n_ctx 2048
+context_window = 2048
 [skills]
 builtin = ["get_time", "list_dir"]
 TOML

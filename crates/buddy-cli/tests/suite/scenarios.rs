@@ -160,3 +160,71 @@ async fn a_plain_chat_request_carries_no_tools_and_finalize_withdraws_them() {
         }
     }
 }
+
+#[tokio::test]
+async fn with_a_small_window_the_user_message_is_never_trimmed_away() {
+    let dir = tempfile::tempdir().unwrap();
+    let sandbox = Sandbox::new(dir.path()).unwrap();
+    let scenario = load("lost_user_message");
+    let policy = scenario_policy(&scenario, &[]).unwrap();
+    assert_eq!(
+        policy.context_window,
+        Some(4096),
+        "the scenario runs with a small window"
+    );
+    let registry = build_registry(&Default::default(), &sandbox, Some(&scenario)).unwrap();
+    let provider = RecordingProvider::new(ScriptedProvider::new(Arc::new(scenario.clone())));
+    let requests = provider.requests();
+    let engine = Engine::new(Arc::new(provider), Arc::new(registry));
+    let history = scenario
+        .system
+        .iter()
+        .map(buddy_core::Message::system)
+        .collect();
+    let request = TurnRequest::new("scripted:lost_user_message", scenario.prompt.clone())
+        .with_history(history)
+        .with_policy(policy);
+    let (events, outcome) = engine.run_collect(request).await;
+    assert_eq!(outcome.reason, StopReason::Completed);
+    assert!(outcome.answer.unwrap().contains("six parts"));
+    let requests = requests.lock().unwrap();
+    assert_eq!(requests.len(), 7);
+    for (n, request) in requests.iter().enumerate() {
+        assert!(
+            request
+                .messages
+                .iter()
+                .any(|m| m == &buddy_core::Message::user(scenario.prompt.clone())),
+            "request {n} lost the user message"
+        );
+        assert_eq!(
+            request.messages[0],
+            buddy_core::Message::system("You are a careful analyst.")
+        );
+    }
+    assert!(
+        requests.iter().any(|r| r
+            .messages
+            .iter()
+            .any(|m| m.text().is_some_and(|t| t.contains("were left out")))),
+        "old groups were dropped, with a note"
+    );
+    let called: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            ChatEvent::ToolCallStart { name, .. } => Some(name.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        !called.contains(&"get_workspace_rules"),
+        "the model never restarted its session"
+    );
+    // The history itself keeps everything: trimming only shapes the requests.
+    let results = outcome
+        .messages
+        .iter()
+        .filter(|m| matches!(m, buddy_core::Message::Tool { .. }))
+        .count();
+    assert_eq!(results, 6);
+}

@@ -39,16 +39,13 @@ pub struct Overflow {
     pub budget: usize,
 }
 
-/// Smallest size a tool result is cut to.
-const MIN_RESULT_TOKENS: usize = 32;
-/// Tokens kept free for the truncation marker.
-const MARKER_TOKENS: usize = 24;
+/// Smallest size (in tokens, framing included) a tool result is cut to.
+const MIN_RESULT_TOKENS: usize = 64;
 
 #[derive(Debug)]
 struct Group {
     start: usize,
     end: usize,
-    tokens: usize,
     pinned: bool,
     dropped: bool,
 }
@@ -71,44 +68,37 @@ pub fn fit<'a>(
             truncated: 0,
         });
     }
-    let mut groups = groups(messages, counts);
+    let mut groups = groups(messages);
     let mut sizes: Vec<usize> = counts.to_vec();
+    let mut cut: Vec<Option<Message>> = vec![None; messages.len()];
+    let mut kept = total;
+    // An upper bound on the note's size, whatever the number of dropped messages.
+    let note_tokens = counter.message(&elision_note(usize::MAX));
+    let used =
+        |kept: usize, any_dropped: bool| kept + priming + if any_dropped { note_tokens } else { 0 };
 
     // 1. A single huge result is cut in place rather than costing its whole group.
-    let cap = (budget / 4).max(MIN_RESULT_TOKENS + MARKER_TOKENS);
-    let mut cut: Vec<Option<usize>> = vec![None; messages.len()];
-    for (i, message) in messages.iter().enumerate() {
-        if matches!(message, Message::Tool { .. }) && sizes[i] > cap {
-            cut[i] = Some(cap - MARKER_TOKENS);
-            sizes[i] = cap;
+    let cap = (budget / 4).max(MIN_RESULT_TOKENS);
+    for i in 0..messages.len() {
+        if sizes[i] > cap && matches!(messages[i], Message::Tool { .. }) {
+            let (message, size) = cut_result(&messages[i], counts[i], cap, counter);
+            kept = kept - sizes[i] + size;
+            sizes[i] = size;
+            cut[i] = Some(message);
         }
-    }
-    let note_tokens = counter.message(&elision_note(1));
-    let used = |groups: &[Group], sizes: &[usize]| {
-        let kept: usize = groups
-            .iter()
-            .filter(|g| !g.dropped)
-            .map(|g| sizes[g.start..g.end].iter().sum::<usize>())
-            .sum();
-        let note = if groups.iter().any(|g| g.dropped) {
-            note_tokens
-        } else {
-            0
-        };
-        kept + note + priming
-    };
-    for g in &mut groups {
-        g.tokens = sizes[g.start..g.end].iter().sum();
     }
 
     // 2. Oldest groups first, never the pinned ones nor the newest.
     let newest = groups.iter().rposition(|g| !g.pinned);
-    for i in 0..groups.len() {
-        if used(&groups, &sizes) <= budget {
+    let mut any_dropped = false;
+    for (i, g) in groups.iter_mut().enumerate() {
+        if used(kept, any_dropped) <= budget {
             break;
         }
-        if !groups[i].pinned && Some(i) != newest {
-            groups[i].dropped = true;
+        if !g.pinned && Some(i) != newest {
+            g.dropped = true;
+            any_dropped = true;
+            kept -= sizes[g.start..g.end].iter().sum::<usize>();
         }
     }
     // The Messages API wants a user message first: drop assistant groups that would now
@@ -119,32 +109,34 @@ pub fn fit<'a>(
             break;
         }
         g.dropped = true;
+        any_dropped = true;
+        kept -= sizes[g.start..g.end].iter().sum::<usize>();
     }
 
     // 3. Still too big: cut the remaining results further, evenly.
-    if used(&groups, &sizes) > budget {
-        let kept_results: Vec<usize> = groups
+    if used(kept, any_dropped) > budget {
+        let results: Vec<usize> = groups
             .iter()
             .filter(|g| !g.dropped)
             .flat_map(|g| g.start..g.end)
             .filter(|&i| matches!(messages[i], Message::Tool { .. }))
             .collect();
-        if !kept_results.is_empty() {
-            let others =
-                used(&groups, &sizes) - kept_results.iter().map(|&i| sizes[i]).sum::<usize>();
-            let share = (budget.saturating_sub(others) / kept_results.len())
-                .max(MIN_RESULT_TOKENS + MARKER_TOKENS);
-            for &i in &kept_results {
+        if !results.is_empty() {
+            let others = used(kept, any_dropped) - results.iter().map(|&i| sizes[i]).sum::<usize>();
+            let share = (budget.saturating_sub(others) / results.len()).max(MIN_RESULT_TOKENS);
+            for &i in &results {
                 if sizes[i] > share {
-                    cut[i] = Some(share - MARKER_TOKENS);
-                    sizes[i] = share;
+                    let (message, size) = cut_result(&messages[i], counts[i], share, counter);
+                    kept = kept - sizes[i] + size;
+                    sizes[i] = size;
+                    cut[i] = Some(message);
                 }
             }
         }
     }
 
     // 4. What is left must fit, or the turn cannot go on.
-    let needed = used(&groups, &sizes);
+    let needed = used(kept, any_dropped);
     if needed > budget {
         return Err(Overflow { needed, budget });
     }
@@ -165,25 +157,13 @@ pub fn fit<'a>(
             noted = true;
         }
         for i in g.start..g.end {
-            match (cut[i], &messages[i]) {
-                (
-                    Some(limit),
-                    Message::Tool {
-                        tool_call_id,
-                        content,
-                        is_error,
-                    },
-                ) => {
-                    let shortened = cut_to_tokens(content, counts[i], limit, counter);
-                    let message = Message::tool_result(tool_call_id.clone(), shortened, *is_error);
-                    tokens += counter.message(&message);
-                    out.push(message);
+            tokens += sizes[i];
+            match cut[i].take() {
+                Some(shortened) => {
                     truncated += 1;
+                    out.push(shortened);
                 }
-                _ => {
-                    tokens += counts[i];
-                    out.push(messages[i].clone());
-                }
+                None => out.push(messages[i].clone()),
             }
         }
     }
@@ -195,6 +175,9 @@ pub fn fit<'a>(
     })
 }
 
+/// Start of the marker a cut result ends with.
+const CUT_MARKER: &str = "\n[buddy: this result was cut from about";
+
 /// The note that tells the model earlier messages were left out.
 fn elision_note(dropped: usize) -> Message {
     Message::system(format!(
@@ -204,7 +187,7 @@ fn elision_note(dropped: usize) -> Message {
 }
 
 /// Splits the history into groups; leading system messages and the latest user message are pinned.
-fn groups(messages: &[Message], counts: &[usize]) -> Vec<Group> {
+fn groups(messages: &[Message]) -> Vec<Group> {
     let latest_user = messages.iter().rposition(Message::is_user);
     let mut out = Vec::new();
     let mut i = 0;
@@ -226,7 +209,6 @@ fn groups(messages: &[Message], counts: &[usize]) -> Vec<Group> {
         out.push(Group {
             start,
             end: i,
-            tokens: counts[start..i].iter().sum(),
             pinned,
             dropped: false,
         });
@@ -234,22 +216,43 @@ fn groups(messages: &[Message], counts: &[usize]) -> Vec<Group> {
     out
 }
 
-/// `text` cut to about `limit` tokens (its head kept), with a marker saying so.
-fn cut_to_tokens(text: &str, tokens: usize, limit: usize, counter: &dyn TokenCounter) -> String {
-    let mut keep = text.len() * limit / tokens.max(1);
+/// A tool result cut so the whole message (framing and marker included) takes at most
+/// `target` tokens, and its exact size. The head of the text is kept.
+fn cut_result(
+    message: &Message,
+    tokens: usize,
+    target: usize,
+    counter: &dyn TokenCounter,
+) -> (Message, usize) {
+    let Message::Tool {
+        tool_call_id,
+        content,
+        is_error,
+    } = message
+    else {
+        return (message.clone(), tokens);
+    };
+    let build = |keep: usize| {
+        let text = format!(
+            "{}{CUT_MARKER} {tokens} to {target} tokens to fit the context window]",
+            &content[..keep]
+        );
+        let message = Message::tool_result(tool_call_id.clone(), text, *is_error);
+        let size = counter.message(&message);
+        (message, size)
+    };
+    let mut keep = content.len() * target / tokens.max(1);
     loop {
-        while keep > 0 && !text.is_char_boundary(keep) {
+        while keep > 0 && !content.is_char_boundary(keep) {
             keep -= 1;
         }
-        if keep == 0 || counter.text(&text[..keep]) <= limit {
-            break;
+        let (message, size) = build(keep);
+        if size <= target || keep == 0 {
+            return (message, size);
         }
-        keep = keep * 9 / 10;
+        // Shrink in proportion to the excess, and by at least a tenth.
+        keep = (keep * target / size).min(keep * 9 / 10);
     }
-    format!(
-        "{}\n[buddy: this result was cut from about {tokens} to {limit} tokens to fit the context window]",
-        &text[..keep]
-    )
 }
 
 #[cfg(test)]

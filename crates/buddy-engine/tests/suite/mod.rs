@@ -1,6 +1,7 @@
 //! buddy-engine integration tests, driven through the public API only.
 
 mod cancellation;
+mod context;
 mod limits;
 mod property;
 mod routing;

@@ -1,0 +1,307 @@
+//! Token counts against published figures, the trimming invariants for random
+//! histories, and the engine's use of both.
+
+use std::borrow::Cow;
+
+use buddy_core::{ChatEvent, Message, StopReason, ToolCall, ToolSpec};
+use buddy_engine::context::{BpeCounter, EstimateCounter, Overflow, TokenCounter, fit};
+use buddy_engine::{LoopPolicy, check_history};
+use buddy_testkit::{RecordingProvider, ReplyProvider, TestToolbox, reply_tokens};
+use proptest::prelude::*;
+use serde_json::json;
+
+use super::run_turn;
+
+// Known counts from the OpenAI cookbook, "How to count tokens with tiktoken",
+// https://github.com/openai/openai-cookbook/blob/main/examples/How_to_count_tokens_with_tiktoken.ipynb
+// (commit c81359cdc6744f001e40c08a192604c5113fdab3): sections 4-5 list each string's
+// tokens per encoding; sections 6-7 compare the message and tool formulas with the
+// prompt_tokens the OpenAI API reported.
+
+#[test]
+fn string_counts_match_the_cookbook() {
+    let (o200k, cl100k) = (BpeCounter::o200k(), BpeCounter::cl100k());
+    for (text, cl, o) in [
+        ("tiktoken is great!", 6, 6),
+        ("antidisestablishmentarianism", 6, 6),
+        ("2 + 2 = 4", 7, 7),
+        ("お誕生日おめでとう", 9, 8),
+    ] {
+        assert_eq!(cl100k.text(text), cl, "cl100k_base: {text}");
+        assert_eq!(o200k.text(text), o, "o200k_base: {text}");
+    }
+}
+
+#[test]
+fn chat_counts_match_what_the_api_reported() {
+    let messages = [
+        (
+            "system",
+            None,
+            "You are a helpful, pattern-following assistant that translates corporate jargon into plain English.",
+        ),
+        (
+            "system",
+            Some("example_user"),
+            "New synergies will help drive top-line growth.",
+        ),
+        (
+            "system",
+            Some("example_assistant"),
+            "Things working well together will increase revenue.",
+        ),
+        (
+            "system",
+            Some("example_user"),
+            "Let's circle back when we have more bandwidth to touch base on opportunities for increased leverage.",
+        ),
+        (
+            "system",
+            Some("example_assistant"),
+            "Let's talk later when we're less busy about how to do better.",
+        ),
+        (
+            "user",
+            None,
+            "This late pivot means we don't have time to boil the ocean for the client deliverable.",
+        ),
+    ];
+    assert_eq!(
+        BpeCounter::cl100k().chat(&messages),
+        129,
+        "gpt-4 / gpt-3.5-turbo"
+    );
+    assert_eq!(
+        BpeCounter::o200k().chat(&messages),
+        124,
+        "gpt-4o / gpt-4o-mini"
+    );
+}
+
+#[test]
+fn tool_definition_counts_match_what_the_api_reported() {
+    let tools = [ToolSpec {
+        name: "get_current_weather".into(),
+        description: "Get the current weather in a given location".into(),
+        parameters: json!({
+            "type": "object",
+            "properties": {
+                "location": {"type": "string", "description": "The city and state, e.g. San Francisco, CA"},
+                "unit": {"type": "string", "description": "The unit of temperature to return", "enum": ["celsius", "fahrenheit"]}
+            },
+            "required": ["location"]
+        }),
+    }];
+    let messages = [
+        (
+            "system",
+            None,
+            "You are a helpful assistant that can answer to questions about the weather.",
+        ),
+        ("user", None, "What's the weather like in San Francisco?"),
+    ];
+    for (counter, expected) in [(BpeCounter::cl100k(), 105), (BpeCounter::o200k(), 101)] {
+        assert_eq!(
+            counter.chat(&messages) + counter.tools(&tools),
+            expected,
+            "{}",
+            counter.name()
+        );
+    }
+    // buddy's own message counting agrees with the cookbook's for plain messages.
+    let o200k = BpeCounter::o200k();
+    let ours: usize = [Message::system(messages[0].2), Message::user(messages[1].2)]
+        .iter()
+        .map(|m| o200k.message(m))
+        .sum::<usize>()
+        + o200k.reply_priming();
+    assert_eq!(ours, o200k.chat(&messages));
+}
+
+/// A random history: optional system prompts, then turns of a user message and
+/// rounds of (possibly parallel) tool calls with results of any size.
+fn history() -> impl Strategy<Value = Vec<Message>> {
+    let round = (
+        1usize..4,
+        prop::collection::vec(0usize..6000, 3),
+        any::<bool>(),
+    );
+    let turn = (
+        1usize..400,
+        prop::collection::vec(round, 0..5),
+        prop::option::of(1usize..300),
+    );
+    (0usize..3, prop::collection::vec(turn, 1..5), any::<bool>()).prop_map(
+        |(systems, turns, trailing_user)| {
+            let mut out: Vec<Message> = (0..systems)
+                .map(|i| Message::system(format!("rule {i} {}", "s".repeat(40))))
+                .collect();
+            let mut id = 0;
+            for (user_len, rounds, answer) in turns {
+                out.push(Message::user(format!("question {}", "u".repeat(user_len))));
+                for (calls, sizes, narration) in rounds {
+                    let ids: Vec<String> = (0..calls)
+                        .map(|_| {
+                            id += 1;
+                            format!("c{id}")
+                        })
+                        .collect();
+                    out.push(Message::Assistant {
+                        content: narration.then(|| "Let me check.".to_owned()),
+                        tool_calls: ids
+                            .iter()
+                            .map(|i| ToolCall::new(i.clone(), "read", "{\"p\":1}"))
+                            .collect(),
+                    });
+                    for (k, i) in ids.iter().enumerate() {
+                        out.push(Message::tool_result(
+                            i.clone(),
+                            format!("{i}: {}", "r ".repeat(sizes[k % 3] / 2)),
+                            false,
+                        ));
+                    }
+                }
+                if let Some(len) = answer {
+                    out.push(Message::assistant("a".repeat(len)));
+                }
+            }
+            if trailing_user {
+                out.push(Message::user("and now?"));
+            }
+            out
+        },
+    )
+}
+
+/// True when `kept` could have come from `original` (a truncated result keeps its head).
+fn same_or_cut(kept: &Message, original: &Message) -> bool {
+    match (kept, original) {
+        (
+            Message::Tool {
+                tool_call_id: a,
+                content: ca,
+                ..
+            },
+            Message::Tool {
+                tool_call_id: b,
+                content: cb,
+                ..
+            },
+        ) => {
+            a == b
+                && (ca == cb
+                    || (ca.contains("[buddy: this result was cut")
+                        && cb.starts_with(ca.split("\n[buddy:").next().unwrap_or(""))))
+        }
+        _ => kept == original,
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    #[test]
+    fn trimmed_histories_are_valid_for_both_apis_and_fit(history in history(), budget in 60usize..6000) {
+        let counter = EstimateCounter;
+        let counts: Vec<usize> = history.iter().map(|m| counter.message(m)).collect();
+        let total: usize = counts.iter().sum();
+        let systems: Vec<&Message> = history.iter().take_while(|m| matches!(m, Message::System { .. })).collect();
+        let latest_user = history.iter().rfind(|m| m.is_user()).cloned().unwrap();
+        match fit(&history, &counts, total, budget, &counter) {
+            Ok(fitted) => {
+                let kept = &fitted.messages;
+                // Valid: a user message, every call paired with its result (both APIs' rule).
+                prop_assert!(check_history(kept).is_ok(), "{:?}", check_history(kept));
+                // Pinned: the system prompt(s) first, and the latest user message.
+                for (i, system) in systems.iter().enumerate() {
+                    prop_assert_eq!(&kept[i], *system);
+                }
+                prop_assert_eq!(kept.iter().filter(|m| **m == latest_user).count(), 1);
+                // Anthropic: system only up front, and the conversation starts with a user.
+                let first_other = kept.iter().position(|m| !matches!(m, Message::System { .. })).unwrap();
+                prop_assert!(kept[first_other].is_user(), "the conversation must start with a user message");
+                let later_system = kept[first_other..].iter().any(|m| matches!(m, Message::System { .. }));
+                prop_assert!(!later_system, "system messages only up front");
+                // It fits, and the reported count is the real count.
+                let recount: usize = kept.iter().map(|m| counter.message(m)).sum::<usize>() + counter.reply_priming();
+                prop_assert_eq!(recount, fitted.tokens);
+                prop_assert!(fitted.tokens <= budget, "{} > {}", fitted.tokens, budget);
+                // Nothing invented: every kept message is an original (or its cut head), in order.
+                let mut cursor = 0;
+                for message in kept.iter().filter(|m| !m.text().is_some_and(|t| t.starts_with("[buddy] "))) {
+                    let found = history[cursor..].iter().position(|o| same_or_cut(message, o));
+                    prop_assert!(found.is_some(), "{:?} is not from the history", message);
+                    cursor += found.unwrap_or(0) + 1;
+                }
+                if let Cow::Borrowed(_) = fitted.messages {
+                    prop_assert!(total + counter.reply_priming() <= budget);
+                }
+            }
+            Err(Overflow { needed, budget: b }) => {
+                prop_assert_eq!(b, budget);
+                prop_assert!(needed > budget);
+                // Only when what must stay cannot fit: the pinned messages alone, plus the
+                // newest group with its results at their smallest, exceed the budget.
+                let pinned: usize = systems.iter().map(|m| counter.message(m)).sum::<usize>() + counter.message(&latest_user);
+                let last = history.len() - 1;
+                let newest_min: usize = if history[last] == latest_user {
+                    0
+                } else {
+                    let start = history[..=last].iter().rposition(|m| matches!(m, Message::Assistant { .. })).unwrap_or(last);
+                    history[start..].iter().zip(&counts[start..]).map(|(m, c)| if matches!(m, Message::Tool { .. }) { (*c).min(56) } else { *c }).sum()
+                };
+                prop_assert!(pinned + newest_min + counter.reply_priming() > budget / 2, "overflow reported with room to spare");
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn pinned_messages_that_cannot_fit_end_the_turn_with_context_overflow() {
+    let provider =
+        RecordingProvider::new(ReplyProvider::new(|_, _| Ok(reply_tokens("hi", vec![]))));
+    let requests = provider.requests();
+    let policy = LoopPolicy {
+        context_window: Some(256),
+        ..LoopPolicy::default()
+    };
+    let engine = buddy_engine::Engine::new(
+        std::sync::Arc::new(provider),
+        std::sync::Arc::new(TestToolbox::new()),
+    );
+    let request = buddy_engine::TurnRequest::new("gpt-4o", "x ".repeat(2000)).with_policy(policy);
+    let (events, outcome) = engine.run_collect(request).await;
+    assert_eq!(outcome.reason, StopReason::ContextOverflow);
+    match events.last() {
+        Some(ChatEvent::Error { message, .. }) => {
+            assert!(
+                message.contains("256 token window") && message.contains("raise context_window"),
+                "{message}"
+            )
+        }
+        other => panic!("expected an error, got {other:?}"),
+    }
+    assert!(requests.lock().unwrap().is_empty(), "nothing was sent");
+}
+
+#[tokio::test]
+async fn iteration_stats_report_the_window_and_how_full_it_is() {
+    let policy = LoopPolicy {
+        context_window: Some(50_000),
+        reserve_output_tokens: Some(1_000),
+        ..LoopPolicy::default()
+    };
+    let provider = ReplyProvider::new(|_, _| Ok(reply_tokens("hello", vec![])));
+    let (events, _) = run_turn(provider, TestToolbox::new(), policy).await;
+    let stats = events.iter().find_map(|e| match e {
+        ChatEvent::IterationStats {
+            context_tokens,
+            context_window,
+            ..
+        } => Some((*context_tokens, *context_window)),
+        _ => None,
+    });
+    let (used, window) = stats.unwrap();
+    assert_eq!(window, 50_000);
+    assert!(used > 0 && used < 100, "{used}");
+}
