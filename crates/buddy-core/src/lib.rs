@@ -14,7 +14,9 @@ mod token;
 pub use event::{ChatEvent, GuardAction, GuardKind};
 pub use message::{Message, ToolCall, ToolSpec};
 pub use provider::{Completion, CompletionRequest, Provider, ProviderError, ToolChoice};
-pub use skill::{RepeatSemantics, Skill, SkillContext, SkillError, ToolOutcome, Toolbox};
+pub use skill::{
+    MessageSink, RepeatSemantics, Skill, SkillContext, SkillError, ToolOutcome, Toolbox,
+};
 pub use stop::{StopReason, TurnStats};
 pub use token::{FinishReason, Token, TokenStream, Usage};
 

@@ -3,7 +3,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{BoxFuture, ToolCall, ToolSpec};
+use crate::{BoxFuture, Message, ToolCall, ToolSpec};
 
 /// What repeating a call with the same arguments means for a skill; the loop guards
 /// read it to tell a loop from legitimate polling.
@@ -134,6 +134,17 @@ pub trait Toolbox: Send + Sync {
     fn semantics(&self, name: &str) -> Option<RepeatSemantics>;
     /// Validates and runs one call.
     fn invoke<'a>(&'a self, call: &'a ToolCall, ctx: SkillContext) -> BoxFuture<'a, ToolOutcome>;
+    /// True for a tool the caller runs itself (an OpenAI client's own tools): a call to it
+    /// pauses the turn and goes back to the caller instead of being executed.
+    fn is_external(&self, _name: &str) -> bool {
+        false
+    }
+}
+
+/// Receives every message the moment it joins a conversation, so a store can keep it.
+pub trait MessageSink: Send + Sync {
+    /// Records `message`; the engine waits for it before going on.
+    fn record<'a>(&'a self, message: &'a Message) -> BoxFuture<'a, ()>;
 }
 
 impl<T: Toolbox + ?Sized> Toolbox for Arc<T> {
@@ -145,5 +156,8 @@ impl<T: Toolbox + ?Sized> Toolbox for Arc<T> {
     }
     fn invoke<'a>(&'a self, call: &'a ToolCall, ctx: SkillContext) -> BoxFuture<'a, ToolOutcome> {
         (**self).invoke(call, ctx)
+    }
+    fn is_external(&self, name: &str) -> bool {
+        (**self).is_external(name)
     }
 }

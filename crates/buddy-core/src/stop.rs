@@ -8,6 +8,8 @@ pub enum StopReason {
     Completed,
     /// The model called the `finish` tool with its answer.
     FinishTool,
+    /// The model called tools the client runs itself: the turn pauses and hands them back.
+    ClientToolCalls,
     /// The model's answer was cut by its output-token limit.
     Truncated,
     /// The model-call cap was reached; the reserved last call produced the answer.
@@ -40,6 +42,7 @@ impl StopReason {
         match self {
             StopReason::Completed => "completed",
             StopReason::FinishTool => "finish_tool",
+            StopReason::ClientToolCalls => "client_tool_calls",
             StopReason::Truncated => "truncated",
             StopReason::MaxModelCalls => "max_model_calls",
             StopReason::MaxToolCalls => "max_tool_calls",
@@ -57,7 +60,10 @@ impl StopReason {
 
     /// True when the model delivered its own answer without any guard stepping in.
     pub fn is_clean(self) -> bool {
-        matches!(self, StopReason::Completed | StopReason::FinishTool)
+        matches!(
+            self,
+            StopReason::Completed | StopReason::FinishTool | StopReason::ClientToolCalls
+        )
     }
 }
 

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use buddy_core::{ChatEvent, Message, Provider, StopReason, Toolbox, TurnStats};
+use buddy_core::{ChatEvent, Message, MessageSink, Provider, StopReason, Toolbox, TurnStats};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -16,8 +16,8 @@ pub struct Engine {
 }
 
 /// Everything one turn needs: the model, the conversation so far, the new user
-/// message, the policy and a cancellation token.
-#[derive(Clone, Debug)]
+/// message, the policy, a cancellation token, and where to record messages.
+#[derive(Clone)]
 pub struct TurnRequest {
     pub model: String,
     /// The conversation before this turn (system prompt, earlier turns).
@@ -26,6 +26,20 @@ pub struct TurnRequest {
     pub user_message: Option<String>,
     pub policy: LoopPolicy,
     pub cancel: CancellationToken,
+    /// Receives each message as it joins the conversation (the user message too).
+    pub recorder: Option<Arc<dyn MessageSink>>,
+}
+
+impl std::fmt::Debug for TurnRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TurnRequest")
+            .field("model", &self.model)
+            .field("history", &self.history.len())
+            .field("user_message", &self.user_message)
+            .field("policy", &self.policy)
+            .field("recorder", &self.recorder.is_some())
+            .finish()
+    }
 }
 
 impl TurnRequest {
@@ -37,7 +51,14 @@ impl TurnRequest {
             user_message: Some(user_message.into()),
             policy: LoopPolicy::default(),
             cancel: CancellationToken::new(),
+            recorder: None,
         }
+    }
+
+    /// Records every new message through `sink`.
+    pub fn with_recorder(mut self, sink: Arc<dyn MessageSink>) -> Self {
+        self.recorder = Some(sink);
+        self
     }
 
     /// Sets the conversation before this turn.

@@ -442,7 +442,8 @@ impl Turn<'_> {
                 slot.call.id.clone(),
                 content,
                 is_error,
-            ));
+            ))
+            .await;
         }
         interrupted
     }

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use buddy_core::{
-    ChatEvent, CompletionRequest, FinishReason, GuardAction, GuardKind, Message, Provider,
-    StopReason, ToolChoice, ToolSpec, Toolbox, TurnStats, Usage,
+    ChatEvent, CompletionRequest, FinishReason, GuardAction, GuardKind, Message, MessageSink,
+    Provider, StopReason, ToolChoice, ToolSpec, Toolbox, TurnStats, Usage,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -83,6 +83,9 @@ pub(crate) struct Turn<'e> {
     call_ids: HashSet<String>,
     /// Whether the current model call offered tools.
     pub tools_offered_now: bool,
+    /// The user's new message, added (and recorded) when the turn starts running.
+    pending_user: Option<String>,
+    recorder: Option<Arc<dyn MessageSink>>,
 }
 
 impl<'e> Turn<'e> {
@@ -130,6 +133,8 @@ impl<'e> Turn<'e> {
             tools_cache: None,
             call_ids: HashSet::new(),
             tools_offered_now: false,
+            pending_user: request.user_message,
+            recorder: request.recorder,
         };
         for message in &turn.history {
             if let Message::Assistant { tool_calls, .. } = message {
@@ -137,14 +142,14 @@ impl<'e> Turn<'e> {
                     .extend(tool_calls.iter().map(|c| c.id.clone()));
             }
         }
-        if let Some(text) = request.user_message {
-            turn.push(Message::user(text));
-        }
         turn
     }
 
     /// Runs the state machine to its one terminal event.
     pub(crate) async fn run(mut self) -> TurnOutcome {
+        if let Some(text) = self.pending_user.take() {
+            self.push(Message::user(text)).await;
+        }
         let mut pending: Option<FinalizeCause> = None;
         loop {
             if self.cancel.is_cancelled() {
@@ -215,6 +220,10 @@ impl<'e> Turn<'e> {
             debug!(%inputs, decision = "done", %reason, "no executable tool calls: the text is the answer");
             return Step::Done(self.finish_with_answer(reason, text).await);
         }
+        if tool_calls.iter().any(|c| self.toolbox.is_external(&c.name)) {
+            debug!(%inputs, decision = "done", reason = "client_tool_calls", "the model called tools the client runs");
+            return Step::Done(self.pause_for_client(text, tool_calls).await);
+        }
         if self.policy.finish_tool
             && let Some(call) = tool_calls
                 .iter()
@@ -226,7 +235,8 @@ impl<'e> Turn<'e> {
             self.push(Message::Assistant {
                 content: non_empty(text),
                 tool_calls: vec![call.clone()],
-            });
+            })
+            .await;
             self.emit_call_start(&call).await;
             let ack = "Turn finished with this answer.".to_owned();
             self.events
@@ -237,7 +247,7 @@ impl<'e> Turn<'e> {
                     is_error: false,
                 })
                 .await;
-            self.push(Message::tool_result(call.id, ack, false));
+            self.push(Message::tool_result(call.id, ack, false)).await;
             self.events
                 .emit(ChatEvent::TextDelta {
                     text: answer.clone(),
@@ -268,7 +278,8 @@ impl<'e> Turn<'e> {
         self.push(Message::Assistant {
             content: non_empty(text.clone()),
             tool_calls: tool_calls.clone(),
-        });
+        })
+        .await;
         let step = self.tool_round(tool_calls, &text).await;
         if let Step::Finalize(cause) = &step {
             debug!(decision = "finalize", reason = %cause.reason, detail = %cause.detail, "after tool round");
@@ -296,6 +307,41 @@ impl<'e> Turn<'e> {
             }
             taken.insert(call.id.clone());
         }
+    }
+
+    /// Ends the turn handing the client-run calls back to the caller. Server-side calls in
+    /// the same reply are dropped: the client could not send their results back.
+    async fn pause_for_client(
+        &mut self,
+        text: String,
+        calls: Vec<buddy_core::ToolCall>,
+    ) -> TurnOutcome {
+        let (external, dropped): (Vec<_>, Vec<_>) = calls
+            .into_iter()
+            .partition(|c| self.toolbox.is_external(&c.name));
+        if !dropped.is_empty() {
+            debug!(
+                dropped = dropped.len(),
+                "server-side calls beside client calls were not run"
+            );
+        }
+        self.push(Message::Assistant {
+            content: non_empty(text.clone()),
+            tool_calls: external.clone(),
+        })
+        .await;
+        for call in &external {
+            self.emit_call_start(call).await;
+        }
+        self.stats.elapsed_ms = self.elapsed_ms();
+        self.events
+            .emit(ChatEvent::Done {
+                reason: StopReason::ClientToolCalls,
+                answer: text.clone(),
+                stats: self.stats,
+            })
+            .await;
+        self.outcome(StopReason::ClientToolCalls, Some(text), None)
     }
 
     /// Ends the turn taking `text` as the answer and dropping the calls beside it.
@@ -526,8 +572,11 @@ impl<'e> Turn<'e> {
             .await;
     }
 
-    /// Appends a message to the history.
-    pub(crate) fn push(&mut self, message: Message) {
+    /// Appends a message to the history and records it (waiting until it is kept).
+    pub(crate) async fn push(&mut self, message: Message) {
+        if let Some(recorder) = &self.recorder {
+            recorder.record(&message).await;
+        }
         let tokens = self.counter.message(&message);
         if let Message::Assistant { tool_calls, .. } = &message {
             self.call_ids
@@ -559,7 +608,7 @@ impl<'e> Turn<'e> {
         } else {
             text
         };
-        self.push(Message::assistant(answer.clone()));
+        self.push(Message::assistant(answer.clone())).await;
         self.stats.elapsed_ms = self.elapsed_ms();
         debug!(%reason, stats = ?self.stats, "turn done");
         self.events

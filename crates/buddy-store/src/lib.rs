@@ -1,0 +1,9 @@
+//! buddy-store: where conversations live. A [`Store`] trait, ready for more backends,
+//! and [`SqliteStore`], the embedded default: one file, created on first use, its
+//! migrations embedded.
+
+mod sqlite;
+mod store;
+
+pub use sqlite::SqliteStore;
+pub use store::{ConversationDetail, ConversationSummary, Store, StoreError, TurnRecord, new_id};

@@ -1,0 +1,426 @@
+//! The embedded SQLite store.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use buddy_core::{BoxFuture, Message, StopReason, TurnStats};
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::store::{
+    ConversationDetail, ConversationSummary, Store, StoreError, TurnRecord, new_id,
+};
+
+/// Schema migrations, applied in order; `PRAGMA user_version` records how many ran.
+const MIGRATIONS: &[&str] = &[r#"
+CREATE TABLE conversations (
+    id TEXT PRIMARY KEY,
+    created_at_ms INTEGER NOT NULL,
+    updated_at_ms INTEGER NOT NULL
+);
+CREATE TABLE messages (
+    conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    turn_id TEXT NOT NULL,
+    role TEXT NOT NULL,
+    body TEXT NOT NULL,
+    created_at_ms INTEGER NOT NULL,
+    PRIMARY KEY (conversation_id, seq)
+);
+CREATE TABLE turns (
+    id TEXT PRIMARY KEY,
+    conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    model TEXT NOT NULL,
+    started_at_ms INTEGER NOT NULL,
+    finished_at_ms INTEGER,
+    stop_reason TEXT,
+    stats TEXT,
+    error TEXT
+);
+CREATE INDEX turns_by_conversation ON turns(conversation_id, started_at_ms);
+"#];
+
+/// A conversation store in one SQLite file (WAL mode: every committed message
+/// survives a process crash).
+#[derive(Clone)]
+pub struct SqliteStore {
+    conn: Arc<Mutex<Connection>>,
+    path: PathBuf,
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+fn role(message: &Message) -> &'static str {
+    match message {
+        Message::System { .. } => "system",
+        Message::User { .. } => "user",
+        Message::Assistant { .. } => "assistant",
+        Message::Tool { .. } => "tool",
+    }
+}
+
+impl SqliteStore {
+    /// Opens (or creates) the database at `path`, creating its directory, applying
+    /// migrations, and marking turns a previous process never finished as `interrupted`.
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        let shown = path.display().to_string();
+        let fail = |e: &dyn std::fmt::Display| StoreError::Backend(format!("{shown}: {e}"));
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| fail(&e))?;
+        }
+        let conn = Connection::open(path).map_err(|e| fail(&e))?;
+        Self::init(conn, path.to_owned()).map_err(|e| fail(&e))
+    }
+
+    /// An in-memory store (tests, throwaway servers).
+    pub fn in_memory() -> Result<Self, StoreError> {
+        let conn = Connection::open_in_memory().map_err(|e| StoreError::Backend(e.to_string()))?;
+        Self::init(conn, PathBuf::from(":memory:")).map_err(|e| StoreError::Backend(e.to_string()))
+    }
+
+    fn init(conn: Connection, path: PathBuf) -> rusqlite::Result<Self> {
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+        for (i, sql) in MIGRATIONS
+            .iter()
+            .enumerate()
+            .skip(usize::try_from(version).unwrap_or(0))
+        {
+            conn.execute_batch(sql)?;
+            conn.pragma_update(
+                None,
+                "user_version",
+                i64::try_from(i + 1).unwrap_or(i64::MAX),
+            )?;
+        }
+        conn.execute(
+            "UPDATE turns SET stop_reason = 'interrupted', finished_at_ms = ?1 WHERE finished_at_ms IS NULL",
+            params![now_ms()],
+        )?;
+        Ok(SqliteStore {
+            conn: Arc::new(Mutex::new(conn)),
+            path,
+        })
+    }
+
+    /// Runs `op` on the connection off the async runtime.
+    fn run<T: Send + 'static>(
+        &self,
+        op: impl FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+    ) -> BoxFuture<'static, Result<T, StoreError>> {
+        let conn = Arc::clone(&self.conn);
+        let path = self.path.display().to_string();
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || {
+                let mut guard = conn.lock().map_err(|_| {
+                    StoreError::Backend(format!("{path}: a previous store call panicked"))
+                })?;
+                op(&mut guard)
+            })
+            .await
+            .map_err(|e| StoreError::Backend(format!("store task failed: {e}")))?
+        })
+    }
+}
+
+fn backend(e: rusqlite::Error) -> StoreError {
+    StoreError::Backend(e.to_string())
+}
+
+fn decode<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, StoreError> {
+    serde_json::from_str(text).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+fn load(conn: &Connection, id: &str) -> Result<Vec<Message>, StoreError> {
+    let mut stmt = conn
+        .prepare_cached("SELECT body FROM messages WHERE conversation_id = ?1 ORDER BY seq")
+        .map_err(backend)?;
+    let rows = stmt
+        .query_map(params![id], |r| r.get::<_, String>(0))
+        .map_err(backend)?;
+    rows.map(|r| r.map_err(backend).and_then(|body| decode(&body)))
+        .collect()
+}
+
+fn exists(conn: &Connection, id: &str) -> Result<bool, StoreError> {
+    conn.query_row(
+        "SELECT 1 FROM conversations WHERE id = ?1",
+        params![id],
+        |_| Ok(()),
+    )
+    .optional()
+    .map(|r| r.is_some())
+    .map_err(backend)
+}
+
+impl Store for SqliteStore {
+    fn create_conversation(&self) -> BoxFuture<'_, Result<String, StoreError>> {
+        self.run(|conn| {
+            let id = new_id("conv");
+            let now = now_ms();
+            conn.execute(
+                "INSERT INTO conversations (id, created_at_ms, updated_at_ms) VALUES (?1, ?2, ?2)",
+                params![id, now],
+            )
+            .map_err(backend)?;
+            Ok(id)
+        })
+    }
+
+    fn load_messages<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Vec<Message>, StoreError>> {
+        let id = id.to_owned();
+        self.run(move |conn| {
+            if !exists(conn, &id)? {
+                return Err(StoreError::NotFound(id));
+            }
+            load(conn, &id)
+        })
+    }
+
+    fn append_message<'a>(
+        &'a self,
+        id: &'a str,
+        turn_id: &'a str,
+        message: &'a Message,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let (id, turn_id) = (id.to_owned(), turn_id.to_owned());
+        let role = role(message);
+        let body = serde_json::to_string(message);
+        self.run(move |conn| {
+            let body = body.map_err(|e| StoreError::Backend(e.to_string()))?;
+            let now = now_ms();
+            let tx = conn.transaction().map_err(backend)?;
+            let updated = tx
+                .execute("UPDATE conversations SET updated_at_ms = ?2 WHERE id = ?1", params![id, now])
+                .map_err(backend)?;
+            if updated == 0 {
+                return Err(StoreError::NotFound(id));
+            }
+            tx.execute(
+                "INSERT INTO messages (conversation_id, seq, turn_id, role, body, created_at_ms)
+                 VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE conversation_id = ?1), ?2, ?3, ?4, ?5)",
+                params![id, turn_id, role, body, now],
+            )
+            .map_err(backend)?;
+            tx.commit().map_err(backend)
+        })
+    }
+
+    fn begin_turn<'a>(
+        &'a self,
+        id: &'a str,
+        turn_id: &'a str,
+        model: &'a str,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let (id, turn_id, model) = (id.to_owned(), turn_id.to_owned(), model.to_owned());
+        self.run(move |conn| {
+            conn.execute(
+                "INSERT INTO turns (id, conversation_id, model, started_at_ms) VALUES (?1, ?2, ?3, ?4)",
+                params![turn_id, id, model, now_ms()],
+            )
+            .map_err(backend)?;
+            Ok(())
+        })
+    }
+
+    fn finish_turn<'a>(
+        &'a self,
+        turn_id: &'a str,
+        reason: StopReason,
+        stats: &'a TurnStats,
+        error: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let turn_id = turn_id.to_owned();
+        let stats = serde_json::to_string(stats).unwrap_or_default();
+        let error = error.map(str::to_owned);
+        self.run(move |conn| {
+            conn.execute(
+                "UPDATE turns SET finished_at_ms = ?2, stop_reason = ?3, stats = ?4, error = ?5 WHERE id = ?1",
+                params![turn_id, now_ms(), reason.as_str(), stats, error],
+            )
+            .map_err(backend)?;
+            Ok(())
+        })
+    }
+
+    fn list_conversations(&self) -> BoxFuture<'_, Result<Vec<ConversationSummary>, StoreError>> {
+        self.run(|conn| {
+            let mut stmt = conn
+                .prepare(
+                    "SELECT c.id, c.created_at_ms, c.updated_at_ms,
+                        (SELECT COUNT(*) FROM messages m WHERE m.conversation_id = c.id),
+                        (SELECT body FROM messages m WHERE m.conversation_id = c.id AND m.role = 'user' ORDER BY seq LIMIT 1),
+                        (SELECT stop_reason FROM turns t WHERE t.conversation_id = c.id ORDER BY started_at_ms DESC LIMIT 1)
+                     FROM conversations c ORDER BY c.updated_at_ms DESC",
+                )
+                .map_err(backend)?;
+            let rows = stmt
+                .query_map([], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, i64>(1)?,
+                        r.get::<_, i64>(2)?,
+                        r.get::<_, i64>(3)?,
+                        r.get::<_, Option<String>>(4)?,
+                        r.get::<_, Option<String>>(5)?,
+                    ))
+                })
+                .map_err(backend)?;
+            rows.map(|row| {
+                let (id, created, updated, count, first_user, reason) = row.map_err(backend)?;
+                let title = match first_user {
+                    Some(body) => decode::<Message>(&body)?.text().unwrap_or_default().chars().take(80).collect(),
+                    None => String::new(),
+                };
+                Ok(ConversationSummary {
+                    id,
+                    created_at_ms: created,
+                    updated_at_ms: updated,
+                    messages: u64::try_from(count).unwrap_or(0),
+                    title,
+                    last_stop_reason: reason,
+                })
+            })
+            .collect()
+        })
+    }
+
+    fn get_conversation<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<ConversationDetail>, StoreError>> {
+        let id = id.to_owned();
+        self.run(move |conn| {
+            let created: Option<i64> = conn
+                .query_row(
+                    "SELECT created_at_ms FROM conversations WHERE id = ?1",
+                    params![id],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(backend)?;
+            let Some(created_at_ms) = created else {
+                return Ok(None);
+            };
+            let messages = load(conn, &id)?;
+            let mut stmt = conn
+                .prepare(
+                    "SELECT id, model, started_at_ms, finished_at_ms, stop_reason, stats, error
+                     FROM turns WHERE conversation_id = ?1 ORDER BY started_at_ms, rowid",
+                )
+                .map_err(backend)?;
+            let turns = stmt
+                .query_map(params![id], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, i64>(2)?,
+                        r.get::<_, Option<i64>>(3)?,
+                        r.get::<_, Option<String>>(4)?,
+                        r.get::<_, Option<String>>(5)?,
+                        r.get::<_, Option<String>>(6)?,
+                    ))
+                })
+                .map_err(backend)?
+                .map(|row| {
+                    let (id, model, started, finished, reason, stats, error) =
+                        row.map_err(backend)?;
+                    Ok(TurnRecord {
+                        id,
+                        model,
+                        started_at_ms: started,
+                        finished_at_ms: finished,
+                        stop_reason: reason,
+                        stats: stats.as_deref().map(decode).transpose()?,
+                        error,
+                    })
+                })
+                .collect::<Result<Vec<_>, StoreError>>()?;
+            Ok(Some(ConversationDetail {
+                id,
+                created_at_ms,
+                messages,
+                turns,
+            }))
+        })
+    }
+
+    fn delete_conversation<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
+        let id = id.to_owned();
+        self.run(move |conn| {
+            let n = conn
+                .execute("DELETE FROM conversations WHERE id = ?1", params![id])
+                .map_err(backend)?;
+            Ok(n > 0)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use buddy_core::ToolCall;
+
+    #[tokio::test]
+    async fn a_conversation_round_trips_and_survives_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nested/buddy.db");
+        let store = SqliteStore::open(&path).unwrap();
+        let id = store.create_conversation().await.unwrap();
+        store.begin_turn(&id, "turn_1", "m").await.unwrap();
+        let messages = vec![
+            Message::user("time?"),
+            Message::Assistant {
+                content: None,
+                tool_calls: vec![ToolCall::new("c1", "get_time", "{}")],
+            },
+            Message::tool_result("c1", "12:00", false),
+            Message::assistant("It is noon."),
+        ];
+        for m in &messages {
+            store.append_message(&id, "turn_1", m).await.unwrap();
+        }
+        let stats = TurnStats {
+            model_calls: 2,
+            tool_calls: 1,
+            ..TurnStats::default()
+        };
+        store
+            .finish_turn("turn_1", StopReason::Completed, &stats, None)
+            .await
+            .unwrap();
+        store.begin_turn(&id, "turn_2", "m").await.unwrap();
+        drop(store);
+
+        let reopened = SqliteStore::open(&path).unwrap();
+        assert_eq!(reopened.load_messages(&id).await.unwrap(), messages);
+        let detail = reopened.get_conversation(&id).await.unwrap().unwrap();
+        assert_eq!(detail.turns[0].stop_reason.as_deref(), Some("completed"));
+        assert_eq!(detail.turns[0].stats, Some(stats));
+        assert_eq!(
+            detail.turns[1].stop_reason.as_deref(),
+            Some("interrupted"),
+            "an unfinished turn after a restart"
+        );
+        let list = reopened.list_conversations().await.unwrap();
+        assert_eq!((list[0].messages, list[0].title.as_str()), (4, "time?"));
+        assert!(reopened.delete_conversation(&id).await.unwrap());
+        assert!(!reopened.delete_conversation(&id).await.unwrap());
+        assert!(matches!(
+            reopened.load_messages(&id).await,
+            Err(StoreError::NotFound(_))
+        ));
+        assert!(matches!(
+            reopened.append_message(&id, "t", &Message::user("x")).await,
+            Err(StoreError::NotFound(_))
+        ));
+    }
+}

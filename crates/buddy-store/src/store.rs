@@ -1,0 +1,109 @@
+//! The store trait and its records.
+
+use buddy_core::{BoxFuture, Message, StopReason, TurnStats};
+use serde::{Deserialize, Serialize};
+
+/// A store operation failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StoreError {
+    #[error("conversation store: {0}")]
+    Backend(String),
+    #[error("conversation `{0}` does not exist")]
+    NotFound(String),
+    #[error(
+        "conversation store: a stored record is unreadable ({0}); the database may have been edited by hand"
+    )]
+    Corrupt(String),
+}
+
+/// One conversation in a listing.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ConversationSummary {
+    pub id: String,
+    pub created_at_ms: i64,
+    pub updated_at_ms: i64,
+    pub messages: u64,
+    /// The first user message, shortened.
+    pub title: String,
+    pub last_stop_reason: Option<String>,
+}
+
+/// One turn of a conversation: when it ran, with which model, and how it ended.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TurnRecord {
+    pub id: String,
+    pub model: String,
+    pub started_at_ms: i64,
+    pub finished_at_ms: Option<i64>,
+    /// The stop reason; `interrupted` for a turn the server never finished (a crash).
+    pub stop_reason: Option<String>,
+    pub stats: Option<TurnStats>,
+    pub error: Option<String>,
+}
+
+/// A whole conversation: every message (tool calls and results included) and every turn.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ConversationDetail {
+    pub id: String,
+    pub created_at_ms: i64,
+    pub messages: Vec<Message>,
+    pub turns: Vec<TurnRecord>,
+}
+
+/// Where conversations are kept. Every message is appended as it is produced, so a
+/// crash loses at most what was being streamed.
+pub trait Store: Send + Sync {
+    /// Creates an empty conversation and returns its id.
+    fn create_conversation(&self) -> BoxFuture<'_, Result<String, StoreError>>;
+    /// Every message of a conversation, in order.
+    fn load_messages<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Vec<Message>, StoreError>>;
+    /// Appends one message to a conversation; returns once it is durable.
+    fn append_message<'a>(
+        &'a self,
+        id: &'a str,
+        turn_id: &'a str,
+        message: &'a Message,
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
+    /// Records that a turn started.
+    fn begin_turn<'a>(
+        &'a self,
+        id: &'a str,
+        turn_id: &'a str,
+        model: &'a str,
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
+    /// Records how a turn ended.
+    fn finish_turn<'a>(
+        &'a self,
+        turn_id: &'a str,
+        reason: StopReason,
+        stats: &'a TurnStats,
+        error: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
+    /// All conversations, newest first.
+    fn list_conversations(&self) -> BoxFuture<'_, Result<Vec<ConversationSummary>, StoreError>>;
+    /// One conversation, or `None`.
+    fn get_conversation<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<ConversationDetail>, StoreError>>;
+    /// Deletes a conversation; `false` if it did not exist.
+    fn delete_conversation<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>>;
+}
+
+/// A new random id with a prefix (`conv_…`, `turn_…`): 128 bits, hex.
+pub fn new_id(prefix: &str) -> String {
+    let mut bytes = [0u8; 16];
+    if getrandom::fill(&mut bytes).is_err() {
+        // No OS randomness: fall back to time and a counter (unique, not secret).
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        bytes[..8].copy_from_slice(&(nanos as u64).to_le_bytes());
+        bytes[8..].copy_from_slice(&COUNTER.fetch_add(1, Ordering::Relaxed).to_le_bytes());
+    }
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!("{prefix}_{hex}")
+}
