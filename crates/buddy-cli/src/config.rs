@@ -39,6 +39,37 @@ pub struct BuddyConfig {
     /// `[providers.NAME]` tables.
     #[serde(default)]
     pub providers: BTreeMap<String, ProviderConfig>,
+    /// `[server]`: `buddy serve`.
+    #[serde(default)]
+    pub server: ServerConfig,
+}
+
+/// The `[server]` section.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// Address to listen on.
+    pub listen: String,
+    /// SQLite file of the conversation store.
+    pub db: PathBuf,
+    /// Environment variable with the accepted API keys, comma-separated.
+    pub api_keys_env: String,
+    pub max_body_bytes: usize,
+    pub max_concurrent_turns_per_key: usize,
+    pub shutdown_grace_secs: f64,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: "127.0.0.1:8080".to_owned(),
+            db: PathBuf::from("buddy.db"),
+            api_keys_env: "BUDDY_API_KEYS".to_owned(),
+            max_body_bytes: 1024 * 1024,
+            max_concurrent_turns_per_key: 8,
+            shutdown_grace_secs: 30.0,
+        }
+    }
 }
 
 /// The `[skills]` section.
@@ -92,6 +123,9 @@ impl BuddyConfig {
             && sandbox.is_relative()
         {
             config.skills.sandbox = Some(base.join(sandbox));
+        }
+        if config.server.db.is_relative() {
+            config.server.db = base.join(&config.server.db);
         }
         for provider in config.providers.values_mut() {
             if let Some(scenario) = &provider.scenario

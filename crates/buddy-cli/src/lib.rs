@@ -1,6 +1,7 @@
 //! The `buddy` command's library half: configuration, wiring, the scenario runner and
 //! the event printers, kept here so tests drive exactly what the binary runs.
 
+pub mod backend;
 pub mod config;
 pub mod exit_code;
 pub mod printer;

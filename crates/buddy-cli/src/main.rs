@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use commands::{ChatArgs, DemoArgs, RunArgs};
+use commands::{ChatArgs, DemoArgs, RunArgs, ServeArgs};
 
 /// buddy — an LLM agent runtime whose every turn ends, quickly, with an answer and a stated reason.
 ///
@@ -44,6 +44,8 @@ enum Command {
     Chat(ChatArgs),
     /// Run every scenario in a directory and show how each turn ended.
     Demo(DemoArgs),
+    /// Serve the SSE chat API and an OpenAI-compatible endpoint over HTTP.
+    Serve(ServeArgs),
 }
 
 fn init_logging(verbose: u8, format: LogFormat) {
@@ -82,6 +84,7 @@ fn main() -> ExitCode {
             Command::Run(args) => commands::run(config, args).await,
             Command::Chat(args) => commands::chat(config, args).await,
             Command::Demo(args) => commands::demo(args).await,
+            Command::Serve(args) => commands::serve(config, args).await,
         }
     });
     match result {

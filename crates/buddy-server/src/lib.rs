@@ -1,1 +1,27 @@
-//! placeholder
+//! buddy-server: the engine as a service.
+//!
+//! - `POST /v1/chat`: one turn as an SSE stream of `ChatEvent`s, conversations kept in a store;
+//! - `GET|DELETE /v1/conversations[/{id}]`, `GET /v1/models`, `GET /healthz`, `GET /metrics`;
+//! - `POST /v1/chat/completions`: an OpenAI-compatible endpoint, so any OpenAI client gets
+//!   loop-safe tool use by changing its base URL.
+//!
+//! [`app`] builds the router (tests drive it without a socket); [`serve`] runs it with
+//! auth, limits and graceful shutdown.
+
+mod app;
+mod auth;
+mod backend;
+mod chat;
+mod conversations;
+mod error;
+mod metrics;
+mod openai;
+mod serve;
+mod state;
+mod turns;
+
+pub use app::app;
+pub use backend::{Backend, BackendError, Resolved};
+pub use error::AppError;
+pub use serve::{ServeError, serve};
+pub use state::{AppState, ServerSettings};

@@ -3,6 +3,7 @@
 mod chat;
 mod demo;
 mod run;
+mod serve;
 mod setup;
 
 use std::path::PathBuf;
@@ -15,6 +16,7 @@ use serde_json::Value;
 pub use chat::{ChatArgs, chat};
 pub use demo::{DemoArgs, demo};
 pub use run::{RunArgs, run};
+pub use serve::{ServeArgs, serve};
 
 /// Flags that override the loop policy (after buddy.toml and BUDDY_* variables).
 #[derive(Args, Debug, Default, Clone)]

@@ -1,0 +1,188 @@
+//! The server's [`Backend`] from buddy.toml: the configured providers, or — when none is
+//! configured — every scripted scenario as a model (`scripted:<name>`).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use buddy_core::{Provider, Toolbox};
+use buddy_engine::PolicyPatch;
+use buddy_providers::{ProviderKind, Scenario, ScriptedProvider};
+use buddy_server::{Backend, BackendError, Resolved};
+use buddy_skills::Sandbox;
+
+use crate::DEFAULT_SCENARIO;
+use crate::config::{BuddyConfig, SkillsConfig};
+use crate::scenario_run::scenario_files;
+use crate::toolbox::build_registry;
+
+struct HttpProvider {
+    provider: Arc<dyn Provider>,
+    model: Option<String>,
+}
+
+struct ScriptedModel {
+    scenario: Scenario,
+    /// Shared across turns, so call ids stay unique in a conversation.
+    provider: Arc<ScriptedProvider>,
+}
+
+/// Resolves `provider` / `model` of requests against buddy.toml and the scenarios.
+pub struct ConfiguredBackend {
+    http: BTreeMap<String, HttpProvider>,
+    default_provider: Option<String>,
+    scripted: BTreeMap<String, ScriptedModel>,
+    skills: SkillsConfig,
+    sandbox: Sandbox,
+    /// The configured skills, shared by every turn of an HTTP provider.
+    toolbox: Arc<dyn Toolbox>,
+}
+
+/// The backend could not be built.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct BackendBuildError(String);
+
+impl ConfiguredBackend {
+    /// Builds every configured provider (keys from `env`) and loads the scenarios in
+    /// `scenarios_dir` (plus the built-in offline assistant).
+    pub fn new(
+        config: &BuddyConfig,
+        sandbox: Sandbox,
+        scenarios_dir: Option<&Path>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Self, BackendBuildError> {
+        let err = |e: &dyn std::fmt::Display| BackendBuildError(e.to_string());
+        let mut http = BTreeMap::new();
+        for (name, declared) in &config.providers {
+            if declared.kind == ProviderKind::Scripted {
+                continue;
+            }
+            let provider = declared.build_http(name, env).map_err(|e| err(&e))?;
+            http.insert(
+                name.clone(),
+                HttpProvider {
+                    provider,
+                    model: declared.model.clone(),
+                },
+            );
+        }
+        let mut scripted = BTreeMap::new();
+        let mut add = |scenario: Scenario| {
+            let provider = Arc::new(ScriptedProvider::new(Arc::new(scenario.clone())));
+            scripted.insert(scenario.name.clone(), ScriptedModel { scenario, provider });
+        };
+        add(Scenario::parse(DEFAULT_SCENARIO, "built-in offline_assistant").map_err(|e| err(&e))?);
+        if let Some(dir) = scenarios_dir.filter(|d| d.is_dir()) {
+            for file in scenario_files(dir).map_err(|e| err(&e))? {
+                add(Scenario::load(&file).map_err(|e| err(&e))?);
+            }
+        }
+        let toolbox: Arc<dyn Toolbox> =
+            Arc::new(build_registry(&config.skills, &sandbox, None).map_err(|e| err(&e))?);
+        Ok(ConfiguredBackend {
+            http,
+            default_provider: config.default_provider.clone(),
+            scripted,
+            skills: config.skills.clone(),
+            sandbox,
+            toolbox,
+        })
+    }
+
+    fn scripted(&self, name: &str) -> Result<Resolved, BackendError> {
+        let model = self.scripted.get(name).ok_or_else(|| {
+            BackendError(format!(
+                "no scripted scenario named `{name}`; GET /v1/models lists the models this server has"
+            ))
+        })?;
+        // Stub tools count their calls: every turn gets fresh ones.
+        let registry = build_registry(&self.skills, &self.sandbox, Some(&model.scenario))
+            .map_err(|e| BackendError(e.to_string()))?;
+        let policy = PolicyPatch::from_map(model.scenario.policy.clone())
+            .map_err(|e| BackendError(e.to_string()))?;
+        Ok(Resolved {
+            provider: Arc::clone(&model.provider) as Arc<dyn Provider>,
+            toolbox: Arc::new(registry),
+            model: format!("scripted:{name}"),
+            policy,
+            system: model.scenario.system.clone(),
+        })
+    }
+
+    fn http(&self, name: &str, model: Option<&str>) -> Result<Resolved, BackendError> {
+        let provider = self.http.get(name).ok_or_else(|| {
+            let known: Vec<&str> = self.http.keys().map(String::as_str).collect();
+            BackendError(format!(
+                "no provider named `{name}`; configured: [{}]",
+                known.join(", ")
+            ))
+        })?;
+        let model = model
+            .map(str::to_owned)
+            .or_else(|| provider.model.clone())
+            .ok_or_else(|| {
+                BackendError(format!(
+                    "provider `{name}` has no default model: name one in `model`"
+                ))
+            })?;
+        Ok(Resolved {
+            provider: Arc::clone(&provider.provider),
+            toolbox: Arc::clone(&self.toolbox),
+            model,
+            policy: PolicyPatch::default(),
+            system: None,
+        })
+    }
+}
+
+impl Backend for ConfiguredBackend {
+    fn models(&self) -> Vec<String> {
+        if self.http.is_empty() {
+            return self
+                .scripted
+                .keys()
+                .map(|n| format!("scripted:{n}"))
+                .collect();
+        }
+        let mut models: Vec<String> = self.http.values().filter_map(|p| p.model.clone()).collect();
+        models.sort();
+        models.dedup();
+        models
+    }
+
+    fn resolve(
+        &self,
+        provider: Option<&str>,
+        model: Option<&str>,
+    ) -> Result<Resolved, BackendError> {
+        match (provider, model) {
+            (Some("scripted"), model) => self
+                .scripted(model.map_or("offline_assistant", |m| m.trim_start_matches("scripted:"))),
+            (Some(name), model) => self.http(name, model),
+            (None, Some(model)) => {
+                if let Some(name) = model.strip_prefix("scripted:") {
+                    return self.scripted(name);
+                }
+                if let Some((name, _)) = self
+                    .http
+                    .iter()
+                    .find(|(_, p)| p.model.as_deref() == Some(model))
+                {
+                    return self.http(name, Some(model));
+                }
+                match &self.default_provider {
+                    Some(name) if self.http.contains_key(name) => self.http(name, Some(model)),
+                    _ if self.scripted.contains_key(model) => self.scripted(model),
+                    _ => Err(BackendError(format!(
+                        "unknown model `{model}`; GET /v1/models lists the models this server has"
+                    ))),
+                }
+            }
+            (None, None) => match &self.default_provider {
+                Some(name) if self.http.contains_key(name) => self.http(name, None),
+                _ => self.scripted("offline_assistant"),
+            },
+        }
+    }
+}

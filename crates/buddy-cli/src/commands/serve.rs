@@ -1,0 +1,124 @@
+//! `buddy serve`: the SSE chat API and the OpenAI-compatible endpoint.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use buddy_cli::backend::ConfiguredBackend;
+use buddy_engine::PolicyPatch;
+use buddy_server::{AppState, ServerSettings};
+use buddy_skills::Sandbox;
+use buddy_store::SqliteStore;
+use clap::Args;
+
+use super::setup::load_config;
+
+/// `buddy serve`.
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Address to listen on (default: [server] listen, else 127.0.0.1:8080; port 0 picks one).
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<String>,
+    /// SQLite file of the conversation store, created on first run (default: [server] db, else ./buddy.db).
+    #[arg(long, value_name = "FILE")]
+    db: Option<PathBuf>,
+    /// Directory the file skills are confined to (default: config, else the current directory).
+    #[arg(long, value_name = "DIR")]
+    sandbox: Option<PathBuf>,
+    /// An accepted API key (repeatable); also read from $BUDDY_API_KEYS, comma-separated.
+    #[arg(long = "api-key", value_name = "KEY")]
+    api_keys: Vec<String>,
+    /// Directory of scenarios served as `scripted:<name>` models (default: ./scenarios).
+    #[arg(long, value_name = "DIR")]
+    scenarios: Option<PathBuf>,
+    /// Largest request body in bytes.
+    #[arg(long, value_name = "BYTES")]
+    max_body_bytes: Option<usize>,
+    /// Turns one API key may run at once.
+    #[arg(long, value_name = "N")]
+    max_concurrent_turns: Option<usize>,
+    /// Seconds running turns may go on after SIGTERM/Ctrl-C before they are cancelled.
+    #[arg(long, value_name = "SECS")]
+    shutdown_grace_secs: Option<f64>,
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = ctrl_c => {},
+                    _ = term.recv() => {},
+                }
+            }
+            Err(_) => {
+                let _ = ctrl_c.await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
+
+/// Runs the server until SIGTERM or Ctrl-C.
+pub async fn serve(config_path: Option<&Path>, args: ServeArgs) -> anyhow::Result<u8> {
+    let mut config = load_config(config_path)?;
+    let env_patch = PolicyPatch::from_env(std::env::vars())?;
+    config.policy.base.merge(&env_patch);
+    let server = &config.server;
+    let mut api_keys = args.api_keys.clone();
+    if let Ok(keys) = std::env::var(&server.api_keys_env) {
+        api_keys.extend(
+            keys.split(',')
+                .map(str::trim)
+                .filter(|k| !k.is_empty())
+                .map(str::to_owned),
+        );
+    }
+    let settings = ServerSettings {
+        api_keys,
+        max_body_bytes: args.max_body_bytes.unwrap_or(server.max_body_bytes),
+        max_concurrent_turns_per_key: args
+            .max_concurrent_turns
+            .unwrap_or(server.max_concurrent_turns_per_key)
+            .max(1),
+        shutdown_grace: Duration::try_from_secs_f64(
+            args.shutdown_grace_secs
+                .unwrap_or(server.shutdown_grace_secs),
+        )
+        .context("--shutdown-grace-secs")?,
+    };
+    let db = args.db.clone().unwrap_or_else(|| server.db.clone());
+    let store = SqliteStore::open(&db)?;
+    let sandbox_dir = match (&args.sandbox, &config.skills.sandbox) {
+        (Some(dir), _) | (None, Some(dir)) => dir.clone(),
+        (None, None) => std::env::current_dir()?,
+    };
+    let sandbox = Sandbox::new(&sandbox_dir).context("--sandbox")?;
+    let scenarios = args
+        .scenarios
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("scenarios"));
+    let backend = ConfiguredBackend::new(&config, sandbox, Some(&scenarios), &|var| {
+        std::env::var(var).ok()
+    })?;
+    let listen = args.listen.clone().unwrap_or_else(|| server.listen.clone());
+    let listener = tokio::net::TcpListener::bind(&listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
+    let addr = listener.local_addr()?;
+    let state = AppState::new(
+        Arc::new(store),
+        Arc::new(backend),
+        config.policy.clone(),
+        settings,
+    );
+    eprintln!("buddy serving on http://{addr} (store {})", db.display());
+    buddy_server::serve(state, listener, shutdown_signal()).await?;
+    Ok(0)
+}

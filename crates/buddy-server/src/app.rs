@@ -1,0 +1,46 @@
+//! The router.
+
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::routing::{get, post};
+use axum::{Json, Router, middleware};
+use serde_json::json;
+use tower_http::trace::TraceLayer;
+
+use crate::error::AppError;
+use crate::state::AppState;
+use crate::{auth, chat, conversations, metrics, openai};
+
+/// Every route of the server, over `state`. Tests drive it with `oneshot`, no socket needed.
+pub fn app(state: AppState) -> Router {
+    let limit = state.inner.settings.max_body_bytes;
+    let protected = Router::new()
+        .route("/v1/chat", post(chat::chat))
+        .route("/v1/chat/completions", post(openai::completions))
+        .route("/v1/models", get(openai::models))
+        .route("/v1/conversations", get(conversations::list))
+        .route(
+            "/v1/conversations/{id}",
+            get(conversations::get).delete(conversations::delete),
+        )
+        .route("/metrics", get(render_metrics))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_key,
+        ));
+    Router::new()
+        .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
+        .merge(protected)
+        .fallback(|| async {
+            AppError::NotFound("no such endpoint; see the README for the API".into())
+        })
+        .layer(DefaultBodyLimit::max(limit))
+        .layer(TraceLayer::new_for_http())
+        .with_state(state)
+}
+
+async fn render_metrics(State(_): State<AppState>) -> impl IntoResponse {
+    let body = metrics::handle().map(|h| h.render()).unwrap_or_default();
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body)
+}

@@ -1,0 +1,98 @@
+//! `POST /v1/chat`: one turn of a stored conversation, streamed as SSE.
+
+use std::convert::Infallible;
+
+use axum::Extension;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use buddy_engine::PolicyPatch;
+use futures::StreamExt;
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::auth::Caller;
+use crate::error::AppError;
+use crate::state::AppState;
+use crate::turns::{CancelOnDrop, Conversation, start_turn};
+
+/// The body of `POST /v1/chat`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ChatBody {
+    conversation_id: Option<String>,
+    message: String,
+    provider: Option<String>,
+    model: Option<String>,
+    policy: Option<serde_json::Value>,
+}
+
+/// Reads a JSON body, turning every way it can be wrong into a 4xx that says how.
+pub(crate) fn parse_body<T: serde::de::DeserializeOwned>(
+    state: &AppState,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<T, AppError> {
+    let bytes = body.map_err(|e| match e {
+        BytesRejection::FailedToBufferBody(_) => {
+            AppError::TooLarge(state.inner.settings.max_body_bytes)
+        }
+        other => AppError::BadRequest(other.body_text()),
+    })?;
+    serde_json::from_slice(&bytes).map_err(|e| {
+        AppError::BadRequest(format!("the body is not valid JSON for this endpoint: {e}"))
+    })
+}
+
+pub(crate) async fn chat(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, AppError> {
+    let body: ChatBody = parse_body(&state, body)?;
+    if body.message.trim().is_empty() {
+        return Err(AppError::BadRequest(
+            "`message` is empty; send what the user said".into(),
+        ));
+    }
+    let policy = match body.policy {
+        Some(value) => {
+            PolicyPatch::from_value(value).map_err(|e| AppError::BadRequest(e.to_string()))?
+        }
+        None => PolicyPatch::default(),
+    };
+    let resolved = state
+        .inner
+        .backend
+        .resolve(body.provider.as_deref(), body.model.as_deref())
+        .map_err(|e| AppError::BadRequest(e.to_string()))?;
+    let turn = start_turn(
+        &state,
+        &caller.0,
+        Conversation::Stored(body.conversation_id),
+        Some(body.message),
+        resolved,
+        &policy,
+    )
+    .await?;
+    let opening = Event::default()
+        .event("conversation")
+        .json_data(json!({"conversation_id": turn.conversation_id, "turn_id": turn.turn_id, "model": turn.model}))
+        .map_err(|e| AppError::Internal(e.to_string()))?;
+    let guard = CancelOnDrop(turn.cancel);
+    let events = futures::stream::unfold((turn.events, guard), |(mut rx, guard)| async move {
+        let event = rx.recv().await?;
+        let sse = Event::default()
+            .event(event.kind())
+            .json_data(&event)
+            .unwrap_or_else(|_| Event::default().event("error").data("unencodable event"));
+        Some((sse, (rx, guard)))
+    });
+    let stream = futures::stream::once(async move { opening })
+        .chain(events)
+        .map(Ok::<_, Infallible>);
+    Ok(Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response())
+}

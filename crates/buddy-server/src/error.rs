@@ -1,0 +1,81 @@
+//! One error type for every endpoint: a status and an OpenAI-style JSON body.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+/// Everything an endpoint can refuse with. Messages say what was wrong and what to do;
+/// internals are logged, never sent.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("missing or wrong API key: send `Authorization: Bearer <key>`")]
+    Unauthorized,
+    #[error("{0}")]
+    NotFound(String),
+    #[error("the request body is larger than {0} bytes")]
+    TooLarge(usize),
+    #[error("{0}")]
+    TooManyTurns(String),
+    #[error("the server is shutting down; retry against another instance or later")]
+    ShuttingDown,
+    #[error("internal error; the server log has the details")]
+    Internal(String),
+    /// The turn ran but ended without an answer (provider failure, limit with on_limit = error).
+    #[error("{0}")]
+    TurnFailed(String),
+}
+
+impl AppError {
+    fn status(&self) -> StatusCode {
+        match self {
+            AppError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            AppError::Unauthorized => StatusCode::UNAUTHORIZED,
+            AppError::NotFound(_) => StatusCode::NOT_FOUND,
+            AppError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            AppError::TooManyTurns(_) => StatusCode::TOO_MANY_REQUESTS,
+            AppError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+            AppError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            AppError::TurnFailed(_) => StatusCode::BAD_GATEWAY,
+        }
+    }
+
+    fn kind(&self) -> &'static str {
+        match self {
+            AppError::BadRequest(_) | AppError::TooLarge(_) => "invalid_request_error",
+            AppError::Unauthorized => "authentication_error",
+            AppError::NotFound(_) => "not_found_error",
+            AppError::TooManyTurns(_) => "rate_limit_error",
+            AppError::ShuttingDown => "unavailable",
+            AppError::Internal(_) => "server_error",
+            AppError::TurnFailed(_) => "turn_failed",
+        }
+    }
+
+    /// The JSON error object (`{"error": {...}}`), also used inside streams.
+    pub fn body(&self) -> serde_json::Value {
+        json!({"error": {"message": self.to_string(), "type": self.kind(), "code": self.status().as_u16()}})
+    }
+}
+
+impl IntoResponse for AppError {
+    fn into_response(self) -> Response {
+        if let AppError::Internal(detail) = &self {
+            tracing::error!(%detail, "internal error");
+        }
+        (self.status(), Json(self.body())).into_response()
+    }
+}
+
+impl From<buddy_store::StoreError> for AppError {
+    fn from(e: buddy_store::StoreError) -> Self {
+        match e {
+            buddy_store::StoreError::NotFound(id) => {
+                AppError::NotFound(format!("conversation `{id}` does not exist"))
+            }
+            other => AppError::Internal(other.to_string()),
+        }
+    }
+}

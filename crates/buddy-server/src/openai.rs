@@ -1,0 +1,411 @@
+//! `POST /v1/chat/completions` and `GET /v1/models`, as OpenAI clients expect them.
+//!
+//! buddy runs its own skills server-side and answers with the final answer; tools the
+//! client declares are handed back as ordinary `tool_calls` (the turn pauses there).
+//! The stream satisfies the official SDK's strict `.stream()` helper: every chunk is a
+//! `chat.completion.chunk` with integer `choices[].index`, tool-call pieces carry a
+//! 0-based gap-free `index`, usage comes in a last `choices: []` chunk, then `[DONE]`.
+
+use std::collections::HashSet;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use buddy_core::{
+    BoxFuture, ChatEvent, Message, RepeatSemantics, SkillContext, StopReason, ToolCall,
+    ToolOutcome, ToolSpec, Toolbox, TurnStats,
+};
+use buddy_engine::PolicyPatch;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::auth::Caller;
+use crate::chat::parse_body;
+use crate::error::AppError;
+use crate::state::AppState;
+use crate::turns::{CancelOnDrop, Conversation, start_turn};
+
+#[derive(Deserialize)]
+struct CompletionBody {
+    model: Option<String>,
+    messages: Vec<WireMessage>,
+    #[serde(default)]
+    tools: Vec<WireTool>,
+    #[serde(default)]
+    stream: bool,
+    /// buddy's own extension: policy overrides for this request.
+    #[serde(default)]
+    buddy_policy: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct WireMessage {
+    role: String,
+    #[serde(default)]
+    content: Option<Value>,
+    #[serde(default)]
+    tool_calls: Vec<WireToolCall>,
+    #[serde(default)]
+    tool_call_id: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireToolCall {
+    id: String,
+    function: WireFunction,
+}
+
+#[derive(Deserialize)]
+struct WireFunction {
+    name: String,
+    #[serde(default)]
+    arguments: String,
+}
+
+#[derive(Deserialize)]
+struct WireTool {
+    function: WireToolDef,
+}
+
+#[derive(Deserialize)]
+struct WireToolDef {
+    name: String,
+    #[serde(default)]
+    description: String,
+    #[serde(default = "empty_object")]
+    parameters: Value,
+}
+
+fn empty_object() -> Value {
+    json!({"type": "object", "properties": {}})
+}
+
+/// Text of a message's `content`: a string, or the text parts of an array.
+fn text_of(content: &Option<Value>) -> Option<String> {
+    match content {
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(Value::Array(parts)) => Some(
+            parts
+                .iter()
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        ),
+        _ => None,
+    }
+}
+
+fn to_messages(wire: Vec<WireMessage>) -> Result<Vec<Message>, AppError> {
+    wire.into_iter()
+        .enumerate()
+        .map(|(i, m)| {
+            Ok(match m.role.as_str() {
+                "system" | "developer" => Message::system(text_of(&m.content).unwrap_or_default()),
+                "user" => Message::user(text_of(&m.content).unwrap_or_default()),
+                "assistant" => Message::Assistant {
+                    content: text_of(&m.content).filter(|t| !t.is_empty()),
+                    tool_calls: m
+                        .tool_calls
+                        .into_iter()
+                        .map(|c| ToolCall::new(c.id, c.function.name, c.function.arguments))
+                        .collect(),
+                },
+                "tool" => Message::tool_result(
+                    m.tool_call_id
+                        .ok_or_else(|| AppError::BadRequest(format!("messages[{i}]: a tool message needs `tool_call_id`")))?,
+                    text_of(&m.content).unwrap_or_default(),
+                    false,
+                ),
+                other => {
+                    return Err(AppError::BadRequest(format!(
+                        "messages[{i}]: unknown role `{other}`; use system, developer, user, assistant or tool"
+                    )));
+                }
+            })
+        })
+        .collect()
+}
+
+/// The server's skills plus the client's own tools, which are never run here.
+struct WithClientTools {
+    inner: Arc<dyn Toolbox>,
+    client: HashSet<String>,
+    specs: Vec<ToolSpec>,
+}
+
+impl Toolbox for WithClientTools {
+    fn specs(&self) -> &[ToolSpec] {
+        &self.specs
+    }
+    fn semantics(&self, name: &str) -> Option<RepeatSemantics> {
+        if self.client.contains(name) {
+            return Some(RepeatSemantics::Effectful);
+        }
+        self.inner.semantics(name)
+    }
+    fn invoke<'a>(&'a self, call: &'a ToolCall, ctx: SkillContext) -> BoxFuture<'a, ToolOutcome> {
+        self.inner.invoke(call, ctx)
+    }
+    fn is_external(&self, name: &str) -> bool {
+        self.client.contains(name)
+    }
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// `GET /v1/models`.
+pub(crate) async fn models(State(state): State<AppState>) -> Json<Value> {
+    let data: Vec<Value> = state
+        .inner
+        .backend
+        .models()
+        .into_iter()
+        .map(|id| json!({"id": id, "object": "model", "created": 0, "owned_by": "buddy"}))
+        .collect();
+    Json(json!({"object": "list", "data": data}))
+}
+
+/// `POST /v1/chat/completions`.
+pub(crate) async fn completions(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, AppError> {
+    let body: CompletionBody = parse_body(&state, body)?;
+    let history = to_messages(body.messages)?;
+    if !history.iter().any(Message::is_user) {
+        return Err(AppError::BadRequest(
+            "`messages` has no user message".into(),
+        ));
+    }
+    let policy = match body.buddy_policy {
+        Some(value) => {
+            PolicyPatch::from_value(value).map_err(|e| AppError::BadRequest(e.to_string()))?
+        }
+        None => PolicyPatch::default(),
+    };
+    let mut resolved = state
+        .inner
+        .backend
+        .resolve(None, body.model.as_deref())
+        .map_err(|e| AppError::BadRequest(e.to_string()))?;
+    if !body.tools.is_empty() {
+        let mut specs = resolved.toolbox.specs().to_vec();
+        let mut client = HashSet::new();
+        for tool in body.tools {
+            if specs.iter().any(|s| s.name == tool.function.name) {
+                continue;
+            }
+            client.insert(tool.function.name.clone());
+            specs.push(ToolSpec {
+                name: tool.function.name,
+                description: tool.function.description,
+                parameters: tool.function.parameters,
+            });
+        }
+        resolved.toolbox = Arc::new(WithClientTools {
+            inner: resolved.toolbox,
+            client,
+            specs,
+        });
+    }
+    let model = body.model.unwrap_or_else(|| resolved.model.clone());
+    let turn = start_turn(
+        &state,
+        &caller.0,
+        Conversation::Ephemeral(history),
+        None,
+        resolved,
+        &policy,
+    )
+    .await?;
+    let id = format!("chatcmpl-{}", turn.turn_id.trim_start_matches("turn_"));
+    if body.stream {
+        return Ok(stream_response(turn, id, model));
+    }
+    let guard = CancelOnDrop(turn.cancel);
+    let mut events = turn.events;
+    let mut pending = Vec::new();
+    let mut terminal = None;
+    while let Some(event) = events.recv().await {
+        track_pending(&mut pending, &event);
+        if event.is_terminal() {
+            terminal = Some(event);
+        }
+    }
+    drop(guard);
+    match terminal {
+        Some(ChatEvent::Done {
+            reason,
+            answer,
+            stats,
+        }) => {
+            let calls = if reason == StopReason::ClientToolCalls {
+                pending
+            } else {
+                Vec::new()
+            };
+            let tool_calls: Vec<Value> = calls
+                .iter()
+                .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}))
+                .collect();
+            let mut message = json!({"role": "assistant", "content": if answer.is_empty() { Value::Null } else { json!(answer) }, "refusal": null});
+            if !tool_calls.is_empty() {
+                message["tool_calls"] = json!(tool_calls);
+            }
+            Ok(Json(json!({
+                "id": id,
+                "object": "chat.completion",
+                "created": unix_now(),
+                "model": model,
+                "choices": [{"index": 0, "message": message, "finish_reason": finish_reason(reason), "logprobs": null}],
+                "usage": usage(&stats),
+                "buddy": {"stop_reason": reason, "model_calls": stats.model_calls, "tool_calls": stats.tool_calls},
+            }))
+            .into_response())
+        }
+        Some(ChatEvent::Error {
+            reason, message, ..
+        }) => Err(AppError::TurnFailed(format!(
+            "turn ended ({reason}): {message}"
+        ))),
+        _ => Err(AppError::Internal(
+            "the turn ended without a terminal event".into(),
+        )),
+    }
+}
+
+/// Calls started but not answered: at a `client_tool_calls` stop, the ones to hand back.
+fn track_pending(pending: &mut Vec<ToolCall>, event: &ChatEvent) {
+    match event {
+        ChatEvent::ToolCallStart {
+            id,
+            name,
+            arguments,
+        } => pending.push(ToolCall::new(id.clone(), name.clone(), arguments.clone())),
+        ChatEvent::ToolCallResult { id, .. } => pending.retain(|c| &c.id != id),
+        _ => {}
+    }
+}
+
+fn finish_reason(reason: StopReason) -> &'static str {
+    match reason {
+        StopReason::ClientToolCalls => "tool_calls",
+        StopReason::Truncated => "length",
+        _ => "stop",
+    }
+}
+
+fn usage(stats: &TurnStats) -> Value {
+    json!({
+        "prompt_tokens": stats.input_tokens,
+        "completion_tokens": stats.output_tokens,
+        "total_tokens": stats.input_tokens + stats.output_tokens,
+    })
+}
+
+/// The streamed form: text as it comes, client tool calls at the end, usage, `[DONE]`.
+fn stream_response(turn: crate::turns::StartedTurn, id: String, model: String) -> Response {
+    let created = unix_now();
+    let chunk = move |choices: Value, usage: Option<Value>| {
+        let mut chunk = json!({"id": id, "object": "chat.completion.chunk", "created": created, "model": model, "choices": choices});
+        if let Some(usage) = usage {
+            chunk["usage"] = usage;
+        }
+        Event::default().data(chunk.to_string())
+    };
+    struct Streaming {
+        events: tokio::sync::mpsc::Receiver<ChatEvent>,
+        _guard: CancelOnDrop,
+        pending: Vec<ToolCall>,
+        queued: std::collections::VecDeque<Event>,
+        narrated: bool,
+        done: bool,
+    }
+    let first = chunk(
+        json!([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}]),
+        None,
+    );
+    let state = Streaming {
+        events: turn.events,
+        _guard: CancelOnDrop(turn.cancel),
+        pending: Vec::new(),
+        queued: std::collections::VecDeque::from([first]),
+        narrated: false,
+        done: false,
+    };
+    let stream = futures::stream::unfold(state, move |mut s| {
+        let chunk = chunk.clone();
+        async move {
+            loop {
+                if let Some(event) = s.queued.pop_front() {
+                    return Some((Ok::<_, Infallible>(event), s));
+                }
+                if s.done {
+                    return None;
+                }
+                let Some(event) = s.events.recv().await else {
+                    s.done = true;
+                    s.queued.push_back(Event::default().data("[DONE]"));
+                    continue;
+                };
+                track_pending(&mut s.pending, &event);
+                match event {
+                    ChatEvent::TextDelta { text } => {
+                        // Narration of an earlier tool round is separated from what follows.
+                        let text = if s.narrated {
+                            format!("\n\n{text}")
+                        } else {
+                            text
+                        };
+                        s.narrated = false;
+                        s.queued.push_back(chunk(json!([{"index": 0, "delta": {"content": text}, "finish_reason": null}]), None));
+                    }
+                    ChatEvent::IterationStats {
+                        tool_calls_requested,
+                        ..
+                    } => s.narrated |= tool_calls_requested > 0,
+                    ChatEvent::Done { reason, stats, .. } => {
+                        if reason == StopReason::ClientToolCalls {
+                            let calls: Vec<Value> = s
+                                .pending
+                                .iter()
+                                .enumerate()
+                                .map(|(i, c)| {
+                                    json!({"index": i, "id": c.id, "type": "function",
+                                           "function": {"name": c.name, "arguments": c.arguments}})
+                                })
+                                .collect();
+                            s.queued.push_back(chunk(json!([{"index": 0, "delta": {"tool_calls": calls}, "finish_reason": null}]), None));
+                        }
+                        s.queued.push_back(chunk(json!([{"index": 0, "delta": {}, "finish_reason": finish_reason(reason)}]), None));
+                        s.queued.push_back(chunk(json!([]), Some(usage(&stats))));
+                    }
+                    ChatEvent::Error {
+                        reason, message, ..
+                    } => {
+                        let error =
+                            AppError::TurnFailed(format!("turn ended ({reason}): {message}"));
+                        s.queued
+                            .push_back(Event::default().data(error.body().to_string()));
+                    }
+                    _ => {}
+                }
+            }
+        }
+    });
+    Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}
