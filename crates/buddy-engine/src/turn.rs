@@ -147,6 +147,7 @@ impl<'e> Turn<'e> {
 
     /// Runs the state machine to its one terminal event.
     pub(crate) async fn run(mut self) -> TurnOutcome {
+        self.answer_interrupted_calls().await;
         if let Some(text) = self.pending_user.take() {
             self.push(Message::user(text)).await;
         }
@@ -285,6 +286,41 @@ impl<'e> Turn<'e> {
             debug!(decision = "finalize", reason = %cause.reason, detail = %cause.detail, "after tool round");
         }
         step
+    }
+
+    /// A history that ends with tool calls and no results (a turn interrupted by a crash)
+    /// gets an error result for each, so the conversation can go on.
+    async fn answer_interrupted_calls(&mut self) {
+        let Some(last_call) = self.history.iter().rposition(
+            |m| matches!(m, Message::Assistant { tool_calls, .. } if !tool_calls.is_empty()),
+        ) else {
+            return;
+        };
+        let Message::Assistant { tool_calls, .. } = &self.history[last_call] else {
+            return;
+        };
+        let later = &self.history[last_call + 1..];
+        if later.iter().any(|m| !matches!(m, Message::Tool { .. })) {
+            return;
+        }
+        let open: Vec<String> = tool_calls
+            .iter()
+            .filter(|c| {
+                !later.iter().any(
+                    |m| matches!(m, Message::Tool { tool_call_id, .. } if *tool_call_id == c.id),
+                )
+            })
+            .map(|c| c.id.clone())
+            .collect();
+        for id in open {
+            debug!(call = %id, "answering a call an interrupted turn left open");
+            self.push(Message::tool_result(
+                id,
+                "not finished: the turn was interrupted before this call completed",
+                true,
+            ))
+            .await;
+        }
     }
 
     /// Gives a fresh id to any call whose id the conversation already used (some servers

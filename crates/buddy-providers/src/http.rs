@@ -48,16 +48,21 @@ fn secs(value: f64) -> Duration {
 
 static INSTALL_RING: Once = Once::new();
 
-/// The one place a reqwest client is built: installs rustls' ring provider first
-/// (reqwest panics without a process-wide provider when built with `rustls-no-provider`).
-pub(crate) fn build_client(
-    provider: &str,
-    settings: &HttpSettings,
-) -> Result<reqwest::Client, ProviderError> {
+/// Installs rustls' ring provider for the process, once. reqwest (built with
+/// `rustls-no-provider`) panics when a client is built without one.
+pub fn install_crypto_provider() {
     INSTALL_RING.call_once(|| {
         // Another part of the process may have installed one already; either is fine.
         let _ = rustls::crypto::ring::default_provider().install_default();
     });
+}
+
+/// The one place a reqwest client is built.
+pub(crate) fn build_client(
+    provider: &str,
+    settings: &HttpSettings,
+) -> Result<reqwest::Client, ProviderError> {
+    install_crypto_provider();
     reqwest::Client::builder()
         .connect_timeout(secs(settings.connect_timeout_secs))
         .build()

@@ -3,8 +3,10 @@
 
 mod binary;
 mod config;
+mod crash;
 mod providers;
 mod scenarios;
+mod server;
 mod snapshots;
 
 use std::path::PathBuf;

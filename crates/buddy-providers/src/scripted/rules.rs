@@ -28,7 +28,8 @@ pub struct Condition {
     /// Does the latest user message contain this text (case-insensitive)?
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user_contains: Option<String>,
-    /// Exactly this many tool results in the request.
+    /// Exactly this many tool results in the request (the whole conversation; use
+    /// `round` for progress within the current turn).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_results: Option<usize>,
     /// At least this many tool results.

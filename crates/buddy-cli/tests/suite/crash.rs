@@ -1,0 +1,113 @@
+//! Crash safety: `kill -9` the real server mid-turn; every message produced before the
+//! kill is in the database and the conversation goes on after a restart.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::server::{all_scenarios, client, sse_events};
+
+/// Starts `buddy serve` on a free port; returns the child and its base URL.
+fn spawn_server(db: &Path, scenarios: &Path, cwd: &Path) -> (Child, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_buddy"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--db"])
+        .arg(db)
+        .arg("--scenarios")
+        .arg(scenarios)
+        .current_dir(cwd)
+        .env_remove("BUDDY_API_KEYS")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_owned();
+    // Keep draining stderr so the server never blocks on a full pipe.
+    std::thread::spawn(move || for _ in stderr.lines() {});
+    (child, url)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn killing_the_server_mid_turn_loses_nothing_already_produced() {
+    let (dir, scenarios) = (tempfile::tempdir().unwrap(), all_scenarios());
+    let db = dir.path().join("crash.db");
+    let (mut server, url) = spawn_server(&db, scenarios.path(), dir.path());
+
+    let mut response = client()
+        .post(format!("{url}/v1/chat"))
+        .json(&json!({"message": "wait for it", "model": "scripted:slow_tool"}))
+        .send()
+        .await
+        .unwrap();
+    let mut seen = String::new();
+    while !seen.contains("tool_call_start") {
+        let chunk = tokio::time::timeout(Duration::from_secs(10), response.chunk())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let id = sse_events(&seen)[0].1["conversation_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // The model asked for the slow tool; the engine has recorded its message before running it.
+    server.kill().unwrap();
+    server.wait().unwrap();
+    drop(response);
+
+    let (mut server, url) = spawn_server(&db, scenarios.path(), dir.path());
+    let detail: Value = client()
+        .get(format!("{url}/v1/conversations/{id}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let messages = detail["messages"].as_array().unwrap();
+    assert_eq!(
+        messages[0],
+        json!({"role": "user", "content": "wait for it"})
+    );
+    assert_eq!(messages[1]["role"], "assistant");
+    assert_eq!(messages[1]["content"], "Waiting.");
+    assert_eq!(messages[1]["tool_calls"][0]["name"], "wait_a_minute");
+    assert_eq!(
+        messages.len(),
+        2,
+        "the tool never finished, so it has no result"
+    );
+    assert_eq!(
+        detail["turns"][0]["stop_reason"], "interrupted",
+        "the killed turn is marked on restart"
+    );
+
+    // The conversation goes on: the next turn's request is valid because the dangling
+    // call from the killed turn is answered before it goes to the model.
+    let body = client()
+        .post(format!("{url}/v1/chat"))
+        .json(&json!({"conversation_id": id, "message": "what time is it?", "model": "scripted:offline_assistant"}))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let events = sse_events(&body);
+    assert_eq!(events.last().unwrap().0, "done", "{body}");
+    assert_eq!(events.last().unwrap().1["reason"], "completed", "{body}");
+    server.kill().unwrap();
+    server.wait().unwrap();
+}

@@ -1,0 +1,95 @@
+"""Drives a running `buddy serve` with the official openai Python SDK.
+
+Usage: python openai_sdk_check.py BASE_URL API_KEY
+Run by the Rust test `the_openai_python_sdk_works_against_the_server` (see scripts/test.sh).
+"""
+import sys
+
+import openai
+
+base_url, api_key = sys.argv[1], sys.argv[2]
+client = openai.OpenAI(base_url=base_url + "/v1", api_key=api_key, max_retries=0, timeout=30)
+question = [{"role": "user", "content": "How much was Ada's latest order?"}]
+checks = 0
+
+
+def check(condition, what):
+    global checks
+    if not condition:
+        raise SystemExit(f"FAILED: {what}")
+    checks += 1
+
+
+# 1. Non-streaming: buddy runs its skills server-side and returns the final answer.
+reply = client.chat.completions.create(model="scripted:chain_3_steps", messages=question)
+check(reply.object == "chat.completion", "object")
+check("129.90" in reply.choices[0].message.content, f"answer: {reply.choices[0].message.content!r}")
+check(reply.choices[0].finish_reason == "stop", "finish_reason")
+check(reply.usage is not None and reply.usage.total_tokens > 0, "usage")
+
+# 2. create(stream=True): chunks, then usage, then [DONE].
+chunks = list(
+    client.chat.completions.create(
+        model="scripted:chain_3_steps", messages=question, stream=True, stream_options={"include_usage": True}
+    )
+)
+text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+check("129.90" in text, f"streamed text: {text!r}")
+check(all(c.object == "chat.completion.chunk" for c in chunks), "chunk objects")
+check(chunks[-1].usage is not None and chunks[-1].usage.total_tokens > 0, "usage chunk")
+check([c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop", "stream finish_reason")
+
+# 3. The strict .stream() helper.
+with client.chat.completions.stream(model="scripted:chain_3_steps", messages=question) as stream:
+    events = [event.type for event in stream]
+    final = stream.get_final_completion()
+check("129.90" in final.choices[0].message.content, f"helper answer: {final.choices[0].message.content!r}")
+check("content.done" in events, f"helper events: {sorted(set(events))}")
+
+# 4. A tool the client declares comes back as ordinary tool_calls; the turn resumes with its result.
+tools = [{
+    "type": "function",
+    "function": {
+        "name": "lookup_customer",
+        "description": "Look a customer up by email.",
+        "parameters": {"type": "object", "properties": {"email": {"type": "string"}}, "required": ["email"]},
+    },
+}]
+who = [{"role": "user", "content": "Who is ada@example.com?"}]
+paused = client.chat.completions.create(model="scripted:client_tool", messages=who, tools=tools)
+check(paused.choices[0].finish_reason == "tool_calls", f"finish_reason {paused.choices[0].finish_reason}")
+call = paused.choices[0].message.tool_calls[0]
+check(call.function.name == "lookup_customer" and "ada@example.com" in call.function.arguments, f"call {call}")
+resumed = client.chat.completions.create(
+    model="scripted:client_tool",
+    messages=who + [
+        paused.choices[0].message.model_dump(exclude_none=True),
+        {"role": "tool", "tool_call_id": call.id, "content": "Ada Lovelace, customer since 2019"},
+    ],
+    tools=tools,
+)
+check("Ada Lovelace" in resumed.choices[0].message.content, f"resumed: {resumed.choices[0].message.content!r}")
+
+# 5. The same through the streaming helper: tool-call pieces carry a gap-free index.
+with client.chat.completions.stream(model="scripted:client_tool", messages=who, tools=tools) as stream:
+    for _ in stream:
+        pass
+    final = stream.get_final_completion()
+check(final.choices[0].finish_reason == "tool_calls", "streamed tool_calls finish")
+check(final.choices[0].message.tool_calls[0].function.name == "lookup_customer", "streamed tool call")
+
+# 6. Errors are JSON error objects the SDK turns into typed exceptions.
+try:
+    client.chat.completions.create(model="scripted:does_not_exist", messages=question)
+    check(False, "an unknown model must fail")
+except openai.BadRequestError as error:
+    check("does_not_exist" in str(error), f"error text: {error}")
+try:
+    openai.OpenAI(base_url=base_url + "/v1", api_key="wrong", max_retries=0).models.list()
+    check(False, "a wrong key must fail")
+except openai.AuthenticationError:
+    checks += 1
+
+models = [m.id for m in client.models.list()]
+check("scripted:chain_3_steps" in models, "models list")
+print(f"openai sdk: all checks passed ({checks})")
