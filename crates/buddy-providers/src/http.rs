@@ -195,6 +195,28 @@ impl Endpoint {
         }
     }
 
+    /// One model call: encodes `body`, then streams it through a parser from
+    /// `make_parser`, or (non-streaming) parses the whole response with `parse_whole`.
+    /// Either way the caller gets the same tokens.
+    pub(crate) async fn call<P: EventParser>(
+        &self,
+        body: &impl serde::Serialize,
+        stream: bool,
+        make_parser: impl Fn() -> P,
+        parse_whole: fn(&str, &str, &str) -> Result<Vec<Token>, ProviderError>,
+    ) -> Result<TokenStream, ProviderError> {
+        let body = serde_json::to_vec(body).map_err(|e| ProviderError::Config {
+            provider: self.provider.clone(),
+            message: format!("cannot encode the request: {e}"),
+        })?;
+        if stream {
+            return self.stream(body, make_parser).await;
+        }
+        let text = self.request_json(body).await?;
+        let tokens = parse_whole(&self.provider, &self.url, &text)?;
+        Ok(Box::pin(futures::stream::iter(tokens.into_iter().map(Ok))) as TokenStream)
+    }
+
     /// Sends `body` (non-streaming) and returns the whole response text, with the same retries.
     pub(crate) async fn request_json(&self, body: Vec<u8>) -> Result<String, ProviderError> {
         let mut attempt = 0;

@@ -115,6 +115,43 @@ impl<'de: 'a, 'a> Deserialize<'de> for Arguments<'a> {
     }
 }
 
+/// The tokens that end every reply: its tool calls — none when the output was cut by
+/// the token limit, since they may be half-written — then exactly one finish. A missing
+/// finish reason is inferred from whether there are calls.
+pub(crate) fn finish_reply(
+    stated: Option<buddy_core::FinishReason>,
+    calls: Vec<buddy_core::ToolCall>,
+    usage: Option<buddy_core::Usage>,
+    out: &mut impl Extend<buddy_core::Token>,
+) {
+    use buddy_core::{FinishReason, Token};
+    let reason = stated.unwrap_or(if calls.is_empty() {
+        FinishReason::Stop
+    } else {
+        FinishReason::ToolCalls
+    });
+    if reason == FinishReason::Length {
+        if !calls.is_empty() {
+            tracing::warn!(
+                dropped = calls.len(),
+                "output cut by the token limit: its tool calls are not run"
+            );
+        }
+    } else {
+        out.extend(calls.into_iter().map(Token::ToolCall));
+    }
+    out.extend([Token::Finish { reason, usage }]);
+}
+
+impl From<WireUsage> for buddy_core::Usage {
+    fn from(usage: WireUsage) -> Self {
+        buddy_core::Usage {
+            input_tokens: usage.prompt_tokens.unwrap_or(0),
+            output_tokens: usage.completion_tokens.unwrap_or(0),
+        }
+    }
+}
+
 /// Token counts under either naming (`prompt_tokens` or `input_tokens`).
 #[derive(Clone, Copy, Debug, Default, Deserialize)]
 pub(crate) struct WireUsage {

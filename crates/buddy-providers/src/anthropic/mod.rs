@@ -78,21 +78,15 @@ impl Provider for AnthropicProvider {
     ) -> BoxFuture<'a, Result<TokenStream, ProviderError>> {
         Box::pin(async move {
             let body = request::messages_request(&request, self.stream, self.max_tokens);
-            let body = serde_json::to_vec(&body).map_err(|e| ProviderError::Config {
-                provider: self.endpoint.provider.clone(),
-                message: format!("cannot encode the request: {e}"),
-            })?;
             let endpoint = &self.endpoint;
-            if self.stream {
-                return endpoint
-                    .stream(body, || {
-                        AnthropicStreamParser::new(&endpoint.provider, &endpoint.url)
-                    })
-                    .await;
-            }
-            let text = endpoint.request_json(body).await?;
-            let tokens = response::parse_response(&endpoint.provider, &endpoint.url, &text)?;
-            Ok(Box::pin(futures::stream::iter(tokens.into_iter().map(Ok))) as TokenStream)
+            endpoint
+                .call(
+                    &body,
+                    self.stream,
+                    || AnthropicStreamParser::new(&endpoint.provider, &endpoint.url),
+                    response::parse_response,
+                )
+                .await
         })
     }
 }

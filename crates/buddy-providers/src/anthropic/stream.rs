@@ -6,7 +6,7 @@ use buddy_core::{FinishReason, ProviderError, Token, ToolCall, Usage};
 use serde::Deserialize;
 
 use crate::http::EventParser;
-use crate::lenient::{LenientStr, WireUsage};
+use crate::lenient::{LenientStr, WireUsage, finish_reply};
 use crate::sse::SseEvent;
 
 #[derive(Deserialize)]
@@ -143,10 +143,7 @@ impl AnthropicStreamParser {
         match kind {
             "message_start" => {
                 if let Some(usage) = parsed.message.and_then(|m| m.usage) {
-                    self.usage = Some(Usage {
-                        input_tokens: usage.prompt_tokens.unwrap_or(0),
-                        output_tokens: usage.completion_tokens.unwrap_or(0),
-                    });
+                    self.usage = Some(Usage::from(usage));
                 }
             }
             "content_block_start" => {
@@ -298,18 +295,7 @@ impl AnthropicStreamParser {
             };
             calls.push(ToolCall::new(id, name, arguments));
         }
-        let finish = self.stop.clone().unwrap_or(if calls.is_empty() {
-            FinishReason::Stop
-        } else {
-            FinishReason::ToolCalls
-        });
-        if finish != FinishReason::Length {
-            out.extend(calls.into_iter().map(Token::ToolCall));
-        }
-        out.push_back(Token::Finish {
-            reason: finish,
-            usage: self.usage,
-        });
+        finish_reply(self.stop.clone(), calls, self.usage, out);
         Ok(())
     }
 }

@@ -90,21 +90,15 @@ impl Provider for OpenAiProvider {
         Box::pin(async move {
             let body =
                 request::chat_request(&request, self.stream, &self.compat, self.max_output_tokens);
-            let body = serde_json::to_vec(&body).map_err(|e| ProviderError::Config {
-                provider: self.endpoint.provider.clone(),
-                message: format!("cannot encode the request: {e}"),
-            })?;
             let endpoint = &self.endpoint;
-            if self.stream {
-                return endpoint
-                    .stream(body, || {
-                        OpenAiStreamParser::new(&endpoint.provider, &endpoint.url)
-                    })
-                    .await;
-            }
-            let text = endpoint.request_json(body).await?;
-            let tokens = response::parse_response(&endpoint.provider, &endpoint.url, &text)?;
-            Ok(Box::pin(futures::stream::iter(tokens.into_iter().map(Ok))) as TokenStream)
+            endpoint
+                .call(
+                    &body,
+                    self.stream,
+                    || OpenAiStreamParser::new(&endpoint.provider, &endpoint.url),
+                    response::parse_response,
+                )
+                .await
         })
     }
 }

@@ -4,7 +4,7 @@ use buddy_core::{FinishReason, ProviderError, Token, Usage};
 use serde::Deserialize;
 
 use super::stream::{ToolCallPiece, describe_error};
-use crate::lenient::{LenientStr, WireUsage};
+use crate::lenient::{LenientStr, WireUsage, finish_reply};
 use crate::tool_call_assembler::ToolCallAssembler;
 
 #[derive(Deserialize)]
@@ -95,23 +95,10 @@ pub(crate) fn parse_response(
         }
     }
     let (calls, _) = assembler.finish();
-    let finish = choice.finish_reason.non_empty().map_or(
-        if calls.is_empty() {
-            FinishReason::Stop
-        } else {
-            FinishReason::ToolCalls
-        },
-        FinishReason::from_wire,
-    );
-    if finish != FinishReason::Length {
-        tokens.extend(calls.into_iter().map(Token::ToolCall));
-    }
-    tokens.push(Token::Finish {
-        reason: finish,
-        usage: response.usage.map(|u| Usage {
-            input_tokens: u.prompt_tokens.unwrap_or(0),
-            output_tokens: u.completion_tokens.unwrap_or(0),
-        }),
-    });
+    let stated = choice
+        .finish_reason
+        .non_empty()
+        .map(FinishReason::from_wire);
+    finish_reply(stated, calls, response.usage.map(Usage::from), &mut tokens);
     Ok(tokens)
 }

@@ -6,7 +6,7 @@ use buddy_core::{FinishReason, ProviderError, Token, Usage};
 use serde::Deserialize;
 
 use crate::http::EventParser;
-use crate::lenient::{Arguments, LenientStr, WireUsage};
+use crate::lenient::{Arguments, LenientStr, WireUsage, finish_reply};
 use crate::sse::SseEvent;
 use crate::tool_call_assembler::{ToolCallAssembler, ToolCallDelta};
 
@@ -145,10 +145,7 @@ impl OpenAiStreamParser {
             return Err(self.stream_error(data.chars().take(300).collect(), false));
         }
         if let Some(usage) = chunk.usage {
-            self.usage = Some(Usage {
-                input_tokens: usage.prompt_tokens.unwrap_or(0),
-                output_tokens: usage.completion_tokens.unwrap_or(0),
-            });
+            self.usage = Some(Usage::from(usage));
         }
         // Only the first choice is the answer (buddy never asks for n > 1).
         for choice in chunk.choices.iter().filter(|c| c.index.unwrap_or(0) == 0) {
@@ -207,23 +204,7 @@ impl OpenAiStreamParser {
                 false,
             ));
         }
-        let finish = self.finish.clone().unwrap_or(if calls.is_empty() {
-            FinishReason::Stop
-        } else {
-            FinishReason::ToolCalls
-        });
-        if finish == FinishReason::Length {
-            // Output cut by the token limit: any call in it may be half-written, so none runs.
-            if !calls.is_empty() {
-                tracing::warn!(provider = %self.provider, dropped = calls.len(), "finish_reason length: tool calls dropped");
-            }
-        } else {
-            out.extend(calls.into_iter().map(Token::ToolCall));
-        }
-        out.push_back(Token::Finish {
-            reason: finish,
-            usage: self.usage,
-        });
+        finish_reply(self.finish.clone(), calls, self.usage, out);
         Ok(())
     }
 }
