@@ -2,8 +2,10 @@
 //! the event printers, kept here so tests drive exactly what the binary runs.
 
 pub mod backend;
+pub mod bench_loops;
 pub mod config;
 pub mod exit_code;
+pub mod mock_server;
 pub mod printer;
 pub mod scenario_run;
 pub mod toolbox;

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use commands::{ChatArgs, DemoArgs, RunArgs, ServeArgs};
+use commands::{BenchArgs, ChatArgs, DemoArgs, MockServerArgs, RunArgs, ServeArgs};
 
 /// buddy — an LLM agent runtime whose every turn ends, quickly, with an answer and a stated reason.
 ///
@@ -46,6 +46,10 @@ enum Command {
     Demo(DemoArgs),
     /// Serve the SSE chat API and an OpenAI-compatible endpoint over HTTP.
     Serve(ServeArgs),
+    /// Serve the scripted scenarios as an OpenAI-compatible model (for testing any agent).
+    MockServer(MockServerArgs),
+    /// Measure loop efficiency over the full HTTP path.
+    Bench(BenchArgs),
 }
 
 fn init_logging(verbose: u8, format: LogFormat) {
@@ -85,6 +89,8 @@ fn main() -> ExitCode {
             Command::Chat(args) => commands::chat(config, args).await,
             Command::Demo(args) => commands::demo(args).await,
             Command::Serve(args) => commands::serve(config, args).await,
+            Command::MockServer(args) => commands::mock_server(args).await,
+            Command::Bench(args) => commands::bench(args).await,
         }
     });
     match result {

@@ -26,6 +26,8 @@ pub enum RunError {
     },
     #[error(transparent)]
     Toolbox(#[from] ToolboxError),
+    #[error("{0}")]
+    Setup(String),
     #[error("cannot list scenarios in `{path}`: {source}")]
     List {
         path: String,

@@ -30,6 +30,8 @@ struct Slot {
     signal: Option<GuardKind>,
     /// For a repeat: the earlier result and whether it was an error.
     earlier: Option<(String, bool)>,
+    /// For a cycle: every skill taking part in it.
+    cycle: Vec<String>,
 }
 
 /// Why running stopped before every call had a result.
@@ -168,6 +170,7 @@ impl Turn<'_> {
                 plan: Plan::Run,
                 signal: None,
                 earlier: None,
+                cycle: Vec::new(),
             };
             let runs_of_skill = self.guards.calls_per_skill.get(&name).copied().unwrap_or(0)
                 + u32::try_from(
@@ -219,6 +222,7 @@ impl Turn<'_> {
             } else if loop_on && !matches!(slot.semantics, Some(RepeatSemantics::Pollable)) {
                 if let Some(earlier) = self.guards.log.last_with_key(&slot.key) {
                     slot.earlier = Some((earlier.result.clone(), earlier.is_error));
+                    slot.cycle = self.guards.log.cycle_members(&slot.key);
                     slot.signal = Some(if self.guards.log.cycle_period(&slot.key).is_some() {
                         GuardKind::Cycle
                     } else {
@@ -282,6 +286,25 @@ impl Turn<'_> {
                             .await;
                         }
                         Rung::Withdraw => {
+                            // A cycle involves all its members: withdrawing one would leave the
+                            // others to go on cycling.
+                            if guard == GuardKind::Cycle {
+                                for member in slot.cycle.clone() {
+                                    if member != name {
+                                        let why =
+                                            "it kept being called in a cycle with other calls"
+                                                .to_owned();
+                                        self.withdraw(&member, why, guard);
+                                        self.emit_guard(
+                                            guard,
+                                            GuardAction::WithdrewSkill,
+                                            Some(&member),
+                                            what.clone(),
+                                        )
+                                        .await;
+                                    }
+                                }
+                            }
                             self.withdraw(
                                 &name,
                                 "it kept being called with the same arguments".to_owned(),

@@ -1,5 +1,6 @@
 //! The subcommands, and the flags they share.
 
+mod bench;
 mod chat;
 mod demo;
 mod run;
@@ -13,6 +14,7 @@ use buddy_engine::{OnLimit, PolicyPatch};
 use clap::Args;
 use serde_json::Value;
 
+pub use bench::{BenchArgs, MockServerArgs, bench, mock_server};
 pub use chat::{ChatArgs, chat};
 pub use demo::{DemoArgs, demo};
 pub use run::{RunArgs, run};

@@ -28,7 +28,7 @@ async fn every_scenario_meets_its_expected_outcome_exactly() {
 const LOOP_BOUNDS: [(&str, u32); 7] = [
     ("get_time_forever", 4),
     ("identical_forever", 4),
-    ("ab_cycle", 6),
+    ("ab_cycle", 5),
     ("answer_plus_call", 7),
     ("answer_plus_call_threshold", 2),
     ("circuit_breaker", 5),
@@ -227,4 +227,25 @@ async fn with_a_small_window_the_user_message_is_never_trimmed_away() {
         .filter(|m| matches!(m, buddy_core::Message::Tool { .. }))
         .count();
     assert_eq!(results, 6);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn over_http_every_scenario_meets_its_loop_efficiency_target() {
+    let dir = tempfile::tempdir().unwrap();
+    let sandbox = Sandbox::new(dir.path()).unwrap();
+    let scenarios: Vec<_> = buddy_cli::scenario_run::scenario_files(&super::scenarios_dir())
+        .unwrap()
+        .iter()
+        .map(|f| buddy_providers::Scenario::load(f).unwrap())
+        .collect();
+    let reports = buddy_cli::bench_loops::run_loops(scenarios, &sandbox).await.unwrap();
+    assert!(reports.len() >= 17);
+    for r in &reports {
+        assert!(r.meets_target, "{r:?}");
+        assert_eq!(r.requests_seen_by_mock, r.model_calls as usize, "{}: the mock saw every call", r.scenario);
+    }
+    for name in buddy_cli::bench_loops::REPETITION_LOOPS {
+        let r = reports.iter().find(|r| r.scenario == name).unwrap();
+        assert!(r.wasted.unwrap() <= 2 && r.answered, "{r:?}");
+    }
 }

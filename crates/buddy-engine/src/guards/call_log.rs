@@ -63,6 +63,21 @@ impl CallLog {
         (2..=4).contains(&period).then_some(period)
     }
 
+    /// The skills taking part in the cycle `key` closes (see [`CallLog::cycle_period`]).
+    pub fn cycle_members(&self, key: &str) -> Vec<String> {
+        let Some(period) = self.cycle_period(key) else {
+            return Vec::new();
+        };
+        let mut names: Vec<String> = self.requested[self.requested.len() - period..]
+            .iter()
+            .filter_map(|k| k.split('\u{1f}').next())
+            .map(str::to_owned)
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+
     /// Number of executed calls.
     pub fn len(&self) -> usize {
         self.records.len()
@@ -112,6 +127,10 @@ mod tests {
         assert_eq!(log.cycle_period(&key("c")), Some(3));
         log.note_requested(&key("b"));
         assert_eq!(log.cycle_period(&key("e")), Some(2));
+        assert_eq!(
+            log.cycle_members(&key("e")),
+            vec!["b".to_owned(), "e".to_owned()]
+        );
         assert_eq!(log.last_of("a").map(|r| r.key.clone()), Some(key("a")));
         assert!(log.last_of("b").is_none(), "requested is not executed");
     }

@@ -1,0 +1,160 @@
+//! `buddy mock-server` and `buddy bench loops`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use buddy_cli::bench_loops::run_loops;
+use buddy_cli::mock_server::MockServer;
+use buddy_cli::scenario_run::scenario_files;
+use buddy_providers::Scenario;
+use buddy_skills::Sandbox;
+use clap::{Args, Subcommand};
+
+/// `buddy mock-server`.
+#[derive(Args, Debug)]
+pub struct MockServerArgs {
+    /// Address to listen on (port 0 picks one; the address is printed).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8090")]
+    listen: String,
+    /// Directory of scenarios to serve (default: ./scenarios, else the built-in ones).
+    #[arg(long, value_name = "DIR")]
+    scenarios: Option<PathBuf>,
+    /// Append every request, one JSON object per line, to this file.
+    #[arg(long, value_name = "FILE")]
+    log: Option<PathBuf>,
+    /// Wait this long before answering each request (simulates model latency).
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    latency_ms: u64,
+}
+
+/// `buddy bench …`.
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    kind: BenchKind,
+}
+
+#[derive(Subcommand, Debug)]
+enum BenchKind {
+    /// Loop efficiency: every scenario through buddy -> HTTP -> mock-server.
+    Loops(LoopsArgs),
+}
+
+#[derive(Args, Debug)]
+struct LoopsArgs {
+    /// Directory of scenarios (default: ./scenarios, else the built-in ones).
+    #[arg(long, value_name = "DIR")]
+    scenarios: Option<PathBuf>,
+    /// One JSON object per scenario instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+fn scenarios_dir(explicit: Option<PathBuf>) -> PathBuf {
+    explicit.unwrap_or_else(|| {
+        let local = PathBuf::from("scenarios");
+        if local.is_dir() {
+            local
+        } else {
+            PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios"))
+        }
+    })
+}
+
+fn load_all(dir: &std::path::Path) -> anyhow::Result<Vec<Scenario>> {
+    scenario_files(dir)?
+        .iter()
+        .map(|f| Scenario::load(f).map_err(Into::into))
+        .collect()
+}
+
+/// Runs the mock server until Ctrl-C.
+pub async fn mock_server(args: MockServerArgs) -> anyhow::Result<u8> {
+    let scenarios = load_all(&scenarios_dir(args.scenarios))?;
+    let log: Option<Box<dyn std::io::Write + Send>> = match &args.log {
+        Some(path) => Some(Box::new(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .with_context(|| format!("cannot open log {}", path.display()))?,
+        )),
+        None => None,
+    };
+    let count = scenarios.len();
+    let server = MockServer::new(scenarios, Duration::from_millis(args.latency_ms), log);
+    let listener = tokio::net::TcpListener::bind(&args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    eprintln!(
+        "buddy mock-server on http://{}/v1 ({count} scenarios)",
+        listener.local_addr()?
+    );
+    axum::serve(listener, server.router())
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await?;
+    Ok(0)
+}
+
+/// Runs a benchmark; exit code 1 when a target is missed.
+pub async fn bench(args: BenchArgs) -> anyhow::Result<u8> {
+    match args.kind {
+        BenchKind::Loops(args) => {
+            let scenarios = load_all(&scenarios_dir(args.scenarios))?;
+            let sandbox_dir = tempdir_path()?;
+            let sandbox = Sandbox::new(&sandbox_dir)?;
+            let reports = run_loops(scenarios, &sandbox).await?;
+            let _ = std::fs::remove_dir_all(&sandbox_dir);
+            if args.json {
+                for r in &reports {
+                    println!("{}", serde_json::to_string(r)?);
+                }
+            } else {
+                println!(
+                    "{:<27} {:>5} {:>5} {:>5} {:>5} {:>6} {:>6}  {:<16} {:<8} target",
+                    "scenario",
+                    "model",
+                    "mock",
+                    "tools",
+                    "ideal",
+                    "wasted",
+                    "budget",
+                    "stop reason",
+                    "answer"
+                );
+                for r in &reports {
+                    let opt = |v: Option<u32>| v.map_or("-".to_owned(), |v| v.to_string());
+                    println!(
+                        "{:<27} {:>5} {:>5} {:>5} {:>5} {:>6} {:>6}  {:<16} {:<8} {}",
+                        r.scenario,
+                        r.model_calls,
+                        r.requests_seen_by_mock,
+                        r.tool_calls,
+                        opt(r.ideal_model_calls),
+                        opt(r.wasted),
+                        r.budget,
+                        r.stop_reason.as_str(),
+                        if r.answered { "yes" } else { "no" },
+                        if r.meets_target { "met" } else { "MISSED" },
+                    );
+                }
+                let missed = reports.iter().filter(|r| !r.meets_target).count();
+                println!(
+                    "\n{} scenarios over HTTP, {missed} missed their target.",
+                    reports.len()
+                );
+            }
+            Ok(u8::from(reports.iter().any(|r| !r.meets_target)))
+        }
+    }
+}
+
+/// A fresh empty directory for the built-in file skills during a benchmark.
+fn tempdir_path() -> anyhow::Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("buddy-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}

@@ -1,0 +1,292 @@
+//! `buddy mock-server`: an OpenAI-compatible server (streaming and not) that plays the
+//! scripted scenarios. The request's `model` picks the scenario (`scripted:NAME` or
+//! `NAME`); the reply is decided from the conversation it receives alone, so any client
+//! or agent framework can be pointed at it. Every request is logged as one JSON line,
+//! so a run's model calls can be counted from outside.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::sse::{Event, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use buddy_core::{
+    Completion, CompletionRequest, FinishReason, Message, Provider, ToolCall, ToolChoice, ToolSpec,
+};
+use buddy_providers::{Scenario, ScriptedProvider};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+/// A mock server's scenarios, latency and request log.
+pub struct MockServer {
+    scenarios: BTreeMap<String, Arc<ScriptedProvider>>,
+    latency: Duration,
+    log: Option<Mutex<Box<dyn Write + Send>>>,
+}
+
+impl MockServer {
+    /// Serves `scenarios`, answering each request after `latency`, logging to `log`.
+    pub fn new(
+        scenarios: Vec<Scenario>,
+        latency: Duration,
+        log: Option<Box<dyn Write + Send>>,
+    ) -> Self {
+        MockServer {
+            scenarios: scenarios
+                .into_iter()
+                .map(|s| (s.name.clone(), Arc::new(ScriptedProvider::new(Arc::new(s)))))
+                .collect(),
+            latency,
+            log: log.map(Mutex::new),
+        }
+    }
+
+    /// The router: `POST /v1/chat/completions`, `GET /v1/models`.
+    pub fn router(self) -> Router {
+        Router::new()
+            .route("/v1/chat/completions", post(completions))
+            .route("/v1/models", get(models))
+            .with_state(Arc::new(self))
+    }
+
+    fn log(&self, line: Value) {
+        if let Some(log) = &self.log
+            && let Ok(mut out) = log.lock()
+        {
+            let _ = writeln!(out, "{line}");
+            let _ = out.flush();
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct Body {
+    model: String,
+    messages: Vec<WireMessage>,
+    #[serde(default)]
+    tools: Vec<WireTool>,
+    #[serde(default)]
+    tool_choice: Option<Value>,
+    #[serde(default)]
+    stream: bool,
+}
+
+#[derive(Deserialize)]
+struct WireMessage {
+    role: String,
+    #[serde(default)]
+    content: Option<Value>,
+    #[serde(default)]
+    tool_calls: Vec<WireCall>,
+    #[serde(default)]
+    tool_call_id: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireCall {
+    id: String,
+    function: WireFunction,
+}
+
+#[derive(Deserialize)]
+struct WireFunction {
+    name: String,
+    #[serde(default)]
+    arguments: String,
+}
+
+#[derive(Deserialize)]
+struct WireTool {
+    function: WireToolDef,
+}
+
+#[derive(Deserialize)]
+struct WireToolDef {
+    name: String,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    parameters: Value,
+}
+
+fn text(content: &Option<Value>) -> String {
+    match content {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+fn message(m: WireMessage) -> Message {
+    match m.role.as_str() {
+        "system" | "developer" => Message::system(text(&m.content)),
+        "assistant" => Message::Assistant {
+            content: Some(text(&m.content)).filter(|t| !t.is_empty()),
+            tool_calls: m
+                .tool_calls
+                .into_iter()
+                .map(|c| ToolCall::new(c.id, c.function.name, c.function.arguments))
+                .collect(),
+        },
+        "tool" => Message::tool_result(m.tool_call_id.unwrap_or_default(), text(&m.content), false),
+        _ => Message::user(text(&m.content)),
+    }
+}
+
+fn error(status: StatusCode, message: String) -> Response {
+    (
+        status,
+        Json(json!({"error": {"message": message, "type": "invalid_request_error"}})),
+    )
+        .into_response()
+}
+
+async fn models(State(server): State<Arc<MockServer>>) -> Json<Value> {
+    let data: Vec<Value> = server
+        .scenarios
+        .keys()
+        .map(|n| json!({"id": format!("scripted:{n}"), "object": "model", "created": 0, "owned_by": "buddy-mock"}))
+        .collect();
+    Json(json!({"object": "list", "data": data}))
+}
+
+async fn completions(State(server): State<Arc<MockServer>>, body: axum::body::Bytes) -> Response {
+    let body: Body = match serde_json::from_slice(&body) {
+        Ok(body) => body,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("not a chat completion request: {e}"),
+            );
+        }
+    };
+    let name = body
+        .model
+        .strip_prefix("scripted:")
+        .unwrap_or(&body.model)
+        .to_owned();
+    let Some(provider) = server.scenarios.get(&name).cloned() else {
+        return error(
+            StatusCode::NOT_FOUND,
+            format!("no scenario named `{name}`; GET /v1/models lists them"),
+        );
+    };
+    let messages: Vec<Message> = body.messages.into_iter().map(message).collect();
+    let tools: Vec<ToolSpec> = body
+        .tools
+        .into_iter()
+        .map(|t| ToolSpec {
+            name: t.function.name,
+            description: t.function.description,
+            parameters: t.function.parameters,
+        })
+        .collect();
+    let tool_choice = match body.tool_choice.as_ref().and_then(Value::as_str) {
+        Some("none") => Some(ToolChoice::None),
+        Some("required") => Some(ToolChoice::Required),
+        Some("auto") => Some(ToolChoice::Auto),
+        _ => None,
+    };
+    if !server.latency.is_zero() {
+        tokio::time::sleep(server.latency).await;
+    }
+    let mut request = CompletionRequest::new(&body.model, &messages);
+    if !tools.is_empty() {
+        request = request.with_tools(&tools);
+    }
+    request.tool_choice = tool_choice;
+    let reply = match provider.complete(request).await {
+        Ok(reply) => reply,
+        Err(e) => return error(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()),
+    };
+    server.log(json!({
+        "ts_ms": SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0),
+        "model": body.model,
+        "stream": body.stream,
+        "messages": messages.len(),
+        "tools": tools.len(),
+        "reply_text_chars": reply.text.chars().count(),
+        "reply_tool_calls": reply.tool_calls.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(),
+    }));
+    if body.stream {
+        streamed(&body.model, reply)
+    } else {
+        whole(&body.model, reply)
+    }
+}
+
+fn finish_wire(reason: Option<&FinishReason>) -> &'static str {
+    match reason {
+        Some(FinishReason::ToolCalls) => "tool_calls",
+        Some(FinishReason::Length) => "length",
+        Some(FinishReason::ContentFilter) => "content_filter",
+        _ => "stop",
+    }
+}
+
+fn usage(reply: &Completion) -> Value {
+    let u = reply.usage.unwrap_or_default();
+    json!({"prompt_tokens": u.input_tokens, "completion_tokens": u.output_tokens, "total_tokens": u.input_tokens + u.output_tokens})
+}
+
+fn whole(model: &str, reply: Completion) -> Response {
+    let mut message = json!({"role": "assistant", "content": if reply.text.is_empty() { Value::Null } else { json!(reply.text) }});
+    if !reply.tool_calls.is_empty() {
+        message["tool_calls"] = reply
+            .tool_calls
+            .iter()
+            .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}))
+            .collect();
+    }
+    Json(json!({
+        "id": "chatcmpl-mock", "object": "chat.completion", "created": 0, "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_wire(reply.finish.as_ref())}],
+        "usage": usage(&reply),
+    }))
+    .into_response()
+}
+
+fn streamed(model: &str, reply: Completion) -> Response {
+    let chunk = |choices: Value| json!({"id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 0, "model": model, "choices": choices});
+    let mut chunks = vec![chunk(
+        json!([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}]),
+    )];
+    let chars: Vec<char> = reply.text.chars().collect();
+    for piece in chars.chunks(16) {
+        let piece: String = piece.iter().collect();
+        chunks.push(chunk(
+            json!([{"index": 0, "delta": {"content": piece}, "finish_reason": null}]),
+        ));
+    }
+    for (i, call) in reply.tool_calls.iter().enumerate() {
+        chunks.push(chunk(json!([{"index": 0, "delta": {"tool_calls": [{"index": i, "id": call.id, "type": "function",
+            "function": {"name": call.name, "arguments": ""}}]}, "finish_reason": null}])));
+        chunks.push(chunk(json!([{"index": 0, "delta": {"tool_calls": [{"index": i, "function": {"arguments": call.arguments}}]},
+            "finish_reason": null}])));
+    }
+    chunks.push(chunk(
+        json!([{"index": 0, "delta": {}, "finish_reason": finish_wire(reply.finish.as_ref())}]),
+    ));
+    let mut last = chunk(json!([]));
+    last["usage"] = usage(&reply);
+    chunks.push(last);
+    let mut events: Vec<Event> = chunks
+        .iter()
+        .map(|c| Event::default().data(c.to_string()))
+        .collect();
+    events.push(Event::default().data("[DONE]"));
+    Sse::new(futures::stream::iter(
+        events.into_iter().map(Ok::<_, Infallible>),
+    ))
+    .into_response()
+}
