@@ -1,5 +1,6 @@
 //! The turn state machine: CallModel -> (Done | ExecuteTools -> CallModel | Finalize -> Done).
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,7 +21,7 @@ use crate::engine::{TurnOutcome, TurnRequest};
 use crate::finalize::{fallback_answer, finish_tool_spec};
 use crate::guards::call_log::CallLog;
 use crate::guards::ladder::Ladder;
-use crate::history_check::check_history;
+use crate::history_check::{HistoryError, check_history};
 use crate::model_call::{CallEnd, Reply, stream_reply};
 use crate::policy::{LoopPolicy, OnLimit};
 
@@ -81,6 +82,11 @@ pub(crate) struct Turn<'e> {
     tools_cache: Option<(Vec<String>, usize)>,
     /// Every tool-call id in the history: a provider that reuses one gets it renamed.
     call_ids: HashSet<String>,
+    /// Calls in the history still waiting for their result, kept as messages are pushed,
+    /// so an untrimmed request is validated without rescanning the history.
+    open_calls: HashSet<String>,
+    /// A tool result pushed without an open call (a bug): refused at the next call.
+    orphan: Option<String>,
     /// Whether the current model call offered tools.
     pub tools_offered_now: bool,
     /// The user's new message, added (and recorded) when the turn starts running.
@@ -132,14 +138,24 @@ impl<'e> Turn<'e> {
             reserve,
             tools_cache: None,
             call_ids: HashSet::new(),
+            open_calls: HashSet::new(),
+            orphan: None,
             tools_offered_now: false,
             pending_user: request.user_message,
             recorder: request.recorder,
         };
         for message in &turn.history {
-            if let Message::Assistant { tool_calls, .. } = message {
-                turn.call_ids
-                    .extend(tool_calls.iter().map(|c| c.id.clone()));
+            match message {
+                Message::Assistant { tool_calls, .. } => {
+                    turn.call_ids
+                        .extend(tool_calls.iter().map(|c| c.id.clone()));
+                    turn.open_calls
+                        .extend(tool_calls.iter().map(|c| c.id.clone()));
+                }
+                Message::Tool { tool_call_id, .. } => {
+                    turn.open_calls.remove(tool_call_id);
+                }
+                _ => {}
             }
         }
         turn
@@ -150,6 +166,13 @@ impl<'e> Turn<'e> {
         self.answer_interrupted_calls().await;
         if let Some(text) = self.pending_user.take() {
             self.push(Message::user(text)).await;
+        }
+        // The one full check of the history the caller gave; later calls only check what
+        // the engine itself added (or the whole request again when trimming reshaped it).
+        if let Err(e) = check_history(&self.history) {
+            return self
+                .finish_error(StopReason::InvalidRequest, e.to_string())
+                .await;
         }
         let mut pending: Option<FinalizeCause> = None;
         loop {
@@ -509,7 +532,12 @@ impl<'e> Turn<'e> {
         if let Some(instruction) = instruction {
             messages.to_mut().push(instruction);
         }
-        check_history(&messages).map_err(CallEnd::Invalid)?;
+        match &messages {
+            // The history as the engine built it: its invariants were kept push by push.
+            Cow::Borrowed(_) => self.check_pushed().map_err(CallEnd::Invalid)?,
+            // Trimmed or extended: check the request actually sent.
+            Cow::Owned(sent) => check_history(sent).map_err(CallEnd::Invalid)?,
+        }
         let request = CompletionRequest {
             model: &self.model,
             messages: &messages,
@@ -554,6 +582,17 @@ impl<'e> Turn<'e> {
             })
             .await;
         Ok(reply)
+    }
+
+    /// The request check for an untrimmed history, from the state kept by `push`.
+    fn check_pushed(&self) -> Result<(), HistoryError> {
+        if let Some(id) = &self.orphan {
+            return Err(HistoryError::OrphanResult(id.clone()));
+        }
+        match self.open_calls.iter().next() {
+            Some(id) => Err(HistoryError::MissingResult(id.clone())),
+            None => Ok(()),
+        }
     }
 
     /// Tokens of a tool list, counted once per distinct list.
@@ -614,9 +653,19 @@ impl<'e> Turn<'e> {
             recorder.record(&message).await;
         }
         let tokens = self.counter.message(&message);
-        if let Message::Assistant { tool_calls, .. } = &message {
-            self.call_ids
-                .extend(tool_calls.iter().map(|c| c.id.clone()));
+        match &message {
+            Message::Assistant { tool_calls, .. } => {
+                self.call_ids
+                    .extend(tool_calls.iter().map(|c| c.id.clone()));
+                self.open_calls
+                    .extend(tool_calls.iter().map(|c| c.id.clone()));
+            }
+            Message::Tool { tool_call_id, .. } => {
+                if !self.open_calls.remove(tool_call_id) {
+                    self.orphan.get_or_insert_with(|| tool_call_id.clone());
+                }
+            }
+            _ => {}
         }
         self.counts.push(tokens);
         self.history_tokens += tokens;

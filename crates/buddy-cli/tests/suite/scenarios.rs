@@ -238,11 +238,17 @@ async fn over_http_every_scenario_meets_its_loop_efficiency_target() {
         .iter()
         .map(|f| buddy_providers::Scenario::load(f).unwrap())
         .collect();
-    let reports = buddy_cli::bench_loops::run_loops(scenarios, &sandbox).await.unwrap();
+    let reports = buddy_cli::bench_loops::run_loops(scenarios, &sandbox)
+        .await
+        .unwrap();
     assert!(reports.len() >= 17);
     for r in &reports {
         assert!(r.meets_target, "{r:?}");
-        assert_eq!(r.requests_seen_by_mock, r.model_calls as usize, "{}: the mock saw every call", r.scenario);
+        assert_eq!(
+            r.requests_seen_by_mock, r.model_calls as usize,
+            "{}: the mock saw every call",
+            r.scenario
+        );
     }
     for name in buddy_cli::bench_loops::REPETITION_LOOPS {
         let r = reports.iter().find(|r| r.scenario == name).unwrap();
