@@ -660,10 +660,8 @@ impl<'e> Turn<'e> {
                 self.open_calls
                     .extend(tool_calls.iter().map(|c| c.id.clone()));
             }
-            Message::Tool { tool_call_id, .. } => {
-                if !self.open_calls.remove(tool_call_id) {
-                    self.orphan.get_or_insert_with(|| tool_call_id.clone());
-                }
+            Message::Tool { tool_call_id, .. } if !self.open_calls.remove(tool_call_id) => {
+                self.orphan.get_or_insert_with(|| tool_call_id.clone());
             }
             _ => {}
         }
