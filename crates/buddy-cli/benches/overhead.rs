@@ -1,0 +1,228 @@
+//! buddy's own cost per loop iteration.
+//!
+//! Run: `cargo bench -p buddy-cli --bench overhead`
+//!
+//! - `engine_alone`: whole turns of 10 and of 20 model calls against a provider that
+//!   answers by call number in constant time, over a history of 10, 100 or 1,000
+//!   messages with 10 KB tool results. The difference between the 20- and the 10-call
+//!   turn, divided by 10, is the cost of one iteration (turn setup cancels out); the
+//!   allocation profiler counts allocations the same way.
+//! - `http_*`: one chat completion through buddy's OpenAI provider, the same request
+//!   with a bare reqwest client, and a whole one-call engine turn, all against
+//!   `buddy mock-server` on 127.0.0.1.
+
+// Measurement code: a broken setup should stop the benchmark loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use buddy_cli::mock_server::MockServer;
+use buddy_core::{CompletionRequest, Message, Provider, ToolCall, ToolOutcome};
+use buddy_engine::{Engine, LoopPolicy, TurnRequest};
+use buddy_providers::{OpenAiCompat, OpenAiOptions, OpenAiProvider, Scenario};
+use buddy_testkit::{ReplyProvider, TestTool, TestToolbox, reply_tokens};
+use divan::{AllocProfiler, Bencher};
+
+#[global_allocator]
+static ALLOC: AllocProfiler = AllocProfiler::system();
+
+fn main() {
+    divan::main();
+}
+
+const WORDS: [&str; 16] = [
+    "anchor", "bridge", "candle", "dragon", "ember", "falcon", "glacier", "harbor", "island",
+    "jungle", "kettle", "lantern", "meadow", "nectar", "orchid", "pepper",
+];
+
+/// A finished conversation of `len` messages whose tool results are ~10 KB each.
+fn history(len: usize) -> Vec<Message> {
+    let mut out = vec![
+        Message::system("You are a careful assistant."),
+        Message::user("Look into it."),
+    ];
+    let mut i = 0;
+    while out.len() + 2 < len {
+        out.push(Message::Assistant {
+            content: None,
+            tool_calls: vec![ToolCall::new(
+                format!("old_{i}"),
+                "read",
+                format!("{{\"part\":{i}}}"),
+            )],
+        });
+        out.push(Message::tool_result(
+            format!("old_{i}"),
+            format!("part {i}: {}", "lorem ipsum ".repeat(850)),
+            false,
+        ));
+        i += 1;
+    }
+    out.push(Message::assistant("Here is what I found."));
+    out
+}
+
+fn engine(rounds: usize) -> Engine {
+    // Stateless, like a real model: the round is the number of results since the user spoke.
+    let provider = ReplyProvider::new(move |request, _| {
+        let messages = request.messages;
+        let since_user = messages
+            .iter()
+            .rposition(Message::is_user)
+            .map_or(0, |u| messages.len() - u - 1);
+        let i = since_user / 2;
+        Ok(if i < rounds {
+            reply_tokens(
+                "",
+                vec![ToolCall::new(
+                    format!("c{i}"),
+                    "step",
+                    format!("{{\"i\":{i}}}"),
+                )],
+            )
+        } else {
+            reply_tokens("All done.", vec![])
+        })
+    });
+    let tool = TestTool::new(|_, n| {
+        ToolOutcome::ok(format!(
+            "the {} {} is ready",
+            WORDS[n % 16],
+            WORDS[(n / 16) % 16]
+        ))
+    });
+    Engine::new(
+        Arc::new(provider),
+        Arc::new(TestToolbox::new().with("step", tool)),
+    )
+}
+
+fn policy() -> LoopPolicy {
+    LoopPolicy {
+        context_window: Some(100_000_000),
+        ..LoopPolicy::default()
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+#[divan::bench(consts = [10, 20], args = [10, 100, 1000])]
+fn engine_alone<const CALLS: usize>(bencher: Bencher, history_len: usize) {
+    let rt = runtime();
+    let engine = engine(CALLS - 1);
+    let request = TurnRequest::new("bench", "And now?")
+        .with_history(history(history_len))
+        .with_policy(policy());
+    bencher
+        .with_inputs(|| request.clone())
+        .bench_local_values(|request| {
+            let (_, outcome) = rt.block_on(engine.run_collect(request));
+            assert_eq!(outcome.stats.model_calls as usize, CALLS);
+            outcome
+        });
+}
+
+/// The mock server on 127.0.0.1 and a runtime to talk to it.
+struct HttpSetup {
+    rt: tokio::runtime::Runtime,
+    base: String,
+}
+
+fn http_setup() -> HttpSetup {
+    buddy_providers::install_crypto_provider();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let scenario = Scenario::load(std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scenarios/plain_chat.json"
+    )))
+    .unwrap();
+    let base = rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}/v1", listener.local_addr().unwrap());
+        let router = MockServer::new(vec![scenario], Duration::ZERO, None).router();
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        base
+    });
+    HttpSetup { rt, base }
+}
+
+fn provider(base: &str) -> OpenAiProvider {
+    OpenAiProvider::new(OpenAiOptions {
+        name: "mock".into(),
+        base_url: base.to_owned(),
+        api_key: None,
+        headers: Default::default(),
+        http: Default::default(),
+        stream: true,
+        max_output_tokens: None,
+        compat: OpenAiCompat::default(),
+    })
+    .unwrap()
+}
+
+#[divan::bench]
+fn http_raw_client(bencher: Bencher) {
+    let setup = http_setup();
+    let client = reqwest::Client::new();
+    let url = format!("{}/chat/completions", setup.base);
+    let body = serde_json::json!({
+        "model": "scripted:plain_chat", "messages": [{"role": "user", "content": "Say hello."}],
+        "stream": true, "stream_options": {"include_usage": true}
+    })
+    .to_string();
+    bencher.bench_local(|| {
+        setup.rt.block_on(async {
+            let response = client
+                .post(&url)
+                .header("content-type", "application/json")
+                .body(body.clone())
+                .send()
+                .await
+                .unwrap();
+            response.text().await.unwrap().len()
+        })
+    });
+}
+
+#[divan::bench]
+fn http_buddy_provider(bencher: Bencher) {
+    let setup = http_setup();
+    let provider = provider(&setup.base);
+    let history = [Message::user("Say hello.")];
+    bencher.bench_local(|| {
+        setup.rt.block_on(async {
+            provider
+                .complete(CompletionRequest::new("scripted:plain_chat", &history))
+                .await
+                .unwrap()
+                .text
+                .len()
+        })
+    });
+}
+
+#[divan::bench]
+fn http_engine_turn(bencher: Bencher) {
+    let setup = http_setup();
+    let engine = Engine::new(
+        Arc::new(provider(&setup.base)),
+        Arc::new(TestToolbox::new()),
+    );
+    let request = TurnRequest::new("scripted:plain_chat", "Say hello.");
+    bencher
+        .with_inputs(|| request.clone())
+        .bench_local_values(|request| {
+            let (_, outcome) = setup.rt.block_on(engine.run_collect(request));
+            outcome
+        });
+}
