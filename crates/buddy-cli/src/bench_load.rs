@@ -1,0 +1,247 @@
+//! The load benchmark: N concurrent streaming chats against a real `buddy serve`
+//! process backed by a `buddy mock-server` process, all on 127.0.0.1. Each chat is one
+//! turn of three tool rounds (`scenarios/three_rounds.json`). Separate processes keep
+//! the server's memory and sockets its own, so its RSS is measured alone.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct LoadOptions {
+    pub conversations: usize,
+    /// Latency of every model call at the mock (the time conversations spend waiting).
+    pub latency_ms: u64,
+    /// Bound on the whole run.
+    pub timeout: Duration,
+    pub scenarios: PathBuf,
+}
+
+/// What happened.
+#[derive(Clone, Debug, Serialize)]
+pub struct LoadReport {
+    pub conversations: usize,
+    pub completed: usize,
+    pub errors: usize,
+    pub first_error: Option<String>,
+    pub wall_secs: f64,
+    pub turns_per_sec: f64,
+    pub first_event_p50_ms: f64,
+    pub first_event_p99_ms: f64,
+    pub done_p50_ms: f64,
+    pub done_p99_ms: f64,
+    pub server_rss_baseline_kib: u64,
+    pub server_rss_peak_kib: u64,
+    pub server_kib_per_conversation: f64,
+}
+
+/// A child process killed when dropped.
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `buddy ARGS…` and reads the `http://…` address it prints on stderr.
+fn spawn(buddy: &Path, args: &[&str], cwd: &Path) -> Result<(Proc, String), String> {
+    let mut child = Command::new(buddy)
+        .args(args)
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", buddy.display()))?;
+    let stderr = child.stderr.take().ok_or("no stderr")?;
+    let mut reader = BufReader::new(stderr);
+    let mut line = String::new();
+    reader.read_line(&mut line).map_err(|e| e.to_string())?;
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .ok_or_else(|| format!("`buddy {}` said: {line}", args.join(" ")))?
+        .to_owned();
+    std::thread::spawn(move || for _ in reader.lines() {});
+    Ok((Proc(child), url))
+}
+
+/// Resident memory of a process in KiB (Linux).
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
+/// Runs one load test with the `buddy` binary at `buddy`.
+pub async fn run_load(buddy: &Path, options: &LoadOptions) -> Result<LoadReport, String> {
+    let dir = std::env::temp_dir().join(format!(
+        "buddy-load-{}-{}",
+        std::process::id(),
+        options.conversations
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("sandbox")).map_err(|e| e.to_string())?;
+    std::fs::write(
+        dir.join("sandbox/notes.md"),
+        "buddy keeps every turn short.\n",
+    )
+    .map_err(|e| e.to_string())?;
+    let scenarios = options.scenarios.display().to_string();
+    let latency = options.latency_ms.to_string();
+    let (_mock, mock_url) = spawn(
+        buddy,
+        &[
+            "mock-server",
+            "--listen",
+            "127.0.0.1:0",
+            "--latency-ms",
+            &latency,
+            "--scenarios",
+            &scenarios,
+        ],
+        &dir,
+    )?;
+    let config = format!(
+        r#"default_provider = "mock"
+[providers.mock]
+kind = "openai"
+base_url = "{mock_url}"
+model = "scripted:three_rounds"
+[providers.mock.http]
+max_retries = 0
+first_byte_timeout_secs = 600
+idle_timeout_secs = 600
+[skills]
+sandbox = "sandbox"
+[server]
+max_concurrent_turns_per_key = 1000000
+"#
+    );
+    std::fs::write(dir.join("buddy.toml"), config).map_err(|e| e.to_string())?;
+    let (server, url) = spawn(
+        buddy,
+        &[
+            "--config",
+            "buddy.toml",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--db",
+            "load.db",
+        ],
+        &dir,
+    )?;
+    let pid = server.0.id();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let baseline = rss_kib(pid);
+    let peak = Arc::new(AtomicU64::new(baseline));
+    let sampling = Arc::new(AtomicBool::new(true));
+    let sampler = {
+        let (peak, sampling) = (Arc::clone(&peak), Arc::clone(&sampling));
+        tokio::spawn(async move {
+            while sampling.load(Ordering::Relaxed) {
+                peak.fetch_max(rss_kib(pid), Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+    };
+    crate::install_crypto();
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .timeout(options.timeout)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..options.conversations {
+        let (client, url) = (client.clone(), url.clone());
+        tasks.spawn(async move {
+            let begin = Instant::now();
+            let mut response = client
+                .post(format!("{url}/v1/chat"))
+                .json(&serde_json::json!({"message": "Check the time, the workspace and the mentions of buddy."}))
+                .send()
+                .await
+                .map_err(|e| format!("request: {e}"))?;
+            if !response.status().is_success() {
+                return Err(format!("HTTP {}", response.status()));
+            }
+            let mut first = None;
+            let mut body = Vec::new();
+            while let Some(chunk) = response.chunk().await.map_err(|e| format!("stream: {e}"))? {
+                first.get_or_insert_with(|| begin.elapsed());
+                body.extend_from_slice(&chunk);
+            }
+            let body = String::from_utf8_lossy(&body);
+            if !body.contains("event: done") || !body.contains("\"reason\":\"completed\"") {
+                let tail: String = body.chars().rev().take(300).collect::<Vec<_>>().into_iter().rev().collect();
+                return Err(format!("turn did not complete: {tail}"));
+            }
+            Ok((first.unwrap_or_default(), begin.elapsed()))
+        });
+    }
+    let (mut firsts, mut dones, mut errors, mut first_error) = (Vec::new(), Vec::new(), 0, None);
+    while let Some(joined) = tasks.join_next().await {
+        match joined {
+            Ok(Ok((first, done))) => {
+                firsts.push(first.as_secs_f64() * 1000.0);
+                dones.push(done.as_secs_f64() * 1000.0);
+            }
+            Ok(Err(e)) => {
+                errors += 1;
+                first_error.get_or_insert(e);
+            }
+            Err(e) => {
+                errors += 1;
+                first_error.get_or_insert(e.to_string());
+            }
+        }
+    }
+    let wall = started.elapsed().as_secs_f64();
+    sampling.store(false, Ordering::Relaxed);
+    let _ = sampler.await;
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+    firsts.sort_by(f64::total_cmp);
+    dones.sort_by(f64::total_cmp);
+    let peak = peak.load(Ordering::Relaxed);
+    Ok(LoadReport {
+        conversations: options.conversations,
+        completed: dones.len(),
+        errors,
+        first_error,
+        wall_secs: wall,
+        turns_per_sec: dones.len() as f64 / wall,
+        first_event_p50_ms: percentile(&firsts, 50.0),
+        first_event_p99_ms: percentile(&firsts, 99.0),
+        done_p50_ms: percentile(&dones, 50.0),
+        done_p99_ms: percentile(&dones, 99.0),
+        server_rss_baseline_kib: baseline,
+        server_rss_peak_kib: peak,
+        server_kib_per_conversation: peak.saturating_sub(baseline) as f64
+            / options.conversations.max(1) as f64,
+    })
+}
