@@ -1,7 +1,7 @@
 //! The embedded SQLite store.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::mpsc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use buddy_core::{BoxFuture, Message, StopReason, TurnStats};
@@ -40,11 +40,18 @@ CREATE TABLE turns (
 CREATE INDEX turns_by_conversation ON turns(conversation_id, started_at_ms);
 "#];
 
+/// A job for the store's thread.
+type Job = Box<dyn FnOnce(&mut Connection) + Send>;
+
 /// A conversation store in one SQLite file (WAL mode: every committed message
 /// survives a process crash).
+///
+/// One thread owns the connection and runs the calls in order; callers await the
+/// answer. Thousands of concurrent turns then queue their writes instead of filling
+/// the runtime's blocking pool with threads.
 #[derive(Clone)]
 pub struct SqliteStore {
-    conn: Arc<Mutex<Connection>>,
+    jobs: mpsc::Sender<Job>,
     path: PathBuf,
 }
 
@@ -105,28 +112,35 @@ impl SqliteStore {
             "UPDATE turns SET stop_reason = 'interrupted', finished_at_ms = ?1 WHERE finished_at_ms IS NULL",
             params![now_ms()],
         )?;
-        Ok(SqliteStore {
-            conn: Arc::new(Mutex::new(conn)),
-            path,
-        })
+        let (jobs, queue) = mpsc::channel::<Job>();
+        let mut conn = conn;
+        std::thread::Builder::new()
+            .name("buddy-store".into())
+            // Ends when the last handle to the store is dropped.
+            .spawn(move || {
+                while let Ok(job) = queue.recv() {
+                    job(&mut conn);
+                }
+            })
+            .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
+        Ok(SqliteStore { jobs, path })
     }
 
-    /// Runs `op` on the connection off the async runtime.
+    /// Runs `op` on the store's thread and awaits its answer.
     fn run<T: Send + 'static>(
         &self,
         op: impl FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
     ) -> BoxFuture<'static, Result<T, StoreError>> {
-        let conn = Arc::clone(&self.conn);
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        let sent = self.jobs.send(Box::new(move |conn: &mut Connection| {
+            let _ = answer.send(op(conn));
+        }));
         let path = self.path.display().to_string();
         Box::pin(async move {
-            tokio::task::spawn_blocking(move || {
-                let mut guard = conn.lock().map_err(|_| {
-                    StoreError::Backend(format!("{path}: a previous store call panicked"))
-                })?;
-                op(&mut guard)
-            })
-            .await
-            .map_err(|e| StoreError::Backend(format!("store task failed: {e}")))?
+            sent.map_err(|_| StoreError::Backend(format!("{path}: the store thread has stopped")))?;
+            answered.await.map_err(|_| {
+                StoreError::Backend(format!("{path}: the store thread stopped mid-call"))
+            })?
         })
     }
 }
