@@ -425,7 +425,7 @@ impl<'e> Turn<'e> {
     }
 
     /// The tools to offer the next call, or `None` for a plain chat call.
-    async fn tools_for_next_call(&mut self) -> Option<Vec<ToolSpec>> {
+    async fn tools_for_next_call(&mut self) -> Option<Cow<'e, [ToolSpec]>> {
         if let Some(after) = self.policy.withdraw_tools_after
             && self.stats.model_calls >= after
         {
@@ -442,16 +442,21 @@ impl<'e> Turn<'e> {
             }
             return None;
         }
-        let mut specs: Vec<ToolSpec> = self
-            .toolbox
-            .specs()
-            .iter()
-            .filter(|s| !self.guards.withdrawn.contains_key(&s.name))
-            .cloned()
-            .collect();
-        if self.policy.finish_tool {
-            specs.push(finish_tool_spec());
-        }
+        let all: &'e [ToolSpec] = self.toolbox.specs();
+        // The usual case borrows the toolbox's own list: no copy per model call.
+        let specs = if self.guards.withdrawn.is_empty() && !self.policy.finish_tool {
+            Cow::Borrowed(all)
+        } else {
+            let mut specs: Vec<ToolSpec> = all
+                .iter()
+                .filter(|s| !self.guards.withdrawn.contains_key(&s.name))
+                .cloned()
+                .collect();
+            if self.policy.finish_tool {
+                specs.push(finish_tool_spec());
+            }
+            Cow::Owned(specs)
+        };
         (!specs.is_empty()).then_some(specs)
     }
 
