@@ -16,11 +16,9 @@ use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use buddy_core::{
-    Completion, CompletionRequest, FinishReason, Message, Provider, ToolCall, ToolChoice, ToolSpec,
-};
+use buddy_core::{Completion, CompletionRequest, FinishReason, Provider, ToolChoice, ToolSpec};
 use buddy_providers::{Scenario, ScriptedProvider};
-use serde::Deserialize;
+use buddy_server::openai_wire::{ChatCompletionRequest, to_messages};
 use serde_json::{Value, json};
 
 /// A mock server's scenarios, latency and request log.
@@ -65,84 +63,6 @@ impl MockServer {
     }
 }
 
-#[derive(Deserialize)]
-struct Body {
-    model: String,
-    messages: Vec<WireMessage>,
-    #[serde(default)]
-    tools: Vec<WireTool>,
-    #[serde(default)]
-    tool_choice: Option<Value>,
-    #[serde(default)]
-    stream: bool,
-}
-
-#[derive(Deserialize)]
-struct WireMessage {
-    role: String,
-    #[serde(default)]
-    content: Option<Value>,
-    #[serde(default)]
-    tool_calls: Vec<WireCall>,
-    #[serde(default)]
-    tool_call_id: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct WireCall {
-    id: String,
-    function: WireFunction,
-}
-
-#[derive(Deserialize)]
-struct WireFunction {
-    name: String,
-    #[serde(default)]
-    arguments: String,
-}
-
-#[derive(Deserialize)]
-struct WireTool {
-    function: WireToolDef,
-}
-
-#[derive(Deserialize)]
-struct WireToolDef {
-    name: String,
-    #[serde(default)]
-    description: String,
-    #[serde(default)]
-    parameters: Value,
-}
-
-fn text(content: &Option<Value>) -> String {
-    match content {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Array(parts)) => parts
-            .iter()
-            .filter_map(|p| p["text"].as_str())
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
-    }
-}
-
-fn message(m: WireMessage) -> Message {
-    match m.role.as_str() {
-        "system" | "developer" => Message::system(text(&m.content)),
-        "assistant" => Message::Assistant {
-            content: Some(text(&m.content)).filter(|t| !t.is_empty()),
-            tool_calls: m
-                .tool_calls
-                .into_iter()
-                .map(|c| ToolCall::new(c.id, c.function.name, c.function.arguments))
-                .collect(),
-        },
-        "tool" => Message::tool_result(m.tool_call_id.unwrap_or_default(), text(&m.content), false),
-        _ => Message::user(text(&m.content)),
-    }
-}
-
 fn error(status: StatusCode, message: String) -> Response {
     (
         status,
@@ -161,7 +81,7 @@ async fn models(State(server): State<Arc<MockServer>>) -> Json<Value> {
 }
 
 async fn completions(State(server): State<Arc<MockServer>>, body: axum::body::Bytes) -> Response {
-    let body: Body = match serde_json::from_slice(&body) {
+    let body: ChatCompletionRequest = match serde_json::from_slice(&body) {
         Ok(body) => body,
         Err(e) => {
             return error(
@@ -170,27 +90,19 @@ async fn completions(State(server): State<Arc<MockServer>>, body: axum::body::By
             );
         }
     };
-    let name = body
-        .model
-        .strip_prefix("scripted:")
-        .unwrap_or(&body.model)
-        .to_owned();
+    let model = body.model.clone().unwrap_or_default();
+    let name = model.strip_prefix("scripted:").unwrap_or(&model).to_owned();
     let Some(provider) = server.scenarios.get(&name).cloned() else {
         return error(
             StatusCode::NOT_FOUND,
             format!("no scenario named `{name}`; GET /v1/models lists them"),
         );
     };
-    let messages: Vec<Message> = body.messages.into_iter().map(message).collect();
-    let tools: Vec<ToolSpec> = body
-        .tools
-        .into_iter()
-        .map(|t| ToolSpec {
-            name: t.function.name,
-            description: t.function.description,
-            parameters: t.function.parameters,
-        })
-        .collect();
+    let messages = match to_messages(body.messages) {
+        Ok(messages) => messages,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e),
+    };
+    let tools: Vec<ToolSpec> = body.tools.into_iter().map(ToolSpec::from).collect();
     let tool_choice = match body.tool_choice.as_ref().and_then(Value::as_str) {
         Some("none") => Some(ToolChoice::None),
         Some("required") => Some(ToolChoice::Required),
@@ -200,7 +112,7 @@ async fn completions(State(server): State<Arc<MockServer>>, body: axum::body::By
     if !server.latency.is_zero() {
         tokio::time::sleep(server.latency).await;
     }
-    let mut request = CompletionRequest::new(&body.model, &messages);
+    let mut request = CompletionRequest::new(&model, &messages);
     if !tools.is_empty() {
         request = request.with_tools(&tools);
     }
@@ -211,7 +123,7 @@ async fn completions(State(server): State<Arc<MockServer>>, body: axum::body::By
     };
     server.log(json!({
         "ts_ms": SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0),
-        "model": body.model,
+        "model": model,
         "stream": body.stream,
         "messages": messages.len(),
         "tools": tools.len(),
@@ -219,9 +131,9 @@ async fn completions(State(server): State<Arc<MockServer>>, body: axum::body::By
         "reply_tool_calls": reply.tool_calls.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(),
     }));
     if body.stream {
-        streamed(&body.model, reply)
+        streamed(&model, reply)
     } else {
-        whole(&body.model, reply)
+        whole(&model, reply)
     }
 }
 

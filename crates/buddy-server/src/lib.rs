@@ -16,6 +16,7 @@ mod conversations;
 mod error;
 mod metrics;
 mod openai;
+pub mod openai_wire;
 mod serve;
 mod state;
 mod turns;

@@ -22,115 +22,14 @@ use buddy_core::{
     ToolOutcome, ToolSpec, Toolbox, TurnStats,
 };
 use buddy_engine::PolicyPatch;
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::auth::Caller;
 use crate::chat::parse_body;
 use crate::error::AppError;
+use crate::openai_wire::{ChatCompletionRequest, to_messages};
 use crate::state::AppState;
 use crate::turns::{CancelOnDrop, Conversation, start_turn};
-
-#[derive(Deserialize)]
-struct CompletionBody {
-    model: Option<String>,
-    messages: Vec<WireMessage>,
-    #[serde(default)]
-    tools: Vec<WireTool>,
-    #[serde(default)]
-    stream: bool,
-    /// buddy's own extension: policy overrides for this request.
-    #[serde(default)]
-    buddy_policy: Option<Value>,
-}
-
-#[derive(Deserialize)]
-struct WireMessage {
-    role: String,
-    #[serde(default)]
-    content: Option<Value>,
-    #[serde(default)]
-    tool_calls: Vec<WireToolCall>,
-    #[serde(default)]
-    tool_call_id: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct WireToolCall {
-    id: String,
-    function: WireFunction,
-}
-
-#[derive(Deserialize)]
-struct WireFunction {
-    name: String,
-    #[serde(default)]
-    arguments: String,
-}
-
-#[derive(Deserialize)]
-struct WireTool {
-    function: WireToolDef,
-}
-
-#[derive(Deserialize)]
-struct WireToolDef {
-    name: String,
-    #[serde(default)]
-    description: String,
-    #[serde(default = "empty_object")]
-    parameters: Value,
-}
-
-fn empty_object() -> Value {
-    json!({"type": "object", "properties": {}})
-}
-
-/// Text of a message's `content`: a string, or the text parts of an array.
-fn text_of(content: &Option<Value>) -> Option<String> {
-    match content {
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(Value::Array(parts)) => Some(
-            parts
-                .iter()
-                .filter_map(|p| p.get("text").and_then(Value::as_str))
-                .collect::<Vec<_>>()
-                .join("\n"),
-        ),
-        _ => None,
-    }
-}
-
-fn to_messages(wire: Vec<WireMessage>) -> Result<Vec<Message>, AppError> {
-    wire.into_iter()
-        .enumerate()
-        .map(|(i, m)| {
-            Ok(match m.role.as_str() {
-                "system" | "developer" => Message::system(text_of(&m.content).unwrap_or_default()),
-                "user" => Message::user(text_of(&m.content).unwrap_or_default()),
-                "assistant" => Message::Assistant {
-                    content: text_of(&m.content).filter(|t| !t.is_empty()),
-                    tool_calls: m
-                        .tool_calls
-                        .into_iter()
-                        .map(|c| ToolCall::new(c.id, c.function.name, c.function.arguments))
-                        .collect(),
-                },
-                "tool" => Message::tool_result(
-                    m.tool_call_id
-                        .ok_or_else(|| AppError::BadRequest(format!("messages[{i}]: a tool message needs `tool_call_id`")))?,
-                    text_of(&m.content).unwrap_or_default(),
-                    false,
-                ),
-                other => {
-                    return Err(AppError::BadRequest(format!(
-                        "messages[{i}]: unknown role `{other}`; use system, developer, user, assistant or tool"
-                    )));
-                }
-            })
-        })
-        .collect()
-}
 
 /// The server's skills plus the client's own tools, which are never run here.
 struct WithClientTools {
@@ -182,8 +81,8 @@ pub(crate) async fn completions(
     Extension(caller): Extension<Caller>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, AppError> {
-    let body: CompletionBody = parse_body(&state, body)?;
-    let history = to_messages(body.messages)?;
+    let body: ChatCompletionRequest = parse_body(&state, body)?;
+    let history = to_messages(body.messages).map_err(AppError::BadRequest)?;
     if !history.iter().any(Message::is_user) {
         return Err(AppError::BadRequest(
             "`messages` has no user message".into(),
@@ -208,11 +107,7 @@ pub(crate) async fn completions(
                 continue;
             }
             client.insert(tool.function.name.clone());
-            specs.push(ToolSpec {
-                name: tool.function.name,
-                description: tool.function.description,
-                parameters: tool.function.parameters,
-            });
+            specs.push(ToolSpec::from(tool));
         }
         resolved.toolbox = Arc::new(WithClientTools {
             inner: resolved.toolbox,
