@@ -43,26 +43,21 @@ pub struct ServeArgs {
     shutdown_grace_secs: Option<f64>,
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
+/// SIGTERM or Ctrl-C, both listened for from the start.
+fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
+    let ctrl_c = super::setup::interrupt()?;
     #[cfg(unix)]
-    {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = ctrl_c => {},
-                    _ = term.recv() => {},
-                }
-            }
-            Err(_) => {
-                let _ = ctrl_c.await;
-            }
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("cannot listen for SIGTERM")?;
+    Ok(async move {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = ctrl_c => {},
+            _ = term.recv() => {},
         }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
-    }
+        #[cfg(not(unix))]
+        ctrl_c.await;
+    })
 }
 
 /// Runs the server until SIGTERM or Ctrl-C.
@@ -119,6 +114,6 @@ pub async fn serve(config_path: Option<&Path>, args: ServeArgs) -> anyhow::Resul
         settings,
     );
     eprintln!("buddy serving on http://{addr} (store {})", db.display());
-    buddy_server::serve(state, listener, shutdown_signal()).await?;
+    buddy_server::serve(state, listener, shutdown_signal()?).await?;
     Ok(0)
 }

@@ -134,6 +134,25 @@ pub fn setup(config_path: Option<&Path>, args: &TurnArgs) -> anyhow::Result<Setu
     })
 }
 
+/// Ctrl-C, listened for from the moment this is called: a handler registered lazily (on
+/// first poll) would let an early Ctrl-C kill the process instead of cancelling the turn.
+pub fn interrupt() -> anyhow::Result<impl std::future::Future<Output = ()>> {
+    #[cfg(unix)]
+    {
+        let mut signal = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+            .context("cannot listen for Ctrl-C")?;
+        Ok(async move {
+            signal.recv().await;
+        })
+    }
+    #[cfg(not(unix))]
+    {
+        Ok(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+    }
+}
+
 /// Runs one turn, printing its events as they come; Ctrl-C cancels it (the turn still
 /// ends with its terminal event).
 pub async fn drive_turn(
@@ -142,10 +161,10 @@ pub async fn drive_turn(
     json: bool,
 ) -> anyhow::Result<TurnOutcome> {
     let cancel: CancellationToken = request.cancel.clone();
+    let ctrl_c = interrupt()?;
+    tokio::pin!(ctrl_c);
     let (mut events, handle) = engine.spawn(request);
     let mut printer = Printer::new(json, std::io::stdout(), std::io::stderr());
-    let ctrl_c = tokio::signal::ctrl_c();
-    tokio::pin!(ctrl_c);
     loop {
         tokio::select! {
             event = events.recv() => match event {

@@ -4,11 +4,10 @@
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::server::{all_scenarios, client, sse_events};
+use super::server::{all_scenarios, client, sse_events, start_slow_turn};
 
 /// Starts `buddy serve` on a free port; returns the child and its base URL.
 fn spawn_server(db: &Path, scenarios: &Path, cwd: &Path) -> (Child, String) {
@@ -43,25 +42,7 @@ async fn killing_the_server_mid_turn_loses_nothing_already_produced() {
     let db = dir.path().join("crash.db");
     let (mut server, url) = spawn_server(&db, scenarios.path(), dir.path());
 
-    let mut response = client()
-        .post(format!("{url}/v1/chat"))
-        .json(&json!({"message": "wait for it", "model": "scripted:slow_tool"}))
-        .send()
-        .await
-        .unwrap();
-    let mut seen = String::new();
-    while !seen.contains("tool_call_start") {
-        let chunk = tokio::time::timeout(Duration::from_secs(10), response.chunk())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
-        seen.push_str(&String::from_utf8_lossy(&chunk));
-    }
-    let id = sse_events(&seen)[0].1["conversation_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let (response, id) = start_slow_turn(&url).await;
     // The model asked for the slow tool; the engine has recorded its message before running it.
     server.kill().unwrap();
     server.wait().unwrap();

@@ -392,6 +392,24 @@ async fn read_until(response: &mut reqwest::Response, needle: &str) {
     }
 }
 
+/// Starts a turn whose tool takes a minute; returns the open stream (the tool is
+/// running) and the conversation id.
+pub async fn start_slow_turn(url: &str) -> (reqwest::Response, String) {
+    let mut response = client()
+        .post(format!("{url}/v1/chat"))
+        .json(&json!({"message": "wait for it", "model": "scripted:slow_tool"}))
+        .send()
+        .await
+        .unwrap();
+    let first = String::from_utf8_lossy(&response.chunk().await.unwrap().unwrap()).into_owned();
+    let id = sse_events(&first)[0].1["conversation_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    read_until(&mut response, "tool_call_start").await;
+    (response, id)
+}
+
 async fn last_stop_reason(url: &str, id: &str) -> Option<String> {
     let detail: Value = client()
         .get(format!("{url}/v1/conversations/{id}"))
@@ -415,18 +433,7 @@ async fn a_client_that_disconnects_mid_turn_cancels_it_and_it_is_recorded() {
         ServerSettings::default(),
     )
     .await;
-    let mut response = client()
-        .post(format!("{}/v1/chat", server.url))
-        .json(&json!({"message": "wait", "model": "scripted:slow_tool"}))
-        .send()
-        .await
-        .unwrap();
-    let first = String::from_utf8_lossy(&response.chunk().await.unwrap().unwrap()).into_owned();
-    let id = sse_events(&first)[0].1["conversation_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    read_until(&mut response, "tool_call_start").await;
+    let (response, id) = start_slow_turn(&server.url).await;
     drop(response);
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut reason = None;
@@ -450,13 +457,7 @@ async fn a_key_past_its_concurrent_turn_cap_gets_429() {
         ..ServerSettings::default()
     };
     let server = TestServer::start(&db.path().join("b.db"), scenarios.path(), settings).await;
-    let mut busy = client()
-        .post(format!("{}/v1/chat", server.url))
-        .json(&json!({"message": "wait", "model": "scripted:slow_tool"}))
-        .send()
-        .await
-        .unwrap();
-    read_until(&mut busy, "tool_call_start").await;
+    let (busy, _) = start_slow_turn(&server.url).await;
     let second = client()
         .post(format!("{}/v1/chat", server.url))
         .json(&json!({"message": "hi"}))
@@ -499,18 +500,7 @@ async fn shutdown_lets_turns_finish_up_to_the_grace_period_then_records_them_can
     };
     let path = db.path().join("b.db");
     let server = TestServer::start(&path, scenarios.path(), settings).await;
-    let mut response = client()
-        .post(format!("{}/v1/chat", server.url))
-        .json(&json!({"message": "wait", "model": "scripted:slow_tool"}))
-        .send()
-        .await
-        .unwrap();
-    let first = String::from_utf8_lossy(&response.chunk().await.unwrap().unwrap()).into_owned();
-    let id = sse_events(&first)[0].1["conversation_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    read_until(&mut response, "tool_call_start").await;
+    let (response, id) = start_slow_turn(&server.url).await;
     let reader = tokio::spawn(async move { response.text().await.unwrap_or_default() });
     server.stop().await;
     let rest = reader.await.unwrap();
