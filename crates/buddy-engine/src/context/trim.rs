@@ -5,8 +5,8 @@
 //! and the latest user message are pinned. When the request does not fit:
 //! 1. any single tool result longer than a quarter of the budget is cut in place, with
 //!    a marker, rather than dropped;
-//! 2. the oldest groups are dropped (never the newest), and a short system note tells the
-//!    model that earlier messages were left out;
+//! 2. the oldest groups are dropped (never the newest group of the current turn), and a
+//!    short system note tells the model that earlier messages were left out;
 //! 3. if it still does not fit, the remaining tool results are cut further;
 //! 4. if even the pinned messages cannot fit, the caller gets [`Overflow`] — never a
 //!    request without its user message.
@@ -88,8 +88,13 @@ pub fn fit<'a>(
         }
     }
 
-    // 2. Oldest groups first, never the pinned ones nor the newest.
-    let newest = groups.iter().rposition(|g| !g.pinned);
+    // 2. Oldest groups first, never the pinned ones nor the newest group of the current
+    //    turn (the results the model is working on); earlier turns are all fair game.
+    let latest_user = messages.iter().rposition(Message::is_user);
+    let newest = groups
+        .iter()
+        .rposition(|g| !g.pinned)
+        .filter(|&i| Some(groups[i].start) > latest_user);
     let mut any_dropped = false;
     for (i, g) in groups.iter_mut().enumerate() {
         if used(kept, any_dropped) <= budget {
@@ -103,7 +108,6 @@ pub fn fit<'a>(
     }
     // The Messages API wants a user message first: drop assistant groups that would now
     // lead the conversation.
-    let latest_user = messages.iter().rposition(Message::is_user);
     for g in groups.iter_mut().filter(|g| !g.pinned && !g.dropped) {
         if Some(g.start) > latest_user || !matches!(messages[g.start], Message::Assistant { .. }) {
             break;
@@ -135,8 +139,10 @@ pub fn fit<'a>(
         }
     }
 
-    // 4. What is left must fit, or the turn cannot go on.
-    let needed = used(kept, any_dropped);
+    // 4. What is left must fit, or the turn cannot go on. The note is a courtesy: when it
+    //    alone would tip the request over, it is left out.
+    let with_note = any_dropped && used(kept, true) <= budget;
+    let needed = used(kept, with_note);
     if needed > budget {
         return Err(Overflow { needed, budget });
     }
@@ -148,7 +154,7 @@ pub fn fit<'a>(
     let mut out = Vec::with_capacity(messages.len() - dropped + 1);
     let mut tokens = priming;
     let mut truncated = 0;
-    let mut noted = dropped == 0;
+    let mut noted = !with_note;
     for g in groups.iter().filter(|g| !g.dropped) {
         if !noted && !matches!(messages[g.start], Message::System { .. }) {
             let note = elision_note(dropped);
@@ -181,8 +187,7 @@ const CUT_MARKER: &str = "\n[buddy: this result was cut from about";
 /// The note that tells the model earlier messages were left out.
 fn elision_note(dropped: usize) -> Message {
     Message::system(format!(
-        "[buddy] {dropped} earlier message(s) of this conversation were left out of this request to fit the \
-         model's context window."
+        "[buddy] {dropped} earlier message(s) were left out to fit the context window."
     ))
 }
 
