@@ -132,6 +132,7 @@ base_url = "{mock_url}"
 model = "scripted:three_rounds"
 [providers.mock.http]
 max_retries = 0
+http2_prior_knowledge = true
 first_byte_timeout_secs = 600
 idle_timeout_secs = 600
 [skills]

@@ -21,6 +21,9 @@ use buddy_providers::{Scenario, ScriptedProvider};
 use buddy_server::openai_wire::{ChatCompletionRequest, to_messages};
 use serde_json::{Value, json};
 
+/// Concurrent calls one HTTP/2 connection may carry (hyper's default is 200).
+const MAX_STREAMS: u32 = 100_000;
+
 /// A mock server's scenarios, latency and request log.
 pub struct MockServer {
     scenarios: BTreeMap<String, Arc<ScriptedProvider>>,
@@ -51,6 +54,34 @@ impl MockServer {
             .route("/v1/chat/completions", post(completions))
             .route("/v1/models", get(models))
             .with_state(Arc::new(self))
+    }
+
+    /// Serves the router on `listener` until `shutdown`, speaking HTTP/1.1 and HTTP/2
+    /// (also without TLS), with room for `MAX_STREAMS` concurrent calls on one HTTP/2
+    /// connection: a load test's thousands of waiting calls share a few connections.
+    pub async fn serve(
+        self,
+        listener: tokio::net::TcpListener,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) -> std::io::Result<()> {
+        let router = self.router();
+        tokio::pin!(shutdown);
+        loop {
+            let (stream, _) = tokio::select! {
+                accepted = listener.accept() => accepted?,
+                () = &mut shutdown => return Ok(()),
+            };
+            let service = hyper_util::service::TowerToHyperService::new(router.clone());
+            tokio::spawn(async move {
+                let mut builder = hyper_util::server::conn::auto::Builder::new(
+                    hyper_util::rt::TokioExecutor::new(),
+                );
+                builder.http2().max_concurrent_streams(MAX_STREAMS);
+                let _ = builder
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+            });
+        }
     }
 
     fn log(&self, line: Value) {

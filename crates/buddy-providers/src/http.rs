@@ -27,6 +27,9 @@ pub struct HttpSettings {
     pub retry_base_ms: u64,
     /// Longest wait before a retry; a `Retry-After` beyond it is not waited for.
     pub retry_max_ms: u64,
+    /// Speak HTTP/2 to a plain-http server without negotiation, so concurrent calls share
+    /// one connection (TLS servers negotiate HTTP/2 on their own).
+    pub http2_prior_knowledge: bool,
 }
 
 impl Default for HttpSettings {
@@ -38,6 +41,7 @@ impl Default for HttpSettings {
             max_retries: 3,
             retry_base_ms: 500,
             retry_max_ms: 30_000,
+            http2_prior_knowledge: false,
         }
     }
 }
@@ -63,13 +67,15 @@ pub(crate) fn build_client(
     settings: &HttpSettings,
 ) -> Result<reqwest::Client, ProviderError> {
     install_crypto_provider();
-    reqwest::Client::builder()
-        .connect_timeout(secs(settings.connect_timeout_secs))
-        .build()
-        .map_err(|e| ProviderError::Config {
-            provider: provider.to_owned(),
-            message: format!("cannot build the HTTP client: {e}"),
-        })
+    let mut builder =
+        reqwest::Client::builder().connect_timeout(secs(settings.connect_timeout_secs));
+    if settings.http2_prior_knowledge {
+        builder = builder.http2_prior_knowledge();
+    }
+    builder.build().map_err(|e| ProviderError::Config {
+        provider: provider.to_owned(),
+        message: format!("cannot build the HTTP client: {e}"),
+    })
 }
 
 /// Turns SSE events into tokens; one per request.

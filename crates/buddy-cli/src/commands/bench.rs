@@ -112,8 +112,8 @@ pub async fn mock_server(args: MockServerArgs) -> anyhow::Result<u8> {
         "buddy mock-server on http://{}/v1 ({count} scenarios)",
         listener.local_addr()?
     );
-    axum::serve(listener, server.router())
-        .with_graceful_shutdown(async {
+    server
+        .serve(listener, async {
             let _ = tokio::signal::ctrl_c().await;
         })
         .await?;

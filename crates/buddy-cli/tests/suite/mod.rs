@@ -4,6 +4,7 @@
 mod binary;
 mod config;
 mod crash;
+mod mock;
 mod providers;
 mod scenarios;
 mod server;

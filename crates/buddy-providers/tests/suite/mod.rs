@@ -37,6 +37,7 @@ pub fn quick_http() -> HttpSettings {
         max_retries: 0,
         retry_base_ms: 10,
         retry_max_ms: 2_000,
+        http2_prior_knowledge: false,
     }
 }
 

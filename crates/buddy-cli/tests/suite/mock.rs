@@ -1,0 +1,84 @@
+//! `buddy mock-server` from a client's side: HTTP/2 without TLS carries many
+//! concurrent calls on one connection, every request is logged.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use buddy_cli::mock_server::MockServer;
+use buddy_core::{CompletionRequest, Message, Provider};
+use buddy_providers::{HttpSettings, OpenAiCompat, OpenAiOptions, OpenAiProvider, Scenario};
+
+#[derive(Clone, Default)]
+struct Log(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Log {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn hundreds_of_concurrent_calls_share_one_http2_connection() {
+    buddy_providers::install_crypto_provider();
+    let scenario = Scenario::load(&super::scenarios_dir().join("plain_chat.json")).unwrap();
+    let log = Log::default();
+    let mock = MockServer::new(
+        vec![scenario],
+        Duration::from_millis(200),
+        Some(Box::new(log.clone())),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}/v1", listener.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(mock.serve(listener, async move {
+        let _ = stopped.await;
+    }));
+    let provider = Arc::new(
+        OpenAiProvider::new(OpenAiOptions {
+            name: "mock".into(),
+            base_url: base,
+            api_key: None,
+            headers: Default::default(),
+            http: HttpSettings {
+                http2_prior_knowledge: true,
+                ..HttpSettings::default()
+            },
+            stream: true,
+            max_output_tokens: None,
+            compat: OpenAiCompat::default(),
+        })
+        .unwrap(),
+    );
+    let mut calls = tokio::task::JoinSet::new();
+    for _ in 0..300 {
+        let provider = Arc::clone(&provider);
+        calls.spawn(async move {
+            let history = [Message::user("Say hello.")];
+            provider
+                .complete(CompletionRequest::new("scripted:plain_chat", &history))
+                .await
+        });
+    }
+    let mut answered = 0;
+    while let Some(result) = calls.join_next().await {
+        assert_eq!(
+            result.unwrap().unwrap().text,
+            "Hello! I'm buddy's scripted model."
+        );
+        answered += 1;
+    }
+    assert_eq!(answered, 300);
+    let lines = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+    assert_eq!(lines.lines().count(), 300);
+    assert!(
+        lines
+            .lines()
+            .all(|l| l.contains("\"model\":\"scripted:plain_chat\""))
+    );
+    let _ = stop.send(());
+    server.await.unwrap().unwrap();
+}
