@@ -33,6 +33,7 @@ async fn hundreds_of_concurrent_calls_share_one_http2_connection() {
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}/v1", listener.local_addr().unwrap());
+    let base_url = base.clone();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(mock.serve(listener, async move {
         let _ = stopped.await;
@@ -72,11 +73,39 @@ async fn hundreds_of_concurrent_calls_share_one_http2_connection() {
         answered += 1;
     }
     assert_eq!(answered, 300);
+    // The same scenario without streaming (a plain JSON chat completion).
+    let plain = OpenAiProvider::new(OpenAiOptions {
+        name: "mock".into(),
+        base_url: base_url.clone(),
+        api_key: None,
+        headers: Default::default(),
+        http: HttpSettings::default(),
+        stream: false,
+        max_output_tokens: None,
+        compat: OpenAiCompat::default(),
+    })
+    .unwrap();
+    let history = [Message::user("Say hello.")];
+    let reply = plain
+        .complete(CompletionRequest::new("plain_chat", &history))
+        .await
+        .unwrap();
+    assert_eq!(reply.text, "Hello! I'm buddy's scripted model.");
+    assert_eq!(reply.finish, Some(buddy_core::FinishReason::Stop));
+    let unknown = plain
+        .complete(CompletionRequest::new("scripted:nope", &history))
+        .await
+        .unwrap_err();
+    assert!(
+        unknown.to_string().contains("no scenario named `nope`"),
+        "{unknown}"
+    );
     let lines = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
-    assert_eq!(lines.lines().count(), 300);
+    assert_eq!(lines.lines().count(), 301);
     assert!(
         lines
             .lines()
+            .take(300)
             .all(|l| l.contains("\"model\":\"scripted:plain_chat\""))
     );
     let _ = stop.send(());
