@@ -226,6 +226,7 @@ fn stream_response(turn: crate::turns::StartedTurn, id: String, model: String) -
         pending: Vec<ToolCall>,
         queued: std::collections::VecDeque<Event>,
         narrated: bool,
+        streamed_text: bool,
         done: bool,
     }
     let first = chunk(
@@ -238,6 +239,7 @@ fn stream_response(turn: crate::turns::StartedTurn, id: String, model: String) -
         pending: Vec::new(),
         queued: std::collections::VecDeque::from([first]),
         narrated: false,
+        streamed_text: false,
         done: false,
     };
     let stream = futures::stream::unfold(state, move |mut s| {
@@ -258,13 +260,15 @@ fn stream_response(turn: crate::turns::StartedTurn, id: String, model: String) -
                 track_pending(&mut s.pending, &event);
                 match event {
                     ChatEvent::TextDelta { text } => {
-                        // Narration of an earlier tool round is separated from what follows.
-                        let text = if s.narrated {
+                        // Narration of an earlier tool round is separated from what follows
+                        // (only when some text was streamed before it).
+                        let text = if s.narrated && s.streamed_text {
                             format!("\n\n{text}")
                         } else {
                             text
                         };
                         s.narrated = false;
+                        s.streamed_text = true;
                         s.queued.push_back(chunk(json!([{"index": 0, "delta": {"content": text}, "finish_reason": null}]), None));
                     }
                     ChatEvent::IterationStats {

@@ -589,3 +589,56 @@ async fn the_openai_python_sdk_works_against_the_server() {
     assert!(stdout.contains("openai sdk: all checks passed"), "{stdout}");
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn streamed_completions_separate_narration_but_never_lead_with_blank_lines() {
+    let (db, scenarios) = (tempfile::tempdir().unwrap(), all_scenarios());
+    let server = TestServer::start(
+        &db.path().join("b.db"),
+        scenarios.path(),
+        ServerSettings::default(),
+    )
+    .await;
+    let content = |body: String| -> String {
+        body.lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .filter(|d| *d != "[DONE]")
+            .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+            .filter_map(|c| {
+                c["choices"][0]["delta"]["content"]
+                    .as_str()
+                    .map(str::to_owned)
+            })
+            .collect()
+    };
+    let stream = |model: &str| {
+        client()
+            .post(format!("{}/v1/chat/completions", server.url))
+            .json(&json!({"model": model, "stream": true, "messages": [{"role": "user", "content": "go"}]}))
+            .send()
+    };
+    // Silent tool rounds, then the answer: nothing before it.
+    let silent = content(
+        stream("scripted:get_time_forever")
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap(),
+    );
+    assert_eq!(silent, "It is 12:00 UTC on 22 November 2026.");
+    // Narrated tool rounds: each narration separated by a blank line.
+    let narrated = content(
+        stream("scripted:chain_3_steps")
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        narrated,
+        "Let me find Ada first.\n\nNow her orders.\n\nLet me check the invoice.\n\nAda's latest order (o_7, 2 November 2026) came to 129.90 EUR."
+    );
+    server.stop().await;
+}
