@@ -3,8 +3,7 @@
 //! default one for every loop scenario), with model calls also counted from outside
 //! in the mock's request log.
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use buddy_core::{ChatEvent, StopReason};
@@ -14,7 +13,7 @@ use buddy_skills::Sandbox;
 use serde::Serialize;
 
 use crate::config::SkillsConfig;
-use crate::mock_server::MockServer;
+use crate::mock_server::{MemoryLog, MockServer};
 use crate::scenario_run::{RunError, scenario_policy};
 use crate::toolbox::build_registry;
 
@@ -52,27 +51,12 @@ pub struct LoopReport {
     pub meets_target: bool,
 }
 
-#[derive(Clone, Default)]
-struct SharedLog(Arc<Mutex<Vec<u8>>>);
-
-impl Write for SharedLog {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        if let Ok(mut log) = self.0.lock() {
-            log.extend_from_slice(buf);
-        }
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// Runs every scenario (except those that need a client's own tools) over HTTP.
 pub async fn run_loops(
     scenarios: Vec<Scenario>,
     sandbox: &Sandbox,
 ) -> Result<Vec<LoopReport>, RunError> {
-    let log = SharedLog::default();
+    let log = MemoryLog::default();
     let mock = MockServer::new(
         scenarios.clone(),
         Duration::ZERO,
@@ -117,15 +101,10 @@ pub async fn run_loops(
             .with_policy(policy);
         let (events, outcome) = engine.run_collect(request).await;
         let seen = log
-            .0
-            .lock()
-            .map(|l| {
-                String::from_utf8_lossy(&l)
-                    .lines()
-                    .filter(|line| line.contains(&format!("\"model\":\"{model}\"")))
-                    .count()
-            })
-            .unwrap_or(0);
+            .text()
+            .lines()
+            .filter(|line| line.contains(&format!("\"model\":\"{model}\"")))
+            .count();
         let answered = matches!(events.last(), Some(ChatEvent::Done { answer, .. }) if !answer.trim().is_empty());
         let ideal = scenario.expect.ideal_model_calls;
         let wasted = ideal.map(|i| outcome.stats.model_calls.saturating_sub(i));

@@ -21,6 +21,32 @@ use buddy_providers::{Scenario, ScriptedProvider};
 use buddy_server::openai_wire::{ChatCompletionRequest, to_messages};
 use serde_json::{Value, json};
 
+/// A request log kept in memory, for reading back what a mock server saw.
+#[derive(Clone, Default)]
+pub struct MemoryLog(Arc<Mutex<Vec<u8>>>);
+
+impl MemoryLog {
+    /// Everything logged so far.
+    pub fn text(&self) -> String {
+        self.0
+            .lock()
+            .map(|l| String::from_utf8_lossy(&l).into_owned())
+            .unwrap_or_default()
+    }
+}
+
+impl Write for MemoryLog {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if let Ok(mut log) = self.0.lock() {
+            log.extend_from_slice(buf);
+        }
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// Concurrent calls one HTTP/2 connection may carry (hyper's default is 200).
 const MAX_STREAMS: u32 = 100_000;
 

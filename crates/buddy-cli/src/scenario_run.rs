@@ -142,6 +142,18 @@ pub async fn run_scenario(
     })
 }
 
+/// `explicit`, else `./scenarios` when it exists, else the scenarios buddy was built with.
+pub fn scenarios_dir(explicit: Option<PathBuf>) -> PathBuf {
+    explicit.unwrap_or_else(|| {
+        let local = PathBuf::from("scenarios");
+        if local.is_dir() {
+            local
+        } else {
+            PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios"))
+        }
+    })
+}
+
 /// The scenario files in `dir`, sorted by name.
 pub fn scenario_files(dir: &Path) -> Result<Vec<PathBuf>, RunError> {
     let read = std::fs::read_dir(dir).map_err(|source| RunError::List {

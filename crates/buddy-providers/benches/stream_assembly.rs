@@ -41,22 +41,17 @@ fn text() -> String {
     "Streaming answer text, a few words at a time. ".repeat(90)
 }
 
-fn openai_body() -> Vec<u8> {
-    let calls = calls();
-    let borrowed: Vec<(&str, &str, &str)> = calls
-        .iter()
-        .map(|(a, b, c)| (a.as_str(), b.as_str(), c.as_str()))
-        .collect();
-    openai_sse(&text(), &borrowed).into_bytes()
-}
+/// A testkit stream builder: text and (id, name, arguments) calls to an SSE body.
+type WireFormat = fn(&str, &[(&str, &str, &str)]) -> String;
 
-fn anthropic_body() -> Vec<u8> {
+/// The same calls and text in one wire format.
+fn body(format: WireFormat) -> Vec<u8> {
     let calls = calls();
     let borrowed: Vec<(&str, &str, &str)> = calls
         .iter()
         .map(|(a, b, c)| (a.as_str(), b.as_str(), c.as_str()))
         .collect();
-    anthropic_sse(&text(), &borrowed).into_bytes()
+    format(&text(), &borrowed).into_bytes()
 }
 
 /// The JSON payloads of every `data:` line, for the baseline.
@@ -67,6 +62,19 @@ fn data_lines(body: &[u8]) -> Vec<String> {
         .filter(|l| *l != "[DONE]")
         .map(str::to_owned)
         .collect()
+}
+
+/// The baseline: only parse every data line's JSON into a `serde_json::Value`.
+fn baseline(bencher: Bencher, body: Vec<u8>) {
+    let lines = data_lines(&body);
+    bencher.counter(BytesCount::of_slice(&body)).bench(|| {
+        let mut n = 0;
+        for line in divan::black_box(&lines) {
+            let value: serde_json::Value = serde_json::from_str(line).unwrap();
+            n += usize::from(value.is_object());
+        }
+        n
+    });
 }
 
 /// Decodes `body` in network-sized reads and feeds every event to a parser.
@@ -115,7 +123,7 @@ fn assemble_anthropic(body: &[u8]) -> usize {
 
 #[divan::bench]
 fn openai_assembler(bencher: Bencher) {
-    let body = openai_body();
+    let body = body(openai_sse);
     assert!(assemble_openai(&body) > 60);
     bencher
         .counter(BytesCount::of_slice(&body))
@@ -124,21 +132,12 @@ fn openai_assembler(bencher: Bencher) {
 
 #[divan::bench]
 fn openai_baseline_serde_json_only(bencher: Bencher) {
-    let body = openai_body();
-    let lines = data_lines(&body);
-    bencher.counter(BytesCount::of_slice(&body)).bench(|| {
-        let mut n = 0;
-        for line in divan::black_box(&lines) {
-            let value: serde_json::Value = serde_json::from_str(line).unwrap();
-            n += usize::from(value.is_object());
-        }
-        n
-    });
+    baseline(bencher, body(openai_sse));
 }
 
 #[divan::bench]
 fn anthropic_assembler(bencher: Bencher) {
-    let body = anthropic_body();
+    let body = body(anthropic_sse);
     assert!(assemble_anthropic(&body) > 60);
     bencher
         .counter(BytesCount::of_slice(&body))
@@ -147,14 +146,5 @@ fn anthropic_assembler(bencher: Bencher) {
 
 #[divan::bench]
 fn anthropic_baseline_serde_json_only(bencher: Bencher) {
-    let body = anthropic_body();
-    let lines = data_lines(&body);
-    bencher.counter(BytesCount::of_slice(&body)).bench(|| {
-        let mut n = 0;
-        for line in divan::black_box(&lines) {
-            let value: serde_json::Value = serde_json::from_str(line).unwrap();
-            n += usize::from(value.is_object());
-        }
-        n
-    });
+    baseline(bencher, body(anthropic_sse));
 }

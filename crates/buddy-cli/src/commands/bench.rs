@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::Context;
 use buddy_cli::bench_loops::run_loops;
 use buddy_cli::mock_server::MockServer;
-use buddy_cli::scenario_run::scenario_files;
+use buddy_cli::scenario_run::{scenario_files, scenarios_dir};
 use buddy_providers::Scenario;
 use buddy_skills::Sandbox;
 use clap::{Args, Subcommand};
@@ -70,17 +70,6 @@ struct LoopsArgs {
     /// One JSON object per scenario instead of the table.
     #[arg(long)]
     json: bool,
-}
-
-fn scenarios_dir(explicit: Option<PathBuf>) -> PathBuf {
-    explicit.unwrap_or_else(|| {
-        let local = PathBuf::from("scenarios");
-        if local.is_dir() {
-            local
-        } else {
-            PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios"))
-        }
-    })
 }
 
 fn load_all(dir: &std::path::Path) -> anyhow::Result<Vec<Scenario>> {

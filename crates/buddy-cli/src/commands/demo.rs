@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use buddy_cli::scenario_run::{run_scenario, scenario_files};
+use buddy_cli::scenario_run::{run_scenario, scenario_files, scenarios_dir};
 use buddy_providers::Scenario;
 use buddy_skills::Sandbox;
 use clap::Args;
@@ -43,14 +43,7 @@ fn first_line(answer: &str) -> String {
 
 /// Runs the scenarios; exit code 1 when any missed its expected outcome.
 pub async fn demo(args: DemoArgs) -> anyhow::Result<u8> {
-    let dir = args.dir.clone().unwrap_or_else(|| {
-        let local = PathBuf::from("scenarios");
-        if local.is_dir() {
-            local
-        } else {
-            PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios"))
-        }
-    });
+    let dir = scenarios_dir(args.dir.clone());
     let sandbox_dir = match args.sandbox {
         Some(dir) => dir,
         None => std::env::current_dir()?,

@@ -1,31 +1,18 @@
 //! `buddy mock-server` from a client's side: HTTP/2 without TLS carries many
 //! concurrent calls on one connection, every request is logged.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use buddy_cli::mock_server::MockServer;
+use buddy_cli::mock_server::{MemoryLog, MockServer};
 use buddy_core::{CompletionRequest, Message, Provider};
 use buddy_providers::{HttpSettings, OpenAiCompat, OpenAiOptions, OpenAiProvider, Scenario};
-
-#[derive(Clone, Default)]
-struct Log(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Log {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn hundreds_of_concurrent_calls_share_one_http2_connection() {
     buddy_providers::install_crypto_provider();
     let scenario = Scenario::load(&super::scenarios_dir().join("plain_chat.json")).unwrap();
-    let log = Log::default();
+    let log = MemoryLog::default();
     let mock = MockServer::new(
         vec![scenario],
         Duration::from_millis(200),
@@ -100,7 +87,7 @@ async fn hundreds_of_concurrent_calls_share_one_http2_connection() {
         unknown.to_string().contains("no scenario named `nope`"),
         "{unknown}"
     );
-    let lines = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+    let lines = log.text();
     assert_eq!(lines.lines().count(), 301);
     assert!(
         lines
