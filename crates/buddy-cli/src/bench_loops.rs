@@ -17,19 +17,52 @@ use crate::mock_server::{MemoryLog, MockServer};
 use crate::scenario_run::{RunError, scenario_policy};
 use crate::toolbox::build_registry;
 
-/// Repetition loops: design.md allows them at most this many wasted model calls.
-pub const REPETITION_LOOPS: [&str; 3] = ["get_time_forever", "identical_forever", "ab_cycle"];
-/// Legitimate work: must waste nothing and complete.
-pub const LEGITIMATE: [&str; 6] = [
+/// Loops and misbehaving models: (scenario, most model calls allowed, Finalize
+/// included). The bounds are those of the termination issue: the same call and
+/// `get_time` forever 4 (5 for a tool that declares nothing, which must also be free to
+/// poll a job that says "running" three times), A,B cycles 6, period-3 cycles 8,
+/// growing or echoing arguments 6, failing skills 6, trips on several skills 8.
+pub const LOOP_BOUNDS: [(&str, u32); 17] = [
+    ("get_time_forever", 4),
+    ("identical_forever", 4),
+    ("identical_seven_tools", 5),
+    ("ab_cycle", 6),
+    ("cycle_period_3", 8),
+    ("growing_args", 6),
+    ("echo_search_growing", 6),
+    ("circuit_breaker", 6),
+    ("failing_varied_args", 6),
+    ("junk_args_many_skills", 8),
+    ("answer_plus_call", 7),
+    ("answer_plus_call_threshold", 2),
+    ("finalize_echo", 5),
+    ("finalize_call_as_text", 5),
+    ("finalize_omits_result", 5),
+    ("chanting_reply", 1),
+    ("empty_answer", 2),
+];
+/// Legitimate work: must complete with no guard event and no wasted call.
+pub const LEGITIMATE: [&str; 11] = [
     "chain_3_steps",
     "chain_15_steps",
+    "budget_note_chain",
     "paging_12",
+    "paging_numbers_only",
+    "counter_results",
     "parallel_3",
+    "parallel_batch",
     "polling",
+    "polling_undeclared",
     "plain_chat",
 ];
-/// Most wasted model calls allowed for a repetition loop.
-pub const MAX_WASTED_ON_REPETITION: u32 = 2;
+
+/// The most model calls a loop scenario may take, if it is one.
+pub fn loop_bound(scenario: &str) -> Option<u32> {
+    LOOP_BOUNDS
+        .iter()
+        .find(|(name, _)| *name == scenario)
+        .map(|(_, bound)| *bound)
+}
 
 /// One scenario's line of the report.
 #[derive(Clone, Debug, Serialize)]
@@ -41,8 +74,10 @@ pub struct LoopReport {
     pub tool_calls: u32,
     pub ideal_model_calls: Option<u32>,
     pub wasted: Option<u32>,
-    /// The scenario file's stated budget: its expected model calls.
+    /// The most model calls the scenario may take: its loop bound, else its expected calls.
     pub budget: u32,
+    /// Guard events in the turn (legitimate work must have none).
+    pub guard_events: usize,
     pub stop_reason: StopReason,
     /// An answer reached the user (a `done` with text). Every scenario under a policy
     /// that finalizes must answer; `on_limit = "error"` ones must not.
@@ -109,14 +144,17 @@ pub async fn run_loops(
         let ideal = scenario.expect.ideal_model_calls;
         let wasted = ideal.map(|i| outcome.stats.model_calls.saturating_sub(i));
         let name = scenario.name.as_str();
+        let guard_events = events
+            .iter()
+            .filter(|e| matches!(e, ChatEvent::GuardTripped { .. }))
+            .count();
+        let budget = loop_bound(name).unwrap_or(scenario.expect.model_calls);
         let meets_target = answered == answer_expected
-            && if REPETITION_LOOPS.contains(&name) {
-                wasted.is_some_and(|w| w <= MAX_WASTED_ON_REPETITION)
-            } else if LEGITIMATE.contains(&name) {
-                wasted == Some(0) && outcome.reason == StopReason::Completed
-            } else {
-                outcome.stats.model_calls <= scenario.expect.model_calls
-            };
+            && outcome.stats.model_calls <= budget
+            && (!LEGITIMATE.contains(&name)
+                || (wasted == Some(0)
+                    && guard_events == 0
+                    && outcome.reason == StopReason::Completed));
         reports.push(LoopReport {
             scenario: scenario.name.clone(),
             model_calls: outcome.stats.model_calls,
@@ -124,7 +162,8 @@ pub async fn run_loops(
             tool_calls: outcome.stats.tool_calls,
             ideal_model_calls: ideal,
             wasted,
-            budget: scenario.expect.model_calls,
+            budget,
+            guard_events,
             stop_reason: outcome.reason,
             answered,
             meets_target,

@@ -13,6 +13,8 @@ use buddy_core::StopReason;
 /// | 4 | loop_detected |
 /// | 5 | context_overflow |
 /// | 6 | truncated |
+/// | 7 | no_answer (buddy's answer quotes the tool results) |
+/// | 8 | repetitive_output |
 /// | 130 | cancelled |
 pub fn exit_code(reason: StopReason) -> u8 {
     match reason {
@@ -26,6 +28,8 @@ pub fn exit_code(reason: StopReason) -> u8 {
         StopReason::LoopDetected => 4,
         StopReason::ContextOverflow => 5,
         StopReason::Truncated => 6,
+        StopReason::NoAnswer => 7,
+        StopReason::RepetitiveOutput => 8,
         StopReason::Cancelled => 130,
     }
 }

@@ -39,13 +39,20 @@ pub fn human_line(event: &ChatEvent) -> Option<String> {
             action,
             skill,
             detail,
+            evidence,
         } => {
             let on = skill
                 .as_deref()
                 .map(|s| format!(" [{s}]"))
                 .unwrap_or_default();
+            let calls: Vec<&str> = evidence.iter().map(|e| e.call_id.as_str()).collect();
+            let seen = if calls.is_empty() {
+                String::new()
+            } else {
+                format!(" (calls {})", calls.join(", "))
+            };
             format!(
-                "! guard {}{on}: {} — {detail}",
+                "! guard {}{on}: {} — {detail}{seen}",
                 guard.as_str(),
                 action.as_str()
             )

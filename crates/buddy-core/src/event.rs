@@ -32,6 +32,9 @@ pub enum ChatEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         skill: Option<String>,
         detail: String,
+        /// The calls (and their results) that made the guard act, oldest first.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        evidence: Vec<Evidence>,
     },
     /// One model call finished: what it returned and what the turn has used so far.
     IterationStats {
@@ -82,6 +85,36 @@ impl ChatEvent {
     }
 }
 
+/// One call a guard judged, with the start of its result: what a user needs to see why
+/// the guard acted, or to report a false positive precisely.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Evidence {
+    pub call_id: String,
+    pub name: String,
+    pub arguments: String,
+    /// The start of the result the call got (at most [`Evidence::EXCERPT_CHARS`] characters).
+    pub result: String,
+}
+
+impl Evidence {
+    /// Longest result excerpt kept in an event.
+    pub const EXCERPT_CHARS: usize = 200;
+
+    /// Evidence for one call, its result cut to the excerpt length.
+    pub fn new(call_id: &str, name: &str, arguments: &str, result: &str) -> Self {
+        let mut excerpt: String = result.chars().take(Self::EXCERPT_CHARS).collect();
+        if excerpt.len() < result.len() {
+            excerpt.push('…');
+        }
+        Evidence {
+            call_id: call_id.to_owned(),
+            name: name.to_owned(),
+            arguments: arguments.to_owned(),
+            result: excerpt,
+        }
+    }
+}
+
 /// Which guard acted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -103,6 +136,15 @@ pub enum GuardKind {
     Deadline,
     /// The history was trimmed to fit the context window.
     ContextWindow,
+    /// Guard trips on any skills added up to the turn's budget of trips.
+    TripBudget,
+    /// The model's reply repeated the same text over and over.
+    RepetitiveOutput,
+    /// The Finalize reply was empty, echoed buddy's instruction, or wrote a tool call as text.
+    FinalAnswerCheck,
+    /// Several rounds in a row brought nothing new: every call repeated an earlier one
+    /// (same or near arguments) and got the same result back.
+    NoProgress,
 }
 
 impl GuardKind {
@@ -124,6 +166,10 @@ impl GuardKind {
             GuardKind::TokenBudget => "token_budget",
             GuardKind::Deadline => "deadline",
             GuardKind::ContextWindow => "context_window",
+            GuardKind::TripBudget => "trip_budget",
+            GuardKind::RepetitiveOutput => "repetitive_output",
+            GuardKind::FinalAnswerCheck => "final_answer_check",
+            GuardKind::NoProgress => "no_progress",
         }
     }
 }
@@ -151,6 +197,10 @@ pub enum GuardAction {
     AcceptedAnswer,
     /// Older messages were left out of the request, or long results cut, to fit.
     Trimmed,
+    /// The model's reply was cut off before its end.
+    CutReply,
+    /// buddy wrote the answer from the tool results instead of the model's reply.
+    ComposedAnswer,
 }
 
 impl GuardAction {
@@ -166,6 +216,8 @@ impl GuardAction {
             GuardAction::Error => "error",
             GuardAction::AcceptedAnswer => "accepted_answer",
             GuardAction::Trimmed => "trimmed",
+            GuardAction::CutReply => "cut_reply",
+            GuardAction::ComposedAnswer => "composed_answer",
         }
     }
 }
@@ -181,12 +233,19 @@ mod tests {
             action: GuardAction::ReturnedEarlierResult,
             skill: Some("get_time".into()),
             detail: "same call".into(),
+            evidence: vec![Evidence::new("c1", "get_time", "{}", &"x".repeat(300))],
         };
         let json = serde_json::to_value(&ev).unwrap();
         assert_eq!(json["type"], "guard_tripped");
         assert_eq!(json["guard"], "repetition");
         assert_eq!(json["action"], "returned_earlier_result");
         assert_eq!(ev.kind(), "guard_tripped");
+        assert_eq!(
+            json["evidence"][0]["result"]
+                .as_str()
+                .map(|r| r.chars().count()),
+            Some(201)
+        );
         let back: ChatEvent = serde_json::from_value(json).unwrap();
         assert_eq!(back, ev);
     }

@@ -25,6 +25,9 @@ pub enum Message {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         is_error: bool,
     },
+    /// buddy's own note to the model (calls left, a loop warning), kept apart from tool
+    /// results so their bytes reach the model unchanged. Providers send it as user text.
+    Note { content: String },
 }
 
 impl Message {
@@ -63,6 +66,17 @@ impl Message {
         }
     }
 
+    /// How every note buddy writes to the model begins, so that a note sent over a wire
+    /// that has no note role (as user text) can be recognised again.
+    pub const NOTE_MARK: &'static str = "[buddy]";
+
+    /// A note from buddy to the model.
+    pub fn note(content: impl Into<String>) -> Self {
+        Message::Note {
+            content: content.into(),
+        }
+    }
+
     /// True for a user message.
     pub fn is_user(&self) -> bool {
         matches!(self, Message::User { .. })
@@ -73,6 +87,7 @@ impl Message {
         match self {
             Message::System { content }
             | Message::User { content }
+            | Message::Note { content }
             | Message::Tool { content, .. } => Some(content),
             Message::Assistant { content, .. } => content.as_deref(),
         }

@@ -7,11 +7,17 @@ use crate::{BoxFuture, Message, ToolCall, ToolSpec};
 
 /// What repeating a call with the same arguments means for a skill; the loop guards
 /// read it to tell a loop from legitimate polling.
+///
+/// The default, `Observed`, needs no declaration: a repeat is run, and only a result
+/// that came back unchanged counts as a loop signal (a changed result is progress).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RepeatSemantics {
-    /// Same arguments, same answer within a turn: a repeat is a loop.
+    /// Undeclared: a repeat runs and is judged by its result (unchanged = loop signal).
     #[default]
+    Observed,
+    /// Same arguments, same answer within a turn: a repeat is answered from the earlier
+    /// result without running, and is a loop signal.
     Pure,
     /// A repeat that returns a new result is progress (job status, queues).
     Pollable,
@@ -46,7 +52,7 @@ pub trait Skill: Send + Sync {
     fn parameters(&self) -> serde_json::Value;
     /// How repeats with the same arguments are to be read.
     fn semantics(&self) -> RepeatSemantics {
-        RepeatSemantics::Pure
+        RepeatSemantics::Observed
     }
     /// How long one call may take; `None` uses the registry's default.
     fn timeout(&self) -> Option<Duration> {

@@ -34,6 +34,10 @@ pub enum StopReason {
     SkillFailed,
     /// The request was invalid before anything was sent (a bug, refused loudly).
     InvalidRequest,
+    /// The model's reply kept repeating the same text; it was cut and the text so far kept.
+    RepetitiveOutput,
+    /// The model gave no answer text; buddy's answer quotes the tool results instead.
+    NoAnswer,
 }
 
 impl StopReason {
@@ -55,6 +59,8 @@ impl StopReason {
             StopReason::ProviderError => "provider_error",
             StopReason::SkillFailed => "skill_failed",
             StopReason::InvalidRequest => "invalid_request",
+            StopReason::RepetitiveOutput => "repetitive_output",
+            StopReason::NoAnswer => "no_answer",
         }
     }
 

@@ -48,7 +48,7 @@ pub fn check_history(messages: &[Message]) -> Result<(), HistoryError> {
                     None => return Err(HistoryError::OrphanResult(tool_call_id.clone())),
                 }
             }
-            Message::System { .. } | Message::User { .. } => {
+            Message::System { .. } | Message::User { .. } | Message::Note { .. } => {
                 if let Some(id) = open.first() {
                     return Err(HistoryError::MissingResult((*id).to_owned()));
                 }

@@ -9,6 +9,7 @@ use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::emitter::Emitter;
+use crate::guards::chant::ChantDetector;
 use crate::history_check::HistoryError;
 
 /// A model's whole reply to one call.
@@ -18,6 +19,8 @@ pub(crate) struct Reply {
     pub tool_calls: Vec<ToolCall>,
     pub finish: Option<FinishReason>,
     pub usage: Option<Usage>,
+    /// The text started repeating itself and was cut: `text` keeps one copy of the chunk.
+    pub chanted: bool,
 }
 
 /// Why a model call did not produce a reply.
@@ -32,12 +35,14 @@ pub(crate) enum CallEnd {
 }
 
 /// Sends `request`, streaming text to `events`, until the reply ends, the turn is
-/// cancelled or the deadline passes.
+/// cancelled, the deadline passes, or the text starts chanting (then the rest of the
+/// reply is not read).
 pub(crate) async fn stream_reply(
     provider: &dyn Provider,
     events: &Emitter,
     cancel: &CancellationToken,
     deadline: Option<Instant>,
+    mut chant: Option<ChantDetector>,
     request: CompletionRequest<'_>,
 ) -> Result<Reply, CallEnd> {
     let deadline_passed = async {
@@ -55,6 +60,11 @@ pub(crate) async fn stream_reply(
                 Token::Text { text } | Token::Refusal { text } => {
                     reply.text.push_str(&text);
                     events.emit(ChatEvent::TextDelta { text }).await;
+                    if let Some(keep) = chant.as_mut().and_then(|c| c.check(&reply.text)) {
+                        reply.text.truncate(keep);
+                        reply.chanted = true;
+                        break;
+                    }
                 }
                 Token::ToolCall(call) => reply.tool_calls.push(call),
                 Token::Finish { reason, usage } => {

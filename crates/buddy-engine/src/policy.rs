@@ -37,6 +37,16 @@ pub struct LoopPolicy {
     pub loop_detection: bool,
     /// Unchanged results a pollable skill may return for the same arguments before it counts as a loop.
     pub poll_patience: u32,
+    /// Guard trips (on any skills) after which the turn goes to Finalize.
+    pub max_guard_trips: u32,
+    /// Rounds in a row that bring nothing new (every call a repeat of an earlier call,
+    /// with the same result) after which the turn goes to Finalize; off with 0.
+    pub max_stale_rounds: Option<u32>,
+    /// A reply whose end repeats one chunk of `chant_min_chars` this many times in a row
+    /// is cut (stop reason `repetitive_output`); off with 0.
+    pub chant_repeats: Option<u32>,
+    /// The shortest chunk that counts as chanting, in bytes.
+    pub chant_min_chars: usize,
     /// Answer text shorter than this is narration and never counts as a repeated answer.
     pub repeated_answer_min_chars: usize,
     /// Text at least this long beside tool calls is taken as the final answer (off by default).
@@ -72,6 +82,10 @@ impl Default for LoopPolicy {
             max_consecutive_failures: 3,
             loop_detection: true,
             poll_patience: 4,
+            max_guard_trips: 3,
+            max_stale_rounds: Some(3),
+            chant_repeats: Some(10),
+            chant_min_chars: 50,
             repeated_answer_min_chars: 80,
             substantive_answer_chars: None,
             honor_stop: false,
@@ -158,6 +172,20 @@ impl LoopPolicy {
             "1..=1000",
         )?;
         range("poll_patience", self.poll_patience, 0, 1000, "0..=1000")?;
+        range("max_guard_trips", self.max_guard_trips, 1, 1000, "1..=1000")?;
+        range(
+            "chant_min_chars",
+            self.chant_min_chars,
+            8,
+            1_000_000,
+            "8..=1000000",
+        )?;
+        if let Some(v) = self.max_stale_rounds {
+            range("max_stale_rounds", v, 1, 1000, "1..=1000, or 0 for off")?;
+        }
+        if let Some(v) = self.chant_repeats {
+            range("chant_repeats", v, 2, 10_000, "2..=10000, or 0 for off")?;
+        }
         range(
             "repeated_answer_min_chars",
             self.repeated_answer_min_chars,
@@ -230,6 +258,12 @@ impl LoopPolicy {
     }
 
     fn normalize_off_values(&mut self) {
+        if self.chant_repeats == Some(0) {
+            self.chant_repeats = None;
+        }
+        if self.max_stale_rounds == Some(0) {
+            self.max_stale_rounds = None;
+        }
         if self.max_calls_per_skill == Some(0) {
             self.max_calls_per_skill = None;
         }

@@ -1,13 +1,13 @@
 //! The turn state machine: CallModel -> (Done | ExecuteTools -> CallModel | Finalize -> Done).
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use buddy_core::{
-    ChatEvent, CompletionRequest, FinishReason, GuardAction, GuardKind, Message, MessageSink,
-    Provider, StopReason, ToolChoice, ToolSpec, Toolbox, TurnStats, Usage,
+    ChatEvent, CompletionRequest, Evidence, FinishReason, GuardAction, GuardKind, Message,
+    MessageSink, Provider, StopReason, ToolChoice, ToolSpec, Toolbox, TurnStats, Usage,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -20,6 +20,7 @@ use crate::emitter::Emitter;
 use crate::engine::{TurnOutcome, TurnRequest};
 use crate::finalize::{fallback_answer, finish_tool_spec};
 use crate::guards::call_log::CallLog;
+use crate::guards::chant::ChantDetector;
 use crate::guards::ladder::Ladder;
 use crate::history_check::{HistoryError, check_history};
 use crate::model_call::{CallEnd, Reply, stream_reply};
@@ -31,6 +32,20 @@ pub(crate) struct FinalizeCause {
     pub reason: StopReason,
     pub guard: GuardKind,
     pub detail: String,
+    /// The calls that made the guard act, for the event.
+    pub evidence: Vec<Evidence>,
+}
+
+impl FinalizeCause {
+    /// A cause with no call evidence (limits, deadlines).
+    pub(crate) fn new(reason: StopReason, guard: GuardKind, detail: String) -> Self {
+        FinalizeCause {
+            reason,
+            guard,
+            detail,
+            evidence: Vec::new(),
+        }
+    }
 }
 
 /// Where the state machine goes after a step.
@@ -43,8 +58,8 @@ pub(crate) enum Step {
 /// What the guards remember across the rounds of one turn.
 #[derive(Default)]
 pub(crate) struct GuardState {
-    /// Withdrawn skills and why, in words the model reads.
-    pub withdrawn: BTreeMap<String, String>,
+    /// Withdrawn skills: why, in words the model reads, and the guard that did it.
+    pub withdrawn: BTreeMap<String, (String, GuardKind)>,
     /// The guard behind the latest withdrawal, named again if it leaves no tools.
     pub last_withdrawal_by: Option<GuardKind>,
     pub calls_per_skill: HashMap<String, u32>,
@@ -54,6 +69,16 @@ pub(crate) struct GuardState {
     /// Normalised answer texts of earlier rounds that came with tool calls.
     pub answers: Vec<String>,
     pub tools_withdrawn_announced: bool,
+    /// Tool rounds so far (model responses whose calls were run).
+    pub rounds: u32,
+    /// Call keys the model was already warned about: repeating one again finalizes.
+    pub signalled: HashSet<String>,
+    /// Skills that tripped a guard in this turn (trips on several add up).
+    pub tripped_skills: BTreeSet<String>,
+    /// Per skill: calls in a row whose arguments changed but whose result did not.
+    pub echo_streak: HashMap<String, u32>,
+    /// Rounds in a row in which every call only repeated an earlier one.
+    pub stale_rounds: u32,
 }
 
 /// One turn in progress. Owned by a single task; nothing here is shared or locked.
@@ -224,8 +249,33 @@ impl<'e> Turn<'e> {
             text,
             mut tool_calls,
             finish,
+            chanted,
             ..
         } = reply;
+        if chanted {
+            let detail = format!(
+                "the reply repeated one chunk of text {} times in a row; it was cut after the first copy \
+                 and {} tool call(s) with it were dropped",
+                self.policy.chant_repeats.unwrap_or_default(),
+                tool_calls.len()
+            );
+            debug!(
+                decision = "done",
+                reason = "repetitive_output",
+                "the reply chanted"
+            );
+            self.emit_guard(
+                GuardKind::RepetitiveOutput,
+                GuardAction::CutReply,
+                None,
+                detail,
+            )
+            .await;
+            return Step::Done(
+                self.finish_with_answer(StopReason::RepetitiveOutput, text)
+                    .await,
+            );
+        }
         self.rename_reused_ids(&mut tool_calls);
         let text_chars = text.trim().chars().count();
         let inputs = format!(
@@ -410,16 +460,11 @@ impl<'e> Turn<'e> {
         text: String,
         dropped_calls: usize,
     ) -> TurnOutcome {
-        self.events
-            .emit(ChatEvent::GuardTripped {
-                guard,
-                action: GuardAction::AcceptedAnswer,
-                skill: None,
-                detail: format!(
-                    "{} characters of answer came with {dropped_calls} tool call(s); the answer was taken and the calls not run",
-                    text.trim().chars().count()
-                ),
-            })
+        let detail = format!(
+            "{} characters of answer came with {dropped_calls} tool call(s); the answer was taken and the calls not run",
+            text.trim().chars().count()
+        );
+        self.emit_guard(guard, GuardAction::AcceptedAnswer, None, detail)
             .await;
         self.finish_with_answer(StopReason::Completed, text).await
     }
@@ -431,14 +476,16 @@ impl<'e> Turn<'e> {
         {
             if !self.guards.tools_withdrawn_announced {
                 self.guards.tools_withdrawn_announced = true;
-                self.events
-                    .emit(ChatEvent::GuardTripped {
-                        guard: GuardKind::ToolsWithdrawn,
-                        action: GuardAction::WithdrewAllTools,
-                        skill: None,
-                        detail: format!("no tools are offered after {after} model calls (policy withdraw_tools_after)"),
-                    })
-                    .await;
+                let detail = format!(
+                    "no tools are offered after {after} model calls (policy withdraw_tools_after)"
+                );
+                self.emit_guard(
+                    GuardKind::ToolsWithdrawn,
+                    GuardAction::WithdrewAllTools,
+                    None,
+                    detail,
+                )
+                .await;
             }
             return None;
         }
@@ -469,11 +516,11 @@ impl<'e> Turn<'e> {
             OnLimit::Error => calls >= p.max_model_calls,
         };
         if capped {
-            return Some(FinalizeCause {
-                reason: StopReason::MaxModelCalls,
-                guard: GuardKind::ModelCallLimit,
-                detail: format!("{calls} of {} model calls used", p.max_model_calls),
-            });
+            return Some(FinalizeCause::new(
+                StopReason::MaxModelCalls,
+                GuardKind::ModelCallLimit,
+                format!("{calls} of {} model calls used", p.max_model_calls),
+            ));
         }
         if self.deadline.is_some_and(|d| Instant::now() >= d) {
             return Some(self.deadline_cause());
@@ -481,25 +528,25 @@ impl<'e> Turn<'e> {
         if let Some(budget) = p.max_turn_tokens {
             let used = self.stats.input_tokens + self.stats.output_tokens;
             if used >= budget {
-                return Some(FinalizeCause {
-                    reason: StopReason::TokenBudget,
-                    guard: GuardKind::TokenBudget,
-                    detail: format!("{used} of {budget} tokens used"),
-                });
+                return Some(FinalizeCause::new(
+                    StopReason::TokenBudget,
+                    GuardKind::TokenBudget,
+                    format!("{used} of {budget} tokens used"),
+                ));
             }
         }
         None
     }
 
     pub(crate) fn deadline_cause(&self) -> FinalizeCause {
-        FinalizeCause {
-            reason: StopReason::Deadline,
-            guard: GuardKind::Deadline,
-            detail: format!(
+        FinalizeCause::new(
+            StopReason::Deadline,
+            GuardKind::Deadline,
+            format!(
                 "the turn's deadline of {} ms passed",
                 self.policy.deadline_ms.unwrap_or_default()
             ),
-        }
+        )
     }
 
     /// One model call over the history (plus a Finalize instruction, if given), fitted
@@ -510,7 +557,7 @@ impl<'e> Turn<'e> {
         finalize_instruction: Option<&str>,
     ) -> Result<Reply, CallEnd> {
         let tools_tokens = tools.map_or(0, |t| self.tools_tokens(t));
-        let instruction = finalize_instruction.map(Message::user);
+        let instruction = finalize_instruction.map(Message::note);
         let instruction_tokens = instruction.as_ref().map_or(0, |m| self.counter.message(m));
         let room = self.window.saturating_sub(self.reserve);
         let budget = usize::try_from(room)
@@ -554,8 +601,21 @@ impl<'e> Turn<'e> {
             .is_none()
             .then_some(self.deadline)
             .flatten();
-        let result =
-            stream_reply(self.provider, &self.events, &self.cancel, deadline, request).await;
+        let chant = self.policy.chant_repeats.map(|repeats| {
+            ChantDetector::new(
+                self.policy.chant_min_chars,
+                usize::try_from(repeats).unwrap_or(usize::MAX),
+            )
+        });
+        let result = stream_reply(
+            self.provider,
+            &self.events,
+            &self.cancel,
+            deadline,
+            chant,
+            request,
+        )
+        .await;
         drop(messages);
         self.stats.model_calls += 1;
         let reply = result?;
@@ -630,13 +690,27 @@ impl<'e> Turn<'e> {
         skill: Option<&str>,
         detail: String,
     ) {
-        debug!(guard = guard.as_str(), action = action.as_str(), skill, %detail, "guard tripped");
+        self.emit_guard_with(guard, action, skill, detail, Vec::new())
+            .await;
+    }
+
+    /// Emits one `GuardTripped` event with the calls that made the guard act.
+    pub(crate) async fn emit_guard_with(
+        &self,
+        guard: GuardKind,
+        action: GuardAction,
+        skill: Option<&str>,
+        detail: String,
+        evidence: Vec<Evidence>,
+    ) {
+        debug!(guard = guard.as_str(), action = action.as_str(), skill, %detail, evidence = evidence.len(), "guard tripped");
         self.events
             .emit(ChatEvent::GuardTripped {
                 guard,
                 action,
                 skill: skill.map(str::to_owned),
                 detail,
+                evidence,
             })
             .await;
     }
@@ -685,16 +759,22 @@ impl<'e> Turn<'e> {
         reason: StopReason,
         text: String,
     ) -> TurnOutcome {
-        let answer = if text.trim().is_empty() {
+        // An empty answer is never `completed`: buddy writes one from the tool results
+        // and says so in the stop reason.
+        let (reason, answer) = if text.trim().is_empty() {
+            let reason = match reason {
+                StopReason::Completed | StopReason::FinishTool => StopReason::NoAnswer,
+                other => other,
+            };
             let fallback = fallback_answer(&self.history[self.first_new..], reason);
             self.events
                 .emit(ChatEvent::TextDelta {
                     text: fallback.clone(),
                 })
                 .await;
-            fallback
+            (reason, fallback)
         } else {
-            text
+            (reason, text)
         };
         self.push(Message::assistant(answer.clone())).await;
         self.stats.elapsed_ms = self.elapsed_ms();

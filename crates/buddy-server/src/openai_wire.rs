@@ -100,7 +100,16 @@ pub fn to_messages(wire: Vec<WireMessage>) -> Result<Vec<Message>, String> {
         .map(|(i, m)| {
             Ok(match m.role.as_str() {
                 "system" | "developer" => Message::system(text_of(&m.content).unwrap_or_default()),
-                "user" => Message::user(text_of(&m.content).unwrap_or_default()),
+                "user" => {
+                    let text = text_of(&m.content).unwrap_or_default();
+                    // buddy's own notes (guard and budget notes) travel as user text
+                    // marked `[buddy]`; read them back as notes, not as the user speaking.
+                    if text.starts_with(Message::NOTE_MARK) {
+                        Message::note(text)
+                    } else {
+                        Message::user(text)
+                    }
+                }
                 "assistant" => Message::Assistant {
                     content: text_of(&m.content).filter(|t| !t.is_empty()),
                     tool_calls: m

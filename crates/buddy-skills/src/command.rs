@@ -30,8 +30,10 @@ pub struct CommandSkillConfig {
     /// JSON Schema of the arguments; default: an object with any properties.
     #[serde(default = "any_object")]
     pub parameters: Value,
-    /// Default `effectful`: a command may change things, so it is never silently re-run.
-    #[serde(default = "effectful")]
+    /// Default `observed`: a repeat runs and counts as a loop only if its result is
+    /// unchanged. Declare `effectful` for a command that must never run twice, `pure`
+    /// for one whose repeats may be answered from the earlier result.
+    #[serde(default)]
     pub semantics: RepeatSemantics,
     /// The program and its arguments, e.g. `["python3", "tools/weather.py"]`.
     pub command: Vec<String>,
@@ -47,10 +49,6 @@ pub struct CommandSkillConfig {
 
 fn any_object() -> Value {
     serde_json::json!({"type": "object"})
-}
-
-fn effectful() -> RepeatSemantics {
-    RepeatSemantics::Effectful
 }
 
 /// A skill that runs an external command.

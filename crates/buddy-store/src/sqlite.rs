@@ -68,6 +68,7 @@ fn role(message: &Message) -> &'static str {
         Message::User { .. } => "user",
         Message::Assistant { .. } => "assistant",
         Message::Tool { .. } => "tool",
+        Message::Note { .. } => "note",
     }
 }
 

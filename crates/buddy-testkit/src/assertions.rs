@@ -33,7 +33,7 @@ pub fn assert_history_valid(messages: &[Message]) {
                     "message {i}: result for {tool_call_id} has no open call"
                 );
             }
-            Message::User { .. } | Message::System { .. } => {
+            Message::User { .. } | Message::System { .. } | Message::Note { .. } => {
                 assert!(
                     open.is_empty(),
                     "message {i}: calls {open:?} have no results before a user/system message"

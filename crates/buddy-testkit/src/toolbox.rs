@@ -23,7 +23,7 @@ impl TestTool {
         behaviour: impl Fn(&ToolCall, usize) -> ToolOutcome + Send + Sync + 'static,
     ) -> Self {
         TestTool {
-            semantics: RepeatSemantics::Pure,
+            semantics: RepeatSemantics::Observed,
             delay: Duration::ZERO,
             behaviour: Box::new(behaviour),
             calls: AtomicUsize::new(0),

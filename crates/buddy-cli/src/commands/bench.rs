@@ -179,21 +179,22 @@ pub async fn bench(args: BenchArgs) -> anyhow::Result<u8> {
                 }
             } else {
                 println!(
-                    "{:<27} {:>5} {:>5} {:>5} {:>5} {:>6} {:>6}  {:<16} {:<8} target",
+                    "{:<27} {:>5} {:>5} {:>5} {:>5} {:>6} {:>6} {:>6}  {:<17} {:<6} target",
                     "scenario",
                     "model",
                     "mock",
                     "tools",
                     "ideal",
                     "wasted",
-                    "budget",
+                    "bound",
+                    "guards",
                     "stop reason",
                     "answer"
                 );
                 for r in &reports {
                     let opt = |v: Option<u32>| v.map_or("-".to_owned(), |v| v.to_string());
                     println!(
-                        "{:<27} {:>5} {:>5} {:>5} {:>5} {:>6} {:>6}  {:<16} {:<8} {}",
+                        "{:<27} {:>5} {:>5} {:>5} {:>5} {:>6} {:>6} {:>6}  {:<17} {:<6} {}",
                         r.scenario,
                         r.model_calls,
                         r.requests_seen_by_mock,
@@ -201,6 +202,7 @@ pub async fn bench(args: BenchArgs) -> anyhow::Result<u8> {
                         opt(r.ideal_model_calls),
                         opt(r.wasted),
                         r.budget,
+                        r.guard_events,
                         r.stop_reason.as_str(),
                         if r.answered { "yes" } else { "no" },
                         if r.meets_target { "met" } else { "MISSED" },

@@ -543,7 +543,7 @@ async fn metrics_count_turns_guards_and_calls() {
         .unwrap();
     for needle in [
         "buddy_turns_total{stop_reason=\"loop_detected\"}",
-        "buddy_guard_trips_total{guard=\"repetition\",action=\"withdrew_skill\"}",
+        "buddy_guard_trips_total{guard=\"repetition\",action=\"finalize\"}",
         "buddy_model_calls_per_turn_bucket",
         "buddy_tool_calls_per_turn_bucket",
         "buddy_provider_first_token_seconds_bucket",

@@ -123,7 +123,9 @@ impl TokenCounter for BpeCounter {
     fn message(&self, message: &Message) -> usize {
         match message {
             Message::System { content } => TOKENS_PER_MESSAGE + 1 + self.text(content),
-            Message::User { content } => TOKENS_PER_MESSAGE + 1 + self.text(content),
+            Message::User { content } | Message::Note { content } => {
+                TOKENS_PER_MESSAGE + 1 + self.text(content)
+            }
             Message::Tool { content, .. } => TOKENS_PER_MESSAGE + 1 + self.text(content),
             Message::Assistant {
                 content,

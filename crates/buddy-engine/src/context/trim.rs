@@ -203,7 +203,10 @@ fn groups(messages: &[Message]) -> Vec<Group> {
         let pinned = match &messages[start] {
             Message::System { .. } if leading => true,
             Message::Assistant { tool_calls, .. } if !tool_calls.is_empty() => {
-                while i < messages.len() && matches!(messages[i], Message::Tool { .. }) {
+                // Its results, and buddy's note after them, go with it.
+                while i < messages.len()
+                    && matches!(messages[i], Message::Tool { .. } | Message::Note { .. })
+                {
                     i += 1;
                 }
                 false

@@ -2,16 +2,25 @@
 
 use std::collections::HashMap;
 
-/// One executed tool call and what it returned (before buddy's notes).
+use super::similarity::{args_near, same_result};
+
+/// One executed tool call and what it returned, exactly as the skill returned it.
 #[derive(Clone, Debug)]
 pub struct CallRecord {
+    pub call_id: String,
     pub name: String,
     pub key: String,
+    /// The arguments as the model sent them (for evidence).
+    pub arguments: String,
     pub canonical_args: String,
+    /// String values of the arguments, longest first (see `similarity::arg_strings`).
+    pub arg_strings: Vec<String>,
     pub result: String,
     pub is_error: bool,
-    /// How many times in a row a pollable call with these arguments returned this same result.
-    pub unchanged_polls: u32,
+    /// The model response (round) the call came in, from 1.
+    pub round: u32,
+    /// How many times in a row a call with these arguments returned this same result.
+    pub unchanged: u32,
 }
 
 /// The executed calls of a turn, in order.
@@ -48,6 +57,28 @@ impl CallLog {
         self.last_by_name
             .get(name)
             .and_then(|i| self.records.get(*i))
+    }
+
+    /// The latest call of this skill made in a round before `round`.
+    pub fn last_of_before_round(&self, name: &str, round: u32) -> Option<&CallRecord> {
+        let latest = *self.last_by_name.get(name)?;
+        self.records[..=latest]
+            .iter()
+            .rev()
+            .find(|r| r.name == name && r.round < round)
+    }
+
+    /// An earlier call of this skill (from a round before `round`) that this one merely
+    /// repeats: the same or near arguments, and the same result less what each echoes of
+    /// its own arguments.
+    pub fn repeated_by(&self, this: &CallRecord) -> Option<&CallRecord> {
+        self.records.iter().rev().find(|r| {
+            r.name == this.name
+                && r.round < this.round
+                && r.is_error == this.is_error
+                && (r.key == this.key || args_near(&r.canonical_args, &this.canonical_args))
+                && same_result(&r.result, &r.arg_strings, &this.result, &this.arg_strings)
+        })
     }
 
     /// Notes that the model asked for a call (whether or not it runs).
@@ -100,12 +131,16 @@ mod tests {
 
     fn rec(name: &str, args: &str) -> CallRecord {
         CallRecord {
+            call_id: "c".into(),
             name: name.into(),
             key: call_key(name, args),
+            arguments: args.into(),
             canonical_args: args.into(),
+            arg_strings: Vec::new(),
             result: "r".into(),
             is_error: false,
-            unchanged_polls: 0,
+            round: 1,
+            unchanged: 0,
         }
     }
 

@@ -1,9 +1,11 @@
-//! The escalation ladder every loop signal feeds: note, then withdraw, then Finalize.
+//! The escalation ladder every guard trip feeds: note, then withdraw, then Finalize.
+//! Trips on different skills add up, so a model that loops on one tool after another
+//! still reaches Finalize after a few.
 
-/// What the current loop signal earns.
+/// What the current trip earns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Rung {
-    /// Don't run it again; hand back the earlier result (or warn) with a note.
+    /// Don't run it again (or keep its result) and tell the model, in a note of its own.
     Note = 1,
     /// Withdraw the skill for the rest of the turn.
     Withdraw = 2,
@@ -12,35 +14,46 @@ pub enum Rung {
 }
 
 /// Clean rounds after which the ladder steps back down one rung, so one slip early in a
-/// long legitimate chain does not count against it forever.
+/// long legitimate chain is met with a note again rather than a withdrawal. The turn's
+/// total of trips never decays.
 const DECAY_AFTER_CLEAN_ROUNDS: u32 = 3;
 
-/// One turn's ladder. At most one step per model response, however many of its calls loop.
+/// One turn's ladder. At most one step per model response, however many of its calls trip.
 #[derive(Debug, Default)]
 pub struct Ladder {
     level: u8,
     clean_rounds: u32,
+    total: u32,
 }
 
 impl Ladder {
-    /// Records a loop signal and returns the rung it reaches.
-    pub fn step(&mut self) -> Rung {
+    /// Records a trip and returns the rung it reaches: Finalize once the turn has had
+    /// `max_trips` trips in all, whatever skills they were on.
+    pub fn step(&mut self, max_trips: u32) -> Rung {
         self.level = (self.level + 1).min(3);
+        self.total += 1;
         self.clean_rounds = 0;
-        match self.level {
-            1 => Rung::Note,
-            2 => Rung::Withdraw,
-            _ => Rung::Finalize,
+        if self.total >= max_trips || self.level >= 3 {
+            Rung::Finalize
+        } else if self.level == 1 {
+            Rung::Note
+        } else {
+            Rung::Withdraw
         }
     }
 
-    /// Records a round with no loop signal.
+    /// Records a round with no trip.
     pub fn clean_round(&mut self) {
         self.clean_rounds += 1;
         if self.clean_rounds >= DECAY_AFTER_CLEAN_ROUNDS && self.level > 0 {
             self.level -= 1;
             self.clean_rounds = 0;
         }
+    }
+
+    /// Trips so far in this turn.
+    pub fn total(&self) -> u32 {
+        self.total
     }
 }
 
@@ -51,20 +64,32 @@ mod tests {
     #[test]
     fn climbs_then_stays_at_finalize() {
         let mut l = Ladder::default();
-        assert_eq!(l.step(), Rung::Note);
-        assert_eq!(l.step(), Rung::Withdraw);
-        assert_eq!(l.step(), Rung::Finalize);
-        assert_eq!(l.step(), Rung::Finalize);
+        assert_eq!(l.step(10), Rung::Note);
+        assert_eq!(l.step(10), Rung::Withdraw);
+        assert_eq!(l.step(10), Rung::Finalize);
+        assert_eq!(l.step(10), Rung::Finalize);
     }
 
     #[test]
-    fn decays_after_clean_rounds() {
+    fn decay_lowers_the_rung_but_trips_still_add_up() {
         let mut l = Ladder::default();
-        l.step();
-        l.step();
+        l.step(3);
         for _ in 0..3 {
             l.clean_round();
         }
-        assert_eq!(l.step(), Rung::Withdraw);
+        assert_eq!(
+            l.step(3),
+            Rung::Note,
+            "one slip long ago is met with a note again"
+        );
+        assert_eq!(l.total(), 2);
+        for _ in 0..3 {
+            l.clean_round();
+        }
+        assert_eq!(
+            l.step(3),
+            Rung::Finalize,
+            "the third trip of the turn finalizes"
+        );
     }
 }

@@ -3,5 +3,6 @@
 
 pub mod call_log;
 pub mod canonical;
+pub mod chant;
 pub mod ladder;
 pub mod similarity;

@@ -1,7 +1,9 @@
-//! How alike two texts are, after normalising case, whitespace and digits (so counters
-//! do not make texts differ). Short texts (arguments) compare by character trigrams;
-//! long texts (results, answers) by word pairs, because the character trigrams of any
-//! two long texts in one language overlap heavily even when they say different things.
+//! What counts as "the same" for the loop guards. Tool *results* are compared exactly
+//! (trimmed, or with the call's own argument strings removed), never fuzzily: a result
+//! that changed is progress. *Arguments* and *answer texts* are compared loosely, after
+//! normalising case, whitespace and digits: short texts (arguments) by character
+//! trigrams, long ones (answers) by word pairs, because the trigrams of any two long
+//! texts in one language overlap heavily even when they say different things.
 
 use std::collections::HashSet;
 
@@ -100,15 +102,59 @@ pub fn text_similarity(a: &str, b: &str) -> f64 {
     }
 }
 
-/// True when two tool results say essentially the same thing.
-pub fn results_near(a: &str, b: &str) -> bool {
-    a == b || text_similarity(&normalize(a), &normalize(b)) >= NEAR_RESULTS
+/// The string values inside a call's JSON arguments (at any depth), longest first:
+/// what a result that merely echoes the request would contain.
+pub fn arg_strings(raw_arguments: &str) -> Vec<String> {
+    fn collect(value: &serde_json::Value, out: &mut Vec<String>) {
+        match value {
+            serde_json::Value::String(s) if s.trim().chars().count() >= MIN_ECHO_CHARS => {
+                out.push(s.clone());
+            }
+            serde_json::Value::Array(items) => items.iter().for_each(|v| collect(v, out)),
+            serde_json::Value::Object(map) => map.values().for_each(|v| collect(v, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    if let Ok(value) = serde_json::from_str::<serde_json::Value>(raw_arguments) {
+        collect(&value, &mut out);
+    }
+    out.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    out
 }
 
+/// `result` with every occurrence of the call's own argument strings taken out.
+fn without_echo(result: &str, strings: &[String]) -> String {
+    let mut out = result.to_owned();
+    for s in strings {
+        if out.contains(s.as_str()) {
+            out = out.replace(s.as_str(), "");
+        }
+    }
+    out
+}
+
+/// True when two tool results are the same: equal bytes once surrounding whitespace is
+/// trimmed, or equal once each call's own argument strings are removed from its result
+/// (a result that only echoes what was asked adds nothing). Nothing else is folded:
+/// results that differ in a digit are different results.
+pub fn same_result(a: &str, a_args: &[String], b: &str, b_args: &[String]) -> bool {
+    let (ta, tb) = (a.trim(), b.trim());
+    if ta == tb {
+        return true;
+    }
+    if a_args.is_empty() && b_args.is_empty() {
+        return false;
+    }
+    let (ea, eb) = (without_echo(ta, a_args), without_echo(tb, b_args));
+    ea.trim() == eb.trim()
+}
+
+/// Argument strings shorter than this are not treated as echoes (removing a one-letter
+/// string would take letters out of unrelated words).
+const MIN_ECHO_CHARS: usize = 2;
 /// Argument similarity above which two calls are near-duplicates ("rust" vs "rust async").
 const NEAR_ARGS: f64 = 0.6;
-/// Result similarity (word pairs) above which a near-duplicate call brought nothing new.
-const NEAR_RESULTS: f64 = 0.8;
 /// Answer-text similarity (word pairs) above which two rounds said the same thing.
 pub const NEAR_ANSWER: f64 = 0.7;
 
@@ -137,33 +183,51 @@ mod tests {
     }
 
     #[test]
-    fn pages_drawn_from_one_vocabulary_are_not_alike() {
-        let words = [
-            "audit", "budget", "revenue", "cohort", "margin", "quota", "ledger", "funnel",
-        ];
-        let page = |seed: usize| -> String {
-            (0..400)
-                .map(|i| words[(i * 7 + seed * 13 + i / 3 * seed) % words.len()])
-                .collect::<Vec<_>>()
-                .join(" ")
-        };
-        let (a, b) = (page(1), page(2));
-        assert!(
-            !results_near(&a, &b),
-            "different pages are not the same result"
-        );
-        assert!(results_near(&a, &format!("{a} ")));
+    fn results_that_differ_in_numbers_are_different_results() {
+        let none: [String; 0] = [];
+        assert!(!same_result(
+            "content of page 1",
+            &none,
+            "content of page 2",
+            &none
+        ));
+        assert!(!same_result(r#"{"n":0}"#, &none, r#"{"n":1}"#, &none));
+        assert!(same_result("running\n", &none, "  running", &none));
+        assert!(!same_result("running", &none, "done", &none));
     }
 
     #[test]
-    fn results_near_ignores_counters_but_not_content() {
-        assert!(results_near(
-            "No results for attempt 3",
-            "No results for attempt 4"
+    fn a_result_that_only_echoes_its_query_is_the_same_result() {
+        let a = arg_strings(r#"{"query":"weather"}"#);
+        let b = arg_strings(r#"{"query":"weather today","page":2}"#);
+        assert_eq!(b, vec!["weather today".to_owned()]);
+        assert!(same_result(
+            "No results for 'weather'.",
+            &a,
+            "No results for 'weather today'.",
+            &b
         ));
-        assert!(!results_near(
-            "Chapter 1: the ship left port at dawn.",
-            "Chapter 2: a storm broke the mast at noon."
+        assert!(!same_result(
+            "Top result for 'weather': sunny",
+            &a,
+            "Top result for 'weather today': rain",
+            &b
         ));
+        let p1 = arg_strings(r#"{"page":1}"#);
+        let p2 = arg_strings(r#"{"page":2}"#);
+        assert!(p1.is_empty(), "numbers are not echo strings");
+        assert!(!same_result(
+            "content of page 1",
+            &p1,
+            "content of page 2",
+            &p2
+        ));
+    }
+
+    #[test]
+    fn nested_argument_strings_are_found_longest_first() {
+        let s = arg_strings(r#"{"a":{"b":["xy","long one"]},"c":"z"}"#);
+        assert_eq!(s, vec!["long one".to_owned(), "xy".to_owned()]);
+        assert!(arg_strings("not json").is_empty());
     }
 }

@@ -68,9 +68,11 @@ async fn max_model_calls_reserves_the_last_call_to_answer_without_tools() {
     assert_eq!(outcome.reason, StopReason::MaxModelCalls);
     assert_eq!(outcome.stats.model_calls, 10);
     assert_eq!(outcome.stats.tool_calls, 9);
-    assert_eq!(
-        outcome.answer.as_deref(),
-        Some("Here is what I catalogued.")
+    // The reply used none of the results, so buddy quotes them after it.
+    let answer = outcome.answer.as_deref().unwrap_or_default();
+    assert!(
+        answer.starts_with("Here is what I catalogued.") && answer.contains("- item: item is"),
+        "{answer}"
     );
     assert!(matches!(terminal(&events), ChatEvent::Done { .. }));
     let requests = requests.lock().unwrap();

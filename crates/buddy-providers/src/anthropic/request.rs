@@ -88,7 +88,10 @@ pub(crate) fn messages_request<'a>(
     for message in request.messages {
         match message {
             Message::System { content } => system.push(content),
-            Message::User { content } => push("user", Block::Text { text: content }),
+            // A note joins the user message that holds the tool results, as a text block after them.
+            Message::User { content } | Message::Note { content } => {
+                push("user", Block::Text { text: content })
+            }
             Message::Tool {
                 tool_call_id,
                 content,

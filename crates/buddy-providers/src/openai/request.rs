@@ -87,7 +87,9 @@ pub(crate) fn chat_request<'a>(
         .iter()
         .map(|m| match m {
             Message::System { content } => WireMessage::System { content },
-            Message::User { content } => WireMessage::User { content },
+            // buddy's notes go as user text: every OpenAI-compatible server accepts a user
+            // message after tool results, while mid-conversation system messages are refused by some.
+            Message::User { content } | Message::Note { content } => WireMessage::User { content },
             Message::Assistant {
                 content,
                 tool_calls,

@@ -1,4 +1,4 @@
-use buddy_core::{BoxFuture, RepeatSemantics, Skill, SkillContext, SkillError};
+use buddy_core::{BoxFuture, Skill, SkillContext, SkillError};
 use serde_json::{Value, json};
 
 use super::{FileLimits, failed};
@@ -25,10 +25,6 @@ impl Skill for ListDir {
             "properties": {"path": {"type": "string", "description": "Directory relative to the workspace; default `.`."}},
             "additionalProperties": false
         })
-    }
-
-    fn semantics(&self) -> RepeatSemantics {
-        RepeatSemantics::Pure
     }
 
     fn execute<'a>(

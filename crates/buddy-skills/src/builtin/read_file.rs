@@ -1,4 +1,4 @@
-use buddy_core::{BoxFuture, RepeatSemantics, Skill, SkillContext, SkillError};
+use buddy_core::{BoxFuture, Skill, SkillContext, SkillError};
 use serde_json::{Value, json};
 
 use super::{FileLimits, failed, looks_binary, str_arg};
@@ -31,10 +31,6 @@ impl Skill for ReadFile {
             "required": ["path"],
             "additionalProperties": false
         })
-    }
-
-    fn semantics(&self) -> RepeatSemantics {
-        RepeatSemantics::Pure
     }
 
     fn execute<'a>(

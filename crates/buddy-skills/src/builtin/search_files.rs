@@ -1,6 +1,6 @@
 use std::path::PathBuf;
 
-use buddy_core::{BoxFuture, RepeatSemantics, Skill, SkillContext, SkillError};
+use buddy_core::{BoxFuture, Skill, SkillContext, SkillError};
 use serde_json::{Value, json};
 
 use super::{FileLimits, failed, looks_binary, str_arg};
@@ -35,10 +35,6 @@ impl Skill for SearchFiles {
             "required": ["query"],
             "additionalProperties": false
         })
-    }
-
-    fn semantics(&self) -> RepeatSemantics {
-        RepeatSemantics::Pure
     }
 
     fn execute<'a>(

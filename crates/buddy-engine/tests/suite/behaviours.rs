@@ -1,0 +1,470 @@
+//! Generated agent behaviours against the default guards. Legitimate work (paging,
+//! polling, retries after errors, long chains, parallel batches, counters, any mix of
+//! them, results that differ only in numbers) never trips a guard and completes with
+//! every result byte for byte as the tool returned it; loops (repeats, cycles of period
+//! 2–4, growing or counting arguments, failing skills), after any legitimate prefix and
+//! with any number of idle tools on offer, always end with an answer within the
+//! termination bounds.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use buddy_core::{
+    ChatEvent, CompletionRequest, Message, RepeatSemantics, StopReason, ToolCall, ToolOutcome,
+};
+use buddy_engine::{Engine, LoopPolicy, TurnOutcome, TurnRequest};
+use buddy_testkit::{
+    ReplyProvider, TestTool, TestToolbox, assert_event_order, assert_history_valid, reply_tokens,
+};
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+use super::WORDS;
+
+/// Cases per property; each runs a whole turn.
+const CASES: u32 = 1000;
+
+/// One stretch of legitimate work.
+#[derive(Clone, Debug)]
+enum Legit {
+    /// Pages 1..=pages, one per round; `numbers_only`: results differ only in the number.
+    Paging { pages: u8, numbers_only: bool },
+    /// Start a job, then poll it with identical arguments: "running" `running` times, then done.
+    Polling { running: u8, declared: bool },
+    /// The same call fails `errors` times (1–2, under the circuit breaker), then succeeds.
+    Retry { errors: u8, same_error: bool },
+    /// Steps with distinct arguments and results.
+    Chain { steps: u8 },
+    /// One response with `size` calls of one tool; `echo_only`: results say nothing but the key.
+    Batch { size: u8, echo_only: bool },
+    /// The same call with no arguments, each result a new number (`{"n":0}`, `{"n":1}`…).
+    Counter { times: u8 },
+}
+
+/// One way a model loops.
+#[derive(Clone, Debug)]
+enum Loop {
+    /// The same call forever, its result the same.
+    Repeat { semantics: u8 },
+    /// Calls to `period` tools in turn, same arguments and results.
+    Cycle { period: u8 },
+    /// Arguments that grow (or count up) while the result adds nothing new.
+    Growing { counting: bool, echo: bool },
+    /// A skill that fails whatever the arguments.
+    Failing { echo: bool },
+}
+
+const KEYS: [&str; 12] = [
+    "AAPL", "MSFT", "NVDA", "AMZN", "GOOG", "META", "TSLA", "ORCL", "INTC", "IBM", "CSCO", "ADBE",
+];
+
+fn legit() -> impl Strategy<Value = Legit> {
+    prop_oneof![
+        (1u8..=12, any::<bool>()).prop_map(|(pages, numbers_only)| Legit::Paging {
+            pages,
+            numbers_only
+        }),
+        (0u8..=3, any::<bool>())
+            .prop_map(|(running, declared)| Legit::Polling { running, declared }),
+        (1u8..=2, any::<bool>())
+            .prop_map(|(errors, same_error)| Legit::Retry { errors, same_error }),
+        (1u8..=40).prop_map(|steps| Legit::Chain { steps }),
+        (2u8..=12, any::<bool>()).prop_map(|(size, echo_only)| Legit::Batch { size, echo_only }),
+        (2u8..=6).prop_map(|times| Legit::Counter { times }),
+    ]
+}
+
+fn a_loop() -> impl Strategy<Value = Loop> {
+    prop_oneof![
+        (0u8..3).prop_map(|semantics| Loop::Repeat { semantics }),
+        (2u8..=4).prop_map(|period| Loop::Cycle { period }),
+        (any::<bool>(), any::<bool>())
+            .prop_map(|(counting, echo)| Loop::Growing { counting, echo }),
+        any::<bool>().prop_map(|echo| Loop::Failing { echo }),
+    ]
+}
+
+/// The calls of each round, and the tools they need.
+struct Script {
+    rounds: Vec<Vec<(String, Value)>>,
+    toolbox: TestToolbox,
+}
+
+fn arg_u64(call: &ToolCall, key: &str) -> u64 {
+    serde_json::from_str::<Value>(&call.arguments)
+        .ok()
+        .and_then(|v| v.get(key).and_then(Value::as_u64))
+        .unwrap_or(0)
+}
+
+fn arg_str(call: &ToolCall, key: &str) -> String {
+    serde_json::from_str::<Value>(&call.arguments)
+        .ok()
+        .and_then(|v| v.get(key).and_then(Value::as_str).map(str::to_owned))
+        .unwrap_or_default()
+}
+
+/// Adds one legitimate stretch (its tools named with suffix `s`) to the script.
+fn add_legit(script: &mut Script, part: &Legit, s: usize) {
+    let toolbox = std::mem::take(&mut script.toolbox);
+    script.toolbox = match *part {
+        Legit::Paging {
+            pages,
+            numbers_only,
+        } => {
+            let name = format!("read_page_{s}");
+            for page in 1..=u64::from(pages) {
+                script
+                    .rounds
+                    .push(vec![(name.clone(), json!({"page": page}))]);
+            }
+            toolbox.with(
+                &name,
+                TestTool::new(move |call, _| {
+                    let page = arg_u64(call, "page");
+                    ToolOutcome::ok(if numbers_only {
+                        format!("content of page {page}")
+                    } else {
+                        format!(
+                            "page {page}: the {} by the {}",
+                            WORDS[page as usize % 16],
+                            WORDS[(page as usize * 7) % 16]
+                        )
+                    })
+                }),
+            )
+        }
+        Legit::Polling { running, declared } => {
+            let (start, status) = (format!("start_job_{s}"), format!("job_status_{s}"));
+            script
+                .rounds
+                .push(vec![(start.clone(), json!({"table": "sales"}))]);
+            for _ in 0..=running {
+                script
+                    .rounds
+                    .push(vec![(status.clone(), json!({"job_id": format!("j_{s}")}))]);
+            }
+            let poll = TestTool::new(move |_, n| {
+                ToolOutcome::ok(if n <= usize::from(running) {
+                    "running".to_owned()
+                } else {
+                    format!("done: exported {} rows", 48_000 + n)
+                })
+            });
+            let poll = if declared {
+                poll.semantics(RepeatSemantics::Pollable)
+            } else {
+                poll
+            };
+            toolbox
+                .with(
+                    &start,
+                    TestTool::new(move |_, _| ToolOutcome::ok(format!("started job j_{s}"))),
+                )
+                .with(&status, poll)
+        }
+        Legit::Retry { errors, same_error } => {
+            let name = format!("fetch_{s}");
+            for _ in 0..=errors {
+                script.rounds.push(vec![(
+                    name.clone(),
+                    json!({"url": format!("https://example.com/{s}")}),
+                )]);
+            }
+            toolbox.with(
+                &name,
+                TestTool::new(move |_, n| {
+                    if n <= usize::from(errors) {
+                        ToolOutcome::error(if same_error {
+                            "timed out after 5 s".to_owned()
+                        } else {
+                            format!("503 Service Unavailable (attempt {n})")
+                        })
+                    } else {
+                        ToolOutcome::ok(format!("report {s}: revenue up {n}%"))
+                    }
+                }),
+            )
+        }
+        Legit::Chain { steps } => {
+            let names: Vec<String> = (0..3).map(|k| format!("step_{s}_{k}")).collect();
+            for step in 0..u64::from(steps) {
+                let name = names[(step % 3) as usize].clone();
+                script
+                    .rounds
+                    .push(vec![(name, json!({"id": format!("item-{s}-{step}")}))]);
+            }
+            names.iter().fold(toolbox, |tb, name| {
+                tb.with(
+                    name,
+                    TestTool::new(|call, n| {
+                        let id = arg_str(call, "id");
+                        ToolOutcome::ok(format!(
+                            "{id} leads to {} and {}",
+                            WORDS[n % 16],
+                            WORDS[(n * 5 + 3) % 16]
+                        ))
+                    }),
+                )
+            })
+        }
+        Legit::Batch { size, echo_only } => {
+            let name = format!("lookup_{s}");
+            script.rounds.push(
+                KEYS.iter()
+                    .take(usize::from(size))
+                    .map(|key| (name.clone(), json!({"ticker": key})))
+                    .collect(),
+            );
+            toolbox.with(
+                &name,
+                TestTool::new(move |call, n| {
+                    let key = arg_str(call, "ticker");
+                    ToolOutcome::ok(if echo_only {
+                        format!("{key}: no trades today")
+                    } else {
+                        format!("{key}: {} trades today", n * 37)
+                    })
+                }),
+            )
+        }
+        Legit::Counter { times } => {
+            let name = format!("next_ticket_{s}");
+            for _ in 0..times {
+                script.rounds.push(vec![(name.clone(), json!({}))]);
+            }
+            toolbox.with(
+                &name,
+                TestTool::new(|_, n| ToolOutcome::ok(format!("{{\"n\":{}}}", n - 1))),
+            )
+        }
+    };
+}
+
+fn semantics(i: u8) -> RepeatSemantics {
+    [
+        RepeatSemantics::Observed,
+        RepeatSemantics::Pure,
+        RepeatSemantics::Effectful,
+    ][usize::from(i % 3)]
+}
+
+/// Adds a loop that goes on forever (the model never stops on its own) and returns the
+/// most model calls it may take, Finalize included.
+fn add_loop(script: &mut Script, kind: &Loop) -> u32 {
+    const FOREVER: u64 = 60;
+    let toolbox = std::mem::take(&mut script.toolbox);
+    let (toolbox, bound) = match *kind {
+        Loop::Repeat { semantics: s } => {
+            for _ in 0..FOREVER {
+                script.rounds.push(vec![(
+                    "search_web".to_owned(),
+                    json!({"query": "rust borrow checker"}),
+                )]);
+            }
+            let sem = semantics(s);
+            let tool = TestTool::new(|_, _| {
+                ToolOutcome::ok("Top result: the borrow checker enforces ownership.")
+            })
+            .semantics(sem);
+            // A tool that declares nothing gets one more look, so that a job polled as
+            // "running" three times can finish.
+            (
+                toolbox.with("search_web", tool),
+                if sem == RepeatSemantics::Observed {
+                    5
+                } else {
+                    4
+                },
+            )
+        }
+        Loop::Cycle { period } => {
+            let names: Vec<String> = (0..period).map(|k| format!("cycle_tool_{k}")).collect();
+            for r in 0..FOREVER {
+                let name = names[(r % u64::from(period)) as usize].clone();
+                script.rounds.push(vec![(name, json!({"city": "Paris"}))]);
+            }
+            let tb = names.iter().fold(toolbox, |tb, name| {
+                let said = format!("{name}: 14 degrees, light rain");
+                tb.with(
+                    name,
+                    TestTool::new(move |_, _| ToolOutcome::ok(said.clone())),
+                )
+            });
+            (tb, [6, 8, 10][usize::from(period - 2)])
+        }
+        Loop::Growing { counting, echo } => {
+            for r in 1..=FOREVER {
+                let query = if counting {
+                    format!("libfoo changelog 0.4 attempt {r}")
+                } else {
+                    let words: Vec<&str> = WORDS.iter().cycle().take(r as usize).copied().collect();
+                    format!("libfoo changelog {}", words.join(" "))
+                };
+                script
+                    .rounds
+                    .push(vec![("search_docs".to_owned(), json!({"query": query}))]);
+            }
+            let tool = TestTool::new(move |call, _| {
+                ToolOutcome::ok(if echo {
+                    format!("No results for '{}'.", arg_str(call, "query"))
+                } else {
+                    "No results found.".to_owned()
+                })
+            });
+            (toolbox.with("search_docs", tool), 6)
+        }
+        Loop::Failing { echo } => {
+            for r in 1..=FOREVER {
+                script.rounds.push(vec![(
+                    "fetch_url".to_owned(),
+                    json!({"url": format!("https://example.com/r?try={r}")}),
+                )]);
+            }
+            let tool = TestTool::new(move |call, _| {
+                ToolOutcome::error(if echo {
+                    format!("connection refused: {}", arg_str(call, "url"))
+                } else {
+                    "connection refused".to_owned()
+                })
+            });
+            (toolbox.with("fetch_url", tool), 6)
+        }
+    };
+    script.toolbox = toolbox;
+    bound
+}
+
+/// Adds tools that are offered but never called.
+fn add_idle(script: &mut Script, idle: u8) {
+    let toolbox = std::mem::take(&mut script.toolbox);
+    script.toolbox = (0..idle).fold(toolbox, |tb, k| {
+        tb.with(
+            &format!("idle_{k}"),
+            TestTool::new(|_, _| ToolOutcome::ok("idle")),
+        )
+    });
+}
+
+const FINAL: &str = "Here is the final answer.";
+
+/// Plays the script: round r's calls while tools are offered (and after them, the final
+/// answer); asked to answer without tools, it answers.
+fn model(rounds: Vec<Vec<(String, Value)>>) -> ReplyProvider {
+    ReplyProvider::new(move |req: &CompletionRequest<'_>, i| {
+        let round = req
+            .messages
+            .iter()
+            .filter(|m| matches!(m, Message::Assistant { .. }))
+            .count();
+        match rounds.get(round) {
+            Some(calls) if req.offers_tools() => {
+                let calls = calls
+                    .iter()
+                    .enumerate()
+                    .map(|(k, (name, args))| {
+                        ToolCall::new(format!("c{i}_{k}"), name.clone(), args.to_string())
+                    })
+                    .collect();
+                Ok(reply_tokens("", calls))
+            }
+            _ => Ok(reply_tokens(FINAL, vec![])),
+        }
+    })
+}
+
+fn run(script: Script, policy: LoopPolicy) -> (Vec<ChatEvent>, TurnOutcome) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("runtime");
+    let engine = Engine::new(Arc::new(model(script.rounds)), Arc::new(script.toolbox));
+    let request = TurnRequest::new("behaviour-model", "do the work").with_policy(policy);
+    let (events, outcome) = runtime
+        .block_on(async {
+            tokio::time::timeout(Duration::from_secs(30), engine.run_collect(request)).await
+        })
+        .expect("the turn must terminate");
+    assert_event_order(&events);
+    assert_history_valid(&outcome.messages);
+    (events, outcome)
+}
+
+fn guard_events(events: &[ChatEvent]) -> Vec<&ChatEvent> {
+    events
+        .iter()
+        .filter(|e| matches!(e, ChatEvent::GuardTripped { .. }))
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: CASES, ..ProptestConfig::default() })]
+
+    #[test]
+    fn legitimate_work_never_trips_a_guard(
+        parts in prop::collection::vec(legit(), 1..=4),
+        idle in 0u8..=6,
+    ) {
+        let mut script = Script { rounds: Vec::new(), toolbox: TestToolbox::new() };
+        for (s, part) in parts.iter().enumerate() {
+            add_legit(&mut script, part, s);
+        }
+        add_idle(&mut script, idle);
+        let rounds = u32::try_from(script.rounds.len()).unwrap_or(u32::MAX);
+        let calls: usize = script.rounds.iter().map(Vec::len).sum();
+        // Limits out of the way: this is about the loop guards.
+        let policy = LoopPolicy {
+            max_model_calls: rounds + 2,
+            max_tool_calls: u32::try_from(calls).unwrap_or(u32::MAX) + 1,
+            ..LoopPolicy::default()
+        };
+        let (events, outcome) = run(script, policy);
+        let guards = guard_events(&events);
+        prop_assert!(guards.is_empty(), "{parts:?} tripped: {guards:?}");
+        prop_assert_eq!(outcome.reason, StopReason::Completed, "{:?}", parts);
+        prop_assert_eq!(outcome.stats.model_calls, rounds + 1, "{:?}", parts);
+        prop_assert_eq!(outcome.answer.as_deref(), Some(FINAL));
+        // Every result reached the model as the tool returned it: nothing appended.
+        let results: Vec<&str> = outcome.messages.iter().filter_map(|m| match m {
+            Message::Tool { content, .. } => Some(content.as_str()),
+            _ => None,
+        }).collect();
+        prop_assert_eq!(results.len(), calls);
+        prop_assert!(results.iter().all(|r| !r.contains("[buddy")), "{results:?}");
+    }
+
+    #[test]
+    fn loops_end_with_an_answer_within_their_bounds(
+        prefix in prop::collection::vec(legit(), 0..=2),
+        kind in a_loop(),
+        idle in 0u8..=6,
+    ) {
+        let mut script = Script { rounds: Vec::new(), toolbox: TestToolbox::new() };
+        for (s, part) in prefix.iter().enumerate() {
+            add_legit(&mut script, part, s);
+        }
+        let before = u32::try_from(script.rounds.len()).unwrap_or(u32::MAX);
+        let bound = before + add_loop(&mut script, &kind);
+        add_idle(&mut script, idle);
+        let policy = LoopPolicy {
+            max_model_calls: 1000,
+            max_tool_calls: 10_000,
+            ..LoopPolicy::default()
+        };
+        let (events, outcome) = run(script, policy);
+        prop_assert!(
+            outcome.stats.model_calls <= bound,
+            "{prefix:?} then {kind:?}: {} model calls > {bound}; guards {:?}",
+            outcome.stats.model_calls,
+            guard_events(&events)
+        );
+        prop_assert!(
+            matches!(outcome.reason, StopReason::LoopDetected | StopReason::ToolsExhausted),
+            "{:?}", outcome.reason
+        );
+        match events.last() {
+            Some(ChatEvent::Done { answer, .. }) => prop_assert!(!answer.trim().is_empty()),
+            other => prop_assert!(false, "no answer: {other:?}"),
+        }
+    }
+}
