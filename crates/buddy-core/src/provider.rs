@@ -181,16 +181,108 @@ pub enum ProviderError {
     Scripted { scenario: String, message: String },
 }
 
+/// How servers word "the request is longer than the model's context window" (OpenAI,
+/// Anthropic, vLLM, llama.cpp, llama-cpp-python, Mistral, Groq, Ollama and others).
+const CONTEXT_LENGTH_PHRASES: [&str; 12] = [
+    "context length",
+    "context_length",
+    "context window",
+    "context size",
+    "exceed_context",
+    "maximum context",
+    "prompt is too long",
+    "input is too long",
+    "too many tokens",
+    "reduce the length",
+    "too large for model",
+    "exceeds the model",
+];
+
 impl ProviderError {
+    /// True when the provider refused the request because it does not fit the model's
+    /// context window: sending less may succeed.
+    pub fn is_context_length(&self) -> bool {
+        let message = match self {
+            ProviderError::Http {
+                status: 400 | 413 | 422 | 500,
+                message,
+                ..
+            }
+            | ProviderError::Stream { message, .. } => message.to_lowercase(),
+            _ => return false,
+        };
+        CONTEXT_LENGTH_PHRASES.iter().any(|p| message.contains(p))
+    }
+
     /// True when the same request may succeed if sent again (before any token streamed).
     pub fn is_retryable(&self) -> bool {
         match self {
             ProviderError::Connect { .. } | ProviderError::Timeout { .. } => true,
-            ProviderError::Http { status, .. } => *status == 429 || *status >= 500,
+            ProviderError::Http { status, .. } => {
+                (*status == 429 || *status >= 500) && !self.is_context_length()
+            }
             ProviderError::Stream { retryable, .. } => *retryable,
             ProviderError::Malformed { .. }
             | ProviderError::Config { .. }
             | ProviderError::Scripted { .. } => false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn http(status: u16, message: &str) -> ProviderError {
+        ProviderError::Http {
+            provider: "p".into(),
+            url: "http://127.0.0.1/v1".into(),
+            status,
+            message: message.into(),
+            retry_after: None,
+        }
+    }
+
+    #[test]
+    fn context_length_refusals_are_recognised_in_each_servers_words() {
+        for (status, message) in [
+            (
+                400,
+                "This model's maximum context length is 128000 tokens. However, your messages resulted in 130532 tokens. (code: context_length_exceeded)",
+            ),
+            (400, "prompt is too long: 215003 tokens > 200000 maximum"),
+            (400, "Requested tokens (2361) exceed context window of 2048"),
+            (
+                400,
+                "the request exceeds the available context size, try increasing it (type: exceed_context_size_error)",
+            ),
+            (
+                400,
+                "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens",
+            ),
+            (413, "Request too large: too many tokens"),
+        ] {
+            let e = http(status, message);
+            assert!(e.is_context_length(), "{message}");
+        }
+        let in_stream = ProviderError::Stream {
+            provider: "p".into(),
+            url: "u".into(),
+            message: "input is too long for requested model".into(),
+            retryable: false,
+        };
+        assert!(in_stream.is_context_length());
+    }
+
+    #[test]
+    fn other_errors_are_not_context_length_refusals() {
+        assert!(!http(400, "invalid value for 'temperature'").is_context_length());
+        assert!(!http(401, "maximum context length: bad key").is_context_length());
+        assert!(!http(429, "rate limited").is_context_length());
+        let refused = http(500, "Requested tokens (9000) exceed context window of 8192");
+        assert!(
+            refused.is_context_length() && !refused.is_retryable(),
+            "never resent as is"
+        );
     }
 }

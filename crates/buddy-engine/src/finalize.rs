@@ -104,6 +104,10 @@ impl Turn<'_> {
                 self.finish_error(StopReason::InvalidRequest, e.to_string())
                     .await
             }
+            Err(CallEnd::ContextRefused(e)) => {
+                warn!(error = %e, "finalize call refused as too long; answering from the tool results");
+                self.finish_with_answer(reason, String::new()).await
+            }
             Err(CallEnd::Provider(e)) => {
                 warn!(error = %e, "finalize call failed; answering from the tool results");
                 self.finish_with_answer(reason, String::new()).await
@@ -218,6 +222,11 @@ fn looks_like_a_tool_call(text: &str, tools: &[&str]) -> bool {
                 .strip_prefix(tool.as_str())
                 .is_some_and(|rest| rest.trim_start().starts_with(['(', ':', '{']))
     })
+}
+
+/// True when some tool of this turn returned a result that is not an error.
+pub(crate) fn has_successful_results(turn_messages: &[Message]) -> bool {
+    !successful_results(turn_messages).is_empty()
 }
 
 /// The successful tool results of this turn as (tool name, result), oldest first.

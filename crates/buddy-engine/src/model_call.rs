@@ -31,6 +31,9 @@ pub(crate) enum CallEnd {
     Invalid(HistoryError),
     /// Even the pinned messages do not fit the window; the message says what to change.
     Overflow(String),
+    /// The provider refused the request as too long for its context window, even after
+    /// buddy trimmed harder and retried.
+    ContextRefused(ProviderError),
     Provider(ProviderError),
 }
 

@@ -11,14 +11,14 @@ use buddy_core::{
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use tracing::debug;
+use tracing::{debug, warn};
 
 use crate::context::{
     Overflow, TokenCounter, counter_for_model, default_reserve, default_window, fit,
 };
 use crate::emitter::Emitter;
 use crate::engine::{TurnOutcome, TurnRequest};
-use crate::finalize::{fallback_answer, finish_tool_spec};
+use crate::finalize::{fallback_answer, finish_tool_spec, has_successful_results};
 use crate::guards::call_log::CallLog;
 use crate::guards::chant::ChantDetector;
 use crate::guards::ladder::Ladder;
@@ -105,6 +105,10 @@ pub(crate) struct Turn<'e> {
     window: u64,
     reserve: u64,
     tools_cache: Option<(Vec<String>, usize)>,
+    /// Estimated tokens of the latest request sent.
+    last_sent_tokens: u64,
+    /// A lower ceiling on the request, set when the provider refused one as too long.
+    room_cap: Option<u64>,
     /// Every tool-call id in the history: a provider that reuses one gets it renamed.
     call_ids: HashSet<String>,
     /// Calls in the history still waiting for their result, kept as messages are pushed,
@@ -162,6 +166,8 @@ impl<'e> Turn<'e> {
             window,
             reserve,
             tools_cache: None,
+            last_sent_tokens: 0,
+            room_cap: None,
             call_ids: HashSet::new(),
             open_calls: HashSet::new(),
             orphan: None,
@@ -229,6 +235,7 @@ impl<'e> Turn<'e> {
                         .finish_error(StopReason::ContextOverflow, message)
                         .await;
                 }
+                Err(CallEnd::ContextRefused(e)) => return self.context_refused(e).await,
                 Err(CallEnd::Provider(e)) => {
                     return self
                         .finish_error(StopReason::ProviderError, e.to_string())
@@ -550,8 +557,39 @@ impl<'e> Turn<'e> {
     }
 
     /// One model call over the history (plus a Finalize instruction, if given), fitted
-    /// to the model's context window first.
+    /// to the model's context window first. When the provider refuses the request as too
+    /// long for its window (buddy's estimate was low for this model), the room is cut to
+    /// 60 % of what was sent, for the rest of the turn, and the call is made once more.
     pub(crate) async fn model_call(
+        &mut self,
+        tools: Option<&[ToolSpec]>,
+        finalize_instruction: Option<&str>,
+    ) -> Result<Reply, CallEnd> {
+        let mut retried = false;
+        loop {
+            match self.model_call_once(tools, finalize_instruction).await {
+                Err(CallEnd::Provider(e)) if e.is_context_length() => {
+                    if retried {
+                        return Err(CallEnd::ContextRefused(e));
+                    }
+                    retried = true;
+                    // The refused request produced no reply; the retry takes its number.
+                    self.stats.model_calls = self.stats.model_calls.saturating_sub(1);
+                    let cap = self.last_sent_tokens.saturating_mul(6) / 10;
+                    self.room_cap = Some(cap);
+                    let detail = format!(
+                        "the provider refused the request as too long for the model's context ({e}); buddy \
+                         trims the history to {cap} estimated tokens and retries once"
+                    );
+                    self.emit_guard(GuardKind::ContextWindow, GuardAction::Trimmed, None, detail)
+                        .await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn model_call_once(
         &mut self,
         tools: Option<&[ToolSpec]>,
         finalize_instruction: Option<&str>,
@@ -559,7 +597,10 @@ impl<'e> Turn<'e> {
         let tools_tokens = tools.map_or(0, |t| self.tools_tokens(t));
         let instruction = finalize_instruction.map(Message::note);
         let instruction_tokens = instruction.as_ref().map_or(0, |m| self.counter.message(m));
-        let room = self.window.saturating_sub(self.reserve);
+        let room = self
+            .window
+            .saturating_sub(self.reserve)
+            .min(self.room_cap.unwrap_or(u64::MAX));
         let budget = usize::try_from(room)
             .unwrap_or(usize::MAX)
             .saturating_sub(tools_tokens + instruction_tokens);
@@ -580,6 +621,7 @@ impl<'e> Turn<'e> {
                 .await;
         }
         let context_tokens = fitted.tokens + instruction_tokens + tools_tokens;
+        self.last_sent_tokens = context_tokens as u64;
         let mut messages = fitted.messages;
         if let Some(instruction) = instruction {
             messages.to_mut().push(instruction);
@@ -754,6 +796,25 @@ impl<'e> Turn<'e> {
     }
 
     /// Ends with `Done`, writing an answer from the tool results if the model gave none.
+    /// The provider refused the request as too long twice: answer from the tool results
+    /// if there are any, else end with an error that says what to change.
+    pub(crate) async fn context_refused(&mut self, e: buddy_core::ProviderError) -> TurnOutcome {
+        warn!(error = %e, "the provider refused the request as too long, even trimmed");
+        if has_successful_results(&self.history[self.first_new..]) {
+            return self
+                .finish_with_answer(StopReason::ContextOverflow, String::new())
+                .await;
+        }
+        self.finish_error(
+            StopReason::ContextOverflow,
+            format!(
+                "{e}; buddy trimmed the history and retried, and it still does not fit: set the model's \
+                 context_window in the policy, or shorten the message or system prompt"
+            ),
+        )
+        .await
+    }
+
     pub(crate) async fn finish_with_answer(
         &mut self,
         reason: StopReason,

@@ -305,3 +305,132 @@ async fn iteration_stats_report_the_window_and_how_full_it_is() {
     assert_eq!(window, 50_000);
     assert!(used > 0 && used < 100, "{used}");
 }
+
+/// A model server with a smaller window than buddy thinks: it refuses any request whose
+/// messages hold more than `limit` characters, in llama-cpp-python's words.
+fn refusing_model(limit: usize, rounds: usize) -> ReplyProvider {
+    ReplyProvider::new(move |req, i| {
+        let size: usize = req
+            .messages
+            .iter()
+            .filter_map(Message::text)
+            .map(str::len)
+            .sum();
+        if size > limit {
+            return Err(buddy_core::ProviderError::Http {
+                provider: "llama".into(),
+                url: "http://127.0.0.1:8080/v1/chat/completions".into(),
+                status: 400,
+                message: format!(
+                    "Requested tokens ({}) exceed context window of 2048",
+                    size / 3
+                ),
+                retry_after: None,
+            });
+        }
+        // The next part after the latest one read (older results may be trimmed away).
+        let done = req
+            .messages
+            .iter()
+            .rev()
+            .find_map(|m| match m {
+                Message::Tool { content, .. } => content
+                    .split('}')
+                    .next()
+                    .and_then(|head| head.rsplit(':').next())
+                    .and_then(|n| n.trim().parse::<usize>().ok())
+                    .map(|n| n + 1),
+                _ => None,
+            })
+            .unwrap_or(0);
+        if done < rounds && req.offers_tools() {
+            Ok(reply_tokens(
+                "",
+                vec![ToolCall::new(
+                    format!("c{i}"),
+                    "read",
+                    json!({"part": done}).to_string(),
+                )],
+            ))
+        } else {
+            Ok(reply_tokens("Summary: part 0 to part 5 read.", vec![]))
+        }
+    })
+}
+
+fn big_reader() -> TestToolbox {
+    TestToolbox::new().with(
+        "read",
+        buddy_testkit::TestTool::new(|call, _| {
+            buddy_core::ToolOutcome::ok(format!(
+                "{} {}",
+                call.arguments,
+                "lorem ipsum ".repeat(200)
+            ))
+        }),
+    )
+}
+
+#[tokio::test]
+async fn a_context_length_refusal_is_trimmed_harder_and_retried_once() {
+    // 6 results of ~2,400 characters: the window (as buddy estimates it) holds them
+    // all, the server refuses anything over 8,000 characters.
+    let (events, outcome) = run_turn(
+        refusing_model(8_000, 6),
+        big_reader(),
+        LoopPolicy::default(),
+    )
+    .await;
+    assert_eq!(outcome.reason, StopReason::Completed);
+    assert_eq!(
+        outcome.answer.as_deref(),
+        Some("Summary: part 0 to part 5 read.")
+    );
+    let refusals = events
+        .iter()
+        .filter(|e| matches!(e, ChatEvent::GuardTripped { detail, .. } if detail.contains("refused the request as too long")))
+        .count();
+    assert_eq!(
+        refusals, 1,
+        "one refusal, then the tighter budget holds for the turn"
+    );
+    // 6 tool rounds + the answer; the refused request produced no reply and is not counted.
+    assert_eq!(outcome.stats.model_calls, 7);
+}
+
+#[tokio::test]
+async fn refused_even_trimmed_the_turn_answers_from_the_tool_results() {
+    // Everything after the first result is refused, trimmed or not.
+    let (events, outcome) =
+        run_turn(refusing_model(100, 6), big_reader(), LoopPolicy::default()).await;
+    assert_eq!(outcome.reason, StopReason::ContextOverflow);
+    let answer = outcome.answer.expect("an answer from the results");
+    assert!(
+        answer.contains("What the tools returned") && answer.contains("lorem ipsum"),
+        "{answer}"
+    );
+    assert!(matches!(
+        events.last(),
+        Some(ChatEvent::Done {
+            reason: StopReason::ContextOverflow,
+            ..
+        })
+    ));
+}
+
+#[tokio::test]
+async fn refused_with_no_tool_results_the_turn_ends_with_an_error_that_says_what_to_do() {
+    let (events, outcome) = run_turn(
+        refusing_model(1, 0),
+        TestToolbox::new(),
+        LoopPolicy::default(),
+    )
+    .await;
+    assert_eq!(outcome.reason, StopReason::ContextOverflow);
+    match events.last() {
+        Some(ChatEvent::Error { message, .. }) => {
+            assert!(message.contains("context_window"), "{message}")
+        }
+        other => panic!("expected an error, got {other:?}"),
+    }
+}

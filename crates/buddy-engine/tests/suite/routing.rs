@@ -314,3 +314,76 @@ async fn a_provider_that_reuses_call_ids_still_yields_a_valid_history() {
         .collect();
     assert_eq!(ids, vec!["call_0", "call_0_2", "call_0_3"]);
 }
+
+#[tokio::test]
+async fn every_trip_carries_the_calls_and_results_that_matched() {
+    // A search whose growing query is all its result echoes.
+    let provider = ReplyProvider::new(|req, i| {
+        if !req.offers_tools() {
+            return Ok(reply_tokens("Nothing was found.", vec![]));
+        }
+        let query = format!("weather{}", " today".repeat(i));
+        Ok(reply_tokens(
+            "",
+            vec![call(&format!("c{i}"), "search", json!({ "query": query }))],
+        ))
+    });
+    let toolbox = TestToolbox::new().with(
+        "search",
+        TestTool::new(|call, _| {
+            let args: serde_json::Value = serde_json::from_str(&call.arguments).unwrap();
+            ToolOutcome::ok(format!(
+                "No results for '{}'.",
+                args["query"].as_str().unwrap()
+            ))
+        }),
+    );
+    let (events, outcome) = run_turn(provider, toolbox, LoopPolicy::default()).await;
+    assert_eq!(outcome.reason, StopReason::LoopDetected);
+    let trips: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            ChatEvent::GuardTripped {
+                guard, evidence, ..
+            } => Some((*guard, evidence.clone())),
+            _ => None,
+        })
+        .collect();
+    let (_, evidence) = trips
+        .iter()
+        .find(|(g, _)| *g == GuardKind::NearDuplicate)
+        .expect("a near-duplicate trip");
+    assert_eq!(evidence.len(), 2, "the earlier call and this one");
+    assert!(evidence[0].call_id < evidence[1].call_id);
+    assert_ne!(evidence[0].arguments, evidence[1].arguments);
+    for e in evidence {
+        assert_eq!(e.name, "search");
+        assert!(e.result.starts_with("No results for 'weather"), "{e:?}");
+    }
+    let (_, last) = trips
+        .iter()
+        .rev()
+        .find(|(g, _)| *g != GuardKind::FinalAnswerCheck)
+        .unwrap();
+    assert!(
+        !last.is_empty(),
+        "the trip that ended the turn names its calls"
+    );
+    // The evidence is part of the event's JSON.
+    let json = serde_json::to_value(
+        events
+            .iter()
+            .find(|e| {
+                matches!(
+                    e,
+                    ChatEvent::GuardTripped {
+                        guard: GuardKind::NearDuplicate,
+                        ..
+                    }
+                )
+            })
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(json["evidence"][0]["name"], "search");
+}

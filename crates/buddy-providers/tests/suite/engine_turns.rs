@@ -255,3 +255,62 @@ async fn finalize_withdraws_tools_in_each_api_s_own_way() {
             .contains("Do not call any tools")
     );
 }
+
+#[tokio::test]
+async fn notes_travel_apart_from_tool_results_in_each_api_s_own_form() {
+    // A small budget, so the "calls left" note is sent from the third call on.
+    let policy = LoopPolicy {
+        max_model_calls: 6,
+        ..LoopPolicy::default()
+    };
+    let server = MockServer::start(looping("openai")).await;
+    run(openai(&server.url(), quick_http()), policy.clone()).await;
+    let requests = server.requests();
+    let body = requests[3].json();
+    let messages = body["messages"].as_array().unwrap();
+    for m in messages.iter().filter(|m| m["role"] == "tool") {
+        assert_eq!(m["content"], "14°C and rain", "tool output unchanged");
+    }
+    let last = messages.last().unwrap();
+    assert_eq!(
+        last["role"], "user",
+        "the note is a user message of its own"
+    );
+    assert!(
+        last["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("[buddy] 3 of 6 model calls left"),
+        "{last}"
+    );
+    assert_eq!(messages[messages.len() - 2]["role"], "tool");
+
+    let server = MockServer::start(looping("anthropic")).await;
+    run(anthropic(&server.url(), quick_http()), policy).await;
+    let requests = server.requests();
+    let body = requests[3].json();
+    let messages = body["messages"].as_array().unwrap();
+    let roles: Vec<&str> = messages
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert!(
+        roles.windows(2).all(|w| w[0] != w[1]),
+        "roles alternate: {roles:?}"
+    );
+    let last = messages.last().unwrap();
+    let blocks = last["content"].as_array().unwrap();
+    assert_eq!(blocks[0]["type"], "tool_result");
+    assert_eq!(
+        blocks[0]["content"], "14°C and rain",
+        "tool output unchanged"
+    );
+    assert_eq!(blocks[1]["type"], "text");
+    assert!(
+        blocks[1]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("[buddy] 3 of 6 model calls left"),
+        "{last}"
+    );
+}
