@@ -387,3 +387,43 @@ async fn every_trip_carries_the_calls_and_results_that_matched() {
     .unwrap();
     assert_eq!(json["evidence"][0]["name"], "search");
 }
+
+#[tokio::test]
+async fn trips_on_different_skills_add_up_to_one_budget() {
+    // Each skill is asked twice in a row, one skill after another: no skill trips more
+    // than once, but three trips end the turn.
+    let provider = ReplyProvider::new(|req, i| {
+        if !req.offers_tools() {
+            return Ok(reply_tokens("Done with what I have.", vec![]));
+        }
+        let name = ["a", "b", "c", "d"][(i / 2) % 4];
+        Ok(reply_tokens(
+            "",
+            vec![call(&format!("c{i}"), name, json!({"q": "same"}))],
+        ))
+    });
+    let toolbox = ["a", "b", "c", "d"]
+        .into_iter()
+        .fold(TestToolbox::new(), |tb, name| {
+            tb.with(
+                name,
+                TestTool::new(move |_, _| ToolOutcome::ok(format!("{name} says hello")))
+                    .semantics(RepeatSemantics::Pure),
+            )
+        });
+    let (events, outcome) = run_turn(provider, toolbox, LoopPolicy::default()).await;
+    assert_eq!(outcome.reason, StopReason::LoopDetected);
+    assert_eq!(outcome.stats.model_calls, 7, "three trips, then Finalize");
+    let finalize = events
+        .iter()
+        .find_map(|e| match e {
+            ChatEvent::GuardTripped {
+                guard,
+                action: buddy_core::GuardAction::Finalize,
+                ..
+            } => Some(*guard),
+            _ => None,
+        })
+        .expect("a Finalize trip");
+    assert_eq!(finalize, GuardKind::TripBudget);
+}
