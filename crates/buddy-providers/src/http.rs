@@ -360,11 +360,28 @@ struct BodyState<P> {
     idle: Duration,
     got_bytes: bool,
     endpoint: Endpoint,
+    /// The response's content type, quoted when the body is not an event stream.
+    content_type: String,
+    /// The first bytes of the body, quoted when it holds no events.
+    head: Vec<u8>,
+    saw_event: bool,
 }
+
+/// Bytes of a body quoted when it is not what the wire format promises.
+const HEAD_BYTES: usize = 200;
 
 impl<P: EventParser> BodyState<P> {
     fn new(endpoint: &Endpoint, response: reqwest::Response, parser: P) -> Self {
+        let content_type = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("(none)")
+            .to_owned();
         BodyState {
+            content_type,
+            head: Vec::new(),
+            saw_event: false,
             body: Box::pin(response.bytes_stream()),
             decoder: SseDecoder::default(),
             parser,
@@ -424,6 +441,14 @@ impl<P: EventParser> BodyState<P> {
     }
 
     fn feed(&mut self, bytes: &[u8]) -> Result<(), ProviderError> {
+        if self.head.len() < HEAD_BYTES {
+            let room = HEAD_BYTES - self.head.len();
+            self.head.extend_from_slice(&bytes[..bytes.len().min(room)]);
+        }
+        // An HTML page (a proxy's or gateway's error page) is never a model's stream.
+        if self.content_type.to_ascii_lowercase().contains("html") {
+            return Err(self.not_a_stream());
+        }
         self.decoder
             .push(bytes, &mut self.events)
             .map_err(|e| self.endpoint.stream_error(e.to_string()))?;
@@ -433,6 +458,7 @@ impl<P: EventParser> BodyState<P> {
     /// Hands decoded events to the parser; its end marker completes the stream.
     fn drain_events(&mut self) -> Result<(), ProviderError> {
         let events = std::mem::take(&mut self.events);
+        self.saw_event |= !events.is_empty();
         for event in &events {
             if self.parser.on_event(event, &mut self.pending)? {
                 return self.complete();
@@ -449,10 +475,32 @@ impl<P: EventParser> BodyState<P> {
             .finish(&mut self.events)
             .map_err(|e| self.endpoint.stream_error(e.to_string()))?;
         self.drain_events()?;
+        if !self.saw_event {
+            return Err(self.not_a_stream());
+        }
         if self.finished {
             Ok(())
         } else {
             self.complete()
+        }
+    }
+
+    /// A successful status whose body is not a stream of server-sent events.
+    fn not_a_stream(&self) -> ProviderError {
+        let head = String::from_utf8_lossy(&self.head);
+        let shown = if head.trim().is_empty() {
+            "an empty body".to_owned()
+        } else {
+            format!("a body beginning {:?}", head.trim())
+        };
+        ProviderError::Malformed {
+            provider: self.endpoint.provider.clone(),
+            url: self.endpoint.url.clone(),
+            message: format!(
+                "HTTP 200 with content-type `{}` and {shown}, not a stream of server-sent events; \
+                 check base_url (a proxy or gateway may be answering), or set `stream = false` for a server that cannot stream",
+                self.content_type
+            ),
         }
     }
 

@@ -12,6 +12,7 @@
 //! and `name` are taken from the first non-empty value and never appended; only
 //! `arguments` is appended.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use buddy_core::ToolCall;
@@ -34,9 +35,12 @@ struct Partial {
 }
 
 /// Collects deltas; [`ToolCallAssembler::finish`] yields the calls in index order.
+/// Each piece finds its call through an index map, so assembly is linear in the pieces.
 #[derive(Debug, Default)]
 pub struct ToolCallAssembler {
     calls: Vec<Partial>,
+    /// Position in `calls` of the latest call with each index.
+    by_index: HashMap<i64, usize>,
 }
 
 /// A call that could not be assembled into something executable.
@@ -86,13 +90,9 @@ impl ToolCallAssembler {
         let existing = match index {
             // The latest call with this index, unless a different id says a new call
             // reuses the index (some servers send every call as index 0).
-            Some(i) => self
-                .calls
-                .iter()
-                .rposition(|c| c.index == Some(i))
-                .filter(|&pos| {
-                    id.is_none_or(|id| self.calls[pos].id.is_empty() || self.calls[pos].id == id)
-                }),
+            Some(i) => self.by_index.get(&i).copied().filter(|&pos| {
+                id.is_none_or(|id| self.calls[pos].id.is_empty() || self.calls[pos].id == id)
+            }),
             // No index (Mistral): a new id starts a call, anything else continues the last.
             None => match (self.calls.len().checked_sub(1), id) {
                 (Some(last), Some(id))
@@ -108,7 +108,11 @@ impl ToolCallAssembler {
                 index,
                 ..Partial::default()
             });
-            self.calls.len() - 1
+            let pos = self.calls.len() - 1;
+            if let Some(i) = index {
+                self.by_index.insert(i, pos);
+            }
+            pos
         })
     }
 
@@ -154,6 +158,22 @@ impl ToolCallAssembler {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_hundred_thousand_calls_assemble_in_order() {
+        let mut assembler = ToolCallAssembler::default();
+        let ids: Vec<String> = (0..100_000).map(|i| format!("call_{i}")).collect();
+        for (i, id) in ids.iter().enumerate() {
+            let index = Some(i as i64);
+            assembler.push(d(index, Some(id), Some("get_time"), Some("")));
+            assembler.push(d(index, None, None, Some("{}")));
+        }
+        let (calls, broken) = assembler.finish();
+        assert!(broken.is_empty());
+        assert_eq!(calls.len(), 100_000);
+        assert_eq!(calls[99_999].id, "call_99999");
+        assert!(calls.iter().all(|c| c.arguments == "{}"));
+    }
 
     fn d<'a>(
         index: Option<i64>,

@@ -262,3 +262,30 @@ fn random_bytes_never_panic_the_parsers() {
         let _ = b.end(&mut out);
     }
 }
+
+#[tokio::test]
+async fn a_200_that_is_not_an_event_stream_is_a_provider_error_quoting_it() {
+    let page = "<html><body><h1>502 Bad Gateway</h1></body></html>";
+    let server = MockServer::always(MockResponse::status(200, "text/html", page)).await;
+    for provider in [
+        Box::new(openai(&server.url(), quick_http())) as Box<dyn buddy_core::Provider>,
+        Box::new(anthropic(&server.url(), quick_http())),
+    ] {
+        let (got, error) = tokens(provider.as_ref()).await;
+        assert!(got.is_empty(), "{got:?}");
+        let error = error.expect("an error");
+        assert!(
+            matches!(error, ProviderError::Malformed { .. }),
+            "{error:?}"
+        );
+        let text = error.to_string();
+        assert!(
+            text.contains("content-type `text/html`") && text.contains("502 Bad Gateway"),
+            "{text}"
+        );
+    }
+    let server = MockServer::always(MockResponse::status(200, "text/event-stream", "")).await;
+    let (_, error) = tokens(&openai(&server.url(), quick_http())).await;
+    let text = error.expect("an empty 200 is an error").to_string();
+    assert!(text.contains("an empty body"), "{text}");
+}
