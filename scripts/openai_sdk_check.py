@@ -90,6 +90,27 @@ try:
 except openai.AuthenticationError:
     checks += 1
 
+# 7. A turn that fails is never run again by the SDK's retries (it would retry a 5xx twice):
+#    buddy answers with a status that says whose fault it is and `x-should-retry: false`.
+#    The Rust test then checks /metrics for exactly one such turn.
+retrying = openai.OpenAI(base_url=base_url + "/v1", api_key=api_key, max_retries=2, timeout=30)
+try:
+    retrying.chat.completions.create(model="scripted:runaway_on_limit_error", messages=question)
+    check(False, "a turn that ends in an error must fail")
+except openai.APIStatusError as error:
+    check(error.status_code == 422, f"status {error.status_code}")
+    check(error.response.headers.get("x-should-retry") == "false", "x-should-retry")
+    check("max_model_calls" in str(error), f"error text: {error}")
+# A malformed history (a tool result without its call) is the client's fault: 400.
+try:
+    retrying.chat.completions.create(
+        model="scripted:chain_3_steps",
+        messages=question + [{"role": "tool", "tool_call_id": "call_nowhere", "content": "orphan"}],
+    )
+    check(False, "an orphan tool result must fail")
+except openai.BadRequestError as error:
+    check("call_nowhere" in str(error), f"error text: {error}")
+
 models = [m.id for m in client.models.list()]
 check("scripted:chain_3_steps" in models, "models list")
 print(f"openai sdk: all checks passed ({checks})")

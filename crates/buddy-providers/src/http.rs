@@ -30,6 +30,15 @@ pub struct HttpSettings {
     /// Speak HTTP/2 to a plain-http server without negotiation, so concurrent calls share
     /// one connection (TLS servers negotiate HTTP/2 on their own).
     pub http2_prior_knowledge: bool,
+    /// Wall-clock limit of one model call, from sending to the reply's end; keep-alive
+    /// comments do not extend it.
+    pub call_timeout_secs: f64,
+    /// Bytes of event data in one streamed reply (text, arguments and their JSON framing).
+    pub max_reply_bytes: usize,
+    /// Bytes of one server-sent event.
+    pub max_event_bytes: usize,
+    /// Bytes of a non-streamed response body.
+    pub max_body_bytes: usize,
 }
 
 impl Default for HttpSettings {
@@ -42,6 +51,10 @@ impl Default for HttpSettings {
             retry_base_ms: 500,
             retry_max_ms: 30_000,
             http2_prior_knowledge: false,
+            call_timeout_secs: 600.0,
+            max_reply_bytes: 16 * 1024 * 1024,
+            max_event_bytes: 8 * 1024 * 1024,
+            max_body_bytes: 16 * 1024 * 1024,
         }
     }
 }
@@ -107,6 +120,19 @@ impl Endpoint {
             url: self.url.clone(),
             phase: phase.to_owned(),
             after,
+        }
+    }
+
+    /// A reply that hit one of the call's bounds.
+    fn bound(&self, what: &str, setting: &str, value: impl std::fmt::Display) -> ProviderError {
+        ProviderError::Stream {
+            provider: self.provider.clone(),
+            url: self.url.clone(),
+            message: format!(
+                "{what} ({setting} = {value}); the call was ended. Raise [providers.{}.http] {setting} if the server is right",
+                self.provider
+            ),
+            retryable: false,
         }
     }
 
@@ -229,16 +255,10 @@ impl Endpoint {
         loop {
             let result = async {
                 let response = self.send(&body).await?;
-                let idle = secs(self.settings.first_byte_timeout_secs);
-                tokio::time::timeout(idle, response.text())
+                let limit = secs(self.settings.call_timeout_secs);
+                tokio::time::timeout(limit, self.read_body(response))
                     .await
-                    .map_err(|_| self.timeout("response body", idle))?
-                    .map_err(|e| {
-                        self.stream_error(format!(
-                            "the response body could not be read: {}",
-                            error_chain(&e)
-                        ))
-                    })
+                    .map_err(|_| self.timeout("whole response body", limit))?
             }
             .await;
             match result {
@@ -253,6 +273,31 @@ impl Endpoint {
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    /// A non-streamed body, read up to `max_body_bytes`.
+    async fn read_body(&self, response: reqwest::Response) -> Result<String, ProviderError> {
+        let max = self.settings.max_body_bytes;
+        let mut body = response.bytes_stream();
+        let mut bytes = Vec::new();
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(|e| {
+                self.stream_error(format!(
+                    "the response body could not be read: {}",
+                    error_chain(&e)
+                ))
+            })?;
+            if bytes.len() + chunk.len() > max {
+                return Err(self.bound(
+                    "the response body is larger than the limit",
+                    "max_body_bytes",
+                    max,
+                ));
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        String::from_utf8(bytes)
+            .map_err(|_| self.stream_error("the response body is not valid UTF-8".to_owned()))
     }
 
     /// How long to wait before retry `attempt + 1`; `None` when the server asks for longer than allowed.
@@ -365,6 +410,10 @@ struct BodyState<P> {
     /// The first bytes of the body, quoted when it holds no events.
     head: Vec<u8>,
     saw_event: bool,
+    /// When the whole call must be over (`call_timeout_secs`).
+    ends_by: tokio::time::Instant,
+    /// Event data bytes received so far (`max_reply_bytes`).
+    reply_bytes: usize,
 }
 
 /// Bytes of a body quoted when it is not what the wire format promises.
@@ -379,11 +428,16 @@ impl<P: EventParser> BodyState<P> {
             .unwrap_or("(none)")
             .to_owned();
         BodyState {
+            ends_by: tokio::time::Instant::now() + secs(endpoint.settings.call_timeout_secs),
+            reply_bytes: 0,
             content_type,
             head: Vec::new(),
             saw_event: false,
             body: Box::pin(response.bytes_stream()),
-            decoder: SseDecoder::default(),
+            decoder: SseDecoder::bounded(
+                crate::sse::DEFAULT_MAX_LINE_BYTES.min(endpoint.settings.max_event_bytes),
+                endpoint.settings.max_event_bytes,
+            ),
             parser,
             events: Vec::new(),
             pending: VecDeque::new(),
@@ -414,7 +468,15 @@ impl<P: EventParser> BodyState<P> {
             } else {
                 self.first_byte
             };
-            let result = match tokio::time::timeout(wait, self.body.next()).await {
+            let left = self
+                .ends_by
+                .saturating_duration_since(tokio::time::Instant::now());
+            let result = match tokio::time::timeout(wait.min(left), self.body.next()).await {
+                Err(_) if left <= wait => Err(self.endpoint.bound(
+                    "the reply was still coming when the call's time ran out",
+                    "call_timeout_secs",
+                    self.endpoint.settings.call_timeout_secs,
+                )),
                 Err(_) => {
                     let phase = if self.got_bytes {
                         "next chunk"
@@ -459,6 +521,14 @@ impl<P: EventParser> BodyState<P> {
     fn drain_events(&mut self) -> Result<(), ProviderError> {
         let events = std::mem::take(&mut self.events);
         self.saw_event |= !events.is_empty();
+        self.reply_bytes += events.iter().map(|e| e.data.len()).sum::<usize>();
+        if self.reply_bytes > self.endpoint.settings.max_reply_bytes {
+            return Err(self.endpoint.bound(
+                "the reply is larger than the limit",
+                "max_reply_bytes",
+                self.endpoint.settings.max_reply_bytes,
+            ));
+        }
         for event in &events {
             if self.parser.on_event(event, &mut self.pending)? {
                 return self.complete();

@@ -21,6 +21,10 @@ pub enum SseError {
     LineTooLong { max: usize },
     #[error("an SSE line is not valid UTF-8")]
     InvalidUtf8,
+    #[error(
+        "one server-sent event is larger than {max} bytes (max_event_bytes); the stream is not a valid event stream"
+    )]
+    EventTooLarge { max: usize },
 }
 
 /// Default bound on one line: big enough for a whole tool call sent in one piece.
@@ -35,6 +39,7 @@ pub struct SseDecoder {
     has_data: bool,
     after_cr: bool,
     max_line: usize,
+    max_event: usize,
 }
 
 impl Default for SseDecoder {
@@ -46,6 +51,12 @@ impl Default for SseDecoder {
 impl SseDecoder {
     /// A decoder refusing lines longer than `max_line` bytes.
     pub fn new(max_line: usize) -> Self {
+        Self::bounded(max_line, max_line)
+    }
+
+    /// A decoder refusing lines longer than `max_line` and events (their `data` lines
+    /// together) larger than `max_event` bytes.
+    pub fn bounded(max_line: usize, max_event: usize) -> Self {
         SseDecoder {
             line: Vec::new(),
             event: None,
@@ -53,6 +64,7 @@ impl SseDecoder {
             has_data: false,
             after_cr: false,
             max_line,
+            max_event,
         }
     }
 
@@ -118,6 +130,11 @@ impl SseDecoder {
         };
         match field {
             "data" => {
+                if self.data.len() + value.len() + 1 > self.max_event {
+                    return Err(SseError::EventTooLarge {
+                        max: self.max_event,
+                    });
+                }
                 if self.has_data {
                     self.data.push('\n');
                 }
@@ -165,6 +182,22 @@ mod tests {
             event: event.map(str::to_owned),
             data: data.to_owned(),
         }
+    }
+
+    #[test]
+    fn data_lines_without_a_blank_line_between_are_bounded_as_one_event() {
+        let mut decoder = SseDecoder::bounded(1024, 4096);
+        let mut out = Vec::new();
+        let line = format!("data: {}\n", "x".repeat(1000));
+        let mut error = None;
+        for _ in 0..10 {
+            if let Err(e) = decoder.push(line.as_bytes(), &mut out) {
+                error = Some(e);
+                break;
+            }
+        }
+        assert_eq!(error, Some(SseError::EventTooLarge { max: 4096 }));
+        assert!(out.is_empty());
     }
 
     #[test]

@@ -3,6 +3,7 @@
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use buddy_core::StopReason;
 use serde_json::json;
 
 /// Everything an endpoint can refuse with. Messages say what was wrong and what to do;
@@ -24,8 +25,8 @@ pub enum AppError {
     #[error("internal error; the server log has the details")]
     Internal(String),
     /// The turn ran but ended without an answer (provider failure, limit with on_limit = error).
-    #[error("{0}")]
-    TurnFailed(String),
+    #[error("turn ended ({reason}): {message}")]
+    TurnFailed { reason: StopReason, message: String },
 }
 
 impl AppError {
@@ -38,8 +39,23 @@ impl AppError {
             AppError::TooManyTurns(_) => StatusCode::TOO_MANY_REQUESTS,
             AppError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
             AppError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
-            AppError::TurnFailed(_) => StatusCode::BAD_GATEWAY,
+            AppError::TurnFailed { reason, .. } => match reason {
+                // The client's request: a malformed history, or more than the model's window.
+                StopReason::InvalidRequest | StopReason::ContextOverflow => StatusCode::BAD_REQUEST,
+                // The model server failed (after buddy's own retries).
+                StopReason::ProviderError => StatusCode::BAD_GATEWAY,
+                StopReason::SkillFailed => StatusCode::INTERNAL_SERVER_ERROR,
+                // A limit or loop guard with on_limit = "error": the same request hits it again.
+                _ => StatusCode::UNPROCESSABLE_ENTITY,
+            },
         }
+    }
+
+    /// Whether a client may send the same request again: only when nothing ran (busy or
+    /// shutting down). A failed turn already ran its model calls, and buddy already
+    /// retried the model server; sending it again would run the whole turn again.
+    pub fn retryable(&self) -> bool {
+        matches!(self, AppError::TooManyTurns(_) | AppError::ShuttingDown)
     }
 
     fn kind(&self) -> &'static str {
@@ -50,7 +66,11 @@ impl AppError {
             AppError::TooManyTurns(_) => "rate_limit_error",
             AppError::ShuttingDown => "unavailable",
             AppError::Internal(_) => "server_error",
-            AppError::TurnFailed(_) => "turn_failed",
+            AppError::TurnFailed {
+                reason: StopReason::InvalidRequest | StopReason::ContextOverflow,
+                ..
+            } => "invalid_request_error",
+            AppError::TurnFailed { .. } => "turn_failed",
         }
     }
 
@@ -65,7 +85,15 @@ impl IntoResponse for AppError {
         if let AppError::Internal(detail) = &self {
             tracing::error!(%detail, "internal error");
         }
-        (self.status(), Json(self.body())).into_response()
+        // The official OpenAI SDKs honour `x-should-retry` before their own status rules
+        // (which would retry every 5xx twice).
+        let retry = if self.retryable() { "true" } else { "false" };
+        (
+            self.status(),
+            [("x-should-retry", retry)],
+            Json(self.body()),
+        )
+            .into_response()
     }
 }
 

@@ -172,9 +172,7 @@ pub(crate) async fn completions(
         }
         Some(ChatEvent::Error {
             reason, message, ..
-        }) => Err(AppError::TurnFailed(format!(
-            "turn ended ({reason}): {message}"
-        ))),
+        }) => Err(AppError::TurnFailed { reason, message }),
         _ => Err(AppError::Internal(
             "the turn ended without a terminal event".into(),
         )),
@@ -294,8 +292,7 @@ fn stream_response(turn: crate::turns::StartedTurn, id: String, model: String) -
                     ChatEvent::Error {
                         reason, message, ..
                     } => {
-                        let error =
-                            AppError::TurnFailed(format!("turn ended ({reason}): {message}"));
+                        let error = AppError::TurnFailed { reason, message };
                         s.queued
                             .push_back(Event::default().data(error.body().to_string()));
                     }

@@ -39,6 +39,13 @@ impl HttpRequest {
 pub enum Piece {
     Bytes(Vec<u8>),
     Pause(Duration),
+    /// A fault: `bytes` sent `times` times with `pause` after each (a server that never
+    /// stops, or keeps a stream alive with comments), generated as it goes.
+    Repeat {
+        bytes: Vec<u8>,
+        times: usize,
+        pause: Duration,
+    },
 }
 
 /// How the response ends after its pieces.
@@ -263,6 +270,23 @@ async fn serve(
             }
             Piece::Bytes(_) => {}
             Piece::Pause(d) => tokio::time::sleep(*d).await,
+            Piece::Repeat {
+                bytes,
+                times,
+                pause,
+            } => {
+                for _ in 0..*times {
+                    socket
+                        .write_all(format!("{:x}\r\n", bytes.len()).as_bytes())
+                        .await?;
+                    socket.write_all(bytes).await?;
+                    socket.write_all(b"\r\n").await?;
+                    socket.flush().await?;
+                    if !pause.is_zero() {
+                        tokio::time::sleep(*pause).await;
+                    }
+                }
+            }
         }
     }
     match response.end {

@@ -587,6 +587,20 @@ async fn the_openai_python_sdk_works_against_the_server() {
     );
     assert!(output.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.contains("openai sdk: all checks passed"), "{stdout}");
+    // The failed turn ran once, whatever the SDK's retry policy.
+    let metrics = client()
+        .get(format!("{}/metrics", server.url))
+        .bearer_auth("sk-buddy-sdk")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("buddy_turns_total{stop_reason=\"max_model_calls\"} 1\n"),
+        "{metrics}"
+    );
     server.stop().await;
 }
 

@@ -1,6 +1,7 @@
 //! buddy-providers integration tests: real recorded streams and malformed ones,
 //! replayed over HTTP from a loopback server, and full engine turns per provider.
 
+mod bounds;
 mod conformance;
 mod engine_turns;
 mod malformed;
@@ -38,6 +39,7 @@ pub fn quick_http() -> HttpSettings {
         retry_base_ms: 10,
         retry_max_ms: 2_000,
         http2_prior_knowledge: false,
+        ..HttpSettings::default()
     }
 }
 

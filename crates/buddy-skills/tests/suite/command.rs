@@ -96,12 +96,13 @@ async fn a_missing_program_says_what_to_fix() {
 }
 
 #[test]
-fn declarations_are_checked_and_default_to_effectful() {
+fn declarations_are_checked_and_default_to_observed() {
     let parsed: CommandSkillConfig = serde_json::from_value(json!({
         "name": "deploy", "description": "Deploy the app", "command": ["./deploy.sh"]
     }))
     .unwrap();
-    assert_eq!(parsed.semantics, RepeatSemantics::Effectful);
+    // A command declares nothing by default: its repeats are judged by their results.
+    assert_eq!(parsed.semantics, RepeatSemantics::Observed);
     let skill = CommandSkill::new(parsed, std::env::temp_dir()).unwrap();
     assert_eq!(skill.timeout(), Some(std::time::Duration::from_secs(30)));
     let mut empty = config("x", "true");
