@@ -63,6 +63,9 @@ pub struct LoopPolicy {
     pub max_turn_tokens: Option<u64>,
     /// Wall-clock budget of a turn in milliseconds; then Finalize (off by default).
     pub deadline_ms: Option<u64>,
+    /// Time the Finalize call gets, whatever ended the turn; past it buddy answers from
+    /// the tool results. A turn with a deadline ends by deadline + this grace.
+    pub finalize_grace_ms: u64,
     /// What a tripped limit or loop guard does.
     pub on_limit: OnLimit,
     /// Tool calls of one response that run at the same time.
@@ -94,6 +97,7 @@ impl Default for LoopPolicy {
             finish_tool: false,
             max_turn_tokens: None,
             deadline_ms: None,
+            finalize_grace_ms: 10_000,
             on_limit: OnLimit::Finalize,
             max_parallel_tools: 4,
             context_window: None,
@@ -172,6 +176,13 @@ impl LoopPolicy {
             "1..=1000",
         )?;
         range("poll_patience", self.poll_patience, 0, 1000, "0..=1000")?;
+        range(
+            "finalize_grace_ms",
+            self.finalize_grace_ms,
+            100,
+            600_000,
+            "100..=600000",
+        )?;
         range("max_guard_trips", self.max_guard_trips, 1, 1000, "1..=1000")?;
         range(
             "chant_min_chars",

@@ -639,10 +639,12 @@ impl<'e> Turn<'e> {
             tool_choice: finalize_instruction.and(tools).map(|_| ToolChoice::None),
             max_output_tokens: None,
         };
-        let deadline = finalize_instruction
-            .is_none()
-            .then_some(self.deadline)
-            .flatten();
+        // The Finalize call has its own short grace, so that a turn past its deadline (or a
+        // server that never ends a reply) still ends by deadline + grace.
+        let deadline = match finalize_instruction {
+            None => self.deadline,
+            Some(_) => Some(Instant::now() + Duration::from_millis(self.policy.finalize_grace_ms)),
+        };
         let chant = self.policy.chant_repeats.map(|repeats| {
             ChantDetector::new(
                 self.policy.chant_min_chars,

@@ -111,3 +111,69 @@ async fn a_deadline_mid_tool_finalizes_with_an_answer() {
         Some("Partial answer from what finished.")
     );
 }
+
+/// A model server that answers the first call with a tool call and then never finishes
+/// a reply again: it streams one word and goes silent (as a hostile server would).
+struct StallingProvider {
+    calls: std::sync::atomic::AtomicUsize,
+}
+
+impl buddy_core::Provider for StallingProvider {
+    fn name(&self) -> &str {
+        "stalling"
+    }
+
+    fn stream<'a>(
+        &'a self,
+        _request: buddy_core::CompletionRequest<'a>,
+    ) -> buddy_core::BoxFuture<'a, Result<buddy_core::TokenStream, buddy_core::ProviderError>> {
+        let n = self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Box::pin(async move {
+            use futures::StreamExt;
+            let first: Vec<Result<buddy_core::Token, buddy_core::ProviderError>> = if n == 0 {
+                reply_tokens("", vec![call("c0", "fast", json!({}))])
+            } else {
+                vec![Ok(buddy_core::Token::Text {
+                    text: "Thinking".into(),
+                })]
+            };
+            let stalls = n > 0;
+            let stream = futures::stream::iter(first).chain(futures::stream::poll_fn(move |_| {
+                if stalls {
+                    std::task::Poll::Pending
+                } else {
+                    std::task::Poll::Ready(None)
+                }
+            }));
+            Ok(Box::pin(stream) as buddy_core::TokenStream)
+        })
+    }
+}
+
+#[tokio::test]
+async fn the_finalize_call_after_a_deadline_has_its_own_grace_then_buddy_answers() {
+    let provider = StallingProvider {
+        calls: std::sync::atomic::AtomicUsize::new(0),
+    };
+    let engine = Engine::new(Arc::new(provider), Arc::new(slow_toolbox()));
+    let policy = LoopPolicy {
+        deadline_ms: Some(300),
+        finalize_grace_ms: 200,
+        ..LoopPolicy::default()
+    };
+    let run = engine.run_collect(TurnRequest::new("m", "go").with_policy(policy));
+    let (events, outcome) = tokio::time::timeout(BOUND, run)
+        .await
+        .expect("deadline + grace must end the turn");
+    assert_event_order(&events);
+    assert_history_valid(&outcome.messages);
+    assert_eq!(outcome.reason, StopReason::Deadline);
+    // The stalled Finalize reply was given up after its grace: buddy's answer quotes
+    // the result it had.
+    let answer = outcome.answer.unwrap();
+    assert!(answer.contains("What the tools returned"), "{answer}");
+    assert_eq!(
+        outcome.stats.model_calls, 3,
+        "the call, the stalled one, Finalize"
+    );
+}
