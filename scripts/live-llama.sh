@@ -51,7 +51,11 @@ buddy="$root/target/release/buddy"
 # This server cannot stream tool calls with automatic tool choice (stream = false),
 # ignores tools unless tool_choice is sent, and rejects `content: null` on tool-call
 # messages: the compat switches below.
-cat >"$work/buddy.toml" <<TOML
+# The turns run in a sandbox of their own: the server log and the turn logs grow while a
+# turn runs, and a listing that changes on its own would look like progress.
+sandbox="$work/sandbox"
+mkdir -p "$sandbox"
+cat >"$sandbox/buddy.toml" <<TOML
 default_provider = "llama"
 [providers.llama]
 kind = "openai"
@@ -67,8 +71,8 @@ context_window = 2048
 [skills]
 builtin = ["get_time", "list_dir", "read_file", "search_files", "write_file"]
 TOML
-printf 'Buy milk and bread on Saturday.\nCall the plumber about the kitchen tap.\n' >"$work/notes.md"
-printf 'todo: renew the passport before 14 March\n' >"$work/todo.txt"
+printf 'Buy milk and bread on Saturday.\nCall the plumber about the kitchen tap.\n' >"$sandbox/notes.md"
+printf 'todo: renew the passport before 14 March\n' >"$sandbox/todo.txt"
 
 prompts=(
   "What time is it? Use the get_time tool."
@@ -92,10 +96,10 @@ for _ in $(seq 1 "$rounds"); do
   for prompt in "${prompts[@]}"; do
     n=$((n + 1))
     # Every turn starts from the same files (a junk write_file must not change the next turn).
-    printf 'Buy milk and bread on Saturday.\nCall the plumber about the kitchen tap.\n' >"$work/notes.md"
+    printf 'Buy milk and bread on Saturday.\nCall the plumber about the kitchen tap.\n' >"$sandbox/notes.md"
     start=$(date +%s%N)
     set +e
-    (cd "$work" && timeout 300 "$buddy" run --json "$prompt" >"$work/turn$n.jsonl" 2>"$work/turn$n.err")
+    (cd "$sandbox" && timeout 300 "$buddy" run --json "$prompt" >"$work/turn$n.jsonl" 2>"$work/turn$n.err")
     code=$?
     set -e
     wall=$(( ($(date +%s%N) - start) / 1000000 ))

@@ -142,8 +142,8 @@ pub enum GuardKind {
     RepetitiveOutput,
     /// The Finalize reply was empty, echoed buddy's instruction, or wrote a tool call as text.
     FinalAnswerCheck,
-    /// Several rounds in a row brought nothing new: every call repeated an earlier one
-    /// (same or near arguments) and got the same result back.
+    /// Several rounds in a row brought nothing new: every call failed, or repeated an
+    /// earlier one (same or near arguments) and got the same result back.
     NoProgress,
 }
 

@@ -118,6 +118,42 @@ impl Turn<'_> {
 }
 
 impl Turn<'_> {
+    /// A reply the model gave on its own as its answer, or an empty text (so the turn
+    /// ends `no_answer`, quoting the tool results) when it is a tool call written as text
+    /// or an echo of buddy's notes.
+    pub(crate) async fn screened_answer(&mut self, text: String) -> String {
+        let names: Vec<&str> = self
+            .toolbox
+            .specs()
+            .iter()
+            .map(|t| t.name.as_str())
+            .collect();
+        if text.trim().is_empty() {
+            return text;
+        }
+        match rejected_final_reply(&text, "", &names) {
+            Some(why) => {
+                self.answer_composed(format!(
+                    "the reply was not used as the answer: {why}; buddy wrote the answer from the tool results"
+                ))
+                .await;
+                String::new()
+            }
+            None => text,
+        }
+    }
+
+    /// Says that buddy wrote (part of) the answer, and why.
+    async fn answer_composed(&self, detail: String) {
+        self.emit_guard(
+            GuardKind::FinalAnswerCheck,
+            GuardAction::ComposedAnswer,
+            None,
+            detail,
+        )
+        .await;
+    }
+
     /// The Finalize reply, or an empty text (so buddy composes the answer) when it is
     /// empty, echoes buddy's instruction or writes a tool call as text. An accepted
     /// reply that uses none of the turn's tool results gets them quoted after it.
@@ -129,15 +165,9 @@ impl Turn<'_> {
             .map(|t| t.name.as_str())
             .collect();
         if let Some(why) = rejected_final_reply(&text, instruction, &names) {
-            let detail = format!(
+            self.answer_composed(format!(
                 "the final reply was not used: {why}; buddy wrote the answer from the tool results"
-            );
-            self.emit_guard(
-                GuardKind::FinalAnswerCheck,
-                GuardAction::ComposedAnswer,
-                None,
-                detail,
-            )
+            ))
             .await;
             return String::new();
         }
@@ -145,13 +175,8 @@ impl Turn<'_> {
         if results.is_empty() || results.iter().any(|(_, r)| mentions(&text, r)) {
             return text;
         }
-        let detail =
-            "the final reply used none of the tool results; buddy quoted them after it".to_owned();
-        self.emit_guard(
-            GuardKind::FinalAnswerCheck,
-            GuardAction::ComposedAnswer,
-            None,
-            detail,
+        self.answer_composed(
+            "the final reply used none of the tool results; buddy quoted them after it".to_owned(),
         )
         .await;
         let quoted = quote_results(&results);
@@ -209,6 +234,18 @@ fn looks_like_a_tool_call(text: &str, tools: &[&str]) -> bool {
         && (lower.contains("\"arguments\"") || lower.contains("\"parameters\""))
     {
         return true;
+    }
+    // `function.name: {…}` / `functions.name(…)`, whatever the name (small models invent them).
+    for marker in ["function.", "functions."] {
+        for (at, _) in lower.match_indices(marker) {
+            let rest = &lower[at + marker.len()..];
+            let name_len = rest
+                .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-'))
+                .unwrap_or(rest.len());
+            if name_len > 0 && rest[name_len..].trim_start().starts_with([':', '(', '{']) {
+                return true;
+            }
+        }
     }
     let start = lower
         .trim_start_matches(['`', ' ', '\n'])
@@ -370,6 +407,8 @@ mod tests {
         );
         for call in [
             "function.get_time: { }",
+            "function.use_default: { }",
+            "functions.lookup(city=\"Paris\")",
             "get_time()",
             "```json\n{\"name\": \"get_time\", \"arguments\": {}}\n```",
             "<tool_call>{\"name\":\"list_dir\"}</tool_call>",
@@ -381,6 +420,7 @@ mod tests {
             );
         }
         assert_eq!(rejected("It is 12:00 UTC; get_time said so."), None);
+        assert_eq!(rejected("The function.py module defines it."), None);
     }
 
     #[test]

@@ -39,8 +39,8 @@ pub struct LoopPolicy {
     pub poll_patience: u32,
     /// Guard trips (on any skills) after which the turn goes to Finalize.
     pub max_guard_trips: u32,
-    /// Rounds in a row that bring nothing new (every call a repeat of an earlier call,
-    /// with the same result) after which the turn goes to Finalize; off with 0.
+    /// Rounds in a row that bring nothing new (every call failed, or repeated an earlier
+    /// call with the same result) after which the turn goes to Finalize; off with 0.
     pub max_stale_rounds: Option<u32>,
     /// A reply whose end repeats one chunk of `chant_min_chars` this many times in a row
     /// is cut (stop reason `repetitive_output`); off with 0.

@@ -79,6 +79,9 @@ struct Round {
     fresh_calls: u32,
     /// Calls that only repeated an earlier call, with the earlier and this call as evidence.
     stale: Vec<Evidence>,
+    /// Calls that brought nothing new, and how many of those failed.
+    stale_calls: u32,
+    failed_calls: u32,
 }
 
 impl Round {
@@ -183,8 +186,8 @@ impl Turn<'_> {
         Step::Continue
     }
 
-    /// Counts rounds in a row whose every call only repeated an earlier call with the same
-    /// result; enough of them end the turn, whichever skills they used.
+    /// Counts rounds in a row whose every call failed or only repeated an earlier call with
+    /// the same result; enough of them end the turn, whichever skills they used.
     fn judge_progress(&mut self, round: &mut Round) {
         if round.stale.is_empty() || round.fresh_calls > 0 {
             self.guards.stale_rounds = 0;
@@ -197,11 +200,17 @@ impl Turn<'_> {
         if self.guards.stale_rounds < max || round.cause.is_some() {
             return;
         }
+        // Rounds of nothing but failures: the tools cannot do it, rather than a loop.
+        let reason = if round.failed_calls == round.stale_calls {
+            StopReason::ToolsExhausted
+        } else {
+            StopReason::LoopDetected
+        };
         let mut cause = FinalizeCause::new(
-            StopReason::LoopDetected,
+            reason,
             GuardKind::NoProgress,
             format!(
-                "{max} rounds in a row brought nothing new: every call repeated an earlier one and got the same result"
+                "{max} rounds in a row brought nothing new: every call failed, or repeated an earlier one and got the same result"
             ),
         );
         cause.evidence = std::mem::take(&mut round.stale);
@@ -394,6 +403,7 @@ impl Turn<'_> {
                     "[buddy] `{name}` was called again with the same arguments; it was not run again and its \
                      earlier result was returned. Use it, or answer the user."
                 ));
+                round.stale_calls += 1;
                 round.stale.extend([
                     Evidence::new(&earlier.call_id, &name, &earlier.arguments, &earlier.result),
                     Evidence::new(&slot.call.id, &name, &slot.call.arguments, "(not run)"),
@@ -732,11 +742,25 @@ impl Turn<'_> {
         // A pollable skill waiting within its patience is not "nothing new".
         let waiting =
             slot.semantics == RepeatSemantics::Pollable && unchanged <= self.policy.poll_patience;
-        match self.guards.log.repeated_by(&record) {
-            Some(prev) if !waiting => round.stale.extend([
+        let repeated = self.guards.log.repeated_by(&record).filter(|_| !waiting);
+        if repeated.is_some() || record.is_error {
+            round.stale_calls += 1;
+            round.failed_calls += u32::from(record.is_error);
+        }
+        match repeated {
+            Some(prev) => round.stale.extend([
                 Evidence::new(&prev.call_id, &prev.name, &prev.arguments, &prev.result),
                 Evidence::new(&record.call_id, name, &record.arguments, &record.result),
             ]),
+            // A failure is not progress either, whatever its message says.
+            _ if record.is_error => {
+                round.stale.push(Evidence::new(
+                    &record.call_id,
+                    name,
+                    &record.arguments,
+                    &record.result,
+                ));
+            }
             _ => round.fresh_calls += 1,
         }
         self.guards.log.push(record);

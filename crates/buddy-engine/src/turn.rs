@@ -299,6 +299,7 @@ impl<'e> Turn<'e> {
                 StopReason::Completed
             };
             debug!(%inputs, decision = "done", %reason, "no executable tool calls: the text is the answer");
+            let text = self.screened_answer(text).await;
             return Step::Done(self.finish_with_answer(reason, text).await);
         }
         if tool_calls.iter().any(|c| self.toolbox.is_external(&c.name)) {

@@ -260,14 +260,7 @@ async fn serve(
     socket.write_all(head.as_bytes()).await?;
     for piece in &response.pieces {
         match piece {
-            Piece::Bytes(bytes) if !bytes.is_empty() => {
-                socket
-                    .write_all(format!("{:x}\r\n", bytes.len()).as_bytes())
-                    .await?;
-                socket.write_all(bytes).await?;
-                socket.write_all(b"\r\n").await?;
-                socket.flush().await?;
-            }
+            Piece::Bytes(bytes) if !bytes.is_empty() => write_chunk(&mut socket, bytes).await?,
             Piece::Bytes(_) => {}
             Piece::Pause(d) => tokio::time::sleep(*d).await,
             Piece::Repeat {
@@ -276,12 +269,7 @@ async fn serve(
                 pause,
             } => {
                 for _ in 0..*times {
-                    socket
-                        .write_all(format!("{:x}\r\n", bytes.len()).as_bytes())
-                        .await?;
-                    socket.write_all(bytes).await?;
-                    socket.write_all(b"\r\n").await?;
-                    socket.flush().await?;
+                    write_chunk(&mut socket, bytes).await?;
                     if !pause.is_zero() {
                         tokio::time::sleep(*pause).await;
                     }
@@ -312,4 +300,14 @@ async fn serve(
         }
     }
     Ok(())
+}
+
+/// Writes one chunk of a chunked body and flushes it.
+async fn write_chunk(socket: &mut TcpStream, bytes: &[u8]) -> std::io::Result<()> {
+    socket
+        .write_all(format!("{:x}\r\n", bytes.len()).as_bytes())
+        .await?;
+    socket.write_all(bytes).await?;
+    socket.write_all(b"\r\n").await?;
+    socket.flush().await
 }
