@@ -143,11 +143,41 @@ pub(crate) fn finish_reply(
     out.extend([Token::Finish { reason, usage }]);
 }
 
+impl WireUsage {
+    /// All input tokens: Anthropic counts cache writes and reads apart from `input_tokens`.
+    pub fn input(&self) -> Option<u64> {
+        let cached = self.cache_creation_input_tokens.unwrap_or(0)
+            + self.cache_read_input_tokens.unwrap_or(0);
+        self.prompt_tokens.map(|n| n + cached)
+    }
+
+    /// All output tokens. Some OpenAI-compatible servers (xAI) leave reasoning tokens out
+    /// of `completion_tokens` and report them in `completion_tokens_details`; OpenAI
+    /// counts them in. `total_tokens` tells which: they are added only when the total
+    /// includes them on top.
+    pub fn output(&self) -> Option<u64> {
+        let completion = self.completion_tokens?;
+        let reasoning = self
+            .completion_tokens_details
+            .and_then(|d| d.reasoning_tokens)
+            .unwrap_or(0);
+        let apart = reasoning > 0
+            && self.total_tokens.is_some_and(|total| {
+                total == self.prompt_tokens.unwrap_or(0) + completion + reasoning
+            });
+        Some(if apart {
+            completion + reasoning
+        } else {
+            completion
+        })
+    }
+}
+
 impl From<WireUsage> for buddy_core::Usage {
     fn from(usage: WireUsage) -> Self {
         buddy_core::Usage {
-            input_tokens: usage.prompt_tokens.unwrap_or(0),
-            output_tokens: usage.completion_tokens.unwrap_or(0),
+            input_tokens: usage.input().unwrap_or(0),
+            output_tokens: usage.output().unwrap_or(0),
         }
     }
 }
@@ -159,6 +189,21 @@ pub(crate) struct WireUsage {
     pub prompt_tokens: Option<u64>,
     #[serde(default, alias = "output_tokens")]
     pub completion_tokens: Option<u64>,
+    #[serde(default)]
+    pub total_tokens: Option<u64>,
+    #[serde(default)]
+    pub completion_tokens_details: Option<CompletionDetails>,
+    #[serde(default)]
+    pub cache_creation_input_tokens: Option<u64>,
+    #[serde(default)]
+    pub cache_read_input_tokens: Option<u64>,
+}
+
+/// `usage.completion_tokens_details` of OpenAI-compatible servers.
+#[derive(Clone, Copy, Debug, Default, Deserialize)]
+pub(crate) struct CompletionDetails {
+    #[serde(default)]
+    pub reasoning_tokens: Option<u64>,
 }
 
 #[cfg(test)]
@@ -171,6 +216,27 @@ mod tests {
         a: LenientStr<'a>,
         #[serde(default, borrow)]
         b: Option<Arguments<'a>>,
+    }
+
+    #[test]
+    fn usage_counts_reasoning_and_cache_tokens_once() {
+        let usage =
+            |json: &str| buddy_core::Usage::from(serde_json::from_str::<WireUsage>(json).unwrap());
+        // OpenAI: reasoning is part of completion_tokens (total says so).
+        let openai = usage(
+            r#"{"prompt_tokens":10,"completion_tokens":250,"total_tokens":260,"completion_tokens_details":{"reasoning_tokens":196}}"#,
+        );
+        assert_eq!((openai.input_tokens, openai.output_tokens), (10, 250));
+        // xAI: reasoning reported apart; the total includes it.
+        let xai = usage(
+            r#"{"prompt_tokens":10,"completion_tokens":54,"total_tokens":260,"completion_tokens_details":{"reasoning_tokens":196}}"#,
+        );
+        assert_eq!((xai.input_tokens, xai.output_tokens), (10, 250));
+        // Anthropic: cache writes and reads are input too.
+        let anthropic = usage(
+            r#"{"input_tokens":12,"cache_creation_input_tokens":300,"cache_read_input_tokens":1000,"output_tokens":5}"#,
+        );
+        assert_eq!((anthropic.input_tokens, anthropic.output_tokens), (1312, 5));
     }
 
     #[test]

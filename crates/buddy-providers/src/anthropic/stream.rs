@@ -225,9 +225,16 @@ impl AnthropicStreamParser {
                 {
                     self.stop = Some(FinishReason::from_wire(reason));
                 }
-                if let Some(output) = parsed.usage.and_then(|u| u.completion_tokens) {
+                // The final counts: `output_tokens` always, `input_tokens` (and the cache
+                // counts) when the server revises them here (server tools do).
+                if let Some(wire) = parsed.usage {
                     let usage = self.usage.get_or_insert_with(Usage::default);
-                    usage.output_tokens = output;
+                    if let Some(output) = wire.output() {
+                        usage.output_tokens = output;
+                    }
+                    if let Some(input) = wire.input() {
+                        usage.input_tokens = input;
+                    }
                 }
             }
             "message_stop" => {

@@ -382,3 +382,27 @@ fn the_fixtures_are_the_shared_recordings_byte_for_byte() {
         );
     }
 }
+
+#[tokio::test]
+async fn anthropic_usage_revised_in_message_delta_is_the_one_counted() {
+    // A server-tool stream: message_start says 702 input tokens, message_delta 1,591.
+    let body = concat!(
+        "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"usage\":{\"input_tokens\":702,\"output_tokens\":1}}}\n\n",
+        "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
+        "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Sunny.\"}}\n\n",
+        "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n",
+        "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"input_tokens\":1591,\"output_tokens\":42}}\n\n",
+        "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+    );
+    let server = buddy_testkit::MockServer::always(buddy_testkit::MockResponse::sse(body)).await;
+    let (got, error) = super::tokens(&super::anthropic(&server.url(), super::quick_http())).await;
+    assert!(error.is_none(), "{error:?}");
+    let usage = got
+        .iter()
+        .find_map(|t| match t {
+            buddy_core::Token::Finish { usage, .. } => *usage,
+            _ => None,
+        })
+        .expect("usage");
+    assert_eq!((usage.input_tokens, usage.output_tokens), (1591, 42));
+}
