@@ -70,6 +70,8 @@ pub struct LoopPolicy {
     pub on_limit: OnLimit,
     /// Tool calls of one response that run at the same time.
     pub max_parallel_tools: u32,
+    /// Tool calls one response may ask for; the excess get an error result the model reads.
+    pub max_calls_per_reply: u32,
     /// The model's context window in tokens (default: buddy's table of common models).
     pub context_window: Option<u64>,
     /// Tokens kept free for the reply (default: a quarter of the window, at most 4,096).
@@ -100,6 +102,7 @@ impl Default for LoopPolicy {
             finalize_grace_ms: 10_000,
             on_limit: OnLimit::Finalize,
             max_parallel_tools: 4,
+            max_calls_per_reply: 128,
             context_window: None,
             reserve_output_tokens: None,
         }
@@ -176,6 +179,13 @@ impl LoopPolicy {
             "1..=1000",
         )?;
         range("poll_patience", self.poll_patience, 0, 1000, "0..=1000")?;
+        range(
+            "max_calls_per_reply",
+            self.max_calls_per_reply,
+            1,
+            100_000,
+            "1..=100000",
+        )?;
         range(
             "finalize_grace_ms",
             self.finalize_grace_ms,

@@ -127,6 +127,13 @@ impl Turn<'_> {
         for call in &calls {
             self.emit_call_start(call).await;
         }
+        if let Some(dropped) = self.guards.dropped_calls.take() {
+            round.notes.push(format!(
+                "[buddy] Your last reply asked for {dropped} more tool calls than the {} one reply may \
+                 have; those were not run. Ask for fewer at a time.",
+                self.policy.max_calls_per_reply
+            ));
+        }
         let mut slots = self.plan_calls(calls, &mut round).await;
         if text_repeated {
             self.repeated_answer(&mut slots, &mut round).await;

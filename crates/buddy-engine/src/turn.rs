@@ -79,6 +79,8 @@ pub(crate) struct GuardState {
     pub echo_streak: HashMap<String, u32>,
     /// Rounds in a row in which every call only repeated an earlier one.
     pub stale_rounds: u32,
+    /// Calls dropped from the latest reply for going over `max_calls_per_reply`.
+    pub dropped_calls: Option<usize>,
 }
 
 /// One turn in progress. Owned by a single task; nothing here is shared or locked.
@@ -357,6 +359,23 @@ impl<'e> Turn<'e> {
             );
         }
         debug!(%inputs, decision = "execute_tools", "executable tool calls present");
+        let per_reply = usize::try_from(self.policy.max_calls_per_reply).unwrap_or(usize::MAX);
+        if tool_calls.len() > per_reply {
+            // Kept out of the history entirely: 100,000 error results would only overflow
+            // the next request. The model reads a note saying so instead.
+            let asked = tool_calls.len();
+            tool_calls.truncate(per_reply);
+            self.guards.dropped_calls = Some(asked - per_reply);
+            self.emit_guard(
+                GuardKind::ToolCallLimit,
+                GuardAction::Refused,
+                None,
+                format!(
+                    "the reply asked for {asked} tool calls; the first {per_reply} run (max_calls_per_reply), the rest were dropped"
+                ),
+            )
+            .await;
+        }
         self.push(Message::Assistant {
             content: non_empty(text.clone()),
             tool_calls: tool_calls.clone(),

@@ -219,3 +219,40 @@ async fn a_fatal_skill_error_ends_the_turn() {
         matches!(terminal(&events), ChatEvent::Error { message, .. } if message.contains("disk full"))
     );
 }
+
+#[tokio::test]
+async fn a_reply_with_too_many_calls_runs_the_first_ones_and_tells_the_model() {
+    let provider = RecordingProvider::new(ReplyProvider::new(|req, i| {
+        Ok(if i == 0 && req.offers_tools() {
+            let calls = (0..2000)
+                .map(|k| call(&format!("c{k}"), "item", json!({ "id": k })))
+                .collect();
+            reply_tokens("", calls)
+        } else {
+            reply_tokens("Catalogued what ran.", vec![])
+        })
+    }));
+    let requests = provider.requests();
+    let toolbox = items();
+    let executed = toolbox.executed();
+    let policy = LoopPolicy {
+        max_tool_calls: 10_000,
+        ..LoopPolicy::default()
+    };
+    let (events, outcome) = run_turn(provider, toolbox, policy).await;
+    assert_eq!(outcome.reason, StopReason::Completed);
+    assert_eq!(executed.load(std::sync::atomic::Ordering::SeqCst), 128);
+    assert!(events.iter().any(|e| matches!(
+        e,
+        ChatEvent::GuardTripped { guard: GuardKind::ToolCallLimit, action: GuardAction::Refused, detail, .. }
+            if detail.contains("2000")
+    )));
+    let requests = requests.lock().unwrap();
+    let second = &requests[1].messages;
+    assert!(
+        second
+            .iter()
+            .any(|m| m.text().is_some_and(|t| t.contains("1872 more tool calls"))),
+        "the model is told"
+    );
+}
