@@ -740,7 +740,8 @@ impl<'e> Turn<'e> {
     fn overflow_message(&self, overflow: &Overflow, tools_tokens: usize) -> String {
         format!(
             "{overflow}: `{}` has a {} token window, {} are kept for the reply and {tools_tokens} go to tool \
-             definitions. Shorten the message or system prompt, or raise context_window (or lower \
+             definitions. Shorten what is too large (a model reply too large for its window \
+             points at max_reply_bytes and max_calls_per_reply), or raise context_window (or lower \
              reserve_output_tokens) in the policy",
             self.model, self.window, self.reserve
         )

@@ -32,11 +32,14 @@ pub struct Fitted<'a> {
 /// Even the pinned messages do not fit.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "the system prompt and the latest user message need {needed} tokens but only {budget} are available"
+    "what the request cannot leave out needs {needed} tokens but only {budget} are available; the largest part is {largest}"
 )]
 pub struct Overflow {
     pub needed: usize,
     pub budget: usize,
+    /// What takes the most room, in words: "the system prompt (N tokens)", "the tool
+    /// calls of the model's latest reply (N tokens)", "a tool result (N tokens)", …
+    pub largest: String,
 }
 
 /// Smallest size (in tokens, framing included) a tool result is cut to.
@@ -144,7 +147,23 @@ pub fn fit<'a>(
     let with_note = any_dropped && used(kept, true) <= budget;
     let needed = used(kept, with_note);
     if needed > budget {
-        return Err(Overflow { needed, budget });
+        let largest = groups
+            .iter()
+            .filter(|g| !g.dropped)
+            .flat_map(|g| g.start..g.end)
+            .max_by_key(|&i| sizes[i])
+            .map_or_else(String::new, |i| {
+                describe(
+                    &messages[i],
+                    i == latest_user.unwrap_or(usize::MAX),
+                    sizes[i],
+                )
+            });
+        return Err(Overflow {
+            needed,
+            budget,
+            largest,
+        });
     }
     let dropped: usize = groups
         .iter()
@@ -192,6 +211,22 @@ fn elision_note(dropped: usize) -> Message {
 }
 
 /// Splits the history into groups; leading system messages and the latest user message are pinned.
+/// One message of a request, in words, with its size.
+fn describe(message: &Message, is_latest_user: bool, tokens: usize) -> String {
+    let what = match message {
+        Message::System { .. } => "the system prompt",
+        Message::User { .. } if is_latest_user => "the latest user message",
+        Message::User { .. } => "an earlier user message",
+        Message::Assistant { tool_calls, .. } if !tool_calls.is_empty() => {
+            "the tool calls of the model's latest reply"
+        }
+        Message::Assistant { .. } => "an earlier answer",
+        Message::Tool { .. } => "a tool result",
+        Message::Note { .. } => "buddy's note",
+    };
+    format!("{what} ({tokens} tokens)")
+}
+
 fn groups(messages: &[Message]) -> Vec<Group> {
     let latest_user = messages.iter().rposition(Message::is_user);
     let mut out = Vec::new();

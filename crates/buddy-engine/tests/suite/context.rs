@@ -237,7 +237,7 @@ proptest! {
                     prop_assert!(total + counter.reply_priming() <= budget);
                 }
             }
-            Err(Overflow { needed, budget: b }) => {
+            Err(Overflow { needed, budget: b, .. }) => {
                 prop_assert_eq!(b, budget);
                 prop_assert!(needed > budget);
                 // Only when what must stay cannot fit: the pinned messages alone, plus the
@@ -431,6 +431,40 @@ async fn refused_with_no_tool_results_the_turn_ends_with_an_error_that_says_what
         Some(ChatEvent::Error { message, .. }) => {
             assert!(message.contains("context_window"), "{message}")
         }
+        other => panic!("expected an error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn an_overflow_names_what_is_too_big() {
+    // The model's own reply: one call with ~200 KB of arguments, in a 4,096-token window.
+    let provider = ReplyProvider::new(|req, i| {
+        Ok(if req.offers_tools() && i == 0 {
+            let huge = "x".repeat(200_000);
+            reply_tokens(
+                "",
+                vec![ToolCall::new(
+                    "c0",
+                    "read",
+                    json!({"part": huge}).to_string(),
+                )],
+            )
+        } else {
+            reply_tokens("Done.", vec![])
+        })
+    });
+    let policy = LoopPolicy {
+        context_window: Some(4096),
+        ..LoopPolicy::default()
+    };
+    let (events, outcome) = run_turn(provider, big_reader(), policy).await;
+    assert_eq!(outcome.reason, StopReason::ContextOverflow);
+    match events.last() {
+        Some(ChatEvent::Error { message, .. }) => assert!(
+            message.contains("the tool calls of the model's latest reply")
+                && message.contains("max_reply_bytes"),
+            "{message}"
+        ),
         other => panic!("expected an error, got {other:?}"),
     }
 }

@@ -10,6 +10,7 @@ use buddy_core::{BoxFuture, CompletionRequest, Provider, ProviderError, TokenStr
 
 use crate::http::{Endpoint, HttpSettings, build_client};
 
+pub use response::parse_response;
 pub use stream::AnthropicStreamParser;
 
 /// The `anthropic-version` header buddy speaks.

@@ -19,11 +19,7 @@ struct MessageResponse<'a> {
 }
 
 /// Parses a whole response body into tokens.
-pub(crate) fn parse_response(
-    provider: &str,
-    url: &str,
-    body: &str,
-) -> Result<Vec<Token>, ProviderError> {
+pub fn parse_response(provider: &str, url: &str, body: &str) -> Result<Vec<Token>, ProviderError> {
     let response: MessageResponse =
         serde_json::from_str(body).map_err(|e| ProviderError::Malformed {
             provider: provider.to_owned(),

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::http::{Endpoint, HttpSettings, build_client};
 
+pub use response::parse_response;
 pub use stream::OpenAiStreamParser;
 
 /// Switches for known deviations of compatible servers.

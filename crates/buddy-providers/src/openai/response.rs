@@ -38,11 +38,7 @@ struct ResponseMessage<'a> {
 }
 
 /// Parses a whole response body into tokens.
-pub(crate) fn parse_response(
-    provider: &str,
-    url: &str,
-    body: &str,
-) -> Result<Vec<Token>, ProviderError> {
+pub fn parse_response(provider: &str, url: &str, body: &str) -> Result<Vec<Token>, ProviderError> {
     let response: ChatResponse =
         serde_json::from_str(body).map_err(|e| ProviderError::Malformed {
             provider: provider.to_owned(),
