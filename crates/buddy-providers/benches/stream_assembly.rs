@@ -148,3 +148,32 @@ fn anthropic_assembler(bencher: Bencher) {
 fn anthropic_baseline_serde_json_only(bencher: Bencher) {
     baseline(bencher, body(anthropic_sse));
 }
+
+/// 100,000 distinct tool calls in one reply, each an id-and-name piece plus an argument
+/// piece: assembly is linear (an index map), so this takes milliseconds, not seconds.
+#[divan::bench(sample_count = 10)]
+fn hundred_thousand_calls(bencher: Bencher) {
+    use buddy_providers::tool_call_assembler::{ToolCallAssembler, ToolCallDelta};
+    let ids: Vec<String> = (0..100_000).map(|i| format!("call_{i}")).collect();
+    bencher.bench(|| {
+        let mut assembler = ToolCallAssembler::default();
+        for (i, id) in ids.iter().enumerate() {
+            let index = Some(i as i64);
+            assembler.push(ToolCallDelta {
+                index,
+                id: Some(id),
+                name: Some("get_time"),
+                arguments: Some(""),
+            });
+            assembler.push(ToolCallDelta {
+                index,
+                id: None,
+                name: None,
+                arguments: Some("{}"),
+            });
+        }
+        let (calls, _) = assembler.finish();
+        assert_eq!(calls.len(), 100_000);
+        calls
+    });
+}
