@@ -124,6 +124,7 @@ pub struct MockServer {
     addr: SocketAddr,
     requests: Arc<Mutex<Vec<HttpRequest>>>,
     hangups: Arc<AtomicUsize>,
+    sent: Arc<AtomicUsize>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -147,14 +148,20 @@ impl MockServer {
         let addr = listener.local_addr().expect("local addr");
         let requests: Arc<Mutex<Vec<HttpRequest>>> = Arc::default();
         let hangups = Arc::new(AtomicUsize::new(0));
+        let sent = Arc::new(AtomicUsize::new(0));
+        let body_bytes = Arc::clone(&sent);
         let handler: Arc<Handler> = Arc::new(handler);
         let (log, gone) = (Arc::clone(&requests), Arc::clone(&hangups));
         let task = tokio::spawn(async move {
             while let Ok((socket, _)) = listener.accept().await {
-                let (handler, log, gone) =
-                    (Arc::clone(&handler), Arc::clone(&log), Arc::clone(&gone));
+                let (handler, log, gone, sent) = (
+                    Arc::clone(&handler),
+                    Arc::clone(&log),
+                    Arc::clone(&gone),
+                    Arc::clone(&body_bytes),
+                );
                 tokio::spawn(async move {
-                    let _ = serve(socket, handler, log, gone).await;
+                    let _ = serve(socket, handler, log, gone, sent).await;
                 });
             }
         });
@@ -162,6 +169,7 @@ impl MockServer {
             addr,
             requests,
             hangups,
+            sent,
             task,
         }
     }
@@ -184,6 +192,12 @@ impl MockServer {
     /// Every request received so far.
     pub fn requests(&self) -> Vec<HttpRequest> {
         self.requests.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+
+    /// Body bytes the server managed to send, over every response: a client that stops
+    /// reading (and hangs up) at a bound keeps this near the bound.
+    pub fn body_bytes_sent(&self) -> usize {
+        self.sent.load(Ordering::SeqCst)
     }
 
     /// How many stalled responses saw their client hang up.
@@ -240,6 +254,7 @@ async fn serve(
     handler: Arc<Handler>,
     log: Arc<Mutex<Vec<HttpRequest>>>,
     gone: Arc<AtomicUsize>,
+    sent: Arc<AtomicUsize>,
 ) -> std::io::Result<()> {
     let Some(request) = read_request(&mut socket).await? else {
         return Ok(());
@@ -260,7 +275,9 @@ async fn serve(
     socket.write_all(head.as_bytes()).await?;
     for piece in &response.pieces {
         match piece {
-            Piece::Bytes(bytes) if !bytes.is_empty() => write_chunk(&mut socket, bytes).await?,
+            Piece::Bytes(bytes) if !bytes.is_empty() => {
+                write_chunk(&mut socket, bytes, &sent).await?
+            }
             Piece::Bytes(_) => {}
             Piece::Pause(d) => tokio::time::sleep(*d).await,
             Piece::Repeat {
@@ -269,7 +286,7 @@ async fn serve(
                 pause,
             } => {
                 for _ in 0..*times {
-                    write_chunk(&mut socket, bytes).await?;
+                    write_chunk(&mut socket, bytes, &sent).await?;
                     if !pause.is_zero() {
                         tokio::time::sleep(*pause).await;
                     }
@@ -303,11 +320,17 @@ async fn serve(
 }
 
 /// Writes one chunk of a chunked body and flushes it.
-async fn write_chunk(socket: &mut TcpStream, bytes: &[u8]) -> std::io::Result<()> {
+async fn write_chunk(
+    socket: &mut TcpStream,
+    bytes: &[u8],
+    sent: &AtomicUsize,
+) -> std::io::Result<()> {
     socket
         .write_all(format!("{:x}\r\n", bytes.len()).as_bytes())
         .await?;
     socket.write_all(bytes).await?;
     socket.write_all(b"\r\n").await?;
-    socket.flush().await
+    socket.flush().await?;
+    sent.fetch_add(bytes.len(), Ordering::SeqCst);
+    Ok(())
 }

@@ -34,9 +34,21 @@ fn bounded(settings: HttpSettings) -> HttpSettings {
     }
 }
 
+/// Most body bytes the server may get out before buddy stops reading, beyond the bound
+/// itself: what the loopback socket buffers hold.
+const SOCKET_SLACK: usize = 16 * 1024 * 1024;
+
 async fn error_of(server: &MockServer, http: HttpSettings) -> ProviderError {
+    let bound = http.max_reply_bytes.min(http.max_event_bytes);
     let (_, error) = tokens(&openai(&server.url(), http)).await;
-    error.expect("the call must end with an error")
+    let error = error.expect("the call must end with an error");
+    // The server would send ~60 MB; buddy stopped reading near the bound.
+    let sent = server.body_bytes_sent();
+    assert!(
+        sent < bound + SOCKET_SLACK,
+        "buddy read on: {sent} bytes sent for a bound of {bound}"
+    );
+    error
 }
 
 #[tokio::test]
