@@ -177,3 +177,53 @@ fn hundred_thousand_calls(bencher: Bencher) {
         calls
     });
 }
+
+/// A typical tool-call reply: a short sentence, then one call with ~80 characters of
+/// arguments, about 30 SSE events as OpenAI streams them.
+fn typical_call() -> (&'static str, &'static str, String) {
+    (
+        "call_1",
+        "get_weather",
+        r#"{"city":"Paris","units":"metric","days":3,"include":["wind","rain","humidity"]}"#
+            .to_owned(),
+    )
+}
+
+const TYPICAL_TEXT: &str = "Let me check the weather for you.";
+
+/// The streamed reply through buddy's decoder and OpenAI parser: what streaming costs.
+#[divan::bench]
+fn typical_reply_streamed(bencher: Bencher) {
+    let (id, name, args) = typical_call();
+    let body = openai_sse(TYPICAL_TEXT, &[(id, name, args.as_str())]).into_bytes();
+    bencher.bench(|| {
+        let mut decoder = SseDecoder::default();
+        let mut parser = OpenAiStreamParser::new("bench", "http://127.0.0.1/v1");
+        let (mut events, mut out) = (Vec::new(), VecDeque::new());
+        decoder.push(&body, &mut events).unwrap();
+        for event in &events {
+            if parser.event(event, &mut out).unwrap() {
+                break;
+            }
+        }
+        parser.end(&mut out).unwrap();
+        out
+    });
+}
+
+/// The same reply as one JSON body through the non-streamed parser.
+#[divan::bench]
+fn typical_reply_whole(bencher: Bencher) {
+    let (id, name, args) = typical_call();
+    let body = serde_json::json!({
+        "id": "chatcmpl-test", "object": "chat.completion", "created": 1, "model": "m",
+        "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+            "role": "assistant", "content": TYPICAL_TEXT,
+            "tool_calls": [{"id": id, "type": "function", "function": {"name": name, "arguments": args}}]}}],
+        "usage": {"prompt_tokens": 20, "completion_tokens": 10, "total_tokens": 30}
+    })
+    .to_string();
+    bencher.bench(|| {
+        buddy_providers::openai::parse_response("bench", "http://127.0.0.1/v1", &body).unwrap()
+    });
+}
