@@ -15,7 +15,7 @@ if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
   exit 0
 fi
 streams="$root/crates/buddy-providers/tests/fixtures/streams"
-targets=(sse_openai sse_anthropic response_bodies tool_call_assembler scenario config)
+targets=(sse_streams response_bodies tool_call_assembler scenario config)
 cd "$root/fuzz"
 echo "== building the fuzz targets (nightly, sanitizer)"
 cargo +nightly fuzz build
@@ -25,7 +25,7 @@ for target in "${targets[@]}"; do
   corpus="$root/fuzz/corpus/$target"
   mkdir -p "$corpus"
   case $target in
-    sse_*) seeds=("$streams") ;;
+    sse_streams) seeds=("$streams") ;;
     response_bodies) seeds=("$streams") ;;
     scenario) seeds=("$root/scenarios") ;;
     *) seeds=() ;;

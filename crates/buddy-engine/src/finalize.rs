@@ -122,16 +122,10 @@ impl Turn<'_> {
     /// ends `no_answer`, quoting the tool results) when it is a tool call written as text
     /// or an echo of buddy's notes.
     pub(crate) async fn screened_answer(&mut self, text: String) -> String {
-        let names: Vec<&str> = self
-            .toolbox
-            .specs()
-            .iter()
-            .map(|t| t.name.as_str())
-            .collect();
         if text.trim().is_empty() {
             return text;
         }
-        match rejected_final_reply(&text, "", &names) {
+        match self.rejected(&text, "") {
             Some(why) => {
                 self.answer_composed(format!(
                     "the reply was not used as the answer: {why}; buddy wrote the answer from the tool results"
@@ -141,6 +135,17 @@ impl Turn<'_> {
             }
             None => text,
         }
+    }
+
+    /// Why `text` cannot be the answer, if it cannot (see [`rejected_final_reply`]).
+    fn rejected(&self, text: &str, instruction: &str) -> Option<&'static str> {
+        let names: Vec<&str> = self
+            .toolbox
+            .specs()
+            .iter()
+            .map(|t| t.name.as_str())
+            .collect();
+        rejected_final_reply(text, instruction, &names)
     }
 
     /// Says that buddy wrote (part of) the answer, and why.
@@ -158,13 +163,7 @@ impl Turn<'_> {
     /// empty, echoes buddy's instruction or writes a tool call as text. An accepted
     /// reply that uses none of the turn's tool results gets them quoted after it.
     async fn checked_final_reply(&mut self, text: String, instruction: &str) -> String {
-        let names: Vec<&str> = self
-            .toolbox
-            .specs()
-            .iter()
-            .map(|t| t.name.as_str())
-            .collect();
-        if let Some(why) = rejected_final_reply(&text, instruction, &names) {
+        if let Some(why) = self.rejected(&text, instruction) {
             self.answer_composed(format!(
                 "the final reply was not used: {why}; buddy wrote the answer from the tool results"
             ))
