@@ -213,14 +213,14 @@ impl Turn<'_> {
         } else {
             StopReason::LoopDetected
         };
-        let mut cause = FinalizeCause::new(
+        let cause = FinalizeCause::new(
             reason,
             GuardKind::NoProgress,
             format!(
                 "{max} rounds in a row brought nothing new: every call failed, or repeated an earlier one and got the same result"
             ),
-        );
-        cause.evidence = std::mem::take(&mut round.stale);
+        )
+        .with_evidence(std::mem::take(&mut round.stale));
         round.set_cause(cause);
     }
 
@@ -359,13 +359,10 @@ impl Turn<'_> {
         } else {
             StopReason::ToolsExhausted
         };
-        let mut cause = FinalizeCause::new(reason, GuardKind::WithdrawnSkillCalled, what);
-        cause.evidence = vec![Evidence::new(
-            &slot.call.id,
-            name,
-            &slot.call.arguments,
-            "(not run)",
-        )];
+        let cause =
+            FinalizeCause::new(reason, GuardKind::WithdrawnSkillCalled, what).with_evidence(vec![
+                Evidence::new(&slot.call.id, name, &slot.call.arguments, "(not run)"),
+            ]);
         round.set_cause(cause);
     }
 
@@ -381,6 +378,10 @@ impl Turn<'_> {
         } else {
             format!("`{name}` was called again with the same arguments")
         };
+        let evidence = vec![
+            earlier.evidence(),
+            Evidence::new(&slot.call.id, &name, &slot.call.arguments, "(not run)"),
+        ];
         let signal = Signal {
             guard: if in_cycle {
                 GuardKind::Cycle
@@ -390,15 +391,7 @@ impl Turn<'_> {
             skill: name.clone(),
             key: slot.key.clone(),
             what,
-            evidence: vec![
-                Evidence::new(
-                    &earlier.call_id,
-                    &earlier.name,
-                    &earlier.arguments,
-                    &earlier.result,
-                ),
-                Evidence::new(&slot.call.id, &name, &slot.call.arguments, "(not run)"),
-            ],
+            evidence: evidence.clone(),
             members: slot.cycle.clone().unwrap_or_default(),
             certain: self.guards.signalled.contains(&slot.key),
             ran: false,
@@ -411,10 +404,7 @@ impl Turn<'_> {
                      earlier result was returned. Use it, or answer the user."
                 ));
                 round.stale_calls += 1;
-                round.stale.extend([
-                    Evidence::new(&earlier.call_id, &name, &earlier.arguments, &earlier.result),
-                    Evidence::new(&slot.call.id, &name, &slot.call.arguments, "(not run)"),
-                ]);
+                round.stale.extend(evidence);
                 Plan::Answer {
                     content: earlier.result.clone(),
                     is_error: earlier.is_error,
@@ -546,9 +536,10 @@ impl Turn<'_> {
             }
             Rung::Finalize => {
                 let (guard, detail) = self.finalize_guard(guard, what, certain);
-                let mut cause = FinalizeCause::new(StopReason::LoopDetected, guard, detail);
-                cause.evidence = evidence;
-                round.set_cause(cause);
+                round.set_cause(
+                    FinalizeCause::new(StopReason::LoopDetected, guard, detail)
+                        .with_evidence(evidence),
+                );
             }
         }
         rung
@@ -755,19 +746,9 @@ impl Turn<'_> {
             round.failed_calls += u32::from(record.is_error);
         }
         match repeated {
-            Some(prev) => round.stale.extend([
-                Evidence::new(&prev.call_id, &prev.name, &prev.arguments, &prev.result),
-                Evidence::new(&record.call_id, name, &record.arguments, &record.result),
-            ]),
+            Some(prev) => round.stale.extend([prev.evidence(), record.evidence()]),
             // A failure is not progress either, whatever its message says.
-            _ if record.is_error => {
-                round.stale.push(Evidence::new(
-                    &record.call_id,
-                    name,
-                    &record.arguments,
-                    &record.result,
-                ));
-            }
+            _ if record.is_error => round.stale.push(record.evidence()),
             _ => round.fresh_calls += 1,
         }
         self.guards.log.push(record);
@@ -785,11 +766,10 @@ impl Turn<'_> {
         unchanged: u32,
     ) -> Option<Signal> {
         let name = slot.call.name.as_str();
-        let this = Evidence::new(&slot.call.id, name, &slot.call.arguments, &outcome.content);
         let evidence_with = |prev: &CallRecord| {
             vec![
-                Evidence::new(&prev.call_id, &prev.name, &prev.arguments, &prev.result),
-                this.clone(),
+                prev.evidence(),
+                Evidence::new(&slot.call.id, name, &slot.call.arguments, &outcome.content),
             ]
         };
         let signalled = self.guards.signalled.contains(&slot.key);
@@ -861,13 +841,13 @@ impl Turn<'_> {
                 &outcome.content,
                 &slot.arg_strings,
             );
-        let evidence = evidence_with(prev);
         let streak = self.guards.echo_streak.entry(name.to_owned()).or_default();
         if !echo {
             *streak = 0;
             return None;
         }
         *streak += 1;
+        let evidence = evidence_with(prev);
         (*streak >= 2).then(|| Signal {
             guard: GuardKind::NearDuplicate,
             skill: name.to_owned(),

@@ -46,6 +46,12 @@ impl FinalizeCause {
             evidence: Vec::new(),
         }
     }
+
+    /// The same cause, naming the calls that made the guard act.
+    pub(crate) fn with_evidence(mut self, evidence: Vec<Evidence>) -> Self {
+        self.evidence = evidence;
+        self
+    }
 }
 
 /// Where the state machine goes after a step.
@@ -818,7 +824,6 @@ impl<'e> Turn<'e> {
         u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
-    /// Ends with `Done`, writing an answer from the tool results if the model gave none.
     /// The provider refused the request as too long twice: answer from the tool results
     /// if there are any, else end with an error that says what to change.
     pub(crate) async fn context_refused(&mut self, e: buddy_core::ProviderError) -> TurnOutcome {
@@ -838,6 +843,7 @@ impl<'e> Turn<'e> {
         .await
     }
 
+    /// Ends with `Done`, writing an answer from the tool results if the model gave none.
     pub(crate) async fn finish_with_answer(
         &mut self,
         reason: StopReason,

@@ -278,24 +278,22 @@ impl Endpoint {
     /// A non-streamed body, read up to `max_body_bytes`.
     async fn read_body(&self, response: reqwest::Response) -> Result<String, ProviderError> {
         let max = self.settings.max_body_bytes;
-        let mut body = response.bytes_stream();
-        let mut bytes = Vec::new();
-        while let Some(chunk) = body.next().await {
-            let chunk = chunk.map_err(|e| {
-                self.stream_error(format!(
-                    "the response body could not be read: {}",
-                    error_chain(&e)
-                ))
-            })?;
-            if bytes.len() + chunk.len() > max {
+        let bytes = match read_up_to(response, max).await {
+            (bytes, BodyEnd::Complete) => bytes,
+            (_, BodyEnd::OverCap) => {
                 return Err(self.bound(
                     "the response body is larger than the limit",
                     "max_body_bytes",
                     max,
                 ));
             }
-            bytes.extend_from_slice(&chunk);
-        }
+            (_, BodyEnd::Broken(e)) => {
+                return Err(self.stream_error(format!(
+                    "the response body could not be read: {}",
+                    error_chain(&e)
+                )));
+            }
+        };
         String::from_utf8(bytes)
             .map_err(|_| self.stream_error("the response body is not valid UTF-8".to_owned()))
     }
@@ -326,17 +324,37 @@ const ERROR_MESSAGE_CHARS: usize = 600;
 /// Most bytes of an error body kept for the message.
 const ERROR_BODY_BYTES: usize = 16 * 1024;
 
+/// An error body as text, up to `cap` bytes.
 async fn read_capped(response: reqwest::Response, cap: usize) -> String {
+    // A broken or overlong error body still gives what arrived of it.
+    let (bytes, _) = read_up_to(response, cap).await;
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// How reading a body up to a cap ended.
+enum BodyEnd {
+    Complete,
+    /// More than the cap arrived; the bytes kept are the first `cap`.
+    OverCap,
+    Broken(reqwest::Error),
+}
+
+/// Reads a response body, keeping at most `cap` bytes and reading no further past them.
+async fn read_up_to(response: reqwest::Response, cap: usize) -> (Vec<u8>, BodyEnd) {
     let mut body = response.bytes_stream();
     let mut bytes = Vec::new();
-    while let Some(Ok(chunk)) = body.next().await {
-        bytes.extend_from_slice(&chunk);
-        if bytes.len() >= cap {
-            bytes.truncate(cap);
-            break;
+    while let Some(chunk) = body.next().await {
+        match chunk {
+            Err(e) => return (bytes, BodyEnd::Broken(e)),
+            Ok(chunk) if bytes.len() + chunk.len() > cap => {
+                let room = cap - bytes.len();
+                bytes.extend_from_slice(&chunk[..room]);
+                return (bytes, BodyEnd::OverCap);
+            }
+            Ok(chunk) => bytes.extend_from_slice(&chunk),
         }
     }
-    String::from_utf8_lossy(&bytes).into_owned()
+    (bytes, BodyEnd::Complete)
 }
 
 /// The message of an HTTP error: the API's own `error.message` when the body has one.
@@ -407,6 +425,8 @@ struct BodyState<P> {
     endpoint: Endpoint,
     /// The response's content type, quoted when the body is not an event stream.
     content_type: String,
+    /// The content type says HTML: a proxy's or gateway's page, never a model's stream.
+    html: bool,
     /// The first bytes of the body, quoted when it holds no events.
     head: Vec<u8>,
     saw_event: bool,
@@ -427,7 +447,9 @@ impl<P: EventParser> BodyState<P> {
             .and_then(|v| v.to_str().ok())
             .unwrap_or("(none)")
             .to_owned();
+        let html = content_type.to_ascii_lowercase().contains("html");
         BodyState {
+            html,
             ends_by: tokio::time::Instant::now() + secs(endpoint.settings.call_timeout_secs),
             reply_bytes: 0,
             content_type,
@@ -507,8 +529,7 @@ impl<P: EventParser> BodyState<P> {
             let room = HEAD_BYTES - self.head.len();
             self.head.extend_from_slice(&bytes[..bytes.len().min(room)]);
         }
-        // An HTML page (a proxy's or gateway's error page) is never a model's stream.
-        if self.content_type.to_ascii_lowercase().contains("html") {
+        if self.html {
             return Err(self.not_a_stream());
         }
         self.decoder

@@ -2,6 +2,8 @@
 
 use std::collections::HashMap;
 
+use buddy_core::Evidence;
+
 use super::similarity::{args_near, same_result};
 
 /// One executed tool call and what it returned, exactly as the skill returned it.
@@ -21,6 +23,13 @@ pub struct CallRecord {
     pub round: u32,
     /// How many times in a row a call with these arguments returned this same result.
     pub unchanged: u32,
+}
+
+impl CallRecord {
+    /// This call and its result, as a guard event shows it.
+    pub fn evidence(&self) -> Evidence {
+        Evidence::new(&self.call_id, &self.name, &self.arguments, &self.result)
+    }
 }
 
 /// The executed calls of a turn, in order.
