@@ -92,6 +92,15 @@ pub fn client() -> reqwest::Client {
         .unwrap()
 }
 
+/// The server's `/metrics` text, sent with `key` when the server needs one.
+async fn metrics_text(url: &str, key: Option<&str>) -> String {
+    let mut request = client().get(format!("{url}/metrics"));
+    if let Some(key) = key {
+        request = request.bearer_auth(key);
+    }
+    request.send().await.unwrap().text().await.unwrap()
+}
+
 /// (event name, JSON data) pairs of an SSE body.
 pub fn sse_events(body: &str) -> Vec<(String, Value)> {
     body.split("\n\n")
@@ -533,14 +542,7 @@ async fn metrics_count_turns_guards_and_calls() {
         json!({"message": "go", "model": "scripted:get_time_forever"}),
     )
     .await;
-    let text = client()
-        .get(format!("{}/metrics", server.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = metrics_text(&server.url, None).await;
     for needle in [
         "buddy_turns_total{stop_reason=\"loop_detected\"}",
         "buddy_guard_trips_total{guard=\"repetition\",action=\"finalize\"}",
@@ -588,15 +590,7 @@ async fn the_openai_python_sdk_works_against_the_server() {
     assert!(output.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.contains("openai sdk: all checks passed"), "{stdout}");
     // The failed turn ran once, whatever the SDK's retry policy.
-    let metrics = client()
-        .get(format!("{}/metrics", server.url))
-        .bearer_auth("sk-buddy-sdk")
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = metrics_text(&server.url, Some("sk-buddy-sdk")).await;
     assert!(
         metrics.contains("buddy_turns_total{stop_reason=\"max_model_calls\"} 1\n"),
         "{metrics}"
