@@ -278,6 +278,12 @@ impl Endpoint {
     /// A non-streamed body, read up to `max_body_bytes`.
     async fn read_body(&self, response: reqwest::Response) -> Result<String, ProviderError> {
         let max = self.settings.max_body_bytes;
+        let content_type = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("(none)")
+            .to_owned();
         let bytes = match read_up_to(response, max).await {
             (bytes, BodyEnd::Complete) => bytes,
             (_, BodyEnd::OverCap) => {
@@ -294,6 +300,18 @@ impl Endpoint {
                 )));
             }
         };
+        if content_type.to_ascii_lowercase().contains("html") {
+            let head = String::from_utf8_lossy(&bytes[..bytes.len().min(HEAD_BYTES)]).into_owned();
+            return Err(ProviderError::Malformed {
+                provider: self.provider.clone(),
+                url: self.url.clone(),
+                message: format!(
+                    "HTTP 200 with content-type `{content_type}` and a body beginning {:?}, not a JSON \
+                     response; check base_url (a proxy or gateway may be answering)",
+                    head.trim()
+                ),
+            });
+        }
         String::from_utf8(bytes)
             .map_err(|_| self.stream_error("the response body is not valid UTF-8".to_owned()))
     }

@@ -22,7 +22,7 @@ pub enum SseError {
     #[error("an SSE line is not valid UTF-8")]
     InvalidUtf8,
     #[error(
-        "one server-sent event is larger than {max} bytes (max_event_bytes); the stream is not a valid event stream"
+        "one server-sent event is larger than the limit (max_event_bytes = {max}); the stream is not a valid event stream"
     )]
     EventTooLarge { max: usize },
 }

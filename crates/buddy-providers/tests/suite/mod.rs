@@ -4,6 +4,7 @@
 mod bounds;
 mod conformance;
 mod engine_turns;
+mod faults;
 mod malformed;
 mod nonstreaming;
 mod resilience;
