@@ -91,6 +91,10 @@ pub struct SkillsConfig {
     /// Cap on one tool result's text, in bytes.
     #[serde(default)]
     pub max_result_bytes: Option<usize>,
+    /// Let the file skills read files with more than one hard link (default: refused,
+    /// since the other link may be a file outside the sandbox).
+    #[serde(default)]
+    pub read_hard_links: bool,
 }
 
 impl Default for SkillsConfig {
@@ -101,6 +105,7 @@ impl Default for SkillsConfig {
             command: Vec::new(),
             timeout_secs: None,
             max_result_bytes: None,
+            read_hard_links: false,
         }
     }
 }

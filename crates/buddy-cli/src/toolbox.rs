@@ -57,8 +57,8 @@ pub fn build_registry(
         }
     }
     for declared in &skills.command {
-        let skill = CommandSkill::new(declared.clone(), sandbox.root().to_owned())
-            .map_err(ToolboxError::Command)?;
+        let skill =
+            CommandSkill::new(declared.clone(), sandbox.root()).map_err(ToolboxError::Command)?;
         registry.register(Arc::new(skill))?;
     }
     Ok(registry)

@@ -3,7 +3,7 @@
 //! result. This is how users add tools without writing Rust.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -39,13 +39,22 @@ pub struct CommandSkillConfig {
     pub command: Vec<String>,
     #[serde(default)]
     pub timeout_secs: Option<f64>,
-    /// Extra environment variables for the command.
+    /// Environment variables set for the command.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
-    /// Working directory; default: the sandbox directory.
+    /// Variables of buddy's own environment the command may see, beyond the baseline
+    /// (`PATH`, `HOME`, `LANG`, `LC_ALL`, `LC_CTYPE`, `TZ`, `TMPDIR`). Nothing else of
+    /// buddy's environment (API keys included) reaches a command unless listed here.
+    #[serde(default)]
+    pub env_passthrough: Vec<String>,
+    /// Working directory, relative to the sandbox directory (default: the sandbox
+    /// directory itself); it must stay inside the sandbox.
     #[serde(default)]
     pub cwd: Option<PathBuf>,
 }
+
+/// Variables of buddy's environment every command gets: what programs need to run.
+pub const BASELINE_ENV: [&str; 7] = ["PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR"];
 
 fn any_object() -> Value {
     serde_json::json!({"type": "object"})
@@ -58,8 +67,9 @@ pub struct CommandSkill {
 }
 
 impl CommandSkill {
-    /// A command skill; `default_cwd` is used when the declaration names no `cwd`.
-    pub fn new(config: CommandSkillConfig, default_cwd: PathBuf) -> Result<Self, String> {
+    /// A command skill run in `sandbox` (its working directory is the sandbox root, or
+    /// the declared `cwd` inside it).
+    pub fn new(config: CommandSkillConfig, sandbox: &Path) -> Result<Self, String> {
         if config.command.first().is_none_or(|p| p.trim().is_empty()) {
             return Err(format!(
                 "command skill `{}`: `command` must name a program to run",
@@ -74,8 +84,66 @@ impl CommandSkill {
                 config.name
             ));
         }
-        let cwd = config.cwd.clone().unwrap_or(default_cwd);
+        let root = sandbox.canonicalize().map_err(|e| {
+            format!(
+                "command skill `{}`: the sandbox directory `{}` cannot be used: {e}",
+                config.name,
+                sandbox.display()
+            )
+        })?;
+        let cwd = match &config.cwd {
+            None => root.clone(),
+            Some(dir) => {
+                let joined = root.join(dir);
+                let real = joined.canonicalize().map_err(|e| {
+                    format!(
+                        "command skill `{}`: cwd `{}` cannot be used: {e}",
+                        config.name,
+                        dir.display()
+                    )
+                })?;
+                if !real.starts_with(&root) {
+                    return Err(format!(
+                        "command skill `{}`: cwd `{}` is outside the sandbox `{}`; give a directory inside it",
+                        config.name,
+                        dir.display(),
+                        root.display()
+                    ));
+                }
+                real
+            }
+        };
         Ok(CommandSkill { config, cwd })
+    }
+
+    /// The environment the command starts with: the baseline and the listed variables
+    /// of buddy's own environment, then the declared ones.
+    fn environment(&self) -> Vec<(String, String)> {
+        let passed = |name: &str| {
+            BASELINE_ENV.contains(&name) || self.config.env_passthrough.iter().any(|p| p == name)
+        };
+        let mut vars: Vec<(String, String)> =
+            std::env::vars().filter(|(name, _)| passed(name)).collect();
+        vars.extend(self.config.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        vars
+    }
+}
+
+/// Kills a command's whole process group when dropped: on a timeout, a cancelled turn,
+/// or after the command ended (children it left in the background die with it).
+struct GroupKiller(Option<rustix::process::Pid>);
+
+impl Drop for GroupKiller {
+    fn drop(&mut self) {
+        kill_group(self.0);
+    }
+}
+
+/// Sends SIGKILL to a process group.
+fn kill_group(group: Option<rustix::process::Pid>) {
+    if let Some(group) = group {
+        // ESRCH (the group is already gone) is the usual, good case.
+        let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
     }
 }
 
@@ -124,13 +192,16 @@ impl Skill for CommandSkill {
                 })?;
             let mut child = tokio::process::Command::new(program)
                 .args(rest)
-                .envs(&self.config.env)
+                .env_clear()
+                .envs(self.environment())
                 .env("BUDDY_CALL_ID", &ctx.call_id)
                 .env("BUDDY_SKILL", name)
                 .current_dir(&self.cwd)
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
+                // Its own process group, so that everything it starts can be killed at once.
+                .process_group(0)
                 // A timeout or cancelled turn drops this future: the process must die with it.
                 .kill_on_drop(true)
                 .spawn()
@@ -139,6 +210,11 @@ impl Skill for CommandSkill {
                         "`{name}` could not start `{program}`: {e}; check its `command` in buddy.toml"
                     ))
                 })?;
+            let pgid = child
+                .id()
+                .and_then(|id| i32::try_from(id).ok())
+                .and_then(rustix::process::Pid::from_raw);
+            let group = GroupKiller(pgid);
             let input = serde_json::to_vec(&args).unwrap_or_default();
             let stdin = child.stdin.take();
             let stdout = child.stdout.take();
@@ -150,10 +226,15 @@ impl Skill for CommandSkill {
                 }
             };
             let out = async move {
-                match stdout {
+                let read = match stdout {
                     Some(pipe) => read_capped(pipe, MAX_STDOUT_BYTES).await,
                     None => (Vec::new(), false),
+                };
+                if read.1 {
+                    // More than buddy keeps: stop the command rather than wait for it.
+                    kill_group(pgid);
                 }
+                read
             };
             let err = async move {
                 match stderr {
@@ -161,11 +242,16 @@ impl Skill for CommandSkill {
                     None => (Vec::new(), false),
                 }
             };
-            let ((), (stdout, stdout_over), (stderr, _)) = futures::join!(feed, out, err);
-            if stdout_over {
-                let _ = child.start_kill();
-            }
-            let status = child.wait().await.map_err(|e| {
+            // When the command itself ends, whatever it left running is killed, which
+            // also closes the pipes those children held open.
+            let wait = async {
+                let status = child.wait().await;
+                drop(group);
+                status
+            };
+            let (status, (), (stdout, stdout_over), (stderr, _)) =
+                futures::join!(wait, feed, out, err);
+            let status = status.map_err(|e| {
                 SkillError::Failed(format!("`{name}` could not be waited for: {e}"))
             })?;
             let mut text = String::from_utf8_lossy(&stdout).into_owned();

@@ -11,7 +11,7 @@ mod output_cap;
 mod registry;
 mod sandbox;
 
-pub use command::{CommandSkill, CommandSkillConfig};
+pub use command::{BASELINE_ENV, CommandSkill, CommandSkillConfig};
 pub use output_cap::cap_text;
 pub use registry::{RegistryError, SkillRegistry};
-pub use sandbox::{Sandbox, SandboxError};
+pub use sandbox::{Resolution, Sandbox, SandboxError};

@@ -94,7 +94,9 @@ pub async fn serve(config_path: Option<&Path>, args: ServeArgs) -> anyhow::Resul
         (Some(dir), _) | (None, Some(dir)) => dir.clone(),
         (None, None) => std::env::current_dir()?,
     };
-    let sandbox = Sandbox::new(&sandbox_dir).context("--sandbox")?;
+    let sandbox = Sandbox::new(&sandbox_dir)
+        .context("--sandbox")?
+        .read_hard_links(config.skills.read_hard_links);
     let scenarios = args
         .scenarios
         .clone()

@@ -78,7 +78,9 @@ pub fn setup(config_path: Option<&Path>, args: &TurnArgs) -> anyhow::Result<Setu
         (Some(dir), _) | (None, Some(dir)) => dir.clone(),
         (None, None) => std::env::current_dir().context("cannot read the current directory")?,
     };
-    let sandbox = Sandbox::new(&sandbox_dir).context("--sandbox")?;
+    let sandbox = Sandbox::new(&sandbox_dir)
+        .context("--sandbox")?
+        .read_hard_links(config.skills.read_hard_links);
     let (name, chosen) = choose_provider(&config, args)?;
     let (provider, registry, model, scenario): (Arc<dyn Provider>, _, String, Option<Scenario>) =
         match chosen.kind {

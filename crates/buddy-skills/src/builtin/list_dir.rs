@@ -2,7 +2,8 @@ use buddy_core::{BoxFuture, Skill, SkillContext, SkillError};
 use serde_json::{Value, json};
 
 use super::{FileLimits, failed};
-use crate::sandbox::Sandbox;
+use crate::sandbox::{RelPath, Sandbox, kind_name};
+use rustix::fs::FileType;
 
 /// Lists a directory inside the sandbox.
 pub struct ListDir {
@@ -34,27 +35,16 @@ impl Skill for ListDir {
     ) -> BoxFuture<'a, Result<String, SkillError>> {
         Box::pin(async move {
             let requested = args.get("path").and_then(Value::as_str).unwrap_or(".");
-            let path = self.sandbox.resolve(requested).map_err(failed)?;
-            let mut reader = tokio::fs::read_dir(&path)
+            let path = RelPath::parse(requested).map_err(failed)?;
+            let sandbox = self.sandbox.clone();
+            let shown = path.display();
+            let mut entries = tokio::task::spawn_blocking(move || list(&sandbox, &path))
                 .await
-                .map_err(|e| failed(format!("cannot list `{requested}`: {e}")))?;
-            let mut entries = Vec::new();
-            while let Some(entry) = reader.next_entry().await.map_err(failed)? {
-                let name = entry.file_name().to_string_lossy().into_owned();
-                let line = match entry.file_type().await {
-                    Ok(t) if t.is_dir() => format!("{name}/"),
-                    Ok(t) if t.is_symlink() => format!("{name}@"),
-                    _ => {
-                        let size = entry.metadata().await.map(|m| m.len()).unwrap_or(0);
-                        format!("{name} ({size} bytes)")
-                    }
-                };
-                entries.push(line);
-            }
+                .map_err(failed)??;
             entries.sort();
             let total = entries.len();
             if total == 0 {
-                return Ok(format!("{} is empty", self.sandbox.display(&path)));
+                return Ok(format!("{shown} is empty"));
             }
             entries.truncate(self.limits.max_entries);
             let mut out = entries.join("\n");
@@ -67,4 +57,32 @@ impl Skill for ListDir {
             Ok(out)
         })
     }
+}
+
+/// One line per entry, read through the directory's handle; nothing is followed.
+fn list(sandbox: &Sandbox, path: &RelPath) -> Result<Vec<String>, SkillError> {
+    let shown = path.display();
+    let dir = sandbox.open_dir(path, "list").map_err(failed)?;
+    let names = crate::sandbox::entries(&dir).map_err(|e| {
+        failed(format!(
+            "cannot list `{shown}`: {}",
+            std::io::Error::from(e)
+        ))
+    })?;
+    Ok(names
+        .into_iter()
+        .map(|(name, _)| {
+            let stat = sandbox.stat_in(&dir, &name);
+            let name = name.to_string_lossy().into_owned();
+            let Some(stat) = stat else {
+                return name;
+            };
+            match FileType::from_raw_mode(stat.st_mode) {
+                FileType::Directory => format!("{name}/"),
+                FileType::Symlink => format!("{name}@"),
+                FileType::RegularFile => format!("{name} ({} bytes)", stat.st_size),
+                other => format!("{name} ({})", kind_name(other)),
+            }
+        })
+        .collect())
 }

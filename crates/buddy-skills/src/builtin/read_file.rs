@@ -3,7 +3,7 @@ use serde_json::{Value, json};
 
 use super::{FileLimits, failed, looks_binary, str_arg};
 use crate::output_cap::cap_text;
-use crate::sandbox::Sandbox;
+use crate::sandbox::{RelPath, Sandbox, SandboxError};
 
 /// Reads a text file inside the sandbox, optionally a range of lines.
 pub struct ReadFile {
@@ -40,25 +40,12 @@ impl Skill for ReadFile {
     ) -> BoxFuture<'a, Result<String, SkillError>> {
         Box::pin(async move {
             let requested = str_arg(&args, "path");
-            let path = self.sandbox.resolve(requested).map_err(failed)?;
-            let meta = tokio::fs::metadata(&path)
+            let path = RelPath::parse(requested).map_err(failed)?;
+            let sandbox = self.sandbox.clone();
+            let max = self.limits.max_file_bytes;
+            let bytes = tokio::task::spawn_blocking(move || read_bounded(&sandbox, &path, max))
                 .await
-                .map_err(|e| failed(format!("cannot read `{requested}`: {e}")))?;
-            if meta.is_dir() {
-                return Err(failed(format!(
-                    "`{requested}` is a directory; use list_dir to see what it holds"
-                )));
-            }
-            if meta.len() > self.limits.max_file_bytes {
-                return Err(failed(format!(
-                    "`{requested}` is {} bytes; read_file opens files up to {} bytes",
-                    meta.len(),
-                    self.limits.max_file_bytes
-                )));
-            }
-            let bytes = tokio::fs::read(&path)
-                .await
-                .map_err(|e| failed(format!("cannot read `{requested}`: {e}")))?;
+                .map_err(failed)??;
             if looks_binary(&bytes) {
                 return Err(failed(format!(
                     "`{requested}` is a binary file ({} bytes); read_file reads text only",
@@ -89,4 +76,35 @@ impl Skill for ReadFile {
             ))
         })
     }
+}
+
+/// The whole file, opened by handle and read up to `max` bytes (a file that grows past
+/// `max` while it is read is refused like one that was already too large).
+fn read_bounded(sandbox: &Sandbox, path: &RelPath, max: u64) -> Result<Vec<u8>, SkillError> {
+    use std::io::Read;
+    let shown = path.display();
+    let opened = sandbox.open_read(path, "read").map_err(|e| match e {
+        SandboxError::IsDirectory(_) => failed(format!(
+            "`{shown}` is a directory; use list_dir to see what it holds"
+        )),
+        other => failed(other),
+    })?;
+    let too_large = |len: u64| {
+        failed(format!(
+            "`{shown}` is {len} bytes; read_file opens files up to {max} bytes"
+        ))
+    };
+    if opened.len > max {
+        return Err(too_large(opened.len));
+    }
+    let mut bytes = Vec::new();
+    opened
+        .file
+        .take(max.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| failed(format!("cannot read `{shown}`: {e}")))?;
+    if bytes.len() as u64 > max {
+        return Err(too_large(bytes.len() as u64));
+    }
+    Ok(bytes)
 }

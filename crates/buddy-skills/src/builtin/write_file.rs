@@ -1,9 +1,8 @@
 use buddy_core::{BoxFuture, RepeatSemantics, Skill, SkillContext, SkillError};
 use serde_json::{Value, json};
-use tokio::io::AsyncWriteExt;
 
 use super::{FileLimits, failed, str_arg};
-use crate::sandbox::Sandbox;
+use crate::sandbox::{RelPath, Sandbox, SandboxError};
 
 /// Writes (or appends to) a text file inside the sandbox, creating parent directories.
 pub struct WriteFile {
@@ -53,39 +52,36 @@ impl Skill for WriteFile {
                     self.limits.max_write_bytes
                 )));
             }
-            let path = self.sandbox.resolve(requested).map_err(failed)?;
-            if path == self.sandbox.root()
-                || tokio::fs::metadata(&path).await.is_ok_and(|m| m.is_dir())
-            {
-                return Err(failed(format!(
-                    "`{requested}` is a directory; give a file path"
-                )));
-            }
-            if let Some(parent) = path.parent() {
-                tokio::fs::create_dir_all(parent).await.map_err(|e| {
-                    failed(format!(
-                        "cannot create the directory for `{requested}`: {e}"
-                    ))
-                })?;
-            }
-            let mut file = tokio::fs::OpenOptions::new()
-                .create(true)
-                .write(true)
-                .append(append)
-                .truncate(!append)
-                .open(&path)
+            let path = RelPath::parse(requested).map_err(failed)?;
+            let sandbox = self.sandbox.clone();
+            let bytes = content.as_bytes().to_vec();
+            let shown = path.display();
+            tokio::task::spawn_blocking(move || write(&sandbox, &path, &bytes, append))
                 .await
-                .map_err(|e| failed(format!("cannot open `{requested}` for writing: {e}")))?;
-            file.write_all(content.as_bytes())
-                .await
-                .map_err(|e| failed(format!("cannot write `{requested}`: {e}")))?;
-            file.flush().await.map_err(failed)?;
+                .map_err(failed)??;
             let verb = if append { "appended" } else { "wrote" };
-            Ok(format!(
-                "{verb} {} bytes to {}",
-                content.len(),
-                self.sandbox.display(&path)
-            ))
+            Ok(format!("{verb} {} bytes to {shown}", content.len()))
         })
     }
+}
+
+/// Opens the file by handle beneath the root (refusing special and hard-linked files
+/// before anything is changed), then truncates unless appending, and writes.
+fn write(sandbox: &Sandbox, path: &RelPath, bytes: &[u8], append: bool) -> Result<(), SkillError> {
+    use std::io::Write;
+    let shown = path.display();
+    let opened = sandbox.open_write(path, append).map_err(|e| match e {
+        SandboxError::IsDirectory(_) => {
+            failed(format!("`{shown}` is a directory; give a file path"))
+        }
+        other => failed(other),
+    })?;
+    let mut file = opened.file;
+    if !append {
+        file.set_len(0)
+            .map_err(|e| failed(format!("cannot truncate `{shown}`: {e}")))?;
+    }
+    file.write_all(bytes)
+        .map_err(|e| failed(format!("cannot write `{shown}`: {e}")))?;
+    Ok(())
 }

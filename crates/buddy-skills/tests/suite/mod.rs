@@ -2,7 +2,9 @@
 
 mod command;
 mod files;
+mod races;
 mod registry;
+mod special;
 
 use std::sync::Arc;
 
