@@ -45,7 +45,7 @@ pub struct BackendBuildError(String);
 
 impl ConfiguredBackend {
     /// Builds every configured provider (keys from `env`) and loads the scenarios in
-    /// `scenarios_dir` (plus the built-in offline assistant).
+    /// `scenarios_dir` on top of the built-in ones (embedded in the binary).
     pub fn new(
         config: &BuddyConfig,
         sandbox: Sandbox,
@@ -73,6 +73,10 @@ impl ConfiguredBackend {
             scripted.insert(scenario.name.clone(), ScriptedModel { scenario, provider });
         };
         add(Scenario::parse(DEFAULT_SCENARIO, "built-in offline_assistant").map_err(|e| err(&e))?);
+        for (file, text) in crate::BUILTIN_SCENARIOS {
+            add(Scenario::parse(text, &format!("built-in {file}")).map_err(|e| err(&e))?);
+        }
+        // A scenarios directory adds its own and replaces built-ins of the same name.
         if let Some(dir) = scenarios_dir.filter(|d| d.is_dir()) {
             for file in scenario_files(dir).map_err(|e| err(&e))? {
                 add(Scenario::load(&file).map_err(|e| err(&e))?);

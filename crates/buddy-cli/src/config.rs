@@ -57,6 +57,33 @@ pub struct ServerConfig {
     pub max_body_bytes: usize,
     pub max_concurrent_turns_per_key: usize,
     pub shutdown_grace_secs: f64,
+    /// Named keys (`[[server.keys]]`), beside the unnamed ones of `api_keys_env`.
+    pub keys: Vec<KeyConfig>,
+    /// Whether a request's policy may switch loop detection off.
+    pub allow_loop_detection_off: bool,
+    /// Connections served at once.
+    pub max_connections: usize,
+    /// Seconds a client has to send a request's headers (also the keep-alive idle limit).
+    pub header_timeout_secs: f64,
+    /// Seconds a client has to send a request's body.
+    pub body_timeout_secs: f64,
+}
+
+/// One `[[server.keys]]` entry: a named API key, given by the environment variable that
+/// holds it or by its SHA-256, never written into buddy.toml itself.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeyConfig {
+    pub name: String,
+    /// Environment variable holding the key.
+    #[serde(default)]
+    pub key_env: Option<String>,
+    /// Hex SHA-256 of the key (`printf %s "$KEY" | sha256sum`).
+    #[serde(default)]
+    pub key_sha256: Option<String>,
+    /// May list, read and delete every conversation.
+    #[serde(default)]
+    pub admin: bool,
 }
 
 impl Default for ServerConfig {
@@ -68,6 +95,11 @@ impl Default for ServerConfig {
             max_body_bytes: 1024 * 1024,
             max_concurrent_turns_per_key: 8,
             shutdown_grace_secs: 30.0,
+            keys: Vec::new(),
+            allow_loop_detection_off: false,
+            max_connections: 1024,
+            header_timeout_secs: 10.0,
+            body_timeout_secs: 30.0,
         }
     }
 }

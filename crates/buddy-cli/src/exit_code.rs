@@ -7,7 +7,7 @@ use buddy_core::StopReason;
 /// | code | meaning |
 /// |---|---|
 /// | 0 | completed, finish_tool, client_tool_calls |
-/// | 1 | provider_error, skill_failed, invalid_request |
+/// | 1 | provider_error, skill_failed, invalid_request, store_error |
 /// | 2 | bad command line or config (from clap / buddy itself) |
 /// | 3 | a limit: max_model_calls, max_tool_calls, tools_exhausted, token_budget, deadline |
 /// | 4 | loop_detected |
@@ -19,7 +19,10 @@ use buddy_core::StopReason;
 pub fn exit_code(reason: StopReason) -> u8 {
     match reason {
         StopReason::Completed | StopReason::FinishTool | StopReason::ClientToolCalls => 0,
-        StopReason::ProviderError | StopReason::SkillFailed | StopReason::InvalidRequest => 1,
+        StopReason::ProviderError
+        | StopReason::SkillFailed
+        | StopReason::InvalidRequest
+        | StopReason::StoreError => 1,
         StopReason::MaxModelCalls
         | StopReason::MaxToolCalls
         | StopReason::ToolsExhausted

@@ -18,3 +18,5 @@ pub fn install_crypto() {
 
 /// The built-in offline scenario `buddy run` and `buddy chat` use without `--scenario`.
 pub const DEFAULT_SCENARIO: &str = include_str!("../../../scenarios/offline_assistant.json");
+
+include!(concat!(env!("OUT_DIR"), "/builtin_scenarios.rs"));

@@ -15,7 +15,8 @@ pub use event::{ChatEvent, Evidence, GuardAction, GuardKind};
 pub use message::{Message, ToolCall, ToolSpec};
 pub use provider::{Completion, CompletionRequest, Provider, ProviderError, ToolChoice};
 pub use skill::{
-    MessageSink, RepeatSemantics, Skill, SkillContext, SkillError, ToolOutcome, Toolbox,
+    MessageSink, RecordError, RepeatSemantics, Skill, SkillContext, SkillError, ToolOutcome,
+    Toolbox,
 };
 pub use stop::{StopReason, TurnStats};
 pub use token::{FinishReason, Token, TokenStream, Usage};

@@ -149,9 +149,15 @@ pub trait Toolbox: Send + Sync {
 
 /// Receives every message the moment it joins a conversation, so a store can keep it.
 pub trait MessageSink: Send + Sync {
-    /// Records `message`; the engine waits for it before going on.
-    fn record<'a>(&'a self, message: &'a Message) -> BoxFuture<'a, ()>;
+    /// Records `message`; the engine waits for it before going on. An error ends the
+    /// turn with `store_error`: a turn whose messages are not kept must not go on.
+    fn record<'a>(&'a self, message: &'a Message) -> BoxFuture<'a, Result<(), RecordError>>;
 }
+
+/// Messages of a turn could not be kept; the message says what failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct RecordError(pub String);
 
 impl<T: Toolbox + ?Sized> Toolbox for Arc<T> {
     fn specs(&self) -> &[ToolSpec] {

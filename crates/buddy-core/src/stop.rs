@@ -38,6 +38,8 @@ pub enum StopReason {
     RepetitiveOutput,
     /// The model gave no answer text; buddy's answer quotes the tool results instead.
     NoAnswer,
+    /// The turn's messages could not be stored; it was stopped rather than run unrecorded.
+    StoreError,
 }
 
 impl StopReason {
@@ -61,6 +63,7 @@ impl StopReason {
             StopReason::InvalidRequest => "invalid_request",
             StopReason::RepetitiveOutput => "repetitive_output",
             StopReason::NoAnswer => "no_answer",
+            StopReason::StoreError => "store_error",
         }
     }
 

@@ -9,6 +9,7 @@
 //! [`ChatEvent`]: buddy_core::ChatEvent
 //! [`StopReason`]: buddy_core::StopReason
 
+mod ceiling;
 pub mod context;
 mod emitter;
 mod engine;
@@ -21,6 +22,7 @@ mod policy;
 mod tool_round;
 mod turn;
 
+pub use ceiling::Raised;
 pub use engine::{Engine, TurnOutcome, TurnRequest};
 pub use glob::glob_match;
 pub use history_check::{HistoryError, check_history};

@@ -129,6 +129,8 @@ pub(crate) struct Turn<'e> {
     /// The user's new message, added (and recorded) when the turn starts running.
     pending_user: Option<String>,
     recorder: Option<Arc<dyn MessageSink>>,
+    /// The first message the recorder could not keep: the turn stops at the next step.
+    record_failed: Option<String>,
 }
 
 impl<'e> Turn<'e> {
@@ -182,6 +184,7 @@ impl<'e> Turn<'e> {
             tools_offered_now: false,
             pending_user: request.user_message,
             recorder: request.recorder,
+            record_failed: None,
         };
         for message in &turn.history {
             match message {
@@ -217,6 +220,9 @@ impl<'e> Turn<'e> {
         loop {
             if self.cancel.is_cancelled() {
                 return self.finish_cancelled().await;
+            }
+            if let Some(outcome) = self.stop_if_unrecorded().await {
+                return outcome;
             }
             if pending.is_none() {
                 pending = self.limit_cause();
@@ -797,10 +803,15 @@ impl<'e> Turn<'e> {
             .await;
     }
 
-    /// Appends a message to the history and records it (waiting until it is kept).
+    /// Appends a message to the history and records it (waiting until it is kept). After
+    /// a failed record nothing more is recorded, so what is kept is a prefix of the turn.
     pub(crate) async fn push(&mut self, message: Message) {
-        if let Some(recorder) = &self.recorder {
-            recorder.record(&message).await;
+        if let Some(recorder) = &self.recorder
+            && self.record_failed.is_none()
+            && let Err(e) = recorder.record(&message).await
+        {
+            warn!(error = %e, "a message of the turn could not be recorded; the turn stops");
+            self.record_failed = Some(e.to_string());
         }
         let tokens = self.counter.message(&message);
         match &message {
@@ -867,6 +878,9 @@ impl<'e> Turn<'e> {
             (reason, text)
         };
         self.push(Message::assistant(answer.clone())).await;
+        if let Some(outcome) = self.stop_if_unrecorded().await {
+            return outcome;
+        }
         self.stats.elapsed_ms = self.elapsed_ms();
         debug!(%reason, stats = ?self.stats, "turn done");
         self.events
@@ -877,6 +891,17 @@ impl<'e> Turn<'e> {
             })
             .await;
         self.outcome(reason, Some(answer), None)
+    }
+
+    /// Ends with `store_error` once a message could not be recorded: a turn whose
+    /// messages are not kept does not go on calling the model.
+    pub(crate) async fn stop_if_unrecorded(&mut self) -> Option<TurnOutcome> {
+        let failure = self.record_failed.take()?;
+        let message = format!(
+            "the conversation could not be stored ({failure}); the turn was stopped and its \
+             unstored messages dropped. Check the server's store, then send the message again"
+        );
+        Some(self.finish_error(StopReason::StoreError, message).await)
     }
 
     /// Ends with `Error`.

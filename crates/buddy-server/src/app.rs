@@ -6,6 +6,7 @@ use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use axum::{Json, Router, middleware};
 use serde_json::json;
+use tower_http::timeout::RequestBodyTimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::error::AppError;
@@ -15,6 +16,7 @@ use crate::{auth, chat, conversations, metrics, openai};
 /// Every route of the server, over `state`. Tests drive it with `oneshot`, no socket needed.
 pub fn app(state: AppState) -> Router {
     let limit = state.inner.settings.max_body_bytes;
+    let body_timeout = state.inner.settings.body_timeout;
     let protected = Router::new()
         .route("/v1/chat", post(chat::chat))
         .route("/v1/chat/completions", post(openai::completions))
@@ -36,6 +38,8 @@ pub fn app(state: AppState) -> Router {
             AppError::NotFound("no such endpoint; see the README for the API".into())
         })
         .layer(DefaultBodyLimit::max(limit))
+        // A client that trickles its body is cut off; its handler answers 408.
+        .layer(RequestBodyTimeoutLayer::new(body_timeout))
         .layer(TraceLayer::new_for_http())
         .with_state(state)
 }

@@ -5,7 +5,7 @@ use std::convert::Infallible;
 use axum::Extension;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::extract::rejection::BytesRejection;
+use axum::extract::rejection::{BytesRejection, FailedToBufferBody};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use buddy_engine::PolicyPatch;
@@ -14,6 +14,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::auth::Caller;
+use crate::conversations::owned_conversation;
 use crate::error::AppError;
 use crate::state::AppState;
 use crate::turns::{CancelOnDrop, Conversation, start_turn};
@@ -35,8 +36,12 @@ pub(crate) fn parse_body<T: serde::de::DeserializeOwned>(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<T, AppError> {
     let bytes = body.map_err(|e| match e {
-        BytesRejection::FailedToBufferBody(_) => {
+        BytesRejection::FailedToBufferBody(FailedToBufferBody::LengthLimitError(_)) => {
             AppError::TooLarge(state.inner.settings.max_body_bytes)
+        }
+        // The body timed out (or the connection broke while it was read).
+        BytesRejection::FailedToBufferBody(_) => {
+            AppError::BodyTimeout(state.inner.settings.body_timeout)
         }
         other => AppError::BadRequest(other.body_text()),
     })?;
@@ -62,14 +67,22 @@ pub(crate) async fn chat(
         }
         None => PolicyPatch::default(),
     };
+    // A continued conversation keeps its model unless the request names another.
+    let mut model = body.model;
+    if let Some(id) = &body.conversation_id {
+        let info = owned_conversation(&state, &caller, id).await?;
+        if model.is_none() && body.provider.is_none() {
+            model = info.last_model;
+        }
+    }
     let resolved = state
         .inner
         .backend
-        .resolve(body.provider.as_deref(), body.model.as_deref())
+        .resolve(body.provider.as_deref(), model.as_deref())
         .map_err(|e| AppError::BadRequest(e.to_string()))?;
     let turn = start_turn(
         &state,
-        &caller.0,
+        &caller,
         Conversation::Stored(body.conversation_id),
         Some(body.message),
         resolved,

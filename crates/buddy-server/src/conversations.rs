@@ -1,22 +1,45 @@
-//! Conversations: list, read, delete.
+//! Conversations: list, read, delete — each key sees only its own (an admin key, all).
 
-use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
+use axum::{Extension, Json};
+use buddy_store::ConversationInfo;
 use serde_json::{Value, json};
 
+use crate::auth::Caller;
 use crate::error::AppError;
 use crate::state::AppState;
 
-pub(crate) async fn list(State(state): State<AppState>) -> Result<Json<Value>, AppError> {
-    let conversations = state.inner.store.list_conversations().await?;
+/// The conversation if `caller` may use it. Another key's conversation is answered
+/// exactly like one that does not exist, so ids cannot be probed.
+pub(crate) async fn owned_conversation(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+) -> Result<ConversationInfo, AppError> {
+    match state.inner.store.conversation_info(id).await? {
+        Some(info) if caller.may_use(&info.owner) => Ok(info),
+        _ => Err(AppError::NotFound(format!(
+            "conversation `{id}` does not exist"
+        ))),
+    }
+}
+
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+) -> Result<Json<Value>, AppError> {
+    let owner = (!caller.admin).then_some(caller.owner.as_str());
+    let conversations = state.inner.store.list_conversations(owner).await?;
     Ok(Json(json!({"object": "list", "data": conversations})))
 }
 
 pub(crate) async fn get(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, AppError> {
+    owned_conversation(&state, &caller, &id).await?;
     match state.inner.store.get_conversation(&id).await? {
         Some(detail) => Ok(Json(
             serde_json::to_value(detail).map_err(|e| AppError::Internal(e.to_string()))?,
@@ -29,8 +52,20 @@ pub(crate) async fn get(
 
 pub(crate) async fn delete(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> Result<StatusCode, AppError> {
+    owned_conversation(&state, &caller, &id).await?;
+    if state
+        .inner
+        .busy
+        .lock()
+        .is_ok_and(|busy| busy.contains_key(&id))
+    {
+        return Err(AppError::Conflict(format!(
+            "conversation `{id}` has a turn running; delete it once the turn has ended"
+        )));
+    }
     if state.inner.store.delete_conversation(&id).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {

@@ -18,8 +18,12 @@ pub enum AppError {
     NotFound(String),
     #[error("the request body is larger than {0} bytes")]
     TooLarge(usize),
+    #[error("the request body did not arrive within {} s; send it at once", .0.as_secs_f64())]
+    BodyTimeout(std::time::Duration),
     #[error("{0}")]
     TooManyTurns(String),
+    #[error("{0}")]
+    Conflict(String),
     #[error("the server is shutting down; retry against another instance or later")]
     ShuttingDown,
     #[error("internal error; the server log has the details")]
@@ -36,7 +40,9 @@ impl AppError {
             AppError::Unauthorized => StatusCode::UNAUTHORIZED,
             AppError::NotFound(_) => StatusCode::NOT_FOUND,
             AppError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            AppError::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             AppError::TooManyTurns(_) => StatusCode::TOO_MANY_REQUESTS,
+            AppError::Conflict(_) => StatusCode::CONFLICT,
             AppError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
             AppError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             AppError::TurnFailed { reason, .. } => match reason {
@@ -44,7 +50,9 @@ impl AppError {
                 StopReason::InvalidRequest | StopReason::ContextOverflow => StatusCode::BAD_REQUEST,
                 // The model server failed (after buddy's own retries).
                 StopReason::ProviderError => StatusCode::BAD_GATEWAY,
-                StopReason::SkillFailed => StatusCode::INTERNAL_SERVER_ERROR,
+                StopReason::SkillFailed | StopReason::StoreError => {
+                    StatusCode::INTERNAL_SERVER_ERROR
+                }
                 // A limit or loop guard with on_limit = "error": the same request hits it again.
                 _ => StatusCode::UNPROCESSABLE_ENTITY,
             },
@@ -55,15 +63,21 @@ impl AppError {
     /// shutting down). A failed turn already ran its model calls, and buddy already
     /// retried the model server; sending it again would run the whole turn again.
     pub fn retryable(&self) -> bool {
-        matches!(self, AppError::TooManyTurns(_) | AppError::ShuttingDown)
+        matches!(
+            self,
+            AppError::TooManyTurns(_) | AppError::ShuttingDown | AppError::Conflict(_)
+        )
     }
 
     fn kind(&self) -> &'static str {
         match self {
-            AppError::BadRequest(_) | AppError::TooLarge(_) => "invalid_request_error",
+            AppError::BadRequest(_) | AppError::TooLarge(_) | AppError::BodyTimeout(_) => {
+                "invalid_request_error"
+            }
             AppError::Unauthorized => "authentication_error",
             AppError::NotFound(_) => "not_found_error",
             AppError::TooManyTurns(_) => "rate_limit_error",
+            AppError::Conflict(_) => "conflict_error",
             AppError::ShuttingDown => "unavailable",
             AppError::Internal(_) => "server_error",
             AppError::TurnFailed {

@@ -22,6 +22,7 @@ mod state;
 mod turns;
 
 pub use app::app;
+pub use auth::{ApiKey, BadKeyHash};
 pub use backend::{Backend, BackendError, Resolved};
 pub use error::AppError;
 pub use serve::{ServeError, serve};

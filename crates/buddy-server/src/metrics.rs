@@ -54,8 +54,11 @@ pub(crate) fn observe_event(event: &ChatEvent, provider: &str) {
 }
 
 /// Records a finished turn.
-pub(crate) fn observe_turn(reason: StopReason, stats: &TurnStats, provider: &str) {
+pub(crate) fn observe_turn(reason: StopReason, stats: &TurnStats, provider: &str, key: &str) {
     metrics::counter!("buddy_turns_total", "stop_reason" => reason.as_str()).increment(1);
+    metrics::counter!("buddy_key_turns_total", "key" => key.to_owned()).increment(1);
+    metrics::counter!("buddy_key_tokens_total", "key" => key.to_owned())
+        .increment(stats.input_tokens + stats.output_tokens);
     metrics::histogram!("buddy_model_calls_per_turn").record(f64::from(stats.model_calls));
     metrics::histogram!("buddy_tool_calls_per_turn").record(f64::from(stats.tool_calls));
     metrics::histogram!("buddy_turn_duration_seconds", "provider" => provider.to_owned())

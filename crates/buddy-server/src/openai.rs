@@ -118,7 +118,7 @@ pub(crate) async fn completions(
     let model = body.model.unwrap_or_else(|| resolved.model.clone());
     let turn = start_turn(
         &state,
-        &caller.0,
+        &caller,
         Conversation::Ephemeral(history),
         None,
         resolved,

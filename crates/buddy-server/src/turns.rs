@@ -1,35 +1,94 @@
 //! Starting a turn for an endpoint: quota, conversation, policy, recording, metrics.
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 
-use buddy_core::{BoxFuture, ChatEvent, Message, MessageSink};
+use buddy_core::{BoxFuture, ChatEvent, Message, MessageSink, RecordError, StopReason};
 use buddy_engine::{Engine, PolicyPatch, TurnRequest};
 use buddy_store::{Store, new_id};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::auth::Caller;
 use crate::backend::Resolved;
 use crate::error::AppError;
 use crate::metrics::{TimedProvider, observe_event, observe_turn};
 use crate::state::AppState;
 
-/// Writes every message of a turn to the store as it is produced.
+/// Writes a turn's messages to the store. An assistant message that calls tools is
+/// written at once (so a crash mid-tool still shows what was running); the results of
+/// its calls are kept back until all are in, then written together in one transaction.
+/// A failed write is reported to the engine, which stops the turn and writes nothing
+/// more, so the store holds whole rounds, or a last call message with no results at
+/// all — which the next turn answers as interrupted before going on.
 struct StoreSink {
     store: Arc<dyn Store>,
     conversation: String,
     turn: String,
+    pending: Mutex<Round>,
+}
+
+/// Messages waiting for their round to be complete.
+#[derive(Default)]
+struct Round {
+    messages: Vec<Message>,
+    open_calls: HashSet<String>,
+}
+
+impl StoreSink {
+    async fn write(&self, batch: Vec<Message>) -> Result<(), RecordError> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.store
+            .append_messages(&self.conversation, &self.turn, &batch)
+            .await
+            .map_err(|e| {
+                tracing::error!(conversation = %self.conversation, turn = %self.turn, error = %e, "messages not stored");
+                RecordError(e.to_string())
+            })
+    }
+
+    /// Writes whatever is still kept back (a turn that ended mid-round).
+    async fn flush(&self) -> Result<(), RecordError> {
+        let batch = match self.pending.lock() {
+            Ok(mut round) => std::mem::take(&mut round.messages),
+            Err(_) => return Err(RecordError("the message buffer is poisoned".into())),
+        };
+        self.write(batch).await
+    }
 }
 
 impl MessageSink for StoreSink {
-    fn record<'a>(&'a self, message: &'a Message) -> BoxFuture<'a, ()> {
+    fn record<'a>(&'a self, message: &'a Message) -> BoxFuture<'a, Result<(), RecordError>> {
         Box::pin(async move {
-            if let Err(e) = self
-                .store
-                .append_message(&self.conversation, &self.turn, message)
-                .await
-            {
-                tracing::error!(conversation = %self.conversation, turn = %self.turn, error = %e, "message not stored");
-            }
+            let batch = {
+                let mut round = self
+                    .pending
+                    .lock()
+                    .map_err(|_| RecordError("the message buffer is poisoned".into()))?;
+                round.messages.push(message.clone());
+                match message {
+                    Message::Assistant { tool_calls, .. } if !tool_calls.is_empty() => {
+                        round
+                            .open_calls
+                            .extend(tool_calls.iter().map(|c| c.id.clone()));
+                        // The call message goes out now; its results will follow together.
+                        std::mem::take(&mut round.messages)
+                    }
+                    Message::Tool { tool_call_id, .. } => {
+                        round.open_calls.remove(tool_call_id);
+                        if round.open_calls.is_empty() {
+                            std::mem::take(&mut round.messages)
+                        } else {
+                            Vec::new()
+                        }
+                    }
+                    _ if round.open_calls.is_empty() => std::mem::take(&mut round.messages),
+                    _ => Vec::new(),
+                }
+            };
+            self.write(batch).await
         })
     }
 }
@@ -55,32 +114,58 @@ pub(crate) struct StartedTurn {
 /// Room between the engine and a slow client before the engine waits.
 const EVENT_BUFFER: usize = 256;
 
+/// The policy of a turn: the operator's for this model, lowered (never raised) by the
+/// request's own.
+fn turn_policy(
+    state: &AppState,
+    resolved: &Resolved,
+    request_policy: &PolicyPatch,
+) -> Result<buddy_engine::LoopPolicy, AppError> {
+    let policies = &state.inner.policy;
+    let bad = |e: buddy_engine::PolicyError| AppError::BadRequest(e.to_string());
+    let ceiling = policies
+        .resolve(&resolved.model, &[&resolved.policy])
+        .map_err(bad)?;
+    let asked = policies
+        .resolve(&resolved.model, &[&resolved.policy, request_policy])
+        .map_err(bad)?;
+    let raised = asked.raised_above(&ceiling, state.inner.settings.allow_loop_detection_off);
+    if !raised.is_empty() {
+        let list: Vec<String> = raised.iter().map(ToString::to_string).collect();
+        return Err(AppError::BadRequest(format!(
+            "the request's policy asks for more than this server allows: {}. A request may \
+             only lower limits; the operator sets them in buddy.toml",
+            list.join("; ")
+        )));
+    }
+    Ok(asked)
+}
+
 /// Starts a turn on its own task. The turn is recorded (stop reason and stats) however
-/// it ends, even when the client leaves.
+/// it ends, even when the client leaves; its terminal event goes out only once the
+/// turn is stored, and says `store_error` when it could not be.
 pub(crate) async fn start_turn(
     state: &AppState,
-    caller: &str,
+    caller: &Caller,
     conversation: Conversation,
     user_message: Option<String>,
     resolved: Resolved,
     request_policy: &PolicyPatch,
 ) -> Result<StartedTurn, AppError> {
-    let policy = state
-        .inner
-        .policy
-        .resolve(&resolved.model, &[&resolved.policy, request_policy])
-        .map_err(|e| AppError::BadRequest(e.to_string()))?;
-    let slot = state.take_slot(caller)?;
+    let policy = turn_policy(state, &resolved, request_policy)?;
+    let slot = state.take_slot(&caller.owner)?;
     let store = Arc::clone(&state.inner.store);
     let turn_id = new_id("turn");
-    let (conversation_id, history) = match conversation {
-        Conversation::Ephemeral(history) => (None, history),
+    let (conversation_id, history, lock) = match conversation {
+        Conversation::Ephemeral(history) => (None, history, None),
         Conversation::Stored(Some(id)) => {
+            let lock = state.lock_conversation(&id, &turn_id)?;
             let history = store.load_messages(&id).await?;
-            (Some(id), history)
+            (Some(id), history, Some(lock))
         }
         Conversation::Stored(None) => {
-            let id = store.create_conversation().await?;
+            let id = store.create_conversation(&caller.owner).await?;
+            let lock = state.lock_conversation(&id, &turn_id)?;
             if let Some(system) = &resolved.system {
                 store
                     .append_message(&id, &turn_id, &Message::system(system.clone()))
@@ -89,6 +174,7 @@ pub(crate) async fn start_turn(
             (
                 Some(id),
                 resolved.system.iter().map(Message::system).collect(),
+                Some(lock),
             )
         }
     };
@@ -101,12 +187,16 @@ pub(crate) async fn start_turn(
         .with_policy(policy)
         .with_cancel(cancel.clone());
     request.user_message = user_message;
-    if let Some(id) = &conversation_id {
-        request = request.with_recorder(Arc::new(StoreSink {
+    let sink = conversation_id.as_ref().map(|id| {
+        Arc::new(StoreSink {
             store: Arc::clone(&store),
             conversation: id.clone(),
             turn: turn_id.clone(),
-        }));
+            pending: Mutex::default(),
+        })
+    });
+    if let Some(sink) = &sink {
+        request = request.with_recorder(Arc::clone(sink) as Arc<dyn MessageSink>);
     }
     let provider_name = resolved.provider.name().to_owned();
     let engine = Engine::new(
@@ -116,27 +206,56 @@ pub(crate) async fn start_turn(
         resolved.toolbox,
     );
     let (tx, rx) = mpsc::channel(EVENT_BUFFER);
-    let (recorded_turn, recorded_conversation) = (turn_id.clone(), conversation_id.clone());
+    let recorded_turn = turn_id.clone();
+    let key_name = caller.name.clone();
     state.inner.turns.spawn(async move {
-        let _slot = slot;
+        let (slot, lock) = (slot, lock);
         let (inner_tx, mut inner_rx) = mpsc::channel(EVENT_BUFFER);
         let forward = async {
+            let mut terminal = None;
             while let Some(event) = inner_rx.recv().await {
                 observe_event(&event, &provider_name);
+                if event.is_terminal() {
+                    terminal = Some(event);
+                    continue;
+                }
                 // A client that left stops receiving; the turn itself was cancelled.
                 let _ = tx.send(event).await;
             }
+            terminal
         };
-        let (outcome, ()) = tokio::join!(engine.run(request, inner_tx), forward);
-        observe_turn(outcome.reason, &outcome.stats, &provider_name);
-        tracing::info!(turn = %recorded_turn, conversation = ?recorded_conversation, reason = %outcome.reason,
-            model_calls = outcome.stats.model_calls, tool_calls = outcome.stats.tool_calls, "turn ended");
-        if recorded_conversation.is_some()
-            && let Err(e) = store
-                .finish_turn(&recorded_turn, outcome.reason, &outcome.stats, outcome.error.as_deref())
-                .await
-        {
-            tracing::error!(turn = %recorded_turn, error = %e, "turn end not stored");
+        let (outcome, terminal) = tokio::join!(engine.run(request, inner_tx), forward);
+        let mut reason = outcome.reason;
+        let mut terminal = terminal;
+        if let Some(sink) = &sink {
+            let stored = match sink.flush().await {
+                Ok(()) => store
+                    .finish_turn(&recorded_turn, reason, &outcome.stats, outcome.error.as_deref())
+                    .await
+                    .map_err(|e| RecordError(e.to_string())),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = stored {
+                tracing::error!(turn = %recorded_turn, error = %e, "turn end not stored");
+                reason = StopReason::StoreError;
+                terminal = Some(ChatEvent::Error {
+                    reason,
+                    message: format!(
+                        "the turn ran but could not be stored ({e}); the conversation may lack \
+                         its last messages. Check the server's store"
+                    ),
+                    stats: outcome.stats,
+                });
+            }
+        }
+        observe_turn(reason, &outcome.stats, &provider_name, &key_name);
+        tracing::info!(turn = %recorded_turn, conversation = ?sink.as_ref().map(|s| &s.conversation), key = %key_name,
+            reason = %reason, model_calls = outcome.stats.model_calls, tool_calls = outcome.stats.tool_calls, "turn ended");
+        // Free the conversation and the key's slot before the client hears the turn
+        // ended, so that its next message is never refused as concurrent.
+        drop((lock, slot));
+        if let Some(terminal) = terminal {
+            let _ = tx.send(terminal).await;
         }
     });
     Ok(StartedTurn {

@@ -6,4 +6,7 @@ mod sqlite;
 mod store;
 
 pub use sqlite::SqliteStore;
-pub use store::{ConversationDetail, ConversationSummary, Store, StoreError, TurnRecord, new_id};
+pub use store::{
+    ConversationDetail, ConversationInfo, ConversationSummary, Store, StoreError, TurnRecord,
+    new_id,
+};

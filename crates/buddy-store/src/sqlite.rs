@@ -8,11 +8,13 @@ use buddy_core::{BoxFuture, Message, StopReason, TurnStats};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::store::{
-    ConversationDetail, ConversationSummary, Store, StoreError, TurnRecord, new_id,
+    ConversationDetail, ConversationInfo, ConversationSummary, Store, StoreError, TurnRecord,
+    new_id,
 };
 
 /// Schema migrations, applied in order; `PRAGMA user_version` records how many ran.
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE conversations (
     id TEXT PRIMARY KEY,
     created_at_ms INTEGER NOT NULL,
@@ -38,7 +40,12 @@ CREATE TABLE turns (
     error TEXT
 );
 CREATE INDEX turns_by_conversation ON turns(conversation_id, started_at_ms);
-"#];
+"#,
+    r#"
+ALTER TABLE conversations ADD COLUMN owner TEXT NOT NULL DEFAULT 'anonymous';
+CREATE INDEX conversations_by_owner ON conversations(owner, updated_at_ms);
+"#,
+];
 
 /// A job for the store's thread.
 type Job = Box<dyn FnOnce(&mut Connection) + Send>;
@@ -177,16 +184,43 @@ fn exists(conn: &Connection, id: &str) -> Result<bool, StoreError> {
 }
 
 impl Store for SqliteStore {
-    fn create_conversation(&self) -> BoxFuture<'_, Result<String, StoreError>> {
-        self.run(|conn| {
+    fn create_conversation<'a>(
+        &'a self,
+        owner: &'a str,
+    ) -> BoxFuture<'a, Result<String, StoreError>> {
+        let owner = owner.to_owned();
+        self.run(move |conn| {
             let id = new_id("conv");
             let now = now_ms();
             conn.execute(
-                "INSERT INTO conversations (id, created_at_ms, updated_at_ms) VALUES (?1, ?2, ?2)",
-                params![id, now],
+                "INSERT INTO conversations (id, created_at_ms, updated_at_ms, owner) VALUES (?1, ?2, ?2, ?3)",
+                params![id, now, owner],
             )
             .map_err(backend)?;
             Ok(id)
+        })
+    }
+
+    fn conversation_info<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<ConversationInfo>, StoreError>> {
+        let id = id.to_owned();
+        self.run(move |conn| {
+            conn.query_row(
+                "SELECT owner,
+                    (SELECT model FROM turns t WHERE t.conversation_id = c.id ORDER BY started_at_ms DESC, rowid DESC LIMIT 1)
+                 FROM conversations c WHERE id = ?1",
+                params![id],
+                |r| {
+                    Ok(ConversationInfo {
+                        owner: r.get(0)?,
+                        last_model: r.get(1)?,
+                    })
+                },
+            )
+            .optional()
+            .map_err(backend)
         })
     }
 
@@ -200,17 +234,19 @@ impl Store for SqliteStore {
         })
     }
 
-    fn append_message<'a>(
+    fn append_messages<'a>(
         &'a self,
         id: &'a str,
         turn_id: &'a str,
-        message: &'a Message,
+        messages: &'a [Message],
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         let (id, turn_id) = (id.to_owned(), turn_id.to_owned());
-        let role = role(message);
-        let body = serde_json::to_string(message);
+        let rows: Result<Vec<(&'static str, String)>, _> = messages
+            .iter()
+            .map(|m| serde_json::to_string(m).map(|body| (role(m), body)))
+            .collect();
         self.run(move |conn| {
-            let body = body.map_err(|e| StoreError::Backend(e.to_string()))?;
+            let rows = rows.map_err(|e| StoreError::Backend(e.to_string()))?;
             let now = now_ms();
             let tx = conn.transaction().map_err(backend)?;
             let updated = tx
@@ -219,12 +255,19 @@ impl Store for SqliteStore {
             if updated == 0 {
                 return Err(StoreError::NotFound(id));
             }
-            tx.execute(
-                "INSERT INTO messages (conversation_id, seq, turn_id, role, body, created_at_ms)
-                 VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE conversation_id = ?1), ?2, ?3, ?4, ?5)",
-                params![id, turn_id, role, body, now],
-            )
-            .map_err(backend)?;
+            {
+                let mut insert = tx
+                    .prepare_cached(
+                        "INSERT INTO messages (conversation_id, seq, turn_id, role, body, created_at_ms)
+                         VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE conversation_id = ?1), ?2, ?3, ?4, ?5)",
+                    )
+                    .map_err(backend)?;
+                for (role, body) in &rows {
+                    insert
+                        .execute(params![id, turn_id, role, body, now])
+                        .map_err(backend)?;
+                }
+            }
             tx.commit().map_err(backend)
         })
     }
@@ -266,19 +309,24 @@ impl Store for SqliteStore {
         })
     }
 
-    fn list_conversations(&self) -> BoxFuture<'_, Result<Vec<ConversationSummary>, StoreError>> {
-        self.run(|conn| {
+    fn list_conversations<'a>(
+        &'a self,
+        owner: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Vec<ConversationSummary>, StoreError>> {
+        let owner = owner.map(str::to_owned);
+        self.run(move |conn| {
             let mut stmt = conn
                 .prepare(
                     "SELECT c.id, c.created_at_ms, c.updated_at_ms,
                         (SELECT COUNT(*) FROM messages m WHERE m.conversation_id = c.id),
                         (SELECT body FROM messages m WHERE m.conversation_id = c.id AND m.role = 'user' ORDER BY seq LIMIT 1),
                         (SELECT stop_reason FROM turns t WHERE t.conversation_id = c.id ORDER BY started_at_ms DESC LIMIT 1)
-                     FROM conversations c ORDER BY c.updated_at_ms DESC",
+                     FROM conversations c WHERE ?1 IS NULL OR c.owner = ?1
+                     ORDER BY c.updated_at_ms DESC",
                 )
                 .map_err(backend)?;
             let rows = stmt
-                .query_map([], |r| {
+                .query_map(params![owner], |r| {
                     Ok((
                         r.get::<_, String>(0)?,
                         r.get::<_, i64>(1)?,
@@ -389,7 +437,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("nested/buddy.db");
         let store = SqliteStore::open(&path).unwrap();
-        let id = store.create_conversation().await.unwrap();
+        let id = store.create_conversation("owner-a").await.unwrap();
         store.begin_turn(&id, "turn_1", "m").await.unwrap();
         let messages = vec![
             Message::user("time?"),
@@ -425,8 +473,21 @@ mod tests {
             Some("interrupted"),
             "an unfinished turn after a restart"
         );
-        let list = reopened.list_conversations().await.unwrap();
+        let list = reopened.list_conversations(Some("owner-a")).await.unwrap();
         assert_eq!((list[0].messages, list[0].title.as_str()), (4, "time?"));
+        assert!(
+            reopened
+                .list_conversations(Some("owner-b"))
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(reopened.list_conversations(None).await.unwrap().len(), 1);
+        let info = reopened.conversation_info(&id).await.unwrap().unwrap();
+        assert_eq!(
+            (info.owner.as_str(), info.last_model.as_deref()),
+            ("owner-a", Some("m"))
+        );
         assert!(reopened.delete_conversation(&id).await.unwrap());
         assert!(!reopened.delete_conversation(&id).await.unwrap());
         assert!(matches!(

@@ -50,20 +50,46 @@ pub struct ConversationDetail {
     pub turns: Vec<TurnRecord>,
 }
 
-/// Where conversations are kept. Every message is appended as it is produced, so a
-/// crash loses at most what was being streamed.
+/// Who a conversation belongs to and how it was last run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConversationInfo {
+    /// The owner's identity: a hash of the API key that created it, never the key.
+    pub owner: String,
+    /// The model of its latest turn, so a continued conversation keeps it.
+    pub last_model: Option<String>,
+}
+
+/// Where conversations are kept. Messages are appended as the turn produces them, a
+/// round at a time, so a crash or a failed write never leaves half a round behind.
 pub trait Store: Send + Sync {
-    /// Creates an empty conversation and returns its id.
-    fn create_conversation(&self) -> BoxFuture<'_, Result<String, StoreError>>;
+    /// Creates an empty conversation owned by `owner` and returns its id.
+    fn create_conversation<'a>(
+        &'a self,
+        owner: &'a str,
+    ) -> BoxFuture<'a, Result<String, StoreError>>;
+    /// The owner and latest model of a conversation, or `None` when it does not exist.
+    fn conversation_info<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<ConversationInfo>, StoreError>>;
     /// Every message of a conversation, in order.
     fn load_messages<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Vec<Message>, StoreError>>;
-    /// Appends one message to a conversation; returns once it is durable.
+    /// Appends messages to a conversation in one transaction: all are kept or none.
+    fn append_messages<'a>(
+        &'a self,
+        id: &'a str,
+        turn_id: &'a str,
+        messages: &'a [Message],
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
+    /// Appends one message; returns once it is durable.
     fn append_message<'a>(
         &'a self,
         id: &'a str,
         turn_id: &'a str,
         message: &'a Message,
-    ) -> BoxFuture<'a, Result<(), StoreError>>;
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.append_messages(id, turn_id, std::slice::from_ref(message))
+    }
     /// Records that a turn started.
     fn begin_turn<'a>(
         &'a self,
@@ -79,8 +105,11 @@ pub trait Store: Send + Sync {
         stats: &'a TurnStats,
         error: Option<&'a str>,
     ) -> BoxFuture<'a, Result<(), StoreError>>;
-    /// All conversations, newest first.
-    fn list_conversations(&self) -> BoxFuture<'_, Result<Vec<ConversationSummary>, StoreError>>;
+    /// Conversations of `owner` (all of them for `None`), newest first.
+    fn list_conversations<'a>(
+        &'a self,
+        owner: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Vec<ConversationSummary>, StoreError>>;
     /// One conversation, or `None`.
     fn get_conversation<'a>(
         &'a self,

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 use buddy_cli::backend::ConfiguredBackend;
 use buddy_engine::PolicyPatch;
-use buddy_server::{AppState, ServerSettings};
+use buddy_server::{ApiKey, AppState, ServerSettings};
 use buddy_skills::Sandbox;
 use buddy_store::SqliteStore;
 use clap::Args;
@@ -66,15 +66,11 @@ pub async fn serve(config_path: Option<&Path>, args: ServeArgs) -> anyhow::Resul
     let env_patch = PolicyPatch::from_env(std::env::vars())?;
     config.policy.base.merge(&env_patch);
     let server = &config.server;
-    let mut api_keys = args.api_keys.clone();
-    if let Ok(keys) = std::env::var(&server.api_keys_env) {
-        api_keys.extend(
-            keys.split(',')
-                .map(str::trim)
-                .filter(|k| !k.is_empty())
-                .map(str::to_owned),
-        );
-    }
+    let api_keys = api_keys(server, &args.api_keys, &|var| std::env::var(var).ok())?;
+    let secs = |value: f64, what: &str| {
+        Duration::try_from_secs_f64(value)
+            .with_context(|| format!("{what} must be a number of seconds"))
+    };
     let settings = ServerSettings {
         api_keys,
         max_body_bytes: args.max_body_bytes.unwrap_or(server.max_body_bytes),
@@ -82,11 +78,15 @@ pub async fn serve(config_path: Option<&Path>, args: ServeArgs) -> anyhow::Resul
             .max_concurrent_turns
             .unwrap_or(server.max_concurrent_turns_per_key)
             .max(1),
-        shutdown_grace: Duration::try_from_secs_f64(
+        shutdown_grace: secs(
             args.shutdown_grace_secs
                 .unwrap_or(server.shutdown_grace_secs),
-        )
-        .context("--shutdown-grace-secs")?,
+            "--shutdown-grace-secs",
+        )?,
+        allow_loop_detection_off: server.allow_loop_detection_off,
+        max_connections: server.max_connections.max(1),
+        header_timeout: secs(server.header_timeout_secs, "[server] header_timeout_secs")?,
+        body_timeout: secs(server.body_timeout_secs, "[server] body_timeout_secs")?,
     };
     let db = args.db.clone().unwrap_or_else(|| server.db.clone());
     let store = SqliteStore::open(&db)?;
@@ -118,4 +118,43 @@ pub async fn serve(config_path: Option<&Path>, args: ServeArgs) -> anyhow::Resul
     eprintln!("buddy serving on http://{addr} (store {})", db.display());
     buddy_server::serve(state, listener, shutdown_signal()?).await?;
     Ok(0)
+}
+
+/// Every accepted key: the unnamed ones (`--api-key`, `$BUDDY_API_KEYS`) and the named
+/// `[[server.keys]]`, each by its environment variable or its hash.
+pub fn api_keys(
+    server: &buddy_cli::config::ServerConfig,
+    flags: &[String],
+    env: &dyn Fn(&str) -> Option<String>,
+) -> anyhow::Result<Vec<ApiKey>> {
+    let mut keys: Vec<ApiKey> = flags.iter().map(|k| ApiKey::new(k, None, false)).collect();
+    if let Some(listed) = env(&server.api_keys_env) {
+        keys.extend(
+            listed
+                .split(',')
+                .map(str::trim)
+                .filter(|k| !k.is_empty())
+                .map(|k| ApiKey::new(k, None, false)),
+        );
+    }
+    for declared in &server.keys {
+        let name = &declared.name;
+        let key = match (&declared.key_env, &declared.key_sha256) {
+            (Some(var), None) => match env(var).filter(|k| !k.trim().is_empty()) {
+                Some(key) => ApiKey::new(&key, Some(name), declared.admin),
+                None => anyhow::bail!(
+                    "[[server.keys]] `{name}`: environment variable {var} is not set; set it to the key, or give key_sha256 instead"
+                ),
+            },
+            (None, Some(hash)) => ApiKey::from_sha256(hash, name, declared.admin)?,
+            _ => anyhow::bail!(
+                "[[server.keys]] `{name}`: give exactly one of key_env (the variable holding the key) or key_sha256"
+            ),
+        };
+        if keys.iter().any(|k| k.name == key.name) {
+            anyhow::bail!("[[server.keys]]: two keys are named `{name}`; names must differ");
+        }
+        keys.push(key);
+    }
+    Ok(keys)
 }

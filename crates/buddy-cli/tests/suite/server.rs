@@ -268,7 +268,7 @@ async fn a_conversation_resumes_after_a_restart_with_the_same_database() {
 async fn auth_is_required_when_keys_are_configured() {
     let (db, scenarios) = (tempfile::tempdir().unwrap(), all_scenarios());
     let settings = ServerSettings {
-        api_keys: vec!["sk-right".into()],
+        api_keys: vec![buddy_server::ApiKey::new("sk-right", None, false)],
         ..ServerSettings::default()
     };
     let server = TestServer::start(&db.path().join("b.db"), scenarios.path(), settings).await;
@@ -566,7 +566,7 @@ async fn the_openai_python_sdk_works_against_the_server() {
     });
     let (db, scenarios) = (tempfile::tempdir().unwrap(), all_scenarios());
     let settings = ServerSettings {
-        api_keys: vec!["sk-buddy-sdk".into()],
+        api_keys: vec![buddy_server::ApiKey::new("sk-buddy-sdk", None, false)],
         ..ServerSettings::default()
     };
     let server = TestServer::start(&db.path().join("b.db"), scenarios.path(), settings).await;

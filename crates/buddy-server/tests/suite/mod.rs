@@ -1,19 +1,22 @@
 //! The router driven with `oneshot`, no socket: auth, errors, models, a whole SSE turn.
 
+mod connections;
+mod sharing;
+
 use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use buddy_engine::{PolicyConfig, PolicyPatch};
 use buddy_providers::{Scenario, ScriptedProvider};
-use buddy_server::{AppState, Backend, BackendError, Resolved, ServerSettings, app};
+use buddy_server::{ApiKey, AppState, Backend, BackendError, Resolved, ServerSettings, app};
 use buddy_store::SqliteStore;
 use buddy_testkit::TestToolbox;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
 /// One scripted model that greets.
-struct Hello;
+pub struct Hello;
 
 impl Backend for Hello {
     fn models(&self) -> Vec<String> {
@@ -49,7 +52,7 @@ impl Backend for Hello {
 
 fn state(keys: &[&str]) -> AppState {
     let settings = ServerSettings {
-        api_keys: keys.iter().map(|k| (*k).to_owned()).collect(),
+        api_keys: keys.iter().map(|k| ApiKey::new(k, None, false)).collect(),
         ..ServerSettings::default()
     };
     AppState::new(
@@ -60,7 +63,7 @@ fn state(keys: &[&str]) -> AppState {
     )
 }
 
-async fn send(state: &AppState, request: Request<Body>) -> (StatusCode, String) {
+pub async fn send(state: &AppState, request: Request<Body>) -> (StatusCode, String) {
     let response = app(state.clone()).oneshot(request).await.unwrap();
     let status = response.status();
     let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
@@ -69,7 +72,7 @@ async fn send(state: &AppState, request: Request<Body>) -> (StatusCode, String) 
     (status, String::from_utf8_lossy(&bytes).into_owned())
 }
 
-fn post(uri: &str, body: Value, key: Option<&str>) -> Request<Body> {
+pub fn post(uri: &str, body: Value, key: Option<&str>) -> Request<Body> {
     let mut builder = Request::post(uri).header("content-type", "application/json");
     if let Some(key) = key {
         builder = builder.header("authorization", format!("Bearer {key}"));

@@ -1,0 +1,573 @@
+//! A server several people share: each key sees only its own conversations, quotas
+//! are per key identity, the operator's policy is a ceiling, one turn at a time per
+//! conversation, and a store that fails mid-turn loses nothing silently.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use buddy_core::{
+    BoxFuture, CompletionRequest, Message, Provider, ProviderError, StopReason, TokenStream,
+    ToolCall, ToolOutcome, TurnStats,
+};
+use buddy_engine::{PolicyConfig, PolicyPatch};
+use buddy_server::{ApiKey, AppState, Backend, BackendError, Resolved, ServerSettings, app};
+use buddy_store::{
+    ConversationDetail, ConversationInfo, ConversationSummary, SqliteStore, Store, StoreError,
+};
+use buddy_testkit::{ReplyProvider, TestTool, TestToolbox, assert_history_valid, reply_tokens};
+use serde_json::{Value, json};
+use tokio::sync::Semaphore;
+use tower::ServiceExt;
+
+use super::{post, send};
+
+const ALICE: &str = "sk-live-AAAAAAAAAAAA";
+const BOB: &str = "sk-live-BBBBBBBBBBBB";
+const ADMIN: &str = "sk-admin-CCCCCCCCCC";
+
+/// A model that calls `lookup` once, then answers; each model call first waits for a
+/// permit of `gate` (so a test can hold a turn open as long as it likes).
+struct Gated {
+    gate: Arc<Semaphore>,
+    inner: ReplyProvider,
+}
+
+impl Provider for Gated {
+    fn name(&self) -> &str {
+        "gated"
+    }
+
+    fn stream<'a>(
+        &'a self,
+        request: CompletionRequest<'a>,
+    ) -> BoxFuture<'a, Result<TokenStream, ProviderError>> {
+        Box::pin(async move {
+            if let Ok(permit) = self.gate.acquire().await {
+                permit.forget();
+            }
+            self.inner.stream(request).await
+        })
+    }
+}
+
+struct TestBackend {
+    gate: Arc<Semaphore>,
+}
+
+impl Backend for TestBackend {
+    fn models(&self) -> Vec<String> {
+        vec!["model-a".into(), "model-b".into()]
+    }
+
+    fn resolve(&self, _: Option<&str>, model: Option<&str>) -> Result<Resolved, BackendError> {
+        let model = model.unwrap_or("model-a").to_owned();
+        if !self.models().contains(&model) {
+            return Err(BackendError(format!("unknown model `{model}`")));
+        }
+        let provider = ReplyProvider::new(|request, _| {
+            let answered = matches!(request.messages.last(), Some(Message::Tool { .. }));
+            Ok(if answered {
+                reply_tokens("Found it.", vec![])
+            } else {
+                let n = request.messages.len();
+                reply_tokens("", vec![ToolCall::new(format!("call_{n}"), "lookup", "{}")])
+            })
+        });
+        Ok(Resolved {
+            provider: Arc::new(Gated {
+                gate: Arc::clone(&self.gate),
+                inner: provider,
+            }),
+            toolbox: Arc::new(
+                TestToolbox::new().with("lookup", TestTool::new(|_, _| ToolOutcome::ok("42"))),
+            ),
+            model,
+            policy: PolicyPatch::default(),
+            system: None,
+        })
+    }
+}
+
+/// A store that fails every write once `writes_left` reaches zero.
+struct Failing {
+    inner: SqliteStore,
+    writes_left: AtomicUsize,
+}
+
+impl Failing {
+    fn write(&self) -> Result<(), StoreError> {
+        self.writes_left
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .map(|_| ())
+            .map_err(|_| StoreError::Backend("database is locked".into()))
+    }
+}
+
+impl Store for Failing {
+    fn create_conversation<'a>(
+        &'a self,
+        owner: &'a str,
+    ) -> BoxFuture<'a, Result<String, StoreError>> {
+        self.inner.create_conversation(owner)
+    }
+    fn conversation_info<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<ConversationInfo>, StoreError>> {
+        self.inner.conversation_info(id)
+    }
+    fn load_messages<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Vec<Message>, StoreError>> {
+        self.inner.load_messages(id)
+    }
+    fn append_messages<'a>(
+        &'a self,
+        id: &'a str,
+        turn_id: &'a str,
+        messages: &'a [Message],
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        match self.write() {
+            Ok(()) => self.inner.append_messages(id, turn_id, messages),
+            Err(e) => Box::pin(async move { Err(e) }),
+        }
+    }
+    fn begin_turn<'a>(
+        &'a self,
+        id: &'a str,
+        turn_id: &'a str,
+        model: &'a str,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.inner.begin_turn(id, turn_id, model)
+    }
+    fn finish_turn<'a>(
+        &'a self,
+        turn_id: &'a str,
+        reason: StopReason,
+        stats: &'a TurnStats,
+        error: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.inner.finish_turn(turn_id, reason, stats, error)
+    }
+    fn list_conversations<'a>(
+        &'a self,
+        owner: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Vec<ConversationSummary>, StoreError>> {
+        self.inner.list_conversations(owner)
+    }
+    fn get_conversation<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<ConversationDetail>, StoreError>> {
+        self.inner.get_conversation(id)
+    }
+    fn delete_conversation<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
+        self.inner.delete_conversation(id)
+    }
+}
+
+struct Setup {
+    state: AppState,
+    gate: Arc<Semaphore>,
+}
+
+fn setup(
+    store: Arc<dyn Store>,
+    policy: PolicyConfig,
+    tweak: impl FnOnce(&mut ServerSettings),
+) -> Setup {
+    let gate = Arc::new(Semaphore::new(Semaphore::MAX_PERMITS / 2));
+    let mut settings = ServerSettings {
+        api_keys: vec![
+            ApiKey::new(ALICE, None, false),
+            ApiKey::new(BOB, Some("bob"), false),
+            ApiKey::new(ADMIN, Some("ops"), true),
+        ],
+        ..ServerSettings::default()
+    };
+    tweak(&mut settings);
+    let state = AppState::new(
+        store,
+        Arc::new(TestBackend {
+            gate: Arc::clone(&gate),
+        }),
+        policy,
+        settings,
+    );
+    Setup { state, gate }
+}
+
+fn open_setup() -> Setup {
+    setup(
+        Arc::new(SqliteStore::in_memory().unwrap()),
+        PolicyConfig::default(),
+        |_| {},
+    )
+}
+
+fn get(uri: &str, key: &str) -> Request<Body> {
+    Request::get(uri)
+        .header("authorization", format!("Bearer {key}"))
+        .body(Body::empty())
+        .unwrap()
+}
+
+fn delete(uri: &str, key: &str) -> Request<Body> {
+    Request::delete(uri)
+        .header("authorization", format!("Bearer {key}"))
+        .body(Body::empty())
+        .unwrap()
+}
+
+/// The SSE events of a whole response: (event name, data).
+fn events(body: &str) -> Vec<(String, Value)> {
+    let mut out = Vec::new();
+    let mut name = String::new();
+    for line in body.lines() {
+        if let Some(n) = line.strip_prefix("event: ") {
+            name = n.to_owned();
+        } else if let Some(data) = line.strip_prefix("data: ") {
+            out.push((
+                name.clone(),
+                serde_json::from_str(data).unwrap_or(Value::Null),
+            ));
+        }
+    }
+    out
+}
+
+/// Runs one whole turn; returns the conversation id and the terminal event.
+async fn turn(state: &AppState, body: Value, key: &str) -> (String, (String, Value)) {
+    let (status, text) = send(state, post("/v1/chat", body, Some(key))).await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    let events = events(&text);
+    let id = events[0].1["conversation_id"].as_str().unwrap().to_owned();
+    (id, events.last().cloned().unwrap())
+}
+
+#[tokio::test]
+async fn a_conversation_is_only_seen_by_the_key_that_made_it() {
+    let s = open_setup();
+    let (id, (end, _)) = turn(
+        &s.state,
+        json!({"message": "my password is hunter2"}),
+        ALICE,
+    )
+    .await;
+    assert_eq!(end, "done");
+    let url = format!("/v1/conversations/{id}");
+
+    // Bob: not listed, not readable, not continued, not deleted — 404, as if absent.
+    let (_, list) = send(&s.state, get("/v1/conversations", BOB)).await;
+    assert_eq!(
+        serde_json::from_str::<Value>(&list).unwrap()["data"],
+        json!([])
+    );
+    let (status, body) = send(&s.state, get(&url, BOB)).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    assert!(!body.contains("hunter2"));
+    let (status, _) = send(
+        &s.state,
+        post(
+            "/v1/chat",
+            json!({"conversation_id": id, "message": "injected"}),
+            Some(BOB),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = send(&s.state, delete(&url, BOB)).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    // Alice still has it, untouched; the admin key sees everyone's.
+    let (status, body) = send(&s.state, get(&url, ALICE)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        body.contains("hunter2") && !body.contains("injected"),
+        "{body}"
+    );
+    let (_, list) = send(&s.state, get("/v1/conversations", ADMIN)).await;
+    assert_eq!(
+        serde_json::from_str::<Value>(&list).unwrap()["data"][0]["id"],
+        id
+    );
+    let (status, _) = send(&s.state, get(&url, ADMIN)).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = send(&s.state, delete(&url, ALICE)).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+}
+
+#[tokio::test]
+async fn quotas_count_by_key_identity_not_by_a_prefix() {
+    let s = setup(
+        Arc::new(SqliteStore::in_memory().unwrap()),
+        PolicyConfig::default(),
+        |settings| settings.max_concurrent_turns_per_key = 1,
+    );
+    // Hold Alice's turn open at its first model call.
+    let held = s
+        .gate
+        .acquire_many(s.gate.available_permits() as u32)
+        .await
+        .unwrap();
+    let router = app(s.state.clone());
+    let first = router
+        .clone()
+        .oneshot(post("/v1/chat", json!({"message": "one"}), Some(ALICE)))
+        .await
+        .unwrap();
+    assert_eq!(first.status(), StatusCode::OK);
+    let (status, body) = send(
+        &s.state,
+        post("/v1/chat", json!({"message": "two"}), Some(ALICE)),
+    )
+    .await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    // Bob's key shares Alice's first characters, not her quota.
+    let bob = router
+        .oneshot(post("/v1/chat", json!({"message": "three"}), Some(BOB)))
+        .await
+        .unwrap();
+    assert_eq!(bob.status(), StatusCode::OK);
+    drop(held);
+    s.gate.add_permits(1000);
+    drop((first, bob));
+    s.state.wait_for_turns().await;
+}
+
+#[tokio::test]
+async fn a_request_may_lower_the_operators_limits_but_never_raise_them() {
+    let policy = PolicyConfig {
+        base: PolicyPatch::from_value(json!({"max_model_calls": 5})).unwrap(),
+        ..PolicyConfig::default()
+    };
+    let s = setup(
+        Arc::new(SqliteStore::in_memory().unwrap()),
+        policy.clone(),
+        |_| {},
+    );
+    let (status, body) = send(
+        &s.state,
+        post(
+            "/v1/chat",
+            json!({"message": "go", "policy": {"max_model_calls": 1000, "loop_detection": false}}),
+            Some(ALICE),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        body.contains("max_model_calls = 1000 (this server's limit is 5)")
+            && body.contains("loop_detection = false"),
+        "{body}"
+    );
+    // The OpenAI endpoint holds to the same ceiling.
+    let (status, body) = send(
+        &s.state,
+        post(
+            "/v1/chat/completions",
+            json!({"model": "model-a", "messages": [{"role": "user", "content": "go"}],
+                   "buddy_policy": {"max_model_calls": 6}}),
+            Some(ALICE),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(
+        body.contains("max_model_calls = 6 (this server's limit is 5)"),
+        "{body}"
+    );
+    // Lower is fine.
+    let (_, (end, data)) = turn(
+        &s.state,
+        json!({"message": "go", "policy": {"max_model_calls": 3}}),
+        ALICE,
+    )
+    .await;
+    assert_eq!(
+        (end.as_str(), data["reason"].as_str()),
+        ("done", Some("completed"))
+    );
+    // An operator may let requests switch loop detection off (never raise the limits).
+    let s = setup(
+        Arc::new(SqliteStore::in_memory().unwrap()),
+        policy,
+        |settings| {
+            settings.allow_loop_detection_off = true;
+        },
+    );
+    let (_, (end, _)) = turn(
+        &s.state,
+        json!({"message": "go", "policy": {"loop_detection": false}}),
+        ALICE,
+    )
+    .await;
+    assert_eq!(end, "done");
+}
+
+#[tokio::test]
+async fn a_second_turn_on_a_busy_conversation_gets_409_and_the_history_stays_whole() {
+    let s = open_setup();
+    let (id, _) = turn(&s.state, json!({"message": "first"}), ALICE).await;
+    let held = s
+        .gate
+        .acquire_many(s.gate.available_permits() as u32)
+        .await
+        .unwrap();
+    let router = app(s.state.clone());
+    let running = router
+        .clone()
+        .oneshot(post(
+            "/v1/chat",
+            json!({"conversation_id": id, "message": "second"}),
+            Some(ALICE),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(running.status(), StatusCode::OK);
+    for _ in 0..4 {
+        let (status, body) = send(
+            &s.state,
+            post(
+                "/v1/chat",
+                json!({"conversation_id": id, "message": "parallel"}),
+                Some(ALICE),
+            ),
+        )
+        .await;
+        assert_eq!(status, StatusCode::CONFLICT, "{body}");
+        assert!(body.contains("already has a turn running"), "{body}");
+    }
+    let (status, _) = send(&s.state, delete(&format!("/v1/conversations/{id}"), ALICE)).await;
+    assert_eq!(
+        status,
+        StatusCode::CONFLICT,
+        "no delete under a running turn"
+    );
+    drop(held);
+    s.gate.add_permits(1000);
+    let body = axum::body::to_bytes(running.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    assert!(String::from_utf8_lossy(&body).contains("event: done"));
+    // Free again, and the stored history is valid: no interleaved rounds.
+    let (_, (end, _)) = turn(
+        &s.state,
+        json!({"conversation_id": id, "message": "third"}),
+        ALICE,
+    )
+    .await;
+    assert_eq!(end, "done");
+    let messages = s.state_messages(&id).await;
+    assert_history_valid(&messages);
+    assert_eq!(messages.iter().filter(|m| m.is_user()).count(), 3);
+}
+
+impl Setup {
+    async fn state_messages(&self, id: &str) -> Vec<Message> {
+        let (_, body) = send(&self.state, get(&format!("/v1/conversations/{id}"), ADMIN)).await;
+        serde_json::from_value(serde_json::from_str::<Value>(&body).unwrap()["messages"].clone())
+            .unwrap()
+    }
+}
+
+#[tokio::test]
+async fn a_store_that_fails_mid_turn_ends_it_with_store_error_and_leaves_whole_rounds() {
+    let store = Arc::new(Failing {
+        inner: SqliteStore::in_memory().unwrap(),
+        writes_left: AtomicUsize::new(usize::MAX),
+    });
+    let s = setup(
+        Arc::clone(&store) as Arc<dyn Store>,
+        PolicyConfig::default(),
+        |_| {},
+    );
+    let (id, (end, _)) = turn(&s.state, json!({"message": "first"}), ALICE).await;
+    assert_eq!(end, "done");
+
+    // 1: the user message is written, the call message is not. 2: the call message is
+    // written too, its result is not. Either way the turn stops at the failed write.
+    for (allowed, kept) in [(1, 1), (2, 2)] {
+        let before = s.state_messages(&id).await;
+        store.writes_left.store(allowed, Ordering::SeqCst);
+        let (_, (end, data)) = turn(
+            &s.state,
+            json!({"conversation_id": id, "message": "second"}),
+            ALICE,
+        )
+        .await;
+        assert_eq!(end, "error", "{data}");
+        assert_eq!(data["reason"], "store_error");
+        assert!(
+            data["message"]
+                .as_str()
+                .unwrap()
+                .contains("database is locked"),
+            "{data}"
+        );
+        assert_eq!(
+            data["stats"]["model_calls"], 1,
+            "no model call after the failed write"
+        );
+        let after = s.state_messages(&id).await;
+        assert_eq!(after.len(), before.len() + kept, "{after:#?}");
+        assert_eq!(
+            after
+                .iter()
+                .filter(|m| matches!(m, Message::Tool { .. }))
+                .count(),
+            before
+                .iter()
+                .filter(|m| matches!(m, Message::Tool { .. }))
+                .count(),
+            "no result of the failed round was kept"
+        );
+
+        // With the store back, the conversation goes on and its history is valid (a
+        // call left without results is answered as interrupted first).
+        store.writes_left.store(usize::MAX, Ordering::SeqCst);
+        let (_, (end, data)) = turn(
+            &s.state,
+            json!({"conversation_id": id, "message": "third"}),
+            ALICE,
+        )
+        .await;
+        assert_eq!(
+            (end.as_str(), data["reason"].as_str()),
+            ("done", Some("completed"))
+        );
+        assert_history_valid(&s.state_messages(&id).await);
+    }
+}
+
+#[tokio::test]
+async fn a_continued_conversation_keeps_its_model() {
+    let s = open_setup();
+    let (id, _) = turn(
+        &s.state,
+        json!({"message": "hi", "model": "model-b"}),
+        ALICE,
+    )
+    .await;
+    let (status, body) = send(
+        &s.state,
+        post(
+            "/v1/chat",
+            json!({"conversation_id": id, "message": "again"}),
+            Some(ALICE),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(events(&body)[0].1["model"], "model-b");
+    let (_, body) = send(
+        &s.state,
+        post(
+            "/v1/chat",
+            json!({"conversation_id": id, "message": "switch", "model": "model-a"}),
+            Some(ALICE),
+        ),
+    )
+    .await;
+    assert_eq!(events(&body)[0].1["model"], "model-a");
+}
