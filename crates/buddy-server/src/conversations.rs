@@ -56,14 +56,9 @@ pub(crate) async fn delete(
     Path(id): Path<String>,
 ) -> Result<StatusCode, AppError> {
     owned_conversation(&state, &caller, &id).await?;
-    if state
-        .inner
-        .busy
-        .lock()
-        .is_ok_and(|busy| busy.contains_key(&id))
-    {
+    if let Some(turn) = state.inner.coordinator.running_on(&id).await? {
         return Err(AppError::Conflict(format!(
-            "conversation `{id}` has a turn running; delete it once the turn has ended"
+            "conversation `{id}` has a turn running ({turn}); delete it once the turn has ended"
         )));
     }
     if state.inner.store.delete_conversation(&id).await? {
@@ -71,6 +66,26 @@ pub(crate) async fn delete(
     } else {
         Err(AppError::NotFound(format!(
             "conversation `{id}` does not exist"
+        )))
+    }
+}
+
+/// `POST /v1/turns/{id}/cancel`: stops a running turn of the caller's, on whichever
+/// instance runs it. The turn ends `cancelled` on its own stream.
+pub(crate) async fn cancel_turn(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(turn): Path<String>,
+) -> Result<(StatusCode, Json<Value>), AppError> {
+    let owner = (!caller.admin).then_some(caller.owner.as_str());
+    if state.cancel_turn(&turn, owner).await? {
+        Ok((
+            StatusCode::ACCEPTED,
+            Json(json!({"turn_id": turn, "cancelling": true})),
+        ))
+    } else {
+        Err(AppError::NotFound(format!(
+            "no turn `{turn}` of yours is running; it may have ended already"
         )))
     }
 }

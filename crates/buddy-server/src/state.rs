@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use buddy_engine::PolicyConfig;
-use buddy_store::Store;
+use buddy_store::{Claim, ClaimError, Coordinator, LocalCoordinator, Store};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -62,36 +62,76 @@ pub(crate) struct Inner {
     pub backend: Arc<dyn Backend>,
     pub policy: PolicyConfig,
     pub settings: ServerSettings,
-    /// Running turns per key identity.
-    pub active: Mutex<HashMap<String, usize>>,
-    /// Conversations with a turn running, and that turn's id.
-    pub busy: Mutex<HashMap<String, String>>,
+    /// Which turns run, over every instance sharing the store.
+    pub coordinator: Arc<dyn Coordinator>,
+    /// The turns running in this process: their cancel switch and owner.
+    pub local: Mutex<HashMap<String, LocalTurn>>,
     /// Cancelling it cancels every running turn.
     pub shutdown: CancellationToken,
     /// Every running turn, so shutdown can wait for them to be recorded.
     pub turns: TaskTracker,
 }
 
+/// A turn running in this process.
+pub(crate) struct LocalTurn {
+    pub cancel: CancellationToken,
+    pub owner: String,
+}
+
 impl AppState {
-    /// State over a store, a backend and the policy from buddy.toml.
+    /// State over a store, a backend and the policy from buddy.toml, for one process.
     pub fn new(
         store: Arc<dyn Store>,
         backend: Arc<dyn Backend>,
         policy: PolicyConfig,
         settings: ServerSettings,
     ) -> Self {
-        AppState {
+        Self::shared(
+            store,
+            Arc::new(LocalCoordinator::default()),
+            backend,
+            policy,
+            settings,
+        )
+    }
+
+    /// State whose running turns are coordinated with other instances (one PostgreSQL).
+    /// Must be called inside the runtime: it listens for cancels sent by other instances.
+    pub fn shared(
+        store: Arc<dyn Store>,
+        coordinator: Arc<dyn Coordinator>,
+        backend: Arc<dyn Backend>,
+        policy: PolicyConfig,
+        settings: ServerSettings,
+    ) -> Self {
+        let mut cancels = coordinator.cancellations();
+        let state = AppState {
             inner: Arc::new(Inner {
                 store,
                 backend,
                 policy,
                 settings,
-                active: Mutex::new(HashMap::new()),
-                busy: Mutex::new(HashMap::new()),
+                coordinator,
+                local: Mutex::new(HashMap::new()),
                 shutdown: CancellationToken::new(),
                 turns: TaskTracker::new(),
             }),
+        };
+        let weak = Arc::downgrade(&state.inner);
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                while let Some(turn) = cancels.recv().await {
+                    let Some(inner) = weak.upgrade() else { break };
+                    if let Ok(local) = inner.local.lock()
+                        && let Some(running) = local.get(&turn)
+                    {
+                        tracing::info!(%turn, "cancelled at another instance's request");
+                        running.cancel.cancel();
+                    }
+                }
+            });
         }
+        state
     }
 
     /// Cancels every running turn now (they still record `cancelled`).
@@ -105,84 +145,112 @@ impl AppState {
         self.inner.turns.wait().await;
     }
 
-    /// Takes a turn slot for `key`, or refuses with 429.
-    pub(crate) fn take_slot(&self, key: &str) -> Result<Slot, AppError> {
+    /// Claims a turn: its conversation must be free (409) and its key below its cap
+    /// (429), over every instance.
+    pub(crate) async fn claim(
+        &self,
+        turn_id: &str,
+        conversation_id: Option<&str>,
+        owner: &str,
+        cancel: &CancellationToken,
+    ) -> Result<TurnLease, AppError> {
         if self.inner.shutdown.is_cancelled() || self.inner.turns.is_closed() {
             return Err(AppError::ShuttingDown);
         }
         let max = self.inner.settings.max_concurrent_turns_per_key;
-        let mut active = self
-            .inner
-            .active
-            .lock()
-            .map_err(|_| AppError::Internal("turn counter poisoned".into()))?;
-        let running = active.entry(key.to_owned()).or_default();
-        if *running >= max {
-            return Err(AppError::TooManyTurns(format!(
+        let claim = Claim {
+            turn_id: turn_id.to_owned(),
+            conversation_id: conversation_id.map(str::to_owned),
+            owner: owner.to_owned(),
+            max_per_owner: max,
+        };
+        self.inner.coordinator.claim(&claim).await.map_err(|e| match e {
+            ClaimError::ConversationBusy { conversation, running } => AppError::Conflict(format!(
+                "conversation `{conversation}` already has a turn running ({running}); wait for it to end \
+                 (or cancel it: POST /v1/turns/{running}/cancel), then send the message again"
+            )),
+            ClaimError::OwnerAtCap { max } => AppError::TooManyTurns(format!(
                 "this key already runs {max} turns at once (max_concurrent_turns_per_key); wait for one to finish"
-            )));
+            )),
+            ClaimError::Store(e) => AppError::from(e),
+        })?;
+        if let Ok(mut local) = self.inner.local.lock() {
+            local.insert(
+                turn_id.to_owned(),
+                LocalTurn {
+                    cancel: cancel.clone(),
+                    owner: owner.to_owned(),
+                },
+            );
         }
-        *running += 1;
-        Ok(Slot {
+        Ok(TurnLease {
             state: self.clone(),
-            key: key.to_owned(),
+            turn_id: Some(turn_id.to_owned()),
         })
+    }
+
+    /// Cancels a running turn of `owner` (any owner for `None`), here or on another
+    /// instance; `false` when there is no such turn.
+    pub(crate) async fn cancel_turn(
+        &self,
+        turn_id: &str,
+        owner: Option<&str>,
+    ) -> Result<bool, AppError> {
+        let here = self.inner.local.lock().ok().and_then(|local| {
+            local
+                .get(turn_id)
+                .filter(|t| owner.is_none_or(|o| o == t.owner))
+                .map(|t| t.cancel.clone())
+        });
+        if let Some(cancel) = here {
+            cancel.cancel();
+            return Ok(true);
+        }
+        Ok(self
+            .inner
+            .coordinator
+            .request_cancel(turn_id, owner)
+            .await?)
+    }
+}
+
+/// A running turn's claim, released by [`TurnLease::release`] (or, failing that, when
+/// dropped).
+pub(crate) struct TurnLease {
+    state: AppState,
+    turn_id: Option<String>,
+}
+
+impl TurnLease {
+    /// Frees the turn's conversation and its place in the key's quota.
+    pub async fn release(mut self) {
+        if let Some(turn) = self.turn_id.take() {
+            self.state.forget(&turn);
+            if let Err(e) = self.state.inner.coordinator.release(&turn).await {
+                tracing::error!(%turn, error = %e, "turn claim not released");
+            }
+        }
     }
 }
 
 impl AppState {
-    /// Marks `conversation` as running `turn`, or refuses with 409 when a turn already
-    /// runs on it: two turns at once would interleave their messages.
-    pub(crate) fn lock_conversation(
-        &self,
-        conversation: &str,
-        turn: &str,
-    ) -> Result<ConversationLock, AppError> {
-        let mut busy = self
-            .inner
-            .busy
-            .lock()
-            .map_err(|_| AppError::Internal("conversation locks poisoned".into()))?;
-        if let Some(running) = busy.get(conversation) {
-            return Err(AppError::Conflict(format!(
-                "conversation `{conversation}` already has a turn running ({running}); wait for it to end \
-                 (or cancel it by closing its stream), then send the message again"
-            )));
-        }
-        busy.insert(conversation.to_owned(), turn.to_owned());
-        Ok(ConversationLock {
-            state: self.clone(),
-            conversation: conversation.to_owned(),
-        })
-    }
-}
-
-/// A conversation's one running turn, released when dropped.
-pub(crate) struct ConversationLock {
-    state: AppState,
-    conversation: String,
-}
-
-impl Drop for ConversationLock {
-    fn drop(&mut self) {
-        if let Ok(mut busy) = self.state.inner.busy.lock() {
-            busy.remove(&self.conversation);
+    fn forget(&self, turn: &str) {
+        if let Ok(mut local) = self.inner.local.lock() {
+            local.remove(turn);
         }
     }
 }
 
-/// A running turn's place in its key's quota, given back when dropped.
-pub(crate) struct Slot {
-    state: AppState,
-    key: String,
-}
-
-impl Drop for Slot {
+impl Drop for TurnLease {
     fn drop(&mut self) {
-        if let Ok(mut active) = self.state.inner.active.lock()
-            && let Some(n) = active.get_mut(&self.key)
-        {
-            *n = n.saturating_sub(1);
+        if let Some(turn) = self.turn_id.take() {
+            self.state.forget(&turn);
+            let coordinator = Arc::clone(&self.state.inner.coordinator);
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(async move {
+                    let _ = coordinator.release(&turn).await;
+                });
+            }
         }
     }
 }

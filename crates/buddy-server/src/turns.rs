@@ -153,19 +153,34 @@ pub(crate) async fn start_turn(
     request_policy: &PolicyPatch,
 ) -> Result<StartedTurn, AppError> {
     let policy = turn_policy(state, &resolved, request_policy)?;
-    let slot = state.take_slot(&caller.owner)?;
     let store = Arc::clone(&state.inner.store);
     let turn_id = new_id("turn");
-    let (conversation_id, history, lock) = match conversation {
-        Conversation::Ephemeral(history) => (None, history, None),
+    let cancel = state.inner.shutdown.child_token();
+    let (conversation_id, history, lease) = match conversation {
+        Conversation::Ephemeral(history) => {
+            let lease = state.claim(&turn_id, None, &caller.owner, &cancel).await?;
+            (None, history, lease)
+        }
         Conversation::Stored(Some(id)) => {
-            let lock = state.lock_conversation(&id, &turn_id)?;
+            let lease = state
+                .claim(&turn_id, Some(&id), &caller.owner, &cancel)
+                .await?;
             let history = store.load_messages(&id).await?;
-            (Some(id), history, Some(lock))
+            (Some(id), history, lease)
         }
         Conversation::Stored(None) => {
             let id = store.create_conversation(&caller.owner).await?;
-            let lock = state.lock_conversation(&id, &turn_id)?;
+            let lease = match state
+                .claim(&turn_id, Some(&id), &caller.owner, &cancel)
+                .await
+            {
+                Ok(lease) => lease,
+                Err(e) => {
+                    // Nothing ran: the conversation made for this turn goes too.
+                    let _ = store.delete_conversation(&id).await;
+                    return Err(e);
+                }
+            };
             if let Some(system) = &resolved.system {
                 store
                     .append_message(&id, &turn_id, &Message::system(system.clone()))
@@ -174,14 +189,13 @@ pub(crate) async fn start_turn(
             (
                 Some(id),
                 resolved.system.iter().map(Message::system).collect(),
-                Some(lock),
+                lease,
             )
         }
     };
     if let Some(id) = &conversation_id {
         store.begin_turn(id, &turn_id, &resolved.model).await?;
     }
-    let cancel = state.inner.shutdown.child_token();
     let mut request = TurnRequest::new(resolved.model.clone(), String::new())
         .with_history(history)
         .with_policy(policy)
@@ -209,7 +223,6 @@ pub(crate) async fn start_turn(
     let recorded_turn = turn_id.clone();
     let key_name = caller.name.clone();
     state.inner.turns.spawn(async move {
-        let (slot, lock) = (slot, lock);
         let (inner_tx, mut inner_rx) = mpsc::channel(EVENT_BUFFER);
         let forward = async {
             let mut terminal = None;
@@ -253,7 +266,7 @@ pub(crate) async fn start_turn(
             reason = %reason, model_calls = outcome.stats.model_calls, tool_calls = outcome.stats.tool_calls, "turn ended");
         // Free the conversation and the key's slot before the client hears the turn
         // ended, so that its next message is never refused as concurrent.
-        drop((lock, slot));
+        lease.release().await;
         if let Some(terminal) = terminal {
             let _ = tx.send(terminal).await;
         }

@@ -571,3 +571,46 @@ async fn a_continued_conversation_keeps_its_model() {
     .await;
     assert_eq!(events(&body)[0].1["model"], "model-a");
 }
+
+#[tokio::test]
+async fn a_running_turn_is_cancelled_by_its_own_key_only() {
+    let s = open_setup();
+    let _held = s
+        .gate
+        .acquire_many(s.gate.available_permits() as u32)
+        .await
+        .unwrap();
+    let running = app(s.state.clone())
+        .oneshot(post("/v1/chat", json!({"message": "slow"}), Some(ALICE)))
+        .await
+        .unwrap();
+    let mut body = running.into_body().into_data_stream();
+    let first = futures::StreamExt::next(&mut body).await.unwrap().unwrap();
+    let opening = events(&String::from_utf8_lossy(&first));
+    let turn = opening[0].1["turn_id"].as_str().unwrap().to_owned();
+    let cancel = |key: &'static str| {
+        Request::post(format!("/v1/turns/{turn}/cancel"))
+            .header("authorization", format!("Bearer {key}"))
+            .body(Body::empty())
+            .unwrap()
+    };
+    let (status, _) = send(&s.state, cancel(BOB)).await;
+    assert_eq!(
+        status,
+        StatusCode::NOT_FOUND,
+        "another key cannot cancel it"
+    );
+    let (status, reply) = send(&s.state, cancel(ALICE)).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{reply}");
+    let mut rest = String::new();
+    while let Some(chunk) = futures::StreamExt::next(&mut body).await {
+        rest.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
+    }
+    let end = events(&rest).last().cloned().unwrap();
+    assert_eq!(
+        (end.0.as_str(), end.1["reason"].as_str()),
+        ("done", Some("cancelled"))
+    );
+    let (status, _) = send(&s.state, cancel(ALICE)).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "it is over");
+}

@@ -1,0 +1,145 @@
+//! Who may run a turn now: one turn at a time per conversation, a cap of turns per key,
+//! and cancelling a turn wherever it runs. One process keeps this in memory
+//! ([`LocalCoordinator`]); several processes on one PostgreSQL share it through the
+//! database ([`crate::PgStore`]).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use buddy_core::BoxFuture;
+use tokio::sync::mpsc;
+
+use crate::store::StoreError;
+
+/// A turn asking to start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Claim {
+    pub turn_id: String,
+    /// The stored conversation it runs on; `None` for a turn kept only in its request.
+    pub conversation_id: Option<String>,
+    /// The key identity it runs for.
+    pub owner: String,
+    /// Turns `owner` may run at once, over every instance.
+    pub max_per_owner: usize,
+}
+
+/// Why a turn may not start.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ClaimError {
+    #[error("conversation `{conversation}` already has a turn running ({running})")]
+    ConversationBusy {
+        conversation: String,
+        running: String,
+    },
+    #[error("this key already runs {max} turns at once")]
+    OwnerAtCap { max: usize },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Shared bookkeeping of running turns.
+pub trait Coordinator: Send + Sync {
+    /// Records a turn as running, or says why it may not run.
+    fn claim<'a>(&'a self, claim: &'a Claim) -> BoxFuture<'a, Result<(), ClaimError>>;
+    /// Records that a turn is over (its conversation may be claimed again at once).
+    fn release<'a>(&'a self, turn_id: &'a str) -> BoxFuture<'a, Result<(), StoreError>>;
+    /// The turn running on a conversation, on any instance.
+    fn running_on<'a>(
+        &'a self,
+        conversation_id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, StoreError>>;
+    /// Asks whichever instance runs `turn_id` to cancel it, if it runs for `owner` (any
+    /// owner for `None`); `false` when no such turn runs anywhere.
+    fn request_cancel<'a>(
+        &'a self,
+        turn_id: &'a str,
+        owner: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<bool, StoreError>>;
+    /// Cancel requests sent by other instances, as turn ids. Called once, by the server.
+    fn cancellations(&self) -> mpsc::UnboundedReceiver<String>;
+}
+
+/// The coordinator of a single process: every turn is local, so cancels never need to
+/// travel.
+#[derive(Default)]
+pub struct LocalCoordinator {
+    /// turn id → (conversation, owner)
+    running: Mutex<HashMap<String, (Option<String>, String)>>,
+    /// Kept so the cancellation channel stays open (and silent).
+    silent: Mutex<Vec<mpsc::UnboundedSender<String>>>,
+}
+
+fn poisoned() -> StoreError {
+    StoreError::Backend("the turn registry is poisoned".into())
+}
+
+impl Coordinator for LocalCoordinator {
+    fn claim<'a>(&'a self, claim: &'a Claim) -> BoxFuture<'a, Result<(), ClaimError>> {
+        Box::pin(async move {
+            let mut running = self.running.lock().map_err(|_| poisoned())?;
+            if let Some(conversation) = &claim.conversation_id
+                && let Some((turn, _)) = running
+                    .iter()
+                    .find(|(_, (c, _))| c.as_ref() == Some(conversation))
+            {
+                return Err(ClaimError::ConversationBusy {
+                    conversation: conversation.clone(),
+                    running: turn.clone(),
+                });
+            }
+            let owned = running
+                .values()
+                .filter(|(_, owner)| *owner == claim.owner)
+                .count();
+            if owned >= claim.max_per_owner {
+                return Err(ClaimError::OwnerAtCap {
+                    max: claim.max_per_owner,
+                });
+            }
+            running.insert(
+                claim.turn_id.clone(),
+                (claim.conversation_id.clone(), claim.owner.clone()),
+            );
+            Ok(())
+        })
+    }
+
+    fn release<'a>(&'a self, turn_id: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            self.running.lock().map_err(|_| poisoned())?.remove(turn_id);
+            Ok(())
+        })
+    }
+
+    fn running_on<'a>(
+        &'a self,
+        conversation_id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, StoreError>> {
+        Box::pin(async move {
+            Ok(self
+                .running
+                .lock()
+                .map_err(|_| poisoned())?
+                .iter()
+                .find(|(_, (c, _))| c.as_deref() == Some(conversation_id))
+                .map(|(turn, _)| turn.clone()))
+        })
+    }
+
+    fn request_cancel<'a>(
+        &'a self,
+        _turn_id: &'a str,
+        _owner: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        // Every turn of this process is cancelled by the server directly.
+        Box::pin(async { Ok(false) })
+    }
+
+    fn cancellations(&self) -> mpsc::UnboundedReceiver<String> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        if let Ok(mut silent) = self.silent.lock() {
+            silent.push(tx);
+        }
+        rx
+    }
+}
