@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite. Prepares a Python virtualenv with the official openai SDK (the
 # OpenAI-compatibility conformance test drives buddy's server with it), then runs every
-# Rust test. Extra arguments go to `cargo test`.
+# Rust test against a throw-away PostgreSQL cluster (scripts/postgres.sh). Extra
+# arguments go to `cargo test`.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv="$root/target/sdk-venv"
@@ -11,5 +12,13 @@ if ! "$venv/bin/python" -c "import openai" 2>/dev/null; then
   "$venv/bin/pip" install --quiet --disable-pip-version-check 'openai==3.51.0'
 fi
 export BUDDY_OPENAI_PYTHON="$venv/bin/python"
+# A throw-away PostgreSQL for the PostgreSQL store tests (they fail loudly without it).
+if pg=$(bash "$root/scripts/postgres.sh"); then
+  eval "$pg"
+  trap 'bash "$root/scripts/postgres.sh" stop "$BUDDY_TEST_POSTGRES_DIR"' EXIT
+  echo "== PostgreSQL for the tests at $BUDDY_TEST_POSTGRES_URL"
+else
+  echo "== PostgreSQL could not be started: the PostgreSQL tests will fail and say why" >&2
+fi
 cd "$root"
 cargo test --workspace --locked "$@"

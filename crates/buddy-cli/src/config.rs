@@ -52,6 +52,9 @@ pub struct ServerConfig {
     pub listen: String,
     /// SQLite file of the conversation store.
     pub db: PathBuf,
+    /// A `postgres://` URL: conversations in PostgreSQL, shared by every instance that
+    /// names it (instead of `db`).
+    pub store: Option<String>,
     /// Environment variable with the accepted API keys, comma-separated.
     pub api_keys_env: String,
     pub max_body_bytes: usize,
@@ -91,6 +94,7 @@ impl Default for ServerConfig {
         ServerConfig {
             listen: "127.0.0.1:8080".to_owned(),
             db: PathBuf::from("buddy.db"),
+            store: None,
             api_keys_env: "BUDDY_API_KEYS".to_owned(),
             max_body_bytes: 1024 * 1024,
             max_concurrent_turns_per_key: 8,

@@ -1,12 +1,14 @@
-//! buddy-store: where conversations live. A [`Store`] trait, ready for more backends,
-//! and [`SqliteStore`], the embedded default: one file, created on first use, its
-//! migrations embedded.
+//! buddy-store: where conversations live. A [`Store`] trait; [`SqliteStore`], the
+//! embedded default (one file, created on first use, its migrations embedded); and
+//! [`PgStore`], for several instances that share one PostgreSQL and behave as one server.
 
 mod coordinate;
+mod postgres;
 mod sqlite;
 mod store;
 
 pub use coordinate::{Claim, ClaimError, Coordinator, LocalCoordinator};
+pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 pub use store::{
     ConversationDetail, ConversationInfo, ConversationSummary, Store, StoreError, TurnRecord,

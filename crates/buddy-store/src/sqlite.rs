@@ -2,14 +2,13 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use buddy_core::{BoxFuture, Message, StopReason, TurnStats};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::store::{
     ConversationDetail, ConversationInfo, ConversationSummary, Store, StoreError, TurnRecord,
-    new_id,
+    new_id, now_ms, role, title,
 };
 
 /// Schema migrations, applied in order; `PRAGMA user_version` records how many ran.
@@ -60,23 +59,6 @@ type Job = Box<dyn FnOnce(&mut Connection) + Send>;
 pub struct SqliteStore {
     jobs: mpsc::Sender<Job>,
     path: PathBuf,
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
-
-fn role(message: &Message) -> &'static str {
-    match message {
-        Message::System { .. } => "system",
-        Message::User { .. } => "user",
-        Message::Assistant { .. } => "assistant",
-        Message::Tool { .. } => "tool",
-        Message::Note { .. } => "note",
-    }
 }
 
 impl SqliteStore {
@@ -339,10 +321,7 @@ impl Store for SqliteStore {
                 .map_err(backend)?;
             rows.map(|row| {
                 let (id, created, updated, count, first_user, reason) = row.map_err(backend)?;
-                let title = match first_user {
-                    Some(body) => decode::<Message>(&body)?.text().unwrap_or_default().chars().take(80).collect(),
-                    None => String::new(),
-                };
+                let title = title(first_user.as_deref())?;
                 Ok(ConversationSummary {
                     id,
                     created_at_ms: created,

@@ -136,3 +136,36 @@ pub fn new_id(prefix: &str) -> String {
     let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
     format!("{prefix}_{hex}")
 }
+
+/// Milliseconds since the Unix epoch.
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// The role column of a stored message.
+pub(crate) fn role(message: &Message) -> &'static str {
+    match message {
+        Message::System { .. } => "system",
+        Message::User { .. } => "user",
+        Message::Assistant { .. } => "assistant",
+        Message::Tool { .. } => "tool",
+        Message::Note { .. } => "note",
+    }
+}
+
+/// A conversation's title: its first user message, shortened.
+pub(crate) fn title(first_user: Option<&str>) -> Result<String, StoreError> {
+    match first_user {
+        Some(body) => Ok(serde_json::from_str::<Message>(body)
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?
+            .text()
+            .unwrap_or_default()
+            .chars()
+            .take(80)
+            .collect()),
+        None => Ok(String::new()),
+    }
+}

@@ -9,7 +9,7 @@ use buddy_cli::backend::ConfiguredBackend;
 use buddy_engine::PolicyPatch;
 use buddy_server::{ApiKey, AppState, ServerSettings};
 use buddy_skills::Sandbox;
-use buddy_store::SqliteStore;
+use buddy_store::{Coordinator, LocalCoordinator, PgStore, SqliteStore, Store};
 use clap::Args;
 
 use super::setup::load_config;
@@ -23,6 +23,10 @@ pub struct ServeArgs {
     /// SQLite file of the conversation store, created on first run (default: [server] db, else ./buddy.db).
     #[arg(long, value_name = "FILE")]
     db: Option<PathBuf>,
+    /// A postgres:// URL: keep conversations in PostgreSQL, shared with every instance
+    /// given the same URL (default: [server] store; else the SQLite file).
+    #[arg(long, value_name = "URL", env = "BUDDY_STORE")]
+    store: Option<String>,
     /// Directory the file skills are confined to (default: config, else the current directory).
     #[arg(long, value_name = "DIR")]
     sandbox: Option<PathBuf>,
@@ -88,8 +92,29 @@ pub async fn serve(config_path: Option<&Path>, args: ServeArgs) -> anyhow::Resul
         header_timeout: secs(server.header_timeout_secs, "[server] header_timeout_secs")?,
         body_timeout: secs(server.body_timeout_secs, "[server] body_timeout_secs")?,
     };
-    let db = args.db.clone().unwrap_or_else(|| server.db.clone());
-    let store = SqliteStore::open(&db)?;
+    let (store, coordinator, shown): (Arc<dyn Store>, Arc<dyn Coordinator>, String) = match args
+        .store
+        .clone()
+        .or_else(|| server.store.clone())
+    {
+        Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+            let pg = PgStore::connect(&url).await?;
+            let shown = format!("PostgreSQL, instance {}", pg.instance());
+            (Arc::new(pg.clone()), Arc::new(pg), shown)
+        }
+        Some(other) => anyhow::bail!(
+            "--store / [server] store must be a postgres:// URL, got `{other}`; for SQLite give --db FILE"
+        ),
+        None => {
+            let db = args.db.clone().unwrap_or_else(|| server.db.clone());
+            let sqlite = SqliteStore::open(&db)?;
+            (
+                Arc::new(sqlite),
+                Arc::new(LocalCoordinator::default()),
+                db.display().to_string(),
+            )
+        }
+    };
     let sandbox_dir = match (&args.sandbox, &config.skills.sandbox) {
         (Some(dir), _) | (None, Some(dir)) => dir.clone(),
         (None, None) => std::env::current_dir()?,
@@ -109,13 +134,14 @@ pub async fn serve(config_path: Option<&Path>, args: ServeArgs) -> anyhow::Resul
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
     let addr = listener.local_addr()?;
-    let state = AppState::new(
-        Arc::new(store),
+    let state = AppState::shared(
+        store,
+        coordinator,
         Arc::new(backend),
         config.policy.clone(),
         settings,
     );
-    eprintln!("buddy serving on http://{addr} (store {})", db.display());
+    eprintln!("buddy serving on http://{addr} (store {shown})");
     buddy_server::serve(state, listener, shutdown_signal()?).await?;
     Ok(0)
 }

@@ -1,6 +1,7 @@
 //! The router driven with `oneshot`, no socket: auth, errors, models, a whole SSE turn.
 
 mod connections;
+mod instances;
 mod sharing;
 
 use std::sync::Arc;

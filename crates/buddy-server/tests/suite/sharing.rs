@@ -23,9 +23,13 @@ use tower::ServiceExt;
 
 use super::{post, send};
 
-const ALICE: &str = "sk-live-AAAAAAAAAAAA";
-const BOB: &str = "sk-live-BBBBBBBBBBBB";
-const ADMIN: &str = "sk-admin-CCCCCCCCCC";
+/// Permits of an open gate: more model calls than any test makes, and few enough for
+/// `acquire_many` (a `u32`) to take them all and so close the gate.
+pub(super) const OPEN_GATE: usize = 1 << 20;
+
+pub(super) const ALICE: &str = "sk-live-AAAAAAAAAAAA";
+pub(super) const BOB: &str = "sk-live-BBBBBBBBBBBB";
+pub(super) const ADMIN: &str = "sk-admin-CCCCCCCCCC";
 
 /// A model that calls `lookup` once, then answers; each model call first waits for a
 /// permit of `gate` (so a test can hold a turn open as long as it likes).
@@ -52,8 +56,8 @@ impl Provider for Gated {
     }
 }
 
-struct TestBackend {
-    gate: Arc<Semaphore>,
+pub(super) struct TestBackend {
+    pub(super) gate: Arc<Semaphore>,
 }
 
 impl Backend for TestBackend {
@@ -176,7 +180,7 @@ fn setup(
     policy: PolicyConfig,
     tweak: impl FnOnce(&mut ServerSettings),
 ) -> Setup {
-    let gate = Arc::new(Semaphore::new(Semaphore::MAX_PERMITS / 2));
+    let gate = Arc::new(Semaphore::new(OPEN_GATE));
     let mut settings = ServerSettings {
         api_keys: vec![
             ApiKey::new(ALICE, None, false),
@@ -205,7 +209,7 @@ fn open_setup() -> Setup {
     )
 }
 
-fn get(uri: &str, key: &str) -> Request<Body> {
+pub(super) fn get(uri: &str, key: &str) -> Request<Body> {
     Request::get(uri)
         .header("authorization", format!("Bearer {key}"))
         .body(Body::empty())
@@ -220,7 +224,7 @@ fn delete(uri: &str, key: &str) -> Request<Body> {
 }
 
 /// The SSE events of a whole response: (event name, data).
-fn events(body: &str) -> Vec<(String, Value)> {
+pub(super) fn events(body: &str) -> Vec<(String, Value)> {
     let mut out = Vec::new();
     let mut name = String::new();
     for line in body.lines() {
@@ -237,7 +241,7 @@ fn events(body: &str) -> Vec<(String, Value)> {
 }
 
 /// Runs one whole turn; returns the conversation id and the terminal event.
-async fn turn(state: &AppState, body: Value, key: &str) -> (String, (String, Value)) {
+pub(super) async fn turn(state: &AppState, body: Value, key: &str) -> (String, (String, Value)) {
     let (status, text) = send(state, post("/v1/chat", body, Some(key))).await;
     assert_eq!(status, StatusCode::OK, "{text}");
     let events = events(&text);

@@ -1,0 +1,596 @@
+//! The PostgreSQL store, for several `buddy serve` instances that behave as one server:
+//! conversations, turns and the running-turn registry live in the database, and cancels
+//! travel between instances with LISTEN/NOTIFY.
+
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use buddy_core::{BoxFuture, Message, StopReason, TurnStats};
+use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
+use sqlx::{Postgres, Row, Transaction};
+use tokio::sync::mpsc;
+
+use crate::coordinate::{Claim, ClaimError, Coordinator};
+use crate::store::{
+    ConversationDetail, ConversationInfo, ConversationSummary, Store, StoreError, TurnRecord,
+    new_id, now_ms, role, title,
+};
+
+/// The schema; every statement is idempotent, and instances starting together take
+/// turns (an advisory lock) to apply it.
+const SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS buddy_conversations (
+    id TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    created_at_ms BIGINT NOT NULL,
+    updated_at_ms BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS buddy_conversations_by_owner ON buddy_conversations(owner, updated_at_ms);
+CREATE TABLE IF NOT EXISTS buddy_messages (
+    conversation_id TEXT NOT NULL REFERENCES buddy_conversations(id) ON DELETE CASCADE,
+    seq BIGINT NOT NULL,
+    turn_id TEXT NOT NULL,
+    role TEXT NOT NULL,
+    body TEXT NOT NULL,
+    created_at_ms BIGINT NOT NULL,
+    PRIMARY KEY (conversation_id, seq)
+);
+CREATE TABLE IF NOT EXISTS buddy_turns (
+    id TEXT PRIMARY KEY,
+    conversation_id TEXT NOT NULL REFERENCES buddy_conversations(id) ON DELETE CASCADE,
+    model TEXT NOT NULL,
+    instance TEXT NOT NULL,
+    started_at_ms BIGINT NOT NULL,
+    finished_at_ms BIGINT,
+    stop_reason TEXT,
+    stats TEXT,
+    error TEXT
+);
+CREATE INDEX IF NOT EXISTS buddy_turns_by_conversation ON buddy_turns(conversation_id, started_at_ms);
+CREATE TABLE IF NOT EXISTS buddy_instances (
+    id TEXT PRIMARY KEY,
+    last_seen_ms BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS buddy_running_turns (
+    turn_id TEXT PRIMARY KEY,
+    conversation_id TEXT UNIQUE,
+    owner TEXT NOT NULL,
+    instance TEXT NOT NULL,
+    started_at_ms BIGINT NOT NULL
+);
+"#;
+
+/// The channel cancel requests travel on.
+const CANCEL_CHANNEL: &str = "buddy_cancel";
+/// How often an instance says it is alive.
+const HEARTBEAT: Duration = Duration::from_secs(5);
+/// An instance silent for this long is gone: its unfinished turns are `interrupted`
+/// and its claims released.
+const STALE_MS: i64 = 30_000;
+
+/// A conversation store and turn coordinator on PostgreSQL.
+#[derive(Clone)]
+pub struct PgStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    pool: PgPool,
+    /// This process's id among the instances sharing the database.
+    instance: String,
+    cancels: Mutex<Option<mpsc::UnboundedSender<String>>>,
+}
+
+fn backend(e: sqlx::Error) -> StoreError {
+    StoreError::Backend(format!("postgres: {e}"))
+}
+
+fn decode<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, StoreError> {
+    serde_json::from_str(text).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+impl PgStore {
+    /// Connects to `url` (`postgres://user:password@host:port/db`), applies the schema,
+    /// registers this instance, and starts its heartbeat and cancel listener.
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        let pool = PgPoolOptions::new()
+            .max_connections(16)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect(url)
+            .await
+            .map_err(|e| {
+                StoreError::Backend(format!(
+                    "cannot connect to PostgreSQL ({e}); check `store` (postgres://user:password@host:port/database) and that the server runs"
+                ))
+            })?;
+        let mut tx = pool.begin().await.map_err(backend)?;
+        sqlx::query("SELECT pg_advisory_xact_lock(7271001)")
+            .execute(&mut *tx)
+            .await
+            .map_err(backend)?;
+        sqlx::raw_sql(SCHEMA)
+            .execute(&mut *tx)
+            .await
+            .map_err(backend)?;
+        tx.commit().await.map_err(backend)?;
+        let instance = new_id("inst");
+        let inner = Arc::new(Inner {
+            pool,
+            instance,
+            cancels: Mutex::new(None),
+        });
+        inner.heartbeat().await?;
+        inner.sweep().await?;
+        let weak = Arc::downgrade(&inner);
+        tokio::spawn(heartbeats(weak.clone()));
+        let mut listener = PgListener::connect_with(&inner.pool)
+            .await
+            .map_err(backend)?;
+        listener.listen(CANCEL_CHANNEL).await.map_err(backend)?;
+        tokio::spawn(listen(listener, weak));
+        Ok(PgStore { inner })
+    }
+
+    /// This instance's id (turns record which instance ran them).
+    pub fn instance(&self) -> &str {
+        &self.inner.instance
+    }
+}
+
+impl Inner {
+    async fn heartbeat(&self) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO buddy_instances (id, last_seen_ms) VALUES ($1, $2)
+             ON CONFLICT (id) DO UPDATE SET last_seen_ms = EXCLUDED.last_seen_ms",
+        )
+        .bind(&self.instance)
+        .bind(now_ms())
+        .execute(&self.pool)
+        .await
+        .map_err(backend)?;
+        Ok(())
+    }
+
+    /// Turns and claims of instances that stopped without saying so (a crash).
+    async fn sweep(&self) -> Result<(), StoreError> {
+        let now = now_ms();
+        sqlx::query(
+            "UPDATE buddy_turns SET stop_reason = 'interrupted', finished_at_ms = $2
+             WHERE finished_at_ms IS NULL AND instance NOT IN (SELECT id FROM buddy_instances WHERE last_seen_ms > $1)",
+        )
+        .bind(now - STALE_MS)
+        .bind(now)
+        .execute(&self.pool)
+        .await
+        .map_err(backend)?;
+        sqlx::query(
+            "DELETE FROM buddy_running_turns WHERE instance NOT IN (SELECT id FROM buddy_instances WHERE last_seen_ms > $1)",
+        )
+        .bind(now - STALE_MS)
+        .execute(&self.pool)
+        .await
+        .map_err(backend)?;
+        sqlx::query("DELETE FROM buddy_instances WHERE last_seen_ms <= $1")
+            .bind(now - 10 * STALE_MS)
+            .execute(&self.pool)
+            .await
+            .map_err(backend)?;
+        Ok(())
+    }
+}
+
+async fn heartbeats(inner: Weak<Inner>) {
+    loop {
+        tokio::time::sleep(HEARTBEAT).await;
+        let Some(inner) = inner.upgrade() else { return };
+        if let Err(e) = inner.heartbeat().await {
+            tracing::warn!(error = %e, "instance heartbeat failed");
+        } else if let Err(e) = inner.sweep().await {
+            tracing::warn!(error = %e, "sweep of stopped instances failed");
+        }
+    }
+}
+
+async fn listen(mut listener: PgListener, inner: Weak<Inner>) {
+    loop {
+        // `recv` reconnects by itself after a lost connection.
+        let notification = listener.recv().await;
+        let Some(inner) = inner.upgrade() else { return };
+        match notification {
+            Ok(n) => {
+                if let Ok(cancels) = inner.cancels.lock()
+                    && let Some(tx) = cancels.as_ref()
+                {
+                    let _ = tx.send(n.payload().to_owned());
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cancel listener failed; retrying");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    }
+}
+
+impl Store for PgStore {
+    fn create_conversation<'a>(
+        &'a self,
+        owner: &'a str,
+    ) -> BoxFuture<'a, Result<String, StoreError>> {
+        Box::pin(async move {
+            let id = new_id("conv");
+            sqlx::query(
+                "INSERT INTO buddy_conversations (id, owner, created_at_ms, updated_at_ms) VALUES ($1, $2, $3, $3)",
+            )
+            .bind(&id)
+            .bind(owner)
+            .bind(now_ms())
+            .execute(&self.inner.pool)
+            .await
+            .map_err(backend)?;
+            Ok(id)
+        })
+    }
+
+    fn conversation_info<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<ConversationInfo>, StoreError>> {
+        Box::pin(async move {
+            let row = sqlx::query(
+                "SELECT owner,
+                    (SELECT model FROM buddy_turns t WHERE t.conversation_id = c.id ORDER BY started_at_ms DESC, id DESC LIMIT 1)
+                 FROM buddy_conversations c WHERE id = $1",
+            )
+            .bind(id)
+            .fetch_optional(&self.inner.pool)
+            .await
+            .map_err(backend)?;
+            row.map(|row| {
+                Ok(ConversationInfo {
+                    owner: row.try_get(0).map_err(backend)?,
+                    last_model: row.try_get(1).map_err(backend)?,
+                })
+            })
+            .transpose()
+        })
+    }
+
+    fn load_messages<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Vec<Message>, StoreError>> {
+        Box::pin(async move {
+            let exists = sqlx::query("SELECT 1 FROM buddy_conversations WHERE id = $1")
+                .bind(id)
+                .fetch_optional(&self.inner.pool)
+                .await
+                .map_err(backend)?;
+            if exists.is_none() {
+                return Err(StoreError::NotFound(id.to_owned()));
+            }
+            load(&self.inner.pool, id).await
+        })
+    }
+
+    fn append_messages<'a>(
+        &'a self,
+        id: &'a str,
+        turn_id: &'a str,
+        messages: &'a [Message],
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            let now = now_ms();
+            let mut tx = self.inner.pool.begin().await.map_err(backend)?;
+            // The row lock also keeps appends to one conversation in order.
+            let updated =
+                sqlx::query("UPDATE buddy_conversations SET updated_at_ms = $2 WHERE id = $1")
+                    .bind(id)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(backend)?;
+            if updated.rows_affected() == 0 {
+                return Err(StoreError::NotFound(id.to_owned()));
+            }
+            for message in messages {
+                let body = serde_json::to_string(message)
+                    .map_err(|e| StoreError::Backend(e.to_string()))?;
+                sqlx::query(
+                    "INSERT INTO buddy_messages (conversation_id, seq, turn_id, role, body, created_at_ms)
+                     VALUES ($1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM buddy_messages WHERE conversation_id = $1), $2, $3, $4, $5)",
+                )
+                .bind(id)
+                .bind(turn_id)
+                .bind(role(message))
+                .bind(body)
+                .bind(now)
+                .execute(&mut *tx)
+                .await
+                .map_err(backend)?;
+            }
+            tx.commit().await.map_err(backend)
+        })
+    }
+
+    fn begin_turn<'a>(
+        &'a self,
+        id: &'a str,
+        turn_id: &'a str,
+        model: &'a str,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            sqlx::query(
+                "INSERT INTO buddy_turns (id, conversation_id, model, instance, started_at_ms) VALUES ($1, $2, $3, $4, $5)",
+            )
+            .bind(turn_id)
+            .bind(id)
+            .bind(model)
+            .bind(&self.inner.instance)
+            .bind(now_ms())
+            .execute(&self.inner.pool)
+            .await
+            .map_err(backend)?;
+            Ok(())
+        })
+    }
+
+    fn finish_turn<'a>(
+        &'a self,
+        turn_id: &'a str,
+        reason: StopReason,
+        stats: &'a TurnStats,
+        error: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            let stats = serde_json::to_string(stats).unwrap_or_default();
+            sqlx::query(
+                "UPDATE buddy_turns SET finished_at_ms = $2, stop_reason = $3, stats = $4, error = $5 WHERE id = $1",
+            )
+            .bind(turn_id)
+            .bind(now_ms())
+            .bind(reason.as_str())
+            .bind(stats)
+            .bind(error)
+            .execute(&self.inner.pool)
+            .await
+            .map_err(backend)?;
+            Ok(())
+        })
+    }
+
+    fn list_conversations<'a>(
+        &'a self,
+        owner: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Vec<ConversationSummary>, StoreError>> {
+        Box::pin(async move {
+            let rows = sqlx::query(
+                "SELECT c.id, c.created_at_ms, c.updated_at_ms,
+                    (SELECT COUNT(*) FROM buddy_messages m WHERE m.conversation_id = c.id),
+                    (SELECT body FROM buddy_messages m WHERE m.conversation_id = c.id AND m.role = 'user' ORDER BY seq LIMIT 1),
+                    (SELECT stop_reason FROM buddy_turns t WHERE t.conversation_id = c.id ORDER BY started_at_ms DESC LIMIT 1)
+                 FROM buddy_conversations c WHERE $1::TEXT IS NULL OR c.owner = $1
+                 ORDER BY c.updated_at_ms DESC",
+            )
+            .bind(owner)
+            .fetch_all(&self.inner.pool)
+            .await
+            .map_err(backend)?;
+            rows.iter()
+                .map(|row| {
+                    let count: i64 = row.try_get(3).map_err(backend)?;
+                    let first_user: Option<String> = row.try_get(4).map_err(backend)?;
+                    Ok(ConversationSummary {
+                        id: row.try_get(0).map_err(backend)?,
+                        created_at_ms: row.try_get(1).map_err(backend)?,
+                        updated_at_ms: row.try_get(2).map_err(backend)?,
+                        messages: u64::try_from(count).unwrap_or(0),
+                        title: title(first_user.as_deref())?,
+                        last_stop_reason: row.try_get(5).map_err(backend)?,
+                    })
+                })
+                .collect()
+        })
+    }
+
+    fn get_conversation<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<ConversationDetail>, StoreError>> {
+        Box::pin(async move {
+            let pool = &self.inner.pool;
+            let created =
+                sqlx::query("SELECT created_at_ms FROM buddy_conversations WHERE id = $1")
+                    .bind(id)
+                    .fetch_optional(pool)
+                    .await
+                    .map_err(backend)?;
+            let Some(created) = created else {
+                return Ok(None);
+            };
+            let messages = load(pool, id).await?;
+            let rows = sqlx::query(
+                "SELECT id, model, started_at_ms, finished_at_ms, stop_reason, stats, error
+                 FROM buddy_turns WHERE conversation_id = $1 ORDER BY started_at_ms, id",
+            )
+            .bind(id)
+            .fetch_all(pool)
+            .await
+            .map_err(backend)?;
+            let turns = rows
+                .iter()
+                .map(|row| {
+                    let stats: Option<String> = row.try_get(5).map_err(backend)?;
+                    Ok(TurnRecord {
+                        id: row.try_get(0).map_err(backend)?,
+                        model: row.try_get(1).map_err(backend)?,
+                        started_at_ms: row.try_get(2).map_err(backend)?,
+                        finished_at_ms: row.try_get(3).map_err(backend)?,
+                        stop_reason: row.try_get(4).map_err(backend)?,
+                        stats: stats.as_deref().map(decode).transpose()?,
+                        error: row.try_get(6).map_err(backend)?,
+                    })
+                })
+                .collect::<Result<Vec<_>, StoreError>>()?;
+            Ok(Some(ConversationDetail {
+                id: id.to_owned(),
+                created_at_ms: created.try_get(0).map_err(backend)?,
+                messages,
+                turns,
+            }))
+        })
+    }
+
+    fn delete_conversation<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(async move {
+            let done = sqlx::query("DELETE FROM buddy_conversations WHERE id = $1")
+                .bind(id)
+                .execute(&self.inner.pool)
+                .await
+                .map_err(backend)?;
+            Ok(done.rows_affected() > 0)
+        })
+    }
+}
+
+async fn load(pool: &PgPool, id: &str) -> Result<Vec<Message>, StoreError> {
+    let rows =
+        sqlx::query("SELECT body FROM buddy_messages WHERE conversation_id = $1 ORDER BY seq")
+            .bind(id)
+            .fetch_all(pool)
+            .await
+            .map_err(backend)?;
+    rows.iter()
+        .map(|row| {
+            let body: String = row.try_get(0).map_err(backend)?;
+            decode(&body)
+        })
+        .collect()
+}
+
+/// The claim's checks and its insert, in one transaction serialised per owner.
+async fn claim_in(
+    tx: &mut Transaction<'_, Postgres>,
+    claim: &Claim,
+    instance: &str,
+) -> Result<(), ClaimError> {
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1)::BIGINT)")
+        .bind(&claim.owner)
+        .execute(&mut **tx)
+        .await
+        .map_err(backend)?;
+    if let Some(conversation) = &claim.conversation_id {
+        let running =
+            sqlx::query("SELECT turn_id FROM buddy_running_turns WHERE conversation_id = $1")
+                .bind(conversation)
+                .fetch_optional(&mut **tx)
+                .await
+                .map_err(backend)?;
+        if let Some(row) = running {
+            return Err(ClaimError::ConversationBusy {
+                conversation: conversation.clone(),
+                running: row.try_get(0).map_err(backend)?,
+            });
+        }
+    }
+    let count: i64 = sqlx::query("SELECT COUNT(*) FROM buddy_running_turns WHERE owner = $1")
+        .bind(&claim.owner)
+        .fetch_one(&mut **tx)
+        .await
+        .and_then(|row| row.try_get(0))
+        .map_err(backend)?;
+    if usize::try_from(count).unwrap_or(usize::MAX) >= claim.max_per_owner {
+        return Err(ClaimError::OwnerAtCap {
+            max: claim.max_per_owner,
+        });
+    }
+    let inserted = sqlx::query(
+        "INSERT INTO buddy_running_turns (turn_id, conversation_id, owner, instance, started_at_ms)
+         VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
+    )
+    .bind(&claim.turn_id)
+    .bind(&claim.conversation_id)
+    .bind(&claim.owner)
+    .bind(instance)
+    .bind(now_ms())
+    .execute(&mut **tx)
+    .await
+    .map_err(backend)?;
+    if inserted.rows_affected() == 0 {
+        // Another key's turn took the conversation between the check and the insert.
+        return Err(ClaimError::ConversationBusy {
+            conversation: claim.conversation_id.clone().unwrap_or_default(),
+            running: "another turn".into(),
+        });
+    }
+    Ok(())
+}
+
+impl Coordinator for PgStore {
+    fn claim<'a>(&'a self, claim: &'a Claim) -> BoxFuture<'a, Result<(), ClaimError>> {
+        Box::pin(async move {
+            let mut tx = self.inner.pool.begin().await.map_err(backend)?;
+            claim_in(&mut tx, claim, &self.inner.instance).await?;
+            tx.commit().await.map_err(backend)?;
+            Ok(())
+        })
+    }
+
+    fn release<'a>(&'a self, turn_id: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            sqlx::query("DELETE FROM buddy_running_turns WHERE turn_id = $1")
+                .bind(turn_id)
+                .execute(&self.inner.pool)
+                .await
+                .map_err(backend)?;
+            Ok(())
+        })
+    }
+
+    fn running_on<'a>(
+        &'a self,
+        conversation_id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, StoreError>> {
+        Box::pin(async move {
+            let row =
+                sqlx::query("SELECT turn_id FROM buddy_running_turns WHERE conversation_id = $1")
+                    .bind(conversation_id)
+                    .fetch_optional(&self.inner.pool)
+                    .await
+                    .map_err(backend)?;
+            row.map(|r| r.try_get(0).map_err(backend)).transpose()
+        })
+    }
+
+    fn request_cancel<'a>(
+        &'a self,
+        turn_id: &'a str,
+        owner: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(async move {
+            let found = sqlx::query(
+                "SELECT 1 FROM buddy_running_turns WHERE turn_id = $1 AND ($2::TEXT IS NULL OR owner = $2)",
+            )
+            .bind(turn_id)
+            .bind(owner)
+            .fetch_optional(&self.inner.pool)
+            .await
+            .map_err(backend)?;
+            if found.is_none() {
+                return Ok(false);
+            }
+            sqlx::query("SELECT pg_notify($1, $2)")
+                .bind(CANCEL_CHANNEL)
+                .bind(turn_id)
+                .execute(&self.inner.pool)
+                .await
+                .map_err(backend)?;
+            Ok(true)
+        })
+    }
+
+    fn cancellations(&self) -> mpsc::UnboundedReceiver<String> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        if let Ok(mut cancels) = self.inner.cancels.lock() {
+            *cancels = Some(tx);
+        }
+        rx
+    }
+}

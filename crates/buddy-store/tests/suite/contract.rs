@@ -1,0 +1,121 @@
+//! What every store must do, the same for SQLite and PostgreSQL.
+
+use buddy_core::{Message, StopReason, ToolCall, TurnStats};
+use buddy_store::{PgStore, SqliteStore, Store, StoreError};
+
+async fn contract(store: &dyn Store) {
+    // Create, append in rounds, finish, read back.
+    let id = store.create_conversation("owner-a").await.unwrap();
+    store.begin_turn(&id, "turn_1", "model-x").await.unwrap();
+    let round = [
+        Message::Assistant {
+            content: None,
+            tool_calls: vec![ToolCall::new("c1", "get_time", "{}")],
+        },
+        Message::tool_result("c1", "12:00", false),
+    ];
+    store
+        .append_message(&id, "turn_1", &Message::user("time?"))
+        .await
+        .unwrap();
+    store.append_messages(&id, "turn_1", &round).await.unwrap();
+    store
+        .append_message(&id, "turn_1", &Message::assistant("Noon."))
+        .await
+        .unwrap();
+    let stats = TurnStats {
+        model_calls: 2,
+        tool_calls: 1,
+        ..TurnStats::default()
+    };
+    store
+        .finish_turn("turn_1", StopReason::Completed, &stats, None)
+        .await
+        .unwrap();
+    let messages = store.load_messages(&id).await.unwrap();
+    assert_eq!(messages.len(), 4);
+    assert_eq!(messages[0], Message::user("time?"));
+    assert_eq!(messages[3], Message::assistant("Noon."));
+    let detail = store.get_conversation(&id).await.unwrap().unwrap();
+    assert_eq!(detail.turns[0].stop_reason.as_deref(), Some("completed"));
+    assert_eq!(detail.turns[0].stats, Some(stats));
+    let info = store.conversation_info(&id).await.unwrap().unwrap();
+    assert_eq!(
+        (info.owner.as_str(), info.last_model.as_deref()),
+        ("owner-a", Some("model-x"))
+    );
+
+    // Listing by owner; an admin (None) sees all.
+    let other = store.create_conversation("owner-b").await.unwrap();
+    let mine = store.list_conversations(Some("owner-a")).await.unwrap();
+    assert!(
+        mine.iter()
+            .any(|c| c.id == id && c.title == "time?" && c.messages == 4)
+    );
+    assert!(!mine.iter().any(|c| c.id == other));
+    let all = store.list_conversations(None).await.unwrap();
+    assert!(all.iter().any(|c| c.id == id) && all.iter().any(|c| c.id == other));
+
+    // A batch is all or nothing: one that cannot be stored leaves nothing behind.
+    assert!(matches!(
+        store.append_messages("conv_missing", "t", &round).await,
+        Err(StoreError::NotFound(_))
+    ));
+    assert!(
+        store
+            .conversation_info("conv_missing")
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // Delete takes messages and turns with it.
+    assert!(store.delete_conversation(&id).await.unwrap());
+    assert!(!store.delete_conversation(&id).await.unwrap());
+    assert!(matches!(
+        store.load_messages(&id).await,
+        Err(StoreError::NotFound(_))
+    ));
+    assert!(store.get_conversation(&id).await.unwrap().is_none());
+}
+
+/// Many concurrent appends to one conversation keep their order and lose nothing.
+async fn concurrent_appends(store: &dyn Store) {
+    let id = store.create_conversation("owner-c").await.unwrap();
+    let writes = (0..50).map(|i| {
+        let id = id.clone();
+        async move {
+            store
+                .append_message(&id, "t", &Message::user(format!("m{i}")))
+                .await
+        }
+    });
+    for result in futures::future::join_all(writes).await {
+        result.unwrap();
+    }
+    assert_eq!(store.load_messages(&id).await.unwrap().len(), 50);
+}
+
+#[tokio::test]
+async fn sqlite_keeps_the_store_contract() {
+    let store = SqliteStore::in_memory().unwrap();
+    contract(&store).await;
+    concurrent_appends(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_keeps_the_store_contract() {
+    let store = PgStore::connect(&super::postgres_url()).await.unwrap();
+    contract(&store).await;
+    concurrent_appends(&store).await;
+}
+
+#[tokio::test]
+async fn a_postgres_url_that_does_not_answer_is_a_clear_error() {
+    let error = PgStore::connect("postgres://nobody@127.0.0.1:1/none")
+        .await
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(error.contains("cannot connect to PostgreSQL"), "{error}");
+}
