@@ -1,7 +1,9 @@
 //! The load benchmark: N concurrent streaming chats against a real `buddy serve`
 //! process backed by a `buddy mock-server` process, all on 127.0.0.1. Each chat is one
 //! turn of three tool rounds (`scenarios/three_rounds.json`). Separate processes keep
-//! the server's memory and sockets its own, so its RSS is measured alone.
+//! the server's memory and sockets its own, so its RSS is measured alone. With a
+//! PostgreSQL store, several `buddy serve` instances share the load (and the RSS
+//! figures are their sum).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -21,11 +23,17 @@ pub struct LoadOptions {
     /// Bound on the whole run.
     pub timeout: Duration,
     pub scenarios: PathBuf,
+    /// `buddy serve` processes; the chats are spread over them in turn.
+    pub instances: usize,
+    /// A `postgres://` URL every instance shares; `None`: one SQLite file (one instance).
+    pub store: Option<String>,
 }
 
 /// What happened.
 #[derive(Clone, Debug, Serialize)]
 pub struct LoadReport {
+    pub instances: usize,
+    pub store: &'static str,
     pub conversations: usize,
     pub completed: usize,
     pub errors: usize,
@@ -142,29 +150,36 @@ max_concurrent_turns_per_key = 1000000
 "#
     );
     std::fs::write(dir.join("buddy.toml"), config).map_err(|e| e.to_string())?;
-    let (server, url) = spawn(
-        buddy,
-        &[
-            "--config",
-            "buddy.toml",
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--db",
-            "load.db",
-        ],
-        &dir,
-    )?;
-    let pid = server.0.id();
+    let instances = match &options.store {
+        Some(_) => options.instances.max(1),
+        None if options.instances > 1 => {
+            return Err("several instances share a store: give --store postgres://…".into());
+        }
+        None => 1,
+    };
+    let mut servers = Vec::new();
+    let mut urls = Vec::new();
+    for _ in 0..instances {
+        let mut args = vec!["--config", "buddy.toml", "serve", "--listen", "127.0.0.1:0"];
+        match &options.store {
+            Some(store) => args.extend(["--store", store.as_str()]),
+            None => args.extend(["--db", "load.db"]),
+        }
+        let (server, url) = spawn(buddy, &args, &dir)?;
+        servers.push(server);
+        urls.push(url);
+    }
+    let pids: Vec<u32> = servers.iter().map(|s| s.0.id()).collect();
+    let rss = move || pids.iter().map(|pid| rss_kib(*pid)).sum::<u64>();
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let baseline = rss_kib(pid);
+    let baseline = rss();
     let peak = Arc::new(AtomicU64::new(baseline));
     let sampling = Arc::new(AtomicBool::new(true));
     let sampler = {
-        let (peak, sampling) = (Arc::clone(&peak), Arc::clone(&sampling));
+        let (peak, sampling, rss) = (Arc::clone(&peak), Arc::clone(&sampling), rss.clone());
         tokio::spawn(async move {
             while sampling.load(Ordering::Relaxed) {
-                peak.fetch_max(rss_kib(pid), Ordering::Relaxed);
+                peak.fetch_max(rss(), Ordering::Relaxed);
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
         })
@@ -177,8 +192,8 @@ max_concurrent_turns_per_key = 1000000
         .map_err(|e| e.to_string())?;
     let started = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
-    for _ in 0..options.conversations {
-        let (client, url) = (client.clone(), url.clone());
+    for i in 0..options.conversations {
+        let (client, url) = (client.clone(), urls[i % urls.len()].clone());
         tasks.spawn(async move {
             let begin = Instant::now();
             let mut response = client
@@ -224,12 +239,18 @@ max_concurrent_turns_per_key = 1000000
     let wall = started.elapsed().as_secs_f64();
     sampling.store(false, Ordering::Relaxed);
     let _ = sampler.await;
-    drop(server);
+    drop(servers);
     let _ = std::fs::remove_dir_all(&dir);
     firsts.sort_by(f64::total_cmp);
     dones.sort_by(f64::total_cmp);
     let peak = peak.load(Ordering::Relaxed);
     Ok(LoadReport {
+        instances,
+        store: if options.store.is_some() {
+            "postgres"
+        } else {
+            "sqlite"
+        },
         conversations: options.conversations,
         completed: dones.len(),
         errors,

@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use buddy_core::{BoxFuture, Message, StopReason, TurnStats};
+use sqlx::Row;
 use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
-use sqlx::{Postgres, Row, Transaction};
 use tokio::sync::mpsc;
 
 use crate::coordinate::{Claim, ClaimError, Coordinator};
@@ -57,6 +57,10 @@ CREATE TABLE IF NOT EXISTS buddy_running_turns (
     owner TEXT NOT NULL,
     instance TEXT NOT NULL,
     started_at_ms BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS buddy_owner_turns (
+    owner TEXT PRIMARY KEY,
+    running BIGINT NOT NULL
 );
 "#;
 
@@ -167,6 +171,13 @@ impl Inner {
             "DELETE FROM buddy_running_turns WHERE instance NOT IN (SELECT id FROM buddy_instances WHERE last_seen_ms > $1)",
         )
         .bind(now - STALE_MS)
+        .execute(&self.pool)
+        .await
+        .map_err(backend)?;
+        sqlx::query(
+            "UPDATE buddy_owner_turns o SET running = (SELECT COUNT(*) FROM buddy_running_turns r WHERE r.owner = o.owner)
+             WHERE running <> (SELECT COUNT(*) FROM buddy_running_turns r WHERE r.owner = o.owner)",
+        )
         .execute(&self.pool)
         .await
         .map_err(backend)?;
@@ -465,77 +476,69 @@ async fn load(pool: &PgPool, id: &str) -> Result<Vec<Message>, StoreError> {
         .collect()
 }
 
-/// The claim's checks and its insert, in one transaction serialised per owner.
-async fn claim_in(
-    tx: &mut Transaction<'_, Postgres>,
-    claim: &Claim,
-    instance: &str,
-) -> Result<(), ClaimError> {
-    sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1)::BIGINT)")
+/// A claim in one statement: the owner's counter goes up only while under the cap (its
+/// row is locked just for this statement), and the running-turn row goes in with it; a
+/// conversation already running makes the whole statement fail, counter included.
+const CLAIM: &str = "
+WITH slot AS (
+    INSERT INTO buddy_owner_turns (owner, running) VALUES ($3, 1)
+    ON CONFLICT (owner) DO UPDATE SET running = buddy_owner_turns.running + 1
+    WHERE buddy_owner_turns.running < $6
+    RETURNING running
+)
+INSERT INTO buddy_running_turns (turn_id, conversation_id, owner, instance, started_at_ms)
+SELECT $1, $2, $3, $4, $5 FROM slot
+RETURNING turn_id";
+
+/// Postgres's code for a unique-key violation.
+const UNIQUE_VIOLATION: &str = "23505";
+
+async fn claim_once(pool: &PgPool, claim: &Claim, instance: &str) -> Result<(), ClaimError> {
+    let max = i64::try_from(claim.max_per_owner).unwrap_or(i64::MAX);
+    let inserted = sqlx::query(CLAIM)
+        .bind(&claim.turn_id)
+        .bind(&claim.conversation_id)
         .bind(&claim.owner)
-        .execute(&mut **tx)
-        .await
-        .map_err(backend)?;
-    if let Some(conversation) = &claim.conversation_id {
-        let running =
-            sqlx::query("SELECT turn_id FROM buddy_running_turns WHERE conversation_id = $1")
-                .bind(conversation)
-                .fetch_optional(&mut **tx)
-                .await
-                .map_err(backend)?;
-        if let Some(row) = running {
-            return Err(ClaimError::ConversationBusy {
-                conversation: conversation.clone(),
-                running: row.try_get(0).map_err(backend)?,
-            });
-        }
-    }
-    let count: i64 = sqlx::query("SELECT COUNT(*) FROM buddy_running_turns WHERE owner = $1")
-        .bind(&claim.owner)
-        .fetch_one(&mut **tx)
-        .await
-        .and_then(|row| row.try_get(0))
-        .map_err(backend)?;
-    if usize::try_from(count).unwrap_or(usize::MAX) >= claim.max_per_owner {
-        return Err(ClaimError::OwnerAtCap {
+        .bind(instance)
+        .bind(now_ms())
+        .bind(max)
+        .fetch_optional(pool)
+        .await;
+    match inserted {
+        Ok(Some(_)) => Ok(()),
+        Ok(None) => Err(ClaimError::OwnerAtCap {
             max: claim.max_per_owner,
-        });
+        }),
+        Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some(UNIQUE_VIOLATION) => {
+            let conversation = claim.conversation_id.clone().unwrap_or_default();
+            let running =
+                sqlx::query("SELECT turn_id FROM buddy_running_turns WHERE conversation_id = $1")
+                    .bind(&conversation)
+                    .fetch_optional(pool)
+                    .await
+                    .map_err(backend)?
+                    .and_then(|row| row.try_get::<String, _>(0).ok())
+                    .unwrap_or_else(|| "another turn".into());
+            Err(ClaimError::ConversationBusy {
+                conversation,
+                running,
+            })
+        }
+        Err(e) => Err(backend(e).into()),
     }
-    let inserted = sqlx::query(
-        "INSERT INTO buddy_running_turns (turn_id, conversation_id, owner, instance, started_at_ms)
-         VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
-    )
-    .bind(&claim.turn_id)
-    .bind(&claim.conversation_id)
-    .bind(&claim.owner)
-    .bind(instance)
-    .bind(now_ms())
-    .execute(&mut **tx)
-    .await
-    .map_err(backend)?;
-    if inserted.rows_affected() == 0 {
-        // Another key's turn took the conversation between the check and the insert.
-        return Err(ClaimError::ConversationBusy {
-            conversation: claim.conversation_id.clone().unwrap_or_default(),
-            running: "another turn".into(),
-        });
-    }
-    Ok(())
 }
 
 impl Coordinator for PgStore {
     fn claim<'a>(&'a self, claim: &'a Claim) -> BoxFuture<'a, Result<(), ClaimError>> {
-        Box::pin(async move {
-            let mut tx = self.inner.pool.begin().await.map_err(backend)?;
-            claim_in(&mut tx, claim, &self.inner.instance).await?;
-            tx.commit().await.map_err(backend)?;
-            Ok(())
-        })
+        Box::pin(claim_once(&self.inner.pool, claim, &self.inner.instance))
     }
 
     fn release<'a>(&'a self, turn_id: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
-            sqlx::query("DELETE FROM buddy_running_turns WHERE turn_id = $1")
+            sqlx::query(
+                "WITH gone AS (DELETE FROM buddy_running_turns WHERE turn_id = $1 RETURNING owner)
+                 UPDATE buddy_owner_turns SET running = running - 1 WHERE owner IN (SELECT owner FROM gone)",
+            )
                 .bind(turn_id)
                 .execute(&self.inner.pool)
                 .await

@@ -57,6 +57,12 @@ struct LoadArgs {
     /// Directory of scenarios for the mock (default: ./scenarios, else the built-in ones).
     #[arg(long, value_name = "DIR")]
     scenarios: Option<PathBuf>,
+    /// `buddy serve` instances sharing the load (more than one needs --store).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    instances: usize,
+    /// A postgres:// URL the instances share (default: one SQLite file).
+    #[arg(long, value_name = "URL")]
+    store: Option<String>,
     /// One JSON object per run instead of the table.
     #[arg(long)]
     json: bool,
@@ -138,6 +144,8 @@ pub async fn bench(args: BenchArgs) -> anyhow::Result<u8> {
                     latency_ms: args.latency_ms,
                     timeout: Duration::from_secs(args.timeout_secs),
                     scenarios: scenarios.clone(),
+                    instances: args.instances,
+                    store: args.store.clone(),
                 };
                 let r = buddy_cli::bench_load::run_load(&buddy, &options)
                     .await

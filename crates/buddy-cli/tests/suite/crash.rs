@@ -92,3 +92,100 @@ async fn killing_the_server_mid_turn_loses_nothing_already_produced() {
     server.kill().unwrap();
     server.wait().unwrap();
 }
+
+/// `buddy serve` started outside the checkout, with named keys from buddy.toml.
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_outside_the_checkout_has_the_scenarios_and_named_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("buddy.toml"),
+        r#"
+[server]
+db = "data/buddy.db"
+[[server.keys]]
+name = "alice"
+key_env = "TEST_ALICE_KEY"
+[[server.keys]]
+name = "ops"
+key_sha256 = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+admin = true
+"#,
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_buddy"))
+        .args(["--config", "buddy.toml", "serve", "--listen", "127.0.0.1:0"])
+        .current_dir(dir.path())
+        .env_remove("BUDDY_API_KEYS")
+        .env_remove("BUDDY_STORE")
+        .env("TEST_ALICE_KEY", "sk-alice-secret")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_owned();
+    std::thread::spawn(move || for _ in stderr.lines() {});
+
+    let models = |key: &'static str| {
+        let url = url.clone();
+        async move {
+            client()
+                .get(format!("{url}/v1/models"))
+                .bearer_auth(key)
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(models("sk-wrong").await.status(), 401);
+    let listed: Value = models("sk-alice-secret").await.json().await.unwrap();
+    let ids: Vec<&str> = listed["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["id"].as_str())
+        .collect();
+    for scenario in [
+        "scripted:chain_3_steps",
+        "scripted:paging_12",
+        "scripted:offline_assistant",
+    ] {
+        assert!(ids.contains(&scenario), "{scenario} missing from {ids:?}");
+    }
+    // Alice's conversation; the admin key (known only by its hash) sees it too.
+    let body = client()
+        .post(format!("{url}/v1/chat"))
+        .bearer_auth("sk-alice-secret")
+        .json(&json!({"message": "How much was Ada's latest order?", "model": "scripted:chain_3_steps"}))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(
+        sse_events(&body).last().unwrap().1["reason"],
+        "completed",
+        "{body}"
+    );
+    let all: Value = client()
+        .get(format!("{url}/v1/conversations"))
+        .bearer_auth("abc")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(all["data"].as_array().unwrap().len(), 1, "{all}");
+    assert!(dir.path().join("data/buddy.db").exists());
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

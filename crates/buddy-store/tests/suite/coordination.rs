@@ -91,3 +91,48 @@ async fn two_instances_on_one_postgres_keep_the_rules_and_pass_cancels() {
     .expect("A hears the cancel sent through B");
     assert_eq!(heard, turn);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_claims_never_pass_the_cap_or_share_a_conversation() {
+    let url = super::postgres_url();
+    let (a, b) = (
+        PgStore::connect(&url).await.unwrap(),
+        PgStore::connect(&url).await.unwrap(),
+    );
+    let tag = a.instance().to_owned();
+    let owner = format!("dave_{tag}");
+    let conversation = format!("conv_race_{tag}");
+    // 40 claims at once over both instances: at most 5 for the key, and one per conversation.
+    let claims: Vec<Claim> = (0..40)
+        .map(|i| {
+            let conv = (i % 2 == 0).then(|| conversation.clone());
+            claim(&format!("race_{tag}_{i}"), conv.as_deref(), &owner, 5)
+        })
+        .collect();
+    let results = futures::future::join_all(claims.iter().enumerate().map(|(i, c)| {
+        let at: &dyn Coordinator = if i % 2 == 0 { &a } else { &b };
+        at.claim(c)
+    }))
+    .await;
+    let won: Vec<usize> = results
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.is_ok())
+        .map(|(i, _)| i)
+        .collect();
+    assert!(won.len() <= 5, "{} claims passed a cap of 5", won.len());
+    assert!(!won.is_empty());
+    assert!(
+        won.iter().filter(|i| *i % 2 == 0).count() <= 1,
+        "two turns on one conversation: {won:?}"
+    );
+    // Released claims free their places in the cap.
+    for i in &won {
+        a.release(&claims[*i].turn_id).await.unwrap();
+    }
+    for i in 0..5 {
+        b.claim(&claim(&format!("again_{tag}_{i}"), None, &owner, 5))
+            .await
+            .unwrap();
+    }
+}
