@@ -9,15 +9,15 @@ use serde_json::{Value, json};
 
 use super::server::{all_scenarios, client, sse_events, start_slow_turn};
 
-/// Starts `buddy serve` on a free port; returns the child and its base URL.
-fn spawn_server(db: &Path, scenarios: &Path, cwd: &Path) -> (Child, String) {
+/// Starts `buddy ARGS` (a `serve`) in `cwd` with `env` set; returns the child and the
+/// base URL it printed.
+fn spawn_buddy(args: &[&std::ffi::OsStr], cwd: &Path, env: &[(&str, &str)]) -> (Child, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_buddy"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--db"])
-        .arg(db)
-        .arg("--scenarios")
-        .arg(scenarios)
+        .args(args)
         .current_dir(cwd)
         .env_remove("BUDDY_API_KEYS")
+        .env_remove("BUDDY_STORE")
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -34,6 +34,20 @@ fn spawn_server(db: &Path, scenarios: &Path, cwd: &Path) -> (Child, String) {
     // Keep draining stderr so the server never blocks on a full pipe.
     std::thread::spawn(move || for _ in stderr.lines() {});
     (child, url)
+}
+
+/// Starts `buddy serve` on a free port; returns the child and its base URL.
+fn spawn_server(db: &Path, scenarios: &Path, cwd: &Path) -> (Child, String) {
+    let args = [
+        "serve".as_ref(),
+        "--listen".as_ref(),
+        "127.0.0.1:0".as_ref(),
+        "--db".as_ref(),
+        db.as_os_str(),
+        "--scenarios".as_ref(),
+        scenarios.as_os_str(),
+    ];
+    spawn_buddy(&args, cwd, &[])
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -112,26 +126,9 @@ admin = true
 "#,
     )
     .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_buddy"))
-        .args(["--config", "buddy.toml", "serve", "--listen", "127.0.0.1:0"])
-        .current_dir(dir.path())
-        .env_remove("BUDDY_API_KEYS")
-        .env_remove("BUDDY_STORE")
-        .env("TEST_ALICE_KEY", "sk-alice-secret")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    stderr.read_line(&mut line).unwrap();
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_owned();
-    std::thread::spawn(move || for _ in stderr.lines() {});
+    let args =
+        ["--config", "buddy.toml", "serve", "--listen", "127.0.0.1:0"].map(std::ffi::OsStr::new);
+    let (mut child, url) = spawn_buddy(&args, dir.path(), &[("TEST_ALICE_KEY", "sk-alice-secret")]);
 
     let models = |key: &'static str| {
         let url = url.clone();

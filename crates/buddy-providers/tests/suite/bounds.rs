@@ -8,24 +8,7 @@ use buddy_core::ProviderError;
 use buddy_providers::HttpSettings;
 use buddy_testkit::{MockResponse, MockServer, Piece};
 
-use super::{openai, quick_http, tokens};
-
-/// A streamed response of `head` then `piece` repeated `times` times, `pause` apart.
-fn endless(head: &str, piece: &str, times: usize, pause: Duration) -> MockResponse {
-    let mut response = MockResponse::sse(head.as_bytes().to_vec());
-    response.pieces.push(Piece::Repeat {
-        bytes: piece.as_bytes().to_vec(),
-        times,
-        pause,
-    });
-    response
-}
-
-fn text_chunk(text: &str) -> String {
-    format!(
-        "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{text}\"}},\"finish_reason\":null}}]}}\n\n"
-    )
-}
+use super::{endless, openai, quick_http, text_chunk, tokens};
 
 fn bounded(settings: HttpSettings) -> HttpSettings {
     HttpSettings {

@@ -14,7 +14,7 @@ use buddy_testkit::{
     assert_history_valid, openai_sse,
 };
 
-use super::quick_http;
+use super::{endless, quick_http, text_chunk};
 
 /// The longest any of these turns may take before the test itself gives up.
 const ENDS_WITHIN: Duration = Duration::from_secs(60);
@@ -66,22 +66,6 @@ fn ending(events: &[ChatEvent]) -> (StopReason, String) {
         Some(ChatEvent::Done { reason, answer, .. }) => (*reason, answer.clone()),
         other => panic!("no terminal event: {other:?}"),
     }
-}
-
-fn endless(head: &str, piece: &str, times: usize, pause: Duration) -> MockResponse {
-    let mut response = MockResponse::sse(head.as_bytes().to_vec());
-    response.pieces.push(Piece::Repeat {
-        bytes: piece.as_bytes().to_vec(),
-        times,
-        pause,
-    });
-    response
-}
-
-fn text_chunk(text: &str) -> String {
-    format!(
-        "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{text}\"}},\"finish_reason\":null}}]}}\n\n"
-    )
 }
 
 fn arguments_chunk(arguments: &str) -> String {

@@ -18,6 +18,7 @@ use buddy_core::{
 use buddy_providers::{
     AnthropicOptions, AnthropicProvider, HttpSettings, OpenAiCompat, OpenAiOptions, OpenAiProvider,
 };
+use buddy_testkit::{MockResponse, Piece};
 use futures::StreamExt;
 
 /// The recorded streams, copied byte for byte from `shared/fixtures/streams`.
@@ -113,4 +114,22 @@ pub async fn complete(provider: &dyn Provider) -> Result<Completion, ProviderErr
     )
     .await
     .expect("a provider call must end")
+}
+
+/// A streamed response of `head` then `piece` repeated `times` times, `pause` apart.
+pub fn endless(head: &str, piece: &str, times: usize, pause: Duration) -> MockResponse {
+    let mut response = MockResponse::sse(head.as_bytes().to_vec());
+    response.pieces.push(Piece::Repeat {
+        bytes: piece.as_bytes().to_vec(),
+        times,
+        pause,
+    });
+    response
+}
+
+/// One OpenAI stream chunk carrying `text`.
+pub fn text_chunk(text: &str) -> String {
+    format!(
+        "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{text}\"}},\"finish_reason\":null}}]}}\n\n"
+    )
 }
