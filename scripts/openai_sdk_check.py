@@ -39,6 +39,15 @@ check(all(c.object == "chat.completion.chunk" for c in chunks), "chunk objects")
 check(chunks[-1].usage is not None and chunks[-1].usage.total_tokens > 0, "usage chunk")
 check([c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop", "stream finish_reason")
 
+# 2b. The loop of OpenAI's own examples, without stream_options: every chunk has a
+# choices[0] (no usage chunk unless asked for).
+naive = ""
+for c in client.chat.completions.create(model="scripted:chain_3_steps", messages=question, stream=True):
+    naive += c.choices[0].delta.content or ""
+    check(c.usage is None, "no usage field unless asked for")
+check("129.90" in naive, f"naive streamed text: {naive!r}")
+check(all(c.usage is None for c in chunks[:-1]), "usage only on the last chunk when asked for")
+
 # 3. The strict .stream() helper.
 with client.chat.completions.stream(model="scripted:chain_3_steps", messages=question) as stream:
     events = [event.type for event in stream]

@@ -19,6 +19,16 @@ use crate::toolbox::build_registry;
 struct HttpProvider {
     provider: Arc<dyn Provider>,
     model: Option<String>,
+    /// Every model name clients may ask this provider for (the default one first).
+    models: Vec<String>,
+    /// Any name passes through (`any_model = true`).
+    any_model: bool,
+}
+
+impl HttpProvider {
+    fn serves(&self, model: &str) -> bool {
+        self.any_model || self.models.iter().any(|m| m == model)
+    }
 }
 
 struct ScriptedModel {
@@ -64,6 +74,13 @@ impl ConfiguredBackend {
                 HttpProvider {
                     provider,
                     model: declared.model.clone(),
+                    models: declared
+                        .model
+                        .iter()
+                        .chain(&declared.models)
+                        .cloned()
+                        .collect(),
+                    any_model: declared.any_model,
                 },
             );
         }
@@ -130,6 +147,14 @@ impl ConfiguredBackend {
                     "provider `{name}` has no default model: name one in `model`"
                 ))
             })?;
+        if !provider.serves(&model) {
+            return Err(BackendError(format!(
+                "unknown model `{model}` for provider `{name}`; known: [{}]. GET /v1/models lists them \
+                 (an operator adds names with `models = [...]`, or lets any through with \
+                 `any_model = true`, under [providers.{name}])",
+                provider.models.join(", ")
+            )));
+        }
         Ok(Resolved {
             provider: Arc::clone(&provider.provider),
             toolbox: Arc::clone(&self.toolbox),
@@ -149,7 +174,11 @@ impl Backend for ConfiguredBackend {
                 .map(|n| format!("scripted:{n}"))
                 .collect();
         }
-        let mut models: Vec<String> = self.http.values().filter_map(|p| p.model.clone()).collect();
+        let mut models: Vec<String> = self
+            .http
+            .values()
+            .flat_map(|p| p.models.iter().cloned())
+            .collect();
         models.sort();
         models.dedup();
         models
@@ -171,7 +200,7 @@ impl Backend for ConfiguredBackend {
                 if let Some((name, _)) = self
                     .http
                     .iter()
-                    .find(|(_, p)| p.model.as_deref() == Some(model))
+                    .find(|(_, p)| p.models.iter().any(|m| m == model))
                 {
                     return self.http(name, Some(model));
                 }

@@ -68,6 +68,12 @@ pub struct ProviderConfig {
     /// The model to ask for (a `--model` flag overrides it).
     #[serde(default)]
     pub model: Option<String>,
+    /// Other models clients of `buddy serve` may name for this provider.
+    #[serde(default)]
+    pub models: Vec<String>,
+    /// Let `buddy serve` pass any model name a client sends to this provider.
+    #[serde(default)]
+    pub any_model: bool,
     /// Environment variable with the API key (default `OPENAI_API_KEY` / `ANTHROPIC_API_KEY`).
     #[serde(default)]
     pub api_key_env: Option<String>,
@@ -100,6 +106,8 @@ impl ProviderConfig {
             kind,
             base_url: None,
             model: None,
+            models: Vec::new(),
+            any_model: false,
             api_key_env: None,
             api_key: None,
             headers: BTreeMap::new(),

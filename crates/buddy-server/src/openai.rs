@@ -4,7 +4,10 @@
 //! client declares are handed back as ordinary `tool_calls` (the turn pauses there).
 //! The stream satisfies the official SDK's strict `.stream()` helper: every chunk is a
 //! `chat.completion.chunk` with integer `choices[].index`, tool-call pieces carry a
-//! 0-based gap-free `index`, usage comes in a last `choices: []` chunk, then `[DONE]`.
+//! 0-based gap-free `index`, then `[DONE]`. Usage is streamed only when the request asks
+//! (`stream_options.include_usage`), as OpenAI does: `"usage": null` on every chunk and
+//! the figures in a last `choices: []` chunk — clients that read `choices[0]` of every
+//! chunk would break on that chunk otherwise.
 
 use std::collections::HashSet;
 use std::convert::Infallible;
@@ -127,7 +130,8 @@ pub(crate) async fn completions(
     .await?;
     let id = format!("chatcmpl-{}", turn.turn_id.trim_start_matches("turn_"));
     if body.stream {
-        return Ok(stream_response(turn, id, model));
+        let include_usage = body.stream_options.is_some_and(|o| o.include_usage);
+        return Ok(stream_response(turn, id, model, include_usage));
     }
     let guard = CancelOnDrop(turn.cancel);
     let mut events = turn.events;
@@ -209,12 +213,17 @@ fn usage(stats: &TurnStats) -> Value {
 }
 
 /// The streamed form: text as it comes, client tool calls at the end, usage, `[DONE]`.
-fn stream_response(turn: crate::turns::StartedTurn, id: String, model: String) -> Response {
+fn stream_response(
+    turn: crate::turns::StartedTurn,
+    id: String,
+    model: String,
+    include_usage: bool,
+) -> Response {
     let created = unix_now();
     let chunk = move |choices: Value, usage: Option<Value>| {
         let mut chunk = json!({"id": id, "object": "chat.completion.chunk", "created": created, "model": model, "choices": choices});
-        if let Some(usage) = usage {
-            chunk["usage"] = usage;
+        if include_usage {
+            chunk["usage"] = usage.unwrap_or(Value::Null);
         }
         Event::default().data(chunk.to_string())
     };
@@ -287,7 +296,9 @@ fn stream_response(turn: crate::turns::StartedTurn, id: String, model: String) -
                             s.queued.push_back(chunk(json!([{"index": 0, "delta": {"tool_calls": calls}, "finish_reason": null}]), None));
                         }
                         s.queued.push_back(chunk(json!([{"index": 0, "delta": {}, "finish_reason": finish_reason(reason)}]), None));
-                        s.queued.push_back(chunk(json!([]), Some(usage(&stats))));
+                        if include_usage {
+                            s.queued.push_back(chunk(json!([]), Some(usage(&stats))));
+                        }
                     }
                     ChatEvent::Error {
                         reason, message, ..

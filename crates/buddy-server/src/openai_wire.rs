@@ -16,9 +16,19 @@ pub struct ChatCompletionRequest {
     pub tool_choice: Option<Value>,
     #[serde(default)]
     pub stream: bool,
+    /// `{"include_usage": true}` asks for the usage chunk at the end of a stream.
+    #[serde(default)]
+    pub stream_options: Option<StreamOptions>,
     /// buddy's own extension: policy overrides for this request.
     #[serde(default)]
     pub buddy_policy: Option<Value>,
+}
+
+/// `stream_options` of a streamed request.
+#[derive(Deserialize, Default)]
+pub struct StreamOptions {
+    #[serde(default)]
+    pub include_usage: bool,
 }
 
 /// One message of a request.

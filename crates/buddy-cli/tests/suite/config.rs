@@ -72,3 +72,66 @@ fn mistakes_in_buddy_toml_are_named() {
         .to_string();
     assert!(err.contains("skils"), "{err}");
 }
+
+#[test]
+fn the_server_refuses_model_names_its_providers_do_not_serve() {
+    use buddy_server::Backend;
+    buddy_providers::install_crypto_provider();
+    let config = BuddyConfig::parse(
+        r#"
+        default_provider = "main"
+        [providers.main]
+        kind = "openai"
+        base_url = "http://127.0.0.1:9/v1"
+        model = "model-one"
+        models = ["model-two"]
+        [providers.open]
+        kind = "openai"
+        base_url = "http://127.0.0.1:9/v1"
+        model = "open-default"
+        any_model = true
+        "#,
+        "test",
+    )
+    .unwrap();
+    let sandbox = tempfile::tempdir().unwrap();
+    let backend = buddy_cli::backend::ConfiguredBackend::new(
+        &config,
+        buddy_skills::Sandbox::new(sandbox.path()).unwrap(),
+        None,
+        &|_| Some("sk-test".into()),
+    )
+    .unwrap();
+    let mut listed = backend.models();
+    listed.sort();
+    assert_eq!(listed, ["model-one", "model-two", "open-default"]);
+    for model in ["model-one", "model-two"] {
+        assert_eq!(
+            backend.resolve(None, Some(model)).ok().map(|r| r.model),
+            Some(model.to_owned())
+        );
+    }
+    let refused = backend
+        .resolve(None, Some("gpt-9"))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        refused.contains("unknown model `gpt-9`") && refused.contains("[model-one, model-two]"),
+        "{refused}"
+    );
+    let refused = backend
+        .resolve(Some("main"), Some("gpt-9"))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(refused.contains("any_model = true"), "{refused}");
+    // The operator let any name through for this provider.
+    assert_eq!(
+        backend
+            .resolve(Some("open"), Some("anything-at-all"))
+            .ok()
+            .map(|r| r.model),
+        Some("anything-at-all".to_owned())
+    );
+}
