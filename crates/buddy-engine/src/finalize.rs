@@ -170,7 +170,7 @@ impl Turn<'_> {
             .await;
             return String::new();
         }
-        let results = successful_results(&self.history[self.first_new..]);
+        let results = successful_results(&self.history[self.rounds_from..]);
         if results.is_empty() || results.iter().any(|(_, r)| mentions(&text, r)) {
             return text;
         }

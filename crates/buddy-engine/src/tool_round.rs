@@ -193,6 +193,79 @@ impl Turn<'_> {
         Step::Continue
     }
 
+    /// Books the rounds a resumed turn carries: when a turn paused for tools the client
+    /// runs, the client sends the history back with their results and no new user
+    /// message. Those rounds belong to this turn: they count against its budget (model
+    /// and tool calls), and their results go through the same checks as the results of
+    /// server-side calls — so a client-tool loop is caught across round trips. Client
+    /// tools are judged as `observed`: by their results. Returns the cause that ends the
+    /// turn when the replayed rounds already show a loop.
+    pub(crate) async fn replay_resumed_rounds(&mut self) -> Option<FinalizeCause> {
+        let start = self.history.iter().rposition(Message::is_user)? + 1;
+        let tail: Vec<Message> = self.history[start..].to_vec();
+        self.rounds_from = start.min(self.rounds_from);
+        let mut ended = None;
+        for (i, message) in tail.iter().enumerate() {
+            let Message::Assistant { tool_calls, .. } = message else {
+                continue;
+            };
+            if tool_calls.is_empty() {
+                continue;
+            }
+            self.stats.model_calls += 1;
+            self.guards.rounds += 1;
+            let mut round = Round {
+                number: self.guards.rounds,
+                ..Round::default()
+            };
+            for call in tool_calls {
+                let Some(outcome) = tail[i + 1..].iter().find_map(|m| match m {
+                    Message::Tool {
+                        tool_call_id,
+                        content,
+                        is_error,
+                    } if *tool_call_id == call.id => Some(ToolOutcome {
+                        content: content.clone(),
+                        is_error: *is_error,
+                        fatal: false,
+                    }),
+                    _ => None,
+                }) else {
+                    continue;
+                };
+                let canonical = canonical_args(&call.arguments);
+                let key = call_key(&call.name, &canonical);
+                let cycle = self
+                    .guards
+                    .log
+                    .cycle_period(&key)
+                    .map(|_| self.guards.log.cycle_members(&key));
+                let slot = Slot {
+                    arg_strings: arg_strings(&call.arguments),
+                    call: call.clone(),
+                    canonical,
+                    key: key.clone(),
+                    semantics: RepeatSemantics::Observed,
+                    plan: Plan::Run,
+                    cycle,
+                    result: None,
+                };
+                self.guards.log.note_requested(&key);
+                self.after_run(&slot, outcome, &mut round).await;
+            }
+            if round.rung.is_none() {
+                self.guards.ladder.clean_round();
+            }
+            if self.policy.loop_detection {
+                self.judge_progress(&mut round);
+            }
+            if let Some(cause) = round.cause {
+                ended.get_or_insert(cause);
+            }
+        }
+        ended
+    }
+
     /// Counts rounds in a row whose every call failed or only repeated an earlier call with
     /// the same result; enough of them end the turn, whichever skills they used.
     fn judge_progress(&mut self, round: &mut Round) {

@@ -102,6 +102,9 @@ pub(crate) struct Turn<'e> {
     pub stats: TurnStats,
     pub history: Vec<Message>,
     pub first_new: usize,
+    /// Where this turn's own rounds start: `first_new`, or earlier for a turn resumed
+    /// after client-run tools (their rounds are part of it). Answers quote results from here.
+    pub rounds_from: usize,
     pub guards: GuardState,
     /// Counts tokens the way this model does.
     counter: Arc<dyn TokenCounter>,
@@ -131,6 +134,8 @@ pub(crate) struct Turn<'e> {
     recorder: Option<Arc<dyn MessageSink>>,
     /// The first message the recorder could not keep: the turn stops at the next step.
     record_failed: Option<String>,
+    /// The turn starts from a user's message (not a resume after client-run tools).
+    has_new_user_message: bool,
 }
 
 impl<'e> Turn<'e> {
@@ -169,6 +174,7 @@ impl<'e> Turn<'e> {
             stats: TurnStats::default(),
             history: request.history,
             first_new,
+            rounds_from: first_new,
             guards: GuardState::default(),
             counter,
             counts,
@@ -185,6 +191,7 @@ impl<'e> Turn<'e> {
             pending_user: request.user_message,
             recorder: request.recorder,
             record_failed: None,
+            has_new_user_message: true,
         };
         for message in &turn.history {
             match message {
@@ -206,6 +213,8 @@ impl<'e> Turn<'e> {
     /// Runs the state machine to its one terminal event.
     pub(crate) async fn run(mut self) -> TurnOutcome {
         self.answer_interrupted_calls().await;
+        self.has_new_user_message = self.pending_user.is_some()
+            || matches!(self.history.last(), Some(Message::User { .. }));
         if let Some(text) = self.pending_user.take() {
             self.push(Message::user(text)).await;
         }
@@ -217,6 +226,9 @@ impl<'e> Turn<'e> {
                 .await;
         }
         let mut pending: Option<FinalizeCause> = None;
+        if !self.has_new_user_message {
+            pending = self.replay_resumed_rounds().await;
+        }
         loop {
             if self.cancel.is_cancelled() {
                 return self.finish_cancelled().await;
@@ -839,7 +851,7 @@ impl<'e> Turn<'e> {
     /// if there are any, else end with an error that says what to change.
     pub(crate) async fn context_refused(&mut self, e: buddy_core::ProviderError) -> TurnOutcome {
         warn!(error = %e, "the provider refused the request as too long, even trimmed");
-        if has_successful_results(&self.history[self.first_new..]) {
+        if has_successful_results(&self.history[self.rounds_from..]) {
             return self
                 .finish_with_answer(StopReason::ContextOverflow, String::new())
                 .await;
@@ -867,7 +879,7 @@ impl<'e> Turn<'e> {
                 StopReason::Completed | StopReason::FinishTool => StopReason::NoAnswer,
                 other => other,
             };
-            let fallback = fallback_answer(&self.history[self.first_new..], reason);
+            let fallback = fallback_answer(&self.history[self.rounds_from..], reason);
             self.events
                 .emit(ChatEvent::TextDelta {
                     text: fallback.clone(),
