@@ -17,7 +17,7 @@ use crate::auth::Caller;
 use crate::conversations::owned_conversation;
 use crate::error::AppError;
 use crate::state::AppState;
-use crate::turns::{CancelOnDrop, Conversation, start_turn};
+use crate::turns::{CancelOnDrop, Conversation, Prelude, start_turn};
 
 /// The body of `POST /v1/chat`.
 #[derive(Deserialize)]
@@ -87,6 +87,7 @@ pub(crate) async fn chat(
         Some(body.message),
         resolved,
         &policy,
+        Prelude::default(),
     )
     .await?;
     let opening = Event::default()

@@ -12,6 +12,7 @@ mod app;
 mod auth;
 mod backend;
 mod chat;
+mod client_tools;
 mod conversations;
 mod error;
 mod metrics;

@@ -9,9 +9,7 @@
 //! the figures in a last `choices: []` chunk — clients that read `choices[0]` of every
 //! chunk would break on that chunk otherwise.
 
-use std::collections::HashSet;
 use std::convert::Infallible;
-use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::body::Bytes;
@@ -20,10 +18,7 @@ use axum::extract::rejection::BytesRejection;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
-use buddy_core::{
-    BoxFuture, ChatEvent, Message, RepeatSemantics, SkillContext, StopReason, ToolCall,
-    ToolOutcome, ToolSpec, Toolbox, TurnStats,
-};
+use buddy_core::{ChatEvent, Message, StopReason, ToolCall, ToolSpec, TurnStats};
 use buddy_engine::PolicyPatch;
 use serde_json::{Value, json};
 
@@ -32,32 +27,9 @@ use crate::chat::parse_body;
 use crate::error::AppError;
 use crate::openai_wire::{ChatCompletionRequest, to_messages};
 use crate::state::AppState;
-use crate::turns::{CancelOnDrop, Conversation, start_turn};
+use crate::client_tools::with_client_tools;
+use crate::turns::{CancelOnDrop, Conversation, Prelude, start_turn};
 
-/// The server's skills plus the client's own tools, which are never run here.
-struct WithClientTools {
-    inner: Arc<dyn Toolbox>,
-    client: HashSet<String>,
-    specs: Vec<ToolSpec>,
-}
-
-impl Toolbox for WithClientTools {
-    fn specs(&self) -> &[ToolSpec] {
-        &self.specs
-    }
-    fn semantics(&self, name: &str) -> Option<RepeatSemantics> {
-        if self.client.contains(name) {
-            return Some(RepeatSemantics::Effectful);
-        }
-        self.inner.semantics(name)
-    }
-    fn invoke<'a>(&'a self, call: &'a ToolCall, ctx: SkillContext) -> BoxFuture<'a, ToolOutcome> {
-        self.inner.invoke(call, ctx)
-    }
-    fn is_external(&self, name: &str) -> bool {
-        self.client.contains(name)
-    }
-}
 
 fn unix_now() -> u64 {
     SystemTime::now()
@@ -102,22 +74,8 @@ pub(crate) async fn completions(
         .backend
         .resolve(None, body.model.as_deref())
         .map_err(|e| AppError::BadRequest(e.to_string()))?;
-    if !body.tools.is_empty() {
-        let mut specs = resolved.toolbox.specs().to_vec();
-        let mut client = HashSet::new();
-        for tool in body.tools {
-            if specs.iter().any(|s| s.name == tool.function.name) {
-                continue;
-            }
-            client.insert(tool.function.name.clone());
-            specs.push(ToolSpec::from(tool));
-        }
-        resolved.toolbox = Arc::new(WithClientTools {
-            inner: resolved.toolbox,
-            client,
-            specs,
-        });
-    }
+    let declared: Vec<ToolSpec> = body.tools.into_iter().map(ToolSpec::from).collect();
+    resolved.toolbox = with_client_tools(resolved.toolbox, declared);
     let model = body.model.unwrap_or_else(|| resolved.model.clone());
     let turn = start_turn(
         &state,
@@ -126,6 +84,7 @@ pub(crate) async fn completions(
         None,
         resolved,
         &policy,
+        Prelude::default(),
     )
     .await?;
     let id = format!("chatcmpl-{}", turn.turn_id.trim_start_matches("turn_"));

@@ -101,6 +101,17 @@ pub(crate) enum Conversation {
     Ephemeral(Vec<Message>),
 }
 
+/// Messages a request adds before its turn runs (beyond a user message), and a system
+/// prompt for this turn only.
+#[derive(Default)]
+pub(crate) struct Prelude {
+    /// Added to the conversation (and stored with it) before the turn: the Responses
+    /// API's input items, such as the results of tools the client ran.
+    pub append: Vec<Message>,
+    /// A system prompt used for this turn and not stored (`instructions`).
+    pub instructions: Option<String>,
+}
+
 /// A running turn, as an endpoint sees it.
 pub(crate) struct StartedTurn {
     pub events: mpsc::Receiver<ChatEvent>,
@@ -151,6 +162,7 @@ pub(crate) async fn start_turn(
     user_message: Option<String>,
     resolved: Resolved,
     request_policy: &PolicyPatch,
+    prelude: Prelude,
 ) -> Result<StartedTurn, AppError> {
     let policy = turn_policy(state, &resolved, request_policy)?;
     let store = Arc::clone(&state.inner.store);
@@ -195,6 +207,18 @@ pub(crate) async fn start_turn(
     };
     if let Some(id) = &conversation_id {
         store.begin_turn(id, &turn_id, &resolved.model).await?;
+        if !prelude.append.is_empty() {
+            store.append_messages(id, &turn_id, &prelude.append).await?;
+        }
+    }
+    let mut history = history;
+    history.extend(prelude.append);
+    if let Some(instructions) = prelude.instructions {
+        let after_system = history
+            .iter()
+            .position(|m| !matches!(m, Message::System { .. }))
+            .unwrap_or(history.len());
+        history.insert(after_system, Message::system(instructions));
     }
     let mut request = TurnRequest::new(resolved.model.clone(), String::new())
         .with_history(history)

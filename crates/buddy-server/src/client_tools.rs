@@ -1,0 +1,54 @@
+//! Tools a client declares and runs itself: offered to the model beside the server's
+//! skills, never run here — a call to one pauses the turn and goes back to the client.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use buddy_core::{BoxFuture, RepeatSemantics, SkillContext, ToolCall, ToolOutcome, ToolSpec, Toolbox};
+
+/// The server's skills plus the client's own tools, which are never run here.
+pub(crate) struct WithClientTools {
+    inner: Arc<dyn Toolbox>,
+    client: HashSet<String>,
+    specs: Vec<ToolSpec>,
+}
+
+impl Toolbox for WithClientTools {
+    fn specs(&self) -> &[ToolSpec] {
+        &self.specs
+    }
+    fn semantics(&self, name: &str) -> Option<RepeatSemantics> {
+        if self.client.contains(name) {
+            return Some(RepeatSemantics::Effectful);
+        }
+        self.inner.semantics(name)
+    }
+    fn invoke<'a>(&'a self, call: &'a ToolCall, ctx: SkillContext) -> BoxFuture<'a, ToolOutcome> {
+        self.inner.invoke(call, ctx)
+    }
+    fn is_external(&self, name: &str) -> bool {
+        self.client.contains(name)
+    }
+}
+
+/// The server's `toolbox` plus the client's `declared` tools (a name the server already
+/// has stays the server's).
+pub(crate) fn with_client_tools(toolbox: Arc<dyn Toolbox>, declared: Vec<ToolSpec>) -> Arc<dyn Toolbox> {
+    if declared.is_empty() {
+        return toolbox;
+    }
+    let mut specs = toolbox.specs().to_vec();
+    let mut client = HashSet::new();
+    for tool in declared {
+        if specs.iter().any(|s| s.name == tool.name) {
+            continue;
+        }
+        client.insert(tool.name.clone());
+        specs.push(tool);
+    }
+    Arc::new(WithClientTools {
+        inner: toolbox,
+        client,
+        specs,
+    })
+}
