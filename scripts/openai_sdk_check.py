@@ -87,6 +87,41 @@ with client.chat.completions.stream(model="scripted:client_tool", messages=who, 
 check(final.choices[0].finish_reason == "tool_calls", "streamed tool_calls finish")
 check(final.choices[0].message.tool_calls[0].function.name == "lookup_customer", "streamed tool call")
 
+# 5b. The Responses API: create, the stream() helper, and client function tools resumed
+#     after previous_response_id (buddy's own skills show as mcp_call items).
+response = client.responses.create(model="scripted:chain_3_steps", input="How much was Ada's latest order?")
+check(response.status == "completed", f"response status {response.status}")
+check("129.90" in response.output_text, f"response text: {response.output_text!r}")
+check(any(item.type == "mcp_call" for item in response.output), "server-side calls as mcp_call items")
+check(response.usage is not None and response.usage.total_tokens > 0, "response usage")
+with client.responses.stream(model="scripted:chain_3_steps", input="How much was Ada's latest order?") as stream:
+    kinds = [event.type for event in stream]
+    streamed = stream.get_final_response()
+check(kinds[0] == "response.created" and kinds[-1] == "response.completed", f"stream events {kinds[:3]}…{kinds[-2:]}")
+check("response.output_text.delta" in kinds, "text deltas")
+check("129.90" in streamed.output_text, f"streamed response text: {streamed.output_text!r}")
+fn_tools = [{
+    "type": "function",
+    "name": "lookup_customer",
+    "description": "Look a customer up by email.",
+    "parameters": {"type": "object", "properties": {"email": {"type": "string"}}, "required": ["email"]},
+}]
+first = client.responses.create(model="scripted:client_tool", input="Who is ada@example.com?", tools=fn_tools)
+calls = [item for item in first.output if item.type == "function_call"]
+check(len(calls) == 1 and calls[0].name == "lookup_customer", f"function_call items: {first.output}")
+second = client.responses.create(
+    model="scripted:client_tool",
+    previous_response_id=first.id,
+    input=[{"type": "function_call_output", "call_id": calls[0].call_id, "output": "Ada Lovelace, customer since 2019"}],
+    tools=fn_tools,
+)
+check("Ada Lovelace" in second.output_text, f"resumed response: {second.output_text!r}")
+try:
+    client.responses.create(model="scripted:chain_3_steps", input="hi", tools=[{"type": "web_search"}])
+    check(False, "an unsupported tool type must fail")
+except openai.BadRequestError as error:
+    check("not supported" in str(error), f"error text: {error}")
+
 # 6. Errors are JSON error objects the SDK turns into typed exceptions.
 try:
     client.chat.completions.create(model="scripted:does_not_exist", messages=question)

@@ -11,7 +11,7 @@ use tower_http::trace::TraceLayer;
 
 use crate::error::AppError;
 use crate::state::AppState;
-use crate::{auth, chat, conversations, metrics, openai};
+use crate::{auth, chat, conversations, metrics, openai, responses};
 
 /// Every route of the server, over `state`. Tests drive it with `oneshot`, no socket needed.
 pub fn app(state: AppState) -> Router {
@@ -20,6 +20,7 @@ pub fn app(state: AppState) -> Router {
     let protected = Router::new()
         .route("/v1/chat", post(chat::chat))
         .route("/v1/chat/completions", post(openai::completions))
+        .route("/v1/responses", post(responses::responses))
         .route("/v1/models", get(openai::models))
         .route("/v1/conversations", get(conversations::list))
         .route(

@@ -4,7 +4,9 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use buddy_core::{BoxFuture, RepeatSemantics, SkillContext, ToolCall, ToolOutcome, ToolSpec, Toolbox};
+use buddy_core::{
+    BoxFuture, RepeatSemantics, SkillContext, ToolCall, ToolOutcome, ToolSpec, Toolbox,
+};
 
 /// The server's skills plus the client's own tools, which are never run here.
 pub(crate) struct WithClientTools {
@@ -33,7 +35,10 @@ impl Toolbox for WithClientTools {
 
 /// The server's `toolbox` plus the client's `declared` tools (a name the server already
 /// has stays the server's).
-pub(crate) fn with_client_tools(toolbox: Arc<dyn Toolbox>, declared: Vec<ToolSpec>) -> Arc<dyn Toolbox> {
+pub(crate) fn with_client_tools(
+    toolbox: Arc<dyn Toolbox>,
+    declared: Vec<ToolSpec>,
+) -> Arc<dyn Toolbox> {
     if declared.is_empty() {
         return toolbox;
     }

@@ -3,7 +3,8 @@
 //! - `POST /v1/chat`: one turn as an SSE stream of `ChatEvent`s, conversations kept in a store;
 //! - `GET|DELETE /v1/conversations[/{id}]`, `GET /v1/models`, `GET /healthz`, `GET /metrics`;
 //! - `POST /v1/chat/completions`: an OpenAI-compatible endpoint, so any OpenAI client gets
-//!   loop-safe tool use by changing its base URL.
+//!   loop-safe tool use by changing its base URL;
+//! - `POST /v1/responses`: the OpenAI Responses API over the same turns.
 //!
 //! [`app`] builds the router (tests drive it without a socket); [`serve`] runs it with
 //! auth, limits and graceful shutdown.
@@ -18,6 +19,7 @@ mod error;
 mod metrics;
 mod openai;
 pub mod openai_wire;
+mod responses;
 mod serve;
 mod state;
 mod turns;

@@ -24,12 +24,11 @@ use serde_json::{Value, json};
 
 use crate::auth::Caller;
 use crate::chat::parse_body;
+use crate::client_tools::with_client_tools;
 use crate::error::AppError;
 use crate::openai_wire::{ChatCompletionRequest, to_messages};
 use crate::state::AppState;
-use crate::client_tools::with_client_tools;
 use crate::turns::{CancelOnDrop, Conversation, Prelude, start_turn};
-
 
 fn unix_now() -> u64 {
     SystemTime::now()

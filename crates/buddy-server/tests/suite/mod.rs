@@ -3,6 +3,7 @@
 mod client_tools;
 mod connections;
 mod instances;
+mod responses;
 mod sharing;
 
 use std::sync::Arc;

@@ -1,0 +1,632 @@
+//! `POST /v1/responses`: the OpenAI Responses API over buddy's turns.
+//!
+//! - `input` (a string or items: messages, `function_call`, `function_call_output`) and
+//!   `instructions` (a system prompt for this response only);
+//! - `function` tools are the client's: a call to one ends the response with
+//!   `function_call` output items, and the client resumes with `function_call_output`
+//!   items (after `previous_response_id`, or with the whole input again);
+//! - buddy's own skills run server-side; each call appears as an `mcp_call` output item
+//!   (`server_label: "buddy"`) carrying its arguments and output;
+//! - `previous_response_id` continues the stored conversation the response belongs to
+//!   (`store: false` keeps nothing, and such a response cannot be continued);
+//! - `max_tool_calls` lowers the turn's tool-call limit; usage, errors and the stream's
+//!   events are in the API's shapes.
+
+use std::convert::Infallible;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use buddy_core::{ChatEvent, Message, StopReason, ToolCall, ToolSpec, TurnStats};
+use buddy_engine::PolicyPatch;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::auth::Caller;
+use crate::chat::parse_body;
+use crate::client_tools::with_client_tools;
+use crate::conversations::owned_conversation;
+use crate::error::AppError;
+use crate::state::AppState;
+use crate::turns::{CancelOnDrop, Conversation, Prelude, StartedTurn, start_turn};
+
+/// The body of `POST /v1/responses` (fields buddy does not use are accepted and ignored).
+#[derive(Deserialize)]
+struct ResponsesRequest {
+    model: Option<String>,
+    #[serde(default)]
+    input: Option<Value>,
+    instructions: Option<String>,
+    #[serde(default)]
+    tools: Vec<Value>,
+    previous_response_id: Option<String>,
+    #[serde(default)]
+    stream: bool,
+    max_tool_calls: Option<u64>,
+    store: Option<bool>,
+    /// buddy's own extension: policy overrides for this request.
+    buddy_policy: Option<Value>,
+}
+
+pub(crate) async fn responses(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, AppError> {
+    let body: ResponsesRequest = parse_body(&state, body)?;
+    let input = input_messages(body.input.unwrap_or(Value::Null)).map_err(AppError::BadRequest)?;
+    let tools = function_tools(body.tools).map_err(AppError::BadRequest)?;
+    let mut policy = match body.buddy_policy {
+        Some(value) => {
+            PolicyPatch::from_value(value).map_err(|e| AppError::BadRequest(e.to_string()))?
+        }
+        None => PolicyPatch::default(),
+    };
+    if let Some(max) = body.max_tool_calls {
+        policy
+            .set("max_tool_calls", json!(max))
+            .map_err(|e| AppError::BadRequest(format!("max_tool_calls: {e}")))?;
+    }
+    let mut model = body.model;
+    let conversation = match &body.previous_response_id {
+        Some(previous) => {
+            let id = conversation_of(previous).ok_or_else(|| {
+                AppError::NotFound(format!(
+                    "response `{previous}` does not exist or was not stored (store: false); send the whole input instead"
+                ))
+            })?;
+            let info = owned_conversation(&state, &caller, &id)
+                .await
+                .map_err(|_| AppError::NotFound(format!("response `{previous}` does not exist")))?;
+            if model.is_none() {
+                model = info.last_model;
+            }
+            Some(id)
+        }
+        None => None,
+    };
+    if conversation.is_none() && !input.iter().any(Message::is_user) {
+        return Err(AppError::BadRequest(
+            "`input` has no user message; send the user's text (or continue with previous_response_id)".into(),
+        ));
+    }
+    let mut resolved = state
+        .inner
+        .backend
+        .resolve(None, model.as_deref())
+        .map_err(|e| AppError::BadRequest(e.to_string()))?;
+    resolved.toolbox = with_client_tools(resolved.toolbox, tools);
+    let prelude = Prelude {
+        append: Vec::new(),
+        instructions: body.instructions.clone(),
+    };
+    let (conversation, prelude) = match (conversation, body.store) {
+        (Some(id), _) => (
+            Conversation::Stored(Some(id)),
+            Prelude {
+                append: input,
+                ..prelude
+            },
+        ),
+        (None, Some(false)) => (Conversation::Ephemeral(input), prelude),
+        (None, _) => (
+            Conversation::Stored(None),
+            Prelude {
+                append: input,
+                ..prelude
+            },
+        ),
+    };
+    let turn = start_turn(
+        &state,
+        &caller,
+        conversation,
+        None,
+        resolved,
+        &policy,
+        prelude,
+    )
+    .await?;
+    let id = response_id(turn.conversation_id.as_deref(), &turn.turn_id);
+    let builder = Builder::new(
+        id,
+        turn.model.clone(),
+        body.instructions,
+        body.previous_response_id,
+    );
+    if body.stream {
+        return Ok(stream(turn, builder));
+    }
+    let StartedTurn {
+        mut events, cancel, ..
+    } = turn;
+    let guard = CancelOnDrop(cancel);
+    let mut builder = builder;
+    while let Some(event) = events.recv().await {
+        if let ChatEvent::Error {
+            reason, message, ..
+        } = &event
+        {
+            return Err(AppError::TurnFailed {
+                reason: *reason,
+                message: message.clone(),
+            });
+        }
+        builder.on_event(event);
+    }
+    drop(guard);
+    Ok(Json(builder.response()).into_response())
+}
+
+/// `resp_` and the hex of the conversation and turn ids: the conversation is found again
+/// from `previous_response_id` alone. A response kept nowhere has only the turn's.
+fn response_id(conversation: Option<&str>, turn: &str) -> String {
+    let turn = turn.trim_start_matches("turn_");
+    match conversation {
+        Some(conversation) => format!("resp_{}{turn}", conversation.trim_start_matches("conv_")),
+        None => format!("resp_{turn}"),
+    }
+}
+
+/// The stored conversation a response id belongs to.
+fn conversation_of(response: &str) -> Option<String> {
+    let hex = response.strip_prefix("resp_")?;
+    (hex.len() == 64 && hex.chars().all(|c| c.is_ascii_hexdigit()))
+        .then(|| format!("conv_{}", &hex[..32]))
+}
+
+/// Text of a content value: a string, or the text of its parts.
+fn text_of(content: &Value) -> Option<String> {
+    match content {
+        Value::String(s) => Some(s.clone()),
+        Value::Array(parts) => Some(
+            parts
+                .iter()
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        ),
+        _ => None,
+    }
+}
+
+/// buddy's messages for `input`, or what is wrong with an item.
+fn input_messages(input: Value) -> Result<Vec<Message>, String> {
+    let items = match input {
+        Value::Null => return Ok(Vec::new()),
+        Value::String(text) => return Ok(vec![Message::user(text)]),
+        Value::Array(items) => items,
+        other => {
+            return Err(format!(
+                "`input` must be a string or a list of items, got {other}"
+            ));
+        }
+    };
+    let mut messages: Vec<Message> = Vec::new();
+    for (i, item) in items.into_iter().enumerate() {
+        let kind = item
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("message");
+        let field = |name: &str| {
+            item.get(name)
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .ok_or_else(|| format!("input[{i}]: a `{kind}` item needs `{name}`"))
+        };
+        match kind {
+            "message" => {
+                let role = field("role")?;
+                let text = item.get("content").and_then(text_of).unwrap_or_default();
+                messages.push(match role.as_str() {
+                    "user" => Message::user(text),
+                    "system" | "developer" => Message::system(text),
+                    "assistant" => Message::assistant(text),
+                    other => {
+                        return Err(format!(
+                            "input[{i}]: unknown role `{other}`; use user, system, developer or assistant"
+                        ));
+                    }
+                });
+            }
+            "function_call" => {
+                let call = ToolCall::new(field("call_id")?, field("name")?, field("arguments")?);
+                // Calls of one reply travel as consecutive items: one assistant message.
+                match messages.last_mut() {
+                    Some(Message::Assistant { tool_calls, .. }) if !tool_calls.is_empty() => {
+                        tool_calls.push(call);
+                    }
+                    _ => messages.push(Message::Assistant {
+                        content: None,
+                        tool_calls: vec![call],
+                    }),
+                }
+            }
+            "function_call_output" => {
+                let output = item.get("output").and_then(text_of).ok_or_else(|| {
+                    format!("input[{i}]: a `function_call_output` item needs `output`")
+                })?;
+                messages.push(Message::tool_result(field("call_id")?, output, false));
+            }
+            // The model's reasoning summaries are the provider's business, not buddy's.
+            "reasoning" => {}
+            other => {
+                return Err(format!(
+                    "input[{i}]: items of type `{other}` are not supported; buddy takes message, function_call and function_call_output items"
+                ));
+            }
+        }
+    }
+    Ok(messages)
+}
+
+/// The client's function tools; other tool types are refused by name.
+fn function_tools(tools: Vec<Value>) -> Result<Vec<ToolSpec>, String> {
+    tools
+        .into_iter()
+        .enumerate()
+        .map(|(i, tool)| {
+            let kind = tool.get("type").and_then(Value::as_str).unwrap_or_default();
+            if kind != "function" {
+                return Err(format!(
+                    "tools[{i}]: `{kind}` tools are not supported; buddy runs `function` tools through the client and its own skills itself"
+                ));
+            }
+            let name = tool
+                .get("name")
+                .and_then(Value::as_str)
+                .ok_or_else(|| format!("tools[{i}]: a function tool needs `name`"))?;
+            Ok(ToolSpec {
+                name: name.to_owned(),
+                description: tool
+                    .get("description")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+                parameters: tool
+                    .get("parameters")
+                    .cloned()
+                    .filter(|p| !p.is_null())
+                    .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
+            })
+        })
+        .collect()
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// Builds a response, and the stream's events, from a turn's events.
+struct Builder {
+    id: String,
+    model: String,
+    created_at: u64,
+    instructions: Option<String>,
+    previous_response_id: Option<String>,
+    /// Whether the response was kept (it can be continued).
+    stored: bool,
+    sequence: u64,
+    output: Vec<Value>,
+    /// The message item being streamed: its id and text so far.
+    open: Option<(String, String)>,
+    /// Calls announced and not yet answered.
+    pending: Vec<ToolCall>,
+    status: &'static str,
+    incomplete: Option<&'static str>,
+    stats: TurnStats,
+    reason: Option<StopReason>,
+}
+
+impl Builder {
+    fn new(
+        id: String,
+        model: String,
+        instructions: Option<String>,
+        previous_response_id: Option<String>,
+    ) -> Self {
+        Builder {
+            model,
+            created_at: unix_now(),
+            instructions,
+            previous_response_id,
+            stored: id.len() == "resp_".len() + 64,
+            sequence: 0,
+            id,
+            output: Vec::new(),
+            open: None,
+            pending: Vec::new(),
+            status: "in_progress",
+            incomplete: None,
+            stats: TurnStats::default(),
+            reason: None,
+        }
+    }
+
+    /// The response object as it stands.
+    fn response(&self) -> Value {
+        let usage = (self.status != "in_progress").then(|| {
+            json!({
+                "input_tokens": self.stats.input_tokens,
+                "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens": self.stats.output_tokens,
+                "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": self.stats.input_tokens + self.stats.output_tokens,
+            })
+        });
+        json!({
+            "id": self.id,
+            "object": "response",
+            "created_at": self.created_at,
+            "status": self.status,
+            "error": null,
+            "incomplete_details": self.incomplete.map(|reason| json!({"reason": reason})),
+            "instructions": self.instructions,
+            "max_output_tokens": null,
+            "model": self.model,
+            "output": self.output,
+            "parallel_tool_calls": true,
+            "previous_response_id": self.previous_response_id,
+            "reasoning": {"effort": null, "summary": null},
+            "store": self.stored,
+            "temperature": 1.0,
+            "text": {"format": {"type": "text"}},
+            "tool_choice": "auto",
+            "tools": [],
+            "top_p": 1.0,
+            "truncation": "disabled",
+            "usage": usage,
+            "user": null,
+            "metadata": {},
+            "buddy": {
+                "stop_reason": self.reason,
+                "model_calls": self.stats.model_calls,
+                "tool_calls": self.stats.tool_calls,
+            },
+        })
+    }
+
+    /// One stream event, numbered.
+    fn event(&mut self, kind: &str, mut data: Value) -> (String, Value) {
+        data["type"] = json!(kind);
+        data["sequence_number"] = json!(self.sequence);
+        self.sequence += 1;
+        (kind.to_owned(), data)
+    }
+
+    /// The stream's opening events.
+    fn opening(&mut self) -> Vec<(String, Value)> {
+        let response = self.response();
+        vec![
+            self.event("response.created", json!({"response": response})),
+            self.event("response.in_progress", json!({"response": self.response()})),
+        ]
+    }
+
+    fn close_message(&mut self, out: &mut Vec<(String, Value)>) {
+        let Some((id, text)) = self.open.take() else {
+            return;
+        };
+        let index = self.output.len();
+        let part = json!({"type": "output_text", "text": text, "annotations": []});
+        let item = json!({"type": "message", "id": id, "status": "completed", "role": "assistant", "content": [part]});
+        out.push(self.event(
+            "response.output_text.done",
+            json!({"item_id": id, "output_index": index, "content_index": 0, "text": text, "logprobs": []}),
+        ));
+        out.push(self.event(
+            "response.content_part.done",
+            json!({"item_id": id, "output_index": index, "content_index": 0, "part": part}),
+        ));
+        out.push(self.event(
+            "response.output_item.done",
+            json!({"output_index": index, "item": item}),
+        ));
+        self.output.push(item);
+    }
+
+    /// An item complete at once (a server-side call, a client call): added, then done.
+    fn whole_item(&mut self, item: Value, out: &mut Vec<(String, Value)>) {
+        let index = self.output.len();
+        let mut added = item.clone();
+        added["status"] = json!("in_progress");
+        if item["type"] == "function_call" {
+            added["arguments"] = json!("");
+        }
+        out.push(self.event(
+            "response.output_item.added",
+            json!({"output_index": index, "item": added}),
+        ));
+        if item["type"] == "function_call" {
+            let id = item["id"].clone();
+            out.push(self.event(
+                "response.function_call_arguments.delta",
+                json!({"item_id": id, "output_index": index, "delta": item["arguments"]}),
+            ));
+            out.push(self.event(
+                "response.function_call_arguments.done",
+                json!({"item_id": id, "output_index": index, "name": item["name"], "arguments": item["arguments"]}),
+            ));
+        }
+        out.push(self.event(
+            "response.output_item.done",
+            json!({"output_index": index, "item": item}),
+        ));
+        self.output.push(item);
+    }
+
+    /// What one turn event adds to the response, as stream events.
+    fn on_event(&mut self, event: ChatEvent) -> Vec<(String, Value)> {
+        let mut out = Vec::new();
+        match event {
+            ChatEvent::TextDelta { text } => {
+                if self.open.is_none() {
+                    let id = format!(
+                        "msg_{}_{}",
+                        self.id.trim_start_matches("resp_"),
+                        self.output.len()
+                    );
+                    let index = self.output.len();
+                    out.push(self.event(
+                        "response.output_item.added",
+                        json!({"output_index": index, "item": {"type": "message", "id": id, "status": "in_progress", "role": "assistant", "content": []}}),
+                    ));
+                    out.push(self.event(
+                        "response.content_part.added",
+                        json!({"item_id": id, "output_index": index, "content_index": 0, "part": {"type": "output_text", "text": "", "annotations": []}}),
+                    ));
+                    self.open = Some((id, String::new()));
+                }
+                let index = self.output.len();
+                if let Some((id, so_far)) = &mut self.open {
+                    so_far.push_str(&text);
+                    let id = id.clone();
+                    out.push(self.event(
+                        "response.output_text.delta",
+                        json!({"item_id": id, "output_index": index, "content_index": 0, "delta": text, "logprobs": []}),
+                    ));
+                }
+            }
+            // One model call is over: its text is one message.
+            ChatEvent::IterationStats { .. } => self.close_message(&mut out),
+            ChatEvent::ToolCallStart {
+                id,
+                name,
+                arguments,
+            } => {
+                self.close_message(&mut out);
+                self.pending.push(ToolCall::new(id, name, arguments));
+            }
+            ChatEvent::ToolCallResult {
+                id,
+                content,
+                is_error,
+                ..
+            } => {
+                if let Some(at) = self.pending.iter().position(|c| c.id == id) {
+                    let call = self.pending.remove(at);
+                    let item = json!({
+                        "type": "mcp_call",
+                        "id": format!("mcp_{}", call.id),
+                        "server_label": "buddy",
+                        "name": call.name,
+                        "arguments": call.arguments,
+                        "output": if is_error { Value::Null } else { json!(content) },
+                        "error": if is_error { json!(content) } else { Value::Null },
+                        "status": "completed",
+                    });
+                    self.whole_item(item, &mut out);
+                }
+            }
+            ChatEvent::Done { reason, stats, .. } => {
+                self.close_message(&mut out);
+                if reason == StopReason::ClientToolCalls {
+                    for call in std::mem::take(&mut self.pending) {
+                        let item = json!({
+                            "type": "function_call",
+                            "id": format!("fc_{}", call.id),
+                            "call_id": call.id,
+                            "name": call.name,
+                            "arguments": call.arguments,
+                            "status": "completed",
+                        });
+                        self.whole_item(item, &mut out);
+                    }
+                }
+                self.stats = stats;
+                self.reason = Some(reason);
+                let (status, kind) = match reason {
+                    StopReason::Truncated => {
+                        self.incomplete = Some("max_output_tokens");
+                        ("incomplete", "response.incomplete")
+                    }
+                    _ => ("completed", "response.completed"),
+                };
+                self.status = status;
+                let response = self.response();
+                out.push(self.event(kind, json!({"response": response})));
+            }
+            ChatEvent::Error {
+                reason,
+                message,
+                stats,
+            } => {
+                self.close_message(&mut out);
+                self.stats = stats;
+                self.reason = Some(reason);
+                self.status = "failed";
+                let mut response = self.response();
+                response["error"] = json!({"code": "server_error", "message": format!("turn ended ({reason}): {message}")});
+                out.push(self.event("response.failed", json!({"response": response})));
+            }
+            _ => {}
+        }
+        out
+    }
+}
+
+/// The streamed form: the API's events, in its order, ending with the terminal one.
+fn stream(turn: StartedTurn, mut builder: Builder) -> Response {
+    let StartedTurn { events, cancel, .. } = turn;
+    let opening: std::collections::VecDeque<(String, Value)> = builder.opening().into();
+    let state = (events, CancelOnDrop(cancel), builder, opening);
+    let stream = futures::stream::unfold(
+        state,
+        |(mut events, guard, mut builder, mut queued)| async move {
+            loop {
+                if let Some((kind, data)) = queued.pop_front() {
+                    let event = Event::default().event(kind).data(data.to_string());
+                    return Some((Ok::<_, Infallible>(event), (events, guard, builder, queued)));
+                }
+                let event = events.recv().await?;
+                queued.extend(builder.on_event(event));
+            }
+        },
+    );
+    Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn input_items_become_messages_and_ids_find_their_conversation() {
+        let messages = input_messages(json!([
+            {"role": "user", "content": [{"type": "input_text", "text": "Who is Ada?"}]},
+            {"type": "function_call", "call_id": "c1", "name": "lookup", "arguments": "{}"},
+            {"type": "function_call", "call_id": "c2", "name": "lookup", "arguments": "{\"x\":1}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "a mathematician"},
+            {"type": "function_call_output", "call_id": "c2", "output": "a countess"},
+            {"type": "reasoning", "summary": []},
+        ]))
+        .unwrap();
+        assert_eq!(messages.len(), 4, "{messages:?}");
+        assert!(
+            matches!(&messages[1], Message::Assistant { tool_calls, .. } if tool_calls.len() == 2)
+        );
+        assert!(input_messages(json!([{"type": "item_reference", "id": "x"}])).is_err());
+        assert_eq!(
+            input_messages(json!("hi")).unwrap(),
+            vec![Message::user("hi")]
+        );
+        let id = response_id(
+            Some(&format!("conv_{}", "a".repeat(32))),
+            &format!("turn_{}", "b".repeat(32)),
+        );
+        assert_eq!(
+            conversation_of(&id),
+            Some(format!("conv_{}", "a".repeat(32)))
+        );
+        assert_eq!(conversation_of(&response_id(None, "turn_1234")), None);
+        assert!(function_tools(vec![json!({"type": "web_search"})]).is_err());
+    }
+}

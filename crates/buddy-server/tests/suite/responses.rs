@@ -1,0 +1,191 @@
+//! `POST /v1/responses` through the router: output items, the stream's events in order,
+//! `previous_response_id` within a key's own conversations, `store: false`,
+//! `max_tool_calls`, and errors.
+
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+use buddy_engine::PolicyConfig;
+use buddy_server::{ApiKey, AppState, ServerSettings};
+use buddy_store::SqliteStore;
+use serde_json::{Value, json};
+use tokio::sync::Semaphore;
+
+use super::sharing::{ALICE, BOB, OPEN_GATE, TestBackend, events};
+use super::{post, send};
+
+fn state() -> AppState {
+    AppState::new(
+        Arc::new(SqliteStore::in_memory().unwrap()),
+        Arc::new(TestBackend {
+            gate: Arc::new(Semaphore::new(OPEN_GATE)),
+        }),
+        PolicyConfig::default(),
+        ServerSettings {
+            api_keys: vec![
+                ApiKey::new(ALICE, None, false),
+                ApiKey::new(BOB, None, false),
+            ],
+            ..ServerSettings::default()
+        },
+    )
+}
+
+async fn respond(state: &AppState, body: Value, key: &str) -> (StatusCode, Value) {
+    let (status, text) = send(state, post("/v1/responses", body, Some(key))).await;
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+#[tokio::test]
+async fn a_response_lists_server_side_calls_and_the_answer() {
+    let state = state();
+    let (status, response) = respond(
+        &state,
+        json!({"model": "model-a", "input": "find it"}),
+        ALICE,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{response}");
+    assert_eq!(response["object"], "response");
+    assert_eq!(response["status"], "completed");
+    let kinds: Vec<&str> = response["output"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["mcp_call", "message"], "{response}");
+    assert_eq!(response["output"][0]["name"], "lookup");
+    assert_eq!(response["output"][0]["output"], "42");
+    assert_eq!(response["output"][1]["content"][0]["text"], "Found it.");
+    assert_eq!(response["usage"]["total_tokens"], 30);
+}
+
+#[tokio::test]
+async fn the_stream_sends_the_apis_events_in_order() {
+    let state = state();
+    let (status, body) = send(
+        &state,
+        post(
+            "/v1/responses",
+            json!({"model": "model-a", "input": "find it", "stream": true}),
+            Some(ALICE),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let events = events(&body);
+    let kinds: Vec<&str> = events.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "response.created",
+            "response.in_progress",
+            "response.output_item.added",
+            "response.output_item.done",
+            "response.output_item.added",
+            "response.content_part.added",
+            "response.output_text.delta",
+            "response.output_text.done",
+            "response.content_part.done",
+            "response.output_item.done",
+            "response.completed",
+        ]
+    );
+    for (i, (kind, data)) in events.iter().enumerate() {
+        assert_eq!(data["type"], kind.as_str());
+        assert_eq!(data["sequence_number"], i, "numbered in order");
+    }
+    assert_eq!(events[0].1["response"]["status"], "in_progress");
+    assert_eq!(
+        events.last().unwrap().1["response"]["output"][1]["content"][0]["text"],
+        "Found it."
+    );
+}
+
+#[tokio::test]
+async fn previous_response_id_continues_only_the_keys_own_stored_conversation() {
+    let state = state();
+    let (_, first) = respond(
+        &state,
+        json!({"model": "model-b", "input": "find it"}),
+        ALICE,
+    )
+    .await;
+    let id = first["id"].as_str().unwrap();
+    // Bob cannot continue (or even see) Alice's response.
+    let (status, _) = respond(
+        &state,
+        json!({"previous_response_id": id, "input": "again"}),
+        BOB,
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    // Alice continues it, and its model is kept.
+    let (status, second) = respond(
+        &state,
+        json!({"previous_response_id": id, "input": "again"}),
+        ALICE,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{second}");
+    assert_eq!(second["model"], "model-b");
+    assert_eq!(second["previous_response_id"], id);
+    // A response kept nowhere cannot be continued.
+    let (_, ephemeral) = respond(&state, json!({"input": "find it", "store": false}), ALICE).await;
+    let (status, error) = respond(
+        &state,
+        json!({"previous_response_id": ephemeral["id"], "input": "again"}),
+        ALICE,
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{error}");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not stored")
+    );
+}
+
+#[tokio::test]
+async fn max_tool_calls_is_honoured_and_bad_input_is_named() {
+    let state = state();
+    let (status, response) = respond(
+        &state,
+        json!({"model": "model-a", "input": "find it", "max_tool_calls": 1}),
+        ALICE,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{response}");
+    assert_eq!(response["buddy"]["tool_calls"], 1, "{response}");
+    for (body, words) in [
+        (
+            json!({"input": [{"type": "item_reference", "id": "x"}]}),
+            "not supported",
+        ),
+        (
+            json!({"input": "hi", "tools": [{"type": "file_search"}]}),
+            "not supported",
+        ),
+        (
+            json!({"input": [{"role": "assistant", "content": "hello"}]}),
+            "no user message",
+        ),
+        (json!({"input": 42}), "must be a string or a list"),
+        (
+            json!({"input": "hi", "max_tool_calls": 1000}),
+            "this server's limit",
+        ),
+    ] {
+        let (status, error) = respond(&state, body.clone(), ALICE).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {error}");
+        assert!(
+            error["error"]["message"].as_str().unwrap().contains(words),
+            "{body}: {error}"
+        );
+    }
+}
