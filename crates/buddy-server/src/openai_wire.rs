@@ -89,10 +89,10 @@ impl From<WireTool> for ToolSpec {
 }
 
 /// Text of a message's `content`: a string, or the text parts of an array.
-fn text_of(content: &Option<Value>) -> Option<String> {
+pub(crate) fn text_of(content: &Value) -> Option<String> {
     match content {
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(Value::Array(parts)) => Some(
+        Value::String(s) => Some(s.clone()),
+        Value::Array(parts) => Some(
             parts
                 .iter()
                 .filter_map(|p| p.get("text").and_then(Value::as_str))
@@ -109,9 +109,9 @@ pub fn to_messages(wire: Vec<WireMessage>) -> Result<Vec<Message>, String> {
         .enumerate()
         .map(|(i, m)| {
             Ok(match m.role.as_str() {
-                "system" | "developer" => Message::system(text_of(&m.content).unwrap_or_default()),
+                "system" | "developer" => Message::system(m.content.as_ref().and_then(text_of).unwrap_or_default()),
                 "user" => {
-                    let text = text_of(&m.content).unwrap_or_default();
+                    let text = m.content.as_ref().and_then(text_of).unwrap_or_default();
                     // buddy's own notes (guard and budget notes) travel as user text
                     // marked `[buddy]`; read them back as notes, not as the user speaking.
                     if text.starts_with(Message::NOTE_MARK) {
@@ -121,7 +121,7 @@ pub fn to_messages(wire: Vec<WireMessage>) -> Result<Vec<Message>, String> {
                     }
                 }
                 "assistant" => Message::Assistant {
-                    content: text_of(&m.content).filter(|t| !t.is_empty()),
+                    content: m.content.as_ref().and_then(text_of).filter(|t| !t.is_empty()),
                     tool_calls: m
                         .tool_calls
                         .into_iter()
@@ -131,7 +131,7 @@ pub fn to_messages(wire: Vec<WireMessage>) -> Result<Vec<Message>, String> {
                 "tool" => Message::tool_result(
                     m.tool_call_id
                         .ok_or_else(|| format!("messages[{i}]: a tool message needs `tool_call_id`"))?,
-                    text_of(&m.content).unwrap_or_default(),
+                    m.content.as_ref().and_then(text_of).unwrap_or_default(),
                     false,
                 ),
                 other => {

@@ -30,6 +30,7 @@ use crate::chat::parse_body;
 use crate::client_tools::with_client_tools;
 use crate::conversations::owned_conversation;
 use crate::error::AppError;
+use crate::openai_wire::text_of;
 use crate::state::AppState;
 use crate::turns::{CancelOnDrop, Conversation, Prelude, StartedTurn, start_turn};
 
@@ -176,21 +177,6 @@ fn conversation_of(response: &str) -> Option<String> {
     let hex = response.strip_prefix("resp_")?;
     (hex.len() == 64 && hex.chars().all(|c| c.is_ascii_hexdigit()))
         .then(|| format!("conv_{}", &hex[..32]))
-}
-
-/// Text of a content value: a string, or the text of its parts.
-fn text_of(content: &Value) -> Option<String> {
-    match content {
-        Value::String(s) => Some(s.clone()),
-        Value::Array(parts) => Some(
-            parts
-                .iter()
-                .filter_map(|p| p.get("text").and_then(Value::as_str))
-                .collect::<Vec<_>>()
-                .join("\n"),
-        ),
-        _ => None,
-    }
 }
 
 /// buddy's messages for `input`, or what is wrong with an item.
