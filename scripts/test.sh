@@ -12,6 +12,20 @@ if ! "$venv/bin/python" -c "import openai" 2>/dev/null; then
   "$venv/bin/pip" install --quiet --disable-pip-version-check 'openai==3.51.0'
 fi
 export BUDDY_OPENAI_PYTHON="$venv/bin/python"
+# More real clients, pinned: LangChain (its own virtualenv: it pins another openai), and
+# the openai Node SDK with the Vercel AI SDK (clients/node, from package-lock.json).
+chain="$root/target/langchain-venv"
+if ! "$chain/bin/python" -c "import langchain_openai" 2>/dev/null; then
+  echo "== preparing $chain (langchain-openai 1.7.3 from PyPI)"
+  python3 -m venv "$chain"
+  "$chain/bin/pip" install --quiet --disable-pip-version-check 'langchain-openai==1.7.3' 'langchain-core==1.7.2' 'openai==3.54.0'
+fi
+export BUDDY_LANGCHAIN_PYTHON="$chain/bin/python"
+if [ ! -d "$root/clients/node/node_modules/ai" ]; then
+  echo "== installing the Node clients (npm ci in clients/node)"
+  (cd "$root/clients/node" && npm ci --no-audit --no-fund --loglevel=error)
+fi
+export BUDDY_NODE_CLIENTS="$root/clients/node"
 # A throw-away PostgreSQL for the PostgreSQL store tests (they fail loudly without it).
 if pg=$(bash "$root/scripts/postgres.sh"); then
   eval "$pg"

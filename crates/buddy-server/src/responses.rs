@@ -162,6 +162,47 @@ pub(crate) async fn responses(
     Ok(Json(builder.response()).into_response())
 }
 
+/// Output items this process produced, by id, so that a client may send them back as
+/// `item_reference`s (the Vercel AI SDK does, for its earlier steps). Bounded: the
+/// oldest are forgotten first; a reference to a forgotten or foreign item is refused.
+struct ItemCache {
+    items: std::collections::HashMap<String, Value>,
+    order: std::collections::VecDeque<String>,
+}
+
+/// Items kept for `item_reference`s.
+const ITEM_CACHE: usize = 10_000;
+
+fn item_cache() -> &'static std::sync::Mutex<ItemCache> {
+    static CACHE: std::sync::OnceLock<std::sync::Mutex<ItemCache>> = std::sync::OnceLock::new();
+    CACHE.get_or_init(|| {
+        std::sync::Mutex::new(ItemCache {
+            items: std::collections::HashMap::new(),
+            order: std::collections::VecDeque::new(),
+        })
+    })
+}
+
+fn remember_item(item: &Value) {
+    let Some(id) = item.get("id").and_then(Value::as_str) else {
+        return;
+    };
+    if let Ok(mut cache) = item_cache().lock() {
+        if cache.items.insert(id.to_owned(), item.clone()).is_none() {
+            cache.order.push_back(id.to_owned());
+        }
+        while cache.order.len() > ITEM_CACHE {
+            if let Some(old) = cache.order.pop_front() {
+                cache.items.remove(&old);
+            }
+        }
+    }
+}
+
+fn referenced_item(id: &str) -> Option<Value> {
+    item_cache().lock().ok()?.items.get(id).cloned()
+}
+
 /// `resp_` and the hex of the conversation and turn ids: the conversation is found again
 /// from `previous_response_id` alone. A response kept nowhere has only the turn's.
 fn response_id(conversation: Option<&str>, turn: &str) -> String {
@@ -193,6 +234,17 @@ fn input_messages(input: Value) -> Result<Vec<Message>, String> {
     };
     let mut messages: Vec<Message> = Vec::new();
     for (i, item) in items.into_iter().enumerate() {
+        let item = match item.get("type").and_then(Value::as_str) {
+            Some("item_reference") => {
+                let id = item.get("id").and_then(Value::as_str).unwrap_or_default();
+                referenced_item(id).ok_or_else(|| {
+                    format!(
+                        "input[{i}]: item `{id}` is not known here (items are kept a while by the instance that made them); send the item itself"
+                    )
+                })?
+            }
+            _ => item,
+        };
         let kind = item
             .get("type")
             .and_then(Value::as_str)
@@ -220,16 +272,27 @@ fn input_messages(input: Value) -> Result<Vec<Message>, String> {
             }
             "function_call" => {
                 let call = ToolCall::new(field("call_id")?, field("name")?, field("arguments")?);
-                // Calls of one reply travel as consecutive items: one assistant message.
-                match messages.last_mut() {
-                    Some(Message::Assistant { tool_calls, .. }) if !tool_calls.is_empty() => {
-                        tool_calls.push(call);
-                    }
-                    _ => messages.push(Message::Assistant {
-                        content: None,
-                        tool_calls: vec![call],
-                    }),
-                }
+                add_call(&mut messages, call);
+            }
+            // A call buddy ran itself, sent back: the call and its result.
+            "mcp_call" => {
+                let id = field("id")?;
+                let call_id = id.trim_start_matches("mcp_").to_owned();
+                add_call(
+                    &mut messages,
+                    ToolCall::new(call_id.clone(), field("name")?, field("arguments")?),
+                );
+                let (content, is_error) = match item.get("error").and_then(Value::as_str) {
+                    Some(error) => (error.to_owned(), true),
+                    None => (
+                        item.get("output")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default()
+                            .to_owned(),
+                        false,
+                    ),
+                };
+                messages.push(Message::tool_result(call_id, content, is_error));
             }
             "function_call_output" => {
                 let output = item.get("output").and_then(text_of).ok_or_else(|| {
@@ -247,6 +310,18 @@ fn input_messages(input: Value) -> Result<Vec<Message>, String> {
         }
     }
     Ok(messages)
+}
+
+/// Adds a call to the assistant message it belongs to: the text and calls of one reply
+/// travel as consecutive items.
+fn add_call(messages: &mut Vec<Message>, call: ToolCall) {
+    match messages.last_mut() {
+        Some(Message::Assistant { tool_calls, .. }) => tool_calls.push(call),
+        _ => messages.push(Message::Assistant {
+            content: None,
+            tool_calls: vec![call],
+        }),
+    }
 }
 
 /// The client's function tools; other tool types are refused by name.
@@ -414,6 +489,7 @@ impl Builder {
             "response.output_item.done",
             json!({"output_index": index, "item": item}),
         ));
+        remember_item(&item);
         self.output.push(item);
     }
 
@@ -444,6 +520,7 @@ impl Builder {
             "response.output_item.done",
             json!({"output_index": index, "item": item}),
         ));
+        remember_item(&item);
         self.output.push(item);
     }
 
@@ -600,6 +677,20 @@ mod tests {
             matches!(&messages[1], Message::Assistant { tool_calls, .. } if tool_calls.len() == 2)
         );
         assert!(input_messages(json!([{"type": "item_reference", "id": "x"}])).is_err());
+        remember_item(
+            &json!({"type": "message", "id": "msg_known", "role": "assistant",
+            "content": [{"type": "output_text", "text": "Looking.", "annotations": []}]}),
+        );
+        let resolved = input_messages(json!([
+            {"role": "user", "content": "hi"},
+            {"type": "item_reference", "id": "msg_known"},
+            {"type": "function_call", "call_id": "c9", "name": "lookup", "arguments": "{}"},
+        ]))
+        .unwrap();
+        assert!(
+            matches!(&resolved[1], Message::Assistant { content: Some(text), tool_calls } if text == "Looking." && tool_calls.len() == 1),
+            "{resolved:?}"
+        );
         assert_eq!(
             input_messages(json!("hi")).unwrap(),
             vec![Message::user("hi")]

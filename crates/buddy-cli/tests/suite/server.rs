@@ -598,6 +598,64 @@ async fn the_openai_python_sdk_works_against_the_server() {
     server.stop().await;
 }
 
+/// Runs `program args…` against the server and returns its stdout, failing on an error.
+async fn run_client(program: String, args: Vec<String>) -> String {
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(&program)
+            .args(&args)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {program}: {e}"))
+    })
+    .await
+    .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    );
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    stdout
+}
+
+/// The openai Node SDK, the Vercel AI SDK (its default Responses provider and its chat
+/// provider, with tools) and LangChain's ChatOpenAI in both modes, each in the patterns
+/// its documentation shows (`clients/node/check.mjs`, `scripts/langchain_check.py`).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_node_and_langchain_clients_work_against_the_server() {
+    let missing = |var: &str| {
+        panic!(
+            "{var} is not set: run the suite with scripts/test.sh, which installs the pinned clients"
+        )
+    };
+    let node_clients =
+        std::env::var("BUDDY_NODE_CLIENTS").unwrap_or_else(|_| missing("BUDDY_NODE_CLIENTS"));
+    let langchain = std::env::var("BUDDY_LANGCHAIN_PYTHON")
+        .unwrap_or_else(|_| missing("BUDDY_LANGCHAIN_PYTHON"));
+    let (db, scenarios) = (tempfile::tempdir().unwrap(), all_scenarios());
+    let settings = ServerSettings {
+        api_keys: vec![buddy_server::ApiKey::new("sk-buddy-clients", None, false)],
+        ..ServerSettings::default()
+    };
+    let server = TestServer::start(&db.path().join("c.db"), scenarios.path(), settings).await;
+    let key = "sk-buddy-clients".to_owned();
+    let node = run_client(
+        "node".into(),
+        vec![
+            format!("{node_clients}/check.mjs"),
+            server.url.clone(),
+            key.clone(),
+        ],
+    )
+    .await;
+    assert!(node.contains("node clients: 18 checks passed"), "{node}");
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scripts/langchain_check.py"
+    );
+    let chain = run_client(langchain, vec![script.into(), server.url.clone(), key]).await;
+    assert!(chain.contains("langchain: 8 checks passed"), "{chain}");
+    server.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn streamed_completions_separate_narration_but_never_lead_with_blank_lines() {
     let (db, scenarios) = (tempfile::tempdir().unwrap(), all_scenarios());

@@ -176,3 +176,64 @@ async fn the_budget_counts_every_round_trip() {
         calls.load(Ordering::SeqCst)
     );
 }
+
+/// The same loop through the Responses API, resumed each time with
+/// `previous_response_id` and the `function_call_output` alone.
+async fn responses_loop(args: fn(usize) -> String) -> (usize, usize, Value) {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let state = AppState::new(
+        Arc::new(SqliteStore::in_memory().unwrap()),
+        Arc::new(Looping {
+            args,
+            calls: Arc::clone(&calls),
+        }),
+        PolicyConfig::default(),
+        ServerSettings::default(),
+    );
+    let tools = json!([{"type": "function", "name": "lookup_customer",
+        "parameters": {"type": "object", "properties": {"query": {"type": "string"}}}}]);
+    let mut body = json!({"model": "looper", "input": "Find the customer Ada.", "tools": tools});
+    for trip in 1..=30 {
+        let (status, text) = send(&state, post("/v1/responses", body.clone(), None)).await;
+        assert_eq!(status, StatusCode::OK, "{text}");
+        let response: Value = serde_json::from_str(&text).unwrap();
+        let calls_made: Vec<&Value> = response["output"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|i| i["type"] == "function_call")
+            .collect();
+        if calls_made.is_empty() {
+            return (trip, calls.load(Ordering::SeqCst), response);
+        }
+        let outputs: Vec<Value> = calls_made
+            .iter()
+            .map(|c| {
+                json!({"type": "function_call_output", "call_id": c["call_id"],
+                "output": "no customer matches that query"})
+            })
+            .collect();
+        body = json!({"model": "looper", "previous_response_id": response["id"],
+            "input": outputs, "tools": tools});
+    }
+    panic!("the client-tool loop was never ended");
+}
+
+#[tokio::test]
+async fn client_tool_loops_through_the_responses_api_are_ended_too() {
+    let (trips, model_calls, response) = responses_loop(|_| r#"{"query":"Ada"}"#.to_owned()).await;
+    assert!(
+        model_calls <= 5,
+        "{model_calls} model calls over {trips} round trips"
+    );
+    assert_eq!(
+        response["buddy"]["stop_reason"], "loop_detected",
+        "{response}"
+    );
+    let (trips, model_calls, _) =
+        responses_loop(|n| format!(r#"{{"query":"Ada {}"}}"#, "and more ".repeat(n))).await;
+    assert!(
+        model_calls <= 6,
+        "{model_calls} model calls over {trips} round trips"
+    );
+}
