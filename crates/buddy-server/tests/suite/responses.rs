@@ -165,7 +165,7 @@ async fn max_tool_calls_is_honoured_and_bad_input_is_named() {
     for (body, words) in [
         (
             json!({"input": [{"type": "item_reference", "id": "x"}]}),
-            "not supported",
+            "not known here",
         ),
         (
             json!({"input": "hi", "tools": [{"type": "file_search"}]}),
@@ -176,6 +176,11 @@ async fn max_tool_calls_is_honoured_and_bad_input_is_named() {
             "no user message",
         ),
         (json!({"input": 42}), "must be a string or a list"),
+        // It is the turn's tool-call limit: within buddy's range, never above the server's.
+        (
+            json!({"input": "hi", "max_tool_calls": 0}),
+            "max_tool_calls",
+        ),
         (
             json!({"input": "hi", "max_tool_calls": 1000}),
             "this server's limit",
