@@ -56,10 +56,8 @@ impl Backend for Looping {
     }
 }
 
-/// Plays the client: runs every `lookup_customer` call (always "no such customer") and
-/// sends the results back, until the reply is an answer or 30 round trips pass.
-/// Returns the round trips and the final reply.
-async fn client_loop(args: fn(usize) -> String) -> (usize, usize, Value) {
+/// A server whose model loops with `args`, and its count of model calls.
+fn looping_server(args: fn(usize) -> String) -> (AppState, Arc<AtomicUsize>) {
     let calls = Arc::new(AtomicUsize::new(0));
     let state = AppState::new(
         Arc::new(SqliteStore::in_memory().unwrap()),
@@ -70,6 +68,14 @@ async fn client_loop(args: fn(usize) -> String) -> (usize, usize, Value) {
         PolicyConfig::default(),
         ServerSettings::default(),
     );
+    (state, calls)
+}
+
+/// Plays the client: runs every `lookup_customer` call (always "no such customer") and
+/// sends the results back, until the reply is an answer or 30 round trips pass.
+/// Returns the round trips and the final reply.
+async fn client_loop(args: fn(usize) -> String) -> (usize, usize, Value) {
+    let (state, calls) = looping_server(args);
     let tools = json!([{"type": "function", "function": {"name": "lookup_customer",
         "parameters": {"type": "object", "properties": {"query": {"type": "string"}}}}}]);
     let mut messages = vec![json!({"role": "user", "content": "Find the customer Ada."})];
@@ -134,16 +140,7 @@ async fn growing_junk_arguments_through_a_client_tool_are_ended_too() {
 async fn the_budget_counts_every_round_trip() {
     // Different arguments and different results would never look like a loop; the
     // turn's model-call budget still ends it.
-    let calls = Arc::new(AtomicUsize::new(0));
-    let state = AppState::new(
-        Arc::new(SqliteStore::in_memory().unwrap()),
-        Arc::new(Looping {
-            args: |n| format!(r#"{{"query":"customer {n}"}}"#),
-            calls: Arc::clone(&calls),
-        }),
-        PolicyConfig::default(),
-        ServerSettings::default(),
-    );
+    let (state, calls) = looping_server(|n| format!(r#"{{"query":"customer {n}"}}"#));
     let tools = json!([{"type": "function", "function": {"name": "lookup_customer", "parameters": {"type": "object"}}}]);
     let mut messages = vec![json!({"role": "user", "content": "Find them all."})];
     let mut trips = 0;
@@ -180,16 +177,7 @@ async fn the_budget_counts_every_round_trip() {
 /// The same loop through the Responses API, resumed each time with
 /// `previous_response_id` and the `function_call_output` alone.
 async fn responses_loop(args: fn(usize) -> String) -> (usize, usize, Value) {
-    let calls = Arc::new(AtomicUsize::new(0));
-    let state = AppState::new(
-        Arc::new(SqliteStore::in_memory().unwrap()),
-        Arc::new(Looping {
-            args,
-            calls: Arc::clone(&calls),
-        }),
-        PolicyConfig::default(),
-        ServerSettings::default(),
-    );
+    let (state, calls) = looping_server(args);
     let tools = json!([{"type": "function", "name": "lookup_customer",
         "parameters": {"type": "object", "properties": {"query": {"type": "string"}}}}]);
     let mut body = json!({"model": "looper", "input": "Find the customer Ada.", "tools": tools});
