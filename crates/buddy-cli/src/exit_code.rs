@@ -16,6 +16,7 @@ use buddy_core::StopReason;
 /// | 7 | no_answer (buddy's answer quotes the tool results) |
 /// | 8 | repetitive_output |
 /// | 130 | cancelled |
+/// | 141 | stdout's reader went away (set in `main`, not a stop reason) |
 pub fn exit_code(reason: StopReason) -> u8 {
     match reason {
         StopReason::Completed | StopReason::FinishTool | StopReason::ClientToolCalls => 0,

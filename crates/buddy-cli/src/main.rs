@@ -69,7 +69,42 @@ fn init_logging(verbose: u8, format: LogFormat) {
     }
 }
 
+/// Exit code of a process whose reader went away (128 + SIGPIPE, as shells report it).
+const BROKEN_PIPE_EXIT: i32 = 141;
+
+/// `buddy demo | head -1`: a reader that goes away ends buddy quietly, not with a panic.
+fn quiet_on_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let text = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if text.contains("Broken pipe") {
+            std::process::exit(BROKEN_PIPE_EXIT);
+        }
+        default(info);
+    }));
+}
+
+/// An error and its causes, each said once: many of buddy's errors already quote their
+/// cause, and anyhow's `{:#}` would repeat it.
+fn report(error: &anyhow::Error) -> String {
+    let mut out = error.to_string();
+    for cause in error.chain().skip(1) {
+        let text = cause.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+    }
+    out
+}
+
 fn main() -> ExitCode {
+    quiet_on_broken_pipe();
     let cli = Cli::parse();
     init_logging(cli.verbose, cli.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -96,7 +131,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", report(&e));
             ExitCode::from(2)
         }
     }

@@ -58,9 +58,9 @@ pub fn human_line(event: &ChatEvent) -> Option<String> {
             )
         }
         ChatEvent::Done { reason, stats, .. } => format!(
-            "■ stop: {reason} ({} model calls, {} tool calls, {} tokens in, {} out, {} ms)",
-            stats.model_calls,
-            stats.tool_calls,
+            "■ stop: {reason} ({}, {}, {} tokens in, {} out, {} ms)",
+            count(stats.model_calls, "model call"),
+            count(stats.tool_calls, "tool call"),
             stats.input_tokens,
             stats.output_tokens,
             stats.elapsed_ms
@@ -70,11 +70,21 @@ pub fn human_line(event: &ChatEvent) -> Option<String> {
             message,
             stats,
         } => format!(
-            "■ error: {reason}: {message} ({} model calls, {} tool calls)",
-            stats.model_calls, stats.tool_calls
+            "■ error: {reason}: {message} ({}, {})",
+            count(stats.model_calls, "model call"),
+            count(stats.tool_calls, "tool call")
         ),
         _ => return None,
     })
+}
+
+/// `1 tool call`, `2 tool calls`.
+fn count(n: u32, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
 }
 
 /// Where a printer writes.

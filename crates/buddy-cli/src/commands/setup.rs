@@ -56,9 +56,13 @@ fn choose_provider(
         (None, Some(kind)) => ProviderConfig::of_kind(kind),
         (None, None) => {
             let known: Vec<&str> = config.providers.keys().map(String::as_str).collect();
+            let declared = if known.is_empty() {
+                "no buddy.toml declares any provider".to_owned()
+            } else {
+                format!("buddy.toml declares [{}]", known.join(", "))
+            };
             bail!(
-                "no provider named `{name}`: buddy.toml declares [{}]; or name a kind: openai, anthropic, scripted",
-                known.join(", ")
+                "no provider named `{name}`: {declared}; name one of those or a kind: openai, anthropic, scripted"
             );
         }
     };

@@ -339,3 +339,64 @@ fn help_is_complete() {
         assert!(run_help.contains(flag), "buddy run --help lacks {flag}");
     }
 }
+
+#[test]
+fn a_reader_that_goes_away_ends_buddy_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = buddy(dir.path())
+        .args(["demo", "--dir", &scenarios_dir().display().to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // `buddy demo | head -1`: read one line, then close the pipe.
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    let stderr = text(&output.stderr);
+    assert!(first.starts_with("scenario"), "{first:?} {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(
+        output.status.code(),
+        Some(141),
+        "128 + SIGPIPE, as shells report it"
+    );
+}
+
+#[test]
+fn each_error_is_said_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(buddy(dir.path()).args(["run", "--scenario", "/nonexistent.json", "hi"]));
+    let stderr = text(&out.stderr);
+    assert_eq!(
+        stderr.matches("No such file or directory").count(),
+        1,
+        "{stderr}"
+    );
+    let out = run(buddy(dir.path())
+        .env("BUDDY_MAX_MODEL_CALLS", "abc")
+        .args(["run", "hi"]));
+    let stderr = text(&out.stderr);
+    assert_eq!(stderr.matches("invalid type").count(), 1, "{stderr}");
+    // Without a buddy.toml, the provider error does not show an empty list.
+    let out = run(buddy(dir.path()).args(["run", "--provider", "nosuch", "hi"]));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("no buddy.toml declares any provider") && !stderr.contains("[]"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn counts_are_said_in_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(buddy(dir.path()).args(["run", "What time is it?"]));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("2 model calls, 1 tool call,") && !stderr.contains("1 tool calls"),
+        "{stderr}"
+    );
+}
