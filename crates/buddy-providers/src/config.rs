@@ -136,13 +136,24 @@ impl ProviderConfig {
                 message: format!("base_url `{base_url}` must start with http:// or https://"),
             });
         }
-        let api_key = self.api_key.clone().or_else(|| {
-            let var = self
-                .api_key_env
-                .as_deref()
-                .unwrap_or(self.kind.default_key_env());
-            env(var)
+        let var = self
+            .api_key_env
+            .as_deref()
+            .unwrap_or(self.kind.default_key_env());
+        let api_key = self.api_key.clone().or_else(|| env(var));
+        // The hosted APIs refuse every call without a key: say so now, not after retries.
+        // (A local server at its own base_url may need none; a key in `headers` counts.)
+        let has_auth_header = self.headers.keys().any(|h| {
+            h.eq_ignore_ascii_case("authorization") || h.eq_ignore_ascii_case("x-api-key")
         });
+        if api_key.is_none() && !has_auth_header && base_url == self.kind.default_base_url() {
+            return Err(ProviderError::Config {
+                provider: name.to_owned(),
+                message: format!(
+                    "no API key for {base_url}: set {var} (or `api_key_env` under [providers.{name}]), or point base_url at a server that needs none"
+                ),
+            });
+        }
         Ok(match self.kind {
             ProviderKind::Openai => Arc::new(OpenAiProvider::new(OpenAiOptions {
                 name: name.to_owned(),
@@ -170,5 +181,39 @@ impl ProviderConfig {
                 });
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hosted_api_without_a_key_is_refused_before_any_call() {
+        let none = |_: &str| None;
+        for kind in [ProviderKind::Openai, ProviderKind::Anthropic] {
+            let error = ProviderConfig::of_kind(kind)
+                .build_http("p", &none)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(
+                error.contains("no API key") && error.contains("_API_KEY"),
+                "{error}"
+            );
+        }
+        // A key from the environment, a local server, or a key in the headers will do.
+        let key = |_: &str| Some("sk-test".to_owned());
+        assert!(
+            ProviderConfig::of_kind(ProviderKind::Openai)
+                .build_http("p", &key)
+                .is_ok()
+        );
+        let mut local = ProviderConfig::of_kind(ProviderKind::Openai);
+        local.base_url = Some("http://127.0.0.1:8080/v1".into());
+        assert!(local.build_http("p", &none).is_ok());
+        let mut headed = ProviderConfig::of_kind(ProviderKind::Anthropic);
+        headed.headers.insert("x-api-key".into(), "k".into());
+        assert!(headed.build_http("p", &none).is_ok());
     }
 }

@@ -400,3 +400,32 @@ fn counts_are_said_in_words() {
         "{stderr}"
     );
 }
+
+#[test]
+fn logs_to_a_file_or_pipe_carry_no_colour_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(buddy(dir.path()).args(["-v", "run", "What time is it?"]));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("DEBUG"), "verbose logs are there: {stderr}");
+    assert!(!stderr.contains('\u{1b}'), "no escape codes: {stderr:?}");
+}
+
+#[test]
+fn a_hosted_provider_without_a_key_is_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(buddy(dir.path()).env_remove("ANTHROPIC_API_KEY").args([
+        "run",
+        "--provider",
+        "anthropic",
+        "--model",
+        "claude-x",
+        "hi",
+    ]));
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("no API key") && stderr.contains("ANTHROPIC_API_KEY"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("retrying"), "nothing was sent: {stderr}");
+}
