@@ -92,6 +92,17 @@ pub async fn serve(config_path: Option<&Path>, args: ServeArgs) -> anyhow::Resul
         header_timeout: secs(server.header_timeout_secs, "[server] header_timeout_secs")?,
         body_timeout: secs(server.body_timeout_secs, "[server] body_timeout_secs")?,
     };
+    let listen = args.listen.clone().unwrap_or_else(|| server.listen.clone());
+    let listener = tokio::net::TcpListener::bind(&listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
+    let addr = listener.local_addr()?;
+    // Refused before anything is created or announced.
+    if !addr.ip().is_loopback() && settings.api_keys.is_empty() {
+        anyhow::bail!(
+            "refusing to listen on {addr} without auth: set api keys (--api-key, BUDDY_API_KEYS, [server] api_keys_env or [[server.keys]]) or listen on 127.0.0.1"
+        );
+    }
     let (store, coordinator, shown): (Arc<dyn Store>, Arc<dyn Coordinator>, String) = match args
         .store
         .clone()
@@ -129,11 +140,7 @@ pub async fn serve(config_path: Option<&Path>, args: ServeArgs) -> anyhow::Resul
     let backend = ConfiguredBackend::new(&config, sandbox, Some(&scenarios), &|var| {
         std::env::var(var).ok()
     })?;
-    let listen = args.listen.clone().unwrap_or_else(|| server.listen.clone());
-    let listener = tokio::net::TcpListener::bind(&listen)
-        .await
-        .with_context(|| format!("cannot listen on {listen}"))?;
-    let addr = listener.local_addr()?;
+    let settings_grace = settings.shutdown_grace;
     let state = AppState::shared(
         store,
         coordinator,
@@ -142,7 +149,17 @@ pub async fn serve(config_path: Option<&Path>, args: ServeArgs) -> anyhow::Resul
         settings,
     );
     eprintln!("buddy serving on http://{addr} (store {shown})");
-    buddy_server::serve(state, listener, shutdown_signal()?).await?;
+    let signal = shutdown_signal()?;
+    let grace = settings_grace;
+    let announced = async move {
+        signal.await;
+        eprintln!(
+            "buddy: shutting down; running turns have {} s to finish (Ctrl-C again does not hurry it)",
+            grace.as_secs_f64()
+        );
+    };
+    buddy_server::serve(state, listener, announced).await?;
+    eprintln!("buddy: stopped; every turn is recorded");
     Ok(0)
 }
 

@@ -429,3 +429,52 @@ fn a_hosted_provider_without_a_key_is_refused_at_once() {
     );
     assert!(!stderr.contains("retrying"), "nothing was sent: {stderr}");
 }
+
+#[test]
+fn serve_without_keys_on_a_public_address_is_refused_before_anything_is_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(buddy(dir.path()).args(["serve", "--listen", "0.0.0.0:0"]));
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("refusing to listen"), "{stderr}");
+    assert!(!stderr.contains("serving on"), "{stderr}");
+    assert!(
+        !dir.path().join("buddy.db").exists(),
+        "no database was created"
+    );
+}
+
+#[test]
+fn serve_says_when_it_shuts_down_and_when_it_has_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = buddy(dir.path())
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--shutdown-grace-secs",
+            "1",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    assert!(line.contains("serving on"), "{line}");
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status} {rest}");
+    assert!(
+        rest.contains("shutting down") && rest.contains("stopped"),
+        "{rest}"
+    );
+}
