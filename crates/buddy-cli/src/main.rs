@@ -15,7 +15,12 @@ use commands::{BenchArgs, ChatArgs, DemoArgs, MockServerArgs, RunArgs, ServeArgs
 /// here works offline. Exit codes: 0 completed; 1 provider/skill error; 2 bad usage or
 /// config; 3 a limit; 4 loop detected; 5 context overflow; 6 truncated; 130 cancelled.
 #[derive(Parser, Debug)]
-#[command(name = "buddy", version, about, long_about)]
+#[command(
+    name = "buddy",
+    version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("BUDDY_COMMIT"), ")"),
+    about,
+    long_about
+)]
 struct Cli {
     /// Config file (default: ./buddy.toml when it exists).
     #[arg(long, global = true, env = "BUDDY_CONFIG", value_name = "FILE")]

@@ -75,13 +75,17 @@ pub fn install_crypto_provider() {
 }
 
 /// The one place a reqwest client is built.
+/// What buddy calls itself to model servers (their logs and rate limiters see it).
+pub const USER_AGENT: &str = concat!("buddy/", env!("CARGO_PKG_VERSION"));
+
 pub(crate) fn build_client(
     provider: &str,
     settings: &HttpSettings,
 ) -> Result<reqwest::Client, ProviderError> {
     install_crypto_provider();
-    let mut builder =
-        reqwest::Client::builder().connect_timeout(secs(settings.connect_timeout_secs));
+    let mut builder = reqwest::Client::builder()
+        .connect_timeout(secs(settings.connect_timeout_secs))
+        .user_agent(USER_AGENT);
     if settings.http2_prior_knowledge {
         builder = builder.http2_prior_knowledge();
     }

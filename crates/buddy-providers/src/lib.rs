@@ -15,6 +15,6 @@ pub mod tool_call_assembler;
 
 pub use anthropic::{AnthropicOptions, AnthropicProvider};
 pub use config::{ProviderConfig, ProviderKind};
-pub use http::{HttpSettings, install_crypto_provider};
+pub use http::{HttpSettings, USER_AGENT, install_crypto_provider};
 pub use openai::{OpenAiCompat, OpenAiOptions, OpenAiProvider};
 pub use scripted::{Scenario, ScenarioError, ScriptedProvider};

@@ -33,27 +33,30 @@ impl Toolbox for WithClientTools {
     }
 }
 
-/// The server's `toolbox` plus the client's `declared` tools (a name the server already
-/// has stays the server's).
+/// The server's `toolbox` plus the client's `declared` tools. A client tool named like
+/// one of the server's skills is refused: which of the two a call meant would be a guess.
 pub(crate) fn with_client_tools(
     toolbox: Arc<dyn Toolbox>,
     declared: Vec<ToolSpec>,
-) -> Arc<dyn Toolbox> {
+) -> Result<Arc<dyn Toolbox>, String> {
     if declared.is_empty() {
-        return toolbox;
+        return Ok(toolbox);
     }
     let mut specs = toolbox.specs().to_vec();
     let mut client = HashSet::new();
     for tool in declared {
         if specs.iter().any(|s| s.name == tool.name) {
-            continue;
+            return Err(format!(
+                "the client's tool `{}` has the name of one of this server's skills, which buddy runs itself; rename the client's tool",
+                tool.name
+            ));
         }
         client.insert(tool.name.clone());
         specs.push(tool);
     }
-    Arc::new(WithClientTools {
+    Ok(Arc::new(WithClientTools {
         inner: toolbox,
         client,
         specs,
-    })
+    }))
 }

@@ -74,7 +74,8 @@ pub(crate) async fn completions(
         .resolve(None, body.model.as_deref())
         .map_err(|e| AppError::BadRequest(e.to_string()))?;
     let declared: Vec<ToolSpec> = body.tools.into_iter().map(ToolSpec::from).collect();
-    resolved.toolbox = with_client_tools(resolved.toolbox, declared);
+    resolved.toolbox =
+        with_client_tools(resolved.toolbox, declared).map_err(AppError::BadRequest)?;
     let model = body.model.unwrap_or_else(|| resolved.model.clone());
     let turn = start_turn(
         &state,

@@ -99,7 +99,7 @@ pub(crate) async fn responses(
         .backend
         .resolve(None, model.as_deref())
         .map_err(|e| AppError::BadRequest(e.to_string()))?;
-    resolved.toolbox = with_client_tools(resolved.toolbox, tools);
+    resolved.toolbox = with_client_tools(resolved.toolbox, tools).map_err(AppError::BadRequest)?;
     let prelude = Prelude {
         append: Vec::new(),
         instructions: body.instructions.clone(),

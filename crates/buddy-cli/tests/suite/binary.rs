@@ -478,3 +478,19 @@ fn serve_says_when_it_shuts_down_and_when_it_has_stopped() {
         "{rest}"
     );
 }
+
+#[test]
+fn version_names_the_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(buddy(dir.path()).arg("--version"));
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.starts_with(&format!("buddy {} (commit ", env!("CARGO_PKG_VERSION"))),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("(commit unknown)"),
+        "built in a checkout: {stdout}"
+    );
+}

@@ -45,6 +45,23 @@ pub struct OpenAiOptions {
     pub compat: OpenAiCompat,
 }
 
+impl Default for OpenAiOptions {
+    /// OpenAI's own API with every default: set `api_key` (and `base_url` for another
+    /// OpenAI-compatible server), keep the rest.
+    fn default() -> Self {
+        OpenAiOptions {
+            name: "openai".to_owned(),
+            base_url: crate::ProviderKind::Openai.default_base_url().to_owned(),
+            api_key: None,
+            headers: BTreeMap::new(),
+            http: HttpSettings::default(),
+            stream: true,
+            max_output_tokens: None,
+            compat: OpenAiCompat::default(),
+        }
+    }
+}
+
 /// A Chat Completions provider.
 pub struct OpenAiProvider {
     endpoint: Endpoint,

@@ -78,6 +78,7 @@ async fn openai_two_tool_rounds_then_an_answer() {
             ("POST", "/v1/chat/completions")
         );
         assert_eq!(r.header("authorization"), Some("Bearer sk-test"));
+        assert_eq!(r.header("user-agent"), Some(buddy_providers::USER_AGENT));
         let body = r.json();
         assert_eq!(body["stream"], true);
         assert_eq!(body["stream_options"], json!({"include_usage": true}));

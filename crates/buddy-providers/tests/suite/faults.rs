@@ -24,14 +24,11 @@ const SOCKET_SLACK: usize = 16 * 1024 * 1024;
 
 fn provider(server: &MockServer, http: HttpSettings, stream: bool) -> OpenAiProvider {
     OpenAiProvider::new(OpenAiOptions {
-        name: "openai".into(),
         base_url: format!("{}/v1", server.url()),
         api_key: Some("sk-test".into()),
-        headers: Default::default(),
         http,
         stream,
-        max_output_tokens: None,
-        compat: Default::default(),
+        ..OpenAiOptions::default()
     })
     .expect("a valid provider")
 }

@@ -176,6 +176,11 @@ async fn max_tool_calls_is_honoured_and_bad_input_is_named() {
             "no user message",
         ),
         (json!({"input": 42}), "must be a string or a list"),
+        // A client tool may not take the name of a server skill (`lookup` here).
+        (
+            json!({"model": "model-a", "input": "hi", "tools": [{"type": "function", "name": "lookup"}]}),
+            "rename the client's tool",
+        ),
         // It is the turn's tool-call limit: within buddy's range, never above the server's.
         (
             json!({"input": "hi", "max_tool_calls": 0}),
