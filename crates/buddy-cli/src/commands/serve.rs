@@ -148,8 +148,9 @@ pub async fn serve(config_path: Option<&Path>, args: ServeArgs) -> anyhow::Resul
         config.policy.clone(),
         settings,
     );
-    eprintln!("buddy serving on http://{addr} (store {shown})");
+    // Listening for signals before saying "serving": a SIGTERM right after is graceful too.
     let signal = shutdown_signal()?;
+    eprintln!("buddy serving on http://{addr} (store {shown})");
     let grace = settings_grace;
     let announced = async move {
         signal.await;
