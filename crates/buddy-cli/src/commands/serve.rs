@@ -131,7 +131,10 @@ pub async fn serve(config_path: Option<&Path>, args: ServeArgs) -> anyhow::Resul
         (None, None) => std::env::current_dir()?,
     };
     let sandbox = Sandbox::new(&sandbox_dir)
-        .context("--sandbox")?
+        .context(super::setup::sandbox_source(
+            args.sandbox.is_some(),
+            config.skills.sandbox.is_some(),
+        ))?
         .read_hard_links(config.skills.read_hard_links);
     let scenarios = args
         .scenarios

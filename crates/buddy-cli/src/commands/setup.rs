@@ -75,6 +75,16 @@ fn choose_provider(
     Ok((name, chosen))
 }
 
+/// Names where the sandbox directory came from, for its error: the flag, buddy.toml, or
+/// the current directory.
+pub fn sandbox_source(from_flag: bool, from_config: bool) -> &'static str {
+    match (from_flag, from_config) {
+        (true, _) => "--sandbox",
+        (false, true) => "[skills] sandbox in buddy.toml",
+        (false, false) => "the sandbox (the current directory)",
+    }
+}
+
 /// Builds the engine and policy for `run` / `chat`.
 pub fn setup(config_path: Option<&Path>, args: &TurnArgs) -> anyhow::Result<Setup> {
     let config = load_config(config_path)?;
@@ -83,7 +93,10 @@ pub fn setup(config_path: Option<&Path>, args: &TurnArgs) -> anyhow::Result<Setu
         (None, None) => std::env::current_dir().context("cannot read the current directory")?,
     };
     let sandbox = Sandbox::new(&sandbox_dir)
-        .context("--sandbox")?
+        .context(super::setup::sandbox_source(
+            args.sandbox.is_some(),
+            config.skills.sandbox.is_some(),
+        ))?
         .read_hard_links(config.skills.read_hard_links);
     let (name, chosen) = choose_provider(&config, args)?;
     let (provider, registry, model, scenario): (Arc<dyn Provider>, _, String, Option<Scenario>) =

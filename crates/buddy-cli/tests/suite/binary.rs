@@ -494,3 +494,20 @@ fn version_names_the_commit() {
         "built in a checkout: {stdout}"
     );
 }
+
+#[test]
+fn a_bad_sandbox_in_buddy_toml_is_named_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("buddy.toml"),
+        "[skills]\nsandbox = \"no-such-dir\"\n",
+    )
+    .unwrap();
+    let out = run(buddy(dir.path()).args(["--config", "buddy.toml", "run", "hi"]));
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("[skills] sandbox in buddy.toml") && !stderr.contains("--sandbox"),
+        "{stderr}"
+    );
+}
