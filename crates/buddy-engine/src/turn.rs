@@ -134,8 +134,6 @@ pub(crate) struct Turn<'e> {
     recorder: Option<Arc<dyn MessageSink>>,
     /// The first message the recorder could not keep: the turn stops at the next step.
     record_failed: Option<String>,
-    /// The turn starts from a user's message (not a resume after client-run tools).
-    has_new_user_message: bool,
 }
 
 impl<'e> Turn<'e> {
@@ -191,7 +189,6 @@ impl<'e> Turn<'e> {
             pending_user: request.user_message,
             recorder: request.recorder,
             record_failed: None,
-            has_new_user_message: true,
         };
         for message in &turn.history {
             match message {
@@ -213,7 +210,8 @@ impl<'e> Turn<'e> {
     /// Runs the state machine to its one terminal event.
     pub(crate) async fn run(mut self) -> TurnOutcome {
         self.answer_interrupted_calls().await;
-        self.has_new_user_message = self.pending_user.is_some()
+        // A turn that starts from a user's message, not a resume after client-run tools.
+        let has_new_user_message = self.pending_user.is_some()
             || matches!(self.history.last(), Some(Message::User { .. }));
         if let Some(text) = self.pending_user.take() {
             self.push(Message::user(text)).await;
@@ -226,7 +224,7 @@ impl<'e> Turn<'e> {
                 .await;
         }
         let mut pending: Option<FinalizeCause> = None;
-        if !self.has_new_user_message {
+        if !has_new_user_message {
             pending = self.replay_resumed_rounds().await;
         }
         loop {

@@ -30,7 +30,8 @@ use crate::openai_wire::{ChatCompletionRequest, to_messages};
 use crate::state::AppState;
 use crate::turns::{CancelOnDrop, Conversation, Prelude, start_turn};
 
-fn unix_now() -> u64 {
+/// Seconds since the Unix epoch (the `created` fields).
+pub(crate) fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())

@@ -30,6 +30,7 @@ use crate::chat::parse_body;
 use crate::client_tools::with_client_tools;
 use crate::conversations::owned_conversation;
 use crate::error::AppError;
+use crate::openai::unix_now;
 use crate::openai_wire::text_of;
 use crate::state::AppState;
 use crate::turns::{CancelOnDrop, Conversation, Prelude, StartedTurn, start_turn};
@@ -357,13 +358,6 @@ fn function_tools(tools: Vec<Value>) -> Result<Vec<ToolSpec>, String> {
         .collect()
 }
 
-fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
-
 /// Builds a response, and the stream's events, from a turn's events.
 struct Builder {
     id: String,
@@ -397,7 +391,7 @@ impl Builder {
             created_at: unix_now(),
             instructions,
             previous_response_id,
-            stored: id.len() == "resp_".len() + 64,
+            stored: conversation_of(&id).is_some(),
             sequence: 0,
             id,
             output: Vec::new(),

@@ -189,6 +189,13 @@ impl AppState {
         })
     }
 
+    /// Drops a turn from this process's running turns.
+    fn forget(&self, turn: &str) {
+        if let Ok(mut local) = self.inner.local.lock() {
+            local.remove(turn);
+        }
+    }
+
     /// Cancels a running turn of `owner` (any owner for `None`), here or on another
     /// instance; `false` when there is no such turn.
     pub(crate) async fn cancel_turn(
@@ -229,14 +236,6 @@ impl TurnLease {
             if let Err(e) = self.state.inner.coordinator.release(&turn).await {
                 tracing::error!(%turn, error = %e, "turn claim not released");
             }
-        }
-    }
-}
-
-impl AppState {
-    fn forget(&self, turn: &str) {
-        if let Ok(mut local) = self.inner.local.lock() {
-            local.remove(turn);
         }
     }
 }

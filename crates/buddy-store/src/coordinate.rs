@@ -60,13 +60,22 @@ pub trait Coordinator: Send + Sync {
 }
 
 /// The coordinator of a single process: every turn is local, so cancels never need to
-/// travel.
+/// travel. Indexed both ways, so a claim costs the same with 10,000 turns running.
 #[derive(Default)]
 pub struct LocalCoordinator {
-    /// turn id → (conversation, owner)
-    running: Mutex<HashMap<String, (Option<String>, String)>>,
+    running: Mutex<Running>,
     /// Kept so the cancellation channel stays open (and silent).
     silent: Mutex<Vec<mpsc::UnboundedSender<String>>>,
+}
+
+#[derive(Default)]
+struct Running {
+    /// turn id → (conversation, owner)
+    turns: HashMap<String, (Option<String>, String)>,
+    /// conversation → its running turn
+    by_conversation: HashMap<String, String>,
+    /// owner → turns running
+    per_owner: HashMap<String, usize>,
 }
 
 fn poisoned() -> StoreError {
@@ -78,25 +87,26 @@ impl Coordinator for LocalCoordinator {
         Box::pin(async move {
             let mut running = self.running.lock().map_err(|_| poisoned())?;
             if let Some(conversation) = &claim.conversation_id
-                && let Some((turn, _)) = running
-                    .iter()
-                    .find(|(_, (c, _))| c.as_ref() == Some(conversation))
+                && let Some(turn) = running.by_conversation.get(conversation)
             {
                 return Err(ClaimError::ConversationBusy {
                     conversation: conversation.clone(),
                     running: turn.clone(),
                 });
             }
-            let owned = running
-                .values()
-                .filter(|(_, owner)| *owner == claim.owner)
-                .count();
+            let owned = running.per_owner.get(&claim.owner).copied().unwrap_or(0);
             if owned >= claim.max_per_owner {
                 return Err(ClaimError::OwnerAtCap {
                     max: claim.max_per_owner,
                 });
             }
-            running.insert(
+            *running.per_owner.entry(claim.owner.clone()).or_default() += 1;
+            if let Some(conversation) = &claim.conversation_id {
+                running
+                    .by_conversation
+                    .insert(conversation.clone(), claim.turn_id.clone());
+            }
+            running.turns.insert(
                 claim.turn_id.clone(),
                 (claim.conversation_id.clone(), claim.owner.clone()),
             );
@@ -106,7 +116,18 @@ impl Coordinator for LocalCoordinator {
 
     fn release<'a>(&'a self, turn_id: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
-            self.running.lock().map_err(|_| poisoned())?.remove(turn_id);
+            let mut running = self.running.lock().map_err(|_| poisoned())?;
+            if let Some((conversation, owner)) = running.turns.remove(turn_id) {
+                if let Some(conversation) = conversation {
+                    running.by_conversation.remove(&conversation);
+                }
+                if let Some(n) = running.per_owner.get_mut(&owner) {
+                    *n = n.saturating_sub(1);
+                    if *n == 0 {
+                        running.per_owner.remove(&owner);
+                    }
+                }
+            }
             Ok(())
         })
     }
@@ -120,9 +141,9 @@ impl Coordinator for LocalCoordinator {
                 .running
                 .lock()
                 .map_err(|_| poisoned())?
-                .iter()
-                .find(|(_, (c, _))| c.as_deref() == Some(conversation_id))
-                .map(|(turn, _)| turn.clone()))
+                .by_conversation
+                .get(conversation_id)
+                .cloned())
         })
     }
 

@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 use crate::coordinate::{Claim, ClaimError, Coordinator};
 use crate::store::{
     ConversationDetail, ConversationInfo, ConversationSummary, Store, StoreError, TurnRecord,
-    new_id, now_ms, role, title,
+    decode, new_id, now_ms, role, title,
 };
 
 /// The schema; every statement is idempotent, and instances starting together take
@@ -87,10 +87,6 @@ struct Inner {
 
 fn backend(e: sqlx::Error) -> StoreError {
     StoreError::Backend(format!("postgres: {e}"))
-}
-
-fn decode<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, StoreError> {
-    serde_json::from_str(text).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
 impl PgStore {

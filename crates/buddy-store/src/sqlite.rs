@@ -8,7 +8,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::store::{
     ConversationDetail, ConversationInfo, ConversationSummary, Store, StoreError, TurnRecord,
-    new_id, now_ms, role, title,
+    decode, new_id, now_ms, role, title,
 };
 
 /// Schema migrations, applied in order; `PRAGMA user_version` records how many ran.
@@ -137,10 +137,6 @@ impl SqliteStore {
 
 fn backend(e: rusqlite::Error) -> StoreError {
     StoreError::Backend(e.to_string())
-}
-
-fn decode<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, StoreError> {
-    serde_json::from_str(text).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
 fn load(conn: &Connection, id: &str) -> Result<Vec<Message>, StoreError> {

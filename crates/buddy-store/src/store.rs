@@ -159,8 +159,7 @@ pub(crate) fn role(message: &Message) -> &'static str {
 /// A conversation's title: its first user message, shortened.
 pub(crate) fn title(first_user: Option<&str>) -> Result<String, StoreError> {
     match first_user {
-        Some(body) => Ok(serde_json::from_str::<Message>(body)
-            .map_err(|e| StoreError::Corrupt(e.to_string()))?
+        Some(body) => Ok(decode::<Message>(body)?
             .text()
             .unwrap_or_default()
             .chars()
@@ -168,4 +167,9 @@ pub(crate) fn title(first_user: Option<&str>) -> Result<String, StoreError> {
             .collect()),
         None => Ok(String::new()),
     }
+}
+
+/// A stored JSON record; one that does not parse is reported as corrupt.
+pub(crate) fn decode<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, StoreError> {
+    serde_json::from_str(text).map_err(|e| StoreError::Corrupt(e.to_string()))
 }

@@ -115,14 +115,11 @@ async fn a_non_streamed_body_that_never_ends_stops_at_max_body_bytes() {
     let mut provider_http = quick_http();
     provider_http.max_body_bytes = 1024 * 1024;
     let provider = buddy_providers::OpenAiProvider::new(buddy_providers::OpenAiOptions {
-        name: "openai".into(),
         base_url: format!("{}/v1", server.url()),
         api_key: Some("sk-test".into()),
-        headers: Default::default(),
         http: provider_http,
         stream: false,
-        max_output_tokens: None,
-        compat: Default::default(),
+        ..Default::default()
     })
     .unwrap();
     let (_, error) = tokens(&provider).await;
