@@ -43,6 +43,36 @@ pub enum SkillError {
 }
 
 /// A tool the model can call. Arguments arrive already validated against `parameters()`.
+///
+/// `execute` returns a boxed future, so its body is `Box::pin(async move { … })`. A
+/// `SkillError::Failed` is a result the model reads and can react to.
+///
+/// ```
+/// use buddy_core::{BoxFuture, Skill, SkillContext, SkillError};
+/// use serde_json::{Value, json};
+///
+/// struct Shout;
+///
+/// impl Skill for Shout {
+///     fn name(&self) -> &str { "shout" }
+///     fn description(&self) -> &str { "Upper-cases a text." }
+///     fn parameters(&self) -> Value {
+///         json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]})
+///     }
+///     fn execute<'a>(&'a self, args: Value, _ctx: SkillContext) -> BoxFuture<'a, Result<String, SkillError>> {
+///         Box::pin(async move {
+///             let text = args["text"].as_str().ok_or_else(|| SkillError::Failed("`text` must be a string".into()))?;
+///             Ok(text.to_uppercase())
+///         })
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let result = Shout.execute(json!({"text": "hi"}), SkillContext::default()).await;
+/// assert_eq!(result, Ok("HI".to_owned()));
+/// # }
+/// ```
 pub trait Skill: Send + Sync {
     /// The name the model calls it by.
     fn name(&self) -> &str;

@@ -10,6 +10,35 @@ use crate::policy::LoopPolicy;
 use crate::turn::Turn;
 
 /// Runs agent turns against one provider with one set of tools.
+///
+/// ```
+/// use std::sync::Arc;
+/// use buddy_engine::{Engine, TurnRequest};
+/// use buddy_providers::{Scenario, ScriptedProvider};
+/// use buddy_skills::{Sandbox, SkillRegistry, builtin::{FileLimits, builtin_skills}};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// // Any `Provider`: here the offline scripted model; see `buddy_providers` for real ones.
+/// let script = r#"{"name": "clock", "prompt": "", "rules": [
+///     {"when": {"round": 1}, "reply": {"tool_calls": [{"name": "get_time"}]}},
+///     {"when": {}, "reply": {"text": "It is {last_result}."}}],
+///   "expect": {"stop_reason": "completed", "model_calls": 2, "tool_calls": 1}}"#;
+/// let provider = Arc::new(ScriptedProvider::new(Arc::new(Scenario::parse(script, "doc")?)));
+/// let mut skills = SkillRegistry::new();
+/// skills.register_all(builtin_skills(&Sandbox::new(std::env::temp_dir())?, FileLimits::default()))?;
+///
+/// let engine = Arc::new(Engine::new(provider, Arc::new(skills)));
+/// let (mut events, turn) = engine.spawn(TurnRequest::new("scripted", "What time is it?"));
+/// while let Some(event) = events.recv().await {
+///     println!("{}", serde_json::to_string(&event)?); // stream each ChatEvent anywhere
+/// }
+/// let outcome = turn.await?;
+/// assert_eq!(outcome.reason, buddy_core::StopReason::Completed);
+/// assert_eq!(outcome.stats.tool_calls, 1);
+/// # Ok(())
+/// # }
+/// ```
 pub struct Engine {
     provider: Arc<dyn Provider>,
     toolbox: Arc<dyn Toolbox>,
@@ -133,6 +162,24 @@ impl Engine {
     }
 
     /// Runs one turn and collects all of its events (for tests, benchmarks and batch use).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use buddy_engine::{Engine, LoopPolicy, TurnRequest};
+    /// # use buddy_providers::{Scenario, ScriptedProvider};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let script = r#"{"name": "hi", "prompt": "", "rules": [{"when": {}, "reply": {"text": "Hello!"}}],
+    ///   "expect": {"stop_reason": "completed", "model_calls": 1, "tool_calls": 0}}"#;
+    /// let provider = Arc::new(ScriptedProvider::new(Arc::new(Scenario::parse(script, "doc")?)));
+    /// let engine = Engine::new(provider, Arc::new(buddy_skills::SkillRegistry::new()));
+    /// let policy = LoopPolicy { max_model_calls: 5, ..LoopPolicy::default() };
+    /// let (events, outcome) = engine.run_collect(TurnRequest::new("m", "Hi").with_policy(policy)).await;
+    /// assert_eq!(outcome.answer.as_deref(), Some("Hello!"));
+    /// assert!(matches!(events.last(), Some(buddy_core::ChatEvent::Done { .. })));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn run_collect(&self, request: TurnRequest) -> (Vec<ChatEvent>, TurnOutcome) {
         let (tx, mut rx) = mpsc::channel(EVENT_BUFFER);
         let collect = async {

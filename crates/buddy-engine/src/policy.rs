@@ -311,6 +311,19 @@ impl LoopPolicy {
 
 /// A partial policy: only the fields it names change. Each key is checked on its own
 /// so an error always names the field that is wrong.
+///
+/// ```
+/// use buddy_engine::{LoopPolicy, PolicyPatch};
+/// use serde_json::json;
+///
+/// let mut policy = LoopPolicy::default();
+/// policy.apply(&PolicyPatch::from_value(json!({"max_model_calls": 8}))?)?;
+/// assert_eq!(policy.max_model_calls, 8);
+///
+/// let wrong = PolicyPatch::from_value(json!({"max_model_calls": "many"})).unwrap_err();
+/// assert!(wrong.to_string().contains("max_model_calls"));
+/// # Ok::<(), buddy_engine::PolicyError>(())
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(transparent)]
 pub struct PolicyPatch(Map<String, Value>);

@@ -29,7 +29,26 @@ pub struct OpenAiCompat {
     pub tool_choice_auto: bool,
 }
 
-/// Everything an [`OpenAiProvider`] needs.
+/// Everything an [`OpenAiProvider`] needs. The `Default` is OpenAI's own API, streaming;
+/// set what differs for your server and keep the rest.
+///
+/// ```
+/// use buddy_providers::{OpenAiCompat, OpenAiOptions, OpenAiProvider};
+///
+/// let local = OpenAiProvider::new(OpenAiOptions {
+///     name: "llama".into(),
+///     base_url: "http://127.0.0.1:8080/v1".into(),
+///     // llama-cpp-python ignores tools unless tool_choice is sent (`buddy doctor` tells).
+///     compat: OpenAiCompat { tool_choice_auto: true, ..Default::default() },
+///     ..Default::default()
+/// })?;
+/// let hosted = OpenAiProvider::new(OpenAiOptions {
+///     api_key: std::env::var("OPENAI_API_KEY").ok(),
+///     ..Default::default()
+/// })?;
+/// # let _ = (local, hosted);
+/// # Ok::<(), buddy_core::ProviderError>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct OpenAiOptions {
     /// Name used in errors and logs.
