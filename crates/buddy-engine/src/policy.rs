@@ -424,19 +424,76 @@ impl PolicyPatch {
 
 impl<'de> Deserialize<'de> for PolicyPatch {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let map = Map::<String, Value>::deserialize(deserializer)?;
-        PolicyPatch::from_map(map).map_err(serde::de::Error::custom)
+        let (patch, _) = deserializer.deserialize_map(PatchVisitor {
+            nested_models: false,
+        })?;
+        Ok(patch)
+    }
+}
+
+/// Reads a patch field by field, checking each value as it is read, so a format that
+/// knows positions (TOML) puts an error on the line of the value that is wrong rather
+/// than on the table's header.
+struct PatchVisitor {
+    /// Also accept a `model` table of patches (the `[policy]` section itself).
+    nested_models: bool,
+}
+
+/// One checked field of a patch.
+struct FieldSeed<'k>(&'k str);
+
+impl<'de> serde::de::DeserializeSeed<'de> for FieldSeed<'_> {
+    type Value = Value;
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        let value = Value::deserialize(deserializer)?;
+        let mut map = Map::new();
+        map.insert(self.0.to_owned(), value.clone());
+        PolicyPatch::from_map(map).map_err(serde::de::Error::custom)?;
+        Ok(value)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for PatchVisitor {
+    type Value = (PolicyPatch, BTreeMap<String, PolicyPatch>);
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a table of policy fields")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut access: A,
+    ) -> Result<Self::Value, A::Error> {
+        let mut patch = Map::new();
+        let mut models = BTreeMap::new();
+        while let Some(key) = access.next_key::<String>()? {
+            if self.nested_models && key == "model" {
+                models = access.next_value::<BTreeMap<String, PolicyPatch>>()?;
+            } else {
+                let value = access.next_value_seed(FieldSeed(&key))?;
+                patch.insert(key, value);
+            }
+        }
+        Ok((PolicyPatch(patch), models))
     }
 }
 
 /// The `[policy]` section of `buddy.toml`: a base patch plus patches per model-name
 /// pattern (`[policy.model."gpt-4o*"]`), since models differ in how they loop.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct PolicyConfig {
-    #[serde(default)]
     pub model: BTreeMap<String, PolicyPatch>,
     #[serde(flatten)]
     pub base: PolicyPatch,
+}
+
+impl<'de> Deserialize<'de> for PolicyConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let (base, model) = deserializer.deserialize_map(PatchVisitor {
+            nested_models: true,
+        })?;
+        Ok(PolicyConfig { model, base })
+    }
 }
 
 impl PolicyConfig {

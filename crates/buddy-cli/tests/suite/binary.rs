@@ -511,3 +511,37 @@ fn a_bad_sandbox_in_buddy_toml_is_named_as_such() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_bad_policy_value_is_shown_on_its_own_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        // A wrong type in [policy], the 6th line.
+        (
+            "[skills]\nbuiltin = [\"get_time\"]\n\n[policy]\nmax_model_calls = 30\nmax_tool_calls = \"lots\"\n",
+            "6 | max_tool_calls = \"lots\"",
+            "max_tool_calls",
+        ),
+        // A misspelt field in a per-model table, the 5th line.
+        (
+            "[policy]\nmax_model_calls = 30\n\n[policy.model.\"qwen*\"]\nmax_modle_calls = 3\n",
+            "5 | max_modle_calls = 3",
+            "max_modle_calls",
+        ),
+        // A value out of range, the 2nd line.
+        (
+            "[policy]\nmax_model_calls = 1\n",
+            "2 | max_model_calls = 1",
+            "max_model_calls",
+        ),
+    ];
+    for (toml, line, field) in cases {
+        std::fs::write(dir.path().join("buddy.toml"), toml).unwrap();
+        let out = run(buddy(dir.path()).args(["--config", "buddy.toml", "run", "hi"]));
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(line), "wanted the line `{line}`:\n{stderr}");
+        assert!(stderr.contains(field), "{stderr}");
+        assert!(!stderr.contains("| [policy"), "points at a header:\n{stderr}");
+    }
+}
