@@ -542,6 +542,9 @@ fn a_bad_policy_value_is_shown_on_its_own_line() {
         assert_eq!(out.status.code(), Some(2), "{stderr}");
         assert!(stderr.contains(line), "wanted the line `{line}`:\n{stderr}");
         assert!(stderr.contains(field), "{stderr}");
-        assert!(!stderr.contains("| [policy"), "points at a header:\n{stderr}");
+        assert!(
+            !stderr.contains("| [policy"),
+            "points at a header:\n{stderr}"
+        );
     }
 }
