@@ -145,6 +145,9 @@ pub enum GuardKind {
     /// Several rounds in a row brought nothing new: every call failed, or repeated an
     /// earlier one (same or near arguments) and got the same result back.
     NoProgress,
+    /// Tools were offered, yet the model wrote a tool call as text: the model server
+    /// probably ignores `tools` (a compat switch may be missing; `buddy doctor` checks).
+    ToolsIgnored,
 }
 
 impl GuardKind {
@@ -170,6 +173,7 @@ impl GuardKind {
             GuardKind::RepetitiveOutput => "repetitive_output",
             GuardKind::FinalAnswerCheck => "final_answer_check",
             GuardKind::NoProgress => "no_progress",
+            GuardKind::ToolsIgnored => "tools_ignored",
         }
     }
 }

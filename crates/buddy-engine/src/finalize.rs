@@ -217,7 +217,7 @@ pub(crate) fn rejected_final_reply(
 
 /// True for text that is a tool call in disguise: JSON naming a function and its
 /// arguments, a chat template's tool-call markup, or `tool_name(...)` / `function.tool_name:`.
-fn looks_like_a_tool_call(text: &str, tools: &[&str]) -> bool {
+pub(crate) fn looks_like_a_tool_call(text: &str, tools: &[&str]) -> bool {
     let lower = text.to_lowercase();
     const MARKUP: [&str; 5] = [
         "<tool_call",

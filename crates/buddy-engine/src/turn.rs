@@ -323,6 +323,7 @@ impl<'e> Turn<'e> {
                 StopReason::Completed
             };
             debug!(%inputs, decision = "done", %reason, "no executable tool calls: the text is the answer");
+            self.warn_if_tools_ignored(&text).await;
             let text = self.screened_answer(text).await;
             return Step::Done(self.finish_with_answer(reason, text).await);
         }
@@ -500,6 +501,28 @@ impl<'e> Turn<'e> {
             })
             .await;
         self.outcome(StopReason::ClientToolCalls, Some(text), None)
+    }
+
+    /// Warns when tools were offered, none was ever called, and the reply writes a call
+    /// as text: the signature of a model server that ignores `tools` (llama-cpp-python
+    /// without `tool_choice`), which would otherwise end `completed` with no sign of it.
+    async fn warn_if_tools_ignored(&self, text: &str) {
+        if !self.tools_offered_now || self.stats.tool_calls > 0 {
+            return;
+        }
+        let specs = self.toolbox.specs();
+        let names: Vec<&str> = specs.iter().map(|t| t.name.as_str()).collect();
+        if !crate::finalize::looks_like_a_tool_call(text, &names) {
+            return;
+        }
+        let detail = format!(
+            "{} tool(s) were offered, but the model wrote a tool call as text instead of making one: \
+             the model server may be ignoring `tools`. `buddy doctor --provider NAME` checks it and \
+             names the switch to set (llama-cpp-python needs `tool_choice_auto = true`)",
+            names.len()
+        );
+        self.emit_guard(GuardKind::ToolsIgnored, GuardAction::Warned, None, detail)
+            .await;
     }
 
     /// Ends the turn taking `text` as the answer and dropping the calls beside it.

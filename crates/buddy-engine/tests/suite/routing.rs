@@ -2,7 +2,8 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use buddy_core::{
-    ChatEvent, FinishReason, GuardKind, Message, RepeatSemantics, StopReason, Token, ToolOutcome,
+    ChatEvent, FinishReason, GuardAction, GuardKind, Message, RepeatSemantics, StopReason, Token,
+    ToolOutcome,
 };
 use buddy_engine::LoopPolicy;
 use buddy_testkit::{RecordingProvider, ReplyProvider, TestTool, TestToolbox, reply_tokens};
@@ -426,4 +427,74 @@ async fn trips_on_different_skills_add_up_to_one_budget() {
         })
         .expect("a Finalize trip");
     assert_eq!(finalize, GuardKind::TripBudget);
+}
+
+/// The guards named by the `guard_tripped` events of a turn.
+fn guards(events: &[ChatEvent]) -> Vec<(GuardKind, GuardAction)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            ChatEvent::GuardTripped { guard, action, .. } => Some((*guard, *action)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_tool_call_written_as_text_warns_that_tools_may_be_ignored() {
+    // What llama-cpp-python does without tool_choice: the model writes the call as text.
+    for text in [
+        "<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call>",
+        "{\"name\": \"a\", \"arguments\": {\"city\": \"Paris\"}}",
+        "functions.a({})",
+    ] {
+        let provider = ReplyProvider::new(move |_, _| Ok(reply_tokens(text, vec![])));
+        let toolbox = TestToolbox::new().with("a", TestTool::echo());
+        let (events, outcome) = run_turn(provider, toolbox, LoopPolicy::default()).await;
+        let tripped = guards(&events);
+        assert!(
+            tripped.contains(&(GuardKind::ToolsIgnored, GuardAction::Warned)),
+            "{text}: {tripped:?}"
+        );
+        let detail = events.iter().find_map(|e| match e {
+            ChatEvent::GuardTripped {
+                guard: GuardKind::ToolsIgnored,
+                detail,
+                ..
+            } => Some(detail.clone()),
+            _ => None,
+        });
+        assert!(detail.is_some_and(|d| d.contains("buddy doctor")));
+        assert_eq!(outcome.stats.model_calls, 1, "a warning, not a retry");
+    }
+}
+
+#[tokio::test]
+async fn plain_answers_and_real_calls_draw_no_tools_ignored_warning() {
+    // A plain answer while tools are offered is normal chat.
+    let provider = ReplyProvider::new(|_, _| Ok(reply_tokens("Hello! How can I help?", vec![])));
+    let toolbox = TestToolbox::new().with("a", TestTool::echo());
+    let (events, _) = run_turn(provider, toolbox, LoopPolicy::default()).await;
+    assert!(guards(&events).is_empty(), "{:?}", guards(&events));
+
+    // Once the model has called a tool, the server evidently passes tools on.
+    let provider = ReplyProvider::new(|_, i| {
+        Ok(if i == 0 {
+            reply_tokens("", vec![call("1", "a", json!({}))])
+        } else {
+            reply_tokens(
+                "{\"name\": \"a\", \"arguments\": {}} was the call I made.",
+                vec![],
+            )
+        })
+    });
+    let toolbox = TestToolbox::new().with("a", TestTool::echo());
+    let (events, _) = run_turn(provider, toolbox, LoopPolicy::default()).await;
+    assert!(
+        !guards(&events)
+            .iter()
+            .any(|(g, _)| *g == GuardKind::ToolsIgnored),
+        "{:?}",
+        guards(&events)
+    );
 }
