@@ -5,6 +5,7 @@ pub mod backend;
 pub mod bench_load;
 pub mod bench_loops;
 pub mod config;
+pub mod doctor;
 pub mod exit_code;
 pub mod mock_server;
 pub mod printer;

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use commands::{BenchArgs, ChatArgs, DemoArgs, MockServerArgs, RunArgs, ServeArgs};
+use commands::{BenchArgs, ChatArgs, DemoArgs, DoctorArgs, MockServerArgs, RunArgs, ServeArgs};
 
 /// buddy — an LLM agent runtime whose every turn ends, quickly, with an answer and a stated reason.
 ///
@@ -55,6 +55,9 @@ enum Command {
     MockServer(MockServerArgs),
     /// Measure loop efficiency over the full HTTP path.
     Bench(BenchArgs),
+    /// Check the configuration and probe a provider: streaming, tool calls, tool_choice,
+    /// content: null; prints the compat switches to add.
+    Doctor(DoctorArgs),
 }
 
 fn init_logging(verbose: u8, format: LogFormat) {
@@ -135,6 +138,7 @@ fn main() -> ExitCode {
             Command::Serve(args) => commands::serve(config, args).await,
             Command::MockServer(args) => commands::mock_server(args).await,
             Command::Bench(args) => commands::bench(args).await,
+            Command::Doctor(args) => commands::doctor(config, args).await,
         }
     });
     match result {

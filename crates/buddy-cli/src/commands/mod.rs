@@ -3,6 +3,7 @@
 mod bench;
 mod chat;
 mod demo;
+mod doctor;
 mod run;
 mod serve;
 mod setup;
@@ -17,6 +18,7 @@ use serde_json::Value;
 pub use bench::{BenchArgs, MockServerArgs, bench, mock_server};
 pub use chat::{ChatArgs, chat};
 pub use demo::{DemoArgs, demo};
+pub use doctor::{DoctorArgs, doctor};
 pub use run::{RunArgs, run};
 pub use serve::{ServeArgs, serve};
 
@@ -133,9 +135,9 @@ impl PolicyFlags {
     }
 }
 
-/// Flags shared by `run` and `chat`.
-#[derive(Args, Debug, Clone)]
-pub struct TurnArgs {
+/// Which provider a command uses and how to reach it (each overrides buddy.toml).
+#[derive(Args, Debug, Clone, Default)]
+pub struct ProviderFlags {
     /// Provider: a [providers.NAME] of buddy.toml, or a kind: openai, anthropic, scripted
     /// (default: default_provider in buddy.toml, else the scripted model).
     #[arg(long, value_name = "NAME")]
@@ -146,6 +148,22 @@ pub struct TurnArgs {
     /// Make plain (non-streaming) requests: for servers that cannot stream tool calls.
     #[arg(long)]
     no_stream: bool,
+    /// Send tool_choice "auto" whenever tools are offered (llama-cpp-python ignores tools without it).
+    #[arg(long)]
+    tool_choice_auto: bool,
+    /// Leave out stream_options (for servers that refuse unknown fields).
+    #[arg(long)]
+    no_stream_options: bool,
+    /// Send content "" instead of null on assistant messages that only call tools.
+    #[arg(long)]
+    assistant_content_empty_string: bool,
+}
+
+/// Flags shared by `run` and `chat`.
+#[derive(Args, Debug, Clone)]
+pub struct TurnArgs {
+    #[command(flatten)]
+    target: ProviderFlags,
     /// Scenario file for the scripted model (default: the built-in offline assistant).
     #[arg(long, value_name = "FILE")]
     scenario: Option<PathBuf>,

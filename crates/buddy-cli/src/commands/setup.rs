@@ -13,7 +13,7 @@ use buddy_engine::{CancellationToken, Engine, LoopPolicy, PolicyPatch, TurnOutco
 use buddy_providers::{ProviderConfig, ProviderKind, Scenario, ScriptedProvider};
 use buddy_skills::Sandbox;
 
-use super::TurnArgs;
+use super::{ProviderFlags, TurnArgs};
 
 /// Everything a turn needs, built from the command line, buddy.toml and the environment.
 pub struct Setup {
@@ -36,10 +36,11 @@ pub fn load_config(explicit: Option<&Path>) -> anyhow::Result<BuddyConfig> {
     }
 }
 
-/// The provider named on the command line or in buddy.toml, or the scripted model.
-fn choose_provider(
+/// The provider named on the command line or in buddy.toml, or the scripted model,
+/// with the command line's overrides applied.
+pub fn choose_provider(
     config: &BuddyConfig,
-    args: &TurnArgs,
+    args: &ProviderFlags,
 ) -> anyhow::Result<(String, ProviderConfig)> {
     let Some(name) = args
         .provider
@@ -72,6 +73,9 @@ fn choose_provider(
     if args.no_stream {
         chosen.stream = false;
     }
+    chosen.compat.tool_choice_auto |= args.tool_choice_auto;
+    chosen.compat.no_stream_options |= args.no_stream_options;
+    chosen.compat.assistant_content_empty_string |= args.assistant_content_empty_string;
     Ok((name, chosen))
 }
 
@@ -98,7 +102,7 @@ pub fn setup(config_path: Option<&Path>, args: &TurnArgs) -> anyhow::Result<Setu
             config.skills.sandbox.is_some(),
         ))?
         .read_hard_links(config.skills.read_hard_links);
-    let (name, chosen) = choose_provider(&config, args)?;
+    let (name, chosen) = choose_provider(&config, &args.target)?;
     let (provider, registry, model, scenario): (Arc<dyn Provider>, _, String, Option<Scenario>) =
         match chosen.kind {
             ProviderKind::Scripted => {

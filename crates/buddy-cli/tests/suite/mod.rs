@@ -4,6 +4,7 @@
 mod binary;
 mod config;
 mod crash;
+mod doctor;
 mod mock;
 mod providers;
 mod scenarios;

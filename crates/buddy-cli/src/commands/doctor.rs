@@ -1,0 +1,120 @@
+//! `buddy doctor`: checks the configuration, then probes a provider and prints the
+//! compat switches it needs.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use buddy_cli::doctor::probe;
+use buddy_cli::toolbox::build_registry;
+use buddy_providers::ProviderKind;
+use buddy_skills::Sandbox;
+use clap::Args;
+
+use super::ProviderFlags;
+use super::setup::{choose_provider, load_config, sandbox_source};
+
+/// `buddy doctor`.
+#[derive(Args, Debug)]
+pub struct DoctorArgs {
+    #[command(flatten)]
+    target: ProviderFlags,
+    /// Model to probe (default: `model` of the provider in buddy.toml).
+    #[arg(long)]
+    model: Option<String>,
+    /// Directory the file skills are confined to (default: config, else the current directory).
+    #[arg(long, value_name = "DIR")]
+    sandbox: Option<PathBuf>,
+}
+
+/// Exit code when the provider needs a change or does not work.
+const NEEDS_CHANGES: u8 = 1;
+
+/// Runs the checks; 0 when all pass as configured, 1 when something must change, 2 for
+/// a configuration that does not load.
+pub async fn doctor(config_path: Option<&Path>, args: DoctorArgs) -> anyhow::Result<u8> {
+    let source = match config_path {
+        Some(path) => path.display().to_string(),
+        None if Path::new("buddy.toml").is_file() => "./buddy.toml".to_owned(),
+        None => "no buddy.toml (built-in defaults)".to_owned(),
+    };
+    let config = load_config(config_path)?;
+    let sandbox_dir = match (&args.sandbox, &config.skills.sandbox) {
+        (Some(dir), _) | (None, Some(dir)) => dir.clone(),
+        (None, None) => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    let sandbox = Sandbox::new(&sandbox_dir).context(sandbox_source(
+        args.sandbox.is_some(),
+        config.skills.sandbox.is_some(),
+    ))?;
+    let registry = build_registry(&config.skills, &sandbox, None)?;
+    config
+        .policy
+        .resolve(args.model.as_deref().unwrap_or(""), &[])
+        .context("policy")?;
+    println!("config    {source}: ok");
+    println!(
+        "providers {}",
+        if config.providers.is_empty() {
+            "none declared (the scripted model)".to_owned()
+        } else {
+            config
+                .providers
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    );
+    println!(
+        "skills    {} in sandbox {} ({:?} resolution)",
+        registry.names().join(", "),
+        sandbox_dir.display(),
+        sandbox.resolution()
+    );
+
+    let (name, chosen) = choose_provider(&config, &args.target)?;
+    if chosen.kind == ProviderKind::Scripted {
+        println!(
+            "provider  scripted: buddy's offline model, nothing to probe (name one: --provider NAME)"
+        );
+        return Ok(0);
+    }
+    let model = args.model.clone().or_else(|| chosen.model.clone()).with_context(|| {
+        format!("provider `{name}` needs a model to probe: pass --model or set `model` under [providers.{name}]")
+    })?;
+    let url = chosen
+        .base_url
+        .clone()
+        .unwrap_or_else(|| chosen.kind.default_base_url().to_owned());
+    println!(
+        "provider  {name} ({:?} at {url}), model {model}",
+        chosen.kind
+    );
+    println!("          probing with a few small model calls…");
+    let env = |var: &str| std::env::var(var).ok();
+    let report = probe(&name, &chosen, &model, &env).await;
+    for check in &report.checks {
+        let mark = if check.ok { "✓" } else { "✗" };
+        println!("  {mark} {}: {}", check.what, check.detail);
+    }
+    if let Some(fatal) = &report.fatal {
+        println!("  ✗ {fatal}");
+        return Ok(NEEDS_CHANGES);
+    }
+    if report.healthy() {
+        println!("ok: `{name}` streams, calls tools and takes tool results as configured");
+        return Ok(0);
+    }
+    if !report.switches.is_empty() {
+        let declared = config.providers.contains_key(&name);
+        let mut shown = chosen.clone();
+        shown.model = Some(model.clone());
+        println!("\nAdd to buddy.toml:\n");
+        for line in report.toml_to_add(&name, declared, &shown).lines() {
+            println!("  {line}");
+        }
+        let flags: Vec<&str> = report.switches.iter().map(|s| s.flag()).collect();
+        println!("\nor pass, for one run: {}", flags.join(" "));
+    }
+    Ok(NEEDS_CHANGES)
+}
