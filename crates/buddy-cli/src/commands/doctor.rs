@@ -111,7 +111,11 @@ pub async fn doctor(config_path: Option<&Path>, args: DoctorArgs) -> anyhow::Res
         shown.model = Some(model.clone());
         println!("\nAdd to buddy.toml:\n");
         for line in report.toml_to_add(&name, declared, &shown).lines() {
-            println!("  {line}");
+            if line.is_empty() {
+                println!();
+            } else {
+                println!("  {line}");
+            }
         }
         let flags: Vec<&str> = report.switches.iter().map(|s| s.flag()).collect();
         println!("\nor pass, for one run: {}", flags.join(" "));
