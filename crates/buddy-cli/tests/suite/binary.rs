@@ -561,12 +561,19 @@ fn a_capped_chain_answers_with_what_it_found() {
         "5",
     ]));
     assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
-    let last = text(&out.stdout).lines().last().unwrap_or_default().to_owned();
+    let last = text(&out.stdout)
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .to_owned();
     let done: ChatEvent = serde_json::from_str(&last).unwrap();
     let ChatEvent::Done { reason, answer, .. } = done else {
         panic!("{last}")
     };
     assert_eq!(reason, StopReason::MaxModelCalls);
     assert!(answer.starts_with("I ran out of calls"), "{answer}");
-    assert!(answer.contains("OOMKilled"), "the results found are quoted: {answer}");
+    assert!(
+        answer.contains("OOMKilled"),
+        "the results found are quoted: {answer}"
+    );
 }
