@@ -26,6 +26,8 @@ if [ ! -d "$root/clients/node/node_modules/ai" ]; then
   (cd "$root/clients/node" && npm ci --no-audit --no-fund --loglevel=error)
 fi
 export BUDDY_NODE_CLIENTS="$root/clients/node"
+# The real MCP servers of buddy-mcp's tests (pinned; PyPI and npm).
+eval "$(bash "$root/scripts/mcp-servers.sh")"
 # A throw-away PostgreSQL for the PostgreSQL store tests (they fail loudly without it).
 if pg=$(bash "$root/scripts/postgres.sh"); then
   eval "$pg"

@@ -1,0 +1,116 @@
+//! `[[mcp]]` entries of buddy.toml.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use buddy_core::RepeatSemantics;
+use serde::Deserialize;
+
+/// One MCP server: how to start it and how its tools are named and judged.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerConfig {
+    /// The server's name in buddy: the default prefix of its tools and the name in errors.
+    pub name: String,
+    /// The program and its arguments, e.g. `["uvx", "mcp-server-time"]`.
+    pub command: Vec<String>,
+    /// Variables set for the server (on top of buddy's environment).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Working directory of the server.
+    #[serde(default)]
+    pub cwd: Option<PathBuf>,
+    /// Prefix of its tools' names (`PREFIX__tool`); default: `name`; `""` for none.
+    #[serde(default)]
+    pub tool_prefix: Option<String>,
+    /// Time to start and answer `initialize` and `tools/list`.
+    #[serde(default = "default_startup_secs")]
+    pub startup_timeout_secs: f64,
+    /// Time one tool call may take; then it is an error result and the server restarted.
+    #[serde(default = "default_call_secs")]
+    pub call_timeout_secs: f64,
+    /// Restarts after a crash or hang before its tools fail without trying.
+    #[serde(default = "default_restarts")]
+    pub max_restarts: u32,
+    /// Per-tool settings that beat the server's annotations, by the tool's own name.
+    #[serde(default)]
+    pub tools: BTreeMap<String, ToolOverride>,
+}
+
+/// What buddy.toml says about one MCP tool.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ToolOverride {
+    /// Repeat semantics, instead of the one read from the annotations.
+    #[serde(default)]
+    pub semantics: Option<RepeatSemantics>,
+}
+
+fn default_startup_secs() -> f64 {
+    30.0
+}
+
+fn default_call_secs() -> f64 {
+    60.0
+}
+
+fn default_restarts() -> u32 {
+    3
+}
+
+impl McpServerConfig {
+    /// A server started by `command` with every default.
+    pub fn stdio(name: &str, command: &[&str]) -> Self {
+        McpServerConfig {
+            name: name.to_owned(),
+            command: command.iter().map(|s| (*s).to_owned()).collect(),
+            env: BTreeMap::new(),
+            cwd: None,
+            tool_prefix: None,
+            startup_timeout_secs: default_startup_secs(),
+            call_timeout_secs: default_call_secs(),
+            max_restarts: default_restarts(),
+            tools: BTreeMap::new(),
+        }
+    }
+
+    /// The name the model calls `tool` of this server by: `prefix__tool`, cut to the
+    /// 64 characters of `[A-Za-z0-9_-]` every provider accepts.
+    pub fn skill_name(&self, tool: &str) -> String {
+        let prefix = self.tool_prefix.as_deref().unwrap_or(&self.name);
+        let joined = if prefix.is_empty() {
+            tool.to_owned()
+        } else {
+            format!("{prefix}__{tool}")
+        };
+        joined
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .take(64)
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_prefixed_and_made_valid() {
+        let mut config = McpServerConfig::stdio("time", &["x"]);
+        assert_eq!(
+            config.skill_name("get_current_time"),
+            "time__get_current_time"
+        );
+        assert_eq!(config.skill_name("a.b c"), "time__a_b_c");
+        config.tool_prefix = Some(String::new());
+        assert_eq!(config.skill_name("echo"), "echo");
+        assert_eq!(config.skill_name(&"x".repeat(80)).len(), 64);
+    }
+}

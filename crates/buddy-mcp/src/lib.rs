@@ -1,0 +1,17 @@
+//! MCP servers as tool sources: each `[[mcp]]` server is started (stdio), its tools are
+//! listed, and each becomes a buddy skill named `server__tool`, with its repeat
+//! semantics read from the tool's annotations (overridable per tool). Results become
+//! text the model reads; server errors, crashes and hangs become error results, and a
+//! dead server is restarted for the next call, a bounded number of times.
+
+mod annotations;
+mod config;
+mod result;
+mod skill;
+mod source;
+
+pub use annotations::semantics_of;
+pub use config::{McpServerConfig, ToolOverride};
+pub use result::result_text;
+pub use skill::McpSkill;
+pub use source::{McpError, McpSource, McpTool, ServerState};

@@ -1,0 +1,94 @@
+//! A `tools/call` result as text the model can read.
+
+use serde_json::Value;
+
+/// The text of a `CallToolResult` (as JSON on the wire): text blocks as they are,
+/// embedded text resources with their URI, resource links and binary blocks named with
+/// a note saying what was dropped, and `structuredContent` as JSON when no text block
+/// carries it.
+pub fn result_text(result: &Value) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let blocks = result
+        .get("content")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    for block in blocks {
+        let kind = block.get("type").and_then(Value::as_str).unwrap_or("");
+        let text = |key: &str| block.get(key).and_then(Value::as_str).unwrap_or("");
+        match kind {
+            "text" => parts.push(text("text").to_owned()),
+            "image" | "audio" => parts.push(format!(
+                "[{kind} ({}, {} bytes of base64) dropped: buddy passes text only]",
+                if text("mimeType").is_empty() {
+                    "unknown type"
+                } else {
+                    text("mimeType")
+                },
+                text("data").len()
+            )),
+            "resource" => {
+                let resource = block.get("resource").cloned().unwrap_or(Value::Null);
+                let uri = resource.get("uri").and_then(Value::as_str).unwrap_or("");
+                match resource.get("text").and_then(Value::as_str) {
+                    Some(body) => parts.push(format!("[resource {uri}]\n{body}")),
+                    None => parts.push(format!(
+                        "[resource {uri}: binary content dropped: buddy passes text only]"
+                    )),
+                }
+            }
+            "resource_link" => {
+                let name = text("name");
+                let description = text("description");
+                let mut line = format!("[resource link: {}", text("uri"));
+                if !name.is_empty() {
+                    line.push_str(&format!(" ({name})"));
+                }
+                if !description.is_empty() {
+                    line.push_str(&format!(": {description}"));
+                }
+                line.push(']');
+                parts.push(line);
+            }
+            other => parts.push(format!("[a `{other}` content block was dropped]")),
+        }
+    }
+    if let Some(structured) = result.get("structuredContent").filter(|v| !v.is_null()) {
+        let json = structured.to_string();
+        if !parts.iter().any(|p| {
+            p.contains(&json) || serde_json::from_str::<Value>(p).ok().as_ref() == Some(structured)
+        }) {
+            parts.push(json);
+        }
+    }
+    parts.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn every_kind_of_block_becomes_readable_text() {
+        let text = result_text(&json!({"content": [
+            {"type": "text", "text": "hello"},
+            {"type": "image", "data": "AAAA", "mimeType": "image/png"},
+            {"type": "resource", "resource": {"uri": "file:///a.txt", "text": "inside"}},
+            {"type": "resource", "resource": {"uri": "file:///b.bin", "blob": "AAAA"}},
+            {"type": "resource_link", "uri": "file:///c", "name": "c", "description": "the c"},
+        ]}));
+        assert_eq!(
+            text,
+            "hello\n[image (image/png, 4 bytes of base64) dropped: buddy passes text only]\n[resource file:///a.txt]\ninside\n[resource file:///b.bin: binary content dropped: buddy passes text only]\n[resource link: file:///c (c): the c]"
+        );
+    }
+
+    #[test]
+    fn structured_content_is_added_once() {
+        let same = json!({"content": [{"type": "text", "text": "{\"a\":1}"}], "structuredContent": {"a": 1}});
+        assert_eq!(result_text(&same), "{\"a\":1}");
+        let only = json!({"content": [], "structuredContent": {"a": 1}});
+        assert_eq!(result_text(&only), "{\"a\":1}");
+    }
+}

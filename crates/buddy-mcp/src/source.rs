@@ -1,0 +1,271 @@
+//! One MCP server: started on demand, restarted (a bounded number of times) after a
+//! crash or a hang, its calls bounded in time.
+
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use buddy_core::SkillError;
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::{RoleClient, RunningService, ServiceError};
+use rmcp::transport::TokioChildProcess;
+use serde_json::Value;
+
+use crate::config::McpServerConfig;
+use crate::result::result_text;
+
+type Client = RunningService<RoleClient, ()>;
+
+/// Why an MCP server could not be used.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum McpError {
+    #[error(
+        "MCP server `{server}`: cannot start `{command}`: {message}; check `command` under its [[mcp]] entry"
+    )]
+    Spawn {
+        server: String,
+        command: String,
+        message: String,
+    },
+    #[error(
+        "MCP server `{server}` did not finish starting within {secs}s: {message}; raise `startup_timeout_secs` or check the server"
+    )]
+    Startup {
+        server: String,
+        secs: f64,
+        message: String,
+    },
+    #[error("MCP server `{server}` has no command; set `command = [\"program\", \"arg\"…]`")]
+    NoCommand { server: String },
+}
+
+/// What `buddy mcp list` shows of a server.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ServerState {
+    /// Not started yet.
+    Idle,
+    /// Running; the server's name and version, and the protocol version agreed.
+    Running { server: String, protocol: String },
+    /// The last start or call failed; it is restarted on the next call.
+    Down(String),
+    /// It failed more often than `max_restarts`; its tools fail without trying.
+    GaveUp(String),
+}
+
+/// One tool of a server, as `tools/list` gave it.
+#[derive(Clone, Debug)]
+pub struct McpTool {
+    pub name: String,
+    pub description: String,
+    pub input_schema: Value,
+    /// The `annotations` object, if any.
+    pub annotations: Option<Value>,
+}
+
+/// A running (or restartable) MCP server.
+pub struct McpSource {
+    config: McpServerConfig,
+    client: tokio::sync::Mutex<Option<Arc<Client>>>,
+    restarts: AtomicU32,
+    state: Mutex<ServerState>,
+}
+
+impl McpSource {
+    /// A source for `config`; nothing is started until [`McpSource::start`] or a call.
+    pub fn new(config: McpServerConfig) -> Arc<Self> {
+        Arc::new(McpSource {
+            config,
+            client: tokio::sync::Mutex::new(None),
+            restarts: AtomicU32::new(0),
+            state: Mutex::new(ServerState::Idle),
+        })
+    }
+
+    /// Its configuration.
+    pub fn config(&self) -> &McpServerConfig {
+        &self.config
+    }
+
+    /// What the server is doing now.
+    pub fn state(&self) -> ServerState {
+        self.state
+            .lock()
+            .map(|s| s.clone())
+            .unwrap_or(ServerState::Idle)
+    }
+
+    fn set_state(&self, state: ServerState) {
+        if let Ok(mut s) = self.state.lock() {
+            *s = state;
+        }
+    }
+
+    /// Starts the server and lists its tools (within `startup_timeout_secs`).
+    pub async fn start(&self) -> Result<Vec<McpTool>, McpError> {
+        let client = self.connected().await?;
+        let secs = self.config.startup_timeout_secs;
+        let listed =
+            tokio::time::timeout(Duration::from_secs_f64(secs), client.list_all_tools()).await;
+        let tools = match listed {
+            Ok(Ok(tools)) => tools,
+            Ok(Err(e)) => return Err(self.startup_failed(format!("tools/list failed: {e}")).await),
+            Err(_) => return Err(self.startup_failed("tools/list got no answer".into()).await),
+        };
+        Ok(tools
+            .into_iter()
+            .map(|tool| {
+                let annotations = tool
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| serde_json::to_value(a).ok());
+                McpTool {
+                    name: tool.name.to_string(),
+                    description: tool.description.as_deref().unwrap_or_default().to_owned(),
+                    input_schema: Value::Object((*tool.input_schema).clone()),
+                    annotations,
+                }
+            })
+            .collect())
+    }
+
+    async fn startup_failed(&self, message: String) -> McpError {
+        self.disconnect().await;
+        self.set_state(ServerState::Down(message.clone()));
+        McpError::Startup {
+            server: self.config.name.clone(),
+            secs: self.config.startup_timeout_secs,
+            message,
+        }
+    }
+
+    /// The live client, starting the server if it is not running.
+    async fn connected(&self) -> Result<Arc<Client>, McpError> {
+        let mut slot = self.client.lock().await;
+        if let Some(client) = slot.as_ref().filter(|c| !c.is_transport_closed()) {
+            return Ok(Arc::clone(client));
+        }
+        let name = self.config.name.clone();
+        let Some((program, args)) = self.config.command.split_first() else {
+            return Err(McpError::NoCommand { server: name });
+        };
+        let mut command = tokio::process::Command::new(program);
+        command.args(args).envs(&self.config.env);
+        if let Some(cwd) = &self.config.cwd {
+            command.current_dir(cwd);
+        }
+        let spawned = TokioChildProcess::builder(command)
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| McpError::Spawn {
+                server: name.clone(),
+                command: self.config.command.join(" "),
+                message: e.to_string(),
+            })?;
+        let (transport, _) = spawned;
+        let secs = self.config.startup_timeout_secs;
+        let client =
+            match tokio::time::timeout(Duration::from_secs_f64(secs), ().serve(transport)).await {
+                Ok(Ok(client)) => client,
+                Ok(Err(e)) => {
+                    let message = format!("initialize failed: {e}");
+                    self.set_state(ServerState::Down(message.clone()));
+                    return Err(McpError::Startup {
+                        server: name,
+                        secs,
+                        message,
+                    });
+                }
+                Err(_) => {
+                    let message = "no answer to initialize".to_owned();
+                    self.set_state(ServerState::Down(message.clone()));
+                    return Err(McpError::Startup {
+                        server: name,
+                        secs,
+                        message,
+                    });
+                }
+            };
+        let (server, protocol) = match client.peer_info() {
+            Some(info) => (
+                info.server_info
+                    .as_ref()
+                    .map(|i| format!("{} {}", i.name, i.version))
+                    .unwrap_or_else(|| "unnamed".to_owned()),
+                info.protocol_version.to_string(),
+            ),
+            None => ("unknown".to_owned(), "unknown".to_owned()),
+        };
+        tracing::debug!(server = %name, %protocol, "MCP server started");
+        self.set_state(ServerState::Running { server, protocol });
+        let client = Arc::new(client);
+        *slot = Some(Arc::clone(&client));
+        Ok(client)
+    }
+
+    /// Drops the connection (which stops the server process).
+    async fn disconnect(&self) {
+        if let Some(client) = self.client.lock().await.take() {
+            client.cancellation_token().cancel();
+        }
+    }
+
+    /// Calls `tool` with `arguments`. Every failure is an error result the model reads;
+    /// a crash or a hang also restarts the server for the next call.
+    pub async fn call(&self, tool: &str, arguments: Value) -> Result<String, SkillError> {
+        let name = &self.config.name;
+        if let ServerState::GaveUp(why) = self.state() {
+            return Err(SkillError::Failed(format!(
+                "MCP server `{name}` is not available: it failed {} times ({why}); restart buddy after fixing it",
+                self.config.max_restarts + 1
+            )));
+        }
+        let client = match self.connected().await {
+            Ok(client) => client,
+            Err(e) => return Err(self.failed(e.to_string())),
+        };
+        let mut params = CallToolRequestParams::new(tool.to_owned());
+        if let Value::Object(map) = arguments {
+            params = params.with_arguments(map);
+        }
+        let secs = self.config.call_timeout_secs;
+        match tokio::time::timeout(Duration::from_secs_f64(secs), client.call_tool(params)).await {
+            Err(_) => {
+                self.disconnect().await;
+                Err(self.failed(format!(
+                    "MCP server `{name}` did not answer `{tool}` within {secs}s; the server was stopped and is restarted for the next call"
+                )))
+            }
+            Ok(Err(ServiceError::McpError(error))) => Err(SkillError::Failed(format!(
+                "MCP server `{name}` refused the call to `{tool}`: {} (JSON-RPC error {})",
+                error.message, error.code.0
+            ))),
+            Ok(Err(other)) => {
+                self.disconnect().await;
+                Err(self.failed(format!(
+                    "MCP server `{name}` stopped during the call to `{tool}` ({other}); it is restarted for the next call"
+                )))
+            }
+            Ok(Ok(result)) => {
+                let text = result_text(&serde_json::to_value(&result).unwrap_or(Value::Null));
+                if result.is_error == Some(true) {
+                    Err(SkillError::Failed(text))
+                } else {
+                    Ok(text)
+                }
+            }
+        }
+    }
+
+    /// Counts a failure of the server; past `max_restarts` it is given up.
+    fn failed(&self, message: String) -> SkillError {
+        let failures = self.restarts.fetch_add(1, Ordering::SeqCst) + 1;
+        if failures > self.config.max_restarts {
+            self.set_state(ServerState::GaveUp(message.clone()));
+        } else {
+            self.set_state(ServerState::Down(message.clone()));
+        }
+        SkillError::Failed(message)
+    }
+}

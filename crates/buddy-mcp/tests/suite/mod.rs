@@ -1,0 +1,40 @@
+//! Real MCP servers (installed, pinned, by scripts/test.sh: `mcp-server-time` from
+//! PyPI into target/mcp-venv, the npm servers into clients/mcp/node_modules) and small
+//! hostile ones (a server that crashes or hangs mid-call).
+
+mod faults;
+mod servers;
+
+use std::path::PathBuf;
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+}
+
+/// The command of an installed server, or a failure that says how to install it.
+pub fn installed(env: &str, default: PathBuf) -> String {
+    let path = std::env::var_os(env).map(PathBuf::from).unwrap_or(default);
+    assert!(
+        path.exists(),
+        "{} is missing: run scripts/test.sh (or scripts/mcp-servers.sh), which installs the pinned MCP servers, or set {env}",
+        path.display()
+    );
+    path.display().to_string()
+}
+
+/// `mcp-server-time` (PyPI).
+pub fn time_server() -> String {
+    installed(
+        "BUDDY_MCP_TIME",
+        repo().join("target/mcp-venv/bin/mcp-server-time"),
+    )
+}
+
+/// One of the npm reference servers by its bin name (`mcp-server-everything`…).
+pub fn npm_server(bin: &str) -> String {
+    let modules = std::env::var_os("BUDDY_MCP_NODE_MODULES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("clients/mcp/node_modules"));
+    installed("BUDDY_MCP_NODE_MODULES", modules.join(".bin").join(bin))
+}
