@@ -13,8 +13,7 @@ pub fn repo() -> PathBuf {
 }
 
 /// The command of an installed server, or a failure that says how to install it.
-pub fn installed(env: &str, default: PathBuf) -> String {
-    let path = std::env::var_os(env).map(PathBuf::from).unwrap_or(default);
+pub fn installed(env: &str, path: PathBuf) -> String {
     assert!(
         path.exists(),
         "{} is missing: run scripts/test.sh (or scripts/mcp-servers.sh), which installs the pinned MCP servers, or set {env}",
@@ -25,10 +24,10 @@ pub fn installed(env: &str, default: PathBuf) -> String {
 
 /// `mcp-server-time` (PyPI).
 pub fn time_server() -> String {
-    installed(
-        "BUDDY_MCP_TIME",
-        repo().join("target/mcp-venv/bin/mcp-server-time"),
-    )
+    let path = std::env::var_os("BUDDY_MCP_TIME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("target/mcp-venv/bin/mcp-server-time"));
+    installed("BUDDY_MCP_TIME", path)
 }
 
 /// One of the npm reference servers by its bin name (`mcp-server-everything`…).
