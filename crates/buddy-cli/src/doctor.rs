@@ -102,11 +102,7 @@ impl Report {
         }
         let mut out = format!("[providers.{name}]\n");
         if !declared {
-            let kind = match config.kind {
-                ProviderKind::Anthropic => "anthropic",
-                _ => "openai",
-            };
-            out.push_str(&format!("kind = \"{kind}\"\n"));
+            out.push_str(&format!("kind = \"{}\"\n", config.kind.as_str()));
             if let Some(url) = &config.base_url {
                 out.push_str(&format!("base_url = \"{url}\"\n"));
             }

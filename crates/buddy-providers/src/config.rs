@@ -35,6 +35,15 @@ impl ProviderKind {
         }
     }
 
+    /// Its name in buddy.toml and on the command line (what [`ProviderKind::parse`] reads).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderKind::Openai => "openai",
+            ProviderKind::Anthropic => "anthropic",
+            ProviderKind::Scripted => "scripted",
+        }
+    }
+
     /// The public endpoint used when no `base_url` is given.
     pub fn default_base_url(self) -> &'static str {
         match self {

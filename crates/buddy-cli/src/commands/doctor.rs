@@ -7,11 +7,10 @@ use anyhow::Context;
 use buddy_cli::doctor::probe;
 use buddy_cli::toolbox::build_registry;
 use buddy_providers::ProviderKind;
-use buddy_skills::Sandbox;
 use clap::Args;
 
 use super::ProviderFlags;
-use super::setup::{choose_provider, load_config, sandbox_source};
+use super::setup::{choose_provider, load_config, open_sandbox};
 
 /// `buddy doctor`.
 #[derive(Args, Debug)]
@@ -38,14 +37,7 @@ pub async fn doctor(config_path: Option<&Path>, args: DoctorArgs) -> anyhow::Res
         None => "no buddy.toml (built-in defaults)".to_owned(),
     };
     let config = load_config(config_path)?;
-    let sandbox_dir = match (&args.sandbox, &config.skills.sandbox) {
-        (Some(dir), _) | (None, Some(dir)) => dir.clone(),
-        (None, None) => std::env::current_dir().context("cannot read the current directory")?,
-    };
-    let sandbox = Sandbox::new(&sandbox_dir).context(sandbox_source(
-        args.sandbox.is_some(),
-        config.skills.sandbox.is_some(),
-    ))?;
+    let (sandbox_dir, sandbox) = open_sandbox(args.sandbox.as_deref(), &config.skills)?;
     let registry = build_registry(&config.skills, &sandbox, None)?;
     config
         .policy
@@ -87,8 +79,8 @@ pub async fn doctor(config_path: Option<&Path>, args: DoctorArgs) -> anyhow::Res
         .clone()
         .unwrap_or_else(|| chosen.kind.default_base_url().to_owned());
     println!(
-        "provider  {name} ({:?} at {url}), model {model}",
-        chosen.kind
+        "provider  {name} ({} at {url}), model {model}",
+        chosen.kind.as_str()
     );
     println!("          probing with a few small model calls…");
     let env = |var: &str| std::env::var(var).ok();

@@ -8,7 +8,6 @@ use anyhow::Context;
 use buddy_cli::backend::ConfiguredBackend;
 use buddy_engine::PolicyPatch;
 use buddy_server::{ApiKey, AppState, ServerSettings};
-use buddy_skills::Sandbox;
 use buddy_store::{Coordinator, LocalCoordinator, PgStore, SqliteStore, Store};
 use clap::Args;
 
@@ -126,16 +125,7 @@ pub async fn serve(config_path: Option<&Path>, args: ServeArgs) -> anyhow::Resul
             )
         }
     };
-    let sandbox_dir = match (&args.sandbox, &config.skills.sandbox) {
-        (Some(dir), _) | (None, Some(dir)) => dir.clone(),
-        (None, None) => std::env::current_dir()?,
-    };
-    let sandbox = Sandbox::new(&sandbox_dir)
-        .context(super::setup::sandbox_source(
-            args.sandbox.is_some(),
-            config.skills.sandbox.is_some(),
-        ))?
-        .read_hard_links(config.skills.read_hard_links);
+    let (_, sandbox) = super::setup::open_sandbox(args.sandbox.as_deref(), &config.skills)?;
     let scenarios = args
         .scenarios
         .clone()

@@ -1,11 +1,11 @@
 //! Wiring shared by `run` and `chat`: config, provider, sandbox, registry, policy.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use buddy_cli::DEFAULT_SCENARIO;
-use buddy_cli::config::BuddyConfig;
+use buddy_cli::config::{BuddyConfig, SkillsConfig};
 use buddy_cli::printer::Printer;
 use buddy_cli::toolbox::build_registry;
 use buddy_core::{Message, Provider};
@@ -81,7 +81,7 @@ pub fn choose_provider(
 
 /// Names where the sandbox directory came from, for its error: the flag, buddy.toml, or
 /// the current directory.
-pub fn sandbox_source(from_flag: bool, from_config: bool) -> &'static str {
+fn sandbox_source(from_flag: bool, from_config: bool) -> &'static str {
     match (from_flag, from_config) {
         (true, _) => "--sandbox",
         (false, true) => "[skills] sandbox in buddy.toml",
@@ -89,19 +89,27 @@ pub fn sandbox_source(from_flag: bool, from_config: bool) -> &'static str {
     }
 }
 
+/// Opens the sandbox: `--sandbox`, else `[skills] sandbox`, else the current directory;
+/// an error names which of them it came from. Returns its directory too.
+pub fn open_sandbox(
+    flag: Option<&Path>,
+    skills: &SkillsConfig,
+) -> anyhow::Result<(PathBuf, Sandbox)> {
+    let dir = match (flag, &skills.sandbox) {
+        (Some(dir), _) => dir.to_owned(),
+        (None, Some(dir)) => dir.clone(),
+        (None, None) => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    let sandbox = Sandbox::new(&dir)
+        .context(sandbox_source(flag.is_some(), skills.sandbox.is_some()))?
+        .read_hard_links(skills.read_hard_links);
+    Ok((dir, sandbox))
+}
+
 /// Builds the engine and policy for `run` / `chat`.
 pub fn setup(config_path: Option<&Path>, args: &TurnArgs) -> anyhow::Result<Setup> {
     let config = load_config(config_path)?;
-    let sandbox_dir = match (&args.sandbox, &config.skills.sandbox) {
-        (Some(dir), _) | (None, Some(dir)) => dir.clone(),
-        (None, None) => std::env::current_dir().context("cannot read the current directory")?,
-    };
-    let sandbox = Sandbox::new(&sandbox_dir)
-        .context(super::setup::sandbox_source(
-            args.sandbox.is_some(),
-            config.skills.sandbox.is_some(),
-        ))?
-        .read_hard_links(config.skills.read_hard_links);
+    let (_, sandbox) = open_sandbox(args.sandbox.as_deref(), &config.skills)?;
     let (name, chosen) = choose_provider(&config, &args.target)?;
     let (provider, registry, model, scenario): (Arc<dyn Provider>, _, String, Option<Scenario>) =
         match chosen.kind {

@@ -258,6 +258,7 @@ async fn the_cli_prints_the_switch_and_the_flag_makes_tools_work() {
         "{stdout}"
     );
     assert!(stdout.contains("--tool-choice-auto"), "{stdout}");
+    assert!(stdout.contains("provider  openai (openai at "), "{stdout}");
 
     // Without the switch the server ignores the tools and the model invents an answer.
     let mut args = common("run");
