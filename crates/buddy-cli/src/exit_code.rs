@@ -15,6 +15,7 @@ use buddy_core::StopReason;
 /// | 6 | truncated |
 /// | 7 | no_answer (buddy's answer quotes the tool results) |
 /// | 8 | repetitive_output |
+/// | 9 | approval_required (calls wait for a person's decision; nothing of them ran) |
 /// | 130 | cancelled |
 /// | 141 | stdout's reader went away (set in `main`, not a stop reason) |
 pub fn exit_code(reason: StopReason) -> u8 {
@@ -34,6 +35,7 @@ pub fn exit_code(reason: StopReason) -> u8 {
         StopReason::Truncated => 6,
         StopReason::NoAnswer => 7,
         StopReason::RepetitiveOutput => 8,
+        StopReason::ApprovalRequired => 9,
         StopReason::Cancelled => 130,
     }
 }

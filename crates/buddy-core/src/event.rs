@@ -51,6 +51,9 @@ pub enum ChatEvent {
         context_window: u64,
         elapsed_ms: u64,
     },
+    /// The model called tools that need a person's approval; the turn ends
+    /// `approval_required` next, and none of the reply's calls has run.
+    ApprovalRequired { calls: Vec<PendingCall> },
     /// The turn ended with an answer (possibly written by buddy when the model gave none).
     Done {
         reason: StopReason,
@@ -79,10 +82,21 @@ impl ChatEvent {
             ChatEvent::ToolCallResult { .. } => "tool_call_result",
             ChatEvent::GuardTripped { .. } => "guard_tripped",
             ChatEvent::IterationStats { .. } => "iteration_stats",
+            ChatEvent::ApprovalRequired { .. } => "approval_required",
             ChatEvent::Done { .. } => "done",
             ChatEvent::Error { .. } => "error",
         }
     }
+}
+
+/// A tool call waiting for a person's decision.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+    /// Why it needs approval, in words for the person asked.
+    pub why: String,
 }
 
 /// One call a guard judged, with the start of its result: what a user needs to see why
@@ -148,6 +162,8 @@ pub enum GuardKind {
     /// Tools were offered, yet the model wrote a tool call as text: the model server
     /// probably ignores `tools` (a compat switch may be missing; `buddy doctor` checks).
     ToolsIgnored,
+    /// A call needed a person's approval that no one could give (an unattended run).
+    Approval,
 }
 
 impl GuardKind {
@@ -174,6 +190,7 @@ impl GuardKind {
             GuardKind::FinalAnswerCheck => "final_answer_check",
             GuardKind::NoProgress => "no_progress",
             GuardKind::ToolsIgnored => "tools_ignored",
+            GuardKind::Approval => "approval",
         }
     }
 }

@@ -11,7 +11,7 @@ mod skill;
 mod stop;
 mod token;
 
-pub use event::{ChatEvent, Evidence, GuardAction, GuardKind};
+pub use event::{ChatEvent, Evidence, GuardAction, GuardKind, PendingCall};
 pub use message::{Message, ToolCall, ToolSpec};
 pub use provider::{Completion, CompletionRequest, Provider, ProviderError, ToolChoice};
 pub use skill::{

@@ -40,6 +40,9 @@ pub enum StopReason {
     NoAnswer,
     /// The turn's messages could not be stored; it was stopped rather than run unrecorded.
     StoreError,
+    /// The model called tools that need a person's approval: the turn pauses (stored)
+    /// until the caller resumes it with a decision for each pending call.
+    ApprovalRequired,
 }
 
 impl StopReason {
@@ -64,14 +67,29 @@ impl StopReason {
             StopReason::RepetitiveOutput => "repetitive_output",
             StopReason::NoAnswer => "no_answer",
             StopReason::StoreError => "store_error",
+            StopReason::ApprovalRequired => "approval_required",
         }
+    }
+
+    /// True for a turn stopped at a limit, which a person can continue with a fresh budget.
+    pub fn is_capped(self) -> bool {
+        matches!(
+            self,
+            StopReason::MaxModelCalls
+                | StopReason::MaxToolCalls
+                | StopReason::TokenBudget
+                | StopReason::Deadline
+        )
     }
 
     /// True when the model delivered its own answer without any guard stepping in.
     pub fn is_clean(self) -> bool {
         matches!(
             self,
-            StopReason::Completed | StopReason::FinishTool | StopReason::ClientToolCalls
+            StopReason::Completed
+                | StopReason::FinishTool
+                | StopReason::ClientToolCalls
+                | StopReason::ApprovalRequired
         )
     }
 }

@@ -6,6 +6,7 @@ use buddy_core::{ChatEvent, Message, MessageSink, Provider, StopReason, Toolbox,
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::approval::{ApprovalRules, Resume};
 use crate::policy::LoopPolicy;
 use crate::turn::Turn;
 
@@ -57,6 +58,10 @@ pub struct TurnRequest {
     pub cancel: CancellationToken,
     /// Receives each message as it joins the conversation (the user message too).
     pub recorder: Option<Arc<dyn MessageSink>>,
+    /// Which calls wait for a person's approval (by default, none).
+    pub approval: ApprovalRules,
+    /// Goes on with a paused or capped turn instead of a new user message.
+    pub resume: Option<Resume>,
 }
 
 impl std::fmt::Debug for TurnRequest {
@@ -67,6 +72,8 @@ impl std::fmt::Debug for TurnRequest {
             .field("user_message", &self.user_message)
             .field("policy", &self.policy)
             .field("recorder", &self.recorder.is_some())
+            .field("approval", &self.approval)
+            .field("resume", &self.resume)
             .finish()
     }
 }
@@ -81,7 +88,23 @@ impl TurnRequest {
             policy: LoopPolicy::default(),
             cancel: CancellationToken::new(),
             recorder: None,
+            approval: ApprovalRules::default(),
+            resume: None,
         }
+    }
+
+    /// A request that goes on with the paused or capped turn at the end of `history`.
+    pub fn resume(model: impl Into<String>, history: Vec<Message>, resume: Resume) -> Self {
+        let mut request = TurnRequest::new(model, String::new()).with_history(history);
+        request.user_message = None;
+        request.resume = Some(resume);
+        request
+    }
+
+    /// Sets which calls wait for approval.
+    pub fn with_approval(mut self, approval: ApprovalRules) -> Self {
+        self.approval = approval;
+        self
     }
 
     /// Records every new message through `sink`.

@@ -9,6 +9,7 @@
 //! [`ChatEvent`]: buddy_core::ChatEvent
 //! [`StopReason`]: buddy_core::StopReason
 
+mod approval;
 mod ceiling;
 pub mod context;
 mod emitter;
@@ -22,6 +23,7 @@ mod policy;
 mod tool_round;
 mod turn;
 
+pub use approval::{ApprovalMode, ApprovalRules, CallDecision, Decision, Resume};
 pub use ceiling::Raised;
 pub use engine::{Engine, TurnOutcome, TurnRequest};
 pub use glob::glob_match;

@@ -9,6 +9,7 @@ use buddy_core::{
 };
 use futures::StreamExt;
 
+use crate::approval::{rejected_result, unattended_result};
 use crate::finalize::FINISH_TOOL;
 use crate::guards::call_log::{CallRecord, call_key};
 use crate::guards::canonical::canonical_args;
@@ -127,6 +128,7 @@ impl Turn<'_> {
         for call in &calls {
             self.emit_call_start(call).await;
         }
+        round.notes.append(&mut self.pending_notes);
         if let Some(dropped) = self.guards.dropped_calls.take() {
             round.notes.push(format!(
                 "[buddy] Your last reply asked for {dropped} more tool calls than the {} one reply may \
@@ -345,7 +347,25 @@ impl Turn<'_> {
             let earlier_in_response = slots
                 .iter()
                 .position(|s| s.key == slot.key && matches!(s.plan, Plan::Run));
-            if self.policy.finish_tool && name == FINISH_TOOL {
+            let decision = self.decisions.remove(&slot.call.id);
+            if let Some(crate::approval::Decision::Reject { reason }) = &decision {
+                slot.plan = refused(rejected_result(reason.as_deref()));
+            } else if decision.is_none()
+                && self.approval.unattended
+                && let Some(why) = self.approval.needs_approval(&name, semantics)
+            {
+                slot.plan = refused(unattended_result(&name));
+                self.emit_guard(
+                    GuardKind::Approval,
+                    GuardAction::Refused,
+                    Some(&name),
+                    format!(
+                        "{why}; nobody can approve calls in this run, so it was not run. Allow it in \
+                         buddy.toml ([approval] skills.\"{name}\" = \"never\") or with --approval never"
+                    ),
+                )
+                .await;
+            } else if self.policy.finish_tool && name == FINISH_TOOL {
                 slot.plan = refused(
                     "`finish` needs arguments {\"answer\": \"<your final answer>\"} with a non-empty answer".to_owned(),
                 );

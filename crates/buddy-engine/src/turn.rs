@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use buddy_core::{
     ChatEvent, CompletionRequest, Evidence, FinishReason, GuardAction, GuardKind, Message,
-    MessageSink, Provider, StopReason, ToolChoice, ToolSpec, Toolbox, TurnStats, Usage,
+    MessageSink, PendingCall, Provider, StopReason, ToolCall, ToolChoice, ToolSpec, Toolbox,
+    TurnStats, Usage,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -24,6 +25,7 @@ use crate::guards::chant::ChantDetector;
 use crate::guards::ladder::Ladder;
 use crate::history_check::{HistoryError, check_history};
 use crate::model_call::{CallEnd, Reply, stream_reply};
+use crate::approval::{ApprovalRules, CallDecision, Decision, Resume};
 use crate::policy::{LoopPolicy, OnLimit};
 
 /// Why the turn goes to Finalize, and the guard to name in the event.
@@ -134,6 +136,14 @@ pub(crate) struct Turn<'e> {
     recorder: Option<Arc<dyn MessageSink>>,
     /// The first message the recorder could not keep: the turn stops at the next step.
     record_failed: Option<String>,
+    /// Which calls wait for a person's approval.
+    pub approval: ApprovalRules,
+    /// How this turn goes on from a pause, if it does.
+    resume: Option<Resume>,
+    /// A person's decisions about calls of the resumed round, by call id.
+    pub decisions: HashMap<String, Decision>,
+    /// Notes for the model that the next tool round sends with its results.
+    pub pending_notes: Vec<String>,
 }
 
 impl<'e> Turn<'e> {
@@ -189,6 +199,10 @@ impl<'e> Turn<'e> {
             pending_user: request.user_message,
             recorder: request.recorder,
             record_failed: None,
+            approval: request.approval,
+            resume: request.resume,
+            decisions: HashMap::new(),
+            pending_notes: Vec::new(),
         };
         for message in &turn.history {
             match message {
@@ -209,16 +223,32 @@ impl<'e> Turn<'e> {
 
     /// Runs the state machine to its one terminal event.
     pub(crate) async fn run(mut self) -> TurnOutcome {
-        self.answer_interrupted_calls().await;
+        let resume = self.resume.take();
+        let mut resumed_round = None;
+        match &resume {
+            Some(Resume::Decisions(decisions)) => match self.pending_round(decisions) {
+                Ok(round) => resumed_round = Some(round),
+                Err(message) => {
+                    return self.finish_error(StopReason::InvalidRequest, message).await;
+                }
+            },
+            Some(Resume::Continue) | None => self.answer_interrupted_calls().await,
+        }
         // A turn that starts from a user's message, not a resume after client-run tools.
-        let has_new_user_message = self.pending_user.is_some()
-            || matches!(self.history.last(), Some(Message::User { .. }));
+        let has_new_user_message = resume.is_none()
+            && (self.pending_user.is_some()
+                || matches!(self.history.last(), Some(Message::User { .. })));
         if let Some(text) = self.pending_user.take() {
             self.push(Message::user(text)).await;
         }
         // The one full check of the history the caller gave; later calls only check what
         // the engine itself added (or the whole request again when trimming reshaped it).
-        if let Err(e) = check_history(&self.history) {
+        // A round resumed after approval is still open: its calls are answered below.
+        let given = match resumed_round {
+            Some(_) => &self.history[..self.history.len().saturating_sub(1)],
+            None => &self.history[..],
+        };
+        if let Err(e) = check_history(given) {
             return self
                 .finish_error(StopReason::InvalidRequest, e.to_string())
                 .await;
@@ -226,6 +256,21 @@ impl<'e> Turn<'e> {
         let mut pending: Option<FinalizeCause> = None;
         if !has_new_user_message {
             pending = self.replay_resumed_rounds().await;
+        }
+        if let Some((calls, text)) = resumed_round {
+            self.tools_offered_now = true;
+            match self.tool_round(calls, &text).await {
+                Step::Continue => {}
+                Step::Finalize(cause) => pending = Some(cause),
+                Step::Done(outcome) => return outcome,
+            }
+        }
+        if matches!(resume, Some(Resume::Continue)) {
+            // A fresh budget: the limits count from here, while the guards keep what the
+            // earlier rounds found, so their calls are not made again.
+            pending = None;
+            self.stats = TurnStats::default();
+            self.push(Message::note(CONTINUE_NOTE)).await;
         }
         loop {
             if self.cancel.is_cancelled() {
@@ -399,6 +444,13 @@ impl<'e> Turn<'e> {
             )
             .await;
         }
+        if !self.approval.unattended {
+            let waiting = self.calls_needing_approval(&tool_calls);
+            if !waiting.is_empty() {
+                debug!(%inputs, decision = "done", reason = "approval_required", calls = waiting.len(), "calls wait for approval");
+                return Step::Done(self.pause_for_approval(text, tool_calls, waiting).await);
+            }
+        }
         self.push(Message::Assistant {
             content: non_empty(text.clone()),
             tool_calls: tool_calls.clone(),
@@ -501,6 +553,128 @@ impl<'e> Turn<'e> {
             })
             .await;
         self.outcome(StopReason::ClientToolCalls, Some(text), None)
+    }
+
+    /// The calls of a reply that need a person's approval, with why; calls to unknown
+    /// tools need none (they fail anyway).
+    pub(crate) fn calls_needing_approval(&self, calls: &[ToolCall]) -> Vec<PendingCall> {
+        calls
+            .iter()
+            .filter(|c| !self.decisions.contains_key(&c.id))
+            .filter_map(|c| {
+                let semantics = self.toolbox.semantics(&c.name)?;
+                let why = self.approval.needs_approval(&c.name, semantics)?;
+                Some(PendingCall {
+                    id: c.id.clone(),
+                    name: c.name.clone(),
+                    arguments: c.arguments.clone(),
+                    why,
+                })
+            })
+            .collect()
+    }
+
+    /// Ends the turn `approval_required`: the call message is recorded with no results
+    /// (that open round is the durable pause) and the pending calls are announced.
+    async fn pause_for_approval(
+        &mut self,
+        text: String,
+        calls: Vec<ToolCall>,
+        waiting: Vec<PendingCall>,
+    ) -> TurnOutcome {
+        self.push(Message::Assistant {
+            content: non_empty(text.clone()),
+            tool_calls: calls,
+        })
+        .await;
+        if let Some(outcome) = self.stop_if_unrecorded().await {
+            return outcome;
+        }
+        self.events
+            .emit(ChatEvent::ApprovalRequired { calls: waiting })
+            .await;
+        self.stats.elapsed_ms = self.elapsed_ms();
+        self.events
+            .emit(ChatEvent::Done {
+                reason: StopReason::ApprovalRequired,
+                answer: text.clone(),
+                stats: self.stats,
+            })
+            .await;
+        self.outcome(StopReason::ApprovalRequired, Some(text), None)
+    }
+
+    /// The round a resume with decisions answers: the calls of the history's last
+    /// message, all still open, with edited arguments applied. Refused (the message
+    /// says why) when nothing waits, a decision names a call that is not waiting, or a
+    /// call that needs approval has no decision.
+    fn pending_round(
+        &mut self,
+        decisions: &[CallDecision],
+    ) -> Result<(Vec<ToolCall>, String), String> {
+        let Some(Message::Assistant {
+            content,
+            tool_calls,
+        }) = self.history.last()
+        else {
+            return Err(NOTHING_WAITS.to_owned());
+        };
+        if tool_calls.is_empty() {
+            return Err(NOTHING_WAITS.to_owned());
+        }
+        let mut calls = tool_calls.clone();
+        let text = content.clone().unwrap_or_default();
+        let mut decided: HashMap<String, Decision> = HashMap::new();
+        for d in decisions {
+            if !calls.iter().any(|c| c.id == d.call_id) {
+                let ids: Vec<&str> = calls.iter().map(|c| c.id.as_str()).collect();
+                return Err(format!(
+                    "call `{}` is not waiting for approval (it may have been decided already); the waiting calls are: {}",
+                    d.call_id,
+                    ids.join(", ")
+                ));
+            }
+            if decided
+                .insert(d.call_id.clone(), d.decision.clone())
+                .is_some()
+            {
+                return Err(format!("call `{}` has two decisions; send one", d.call_id));
+            }
+        }
+        for call in &mut calls {
+            match decided.get(&call.id) {
+                Some(Decision::Edit { arguments }) => {
+                    if !arguments.is_object() {
+                        return Err(format!(
+                            "the edited arguments of call `{}` must be a JSON object",
+                            call.id
+                        ));
+                    }
+                    call.arguments = arguments.to_string();
+                    self.pending_notes.push(format!(
+                        "{} The user changed the arguments of your `{}` call ({}) before it ran; it ran with: {}",
+                        Message::NOTE_MARK,
+                        call.name,
+                        call.id,
+                        call.arguments
+                    ));
+                }
+                Some(_) => {}
+                None => {
+                    let semantics = self.toolbox.semantics(&call.name);
+                    if let Some(semantics) = semantics
+                        && self.approval.needs_approval(&call.name, semantics).is_some()
+                    {
+                        return Err(format!(
+                            "call `{}` (`{}`) needs a decision: approve, reject or edit",
+                            call.id, call.name
+                        ));
+                    }
+                }
+            }
+        }
+        self.decisions = decided;
+        Ok((calls, text))
     }
 
     /// Warns when tools were offered, none was ever called, and the reply writes a call
@@ -985,6 +1159,14 @@ impl<'e> Turn<'e> {
         }
     }
 }
+
+/// Why a resume with decisions was refused when the conversation waits for nothing.
+const NOTHING_WAITS: &str = "nothing is waiting for approval: the conversation does not end with tool calls \
+     that wait for a decision (a second resume of the same calls is refused, so each runs once)";
+
+/// What the model reads when a person gives a capped turn more budget.
+const CONTINUE_NOTE: &str = "[buddy] The person gave you more budget for this task. Continue where you \
+     stopped; the results above are still valid, so do not repeat calls you already made.";
 
 fn non_empty(text: String) -> Option<String> {
     (!text.trim().is_empty()).then_some(text)

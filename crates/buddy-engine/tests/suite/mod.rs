@@ -1,5 +1,6 @@
 //! buddy-engine integration tests, driven through the public API only.
 
+mod approvals;
 mod behaviours;
 mod cancellation;
 mod context;

@@ -1,0 +1,189 @@
+//! Which tool calls wait for a person's yes, and what the person decided.
+//!
+//! A call that needs approval pauses the turn (`approval_required`) before any call of
+//! its reply runs. The pause is the conversation itself: it ends with the model's call
+//! message and no results, so a store that keeps the messages keeps the pause. The
+//! caller resumes with a [`Resume::Decisions`]; the engine accepts it only while every
+//! call of that message is still open, which is what makes an approved call run once.
+
+use std::collections::BTreeMap;
+
+use buddy_core::RepeatSemantics;
+use serde::{Deserialize, Serialize};
+
+use crate::glob::glob_match;
+
+/// When a skill's calls need approval.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalMode {
+    /// Calls run without asking.
+    #[default]
+    Never,
+    /// Every call is asked about.
+    Always,
+    /// Calls to skills with side effects (`effectful`: `write_file`, MCP tools marked
+    /// destructive or not marked at all) are asked about.
+    Destructive,
+}
+
+impl ApprovalMode {
+    /// The name used in buddy.toml and on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalMode::Never => "never",
+            ApprovalMode::Always => "always",
+            ApprovalMode::Destructive => "destructive",
+        }
+    }
+}
+
+/// The approval policy of a turn: a mode for every skill, per-skill overrides (glob
+/// patterns, the longest matching pattern wins), and whether anyone can be asked.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ApprovalRules {
+    pub mode: ApprovalMode,
+    pub skills: BTreeMap<String, ApprovalMode>,
+    /// Nobody can answer (a non-interactive run, the OpenAI endpoints): a call that needs
+    /// approval is not run, and the model reads why, instead of the turn pausing.
+    pub unattended: bool,
+}
+
+impl ApprovalRules {
+    /// Rules that ask about every effectful call.
+    pub fn destructive() -> Self {
+        ApprovalRules {
+            mode: ApprovalMode::Destructive,
+            ..ApprovalRules::default()
+        }
+    }
+
+    /// The mode that applies to skill `name`.
+    pub fn mode_for(&self, name: &str) -> ApprovalMode {
+        self.skills
+            .iter()
+            .filter(|(pattern, _)| glob_match(pattern, name))
+            .max_by_key(|(pattern, _)| pattern.len())
+            .map_or(self.mode, |(_, mode)| *mode)
+    }
+
+    /// Why a call to `name` needs approval, or `None` when it runs without asking.
+    pub fn needs_approval(&self, name: &str, semantics: RepeatSemantics) -> Option<String> {
+        match self.mode_for(name) {
+            ApprovalMode::Never => None,
+            ApprovalMode::Always => Some(format!("approval is `always` for `{name}`")),
+            ApprovalMode::Destructive if semantics == RepeatSemantics::Effectful => Some(format!(
+                "`{name}` has side effects (it is `effectful`), and approval is `destructive`"
+            )),
+            ApprovalMode::Destructive => None,
+        }
+    }
+}
+
+/// A person's decision about one pending call.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "decision", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Decision {
+    /// Run the call as the model asked.
+    Approve,
+    /// Do not run it; the model reads the reason.
+    Reject {
+        #[serde(default)]
+        reason: Option<String>,
+    },
+    /// Run it with these arguments instead (a JSON object); the model is told.
+    Edit { arguments: serde_json::Value },
+}
+
+/// A decision for the call with id `call_id`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallDecision {
+    pub call_id: String,
+    #[serde(flatten)]
+    pub decision: Decision,
+}
+
+/// How a turn that paused goes on instead of starting from a new user message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Resume {
+    /// The turn paused for approval: a decision per pending call. Calls of the same
+    /// reply that need no approval run as well.
+    Decisions(Vec<CallDecision>),
+    /// The turn stopped at a limit: it goes on under the request's policy as a fresh
+    /// budget. Earlier results stay in the history and in the guards' memory, so work
+    /// already done is not repeated.
+    Continue,
+}
+
+/// What the model reads for a rejected call.
+pub(crate) fn rejected_result(reason: Option<&str>) -> String {
+    match reason.map(str::trim).filter(|r| !r.is_empty()) {
+        Some(reason) => format!("not run: the user rejected this call: {reason}"),
+        None => "not run: the user rejected this call".to_owned(),
+    }
+}
+
+/// What the model reads for a call nobody could approve.
+pub(crate) fn unattended_result(name: &str) -> String {
+    format!(
+        "not run: `{name}` needs a person's approval and nobody can give it in this run; \
+         do the task without it (for example, give the text in your answer instead of writing a file)"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_longest_matching_pattern_decides() {
+        let rules = ApprovalRules {
+            mode: ApprovalMode::Destructive,
+            skills: BTreeMap::from([
+                ("fs__*".to_owned(), ApprovalMode::Always),
+                ("fs__read_*".to_owned(), ApprovalMode::Never),
+            ]),
+            unattended: false,
+        };
+        assert_eq!(rules.mode_for("fs__write_file"), ApprovalMode::Always);
+        assert_eq!(rules.mode_for("fs__read_text_file"), ApprovalMode::Never);
+        assert_eq!(rules.mode_for("write_file"), ApprovalMode::Destructive);
+        assert!(
+            rules
+                .needs_approval("write_file", RepeatSemantics::Effectful)
+                .is_some()
+        );
+        assert!(
+            rules
+                .needs_approval("read_file", RepeatSemantics::Pure)
+                .is_none()
+        );
+        assert!(
+            rules
+                .needs_approval("fs__list", RepeatSemantics::Pure)
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn decisions_read_from_json() {
+        let parsed: Vec<CallDecision> = serde_json::from_str(
+            r#"[{"call_id": "a", "decision": "approve"},
+                {"call_id": "b", "decision": "reject", "reason": "not now"},
+                {"call_id": "c", "decision": "edit", "arguments": {"path": "x.txt"}}]"#,
+        )
+        .unwrap();
+        assert_eq!(parsed[0].decision, Decision::Approve);
+        assert_eq!(
+            parsed[1].decision,
+            Decision::Reject {
+                reason: Some("not now".into())
+            }
+        );
+        assert!(matches!(parsed[2].decision, Decision::Edit { .. }));
+        assert!(
+            serde_json::from_str::<CallDecision>(r#"{"call_id": "a", "decision": "maybe"}"#)
+                .is_err()
+        );
+    }
+}
