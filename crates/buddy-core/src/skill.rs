@@ -175,6 +175,13 @@ pub trait Toolbox: Send + Sync {
     fn is_external(&self, _name: &str) -> bool {
         false
     }
+    /// For a toolbox whose tools can change while it is in use (an MCP server's
+    /// `notifications/tools/list_changed`): a generation number, bumped on every change,
+    /// and the toolbox to use now. The engine asks before every model call and switches
+    /// when the generation moved. `None` (the default): the tools never change.
+    fn latest(&self) -> BoxFuture<'_, Option<(u64, Arc<dyn Toolbox>)>> {
+        Box::pin(async { None })
+    }
 }
 
 /// Receives every message the moment it joins a conversation, so a store can keep it.
@@ -201,5 +208,8 @@ impl<T: Toolbox + ?Sized> Toolbox for Arc<T> {
     }
     fn is_external(&self, name: &str) -> bool {
         (**self).is_external(name)
+    }
+    fn latest(&self) -> BoxFuture<'_, Option<(u64, Arc<dyn Toolbox>)>> {
+        (**self).latest()
     }
 }

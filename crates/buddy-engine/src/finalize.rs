@@ -72,7 +72,11 @@ impl Turn<'_> {
         let instruction = finalize_instruction(&detail);
         // Tools stay defined but not callable: some APIs (Anthropic) refuse a history with
         // tool blocks and no tool definitions; providers without `tool_choice` drop them.
-        let all_tools = self.toolbox.specs();
+        let live = self.live_toolbox();
+        let all_tools = match &live {
+            Some(toolbox) => toolbox.specs(),
+            None => self.base_toolbox().specs(),
+        };
         let defined = (!all_tools.is_empty()).then_some(all_tools);
         match self.model_call(defined, Some(&instruction)).await {
             Ok(reply) => {
@@ -140,7 +144,7 @@ impl Turn<'_> {
     /// Why `text` cannot be the answer, if it cannot (see [`rejected_final_reply`]).
     fn rejected(&self, text: &str, instruction: &str) -> Option<&'static str> {
         let names: Vec<&str> = self
-            .toolbox
+            .toolbox()
             .specs()
             .iter()
             .map(|t| t.name.as_str())

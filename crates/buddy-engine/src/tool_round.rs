@@ -171,7 +171,7 @@ impl Turn<'_> {
         if let Some(cause) = round.cause {
             return Step::Finalize(cause);
         }
-        let specs = self.toolbox.specs();
+        let specs = self.toolbox().specs();
         if !specs.is_empty()
             && specs
                 .iter()
@@ -319,7 +319,7 @@ impl Turn<'_> {
         for call in calls {
             let canonical = canonical_args(&call.arguments);
             let key = call_key(&call.name, &canonical);
-            let semantics = self.toolbox.semantics(&call.name).unwrap_or_default();
+            let semantics = self.toolbox().semantics(&call.name).unwrap_or_default();
             let name = call.name.clone();
             let cycle = self
                 .guards
@@ -684,7 +684,11 @@ impl Turn<'_> {
     /// in call order. Calls still running when the turn is cancelled or its deadline
     /// passes get an error result, so the history stays valid.
     async fn run_slots(&mut self, slots: &mut [Slot], round: &mut Round) -> Option<Interrupted> {
-        let toolbox = self.toolbox;
+        let live = self.live_toolbox();
+        let toolbox: &dyn buddy_core::Toolbox = match &live {
+            Some(toolbox) => &**toolbox,
+            None => self.base_toolbox(),
+        };
         let cancel = self.cancel.clone();
         let deadline = self.deadline;
         let parallel = usize::try_from(self.policy.max_parallel_tools)

@@ -14,6 +14,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
+use crate::approval::{ApprovalRules, CallDecision, Decision, Resume};
 use crate::context::{
     Overflow, TokenCounter, counter_for_model, default_reserve, default_window, fit,
 };
@@ -25,7 +26,6 @@ use crate::guards::chant::ChantDetector;
 use crate::guards::ladder::Ladder;
 use crate::history_check::{HistoryError, check_history};
 use crate::model_call::{CallEnd, Reply, stream_reply};
-use crate::approval::{ApprovalRules, CallDecision, Decision, Resume};
 use crate::policy::{LoopPolicy, OnLimit};
 
 /// Why the turn goes to Finalize, and the guard to name in the event.
@@ -94,7 +94,10 @@ pub(crate) struct GuardState {
 /// One turn in progress. Owned by a single task; nothing here is shared or locked.
 pub(crate) struct Turn<'e> {
     pub provider: &'e dyn Provider,
-    pub toolbox: &'e dyn Toolbox,
+    /// The toolbox the engine was built with.
+    base_toolbox: &'e dyn Toolbox,
+    /// The toolbox's latest generation, when its tools can change (MCP list changes).
+    live: Option<(u64, Arc<dyn Toolbox>)>,
     pub model: String,
     pub policy: LoopPolicy,
     pub cancel: CancellationToken,
@@ -172,7 +175,8 @@ impl<'e> Turn<'e> {
             .unwrap_or_else(|| default_reserve(window));
         let mut turn = Turn {
             provider,
-            toolbox,
+            base_toolbox: toolbox,
+            live: None,
             model: request.model,
             policy: request.policy,
             cancel: request.cancel,
@@ -372,7 +376,10 @@ impl<'e> Turn<'e> {
             let text = self.screened_answer(text).await;
             return Step::Done(self.finish_with_answer(reason, text).await);
         }
-        if tool_calls.iter().any(|c| self.toolbox.is_external(&c.name)) {
+        if tool_calls
+            .iter()
+            .any(|c| self.toolbox().is_external(&c.name))
+        {
             debug!(%inputs, decision = "done", reason = "client_tool_calls", "the model called tools the client runs");
             return Step::Done(self.pause_for_client(text, tool_calls).await);
         }
@@ -529,7 +536,7 @@ impl<'e> Turn<'e> {
     ) -> TurnOutcome {
         let (external, dropped): (Vec<_>, Vec<_>) = calls
             .into_iter()
-            .partition(|c| self.toolbox.is_external(&c.name));
+            .partition(|c| self.toolbox().is_external(&c.name));
         if !dropped.is_empty() {
             debug!(
                 dropped = dropped.len(),
@@ -562,7 +569,7 @@ impl<'e> Turn<'e> {
             .iter()
             .filter(|c| !self.decisions.contains_key(&c.id))
             .filter_map(|c| {
-                let semantics = self.toolbox.semantics(&c.name)?;
+                let semantics = self.toolbox().semantics(&c.name)?;
                 let why = self.approval.needs_approval(&c.name, semantics)?;
                 Some(PendingCall {
                     id: c.id.clone(),
@@ -661,9 +668,12 @@ impl<'e> Turn<'e> {
                 }
                 Some(_) => {}
                 None => {
-                    let semantics = self.toolbox.semantics(&call.name);
+                    let semantics = self.toolbox().semantics(&call.name);
                     if let Some(semantics) = semantics
-                        && self.approval.needs_approval(&call.name, semantics).is_some()
+                        && self
+                            .approval
+                            .needs_approval(&call.name, semantics)
+                            .is_some()
                     {
                         return Err(format!(
                             "call `{}` (`{}`) needs a decision: approve, reject or edit",
@@ -684,7 +694,7 @@ impl<'e> Turn<'e> {
         if !self.tools_offered_now || self.stats.tool_calls > 0 {
             return;
         }
-        let specs = self.toolbox.specs();
+        let specs = self.toolbox().specs();
         let names: Vec<&str> = specs.iter().map(|t| t.name.as_str()).collect();
         if !crate::finalize::looks_like_a_tool_call(text, &names) {
             return;
@@ -735,22 +745,65 @@ impl<'e> Turn<'e> {
             }
             return None;
         }
-        let all: &'e [ToolSpec] = self.toolbox.specs();
-        // The usual case borrows the toolbox's own list: no copy per model call.
-        let specs = if self.guards.withdrawn.is_empty() && !self.policy.finish_tool {
-            Cow::Borrowed(all)
-        } else {
-            let mut specs: Vec<ToolSpec> = all
-                .iter()
-                .filter(|s| !self.guards.withdrawn.contains_key(&s.name))
-                .cloned()
-                .collect();
-            if self.policy.finish_tool {
-                specs.push(finish_tool_spec());
-            }
-            Cow::Owned(specs)
+        self.follow_tool_changes().await;
+        let live = self.live.as_ref().map(|(_, t)| Arc::clone(t));
+        let base: &'e [ToolSpec] = self.base_toolbox.specs();
+        let all: &[ToolSpec] = match &live {
+            Some(toolbox) => toolbox.specs(),
+            None => base,
         };
+        // The usual case borrows the toolbox's own list: no copy per model call.
+        let specs =
+            if live.is_none() && self.guards.withdrawn.is_empty() && !self.policy.finish_tool {
+                Cow::Borrowed(base)
+            } else {
+                let mut specs: Vec<ToolSpec> = all
+                    .iter()
+                    .filter(|s| !self.guards.withdrawn.contains_key(&s.name))
+                    .cloned()
+                    .collect();
+                if self.policy.finish_tool {
+                    specs.push(finish_tool_spec());
+                }
+                Cow::Owned(specs)
+            };
         (!specs.is_empty()).then_some(specs)
+    }
+
+    /// The toolbox calls go to: its latest generation when its tools can change.
+    pub(crate) fn toolbox(&self) -> &dyn Toolbox {
+        match &self.live {
+            Some((_, toolbox)) => &**toolbox,
+            None => self.base_toolbox,
+        }
+    }
+
+    /// The toolbox the engine was built with.
+    pub(crate) fn base_toolbox(&self) -> &'e dyn Toolbox {
+        self.base_toolbox
+    }
+
+    /// The latest generation of a toolbox whose tools can change, shared.
+    pub(crate) fn live_toolbox(&self) -> Option<Arc<dyn Toolbox>> {
+        self.live.as_ref().map(|(_, t)| Arc::clone(t))
+    }
+
+    /// Switches to the toolbox's latest generation when its tools changed (an MCP server
+    /// added or removed tools between rounds).
+    async fn follow_tool_changes(&mut self) {
+        let Some((generation, toolbox)) = self.base_toolbox.latest().await else {
+            return;
+        };
+        let previous = self.live.as_ref().map(|(g, _)| *g);
+        if previous == Some(generation) {
+            return;
+        }
+        if previous.is_some() {
+            let names: Vec<&str> = toolbox.specs().iter().map(|t| t.name.as_str()).collect();
+            debug!(generation, tools = %names.join(","), "the tool list changed; the next call offers the new list");
+        }
+        self.tools_cache = None;
+        self.live = Some((generation, toolbox));
     }
 
     /// A limit that has been reached before the next model call, if any.

@@ -46,7 +46,11 @@ fn model() -> ReplyProvider {
             None => reply_tokens(
                 "I will save it.",
                 vec![
-                    call("w1", "write", json!({"path": "haiku.txt", "text": "old pond"})),
+                    call(
+                        "w1",
+                        "write",
+                        json!({"path": "haiku.txt", "text": "old pond"}),
+                    ),
                     call("r1", "read", json!({"path": "notes.txt"})),
                 ],
             ),
@@ -191,7 +195,10 @@ async fn reject_gives_the_model_the_reason_and_runs_only_the_rest() {
     assert_eq!(executed.load(Ordering::SeqCst), 1, "only the read ran");
     assert_eq!(
         result_of(&resumed.messages, "w1"),
-        Some(("not run: the user rejected this call: just show it to me", true))
+        Some((
+            "not run: the user rejected this call: just show it to me",
+            true
+        ))
     );
     assert!(seen.lock().unwrap().contains("just show it to me"));
 }
@@ -211,7 +218,10 @@ async fn edit_runs_the_call_with_the_new_arguments_and_tells_the_model() {
     assert_eq!(executed.load(Ordering::SeqCst), 2);
     assert_eq!(
         result_of(&resumed.messages, "w1"),
-        Some((r#"wrote {"path":"poems/haiku.txt","text":"old pond"}"#, false))
+        Some((
+            r#"wrote {"path":"poems/haiku.txt","text":"old pond"}"#,
+            false
+        ))
     );
     assert!(events.iter().any(|e| matches!(e,
         ChatEvent::ToolCallStart { id, arguments, .. } if id == "w1" && arguments.contains("poems/"))));
@@ -226,11 +236,17 @@ async fn a_resume_must_decide_every_waiting_call_and_only_those() {
     for (decisions, expected) in [
         (vec![], "`w1` (`write`) needs a decision"),
         (
-            vec![decide("w1", Decision::Approve), decide("zz", Decision::Approve)],
+            vec![
+                decide("w1", Decision::Approve),
+                decide("zz", Decision::Approve),
+            ],
             "call `zz` is not waiting",
         ),
         (
-            vec![decide("w1", Decision::Approve), decide("w1", Decision::Approve)],
+            vec![
+                decide("w1", Decision::Approve),
+                decide("w1", Decision::Approve),
+            ],
             "two decisions",
         ),
         (
@@ -336,11 +352,12 @@ async fn a_capped_turn_continues_with_a_fresh_budget_without_repeating_calls() {
     assert!(capped.reason.is_capped());
     assert_eq!(executed.load(Ordering::SeqCst), 2);
 
-    let request = TurnRequest::resume("m", capped.messages.clone(), Resume::Continue)
-        .with_policy(LoopPolicy {
+    let request = TurnRequest::resume("m", capped.messages.clone(), Resume::Continue).with_policy(
+        LoopPolicy {
             max_model_calls: 8,
             ..LoopPolicy::default()
-        });
+        },
+    );
     let (events, resumed) = turn(provider(), &toolbox, request).await;
     assert_eq!(resumed.reason, StopReason::Completed, "{events:?}");
     assert_history_valid(&resumed.messages);
@@ -349,8 +366,13 @@ async fn a_capped_turn_continues_with_a_fresh_budget_without_repeating_calls() {
         4,
         "pages 3 and 4 ran; page 1 again was answered from the earlier result"
     );
-    assert!(events.iter().any(|e| matches!(e,
-        ChatEvent::GuardTripped { action: GuardAction::ReturnedEarlierResult, .. })));
+    assert!(events.iter().any(|e| matches!(
+        e,
+        ChatEvent::GuardTripped {
+            action: GuardAction::ReturnedEarlierResult,
+            ..
+        }
+    )));
     assert_eq!(
         resumed.stats.model_calls, 4,
         "the budget counts from the continue"

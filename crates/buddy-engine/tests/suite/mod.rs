@@ -7,6 +7,7 @@ mod context;
 mod limits;
 mod property;
 mod routing;
+mod tool_changes;
 
 use std::sync::Arc;
 
