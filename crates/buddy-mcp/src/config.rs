@@ -12,8 +12,19 @@ use serde::Deserialize;
 pub struct McpServerConfig {
     /// The server's name in buddy: the default prefix of its tools and the name in errors.
     pub name: String,
-    /// The program and its arguments, e.g. `["uvx", "mcp-server-time"]`.
+    /// A stdio server: the program and its arguments, e.g. `["uvx", "mcp-server-time"]`.
+    #[serde(default)]
     pub command: Vec<String>,
+    /// A Streamable HTTP server: its endpoint, e.g. `http://127.0.0.1:3001/mcp`.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// Headers sent to an HTTP server with every request.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Headers whose values come from environment variables (header = variable), so
+    /// tokens stay out of buddy.toml: `headers_env = { Authorization = "MCP_TOKEN" }`.
+    #[serde(default)]
+    pub headers_env: BTreeMap<String, String>,
     /// Variables set for the server (on top of buddy's environment).
     #[serde(default)]
     pub env: BTreeMap<String, String>,
@@ -35,6 +46,18 @@ pub struct McpServerConfig {
     /// Per-tool settings that beat the server's annotations, by the tool's own name.
     #[serde(default)]
     pub tools: BTreeMap<String, ToolOverride>,
+}
+
+/// How an MCP server is reached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport<'a> {
+    /// A child process speaking JSON-RPC on stdin/stdout.
+    Stdio {
+        program: &'a str,
+        args: &'a [String],
+    },
+    /// Streamable HTTP at this endpoint.
+    Http { url: &'a str },
 }
 
 /// What buddy.toml says about one MCP tool.
@@ -64,6 +87,9 @@ impl McpServerConfig {
         McpServerConfig {
             name: name.to_owned(),
             command: command.iter().map(|s| (*s).to_owned()).collect(),
+            url: None,
+            headers: BTreeMap::new(),
+            headers_env: BTreeMap::new(),
             env: BTreeMap::new(),
             cwd: None,
             tool_prefix: None,
@@ -71,6 +97,30 @@ impl McpServerConfig {
             call_timeout_secs: default_call_secs(),
             max_restarts: default_restarts(),
             tools: BTreeMap::new(),
+        }
+    }
+
+    /// A Streamable HTTP server at `url` with every default.
+    pub fn http(name: &str, url: &str) -> Self {
+        McpServerConfig {
+            url: Some(url.to_owned()),
+            ..McpServerConfig::stdio(name, &[])
+        }
+    }
+
+    /// How the server is reached, or why the entry names neither or both ways.
+    pub fn transport(&self) -> Result<Transport<'_>, String> {
+        match (self.command.split_first(), &self.url) {
+            (Some(_), Some(_)) => Err(format!(
+                "MCP server `{}` has both `command` and `url`; give one: a command for a stdio server, a url for an HTTP one",
+                self.name
+            )),
+            (Some((program, args)), None) => Ok(Transport::Stdio { program, args }),
+            (None, Some(url)) => Ok(Transport::Http { url }),
+            (None, None) => Err(format!(
+                "MCP server `{}` has no `command` (a stdio server: command = [\"program\", \"arg\"]) and no `url` (a Streamable HTTP server)",
+                self.name
+            )),
         }
     }
 

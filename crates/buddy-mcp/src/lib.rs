@@ -9,9 +9,11 @@ mod config;
 mod result;
 mod skill;
 mod source;
+mod toolbox;
 
 pub use annotations::semantics_of;
-pub use config::{McpServerConfig, ToolOverride};
+pub use config::{McpServerConfig, ToolOverride, Transport};
 pub use result::result_text;
 pub use skill::McpSkill;
 pub use source::{McpError, McpSource, McpTool, ServerState};
+pub use toolbox::{McpToolbox, RegistryFactory, ToolboxError};

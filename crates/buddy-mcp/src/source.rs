@@ -1,22 +1,110 @@
 //! One MCP server: started on demand, restarted (a bounded number of times) after a
 //! crash or a hang, its calls bounded in time.
 
+use std::collections::HashMap;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use buddy_core::SkillError;
-use rmcp::ServiceExt;
+use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::model::CallToolRequestParams;
-use rmcp::service::{RoleClient, RunningService, ServiceError};
-use rmcp::transport::TokioChildProcess;
+use rmcp::service::{NotificationContext, RoleClient, RunningService, ServiceError};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{ClientHandler, ServiceExt};
 use serde_json::Value;
 
-use crate::config::McpServerConfig;
+use crate::config::{McpServerConfig, Transport};
 use crate::result::result_text;
 
-type Client = RunningService<RoleClient, ()>;
+type Client = RunningService<RoleClient, Listener>;
+
+/// The client side of the connection: notes `notifications/tools/list_changed`.
+struct Listener {
+    changed: Arc<AtomicBool>,
+    seen: Arc<AtomicU32>,
+}
+
+impl ClientHandler for Listener {
+    fn on_tool_list_changed(
+        &self,
+        _context: NotificationContext<RoleClient>,
+    ) -> impl std::future::Future<Output = ()> + Send + '_ {
+        self.changed.store(true, Ordering::SeqCst);
+        self.seen.fetch_add(1, Ordering::SeqCst);
+        std::future::ready(())
+    }
+}
+
+/// Longest line of a server's stderr passed to the log.
+const STDERR_LINE_BYTES: usize = 4096;
+
+/// Passes a stdio server's stderr to buddy's log, a line at a time and bounded, so a
+/// server that writes without end neither fills memory nor blocks on a full pipe.
+async fn log_stderr(server: String, stderr: tokio::process::ChildStderr) {
+    use tokio::io::AsyncReadExt;
+    let mut reader = tokio::io::BufReader::new(stderr);
+    let mut chunk = vec![0u8; STDERR_LINE_BYTES];
+    let mut line: Vec<u8> = Vec::new();
+    loop {
+        let n = match reader.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        for &byte in &chunk[..n] {
+            if byte == b'\n' || line.len() >= STDERR_LINE_BYTES {
+                tracing::debug!(server = %server, "MCP server stderr: {}", String::from_utf8_lossy(&line));
+                line.clear();
+            }
+            if byte != b'\n' {
+                line.push(byte);
+            }
+        }
+    }
+    if !line.is_empty() {
+        tracing::debug!(server = %server, "MCP server stderr: {}", String::from_utf8_lossy(&line));
+    }
+}
+
+/// Largest SSE event accepted from an HTTP server (a tool result, a tool list).
+const MAX_SSE_EVENT_BYTES: usize = 4 * 1024 * 1024;
+
+/// The Streamable HTTP transport for `url`, with the entry's headers.
+fn http_transport(
+    config: &McpServerConfig,
+    url: &str,
+) -> Result<StreamableHttpClientTransport<reqwest::Client>, String> {
+    buddy_providers::install_crypto_provider();
+    let mut headers = HashMap::new();
+    let from_env = config.headers_env.iter().map(|(header, var)| {
+        std::env::var(var)
+            .map(|value| (header, value))
+            .map_err(|_| format!("header `{header}` comes from ${var}, which is not set"))
+    });
+    let literal = config.headers.iter().map(|(h, v)| Ok((h, v.clone())));
+    for entry in literal.chain(from_env) {
+        let (header, value) = entry?;
+        let name = HeaderName::from_bytes(header.as_bytes())
+            .map_err(|e| format!("header name `{header}` is not valid: {e}"))?;
+        let value = HeaderValue::from_str(&value)
+            .map_err(|e| format!("the value of header `{header}` is not valid: {e}"))?;
+        headers.insert(name, value);
+    }
+    let client = reqwest::Client::builder()
+        .user_agent(buddy_providers::USER_AGENT)
+        .connect_timeout(Duration::from_secs_f64(config.startup_timeout_secs))
+        .build()
+        .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+    let transport_config = StreamableHttpClientTransportConfig::with_uri(url)
+        .custom_headers(headers)
+        .max_sse_event_size(MAX_SSE_EVENT_BYTES);
+    Ok(StreamableHttpClientTransport::with_client(
+        client,
+        transport_config,
+    ))
+}
 
 /// Why an MCP server could not be used.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -37,8 +125,8 @@ pub enum McpError {
         secs: f64,
         message: String,
     },
-    #[error("MCP server `{server}` has no command; set `command = [\"program\", \"arg\"…]`")]
-    NoCommand { server: String },
+    #[error("{message}")]
+    NoCommand { server: String, message: String },
 }
 
 /// What `buddy mcp list` shows of a server.
@@ -70,6 +158,10 @@ pub struct McpSource {
     client: tokio::sync::Mutex<Option<Arc<Client>>>,
     restarts: AtomicU32,
     state: Mutex<ServerState>,
+    /// Set when the server announced a tool list change.
+    changed: Arc<AtomicBool>,
+    /// Tool list changes the server announced since buddy started.
+    changes_seen: Arc<AtomicU32>,
 }
 
 impl McpSource {
@@ -80,6 +172,8 @@ impl McpSource {
             client: tokio::sync::Mutex::new(None),
             restarts: AtomicU32::new(0),
             state: Mutex::new(ServerState::Idle),
+            changed: Arc::new(AtomicBool::new(false)),
+            changes_seen: Arc::new(AtomicU32::new(0)),
         })
     }
 
@@ -105,6 +199,8 @@ impl McpSource {
     /// Starts the server and lists its tools (within `startup_timeout_secs`).
     pub async fn start(&self) -> Result<Vec<McpTool>, McpError> {
         let client = self.connected().await?;
+        // Cleared before listing: a change announced from here on is listed again.
+        self.changed.store(false, Ordering::SeqCst);
         let secs = self.config.startup_timeout_secs;
         let listed =
             tokio::time::timeout(Duration::from_secs_f64(secs), client.list_all_tools()).await;
@@ -147,46 +243,69 @@ impl McpSource {
             return Ok(Arc::clone(client));
         }
         let name = self.config.name.clone();
-        let Some((program, args)) = self.config.command.split_first() else {
-            return Err(McpError::NoCommand { server: name });
-        };
-        let mut command = tokio::process::Command::new(program);
-        command.args(args).envs(&self.config.env);
-        if let Some(cwd) = &self.config.cwd {
-            command.current_dir(cwd);
-        }
-        let spawned = TokioChildProcess::builder(command)
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| McpError::Spawn {
+        let transport = self
+            .config
+            .transport()
+            .map_err(|message| McpError::NoCommand {
                 server: name.clone(),
-                command: self.config.command.join(" "),
-                message: e.to_string(),
+                message,
             })?;
-        let (transport, _) = spawned;
+        let listener = Listener {
+            changed: Arc::clone(&self.changed),
+            seen: Arc::clone(&self.changes_seen),
+        };
         let secs = self.config.startup_timeout_secs;
-        let client =
-            match tokio::time::timeout(Duration::from_secs_f64(secs), ().serve(transport)).await {
-                Ok(Ok(client)) => client,
-                Ok(Err(e)) => {
-                    let message = format!("initialize failed: {e}");
-                    self.set_state(ServerState::Down(message.clone()));
-                    return Err(McpError::Startup {
-                        server: name,
+        let started = match transport {
+            Transport::Stdio { program, args } => {
+                let mut command = tokio::process::Command::new(program);
+                command.args(args).envs(&self.config.env);
+                if let Some(cwd) = &self.config.cwd {
+                    command.current_dir(cwd);
+                }
+                let (transport, stderr) = TokioChildProcess::builder(command)
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .map_err(|e| McpError::Spawn {
+                        server: name.clone(),
+                        command: self.config.command.join(" "),
+                        message: e.to_string(),
+                    })?;
+                if let Some(stderr) = stderr {
+                    tokio::spawn(log_stderr(name.clone(), stderr));
+                }
+                tokio::time::timeout(Duration::from_secs_f64(secs), listener.serve(transport)).await
+            }
+            Transport::Http { url } => {
+                let transport =
+                    http_transport(&self.config, url).map_err(|message| McpError::Startup {
+                        server: name.clone(),
                         secs,
                         message,
-                    });
-                }
-                Err(_) => {
-                    let message = "no answer to initialize".to_owned();
-                    self.set_state(ServerState::Down(message.clone()));
-                    return Err(McpError::Startup {
-                        server: name,
-                        secs,
-                        message,
-                    });
-                }
-            };
+                    })?;
+                tokio::time::timeout(Duration::from_secs_f64(secs), listener.serve(transport)).await
+            }
+        };
+        let client = match started {
+            Ok(Ok(client)) => client,
+            Ok(Err(e)) => {
+                let message = format!("initialize failed: {e}");
+                self.set_state(ServerState::Down(message.clone()));
+                return Err(McpError::Startup {
+                    server: name,
+                    secs,
+                    message,
+                });
+            }
+            Err(_) => {
+                let message = "no answer to initialize".to_owned();
+                self.set_state(ServerState::Down(message.clone()));
+                return Err(McpError::Startup {
+                    server: name,
+                    secs,
+                    message,
+                });
+            }
+        };
         let (server, protocol) = match client.peer_info() {
             Some(info) => (
                 info.server_info
@@ -202,6 +321,17 @@ impl McpSource {
         let client = Arc::new(client);
         *slot = Some(Arc::clone(&client));
         Ok(client)
+    }
+
+    /// How many tool list changes the server has announced.
+    pub fn list_changes_seen(&self) -> u32 {
+        self.changes_seen.load(Ordering::SeqCst)
+    }
+
+    /// True once after the server said its tool list changed: the caller lists the
+    /// tools again.
+    pub fn take_tools_changed(&self) -> bool {
+        self.changed.swap(false, Ordering::SeqCst)
     }
 
     /// Drops the connection (which stops the server process).

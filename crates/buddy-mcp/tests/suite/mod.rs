@@ -2,6 +2,7 @@
 //! PyPI into target/mcp-venv, the npm servers into clients/mcp/node_modules) and small
 //! hostile ones (a server that crashes or hangs mid-call).
 
+mod changes;
 mod faults;
 mod servers;
 
