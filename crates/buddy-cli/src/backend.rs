@@ -111,6 +111,13 @@ impl ConfiguredBackend {
         })
     }
 
+    /// Offers `toolbox` (the configured skills plus the MCP servers' tools) to the turns
+    /// of HTTP providers instead of the configured skills alone.
+    pub fn with_toolbox(mut self, toolbox: Arc<dyn Toolbox>) -> Self {
+        self.toolbox = toolbox;
+        self
+    }
+
     fn scripted(&self, name: &str) -> Result<Resolved, BackendError> {
         let model = self.scripted.get(name).ok_or_else(|| {
             BackendError(format!(

@@ -4,7 +4,8 @@ use std::path::{Path, PathBuf};
 
 use std::collections::BTreeMap;
 
-use buddy_engine::PolicyConfig;
+use buddy_engine::{ApprovalMode, ApprovalRules, PolicyConfig};
+use buddy_mcp::McpServerConfig;
 use buddy_providers::ProviderConfig;
 use buddy_skills::CommandSkillConfig;
 use buddy_skills::builtin::BUILTIN_NAMES;
@@ -42,6 +43,64 @@ pub struct BuddyConfig {
     /// `[server]`: `buddy serve`.
     #[serde(default)]
     pub server: ServerConfig,
+    /// `[approval]`: which tool calls wait for a person's yes.
+    #[serde(default)]
+    pub approval: ApprovalConfig,
+    /// `[[mcp]]`: MCP servers whose tools are offered beside the skills.
+    #[serde(default)]
+    pub mcp: Vec<McpServerConfig>,
+}
+
+/// The `[approval]` section.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ApprovalConfig {
+    /// `never`, `always`, or `destructive` (the default): calls to skills with side
+    /// effects (`write_file`, MCP tools marked destructive or not marked) are asked about.
+    pub mode: ApprovalMode,
+    /// Per-skill modes by name or glob (`"fs__*" = "always"`); the longest pattern wins.
+    pub skills: BTreeMap<String, ApprovalMode>,
+    /// On the server: turns of `/v1/chat` pause for approval; the OpenAI endpoints have
+    /// no way to resume, so there a call that needs approval is refused (the model reads
+    /// why) unless this is `"run"`, which runs it without asking.
+    pub openai_endpoints: OpenAiApproval,
+}
+
+/// What the OpenAI-compatible endpoints do with a call that needs approval.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum OpenAiApproval {
+    /// Not run; the model reads that it needs approval.
+    #[default]
+    Refuse,
+    /// Run without asking.
+    Run,
+}
+
+impl Default for ApprovalConfig {
+    fn default() -> Self {
+        ApprovalConfig {
+            mode: ApprovalMode::Destructive,
+            skills: BTreeMap::new(),
+            openai_endpoints: OpenAiApproval::Refuse,
+        }
+    }
+}
+
+impl ApprovalConfig {
+    /// The engine's rules; `unattended` when nobody can be asked.
+    pub fn rules(&self, mode_override: Option<ApprovalMode>, unattended: bool) -> ApprovalRules {
+        let (mode, skills) = match mode_override {
+            // A mode on the command line applies to every skill.
+            Some(mode) => (mode, BTreeMap::new()),
+            None => (self.mode, self.skills.clone()),
+        };
+        ApprovalRules {
+            mode,
+            skills,
+            unattended,
+        }
+    }
 }
 
 /// The `[server]` section.
@@ -175,6 +234,13 @@ impl BuddyConfig {
                 provider.scenario = Some(base.join(scenario));
             }
         }
+        for server in &mut config.mcp {
+            if let Some(cwd) = &server.cwd
+                && cwd.is_relative()
+            {
+                server.cwd = Some(base.join(cwd));
+            }
+        }
         for command in &mut config.skills.command {
             if let Some(cwd) = &command.cwd
                 && cwd.is_relative()
@@ -210,6 +276,28 @@ impl BuddyConfig {
                 path: origin.to_owned(),
                 message: format!("default_provider `{name}` is not declared under [providers]"),
             });
+        }
+        let mut names = std::collections::BTreeSet::new();
+        for server in &config.mcp {
+            let invalid = |message: String| ConfigError::Invalid {
+                path: origin.to_owned(),
+                message,
+            };
+            server
+                .transport()
+                .map_err(|m| invalid(format!("[[mcp]] {m}")))?;
+            if !names.insert(server.name.as_str()) {
+                return Err(invalid(format!(
+                    "[[mcp]] name `{}` is used twice; give each server its own name",
+                    server.name
+                )));
+            }
+            if !(server.startup_timeout_secs > 0.0 && server.call_timeout_secs > 0.0) {
+                return Err(invalid(format!(
+                    "[[mcp]] `{}`: startup_timeout_secs and call_timeout_secs must be above 0",
+                    server.name
+                )));
+            }
         }
         if let Some(t) = config.skills.timeout_secs
             && !(t > 0.0 && t <= 3600.0)

@@ -7,7 +7,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use commands::{BenchArgs, ChatArgs, DemoArgs, DoctorArgs, MockServerArgs, RunArgs, ServeArgs};
+use commands::{
+    BenchArgs, ChatArgs, DemoArgs, DoctorArgs, McpArgs, MockServerArgs, RunArgs, ServeArgs,
+};
 
 /// buddy — an LLM agent runtime whose every turn ends, quickly, with an answer and a stated reason.
 ///
@@ -58,6 +60,8 @@ enum Command {
     /// Check the configuration and probe a provider: streaming, tool calls, tool_choice,
     /// content: null; prints the compat switches to add.
     Doctor(DoctorArgs),
+    /// MCP servers of buddy.toml: `buddy mcp list` shows each one's state and tools.
+    Mcp(McpArgs),
 }
 
 fn init_logging(verbose: u8, format: LogFormat) {
@@ -139,6 +143,7 @@ fn main() -> ExitCode {
             Command::MockServer(args) => commands::mock_server(args).await,
             Command::Bench(args) => commands::bench(args).await,
             Command::Doctor(args) => commands::doctor(config, args).await,
+            Command::Mcp(args) => commands::mcp(config, args).await,
         }
     });
     match result {

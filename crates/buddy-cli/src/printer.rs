@@ -74,6 +74,14 @@ pub fn human_line(event: &ChatEvent) -> Option<String> {
             count(stats.model_calls, "model call"),
             count(stats.tool_calls, "tool call")
         ),
+        ChatEvent::ApprovalRequired { calls } => {
+            let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
+            format!(
+                "? approval needed for {} call(s): {}",
+                calls.len(),
+                names.join(", ")
+            )
+        }
         _ => return None,
     })
 }

@@ -7,7 +7,10 @@ use buddy_providers::Scenario;
 use buddy_skills::builtin::{FileLimits, builtin_skill};
 use buddy_skills::{CommandSkill, RegistryError, Sandbox, SkillRegistry};
 
-use crate::config::SkillsConfig;
+use buddy_core::{Skill, Toolbox};
+use buddy_mcp::{McpSource, McpToolbox, RegistryFactory};
+
+use crate::config::{BuddyConfig, SkillsConfig};
 
 /// The registry could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -18,6 +21,8 @@ pub enum ToolboxError {
     UnknownBuiltin { scenario: String, name: String },
     #[error("{0}")]
     Command(String),
+    #[error(transparent)]
+    Mcp(#[from] buddy_mcp::ToolboxError),
 }
 
 /// The registry for a turn: the scenario's tools when one is given (stubs and the
@@ -27,13 +32,54 @@ pub fn build_registry(
     sandbox: &Sandbox,
     scenario: Option<&Scenario>,
 ) -> Result<SkillRegistry, ToolboxError> {
-    let mut registry = SkillRegistry::new();
-    if let Some(t) = skills.timeout_secs {
-        registry = registry.with_default_timeout(Duration::from_secs_f64(t));
+    let mut registry = registry_factory(skills)();
+    registry.register_all(build_skills(skills, sandbox, scenario)?)?;
+    Ok(registry)
+}
+
+/// The toolbox for turns: [`build_registry`]'s skills, plus the tools of every `[[mcp]]`
+/// server (started here, at once; one that cannot start is an error naming it).
+pub async fn build_toolbox(
+    config: &BuddyConfig,
+    sandbox: &Sandbox,
+    scenario: Option<&Scenario>,
+) -> Result<Arc<dyn Toolbox>, ToolboxError> {
+    if config.mcp.is_empty() {
+        return Ok(Arc::new(build_registry(&config.skills, sandbox, scenario)?));
     }
-    if let Some(max) = skills.max_result_bytes {
-        registry = registry.with_max_result_bytes(max);
-    }
+    let sources = config.mcp.iter().cloned().map(McpSource::new).collect();
+    let toolbox = McpToolbox::start(
+        build_skills(&config.skills, sandbox, scenario)?,
+        sources,
+        registry_factory(&config.skills),
+    )
+    .await?;
+    Ok(Arc::new(toolbox))
+}
+
+/// Makes empty registries with the `[skills]` settings (timeout, result cap).
+pub fn registry_factory(skills: &SkillsConfig) -> RegistryFactory {
+    let timeout = skills.timeout_secs;
+    let max_result = skills.max_result_bytes;
+    Box::new(move || {
+        let mut registry = SkillRegistry::new();
+        if let Some(t) = timeout {
+            registry = registry.with_default_timeout(Duration::from_secs_f64(t));
+        }
+        if let Some(max) = max_result {
+            registry = registry.with_max_result_bytes(max);
+        }
+        registry
+    })
+}
+
+/// buddy's own skills for a turn (see [`build_registry`]).
+pub fn build_skills(
+    skills: &SkillsConfig,
+    sandbox: &Sandbox,
+    scenario: Option<&Scenario>,
+) -> Result<Vec<Arc<dyn Skill>>, ToolboxError> {
+    let mut registry: Vec<Arc<dyn Skill>> = Vec::new();
     let limits = FileLimits::default();
     match scenario {
         Some(scenario) => {
@@ -44,14 +90,14 @@ pub fn build_registry(
                         name: name.to_owned(),
                     }
                 })?;
-                registry.register(skill)?;
+                registry.push(skill);
             }
-            registry.register_all(scenario.stub_skills())?;
+            registry.extend(scenario.stub_skills());
         }
         None => {
             for name in &skills.builtin {
                 if let Some(skill) = builtin_skill(name, sandbox, limits) {
-                    registry.register(skill)?;
+                    registry.push(skill);
                 }
             }
         }
@@ -59,7 +105,7 @@ pub fn build_registry(
     for declared in &skills.command {
         let skill =
             CommandSkill::new(declared.clone(), sandbox.root()).map_err(ToolboxError::Command)?;
-        registry.register(Arc::new(skill))?;
+        registry.push(Arc::new(skill));
     }
     Ok(registry)
 }

@@ -27,6 +27,7 @@ pub fn app(state: AppState) -> Router {
             "/v1/conversations/{id}",
             get(conversations::get).delete(conversations::delete),
         )
+        .route("/v1/conversations/{id}/resume", post(chat::resume))
         .route("/v1/turns/{id}/cancel", post(conversations::cancel_turn))
         .route("/metrics", get(render_metrics))
         .route_layer(middleware::from_fn_with_state(

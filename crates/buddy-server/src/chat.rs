@@ -8,7 +8,8 @@ use axum::extract::State;
 use axum::extract::rejection::{BytesRejection, FailedToBufferBody};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use buddy_engine::PolicyPatch;
+use axum::extract::Path;
+use buddy_engine::{CallDecision, PolicyPatch, Resume};
 use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::json;
@@ -90,6 +91,73 @@ pub(crate) async fn chat(
         Prelude::default(),
     )
     .await?;
+    sse_turn(turn)
+}
+
+/// The body of `POST /v1/conversations/{id}/resume`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ResumeBody {
+    /// A decision per call waiting for approval.
+    #[serde(default)]
+    decisions: Option<Vec<CallDecision>>,
+    /// Continue a turn that stopped at a limit, with a fresh budget.
+    #[serde(default, rename = "continue")]
+    go_on: bool,
+    policy: Option<serde_json::Value>,
+}
+
+/// `POST /v1/conversations/{id}/resume`: goes on with a turn paused for approval (a
+/// decision per waiting call) or stopped at a limit (`"continue": true`), streamed as SSE
+/// like `/v1/chat`.
+pub(crate) async fn resume(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, AppError> {
+    let body: ResumeBody = parse_body(&state, body)?;
+    let resume = match (body.decisions, body.go_on) {
+        (Some(decisions), false) if !decisions.is_empty() => Resume::Decisions(decisions),
+        (None, true) => Resume::Continue,
+        _ => {
+            return Err(AppError::BadRequest(
+                "send either `decisions` (one per call waiting for approval: {\"call_id\": …, \"decision\": \
+                 \"approve\" | \"reject\" | \"edit\"}) or `\"continue\": true` (for a turn stopped at a limit)"
+                    .into(),
+            ));
+        }
+    };
+    let policy = match body.policy {
+        Some(value) => {
+            PolicyPatch::from_value(value).map_err(|e| AppError::BadRequest(e.to_string()))?
+        }
+        None => PolicyPatch::default(),
+    };
+    let info = owned_conversation(&state, &caller, &id).await?;
+    let resolved = state
+        .inner
+        .backend
+        .resolve(None, info.last_model.as_deref())
+        .map_err(|e| AppError::BadRequest(e.to_string()))?;
+    let turn = start_turn(
+        &state,
+        &caller,
+        Conversation::Stored(Some(id)),
+        None,
+        resolved,
+        &policy,
+        Prelude {
+            resume: Some(resume),
+            ..Prelude::default()
+        },
+    )
+    .await?;
+    sse_turn(turn)
+}
+
+/// Streams a started turn as SSE: a `conversation` event first, then every ChatEvent.
+fn sse_turn(turn: crate::turns::StartedTurn) -> Result<Response, AppError> {
     let opening = Event::default()
         .event("conversation")
         .json_data(json!({"conversation_id": turn.conversation_id, "turn_id": turn.turn_id, "model": turn.model}))

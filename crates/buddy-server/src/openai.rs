@@ -85,7 +85,10 @@ pub(crate) async fn completions(
         None,
         resolved,
         &policy,
-        Prelude::default(),
+        Prelude {
+            openai: true,
+            ..Prelude::default()
+        },
     )
     .await?;
     let id = format!("chatcmpl-{}", turn.turn_id.trim_start_matches("turn_"));

@@ -102,8 +102,9 @@ pub(crate) async fn responses(
         .map_err(|e| AppError::BadRequest(e.to_string()))?;
     resolved.toolbox = with_client_tools(resolved.toolbox, tools).map_err(AppError::BadRequest)?;
     let prelude = Prelude {
-        append: Vec::new(),
         instructions: body.instructions.clone(),
+        openai: true,
+        ..Prelude::default()
     };
     let (conversation, prelude) = match (conversation, body.store) {
         (Some(id), _) => (

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use buddy_engine::PolicyConfig;
+use buddy_engine::{ApprovalRules, PolicyConfig};
 use buddy_store::{Claim, ClaimError, Coordinator, LocalCoordinator, Store};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -34,6 +34,12 @@ pub struct ServerSettings {
     pub header_timeout: Duration,
     /// Time a client has to send a request's whole body.
     pub body_timeout: Duration,
+    /// Which calls of `/v1/chat` turns wait for approval (the turn pauses; the client
+    /// resumes it at `/v1/conversations/{id}/resume`).
+    pub approval: ApprovalRules,
+    /// The same for the OpenAI-compatible endpoints, which have no resume: usually
+    /// `unattended` (a call that needs approval is refused and the model reads why).
+    pub openai_approval: ApprovalRules,
 }
 
 impl Default for ServerSettings {
@@ -47,6 +53,8 @@ impl Default for ServerSettings {
             max_connections: 1024,
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
+            approval: ApprovalRules::default(),
+            openai_approval: ApprovalRules::default(),
         }
     }
 }

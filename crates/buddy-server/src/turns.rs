@@ -4,7 +4,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use buddy_core::{BoxFuture, ChatEvent, Message, MessageSink, RecordError, StopReason};
-use buddy_engine::{Engine, PolicyPatch, TurnRequest};
+use buddy_engine::{Engine, PolicyPatch, Resume, TurnRequest};
 use buddy_store::{Store, new_id};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -110,6 +110,10 @@ pub(crate) struct Prelude {
     pub append: Vec<Message>,
     /// A system prompt used for this turn and not stored (`instructions`).
     pub instructions: Option<String>,
+    /// Goes on with the conversation's paused or capped turn instead of a new message.
+    pub resume: Option<Resume>,
+    /// An OpenAI-compatible endpoint: no client can answer an approval question.
+    pub openai: bool,
 }
 
 /// A running turn, as an endpoint sees it.
@@ -177,6 +181,15 @@ pub(crate) async fn start_turn(
             let lease = state
                 .claim(&turn_id, Some(&id), &caller.owner, &cancel)
                 .await?;
+            // Checked under the claim: of two resumes of one pause, the second finds
+            // the pause already answered.
+            if let Some(resume) = &prelude.resume
+                && let Err(e) = check_resumable(&store, &id, resume).await
+            {
+                // Freed now, not when dropped: the client's next request must find it free.
+                lease.release().await;
+                return Err(e);
+            }
             let history = store.load_messages(&id).await?;
             (Some(id), history, lease)
         }
@@ -220,11 +233,18 @@ pub(crate) async fn start_turn(
             .unwrap_or(history.len());
         history.insert(after_system, Message::system(instructions));
     }
+    let approval = if prelude.openai {
+        state.inner.settings.openai_approval.clone()
+    } else {
+        state.inner.settings.approval.clone()
+    };
     let mut request = TurnRequest::new(resolved.model.clone(), String::new())
         .with_history(history)
         .with_policy(policy)
-        .with_cancel(cancel.clone());
+        .with_cancel(cancel.clone())
+        .with_approval(approval);
     request.user_message = user_message;
+    request.resume = prelude.resume;
     let sink = conversation_id.as_ref().map(|id| {
         Arc::new(StoreSink {
             store: Arc::clone(&store),
@@ -302,6 +322,41 @@ pub(crate) async fn start_turn(
         turn_id,
         model: resolved.model,
     })
+}
+
+/// Refuses a resume that does not fit how the conversation's last turn ended: decisions
+/// need a turn paused for approval, a continue needs one stopped at a limit.
+async fn check_resumable(store: &Arc<dyn Store>, id: &str, resume: &Resume) -> Result<(), AppError> {
+    let detail = store
+        .get_conversation(id)
+        .await?
+        .ok_or_else(|| AppError::NotFound(format!("conversation `{id}` does not exist")))?;
+    let last = detail.turns.last().and_then(|t| t.stop_reason.clone());
+    let ended = last.as_deref().unwrap_or("nothing (no turn has ended)");
+    let fits = match resume {
+        Resume::Decisions(_) => ended == StopReason::ApprovalRequired.as_str(),
+        Resume::Continue => [
+            StopReason::MaxModelCalls,
+            StopReason::MaxToolCalls,
+            StopReason::TokenBudget,
+            StopReason::Deadline,
+        ]
+        .iter()
+        .any(|r| r.as_str() == ended),
+    };
+    if fits {
+        return Ok(());
+    }
+    Err(AppError::Conflict(match resume {
+        Resume::Decisions(_) => format!(
+            "conversation `{id}` has no calls waiting for approval: its last turn ended `{ended}`. \
+             Each waiting call is decided once; a repeated resume is refused"
+        ),
+        Resume::Continue => format!(
+            "conversation `{id}` cannot be continued: its last turn ended `{ended}`, not at a \
+             limit (max_model_calls, max_tool_calls, token_budget, deadline)"
+        ),
+    }))
 }
 
 /// Cancels a turn when dropped: the response stream holding it went away.

@@ -9,7 +9,7 @@ use rustyline::DefaultEditor;
 use rustyline::error::ReadlineError;
 
 use super::TurnArgs;
-use super::setup::{drive_turn, setup};
+use super::setup::{drive_turn, offer_continue, setup};
 
 /// `buddy chat`.
 #[derive(Args, Debug)]
@@ -20,7 +20,7 @@ pub struct ChatArgs {
 
 /// Reads lines until Ctrl-D, Ctrl-C at the prompt or `/exit`; Ctrl-C during a turn cancels it.
 pub async fn chat(config: Option<&Path>, args: ChatArgs) -> anyhow::Result<u8> {
-    let setup = setup(config, &args.turn)?;
+    let setup = setup(config, &args.turn, true).await?;
     let mut history = setup.history.clone();
     let mut editor = DefaultEditor::new().context("cannot start the line editor")?;
     eprintln!(
@@ -50,7 +50,8 @@ pub async fn chat(config: Option<&Path>, args: ChatArgs) -> anyhow::Result<u8> {
         let request = TurnRequest::new(setup.model.clone(), text)
             .with_history(history.clone())
             .with_policy(setup.policy.clone());
-        let outcome = drive_turn(&setup.engine, request, false).await?;
+        let outcome = drive_turn(&setup, request, false).await?;
+        let outcome = offer_continue(&setup, outcome).await?;
         history = outcome.messages;
     }
     Ok(0)

@@ -1,9 +1,11 @@
 //! The subcommands, and the flags they share.
 
+mod approve;
 mod bench;
 mod chat;
 mod demo;
 mod doctor;
+mod mcp;
 mod run;
 mod serve;
 mod setup;
@@ -19,6 +21,7 @@ pub use bench::{BenchArgs, MockServerArgs, bench, mock_server};
 pub use chat::{ChatArgs, chat};
 pub use demo::{DemoArgs, demo};
 pub use doctor::{DoctorArgs, doctor};
+pub use mcp::{McpArgs, mcp};
 pub use run::{RunArgs, run};
 pub use serve::{ServeArgs, serve};
 
@@ -177,6 +180,31 @@ pub struct TurnArgs {
     /// System prompt.
     #[arg(long)]
     system: Option<String>,
+    /// Which tool calls wait for your yes, for every skill (default: [approval] in
+    /// buddy.toml, else `destructive`). A run with no terminal to ask refuses them.
+    #[arg(long, value_enum, value_name = "MODE")]
+    approval: Option<ApprovalFlag>,
     #[command(flatten)]
     policy: PolicyFlags,
+}
+
+/// `--approval`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum ApprovalFlag {
+    /// Run every call without asking.
+    Never,
+    /// Ask about every call.
+    Always,
+    /// Ask about calls with side effects (write_file, destructive MCP tools).
+    Destructive,
+}
+
+impl From<ApprovalFlag> for buddy_engine::ApprovalMode {
+    fn from(flag: ApprovalFlag) -> Self {
+        match flag {
+            ApprovalFlag::Never => buddy_engine::ApprovalMode::Never,
+            ApprovalFlag::Always => buddy_engine::ApprovalMode::Always,
+            ApprovalFlag::Destructive => buddy_engine::ApprovalMode::Destructive,
+        }
+    }
 }

@@ -1,5 +1,6 @@
 //! `buddy run`: one turn.
 
+use std::io::IsTerminal;
 use std::path::Path;
 
 use buddy_cli::exit_code::exit_code;
@@ -23,7 +24,10 @@ pub struct RunArgs {
 
 /// Runs one turn and returns the exit code for its stop reason.
 pub async fn run(config: Option<&Path>, args: RunArgs) -> anyhow::Result<u8> {
-    let setup = setup(config, &args.turn)?;
+    // Approval questions need a person at a terminal; piped or scripted runs refuse
+    // the calls that need one (the model reads why).
+    let attended = std::io::stdin().is_terminal();
+    let setup = setup(config, &args.turn, attended).await?;
     let prompt = match (args.prompt, &setup.scenario) {
         (Some(prompt), _) => prompt,
         (None, Some(scenario)) => scenario.prompt.clone(),
@@ -32,6 +36,6 @@ pub async fn run(config: Option<&Path>, args: RunArgs) -> anyhow::Result<u8> {
     let request = TurnRequest::new(setup.model.clone(), prompt)
         .with_history(setup.history.clone())
         .with_policy(setup.policy.clone());
-    let outcome = drive_turn(&setup.engine, request, args.json).await?;
+    let outcome = drive_turn(&setup, request, args.json).await?;
     Ok(exit_code(outcome.reason))
 }

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use buddy_cli::backend::ConfiguredBackend;
-use buddy_engine::PolicyPatch;
+use buddy_cli::config::OpenAiApproval;
+use buddy_cli::toolbox::build_toolbox;
+use buddy_engine::{ApprovalRules, PolicyPatch};
 use buddy_server::{ApiKey, AppState, ServerSettings};
 use buddy_store::{Coordinator, LocalCoordinator, PgStore, SqliteStore, Store};
 use clap::Args;
@@ -90,6 +92,13 @@ pub async fn serve(config_path: Option<&Path>, args: ServeArgs) -> anyhow::Resul
         max_connections: server.max_connections.max(1),
         header_timeout: secs(server.header_timeout_secs, "[server] header_timeout_secs")?,
         body_timeout: secs(server.body_timeout_secs, "[server] body_timeout_secs")?,
+        // `/v1/chat` pauses for approval; the OpenAI endpoints cannot resume, so they
+        // refuse such calls (the model reads why) unless the operator lets them run.
+        approval: config.approval.rules(None, false),
+        openai_approval: match config.approval.openai_endpoints {
+            OpenAiApproval::Refuse => config.approval.rules(None, true),
+            OpenAiApproval::Run => ApprovalRules::default(),
+        },
     };
     let listen = args.listen.clone().unwrap_or_else(|| server.listen.clone());
     let listener = tokio::net::TcpListener::bind(&listen)
@@ -130,9 +139,16 @@ pub async fn serve(config_path: Option<&Path>, args: ServeArgs) -> anyhow::Resul
         .scenarios
         .clone()
         .unwrap_or_else(|| PathBuf::from("scenarios"));
-    let backend = ConfiguredBackend::new(&config, sandbox, Some(&scenarios), &|var| {
+    let mcp_toolbox = match config.mcp.is_empty() {
+        true => None,
+        false => Some(build_toolbox(&config, &sandbox, None).await?),
+    };
+    let mut backend = ConfiguredBackend::new(&config, sandbox, Some(&scenarios), &|var| {
         std::env::var(var).ok()
     })?;
+    if let Some(toolbox) = mcp_toolbox {
+        backend = backend.with_toolbox(toolbox);
+    }
     let settings_grace = settings.shutdown_grace;
     let state = AppState::shared(
         store,

@@ -7,9 +7,13 @@ use anyhow::{Context, bail};
 use buddy_cli::DEFAULT_SCENARIO;
 use buddy_cli::config::{BuddyConfig, SkillsConfig};
 use buddy_cli::printer::Printer;
-use buddy_cli::toolbox::build_registry;
+use buddy_cli::toolbox::build_toolbox;
 use buddy_core::{Message, Provider};
-use buddy_engine::{CancellationToken, Engine, LoopPolicy, PolicyPatch, TurnOutcome, TurnRequest};
+use buddy_core::PendingCall;
+use buddy_engine::{
+    ApprovalRules, CancellationToken, Engine, LoopPolicy, PolicyPatch, Resume, TurnOutcome,
+    TurnRequest,
+};
 use buddy_providers::{ProviderConfig, ProviderKind, Scenario, ScriptedProvider};
 use buddy_skills::Sandbox;
 
@@ -20,6 +24,8 @@ pub struct Setup {
     pub engine: Arc<Engine>,
     pub model: String,
     pub policy: LoopPolicy,
+    /// Which calls wait for approval (attended: asked on the terminal).
+    pub approval: ApprovalRules,
     pub history: Vec<Message>,
     /// The scenario the scripted model plays, if it is the provider.
     pub scenario: Option<Scenario>,
@@ -106,25 +112,30 @@ pub fn open_sandbox(
     Ok((dir, sandbox))
 }
 
-/// Builds the engine and policy for `run` / `chat`.
-pub fn setup(config_path: Option<&Path>, args: &TurnArgs) -> anyhow::Result<Setup> {
+/// Builds the engine and policy for `run` / `chat`; `attended` when a person at the
+/// terminal can answer approval questions.
+pub async fn setup(
+    config_path: Option<&Path>,
+    args: &TurnArgs,
+    attended: bool,
+) -> anyhow::Result<Setup> {
     let config = load_config(config_path)?;
     let (_, sandbox) = open_sandbox(args.sandbox.as_deref(), &config.skills)?;
     let (name, chosen) = choose_provider(&config, &args.target)?;
-    let (provider, registry, model, scenario): (Arc<dyn Provider>, _, String, Option<Scenario>) =
+    let (provider, toolbox, model, scenario): (Arc<dyn Provider>, _, String, Option<Scenario>) =
         match chosen.kind {
             ProviderKind::Scripted => {
                 let scenario = match args.scenario.as_ref().or(chosen.scenario.as_ref()) {
                     Some(path) => Scenario::load(path)?,
                     None => Scenario::parse(DEFAULT_SCENARIO, "built-in offline_assistant")?,
                 };
-                let registry = build_registry(&config.skills, &sandbox, Some(&scenario))?;
+                let toolbox = build_toolbox(&config, &sandbox, Some(&scenario)).await?;
                 let model = args
                     .model
                     .clone()
                     .unwrap_or_else(|| format!("scripted:{}", scenario.name));
                 let provider = Arc::new(ScriptedProvider::new(Arc::new(scenario.clone())));
-                (provider, registry, model, Some(scenario))
+                (provider, toolbox, model, Some(scenario))
             }
             kind => {
                 if args.scenario.is_some() {
@@ -136,8 +147,8 @@ pub fn setup(config_path: Option<&Path>, args: &TurnArgs) -> anyhow::Result<Setu
                 format!("provider `{name}` needs a model: pass --model or set `model` under [providers.{name}]")
             })?;
                 let provider = chosen.build_http(&name, &|var| std::env::var(var).ok())?;
-                let registry = build_registry(&config.skills, &sandbox, None)?;
-                (provider, registry, model, None)
+                let toolbox = build_toolbox(&config, &sandbox, None).await?;
+                (provider, toolbox, model, None)
             }
         };
     let scenario_patch = match &scenario {
@@ -151,7 +162,10 @@ pub fn setup(config_path: Option<&Path>, args: &TurnArgs) -> anyhow::Result<Setu
         .policy
         .resolve(&model, &[&scenario_patch, &env_patch, &flag_patch])
         .context("policy")?;
-    let engine = Arc::new(Engine::new(provider, Arc::new(registry)));
+    let engine = Arc::new(Engine::new(provider, toolbox));
+    let approval = config
+        .approval
+        .rules(args.approval.map(Into::into), !attended);
     let system = args
         .system
         .clone()
@@ -160,6 +174,7 @@ pub fn setup(config_path: Option<&Path>, args: &TurnArgs) -> anyhow::Result<Setu
         engine,
         model,
         policy,
+        approval,
         history: system.map(Message::system).into_iter().collect(),
         scenario,
     })
@@ -185,25 +200,70 @@ pub fn interrupt() -> anyhow::Result<impl std::future::Future<Output = ()>> {
 }
 
 /// Runs one turn, printing its events as they come; Ctrl-C cancels it (the turn still
-/// ends with its terminal event).
+/// ends with its terminal event). A turn that pauses for approval is asked about on
+/// the terminal and resumed, until it ends for another reason.
 pub async fn drive_turn(
-    engine: &Arc<Engine>,
+    setup: &Setup,
     request: TurnRequest,
     json: bool,
 ) -> anyhow::Result<TurnOutcome> {
+    let mut request = request.with_approval(setup.approval.clone());
+    loop {
+        let (outcome, pending) = drive_once(&setup.engine, request, json).await?;
+        if outcome.reason != buddy_core::StopReason::ApprovalRequired || pending.is_empty() {
+            return Ok(outcome);
+        }
+        let decisions = tokio::task::spawn_blocking(move || super::approve::decide(&pending)).await?;
+        request = TurnRequest::resume(
+            setup.model.clone(),
+            outcome.messages,
+            Resume::Decisions(decisions),
+        )
+        .with_policy(setup.policy.clone())
+        .with_approval(setup.approval.clone());
+    }
+}
+
+/// Offers to continue a turn that stopped at a limit; runs the continuation if the
+/// person says yes. Returns the outcome that stands.
+pub async fn offer_continue(setup: &Setup, outcome: TurnOutcome) -> anyhow::Result<TurnOutcome> {
+    let reason = outcome.reason;
+    if !reason.is_capped() {
+        return Ok(outcome);
+    }
+    if !tokio::task::spawn_blocking(move || super::approve::continue_capped(reason)).await? {
+        return Ok(outcome);
+    }
+    let request = TurnRequest::resume(setup.model.clone(), outcome.messages, Resume::Continue)
+        .with_policy(setup.policy.clone());
+    drive_turn(setup, request, false).await
+}
+
+/// One run of the engine, printing its events; returns the calls it paused for, if any.
+async fn drive_once(
+    engine: &Arc<Engine>,
+    request: TurnRequest,
+    json: bool,
+) -> anyhow::Result<(TurnOutcome, Vec<PendingCall>)> {
     let cancel: CancellationToken = request.cancel.clone();
     let ctrl_c = interrupt()?;
     tokio::pin!(ctrl_c);
     let (mut events, handle) = engine.spawn(request);
     let mut printer = Printer::new(json, std::io::stdout(), std::io::stderr());
+    let mut pending = Vec::new();
     loop {
         tokio::select! {
             event = events.recv() => match event {
-                Some(event) => printer.print(&event),
+                Some(event) => {
+                    printer.print(&event);
+                    if let buddy_core::ChatEvent::ApprovalRequired { calls } = event {
+                        pending = calls;
+                    }
+                }
                 None => break,
             },
             _ = &mut ctrl_c, if !cancel.is_cancelled() => cancel.cancel(),
         }
     }
-    Ok(handle.await?)
+    Ok((handle.await?, pending))
 }

@@ -1,0 +1,73 @@
+//! `buddy mcp list`: each `[[mcp]]` server's state and tools.
+
+use std::path::Path;
+
+use buddy_core::Skill;
+use buddy_mcp::{McpSkill, McpSource, ServerState};
+use clap::{Args, Subcommand};
+
+use super::setup::load_config;
+
+/// `buddy mcp`.
+#[derive(Args, Debug)]
+pub struct McpArgs {
+    #[command(subcommand)]
+    command: McpCommand,
+}
+
+#[derive(Subcommand, Debug)]
+enum McpCommand {
+    /// Start each [[mcp]] server of buddy.toml and show its state and tools: the names
+    /// the model calls them by, their repeat semantics and whether a call asks first.
+    List,
+}
+
+/// Runs `buddy mcp list`: exit 0 when every server started, 1 when one did not.
+pub async fn mcp(config_path: Option<&Path>, args: McpArgs) -> anyhow::Result<u8> {
+    let McpCommand::List = args.command;
+    let config = load_config(config_path)?;
+    if config.mcp.is_empty() {
+        println!(
+            "No MCP servers: add an [[mcp]] entry to buddy.toml (see README: \"Tools from MCP servers\")."
+        );
+        return Ok(0);
+    }
+    let rules = config.approval.rules(None, false);
+    let mut failed = 0;
+    for server in &config.mcp {
+        let source = McpSource::new(server.clone());
+        let where_ = match &server.url {
+            Some(url) => url.clone(),
+            None => server.command.join(" "),
+        };
+        match McpSkill::all(std::sync::Arc::clone(&source)).await {
+            Ok(skills) => {
+                let running = match source.state() {
+                    ServerState::Running { server, protocol } => {
+                        format!("running: {server}, protocol {protocol}")
+                    }
+                    other => format!("{other:?}"),
+                };
+                println!("{}  ({where_})\n  {running}; {} tool(s)", server.name, skills.len());
+                for skill in &skills {
+                    let semantics = skill.semantics();
+                    let asks = if rules.needs_approval(skill.name(), semantics).is_some() {
+                        "asks first"
+                    } else {
+                        "runs without asking"
+                    };
+                    println!(
+                        "    {:<40} {:<10} {asks}",
+                        skill.name(),
+                        format!("{semantics:?}").to_lowercase()
+                    );
+                }
+            }
+            Err(e) => {
+                failed += 1;
+                println!("{}  ({where_})\n  not available: {e}", server.name);
+            }
+        }
+    }
+    Ok(u8::from(failed > 0))
+}
