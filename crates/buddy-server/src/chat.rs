@@ -4,11 +4,11 @@ use std::convert::Infallible;
 
 use axum::Extension;
 use axum::body::Bytes;
+use axum::extract::Path;
 use axum::extract::State;
 use axum::extract::rejection::{BytesRejection, FailedToBufferBody};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::extract::Path;
 use buddy_engine::{CallDecision, PolicyPatch, Resume};
 use futures::StreamExt;
 use serde::Deserialize;

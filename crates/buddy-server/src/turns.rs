@@ -326,7 +326,11 @@ pub(crate) async fn start_turn(
 
 /// Refuses a resume that does not fit how the conversation's last turn ended: decisions
 /// need a turn paused for approval, a continue needs one stopped at a limit.
-async fn check_resumable(store: &Arc<dyn Store>, id: &str, resume: &Resume) -> Result<(), AppError> {
+async fn check_resumable(
+    store: &Arc<dyn Store>,
+    id: &str,
+    resume: &Resume,
+) -> Result<(), AppError> {
     let detail = store
         .get_conversation(id)
         .await?

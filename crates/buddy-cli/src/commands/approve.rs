@@ -59,7 +59,9 @@ fn decide_one(call: &PendingCall) -> Decision {
                     Ok(arguments) if arguments.is_object() => {
                         return Decision::Edit { arguments };
                     }
-                    Ok(_) => eprintln!("That is JSON, but not an object like {{\"path\": \"a.txt\"}}."),
+                    Ok(_) => {
+                        eprintln!("That is JSON, but not an object like {{\"path\": \"a.txt\"}}.")
+                    }
                     Err(e) => eprintln!("That is not JSON ({e}); try again."),
                 }
             }
@@ -73,5 +75,8 @@ pub fn continue_capped(reason: buddy_core::StopReason) -> bool {
     let question = format!(
         "The turn stopped at its limit ({reason}). Continue it with a fresh budget? [y/N]: "
     );
-    matches!(ask(&question).as_deref().map(str::to_lowercase).as_deref(), Some("y" | "yes"))
+    matches!(
+        ask(&question).as_deref().map(str::to_lowercase).as_deref(),
+        Some("y" | "yes")
+    )
 }

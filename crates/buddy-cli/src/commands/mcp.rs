@@ -48,7 +48,11 @@ pub async fn mcp(config_path: Option<&Path>, args: McpArgs) -> anyhow::Result<u8
                     }
                     other => format!("{other:?}"),
                 };
-                println!("{}  ({where_})\n  {running}; {} tool(s)", server.name, skills.len());
+                println!(
+                    "{}  ({where_})\n  {running}; {} tool(s)",
+                    server.name,
+                    skills.len()
+                );
                 for skill in &skills {
                     let semantics = skill.semantics();
                     let asks = if rules.needs_approval(skill.name(), semantics).is_some() {

@@ -8,8 +8,8 @@ use buddy_cli::DEFAULT_SCENARIO;
 use buddy_cli::config::{BuddyConfig, SkillsConfig};
 use buddy_cli::printer::Printer;
 use buddy_cli::toolbox::build_toolbox;
-use buddy_core::{Message, Provider};
 use buddy_core::PendingCall;
+use buddy_core::{Message, Provider};
 use buddy_engine::{
     ApprovalRules, CancellationToken, Engine, LoopPolicy, PolicyPatch, Resume, TurnOutcome,
     TurnRequest,
@@ -213,7 +213,8 @@ pub async fn drive_turn(
         if outcome.reason != buddy_core::StopReason::ApprovalRequired || pending.is_empty() {
             return Ok(outcome);
         }
-        let decisions = tokio::task::spawn_blocking(move || super::approve::decide(&pending)).await?;
+        let decisions =
+            tokio::task::spawn_blocking(move || super::approve::decide(&pending)).await?;
         request = TurnRequest::resume(
             setup.model.clone(),
             outcome.messages,

@@ -1,10 +1,12 @@
 //! buddy-cli integration tests: every scenario end to end, event snapshots, and the
 //! real `buddy` binary.
 
+mod approvals;
 mod binary;
 mod config;
 mod crash;
 mod doctor;
+mod mcp;
 mod mock;
 mod providers;
 mod scenarios;

@@ -104,7 +104,10 @@ fn events(body: &str) -> Vec<(String, Value)> {
         if let Some(n) = line.strip_prefix("event: ") {
             name = n.to_owned();
         } else if let Some(data) = line.strip_prefix("data: ") {
-            out.push((name.clone(), serde_json::from_str(data).unwrap_or(Value::Null)));
+            out.push((
+                name.clone(),
+                serde_json::from_str(data).unwrap_or(Value::Null),
+            ));
         }
     }
     out
@@ -140,7 +143,11 @@ async fn paused(state: &AppState) -> (String, String) {
 }
 
 fn resume(conversation: &str, body: Value) -> Request<Body> {
-    post(&format!("/v1/conversations/{conversation}/resume"), body, None)
+    post(
+        &format!("/v1/conversations/{conversation}/resume"),
+        body,
+        None,
+    )
 }
 
 async fn conversation(state: &AppState, id: &str) -> Value {
@@ -198,7 +205,11 @@ async fn two_resumes_at_once_run_the_call_once() {
     );
     let mut statuses = [a.0, b.0];
     statuses.sort();
-    assert_eq!(statuses, [StatusCode::OK, StatusCode::CONFLICT], "{a:?} {b:?}");
+    assert_eq!(
+        statuses,
+        [StatusCode::OK, StatusCode::CONFLICT],
+        "{a:?} {b:?}"
+    );
     assert_eq!(executed.load(Ordering::SeqCst), 1);
 }
 
@@ -312,7 +323,11 @@ async fn a_capped_turn_continues_with_a_fresh_budget() {
     let (status, body) = send(&state, resume(&id, json!({"continue": true}))).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(last(&body)["reason"], "completed", "{body}");
-    assert_eq!(executed.load(Ordering::SeqCst), 3, "pages 2 and 3; page 1 not again");
+    assert_eq!(
+        executed.load(Ordering::SeqCst),
+        3,
+        "pages 2 and 3; page 1 not again"
+    );
     let stored = conversation(&state, &id).await;
     assert_eq!(stored["turns"][1]["stop_reason"], "completed");
 }

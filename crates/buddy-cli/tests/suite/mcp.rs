@@ -1,0 +1,102 @@
+//! `[[mcp]]` in buddy.toml: `buddy mcp list`, and a turn of `buddy run` using a tool of
+//! the real `mcp-server-time` (installed, pinned, by scripts/test.sh).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn time_server() -> String {
+    let path = std::env::var_os("BUDDY_MCP_TIME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../target/mcp-venv/bin/mcp-server-time"
+            ))
+        });
+    assert!(
+        path.exists(),
+        "{} is missing: run scripts/test.sh (or scripts/mcp-servers.sh), or set BUDDY_MCP_TIME",
+        path.display()
+    );
+    path.display().to_string()
+}
+
+fn buddy(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_buddy"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn config(dir: &Path, extra: &str) {
+    let text = format!(
+        "[[mcp]]\nname = \"time\"\ncommand = [{:?}]\n{extra}",
+        time_server()
+    );
+    std::fs::write(dir.join("buddy.toml"), text).unwrap();
+}
+
+#[test]
+fn mcp_list_shows_each_server_its_state_and_tools() {
+    let dir = tempfile::tempdir().unwrap();
+    config(
+        dir.path(),
+        "\n[[mcp]]\nname = \"ghost\"\ncommand = [\"/no/such/server\"]\n\n[approval.skills]\n\"time__convert_time\" = \"always\"\n",
+    );
+    let out = buddy(dir.path(), &["mcp", "list"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "one server is down: {stdout}");
+    assert!(stdout.contains("running: mcp-time"), "{stdout}");
+    let line = |name: &str| {
+        stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with(name))
+            .unwrap_or_else(|| panic!("no {name}: {stdout}"))
+            .to_owned()
+    };
+    assert!(line("time__get_current_time").contains("runs without asking"));
+    assert!(line("time__convert_time").contains("asks first"));
+    assert!(stdout.contains("ghost"), "{stdout}");
+    assert!(
+        stdout.contains("not available") && stdout.contains("/no/such/server"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_run_calls_a_tool_of_a_configured_mcp_server() {
+    let dir = tempfile::tempdir().unwrap();
+    config(dir.path(), "");
+    let scenario = r#"{"name": "clock", "prompt": "time?", "expect": {"stop_reason": "completed", "model_calls": 2, "tool_calls": 1},
+      "rules": [
+        {"when": {"round": 1}, "reply": {"tool_calls": [{"name": "time__get_current_time", "arguments": {"timezone": "UTC"}}]}},
+        {"when": {}, "reply": {"text": "Now: {last_result}"}}]}"#;
+    std::fs::write(dir.path().join("clock.json"), scenario).unwrap();
+    let out = buddy(dir.path(), &["run", "--scenario", "clock.json"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(stdout.starts_with("Now: "), "{stdout}");
+    let result = stderr
+        .lines()
+        .find(|l| l.starts_with("← time__get_current_time"))
+        .unwrap_or_else(|| panic!("no result line: {stderr}"));
+    assert!(result.contains("\"timezone\": \"UTC\""), "{result}");
+}
+
+#[test]
+fn a_bad_mcp_entry_is_refused_with_its_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("buddy.toml"),
+        "[[mcp]]\nname = \"x\"\ncommand = [\"a\"]\nurl = \"http://127.0.0.1:1/mcp\"\n",
+    )
+    .unwrap();
+    let out = buddy(dir.path(), &["mcp", "list"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("both `command` and `url`"), "{stderr}");
+}
