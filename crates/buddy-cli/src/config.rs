@@ -123,6 +123,8 @@ pub struct ServerConfig {
     pub keys: Vec<KeyConfig>,
     /// Whether a request's policy may switch loop detection off.
     pub allow_loop_detection_off: bool,
+    /// Whether `/v1/chat` requests may bring MCP servers of their own (HTTP only).
+    pub allow_request_mcp: bool,
     /// Connections served at once.
     pub max_connections: usize,
     /// Seconds a client has to send a request's headers (also the keep-alive idle limit).
@@ -160,6 +162,7 @@ impl Default for ServerConfig {
             shutdown_grace_secs: 30.0,
             keys: Vec::new(),
             allow_loop_detection_off: false,
+            allow_request_mcp: false,
             max_connections: 1024,
             header_timeout_secs: 10.0,
             body_timeout_secs: 30.0,

@@ -48,12 +48,8 @@ pub async fn build_toolbox(
         return Ok(Arc::new(build_registry(&config.skills, sandbox, scenario)?));
     }
     let sources = config.mcp.iter().cloned().map(McpSource::new).collect();
-    let toolbox = McpToolbox::start(
-        build_skills(&config.skills, sandbox, scenario)?,
-        sources,
-        registry_factory(&config.skills),
-    )
-    .await?;
+    let base = Arc::new(build_registry(&config.skills, sandbox, scenario)?);
+    let toolbox = McpToolbox::start(base, sources, registry_factory(&config.skills)).await?;
     Ok(Arc::new(toolbox))
 }
 

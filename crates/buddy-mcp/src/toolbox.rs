@@ -22,46 +22,52 @@ pub enum ToolboxError {
 /// Makes an empty registry with the operator's settings (timeouts, result caps).
 pub type RegistryFactory = Box<dyn Fn() -> SkillRegistry + Send + Sync>;
 
-/// buddy's skills plus every tool of every MCP server. A turn asks [`Toolbox::latest`]
-/// before each model call; when a server said its tools changed, they are listed again
-/// and the next call offers the new list.
+/// The tools of some toolbox (buddy's skills) and every tool of some MCP servers, as one
+/// toolbox. A turn asks [`Toolbox::latest`] before each model call; when a server said
+/// its tools changed, they are listed again and the next call offers the new list.
 pub struct McpToolbox {
-    base: Vec<Arc<dyn Skill>>,
+    base: Arc<dyn Toolbox>,
     sources: Vec<Arc<McpSource>>,
     make_registry: RegistryFactory,
-    /// The registry as first built (what [`Toolbox::specs`] shows).
-    first: Arc<SkillRegistry>,
+    /// The tools as first listed (what [`Toolbox::specs`] shows).
+    first: Arc<Joined>,
     current: tokio::sync::Mutex<Generation>,
 }
 
 struct Generation {
     number: u64,
-    registry: Arc<SkillRegistry>,
+    joined: Arc<Joined>,
     /// Each source's skills as last listed, in source order.
     listed: Vec<Vec<Arc<dyn Skill>>>,
 }
 
+/// `base` beside a registry of MCP skills.
+struct Joined {
+    base: Arc<dyn Toolbox>,
+    mcp: SkillRegistry,
+    specs: Vec<ToolSpec>,
+}
+
 impl McpToolbox {
-    /// Starts every server (at once) and builds the toolbox; a server that cannot start,
-    /// or two tools with one name, is an error that names it.
+    /// Starts every server (at once) and joins their tools to `base`'s; a server that
+    /// cannot start, or a tool name taken twice, is an error that names it.
     pub async fn start(
-        base: Vec<Arc<dyn Skill>>,
+        base: Arc<dyn Toolbox>,
         sources: Vec<Arc<McpSource>>,
         make_registry: RegistryFactory,
     ) -> Result<Self, ToolboxError> {
         let started =
             futures::future::join_all(sources.iter().map(|s| McpSkill::all(Arc::clone(s)))).await;
         let listed = started.into_iter().collect::<Result<Vec<_>, _>>()?;
-        let registry =
-            Arc::new(build(&make_registry, &base, &listed).map_err(ToolboxError::Clash)?);
+        let joined = Arc::new(join(&base, &make_registry, &listed).map_err(ToolboxError::Clash)?);
         Ok(McpToolbox {
             base,
             sources,
             make_registry,
-            first: Arc::clone(&registry),
+            first: Arc::clone(&joined),
             current: tokio::sync::Mutex::new(Generation {
                 number: 0,
-                registry,
+                joined,
                 listed,
             }),
         })
@@ -72,9 +78,9 @@ impl McpToolbox {
         &self.sources
     }
 
-    /// The current registry, after listing again the servers that announced a change.
-    /// A server that fails to list keeps its earlier tools (its calls will say why).
-    pub async fn refreshed(&self) -> (u64, Arc<SkillRegistry>) {
+    /// The current tools, after listing again those of the servers that announced a
+    /// change. A server that fails to list keeps its earlier tools (its calls say why).
+    pub async fn refreshed(&self) -> (u64, Arc<dyn Toolbox>) {
         let mut current = self.current.lock().await;
         let changed: Vec<usize> = self
             .sources
@@ -93,14 +99,14 @@ impl McpToolbox {
                     }
                 }
             }
-            match build(&self.make_registry, &self.base, &listed) {
-                Ok(registry) => {
+            match join(&self.base, &self.make_registry, &listed) {
+                Ok(joined) => {
                     current.number += 1;
-                    current.registry = Arc::new(registry);
+                    current.joined = Arc::new(joined);
                     current.listed = listed;
                     tracing::info!(
                         generation = current.number,
-                        tools = current.registry.specs().len(),
+                        tools = current.joined.specs.len(),
                         "MCP tool list changed"
                     );
                 }
@@ -109,21 +115,58 @@ impl McpToolbox {
                 }
             }
         }
-        (current.number, Arc::clone(&current.registry))
+        (
+            current.number,
+            Arc::clone(&current.joined) as Arc<dyn Toolbox>,
+        )
     }
 }
 
-fn build(
+fn join(
+    base: &Arc<dyn Toolbox>,
     make_registry: &RegistryFactory,
-    base: &[Arc<dyn Skill>],
     listed: &[Vec<Arc<dyn Skill>>],
-) -> Result<SkillRegistry, RegistryError> {
-    let mut registry = make_registry();
-    registry.register_all(base.iter().cloned())?;
+) -> Result<Joined, RegistryError> {
+    let mut mcp = make_registry();
     for skills in listed {
-        registry.register_all(skills.iter().cloned())?;
+        mcp.register_all(skills.iter().cloned())?;
     }
-    Ok(registry)
+    let mut specs = base.specs().to_vec();
+    for spec in mcp.specs() {
+        if specs.iter().any(|s| s.name == spec.name) {
+            return Err(RegistryError::Duplicate(spec.name.clone()));
+        }
+        specs.push(spec.clone());
+    }
+    Ok(Joined {
+        base: Arc::clone(base),
+        mcp,
+        specs,
+    })
+}
+
+impl Toolbox for Joined {
+    fn specs(&self) -> &[ToolSpec] {
+        &self.specs
+    }
+
+    fn semantics(&self, name: &str) -> Option<RepeatSemantics> {
+        self.mcp
+            .semantics(name)
+            .or_else(|| self.base.semantics(name))
+    }
+
+    fn invoke<'a>(&'a self, call: &'a ToolCall, ctx: SkillContext) -> BoxFuture<'a, ToolOutcome> {
+        if self.mcp.semantics(&call.name).is_some() {
+            self.mcp.invoke(call, ctx)
+        } else {
+            self.base.invoke(call, ctx)
+        }
+    }
+
+    fn is_external(&self, name: &str) -> bool {
+        self.base.is_external(name)
+    }
 }
 
 impl Toolbox for McpToolbox {
@@ -139,10 +182,11 @@ impl Toolbox for McpToolbox {
         self.first.invoke(call, ctx)
     }
 
+    fn is_external(&self, name: &str) -> bool {
+        self.first.is_external(name)
+    }
+
     fn latest(&self) -> BoxFuture<'_, Option<(u64, Arc<dyn Toolbox>)>> {
-        Box::pin(async move {
-            let (number, registry) = self.refreshed().await;
-            Some((number, registry as Arc<dyn Toolbox>))
-        })
+        Box::pin(async move { Some(self.refreshed().await) })
     }
 }

@@ -17,6 +17,7 @@ use serde_json::json;
 use crate::auth::Caller;
 use crate::conversations::owned_conversation;
 use crate::error::AppError;
+use crate::request_mcp::{RequestMcp, with_request_mcp};
 use crate::state::AppState;
 use crate::turns::{CancelOnDrop, Conversation, Prelude, start_turn};
 
@@ -29,6 +30,9 @@ struct ChatBody {
     provider: Option<String>,
     model: Option<String>,
     policy: Option<serde_json::Value>,
+    /// MCP servers for this turn (when the operator allows it).
+    #[serde(default)]
+    mcp: Vec<RequestMcp>,
 }
 
 /// Reads a JSON body, turning every way it can be wrong into a 4xx that says how.
@@ -76,11 +80,12 @@ pub(crate) async fn chat(
             model = info.last_model;
         }
     }
-    let resolved = state
+    let mut resolved = state
         .inner
         .backend
         .resolve(body.provider.as_deref(), model.as_deref())
         .map_err(|e| AppError::BadRequest(e.to_string()))?;
+    resolved.toolbox = with_request_mcp(&state, resolved.toolbox, body.mcp).await?;
     let turn = start_turn(
         &state,
         &caller,
@@ -105,6 +110,9 @@ struct ResumeBody {
     #[serde(default, rename = "continue")]
     go_on: bool,
     policy: Option<serde_json::Value>,
+    /// The MCP servers the paused turn had, so its waiting calls can run.
+    #[serde(default)]
+    mcp: Vec<RequestMcp>,
 }
 
 /// `POST /v1/conversations/{id}/resume`: goes on with a turn paused for approval (a
@@ -135,11 +143,12 @@ pub(crate) async fn resume(
         None => PolicyPatch::default(),
     };
     let info = owned_conversation(&state, &caller, &id).await?;
-    let resolved = state
+    let mut resolved = state
         .inner
         .backend
         .resolve(None, info.last_model.as_deref())
         .map_err(|e| AppError::BadRequest(e.to_string()))?;
+    resolved.toolbox = with_request_mcp(&state, resolved.toolbox, body.mcp).await?;
     let turn = start_turn(
         &state,
         &caller,

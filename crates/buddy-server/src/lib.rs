@@ -19,6 +19,7 @@ mod error;
 mod metrics;
 mod openai;
 pub mod openai_wire;
+mod request_mcp;
 mod responses;
 mod serve;
 mod state;

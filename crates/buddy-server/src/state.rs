@@ -37,6 +37,8 @@ pub struct ServerSettings {
     /// Which calls of `/v1/chat` turns wait for approval (the turn pauses; the client
     /// resumes it at `/v1/conversations/{id}/resume`).
     pub approval: ApprovalRules,
+    /// Whether `/v1/chat` requests may bring MCP servers of their own (HTTP only).
+    pub allow_request_mcp: bool,
     /// The same for the OpenAI-compatible endpoints, which have no resume: usually
     /// `unattended` (a call that needs approval is refused and the model reads why).
     pub openai_approval: ApprovalRules,
@@ -54,6 +56,7 @@ impl Default for ServerSettings {
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
             approval: ApprovalRules::default(),
+            allow_request_mcp: false,
             openai_approval: ApprovalRules::default(),
         }
     }

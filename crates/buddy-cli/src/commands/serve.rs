@@ -89,6 +89,7 @@ pub async fn serve(config_path: Option<&Path>, args: ServeArgs) -> anyhow::Resul
             "--shutdown-grace-secs",
         )?,
         allow_loop_detection_off: server.allow_loop_detection_off,
+        allow_request_mcp: server.allow_request_mcp,
         max_connections: server.max_connections.max(1),
         header_timeout: secs(server.header_timeout_secs, "[server] header_timeout_secs")?,
         body_timeout: secs(server.body_timeout_secs, "[server] body_timeout_secs")?,

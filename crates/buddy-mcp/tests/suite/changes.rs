@@ -26,9 +26,13 @@ async fn server_everything_announces_a_list_change_unprompted_and_it_is_followed
         "everything",
         &[&npm_server("mcp-server-everything"), "stdio"],
     ));
-    let toolbox = McpToolbox::start(Vec::new(), vec![Arc::clone(&source)], registry())
-        .await
-        .unwrap();
+    let toolbox = McpToolbox::start(
+        Arc::new(SkillRegistry::new()),
+        vec![Arc::clone(&source)],
+        registry(),
+    )
+    .await
+    .unwrap();
     // It registers more tools once initialized and says so; buddy lists them again.
     let started = Instant::now();
     let (generation, current) = loop {
@@ -77,7 +81,7 @@ for line in sys.stdin:
 #[tokio::test]
 async fn a_tool_added_mid_turn_is_offered_and_callable_in_the_next_round() {
     let source = McpSource::new(McpServerConfig::stdio("grow", &["python3", "-c", GROWING]));
-    let toolbox = McpToolbox::start(Vec::new(), vec![source], registry())
+    let toolbox = McpToolbox::start(Arc::new(SkillRegistry::new()), vec![source], registry())
         .await
         .unwrap();
     assert_eq!(names(&toolbox), ["grow__install"]);
@@ -144,9 +148,13 @@ async fn a_streamable_http_server_serves_tools() {
     let mut config = McpServerConfig::http("web", &format!("http://127.0.0.1:{port}/mcp"));
     config.headers.insert("X-Buddy-Test".into(), "yes".into());
     let source = McpSource::new(config);
-    let toolbox = McpToolbox::start(Vec::new(), vec![Arc::clone(&source)], registry())
-        .await
-        .unwrap();
+    let toolbox = McpToolbox::start(
+        Arc::new(SkillRegistry::new()),
+        vec![Arc::clone(&source)],
+        registry(),
+    )
+    .await
+    .unwrap();
     assert!(names(&toolbox).contains(&"web__echo".to_owned()));
     assert!(
         matches!(source.state(), ServerState::Running { ref protocol, .. } if protocol.as_str() <= "2025-11-25"),
@@ -167,11 +175,15 @@ async fn an_http_server_that_is_not_there_is_named_at_startup() {
     let mut config = McpServerConfig::http("absent", &format!("http://127.0.0.1:{port}/mcp"));
     config.startup_timeout_secs = 5.0;
     let started = Instant::now();
-    let err = McpToolbox::start(Vec::new(), vec![McpSource::new(config)], registry())
-        .await
-        .err()
-        .unwrap()
-        .to_string();
+    let err = McpToolbox::start(
+        Arc::new(SkillRegistry::new()),
+        vec![McpSource::new(config)],
+        registry(),
+    )
+    .await
+    .err()
+    .unwrap()
+    .to_string();
     assert!(err.contains("absent"), "{err}");
     assert!(started.elapsed() < Duration::from_secs(15));
 }
@@ -183,4 +195,43 @@ fn an_entry_needs_a_command_or_a_url_not_both() {
     config.command = vec!["a".into()];
     config.url = Some("http://127.0.0.1:1/mcp".into());
     assert!(config.transport().unwrap_err().contains("both"));
+}
+
+/// A skill named `install`, to clash with an MCP tool of the same name.
+struct Install;
+
+impl buddy_core::Skill for Install {
+    fn name(&self) -> &str {
+        "install"
+    }
+    fn description(&self) -> &str {
+        "a local skill"
+    }
+    fn parameters(&self) -> serde_json::Value {
+        json!({"type": "object"})
+    }
+    fn execute<'a>(
+        &'a self,
+        _args: serde_json::Value,
+        _ctx: buddy_core::SkillContext,
+    ) -> buddy_core::BoxFuture<'a, Result<String, buddy_core::SkillError>> {
+        Box::pin(async { Ok("local".to_owned()) })
+    }
+}
+
+#[tokio::test]
+async fn an_mcp_tool_named_like_a_skill_is_refused_naming_it() {
+    let mut base = SkillRegistry::new();
+    base.register(Arc::new(Install)).unwrap();
+    let mut config = McpServerConfig::stdio("grow", &["python3", "-c", GROWING]);
+    config.tool_prefix = Some(String::new());
+    let err = McpToolbox::start(Arc::new(base), vec![McpSource::new(config)], registry())
+        .await
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("`install`") && err.contains("tool_prefix"),
+        "{err}"
+    );
 }

@@ -113,7 +113,7 @@ fn events(body: &str) -> Vec<(String, Value)> {
     out
 }
 
-fn last(body: &str) -> Value {
+pub(super) fn last(body: &str) -> Value {
     events(body).last().map(|(_, v)| v.clone()).unwrap()
 }
 
