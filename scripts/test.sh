@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite. Prepares a Python virtualenv with the official openai SDK (the
 # OpenAI-compatibility conformance test drives buddy's server with it), then runs every
-# Rust test against a throw-away PostgreSQL cluster (scripts/postgres.sh). Extra
-# arguments go to `cargo test`.
+# Rust test against a throw-away PostgreSQL cluster (scripts/postgres.sh), then the web
+# page's browser tests (scripts/browser-tests.sh). Extra arguments go to `cargo test`.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv="$root/target/sdk-venv"
@@ -38,3 +38,5 @@ else
 fi
 cd "$root"
 cargo test --workspace --locked "$@"
+# The web page in a real browser (chromium from Debian, Playwright from PyPI).
+bash "$root/scripts/browser-tests.sh"

@@ -11,7 +11,7 @@ use tower_http::trace::TraceLayer;
 
 use crate::error::AppError;
 use crate::state::AppState;
-use crate::{auth, chat, conversations, metrics, openai, responses};
+use crate::{auth, chat, conversations, metrics, openai, responses, web};
 
 /// Every route of the server, over `state`. Tests drive it with `oneshot`, no socket needed.
 pub fn app(state: AppState) -> Router {
@@ -25,7 +25,9 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/conversations", get(conversations::list))
         .route(
             "/v1/conversations/{id}",
-            get(conversations::get).delete(conversations::delete),
+            get(conversations::get)
+                .patch(conversations::rename)
+                .delete(conversations::delete),
         )
         .route("/v1/conversations/{id}/resume", post(chat::resume))
         .route("/v1/turns/{id}/cancel", post(conversations::cancel_turn))
@@ -36,6 +38,7 @@ pub fn app(state: AppState) -> Router {
         ));
     Router::new()
         .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
+        .merge(web::routes())
         .merge(protected)
         .fallback(|| async {
             AppError::NotFound("no such endpoint; see the README for the API".into())

@@ -50,6 +50,40 @@ pub(crate) async fn get(
     }
 }
 
+/// The body of `PATCH /v1/conversations/{id}`.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RenameBody {
+    title: String,
+}
+
+/// Longest title, in characters.
+const MAX_TITLE_CHARS: usize = 200;
+
+/// `PATCH /v1/conversations/{id}` with `{"title": "…"}`: names a conversation.
+pub(crate) async fn rename(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
+) -> Result<Json<Value>, AppError> {
+    let body: RenameBody = crate::chat::parse_body(&state, body)?;
+    let title = body.title.trim();
+    if title.is_empty() || title.chars().count() > MAX_TITLE_CHARS {
+        return Err(AppError::BadRequest(format!(
+            "`title` must have 1 to {MAX_TITLE_CHARS} characters"
+        )));
+    }
+    owned_conversation(&state, &caller, &id).await?;
+    if state.inner.store.rename_conversation(&id, title).await? {
+        Ok(Json(json!({"id": id, "title": title})))
+    } else {
+        Err(AppError::NotFound(format!(
+            "conversation `{id}` does not exist"
+        )))
+    }
+}
+
 pub(crate) async fn delete(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,

@@ -24,6 +24,7 @@ mod responses;
 mod serve;
 mod state;
 mod turns;
+mod web;
 
 pub use app::app;
 pub use auth::{ApiKey, BadKeyHash};

@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 use crate::coordinate::{Claim, ClaimError, Coordinator};
 use crate::store::{
     ConversationDetail, ConversationInfo, ConversationSummary, Store, StoreError, TurnRecord,
-    decode, new_id, now_ms, role, title,
+    decode, first_user_title, new_id, now_ms, role, title,
 };
 
 /// The schema; every statement is idempotent, and instances starting together take
@@ -26,6 +26,7 @@ CREATE TABLE IF NOT EXISTS buddy_conversations (
     updated_at_ms BIGINT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS buddy_conversations_by_owner ON buddy_conversations(owner, updated_at_ms);
+ALTER TABLE buddy_conversations ADD COLUMN IF NOT EXISTS title TEXT;
 CREATE TABLE IF NOT EXISTS buddy_messages (
     conversation_id TEXT NOT NULL REFERENCES buddy_conversations(id) ON DELETE CASCADE,
     seq BIGINT NOT NULL,
@@ -372,7 +373,8 @@ impl Store for PgStore {
                 "SELECT c.id, c.created_at_ms, c.updated_at_ms,
                     (SELECT COUNT(*) FROM buddy_messages m WHERE m.conversation_id = c.id),
                     (SELECT body FROM buddy_messages m WHERE m.conversation_id = c.id AND m.role = 'user' ORDER BY seq LIMIT 1),
-                    (SELECT stop_reason FROM buddy_turns t WHERE t.conversation_id = c.id ORDER BY started_at_ms DESC LIMIT 1)
+                    (SELECT stop_reason FROM buddy_turns t WHERE t.conversation_id = c.id ORDER BY started_at_ms DESC LIMIT 1),
+                    c.title
                  FROM buddy_conversations c WHERE $1::TEXT IS NULL OR c.owner = $1
                  ORDER BY c.updated_at_ms DESC",
             )
@@ -384,12 +386,17 @@ impl Store for PgStore {
                 .map(|row| {
                     let count: i64 = row.try_get(3).map_err(backend)?;
                     let first_user: Option<String> = row.try_get(4).map_err(backend)?;
+                    let named: Option<String> = row.try_get(6).map_err(backend)?;
+                    let title = match named {
+                        Some(named) => named,
+                        None => title(first_user.as_deref())?,
+                    };
                     Ok(ConversationSummary {
                         id: row.try_get(0).map_err(backend)?,
                         created_at_ms: row.try_get(1).map_err(backend)?,
                         updated_at_ms: row.try_get(2).map_err(backend)?,
                         messages: u64::try_from(count).unwrap_or(0),
-                        title: title(first_user.as_deref())?,
+                        title,
                         last_stop_reason: row.try_get(5).map_err(backend)?,
                     })
                 })
@@ -404,7 +411,7 @@ impl Store for PgStore {
         Box::pin(async move {
             let pool = &self.inner.pool;
             let created =
-                sqlx::query("SELECT created_at_ms FROM buddy_conversations WHERE id = $1")
+                sqlx::query("SELECT created_at_ms, title FROM buddy_conversations WHERE id = $1")
                     .bind(id)
                     .fetch_optional(pool)
                     .await
@@ -412,7 +419,22 @@ impl Store for PgStore {
             let Some(created) = created else {
                 return Ok(None);
             };
-            let messages = load(pool, id).await?;
+            let rows = sqlx::query(
+                "SELECT body, turn_id FROM buddy_messages WHERE conversation_id = $1 ORDER BY seq",
+            )
+            .bind(id)
+            .fetch_all(pool)
+            .await
+            .map_err(backend)?;
+            let mut messages = Vec::with_capacity(rows.len());
+            let mut message_turns = Vec::with_capacity(rows.len());
+            for row in &rows {
+                let body: String = row.try_get(0).map_err(backend)?;
+                messages.push(decode::<Message>(&body)?);
+                message_turns.push(row.try_get(1).map_err(backend)?);
+            }
+            let named: Option<String> = created.try_get(1).map_err(backend)?;
+            let title = named.unwrap_or_else(|| first_user_title(&messages));
             let rows = sqlx::query(
                 "SELECT id, model, started_at_ms, finished_at_ms, stop_reason, stats, error
                  FROM buddy_turns WHERE conversation_id = $1 ORDER BY started_at_ms, id",
@@ -439,9 +461,27 @@ impl Store for PgStore {
             Ok(Some(ConversationDetail {
                 id: id.to_owned(),
                 created_at_ms: created.try_get(0).map_err(backend)?,
+                title,
                 messages,
+                message_turns,
                 turns,
             }))
+        })
+    }
+
+    fn rename_conversation<'a>(
+        &'a self,
+        id: &'a str,
+        title: &'a str,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(async move {
+            let done = sqlx::query("UPDATE buddy_conversations SET title = $2 WHERE id = $1")
+                .bind(id)
+                .bind(title)
+                .execute(&self.inner.pool)
+                .await
+                .map_err(backend)?;
+            Ok(done.rows_affected() > 0)
         })
     }
 

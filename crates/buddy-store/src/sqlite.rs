@@ -8,7 +8,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::store::{
     ConversationDetail, ConversationInfo, ConversationSummary, Store, StoreError, TurnRecord,
-    decode, new_id, now_ms, role, title,
+    decode, first_user_title, new_id, now_ms, role, title,
 };
 
 /// Schema migrations, applied in order; `PRAGMA user_version` records how many ran.
@@ -43,6 +43,9 @@ CREATE INDEX turns_by_conversation ON turns(conversation_id, started_at_ms);
     r#"
 ALTER TABLE conversations ADD COLUMN owner TEXT NOT NULL DEFAULT 'anonymous';
 CREATE INDEX conversations_by_owner ON conversations(owner, updated_at_ms);
+"#,
+    r#"
+ALTER TABLE conversations ADD COLUMN title TEXT;
 "#,
 ];
 
@@ -137,6 +140,28 @@ impl SqliteStore {
 
 fn backend(e: rusqlite::Error) -> StoreError {
     StoreError::Backend(e.to_string())
+}
+
+/// Every message of a conversation with the turn that added it.
+fn load_with_turns(conn: &Connection, id: &str) -> Result<(Vec<Message>, Vec<String>), StoreError> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT body, turn_id FROM messages WHERE conversation_id = ?1 ORDER BY seq",
+        )
+        .map_err(backend)?;
+    let rows = stmt
+        .query_map(params![id], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        })
+        .map_err(backend)?;
+    let mut messages = Vec::new();
+    let mut turns = Vec::new();
+    for row in rows {
+        let (body, turn) = row.map_err(backend)?;
+        messages.push(decode(&body)?);
+        turns.push(turn);
+    }
+    Ok((messages, turns))
 }
 
 fn load(conn: &Connection, id: &str) -> Result<Vec<Message>, StoreError> {
@@ -298,7 +323,8 @@ impl Store for SqliteStore {
                     "SELECT c.id, c.created_at_ms, c.updated_at_ms,
                         (SELECT COUNT(*) FROM messages m WHERE m.conversation_id = c.id),
                         (SELECT body FROM messages m WHERE m.conversation_id = c.id AND m.role = 'user' ORDER BY seq LIMIT 1),
-                        (SELECT stop_reason FROM turns t WHERE t.conversation_id = c.id ORDER BY started_at_ms DESC LIMIT 1)
+                        (SELECT stop_reason FROM turns t WHERE t.conversation_id = c.id ORDER BY started_at_ms DESC LIMIT 1),
+                        c.title
                      FROM conversations c WHERE ?1 IS NULL OR c.owner = ?1
                      ORDER BY c.updated_at_ms DESC",
                 )
@@ -312,12 +338,17 @@ impl Store for SqliteStore {
                         r.get::<_, i64>(3)?,
                         r.get::<_, Option<String>>(4)?,
                         r.get::<_, Option<String>>(5)?,
+                        r.get::<_, Option<String>>(6)?,
                     ))
                 })
                 .map_err(backend)?;
             rows.map(|row| {
-                let (id, created, updated, count, first_user, reason) = row.map_err(backend)?;
-                let title = title(first_user.as_deref())?;
+                let (id, created, updated, count, first_user, reason, named) =
+                    row.map_err(backend)?;
+                let title = match named {
+                    Some(named) => named,
+                    None => title(first_user.as_deref())?,
+                };
                 Ok(ConversationSummary {
                     id,
                     created_at_ms: created,
@@ -337,18 +368,22 @@ impl Store for SqliteStore {
     ) -> BoxFuture<'a, Result<Option<ConversationDetail>, StoreError>> {
         let id = id.to_owned();
         self.run(move |conn| {
-            let created: Option<i64> = conn
+            let created: Option<(i64, Option<String>)> = conn
                 .query_row(
-                    "SELECT created_at_ms FROM conversations WHERE id = ?1",
+                    "SELECT created_at_ms, title FROM conversations WHERE id = ?1",
                     params![id],
-                    |r| r.get(0),
+                    |r| Ok((r.get(0)?, r.get(1)?)),
                 )
                 .optional()
                 .map_err(backend)?;
-            let Some(created_at_ms) = created else {
+            let Some((created_at_ms, named)) = created else {
                 return Ok(None);
             };
-            let messages = load(conn, &id)?;
+            let (messages, message_turns) = load_with_turns(conn, &id)?;
+            let title = match named {
+                Some(named) => named,
+                None => first_user_title(&messages),
+            };
             let mut stmt = conn
                 .prepare(
                     "SELECT id, model, started_at_ms, finished_at_ms, stop_reason, stats, error
@@ -385,9 +420,28 @@ impl Store for SqliteStore {
             Ok(Some(ConversationDetail {
                 id,
                 created_at_ms,
+                title,
                 messages,
+                message_turns,
                 turns,
             }))
+        })
+    }
+
+    fn rename_conversation<'a>(
+        &'a self,
+        id: &'a str,
+        title: &'a str,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        let (id, title) = (id.to_owned(), title.to_owned());
+        self.run(move |conn| {
+            let n = conn
+                .execute(
+                    "UPDATE conversations SET title = ?2 WHERE id = ?1",
+                    params![id, title],
+                )
+                .map_err(backend)?;
+            Ok(n > 0)
         })
     }
 

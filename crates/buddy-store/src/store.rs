@@ -46,7 +46,13 @@ pub struct TurnRecord {
 pub struct ConversationDetail {
     pub id: String,
     pub created_at_ms: i64,
+    /// The title a person gave it, or its first user message, shortened.
+    #[serde(default)]
+    pub title: String,
     pub messages: Vec<Message>,
+    /// The turn each message was added by, in the order of `messages`.
+    #[serde(default)]
+    pub message_turns: Vec<String>,
     pub turns: Vec<TurnRecord>,
 }
 
@@ -115,6 +121,12 @@ pub trait Store: Send + Sync {
         &'a self,
         id: &'a str,
     ) -> BoxFuture<'a, Result<Option<ConversationDetail>, StoreError>>;
+    /// Gives a conversation a title of a person's choosing; `false` if it does not exist.
+    fn rename_conversation<'a>(
+        &'a self,
+        id: &'a str,
+        title: &'a str,
+    ) -> BoxFuture<'a, Result<bool, StoreError>>;
     /// Deletes a conversation; `false` if it did not exist.
     fn delete_conversation<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>>;
 }
@@ -167,6 +179,18 @@ pub(crate) fn title(first_user: Option<&str>) -> Result<String, StoreError> {
             .collect()),
         None => Ok(String::new()),
     }
+}
+
+/// The title of a conversation nobody named: its first user message, shortened.
+pub(crate) fn first_user_title(messages: &[Message]) -> String {
+    messages
+        .iter()
+        .find(|m| m.is_user())
+        .and_then(Message::text)
+        .unwrap_or_default()
+        .chars()
+        .take(80)
+        .collect()
 }
 
 /// A stored JSON record; one that does not parse is reported as corrupt.

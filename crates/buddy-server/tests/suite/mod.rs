@@ -7,6 +7,7 @@ mod instances;
 mod request_mcp;
 mod responses;
 mod sharing;
+mod web;
 
 use std::sync::Arc;
 

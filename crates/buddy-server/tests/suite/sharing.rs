@@ -165,6 +165,13 @@ impl Store for Failing {
     ) -> BoxFuture<'a, Result<Option<ConversationDetail>, StoreError>> {
         self.inner.get_conversation(id)
     }
+    fn rename_conversation<'a>(
+        &'a self,
+        id: &'a str,
+        title: &'a str,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        self.inner.rename_conversation(id, title)
+    }
     fn delete_conversation<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
         self.inner.delete_conversation(id)
     }

@@ -69,6 +69,25 @@ async fn contract(store: &dyn Store) {
             .is_none()
     );
 
+    // A title of a person's choosing replaces the first message; every message names
+    // the turn that added it.
+    let before = store.get_conversation(&id).await.unwrap().unwrap();
+    assert_eq!(before.message_turns.len(), before.messages.len());
+    assert!(store.rename_conversation(&id, "Renamed").await.unwrap());
+    assert!(
+        !store
+            .rename_conversation("conv_missing", "x")
+            .await
+            .unwrap()
+    );
+    let after = store.get_conversation(&id).await.unwrap().unwrap();
+    assert_eq!(after.title, "Renamed");
+    let listed = store.list_conversations(None).await.unwrap();
+    assert_eq!(
+        listed.iter().find(|c| c.id == id).map(|c| c.title.as_str()),
+        Some("Renamed")
+    );
+
     // Delete takes messages and turns with it.
     assert!(store.delete_conversation(&id).await.unwrap());
     assert!(!store.delete_conversation(&id).await.unwrap());

@@ -1,0 +1,60 @@
+//! The chat page at `/`: files embedded in the binary, served with a strict
+//! Content-Security-Policy (only this origin's scripts, styles and API; no inline code).
+
+use axum::Router;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+
+use crate::state::AppState;
+
+/// Nothing but this origin's own files and API; no inline script or style, no frames,
+/// no forms posting elsewhere. Images only from here or `data:` (Markdown cannot load
+/// a remote image that would tell a third party the page was read).
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
+     connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+
+const INDEX: &str = include_str!("../web/index.html");
+const APP: &str = include_str!("../web/app.js");
+const STYLE: &str = include_str!("../web/style.css");
+const MARKED: &str = include_str!("../web/vendor/marked.umd.js");
+const PURIFY: &str = include_str!("../web/vendor/purify.min.js");
+
+fn file(content_type: &'static str, body: &'static str) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::CONTENT_SECURITY_POLICY, CONTENT_SECURITY_POLICY),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::REFERRER_POLICY, "no-referrer"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+/// The page's routes; they need no key (the page asks for one).
+pub(crate) fn routes() -> Router<AppState> {
+    Router::new()
+        .route(
+            "/",
+            get(|| async { file("text/html; charset=utf-8", INDEX) }),
+        )
+        .route(
+            "/app.js",
+            get(|| async { file("text/javascript; charset=utf-8", APP) }),
+        )
+        .route(
+            "/style.css",
+            get(|| async { file("text/css; charset=utf-8", STYLE) }),
+        )
+        .route(
+            "/vendor/marked.umd.js",
+            get(|| async { file("text/javascript; charset=utf-8", MARKED) }),
+        )
+        .route(
+            "/vendor/purify.min.js",
+            get(|| async { file("text/javascript; charset=utf-8", PURIFY) }),
+        )
+}

@@ -1,0 +1,712 @@
+// buddy's chat page. It talks only to buddy's own API on this origin. Everything the
+// model, a tool or a person wrote is put on the page as text (textContent), except the
+// model's answer, which goes through marked (Markdown) and then DOMPurify.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const KEY_SLOT = "buddy-api-key";
+
+const state = {
+  key: sessionStorage.getItem(KEY_SLOT) || "",
+  conversation: null, // id of the open conversation
+  turnId: null, // the running turn, for Stop
+  running: false,
+  models: [],
+};
+
+// ---------- words for people ----------
+
+const STOP_WORDS = {
+  completed: "Answered",
+  finish_tool: "Answered",
+  client_tool_calls: "Waiting for tools your app runs",
+  truncated: "Cut off: the answer reached the model's length limit",
+  max_model_calls: "Stopped at the limit of model calls; buddy gave the best answer it had",
+  max_tool_calls: "Stopped at the limit of tool calls; buddy gave the best answer it had",
+  loop_detected: "Stopped a loop: the model kept going round in circles, so buddy asked it for its final answer",
+  tools_exhausted: "The tools could not help (they kept failing or were switched off)",
+  token_budget: "Stopped at the turn's token budget",
+  deadline: "Stopped at the turn's time limit",
+  cancelled: "Cancelled",
+  context_overflow: "The conversation no longer fits in what the model can read at once",
+  provider_error: "The model service failed",
+  skill_failed: "A tool failed badly",
+  invalid_request: "The request was refused",
+  repetitive_output: "The model kept repeating the same text, so it was cut",
+  no_answer: "The model gave no answer; buddy quotes what the tools found",
+  store_error: "The conversation could not be saved",
+  approval_required: "Waiting for your approval",
+  interrupted: "Interrupted (the server stopped during this turn)",
+};
+const CLEAN = new Set(["completed", "finish_tool", "client_tool_calls", "approval_required"]);
+const CAPPED = new Set(["max_model_calls", "max_tool_calls", "token_budget", "deadline"]);
+
+const GUARD_WORDS = {
+  model_call_limit: "Model call limit reached",
+  tool_call_limit: "Tool call limit reached",
+  skill_call_limit: "A tool reached its call limit",
+  circuit_breaker: "A tool kept failing",
+  repetition: "The same call again",
+  cycle: "Calls going round in circles",
+  near_duplicate: "Nearly the same call again",
+  repeated_answer: "The model repeated an earlier answer",
+  withdrawn_skill_called: "A switched-off tool was called",
+  substantive_answer: "The answer came with more calls",
+  honor_stop: "The model said it was done",
+  tools_withdrawn: "No more tools this turn",
+  token_budget: "Token budget spent",
+  deadline: "Time limit reached",
+  context_window: "Older messages left out to fit",
+  trip_budget: "Too many warnings this turn",
+  repetitive_output: "The reply kept repeating itself",
+  final_answer_check: "The final answer needed fixing",
+  no_progress: "No progress",
+  tools_ignored: "The model server may be ignoring tools",
+  approval: "Needed an approval nobody could give",
+};
+const ACTION_WORDS = {
+  returned_earlier_result: "buddy gave back the earlier result instead of running it again",
+  warned: "buddy warned the model",
+  refused: "buddy did not run it",
+  withdrew_skill: "buddy switched that tool off for this turn",
+  withdrew_all_tools: "buddy switched all tools off",
+  finalize: "buddy asked the model for its final answer",
+  error: "buddy ended the turn",
+  accepted_answer: "buddy took the answer and skipped the calls",
+  trimmed: "buddy trimmed the conversation to fit",
+  cut_reply: "buddy cut the reply",
+  composed_answer: "buddy wrote the answer from the tool results",
+};
+
+function plural(n, word) {
+  return `${n.toLocaleString()} ${word}${n === 1 ? "" : "s"}`;
+}
+
+function statsLine(stats) {
+  if (!stats) return "";
+  const tokens = (stats.input_tokens || 0) + (stats.output_tokens || 0);
+  const ms = stats.elapsed_ms || 0;
+  const time = ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(1)} s`;
+  return [
+    plural(stats.model_calls || 0, "model call"),
+    plural(stats.tool_calls || 0, "tool call"),
+    plural(tokens, "token"),
+    time,
+  ].join(" · ");
+}
+
+// ---------- small DOM helpers ----------
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "class") node.className = v;
+    else if (k === "text") node.textContent = v;
+    else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+    else node.setAttribute(k, v);
+  }
+  for (const child of children) if (child) node.append(child);
+  return node;
+}
+
+function pretty(json) {
+  try {
+    return JSON.stringify(JSON.parse(json), null, 2);
+  } catch {
+    return json;
+  }
+}
+
+/** Markdown to safe HTML: marked, then DOMPurify (no scripts, handlers or forms). */
+function renderMarkdown(node, text) {
+  const html = window.marked.parse(text, { gfm: true, breaks: false });
+  node.innerHTML = window.DOMPurify.sanitize(html, {
+    FORBID_TAGS: ["style", "form", "input", "button", "textarea", "select"],
+    FORBID_ATTR: ["style"],
+  });
+  for (const a of node.querySelectorAll("a")) {
+    a.setAttribute("rel", "noopener noreferrer");
+    a.setAttribute("target", "_blank");
+  }
+}
+
+function scrollDown() {
+  const t = $("transcript");
+  t.scrollTop = t.scrollHeight;
+}
+
+// ---------- API ----------
+
+class AuthError extends Error {}
+
+async function api(path, options = {}) {
+  const headers = { ...(options.headers || {}) };
+  if (state.key) headers.authorization = `Bearer ${state.key}`;
+  if (options.json !== undefined) {
+    headers["content-type"] = "application/json";
+    options.body = JSON.stringify(options.json);
+  }
+  const response = await fetch(path, { method: options.method || "GET", headers, body: options.body, signal: options.signal });
+  if (response.status === 401) throw new AuthError("the API key was refused");
+  return response;
+}
+
+async function apiJson(path, options) {
+  const response = await api(path, options);
+  const text = await response.text();
+  let body = null;
+  try {
+    body = text ? JSON.parse(text) : null;
+  } catch {
+    body = null;
+  }
+  if (!response.ok) {
+    const message = body && body.error && body.error.message ? body.error.message : `HTTP ${response.status}`;
+    throw new Error(message);
+  }
+  return body;
+}
+
+function askForKey(error) {
+  const dialog = $("key-dialog");
+  $("key-error").hidden = !error;
+  $("key-error").textContent = error ? `${error}. Try another key.` : "";
+  $("key-input").value = "";
+  return new Promise((resolve) => {
+    dialog.addEventListener(
+      "close",
+      () => {
+        state.key = $("key-input").value.trim();
+        sessionStorage.setItem(KEY_SLOT, state.key);
+        $("forget-key").hidden = !state.key;
+        resolve();
+      },
+      { once: true },
+    );
+    dialog.showModal();
+    $("key-input").focus();
+  });
+}
+
+/** Runs `job`, asking for a key (again) whenever the server refuses the one we have. */
+async function withKey(job) {
+  for (;;) {
+    try {
+      return await job();
+    } catch (e) {
+      if (!(e instanceof AuthError)) throw e;
+      await askForKey(state.key ? "The server refused this key" : "");
+    }
+  }
+}
+
+// ---------- conversations ----------
+
+async function loadModels() {
+  const body = await apiJson("/v1/models");
+  state.models = (body.data || []).map((m) => m.id);
+  const select = $("model");
+  select.replaceChildren(...state.models.map((id) => el("option", { value: id, text: id })));
+  const preferred = state.models.find((m) => m === "scripted:offline_assistant");
+  if (preferred) select.value = preferred;
+}
+
+async function loadConversations() {
+  const body = await apiJson("/v1/conversations");
+  const list = $("conversations");
+  list.replaceChildren();
+  for (const c of body.data || []) {
+    const title = c.title || "(untitled)";
+    const open = el(
+      "button",
+      { class: "open", type: "button", title, onclick: () => openConversation(c.id) },
+      el("span", { text: title }),
+      el("span", { class: "reason", text: c.last_stop_reason ? STOP_WORDS[c.last_stop_reason] || c.last_stop_reason : "" }),
+    );
+    const rename = el("button", { class: "small", type: "button", "aria-label": `Rename “${title}”`, text: "✎", onclick: () => renameConversation(c.id, title) });
+    const remove = el("button", { class: "small", type: "button", "aria-label": `Delete “${title}”`, text: "×", onclick: () => deleteConversation(c.id, title) });
+    const item = el("li", { "data-id": c.id }, open, rename, remove);
+    if (c.id === state.conversation) item.classList.add("current");
+    list.append(item);
+  }
+}
+
+function renameConversation(id, current) {
+  const dialog = $("rename-dialog");
+  $("rename-input").value = current;
+  dialog.returnValue = "";
+  dialog.addEventListener(
+    "close",
+    async () => {
+      if (dialog.returnValue === "cancel") return;
+      const title = $("rename-input").value.trim();
+      if (!title) return;
+      await withKey(() => apiJson(`/v1/conversations/${encodeURIComponent(id)}`, { method: "PATCH", json: { title } }));
+      await loadConversations();
+    },
+    { once: true },
+  );
+  dialog.showModal();
+  $("rename-input").select();
+}
+
+async function deleteConversation(id, title) {
+  if (!window.confirm(`Delete “${title}”? This cannot be undone.`)) return;
+  await withKey(async () => {
+    const response = await api(`/v1/conversations/${encodeURIComponent(id)}`, { method: "DELETE" });
+    if (!response.ok && response.status !== 404) {
+      const body = await response.json().catch(() => null);
+      throw new Error(body && body.error ? body.error.message : `HTTP ${response.status}`);
+    }
+  }).catch(showError);
+  if (state.conversation === id) newConversation();
+  await loadConversations();
+}
+
+function newConversation() {
+  state.conversation = null;
+  history.replaceState(null, "", location.pathname);
+  $("transcript").replaceChildren(
+    el("p", { class: "empty-hint", text: "Ask something. Every step of the turn shows here: the answer as it streams, each tool call with its result, what buddy's guards did, and why the turn ended." }),
+  );
+  closeSidebar();
+  loadConversations().catch(showError);
+  $("message").focus();
+}
+
+async function openConversation(id) {
+  const detail = await withKey(() => apiJson(`/v1/conversations/${encodeURIComponent(id)}`));
+  state.conversation = id;
+  history.replaceState(null, "", `#${id}`);
+  renderStored(detail);
+  closeSidebar();
+  await loadConversations();
+}
+
+/** Draws a stored conversation: messages by turn, tool cards with their results, and
+ * how each turn ended. */
+function renderStored(detail) {
+  const transcript = $("transcript");
+  transcript.replaceChildren();
+  const messages = detail.messages || [];
+  const turnOf = detail.message_turns || [];
+  const turns = detail.turns || [];
+  const last = turns[turns.length - 1];
+  turns.forEach((turn) => {
+    const view = new TurnView(transcript);
+    messages.forEach((message, i) => {
+      if (turnOf[i] === turn.id) view.stored(message);
+    });
+    view.end(turn.stop_reason || "interrupted", turn.stats, turn.error);
+    if (turn === last && turn.stop_reason === "approval_required") view.offerApproval(detail);
+    if (turn === last && CAPPED.has(turn.stop_reason)) view.offerContinue();
+  });
+  if (!turns.length) newConversation();
+  scrollDown();
+}
+
+// ---------- one turn on the page ----------
+
+class TurnView {
+  constructor(parent) {
+    this.parent = parent;
+    this.answer = null; // the assistant block text is streaming into (its Markdown in .markdown)
+    this.cards = new Map(); // call id -> { node, started }
+    this.cardRow = null;
+  }
+
+  user(text) {
+    this.parent.append(el("div", { class: "msg user", text }));
+    this.answer = null;
+  }
+
+  text(delta) {
+    if (!this.answer) {
+      this.answer = el("div", { class: "msg assistant" });
+      this.answer.markdown = "";
+      this.parent.append(this.answer);
+      this.cardRow = null;
+    }
+    const node = this.answer;
+    node.markdown += delta;
+    if (!node.renderScheduled) {
+      node.renderScheduled = true;
+      requestAnimationFrame(() => {
+        node.renderScheduled = false;
+        renderMarkdown(node, node.markdown);
+        scrollDown();
+      });
+    }
+  }
+
+  /** A row of tool cards: parallel calls side by side, in call order. */
+  row() {
+    if (!this.cardRow) {
+      this.cardRow = el("div", { class: "cards" });
+      this.parent.append(this.cardRow);
+    }
+    return this.cardRow;
+  }
+
+  callStart(id, name, args) {
+    this.answer = null;
+    let card = this.cards.get(id);
+    if (!card) {
+      const node = el("article", { class: "card running", "aria-label": `Tool call ${name}` });
+      card = { node, started: performance.now() };
+      this.cards.set(id, card);
+      this.row().append(node);
+    }
+    card.started = performance.now();
+    card.node.className = "card running";
+    card.node.replaceChildren(
+      el("div", { class: "head" }, el("span", { class: "name", text: name }), el("span", { class: "status", text: "running…" })),
+      el("div", { class: "label", text: "arguments" }),
+      el("pre", { class: "args", text: pretty(args) }),
+    );
+  }
+
+  callResult(id, name, content, isError, live = true) {
+    let card = this.cards.get(id);
+    if (!card) {
+      this.callStart(id, name, "{}");
+      card = this.cards.get(id);
+    }
+    const node = card.node;
+    node.className = `card ${isError ? "failed" : "done"}`;
+    const ms = live ? Math.round(performance.now() - card.started) : null;
+    const status = node.querySelector(".status");
+    status.textContent = `${isError ? "error" : "done"}${ms !== null ? ` · ${ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(1)} s`}` : ""}`;
+    node.querySelector(".approval")?.remove();
+    const result = el("pre", { class: "result", text: content });
+    const long = content.length > 600 || content.split("\n").length > 12;
+    node.append(el("div", { class: "label", text: isError ? "error" : "result" }));
+    node.append(long ? el("details", {}, el("summary", { text: `show the result (${plural(content.length, "character")})` }), result) : result);
+  }
+
+  notice(guard, action, skill, detail) {
+    this.answer = null;
+    this.cardRow = null;
+    const what = GUARD_WORDS[guard] || guard;
+    const did = ACTION_WORDS[action] || action;
+    this.parent.append(
+      el(
+        "div",
+        { class: "notice", role: "note" },
+        el("span", { class: "what", text: `${what}${skill ? ` (${skill})` : ""}: ` }),
+        el("span", { text: `${did}.` }),
+        el("span", { class: "detail", text: detail }),
+      ),
+    );
+  }
+
+  note(content) {
+    this.answer = null;
+    this.cardRow = null;
+    this.parent.append(el("div", { class: "notice", role: "note" }, el("span", { class: "what", text: "buddy told the model: " }), el("span", { class: "detail", text: content })));
+  }
+
+  stored(message) {
+    switch (message.role) {
+      case "user":
+        this.user(message.content);
+        break;
+      case "assistant":
+        if (message.content) {
+          this.text(message.content);
+          renderMarkdown(this.answer, this.answer.markdown);
+        }
+        for (const call of message.tool_calls || []) this.callStart(call.id, call.name, call.arguments);
+        for (const call of message.tool_calls || []) {
+          const card = this.cards.get(call.id);
+          card.node.className = "card";
+          card.node.querySelector(".status").textContent = "not run";
+        }
+        break;
+      case "tool": {
+        const card = this.cards.get(message.tool_call_id);
+        this.callResult(message.tool_call_id, card ? card.node.querySelector(".name").textContent : "tool", message.content, !!message.is_error, false);
+        break;
+      }
+      case "note":
+        this.note(message.content);
+        break;
+      default:
+        break;
+    }
+  }
+
+  end(reason, stats, message) {
+    this.answer = null;
+    this.cardRow = null;
+    const words = STOP_WORDS[reason] || reason;
+    const footer = el(
+      "div",
+      { class: `turn-end ${CLEAN.has(reason) ? "clean" : "bad"}`, "data-reason": reason },
+      el("span", { class: "reason", text: words }),
+      el("span", { class: "code", text: `(${reason})` }),
+      el("span", { class: "stats", text: statsLine(stats) }),
+    );
+    if (message) footer.append(el("span", { class: "error", text: message }));
+    this.parent.append(footer);
+    this.footer = footer;
+    scrollDown();
+  }
+
+  /** Approve / Reject / Edit on each waiting call; the decisions go back together. */
+  offerApproval(detailOrCalls) {
+    const calls = Array.isArray(detailOrCalls) ? detailOrCalls : pendingCalls(detailOrCalls);
+    const decisions = new Map();
+    const maybeSend = () => {
+      if (decisions.size === calls.length) resumeTurn({ decisions: calls.map((c) => decisions.get(c.id)) });
+    };
+    for (const call of calls) {
+      let card = this.cards.get(call.id);
+      if (!card) {
+        this.callStart(call.id, call.name, call.arguments);
+        card = this.cards.get(call.id);
+      }
+      card.node.className = "card waiting";
+      card.node.querySelector(".status").textContent = "waiting for your approval";
+      const box = el("div", { class: "approval" });
+      if (call.why) box.append(el("span", { class: "why", text: call.why }));
+      const decide = (decision) => {
+        decisions.set(call.id, { call_id: call.id, ...decision });
+        box.replaceChildren(el("span", { class: "why", text: `Your decision: ${decision.decision}` }));
+        maybeSend();
+      };
+      const approve = el("button", { type: "button", class: "primary", text: "Approve", onclick: () => decide({ decision: "approve" }) });
+      const reject = el("button", {
+        type: "button",
+        text: "Reject",
+        onclick: () => {
+          const reason = el("input", { type: "text", placeholder: "Why not? (the model reads this)", "aria-label": "Reason for rejecting" });
+          const send = el("button", { type: "button", text: "Reject", onclick: () => decide({ decision: "reject", reason: reason.value.trim() || null }) });
+          box.replaceChildren(reason, send);
+          reason.focus();
+        },
+      });
+      const edit = el("button", {
+        type: "button",
+        text: "Edit",
+        onclick: () => {
+          const area = el("textarea", { rows: "5", "aria-label": "New arguments (JSON)" });
+          area.value = pretty(call.arguments);
+          const problem = el("span", { class: "error" });
+          const send = el("button", {
+            type: "button",
+            text: "Run with these arguments",
+            onclick: () => {
+              try {
+                const args = JSON.parse(area.value);
+                if (typeof args !== "object" || args === null || Array.isArray(args)) throw new Error("not an object");
+                decide({ decision: "edit", arguments: args });
+              } catch (e) {
+                problem.textContent = `Not a JSON object (${e.message}).`;
+              }
+            },
+          });
+          box.replaceChildren(area, send, problem);
+          area.focus();
+        },
+      });
+      box.append(approve, reject, edit);
+      card.node.append(box);
+    }
+  }
+
+  offerContinue() {
+    if (!this.footer) return;
+    this.footer.append(el("button", { type: "button", text: "Continue with a fresh budget", onclick: (e) => { e.target.remove(); resumeTurn({ continue: true }); } }));
+  }
+}
+
+/** The calls of a stored conversation that wait for approval: those of its last
+ * message, when that message only asks for calls. */
+function pendingCalls(detail) {
+  const last = (detail.messages || [])[detail.messages.length - 1];
+  if (!last || last.role !== "assistant") return [];
+  return (last.tool_calls || []).map((c) => ({ id: c.id, name: c.name, arguments: c.arguments, why: "" }));
+}
+
+// ---------- streaming a turn ----------
+
+function setRunning(running) {
+  state.running = running;
+  $("send").hidden = running;
+  $("stop").hidden = !running;
+  $("message").disabled = running;
+  if (!running) $("message").focus();
+}
+
+/** Reads an SSE response, calling `onEvent(name, data)` for each event. */
+async function readEvents(response, onEvent) {
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += decoder.decode(value, { stream: true }).replace(/\r\n/g, "\n");
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      let name = "message";
+      const data = [];
+      for (const line of block.split("\n")) {
+        if (line.startsWith("event:")) name = line.slice(6).trim();
+        else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+      }
+      if (!data.length) continue;
+      let parsed;
+      try {
+        parsed = JSON.parse(data.join("\n"));
+      } catch {
+        continue;
+      }
+      onEvent(name, parsed);
+    }
+  }
+}
+
+async function streamTurn(path, body, view) {
+  setRunning(true);
+  let ended = false;
+  try {
+    const response = await withKey(async () => {
+      const r = await api(path, { method: "POST", json: body });
+      if (!r.ok) {
+        const err = await r.json().catch(() => null);
+        throw new Error(err && err.error ? err.error.message : `HTTP ${r.status}`);
+      }
+      return r;
+    });
+    await readEvents(response, (name, data) => {
+      switch (name) {
+        case "conversation":
+          state.turnId = data.turn_id;
+          if (data.conversation_id && data.conversation_id !== state.conversation) {
+            state.conversation = data.conversation_id;
+            history.replaceState(null, "", `#${data.conversation_id}`);
+          }
+          break;
+        case "text_delta":
+          view.text(data.text);
+          break;
+        case "tool_call_start":
+          view.callStart(data.id, data.name, data.arguments);
+          break;
+        case "tool_call_result":
+          view.callResult(data.id, data.name, data.content, data.is_error);
+          break;
+        case "guard_tripped":
+          view.notice(data.guard, data.action, data.skill, data.detail);
+          break;
+        case "approval_required":
+          view.pending = data.calls;
+          break;
+        case "done":
+        case "error":
+          ended = true;
+          view.end(data.reason, data.stats, name === "error" ? data.message : null);
+          if (data.reason === "approval_required" && view.pending) view.offerApproval(view.pending);
+          if (CAPPED.has(data.reason)) view.offerContinue();
+          break;
+        default:
+          break;
+      }
+      scrollDown();
+    });
+    if (!ended) view.end("cancelled", null, "the stream ended before the turn did");
+  } catch (e) {
+    showError(e);
+  } finally {
+    state.turnId = null;
+    setRunning(false);
+    loadConversations().catch(() => {});
+  }
+}
+
+async function send(text) {
+  const transcript = $("transcript");
+  transcript.querySelector(".empty-hint")?.remove();
+  const view = new TurnView(transcript);
+  view.user(text);
+  scrollDown();
+  const body = { message: text, model: $("model").value || undefined };
+  if (state.conversation) body.conversation_id = state.conversation;
+  await streamTurn("/v1/chat", body, view);
+}
+
+async function resumeTurn(body) {
+  if (!state.conversation) return;
+  const view = new TurnView($("transcript"));
+  await streamTurn(`/v1/conversations/${encodeURIComponent(state.conversation)}/resume`, body, view);
+}
+
+async function stop() {
+  if (!state.turnId) return;
+  $("stop").disabled = true;
+  try {
+    await withKey(() => apiJson(`/v1/turns/${encodeURIComponent(state.turnId)}/cancel`, { method: "POST" }));
+  } catch (e) {
+    showError(e);
+  } finally {
+    $("stop").disabled = false;
+  }
+}
+
+function showError(e) {
+  $("transcript").append(el("div", { class: "notice error", role: "alert", text: `Error: ${e.message || e}` }));
+  scrollDown();
+}
+
+// ---------- wiring ----------
+
+function closeSidebar() {
+  $("sidebar").classList.remove("open");
+}
+
+function start() {
+  $("forget-key").hidden = !state.key;
+  $("composer").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const text = $("message").value.trim();
+    if (!text || state.running) return;
+    $("message").value = "";
+    send(text);
+  });
+  $("message").addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
+      e.preventDefault();
+      $("composer").requestSubmit();
+    }
+  });
+  $("stop").addEventListener("click", stop);
+  $("new-chat").addEventListener("click", newConversation);
+  $("open-sidebar").addEventListener("click", () => $("sidebar").classList.add("open"));
+  $("close-sidebar").addEventListener("click", closeSidebar);
+  $("rename-cancel").addEventListener("click", () => $("rename-dialog").close("cancel"));
+  $("forget-key").addEventListener("click", () => {
+    sessionStorage.removeItem(KEY_SLOT);
+    state.key = "";
+    location.reload();
+  });
+  document.addEventListener("keydown", (e) => {
+    if (e.key === "Escape" && state.running) stop();
+  });
+  withKey(async () => {
+    await loadModels();
+    await loadConversations();
+  })
+    .then(() => {
+      const id = location.hash.slice(1);
+      if (id) return openConversation(id).catch((e) => { showError(e); newConversation(); });
+      newConversation();
+      return null;
+    })
+    .catch(showError);
+}
+
+document.addEventListener("DOMContentLoaded", start);

@@ -1,0 +1,347 @@
+"""The chat page of `buddy serve` in a real browser: Debian's chromium, headless, driven
+by Playwright, against a real `buddy serve` on 127.0.0.1 with the scripted model.
+
+Run by scripts/browser-tests.sh (which scripts/test.sh calls). With
+BUDDY_SCREENSHOTS=DIR the multi-tool and loop turns are also saved as screenshots at
+desktop and phone width.
+"""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect, sync_playwright
+
+ROOT = Path(__file__).resolve().parents[2]
+BUDDY = Path(os.environ.get("BUDDY_BIN", ROOT / "target" / "debug" / "buddy"))
+CHROMIUM = os.environ.get("BUDDY_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+KEY = "sk-browser-test"
+SHOTS = os.environ.get("BUDDY_SCREENSHOTS")
+
+HOSTILE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
+
+SCENARIOS = {
+    # A tool result and an answer that try to run code.
+    "hostile": {
+        "name": "hostile", "prompt": "show me the page",
+        "tools": [{"name": "fetch_page", "template": HOSTILE + " {url}"}],
+        "expect": {"stop_reason": "completed", "model_calls": 2, "tool_calls": 1},
+        "rules": [
+            {"when": {"round": 1}, "reply": {"tool_calls": [{"name": "fetch_page", "arguments": {"url": "<b>x</b>"}}]}},
+            {"when": {}, "reply": {"text": "Here it is: " + HOSTILE + "\n\n[click](javascript:window.__pwned=3)\n\n**bold** and a table:\n\n| a | b |\n|---|---|\n| 1 | 2 |"}},
+        ],
+    },
+    # A tool that takes 30 s: long enough to press Stop.
+    "slow": {
+        "name": "slow", "prompt": "take your time",
+        "tools": [{"name": "slow_job", "template": "finished", "delay_ms": 30000}],
+        "expect": {"stop_reason": "completed", "model_calls": 2, "tool_calls": 1},
+        "rules": [
+            {"when": {"round": 1}, "reply": {"tool_calls": [{"name": "slow_job", "arguments": {}}]}},
+            {"when": {}, "reply": {"text": "done"}},
+        ],
+    },
+    # Writes a file: waits for approval.
+    "writer": {
+        "name": "writer", "prompt": "write a haiku",
+        "tools": [{"builtin": "write_file"}],
+        "expect": {"stop_reason": "completed", "model_calls": 2, "tool_calls": 1},
+        "rules": [
+            {"when": {"round": 1}, "reply": {"text": "Saving it.", "tool_calls": [{"name": "write_file", "arguments": {"path": "haiku.txt", "content": "old pond"}}]}},
+            {"when": {}, "reply": {"text": "Result: {last_result}"}},
+        ],
+    },
+}
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server():
+    assert BUDDY.exists(), f"{BUDDY} is missing: build it with cargo build -p buddy-cli"
+    work = Path(tempfile.mkdtemp(prefix="buddy-browser-"))
+    scenarios = work / "scenarios"
+    scenarios.mkdir()
+    for name, scenario in SCENARIOS.items():
+        (scenarios / f"{name}.json").write_text(json.dumps(scenario))
+    sandbox = work / "sandbox"
+    sandbox.mkdir()
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(BUDDY), "serve", "--listen", f"127.0.0.1:{port}", "--db", str(work / "buddy.db"),
+         "--scenarios", str(scenarios), "--sandbox", str(sandbox), "--api-key", KEY],
+        cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 30
+    while True:
+        try:
+            urllib.request.urlopen(base + "/healthz", timeout=1)
+            break
+        except OSError:
+            assert proc.poll() is None, "buddy serve exited"
+            assert time.time() < deadline, "buddy serve did not start"
+            time.sleep(0.1)
+    yield {"url": base, "sandbox": sandbox}
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    shutil.rmtree(work, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.errors = errors
+    yield page
+    context.close()
+
+
+def open_page(page, server, key=KEY):
+    page.goto(server["url"] + "/")
+    expect(page.locator("#key-dialog")).to_be_visible()
+    page.fill("#key-input", key)
+    page.press("#key-input", "Enter")
+    expect(page.locator("#model option").first).to_be_attached()
+
+
+def ask(page, model, text):
+    page.select_option("#model", model)
+    page.fill("#message", text)
+    page.press("#message", "Enter")
+
+
+def turn_end(page, n=1):
+    ends = page.locator(".turn-end")
+    expect(ends).to_have_count(n, timeout=20000)
+    return ends.nth(n - 1)
+
+
+def shoot(page, name):
+    if not SHOTS:
+        return
+    Path(SHOTS).mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(Path(SHOTS) / f"{name}-desktop.png"), full_page=False)
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.wait_for_timeout(500)  # the sidebar slides away
+    page.locator("#transcript").evaluate("t => t.scrollTop = 0")
+    page.screenshot(path=str(Path(SHOTS) / f"{name}-phone.png"), full_page=False)
+    page.set_viewport_size({"width": 1280, "height": 800})
+
+
+def test_a_multi_tool_turn_renders_its_cards_in_order_and_its_stop_reason(page, server):
+    open_page(page, server)
+    ask(page, "scripted:chain_3_steps", "How much was Ada's latest order?")
+    end = turn_end(page)
+    expect(end).to_have_attribute("data-reason", "completed")
+    expect(end.locator(".reason")).to_have_text("Answered")
+    expect(end.locator(".stats")).to_contain_text("4 model calls · 3 tool calls")
+    names = page.locator(".card .name").all_inner_texts()
+    assert names == ["find_user", "get_orders", "get_invoice"], names
+    expect(page.locator(".card.done")).to_have_count(3)
+    expect(page.locator(".card .status").first).to_contain_text("ms")
+    expect(page.locator(".msg.assistant").last).to_contain_text("129.90")
+    # The arguments are shown as formatted JSON.
+    expect(page.locator(".card .args").first).to_contain_text('"email": "ada@example.com"')
+    shoot(page, "multi-tool")
+
+    # Reload: the stored conversation comes back as it was, cards included.
+    page.reload()
+    end = turn_end(page)
+    expect(end).to_have_attribute("data-reason", "completed")
+    assert page.locator(".card .name").all_inner_texts() == ["find_user", "get_orders", "get_invoice"]
+    expect(page.locator(".msg.user")).to_have_text("How much was Ada's latest order?")
+    expect(page.locator("#conversations li.current")).to_contain_text("How much was Ada")
+    assert not page.errors, page.errors
+
+
+def test_parallel_calls_sit_side_by_side_in_call_order(page, server):
+    open_page(page, server)
+    ask(page, "scripted:parallel_3", "What's the weather in Paris, London and Tokyo?")
+    turn_end(page)
+    row = page.locator(".cards").first
+    expect(row.locator(".card")).to_have_count(3)
+    args = row.locator(".card .args").all_inner_texts()
+    assert ["Paris" in args[0], "London" in args[1], "Tokyo" in args[2]] == [True, True, True], args
+
+
+def test_a_loop_shows_the_guard_notices_and_still_an_answer(page, server):
+    open_page(page, server)
+    ask(page, "scripted:ab_cycle", "Should I take an umbrella in Paris today and tomorrow?")
+    end = turn_end(page)
+    expect(end).to_have_attribute("data-reason", "loop_detected")
+    expect(end.locator(".reason")).to_contain_text("Stopped a loop")
+    notices = page.locator(".notice")
+    assert notices.count() >= 2
+    expect(notices.first).to_contain_text("Calls going round in circles")
+    expect(notices.first).to_contain_text("buddy gave back the earlier result")
+    expect(page.locator(".msg.assistant").last).to_contain_text("umbrella")
+    shoot(page, "loop")
+
+
+def test_stop_cancels_the_running_turn(page, server):
+    open_page(page, server)
+    ask(page, "scripted:slow", "take your time")
+    expect(page.locator(".card.running")).to_have_count(1)
+    expect(page.locator("#stop")).to_be_visible()
+    started = time.time()
+    page.click("#stop")
+    end = turn_end(page)
+    expect(end).to_have_attribute("data-reason", "cancelled")
+    assert time.time() - started < 10
+    expect(page.locator("#send")).to_be_visible()
+
+
+def test_a_wrong_key_is_refused_and_a_right_one_works(page, server):
+    page.goto(server["url"] + "/")
+    page.fill("#key-input", "sk-wrong")
+    page.press("#key-input", "Enter")
+    expect(page.locator("#key-error")).to_contain_text("refused")
+    expect(page.locator("#model option")).to_have_count(0)
+    page.fill("#key-input", KEY)
+    page.press("#key-input", "Enter")
+    expect(page.locator("#model option").first).to_be_attached()
+    # Kept for this tab only.
+    assert page.evaluate("sessionStorage.getItem('buddy-api-key')") == KEY
+    assert page.evaluate("localStorage.length") == 0
+
+
+def test_hostile_results_and_answers_run_nothing(page, server):
+    open_page(page, server)
+    ask(page, "scripted:hostile", "show me the page")
+    turn_end(page)
+    assert page.evaluate("window.__pwned") is None
+    result = page.locator(".card .result").first
+    expect(result).to_contain_text("<script>window.__pwned = 1</script>")
+    answer = page.locator(".msg.assistant").last
+    expect(answer.locator("strong")).to_have_text("bold")
+    expect(answer.locator("table td").first).to_have_text("1")
+    assert answer.locator("script").count() == 0
+    assert page.locator("img[onerror]").count() == 0
+    for href in answer.locator("a").evaluate_all("as => as.map(a => a.getAttribute('href'))"):
+        assert not (href or "").startswith("javascript:"), href
+    # Clicking whatever links there are still runs nothing.
+    for link in answer.locator("a").all():
+        link.click(modifiers=["Control"])
+    assert page.evaluate("window.__pwned") is None
+    page.reload()
+    turn_end(page)
+    assert page.evaluate("window.__pwned") is None
+
+
+def test_the_page_is_served_with_a_strict_content_security_policy(server):
+    with urllib.request.urlopen(server["url"] + "/") as response:
+        csp = response.headers["content-security-policy"]
+    assert "script-src 'self'" in csp and "unsafe-inline" not in csp and "default-src 'none'" in csp
+
+
+def test_a_call_waiting_for_approval_gets_buttons(page, server):
+    open_page(page, server)
+    ask(page, "scripted:writer", "write a haiku")
+    end = turn_end(page)
+    expect(end).to_have_attribute("data-reason", "approval_required")
+    card = page.locator(".card.waiting")
+    expect(card).to_contain_text("write_file")
+    expect(card.locator(".why")).to_contain_text("effectful")
+    card.get_by_role("button", name="Approve").click()
+    end = turn_end(page, 2)
+    expect(end).to_have_attribute("data-reason", "completed")
+    assert (server["sandbox"] / "haiku.txt").read_text() == "old pond"
+
+    # Reject with a reason, after a reload: the pause is stored.
+    ask(page, "scripted:writer", "write another")
+    turn_end(page, 3)
+    page.reload()
+    card = page.locator(".card.waiting")
+    expect(card).to_have_count(1)
+    card.get_by_role("button", name="Reject").click()
+    page.fill(".approval input", "show it here instead")
+    card.get_by_role("button", name="Reject").click()
+    end = turn_end(page, 4)
+    expect(end).to_have_attribute("data-reason", "completed")
+    expect(page.locator(".msg.assistant").last).to_contain_text("show it here instead")
+
+
+def test_conversations_can_be_renamed_and_deleted(page, server):
+    open_page(page, server)
+    ask(page, "scripted:offline_assistant", "What time is it?")
+    turn_end(page)
+    current = page.locator("#conversations li.current")
+    expect(current).to_have_count(1)
+    current.get_by_role("button", name="Rename").click()
+    page.fill("#rename-input", "Clock check")
+    page.press("#rename-input", "Enter")
+    expect(page.locator("#conversations li.current .open")).to_contain_text("Clock check")
+    page.on("dialog", lambda d: d.accept())
+    page.locator("#conversations li.current").get_by_role("button", name="Delete").click()
+    expect(page.locator("#conversations li", has_text="Clock check")).to_have_count(0)
+    expect(page.locator(".empty-hint")).to_be_visible()
+
+
+def test_usable_on_a_phone_and_by_keyboard(browser, server):
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    page = context.new_page()
+    open_page(page, server)
+    expect(page.locator("#sidebar")).not_to_be_in_viewport()
+    page.click("#open-sidebar")
+    expect(page.locator("#sidebar")).to_be_in_viewport()
+    page.click("#close-sidebar")
+    # Keyboard only: focus the message box, type, Enter.
+    page.focus("#message")
+    page.keyboard.type("What time is it?")
+    page.keyboard.press("Enter")
+    end = turn_end(page)
+    expect(end).to_have_attribute("data-reason", "completed")
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 390, f"the page scrolls sideways on a phone ({width}px)"
+    context.close()
+
+
+def luminance(css_color):
+    """WCAG relative luminance of an `rgb(r, g, b)` colour."""
+    channels = [int(x) / 255 for x in css_color[css_color.index("(") + 1:css_color.index(")")].split(",")[:3]]
+    r, g, b = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_readable_in_light_and_dark_mode(browser, server, scheme):
+    context = browser.new_context(color_scheme=scheme)
+    page = context.new_page()
+    open_page(page, server)
+    ask(page, "scripted:ab_cycle", "Should I take an umbrella?")
+    turn_end(page)
+    for selector in ["body", ".msg.assistant", ".card .result", ".notice", ".turn-end .reason"]:
+        node = page.locator(selector).first
+        fg = luminance(node.evaluate("e => getComputedStyle(e).color"))
+        bg = luminance(page.locator("body").evaluate("e => getComputedStyle(e).backgroundColor"))
+        # WCAG contrast ratio of the text against the page background.
+        hi, lo = max(fg, bg), min(fg, bg)
+        ratio = (hi + 0.05) / (lo + 0.05)
+        assert ratio >= 4.5, f"{scheme}: {selector} contrast {ratio:.1f}"
+    bg = luminance(page.locator("body").evaluate("e => getComputedStyle(e).backgroundColor"))
+    assert (bg < 0.2) if scheme == "dark" else (bg > 0.8)
+    context.close()
