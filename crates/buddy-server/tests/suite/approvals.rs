@@ -96,6 +96,19 @@ fn server(db: &Path, toolbox: &Arc<TestToolbox>) -> AppState {
     )
 }
 
+/// A server over a new database, and the count of executed calls.
+fn fresh() -> (
+    tempfile::TempDir,
+    AppState,
+    Arc<std::sync::atomic::AtomicUsize>,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let tools = toolbox();
+    let executed = tools.executed();
+    let state = server(&dir.path().join("buddy.db"), &tools);
+    (dir, state, executed)
+}
+
 /// The SSE events of a body: (event name, data).
 fn events(body: &str) -> Vec<(String, Value)> {
     let mut out = Vec::new();
@@ -193,10 +206,7 @@ async fn a_pause_survives_a_restart_and_an_approved_call_runs_once() {
 
 #[tokio::test]
 async fn two_resumes_at_once_run_the_call_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let tools = toolbox();
-    let executed = tools.executed();
-    let state = server(&dir.path().join("buddy.db"), &tools);
+    let (_dir, state, executed) = fresh();
     let (id, call) = paused(&state).await;
     let approve = json!({"decisions": [{"call_id": call, "decision": "approve"}]});
     let (a, b) = tokio::join!(
@@ -215,10 +225,7 @@ async fn two_resumes_at_once_run_the_call_once() {
 
 #[tokio::test]
 async fn reject_and_edit_reach_the_model() {
-    let dir = tempfile::tempdir().unwrap();
-    let tools = toolbox();
-    let executed = tools.executed();
-    let state = server(&dir.path().join("buddy.db"), &tools);
+    let (_dir, state, executed) = fresh();
 
     let (id, call) = paused(&state).await;
     let reject = json!({"decisions": [{"call_id": call, "decision": "reject", "reason": "show it instead"}]});
@@ -256,9 +263,7 @@ async fn reject_and_edit_reach_the_model() {
 
 #[tokio::test]
 async fn bad_resumes_are_clear_errors() {
-    let dir = tempfile::tempdir().unwrap();
-    let tools = toolbox();
-    let state = server(&dir.path().join("buddy.db"), &tools);
+    let (_dir, state, _) = fresh();
     let (id, _) = paused(&state).await;
     let (status, body) = send(&state, resume(&id, json!({}))).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
@@ -277,10 +282,7 @@ async fn bad_resumes_are_clear_errors() {
 
 #[tokio::test]
 async fn the_openai_endpoint_refuses_calls_that_need_approval() {
-    let dir = tempfile::tempdir().unwrap();
-    let tools = toolbox();
-    let executed = tools.executed();
-    let state = server(&dir.path().join("buddy.db"), &tools);
+    let (_dir, state, executed) = fresh();
     let (status, body) = send(
         &state,
         post(
@@ -300,10 +302,7 @@ async fn the_openai_endpoint_refuses_calls_that_need_approval() {
 
 #[tokio::test]
 async fn a_capped_turn_continues_with_a_fresh_budget() {
-    let dir = tempfile::tempdir().unwrap();
-    let tools = toolbox();
-    let executed = tools.executed();
-    let state = server(&dir.path().join("buddy.db"), &tools);
+    let (_dir, state, executed) = fresh();
     let (status, body) = send(
         &state,
         post(
