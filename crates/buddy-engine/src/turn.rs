@@ -498,7 +498,7 @@ impl<'e> Turn<'e> {
             debug!(call = %id, "answering a call an interrupted turn left open");
             self.push(Message::tool_result(
                 id,
-                "not finished: the turn was interrupted before this call completed",
+                "not finished: the turn was interrupted (or the call was still waiting for approval) when the conversation went on",
                 true,
             ))
             .await;
