@@ -6,12 +6,14 @@
 //! caller resumes with a [`Resume::Decisions`]; the engine accepts it only while every
 //! call of that message is still open, which is what makes an approved call run once.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
-use buddy_core::RepeatSemantics;
+use buddy_core::{ChatEvent, Message, PendingCall, RepeatSemantics, StopReason, ToolCall};
 use serde::{Deserialize, Serialize};
 
+use crate::engine::TurnOutcome;
 use crate::glob::glob_match;
+use crate::turn::{Turn, non_empty};
 
 /// When a skill's calls need approval.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -130,6 +132,137 @@ pub(crate) fn unattended_result(name: &str) -> String {
          do the task without it (for example, give the text in your answer instead of writing a file)"
     )
 }
+
+impl Turn<'_> {
+    /// The calls of a reply that need a person's approval, with why; calls to unknown
+    /// tools need none (they fail anyway).
+    pub(crate) fn calls_needing_approval(&self, calls: &[ToolCall]) -> Vec<PendingCall> {
+        calls
+            .iter()
+            .filter(|c| !self.decisions.contains_key(&c.id))
+            .filter_map(|c| {
+                let semantics = self.toolbox().semantics(&c.name)?;
+                let why = self.approval.needs_approval(&c.name, semantics)?;
+                Some(PendingCall {
+                    id: c.id.clone(),
+                    name: c.name.clone(),
+                    arguments: c.arguments.clone(),
+                    why,
+                })
+            })
+            .collect()
+    }
+
+    /// Ends the turn `approval_required`: the call message is recorded with no results
+    /// (that open round is the durable pause) and the pending calls are announced.
+    pub(crate) async fn pause_for_approval(
+        &mut self,
+        text: String,
+        calls: Vec<ToolCall>,
+        waiting: Vec<PendingCall>,
+    ) -> TurnOutcome {
+        self.push(Message::Assistant {
+            content: non_empty(text.clone()),
+            tool_calls: calls,
+        })
+        .await;
+        if let Some(outcome) = self.stop_if_unrecorded().await {
+            return outcome;
+        }
+        self.events
+            .emit(ChatEvent::ApprovalRequired { calls: waiting })
+            .await;
+        self.stats.elapsed_ms = self.elapsed_ms();
+        self.events
+            .emit(ChatEvent::Done {
+                reason: StopReason::ApprovalRequired,
+                answer: text.clone(),
+                stats: self.stats,
+            })
+            .await;
+        self.outcome(StopReason::ApprovalRequired, Some(text), None)
+    }
+
+    /// The round a resume with decisions answers: the calls of the history's last
+    /// message, all still open, with edited arguments applied. Refused (the message
+    /// says why) when nothing waits, a decision names a call that is not waiting, or a
+    /// call that needs approval has no decision.
+    pub(crate) fn pending_round(
+        &mut self,
+        decisions: &[CallDecision],
+    ) -> Result<(Vec<ToolCall>, String), String> {
+        let Some(Message::Assistant {
+            content,
+            tool_calls,
+        }) = self.history.last()
+        else {
+            return Err(NOTHING_WAITS.to_owned());
+        };
+        if tool_calls.is_empty() {
+            return Err(NOTHING_WAITS.to_owned());
+        }
+        let mut calls = tool_calls.clone();
+        let text = content.clone().unwrap_or_default();
+        let mut decided: HashMap<String, Decision> = HashMap::new();
+        for d in decisions {
+            if !calls.iter().any(|c| c.id == d.call_id) {
+                let ids: Vec<&str> = calls.iter().map(|c| c.id.as_str()).collect();
+                return Err(format!(
+                    "call `{}` is not waiting for approval (it may have been decided already); the waiting calls are: {}",
+                    d.call_id,
+                    ids.join(", ")
+                ));
+            }
+            if decided
+                .insert(d.call_id.clone(), d.decision.clone())
+                .is_some()
+            {
+                return Err(format!("call `{}` has two decisions; send one", d.call_id));
+            }
+        }
+        for call in &mut calls {
+            match decided.get(&call.id) {
+                Some(Decision::Edit { arguments }) => {
+                    if !arguments.is_object() {
+                        return Err(format!(
+                            "the edited arguments of call `{}` must be a JSON object",
+                            call.id
+                        ));
+                    }
+                    call.arguments = arguments.to_string();
+                    self.pending_notes.push(format!(
+                        "{} The user changed the arguments of your `{}` call ({}) before it ran; it ran with: {}",
+                        Message::NOTE_MARK,
+                        call.name,
+                        call.id,
+                        call.arguments
+                    ));
+                }
+                Some(_) => {}
+                None => {
+                    let semantics = self.toolbox().semantics(&call.name);
+                    if let Some(semantics) = semantics
+                        && self
+                            .approval
+                            .needs_approval(&call.name, semantics)
+                            .is_some()
+                    {
+                        return Err(format!(
+                            "call `{}` (`{}`) needs a decision: approve, reject or edit",
+                            call.id, call.name
+                        ));
+                    }
+                }
+            }
+        }
+        self.decisions = decided;
+        Ok((calls, text))
+    }
+}
+
+/// Why a resume with decisions was refused when the conversation waits for nothing.
+const NOTHING_WAITS: &str = "nothing is waiting for approval: the conversation does not end with tool calls \
+     that wait for a decision (a second resume of the same calls is refused, so each runs once)";
 
 #[cfg(test)]
 mod tests {

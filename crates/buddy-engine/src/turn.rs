@@ -7,14 +7,13 @@ use std::time::{Duration, Instant};
 
 use buddy_core::{
     ChatEvent, CompletionRequest, Evidence, FinishReason, GuardAction, GuardKind, Message,
-    MessageSink, PendingCall, Provider, StopReason, ToolCall, ToolChoice, ToolSpec, Toolbox,
-    TurnStats, Usage,
+    MessageSink, Provider, StopReason, ToolChoice, ToolSpec, Toolbox, TurnStats, Usage,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use crate::approval::{ApprovalRules, CallDecision, Decision, Resume};
+use crate::approval::{ApprovalRules, Decision, Resume};
 use crate::context::{
     Overflow, TokenCounter, counter_for_model, default_reserve, default_window, fit,
 };
@@ -562,131 +561,6 @@ impl<'e> Turn<'e> {
         self.outcome(StopReason::ClientToolCalls, Some(text), None)
     }
 
-    /// The calls of a reply that need a person's approval, with why; calls to unknown
-    /// tools need none (they fail anyway).
-    pub(crate) fn calls_needing_approval(&self, calls: &[ToolCall]) -> Vec<PendingCall> {
-        calls
-            .iter()
-            .filter(|c| !self.decisions.contains_key(&c.id))
-            .filter_map(|c| {
-                let semantics = self.toolbox().semantics(&c.name)?;
-                let why = self.approval.needs_approval(&c.name, semantics)?;
-                Some(PendingCall {
-                    id: c.id.clone(),
-                    name: c.name.clone(),
-                    arguments: c.arguments.clone(),
-                    why,
-                })
-            })
-            .collect()
-    }
-
-    /// Ends the turn `approval_required`: the call message is recorded with no results
-    /// (that open round is the durable pause) and the pending calls are announced.
-    async fn pause_for_approval(
-        &mut self,
-        text: String,
-        calls: Vec<ToolCall>,
-        waiting: Vec<PendingCall>,
-    ) -> TurnOutcome {
-        self.push(Message::Assistant {
-            content: non_empty(text.clone()),
-            tool_calls: calls,
-        })
-        .await;
-        if let Some(outcome) = self.stop_if_unrecorded().await {
-            return outcome;
-        }
-        self.events
-            .emit(ChatEvent::ApprovalRequired { calls: waiting })
-            .await;
-        self.stats.elapsed_ms = self.elapsed_ms();
-        self.events
-            .emit(ChatEvent::Done {
-                reason: StopReason::ApprovalRequired,
-                answer: text.clone(),
-                stats: self.stats,
-            })
-            .await;
-        self.outcome(StopReason::ApprovalRequired, Some(text), None)
-    }
-
-    /// The round a resume with decisions answers: the calls of the history's last
-    /// message, all still open, with edited arguments applied. Refused (the message
-    /// says why) when nothing waits, a decision names a call that is not waiting, or a
-    /// call that needs approval has no decision.
-    fn pending_round(
-        &mut self,
-        decisions: &[CallDecision],
-    ) -> Result<(Vec<ToolCall>, String), String> {
-        let Some(Message::Assistant {
-            content,
-            tool_calls,
-        }) = self.history.last()
-        else {
-            return Err(NOTHING_WAITS.to_owned());
-        };
-        if tool_calls.is_empty() {
-            return Err(NOTHING_WAITS.to_owned());
-        }
-        let mut calls = tool_calls.clone();
-        let text = content.clone().unwrap_or_default();
-        let mut decided: HashMap<String, Decision> = HashMap::new();
-        for d in decisions {
-            if !calls.iter().any(|c| c.id == d.call_id) {
-                let ids: Vec<&str> = calls.iter().map(|c| c.id.as_str()).collect();
-                return Err(format!(
-                    "call `{}` is not waiting for approval (it may have been decided already); the waiting calls are: {}",
-                    d.call_id,
-                    ids.join(", ")
-                ));
-            }
-            if decided
-                .insert(d.call_id.clone(), d.decision.clone())
-                .is_some()
-            {
-                return Err(format!("call `{}` has two decisions; send one", d.call_id));
-            }
-        }
-        for call in &mut calls {
-            match decided.get(&call.id) {
-                Some(Decision::Edit { arguments }) => {
-                    if !arguments.is_object() {
-                        return Err(format!(
-                            "the edited arguments of call `{}` must be a JSON object",
-                            call.id
-                        ));
-                    }
-                    call.arguments = arguments.to_string();
-                    self.pending_notes.push(format!(
-                        "{} The user changed the arguments of your `{}` call ({}) before it ran; it ran with: {}",
-                        Message::NOTE_MARK,
-                        call.name,
-                        call.id,
-                        call.arguments
-                    ));
-                }
-                Some(_) => {}
-                None => {
-                    let semantics = self.toolbox().semantics(&call.name);
-                    if let Some(semantics) = semantics
-                        && self
-                            .approval
-                            .needs_approval(&call.name, semantics)
-                            .is_some()
-                    {
-                        return Err(format!(
-                            "call `{}` (`{}`) needs a decision: approve, reject or edit",
-                            call.id, call.name
-                        ));
-                    }
-                }
-            }
-        }
-        self.decisions = decided;
-        Ok((calls, text))
-    }
-
     /// Warns when tools were offered, none was ever called, and the reply writes a call
     /// as text: the signature of a model server that ignores `tools` (llama-cpp-python
     /// without `tool_choice`), which would otherwise end `completed` with no sign of it.
@@ -1091,7 +965,8 @@ impl<'e> Turn<'e> {
         self.history.push(message);
     }
 
-    fn elapsed_ms(&self) -> u64 {
+    /// Milliseconds since the turn started.
+    pub(crate) fn elapsed_ms(&self) -> u64 {
         u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
@@ -1196,7 +1071,8 @@ impl<'e> Turn<'e> {
         self.outcome(StopReason::Cancelled, None, None)
     }
 
-    fn outcome(
+    /// The outcome of the turn, taking its history.
+    pub(crate) fn outcome(
         &mut self,
         reason: StopReason,
         answer: Option<String>,
@@ -1213,14 +1089,11 @@ impl<'e> Turn<'e> {
     }
 }
 
-/// Why a resume with decisions was refused when the conversation waits for nothing.
-const NOTHING_WAITS: &str = "nothing is waiting for approval: the conversation does not end with tool calls \
-     that wait for a decision (a second resume of the same calls is refused, so each runs once)";
-
 /// What the model reads when a person gives a capped turn more budget.
 const CONTINUE_NOTE: &str = "[buddy] The person gave you more budget for this task. Continue where you \
      stopped; the results above are still valid, so do not repeat calls you already made.";
 
-fn non_empty(text: String) -> Option<String> {
+/// `text`, unless it is blank.
+pub(crate) fn non_empty(text: String) -> Option<String> {
     (!text.trim().is_empty()).then_some(text)
 }
