@@ -55,6 +55,16 @@ pub(crate) fn parse_body<T: serde::de::DeserializeOwned>(
     })
 }
 
+/// The policy a request asks for (`None`: the operator's as it is); a bad one is a 400.
+pub(crate) fn request_policy(value: Option<serde_json::Value>) -> Result<PolicyPatch, AppError> {
+    match value {
+        Some(value) => {
+            PolicyPatch::from_value(value).map_err(|e| AppError::BadRequest(e.to_string()))
+        }
+        None => Ok(PolicyPatch::default()),
+    }
+}
+
 pub(crate) async fn chat(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
@@ -66,12 +76,7 @@ pub(crate) async fn chat(
             "`message` is empty; send what the user said".into(),
         ));
     }
-    let policy = match body.policy {
-        Some(value) => {
-            PolicyPatch::from_value(value).map_err(|e| AppError::BadRequest(e.to_string()))?
-        }
-        None => PolicyPatch::default(),
-    };
+    let policy = request_policy(body.policy)?;
     // A continued conversation keeps its model unless the request names another.
     let mut model = body.model;
     if let Some(id) = &body.conversation_id {
@@ -136,12 +141,7 @@ pub(crate) async fn resume(
             ));
         }
     };
-    let policy = match body.policy {
-        Some(value) => {
-            PolicyPatch::from_value(value).map_err(|e| AppError::BadRequest(e.to_string()))?
-        }
-        None => PolicyPatch::default(),
-    };
+    let policy = request_policy(body.policy)?;
     let info = owned_conversation(&state, &caller, &id).await?;
     let mut resolved = state
         .inner

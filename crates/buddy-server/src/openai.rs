@@ -19,11 +19,10 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use buddy_core::{ChatEvent, Message, StopReason, ToolCall, ToolSpec, TurnStats};
-use buddy_engine::PolicyPatch;
 use serde_json::{Value, json};
 
 use crate::auth::Caller;
-use crate::chat::parse_body;
+use crate::chat::{parse_body, request_policy};
 use crate::client_tools::with_client_tools;
 use crate::error::AppError;
 use crate::openai_wire::{ChatCompletionRequest, to_messages};
@@ -63,12 +62,7 @@ pub(crate) async fn completions(
             "`messages` has no user message".into(),
         ));
     }
-    let policy = match body.buddy_policy {
-        Some(value) => {
-            PolicyPatch::from_value(value).map_err(|e| AppError::BadRequest(e.to_string()))?
-        }
-        None => PolicyPatch::default(),
-    };
+    let policy = request_policy(body.buddy_policy)?;
     let mut resolved = state
         .inner
         .backend

@@ -21,12 +21,11 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use buddy_core::{ChatEvent, Message, StopReason, ToolCall, ToolSpec, TurnStats};
-use buddy_engine::PolicyPatch;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::auth::Caller;
-use crate::chat::parse_body;
+use crate::chat::{parse_body, request_policy};
 use crate::client_tools::with_client_tools;
 use crate::conversations::owned_conversation;
 use crate::error::AppError;
@@ -61,12 +60,7 @@ pub(crate) async fn responses(
     let body: ResponsesRequest = parse_body(&state, body)?;
     let input = input_messages(body.input.unwrap_or(Value::Null)).map_err(AppError::BadRequest)?;
     let tools = function_tools(body.tools).map_err(AppError::BadRequest)?;
-    let mut policy = match body.buddy_policy {
-        Some(value) => {
-            PolicyPatch::from_value(value).map_err(|e| AppError::BadRequest(e.to_string()))?
-        }
-        None => PolicyPatch::default(),
-    };
+    let mut policy = request_policy(body.buddy_policy)?;
     if let Some(max) = body.max_tool_calls {
         policy
             .set("max_tool_calls", json!(max))

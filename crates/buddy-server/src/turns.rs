@@ -181,16 +181,19 @@ pub(crate) async fn start_turn(
             let lease = state
                 .claim(&turn_id, Some(&id), &caller.owner, &cancel)
                 .await?;
-            // Checked under the claim: of two resumes of one pause, the second finds
-            // the pause already answered.
-            if let Some(resume) = &prelude.resume
-                && let Err(e) = check_resumable(&store, &id, resume).await
-            {
-                // Freed now, not when dropped: the client's next request must find it free.
-                lease.release().await;
-                return Err(e);
-            }
-            let history = store.load_messages(&id).await?;
+            let history = match &prelude.resume {
+                // Checked under the claim: of two resumes of one pause, the second finds
+                // the pause already answered.
+                Some(resume) => match resumable(&store, &id, resume).await {
+                    Ok(history) => history,
+                    Err(e) => {
+                        // Freed now, not when dropped: the client's next request must find it free.
+                        lease.release().await;
+                        return Err(e);
+                    }
+                },
+                None => store.load_messages(&id).await?,
+            };
             (Some(id), history, lease)
         }
         Conversation::Stored(None) => {
@@ -324,32 +327,28 @@ pub(crate) async fn start_turn(
     })
 }
 
-/// Refuses a resume that does not fit how the conversation's last turn ended: decisions
-/// need a turn paused for approval, a continue needs one stopped at a limit.
-async fn check_resumable(
+/// The history of a conversation a resume may go on with; refused when the resume does
+/// not fit how its last turn ended: decisions need a turn paused for approval, a continue
+/// needs one stopped at a limit.
+async fn resumable(
     store: &Arc<dyn Store>,
     id: &str,
     resume: &Resume,
-) -> Result<(), AppError> {
+) -> Result<Vec<Message>, AppError> {
     let detail = store
         .get_conversation(id)
         .await?
         .ok_or_else(|| AppError::NotFound(format!("conversation `{id}` does not exist")))?;
     let last = detail.turns.last().and_then(|t| t.stop_reason.clone());
     let ended = last.as_deref().unwrap_or("nothing (no turn has ended)");
+    // `interrupted` (a turn a crashed server never finished) is no stop reason: it fits neither.
+    let reason = serde_json::from_value::<StopReason>(serde_json::Value::from(ended)).ok();
     let fits = match resume {
-        Resume::Decisions(_) => ended == StopReason::ApprovalRequired.as_str(),
-        Resume::Continue => [
-            StopReason::MaxModelCalls,
-            StopReason::MaxToolCalls,
-            StopReason::TokenBudget,
-            StopReason::Deadline,
-        ]
-        .iter()
-        .any(|r| r.as_str() == ended),
+        Resume::Decisions(_) => reason == Some(StopReason::ApprovalRequired),
+        Resume::Continue => reason.is_some_and(StopReason::is_capped),
     };
     if fits {
-        return Ok(());
+        return Ok(detail.messages);
     }
     Err(AppError::Conflict(match resume {
         Resume::Decisions(_) => format!(

@@ -14,6 +14,7 @@ use buddy_store::SqliteStore;
 use buddy_testkit::{TestTool, TestToolbox};
 use serde_json::{Value, json};
 
+use super::sharing::events;
 use super::{post, send};
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
@@ -107,23 +108,6 @@ fn fresh() -> (
     let executed = tools.executed();
     let state = server(&dir.path().join("buddy.db"), &tools);
     (dir, state, executed)
-}
-
-/// The SSE events of a body: (event name, data).
-fn events(body: &str) -> Vec<(String, Value)> {
-    let mut out = Vec::new();
-    let mut name = String::new();
-    for line in body.lines() {
-        if let Some(n) = line.strip_prefix("event: ") {
-            name = n.to_owned();
-        } else if let Some(data) = line.strip_prefix("data: ") {
-            out.push((
-                name.clone(),
-                serde_json::from_str(data).unwrap_or(Value::Null),
-            ));
-        }
-    }
-    out
 }
 
 pub(super) fn last(body: &str) -> Value {
