@@ -134,15 +134,20 @@ pub(crate) fn unattended_result(name: &str) -> String {
 }
 
 impl Turn<'_> {
-    /// The calls of a reply that need a person's approval, with why; calls to unknown
-    /// tools need none (they fail anyway).
+    /// Why a call to `name` needs a person's approval, if it does; a call to an unknown
+    /// tool needs none (it fails anyway).
+    fn approval_needed(&self, name: &str) -> Option<String> {
+        let semantics = self.toolbox().semantics(name)?;
+        self.approval.needs_approval(name, semantics)
+    }
+
+    /// The calls of a reply that need a person's approval, with why.
     pub(crate) fn calls_needing_approval(&self, calls: &[ToolCall]) -> Vec<PendingCall> {
         calls
             .iter()
             .filter(|c| !self.decisions.contains_key(&c.id))
             .filter_map(|c| {
-                let semantics = self.toolbox().semantics(&c.name)?;
-                let why = self.approval.needs_approval(&c.name, semantics)?;
+                let why = self.approval_needed(&c.name)?;
                 Some(PendingCall {
                     id: c.id.clone(),
                     name: c.name.clone(),
@@ -239,20 +244,13 @@ impl Turn<'_> {
                     ));
                 }
                 Some(_) => {}
-                None => {
-                    let semantics = self.toolbox().semantics(&call.name);
-                    if let Some(semantics) = semantics
-                        && self
-                            .approval
-                            .needs_approval(&call.name, semantics)
-                            .is_some()
-                    {
-                        return Err(format!(
-                            "call `{}` (`{}`) needs a decision: approve, reject or edit",
-                            call.id, call.name
-                        ));
-                    }
+                None if self.approval_needed(&call.name).is_some() => {
+                    return Err(format!(
+                        "call `{}` (`{}`) needs a decision: approve, reject or edit",
+                        call.id, call.name
+                    ));
                 }
+                None => {}
             }
         }
         self.decisions = decided;

@@ -72,11 +72,8 @@ impl Turn<'_> {
         let instruction = finalize_instruction(&detail);
         // Tools stay defined but not callable: some APIs (Anthropic) refuse a history with
         // tool blocks and no tool definitions; providers without `tool_choice` drop them.
-        let live = self.live_toolbox();
-        let all_tools = match &live {
-            Some(toolbox) => toolbox.specs(),
-            None => self.base_toolbox().specs(),
-        };
+        let toolbox = self.toolbox_handle();
+        let all_tools = toolbox.specs();
         let defined = (!all_tools.is_empty()).then_some(all_tools);
         match self.model_call(defined, Some(&instruction)).await {
             Ok(reply) => {

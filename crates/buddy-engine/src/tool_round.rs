@@ -684,11 +684,7 @@ impl Turn<'_> {
     /// in call order. Calls still running when the turn is cancelled or its deadline
     /// passes get an error result, so the history stays valid.
     async fn run_slots(&mut self, slots: &mut [Slot], round: &mut Round) -> Option<Interrupted> {
-        let live = self.live_toolbox();
-        let toolbox: &dyn buddy_core::Toolbox = match &live {
-            Some(toolbox) => &**toolbox,
-            None => self.base_toolbox(),
-        };
+        let toolbox = self.toolbox_handle();
         let cancel = self.cancel.clone();
         let deadline = self.deadline;
         let parallel = usize::try_from(self.policy.max_parallel_tools)

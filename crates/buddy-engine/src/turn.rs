@@ -55,6 +55,24 @@ impl FinalizeCause {
     }
 }
 
+/// The toolbox of a turn: the engine's own, or the latest generation of one whose tools
+/// change (MCP list changes).
+pub(crate) enum ToolboxHandle<'e> {
+    Base(&'e dyn Toolbox),
+    Live(Arc<dyn Toolbox>),
+}
+
+impl<'e> std::ops::Deref for ToolboxHandle<'e> {
+    type Target = dyn Toolbox + 'e;
+
+    fn deref(&self) -> &Self::Target {
+        match self {
+            ToolboxHandle::Base(toolbox) => *toolbox,
+            ToolboxHandle::Live(toolbox) => &**toolbox,
+        }
+    }
+}
+
 /// Where the state machine goes after a step.
 pub(crate) enum Step {
     Continue,
@@ -620,18 +638,16 @@ impl<'e> Turn<'e> {
             return None;
         }
         self.follow_tool_changes().await;
-        let live = self.live.as_ref().map(|(_, t)| Arc::clone(t));
-        let base: &'e [ToolSpec] = self.base_toolbox.specs();
-        let all: &[ToolSpec] = match &live {
-            Some(toolbox) => toolbox.specs(),
-            None => base,
-        };
         // The usual case borrows the toolbox's own list: no copy per model call.
-        let specs =
-            if live.is_none() && self.guards.withdrawn.is_empty() && !self.policy.finish_tool {
-                Cow::Borrowed(base)
-            } else {
-                let mut specs: Vec<ToolSpec> = all
+        let specs = match self.toolbox_handle() {
+            ToolboxHandle::Base(base)
+                if self.guards.withdrawn.is_empty() && !self.policy.finish_tool =>
+            {
+                Cow::Borrowed(base.specs())
+            }
+            toolbox => {
+                let mut specs: Vec<ToolSpec> = toolbox
+                    .specs()
                     .iter()
                     .filter(|s| !self.guards.withdrawn.contains_key(&s.name))
                     .cloned()
@@ -640,7 +656,8 @@ impl<'e> Turn<'e> {
                     specs.push(finish_tool_spec());
                 }
                 Cow::Owned(specs)
-            };
+            }
+        };
         (!specs.is_empty()).then_some(specs)
     }
 
@@ -652,14 +669,13 @@ impl<'e> Turn<'e> {
         }
     }
 
-    /// The toolbox the engine was built with.
-    pub(crate) fn base_toolbox(&self) -> &'e dyn Toolbox {
-        self.base_toolbox
-    }
-
-    /// The latest generation of a toolbox whose tools can change, shared.
-    pub(crate) fn live_toolbox(&self) -> Option<Arc<dyn Toolbox>> {
-        self.live.as_ref().map(|(_, t)| Arc::clone(t))
+    /// The toolbox calls go to, held apart from the turn (for work that also changes
+    /// the turn, such as running calls while recording their results).
+    pub(crate) fn toolbox_handle(&self) -> ToolboxHandle<'e> {
+        match &self.live {
+            Some((_, toolbox)) => ToolboxHandle::Live(Arc::clone(toolbox)),
+            None => ToolboxHandle::Base(self.base_toolbox),
+        }
     }
 
     /// Switches to the toolbox's latest generation when its tools changed (an MCP server
