@@ -226,8 +226,14 @@ impl McpSource {
             .collect())
     }
 
+    /// Stops a server that failed to start (after `initialize`) and says why.
     async fn startup_failed(&self, message: String) -> McpError {
         self.disconnect().await;
+        self.down_at_startup(message)
+    }
+
+    /// Marks the server down with a startup failure and says why.
+    fn down_at_startup(&self, message: String) -> McpError {
         self.set_state(ServerState::Down(message.clone()));
         McpError::Startup {
             server: self.config.name.clone(),
@@ -287,24 +293,8 @@ impl McpSource {
         };
         let client = match started {
             Ok(Ok(client)) => client,
-            Ok(Err(e)) => {
-                let message = format!("initialize failed: {e}");
-                self.set_state(ServerState::Down(message.clone()));
-                return Err(McpError::Startup {
-                    server: name,
-                    secs,
-                    message,
-                });
-            }
-            Err(_) => {
-                let message = "no answer to initialize".to_owned();
-                self.set_state(ServerState::Down(message.clone()));
-                return Err(McpError::Startup {
-                    server: name,
-                    secs,
-                    message,
-                });
-            }
+            Ok(Err(e)) => return Err(self.down_at_startup(format!("initialize failed: {e}"))),
+            Err(_) => return Err(self.down_at_startup("no answer to initialize".to_owned())),
         };
         let (server, protocol) = match client.peer_info() {
             Some(info) => (

@@ -168,15 +168,10 @@ pub(crate) fn role(message: &Message) -> &'static str {
     }
 }
 
-/// A conversation's title: its first user message, shortened.
+/// A conversation's title from its stored first user message (see [`first_user_title`]).
 pub(crate) fn title(first_user: Option<&str>) -> Result<String, StoreError> {
     match first_user {
-        Some(body) => Ok(decode::<Message>(body)?
-            .text()
-            .unwrap_or_default()
-            .chars()
-            .take(80)
-            .collect()),
+        Some(body) => Ok(first_user_title(&[decode::<Message>(body)?])),
         None => Ok(String::new()),
     }
 }
