@@ -105,10 +105,8 @@ fn edit_runs_the_write_with_new_arguments() {
 fn a_run_without_a_terminal_refuses_the_write_and_still_answers() {
     let dir = tempfile::tempdir().unwrap();
     let scenario = writer(dir.path());
-    let out = Command::new(env!("CARGO_BIN_EXE_buddy"))
+    let out = super::buddy(dir.path())
         .args(run_args(&scenario))
-        .current_dir(dir.path())
-        .env_remove("RUST_LOG")
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -128,10 +126,8 @@ fn a_run_without_a_terminal_refuses_the_write_and_still_answers() {
         "[approval.skills]\nwrite_file = \"never\"\n",
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_buddy"))
+    let out = super::buddy(dir.path())
         .args(run_args(&scenario))
-        .current_dir(dir.path())
-        .env_remove("RUST_LOG")
         .stdin(Stdio::null())
         .output()
         .unwrap();

@@ -1,25 +1,12 @@
 //! The real `buddy` binary: exit codes, output streams, config, environment, signals.
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use buddy_core::{ChatEvent, StopReason};
 
-use super::scenarios_dir;
-
-/// `buddy` with a clean slate: run in `cwd`, no inherited BUDDY_* variables.
-fn buddy(cwd: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_buddy"));
-    cmd.current_dir(cwd).env_remove("RUST_LOG");
-    for (key, _) in std::env::vars() {
-        if key.starts_with("BUDDY_") {
-            cmd.env_remove(key);
-        }
-    }
-    cmd
-}
+use super::{buddy, scenarios_dir};
 
 fn scenario(name: &str) -> String {
     scenarios_dir()

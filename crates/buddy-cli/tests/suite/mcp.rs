@@ -2,7 +2,7 @@
 //! the real `mcp-server-time` (installed, pinned, by scripts/test.sh).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 
 fn time_server() -> String {
     let path = std::env::var_os("BUDDY_MCP_TIME")
@@ -22,10 +22,8 @@ fn time_server() -> String {
 }
 
 fn buddy(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_buddy"))
+    super::buddy(dir)
         .args(args)
-        .current_dir(dir)
-        .env_remove("RUST_LOG")
         .stdin(Stdio::null())
         .output()
         .unwrap()

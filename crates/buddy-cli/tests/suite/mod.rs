@@ -20,6 +20,18 @@ use buddy_providers::Scenario;
 use buddy_skills::Sandbox;
 
 /// The repository's `scenarios/` directory.
+/// `buddy` with a clean slate: run in `cwd`, no inherited BUDDY_* variables.
+pub fn buddy(cwd: &std::path::Path) -> std::process::Command {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_buddy"));
+    cmd.current_dir(cwd).env_remove("RUST_LOG");
+    for (key, _) in std::env::vars() {
+        if key.starts_with("BUDDY_") {
+            cmd.env_remove(key);
+        }
+    }
+    cmd
+}
+
 pub fn scenarios_dir() -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios"))
 }
