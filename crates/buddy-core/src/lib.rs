@@ -13,7 +13,9 @@ mod token;
 
 pub use event::{ChatEvent, Evidence, GuardAction, GuardKind, PendingCall};
 pub use message::{Message, ToolCall, ToolSpec};
-pub use provider::{Completion, CompletionRequest, Provider, ProviderError, ToolChoice};
+pub use provider::{
+    CallPurpose, Completion, CompletionRequest, Provider, ProviderError, ToolChoice,
+};
 pub use skill::{
     MessageSink, RecordError, RepeatSemantics, Skill, SkillContext, SkillError, ToolOutcome,
     Toolbox,

@@ -18,6 +18,20 @@ pub enum ToolChoice {
     Required,
 }
 
+/// Why the engine makes a model call. Providers ignore it; it names the call for
+/// recordings, logs and traces.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallPurpose {
+    /// A round of the turn: the model answers or calls tools.
+    #[default]
+    Turn,
+    /// The last call, without tools, that asks for the final answer.
+    Finalize,
+    /// The model's reply had no answer; it is asked again with a short note.
+    Reask,
+}
+
 /// One model call. Borrows the history so the engine never copies it per iteration.
 ///
 /// `tools: None` is a plain chat request and must behave exactly like one.
@@ -31,6 +45,8 @@ pub struct CompletionRequest<'a> {
     pub tools: Option<&'a [ToolSpec]>,
     pub tool_choice: Option<ToolChoice>,
     pub max_output_tokens: Option<u32>,
+    /// Why the call is made.
+    pub purpose: CallPurpose,
 }
 
 impl<'a> CompletionRequest<'a> {
@@ -42,6 +58,7 @@ impl<'a> CompletionRequest<'a> {
             tools: None,
             tool_choice: None,
             max_output_tokens: None,
+            purpose: CallPurpose::Turn,
         }
     }
 

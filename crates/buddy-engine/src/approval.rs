@@ -8,12 +8,11 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use buddy_core::{ChatEvent, Message, PendingCall, RepeatSemantics, StopReason, ToolCall};
+use buddy_core::{Message, PendingCall, RepeatSemantics, ToolCall};
 use serde::{Deserialize, Serialize};
 
-use crate::engine::TurnOutcome;
 use crate::glob::glob_match;
-use crate::turn::{Turn, non_empty};
+use crate::words;
 
 /// When a skill's calls need approval.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -42,7 +41,8 @@ impl ApprovalMode {
 
 /// The approval policy of a turn: a mode for every skill, per-skill overrides (glob
 /// patterns, the longest matching pattern wins), and whether anyone can be asked.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ApprovalRules {
     pub mode: ApprovalMode,
     pub skills: BTreeMap<String, ApprovalMode>,
@@ -117,145 +117,118 @@ pub enum Resume {
     Continue,
 }
 
-/// What the model reads for a rejected call.
-pub(crate) fn rejected_result(reason: Option<&str>) -> String {
-    match reason.map(str::trim).filter(|r| !r.is_empty()) {
-        Some(reason) => format!("not run: the user rejected this call: {reason}"),
-        None => "not run: the user rejected this call".to_owned(),
-    }
-}
-
-/// What the model reads for a call nobody could approve.
-pub(crate) fn unattended_result(name: &str) -> String {
-    format!(
-        "not run: `{name}` needs a person's approval and nobody can give it in this run; \
-         do the task without it (for example, give the text in your answer instead of writing a file)"
-    )
-}
-
-impl Turn<'_> {
-    /// Why a call to `name` needs a person's approval, if it does; a call to an unknown
-    /// tool needs none (it fails anyway).
-    fn approval_needed(&self, name: &str) -> Option<String> {
-        let semantics = self.toolbox().semantics(name)?;
-        self.approval.needs_approval(name, semantics)
-    }
-
-    /// The calls of a reply that need a person's approval, with why.
-    pub(crate) fn calls_needing_approval(&self, calls: &[ToolCall]) -> Vec<PendingCall> {
-        calls
-            .iter()
-            .filter(|c| !self.decisions.contains_key(&c.id))
-            .filter_map(|c| {
-                let why = self.approval_needed(&c.name)?;
-                Some(PendingCall {
-                    id: c.id.clone(),
-                    name: c.name.clone(),
-                    arguments: c.arguments.clone(),
-                    why,
-                })
+/// The calls of a reply that need a person's approval, with why. `semantics` gives a
+/// skill's semantics (`None` for an unknown tool, which needs none: it fails anyway);
+/// calls already decided are not asked about again.
+pub(crate) fn calls_needing_approval(
+    rules: &ApprovalRules,
+    calls: &[ToolCall],
+    semantics: impl Fn(&str) -> Option<RepeatSemantics>,
+    decided: &HashMap<String, Decision>,
+) -> Vec<PendingCall> {
+    calls
+        .iter()
+        .filter(|c| !decided.contains_key(&c.id))
+        .filter_map(|c| {
+            let why = rules.needs_approval(&c.name, semantics(&c.name)?)?;
+            Some(PendingCall {
+                id: c.id.clone(),
+                name: c.name.clone(),
+                arguments: c.arguments.clone(),
+                why,
             })
-            .collect()
-    }
-
-    /// Ends the turn `approval_required`: the call message is recorded with no results
-    /// (that open round is the durable pause) and the pending calls are announced.
-    pub(crate) async fn pause_for_approval(
-        &mut self,
-        text: String,
-        calls: Vec<ToolCall>,
-        waiting: Vec<PendingCall>,
-    ) -> TurnOutcome {
-        self.push(Message::Assistant {
-            content: non_empty(text.clone()),
-            tool_calls: calls,
         })
-        .await;
-        if let Some(outcome) = self.stop_if_unrecorded().await {
-            return outcome;
-        }
-        self.events
-            .emit(ChatEvent::ApprovalRequired { calls: waiting })
-            .await;
-        self.stats.elapsed_ms = self.elapsed_ms();
-        self.events
-            .emit(ChatEvent::Done {
-                reason: StopReason::ApprovalRequired,
-                answer: text.clone(),
-                stats: self.stats,
-            })
-            .await;
-        self.outcome(StopReason::ApprovalRequired, Some(text), None)
-    }
+        .collect()
+}
 
-    /// The round a resume with decisions answers: the calls of the history's last
-    /// message, all still open, with edited arguments applied. Refused (the message
-    /// says why) when nothing waits, a decision names a call that is not waiting, or a
-    /// call that needs approval has no decision.
-    pub(crate) fn pending_round(
-        &mut self,
-        decisions: &[CallDecision],
-    ) -> Result<(Vec<ToolCall>, String), String> {
-        let Some(Message::Assistant {
-            content,
-            tool_calls,
-        }) = self.history.last()
-        else {
-            return Err(NOTHING_WAITS.to_owned());
-        };
-        if tool_calls.is_empty() {
-            return Err(NOTHING_WAITS.to_owned());
+/// The round a resume with decisions answers.
+#[derive(Debug)]
+pub(crate) struct ResumedRound {
+    /// The waiting calls, with edited arguments applied.
+    pub calls: Vec<ToolCall>,
+    /// The text the model wrote beside them.
+    pub text: String,
+    /// Each decision, by call id.
+    pub decided: HashMap<String, Decision>,
+    /// Notes for the model (the arguments a person changed).
+    pub notes: Vec<String>,
+}
+
+/// The round a resume with decisions answers: the calls of the history's last message,
+/// all still open, with edited arguments applied. Refused (the message says why) when
+/// nothing waits, a decision names a call that is not waiting, or a call that needs
+/// approval has no decision.
+pub(crate) fn resumed_round(
+    history: &[Message],
+    decisions: &[CallDecision],
+    rules: &ApprovalRules,
+    semantics: impl Fn(&str) -> Option<RepeatSemantics>,
+) -> Result<ResumedRound, String> {
+    let Some(Message::Assistant {
+        content,
+        tool_calls,
+    }) = history.last()
+    else {
+        return Err(NOTHING_WAITS.to_owned());
+    };
+    if tool_calls.is_empty() {
+        return Err(NOTHING_WAITS.to_owned());
+    }
+    let mut calls = tool_calls.clone();
+    let text = content.clone().unwrap_or_default();
+    let mut decided: HashMap<String, Decision> = HashMap::new();
+    for d in decisions {
+        if !calls.iter().any(|c| c.id == d.call_id) {
+            let ids: Vec<&str> = calls.iter().map(|c| c.id.as_str()).collect();
+            return Err(format!(
+                "call `{}` is not waiting for approval (it may have been decided already); the waiting calls are: {}",
+                d.call_id,
+                ids.join(", ")
+            ));
         }
-        let mut calls = tool_calls.clone();
-        let text = content.clone().unwrap_or_default();
-        let mut decided: HashMap<String, Decision> = HashMap::new();
-        for d in decisions {
-            if !calls.iter().any(|c| c.id == d.call_id) {
-                let ids: Vec<&str> = calls.iter().map(|c| c.id.as_str()).collect();
-                return Err(format!(
-                    "call `{}` is not waiting for approval (it may have been decided already); the waiting calls are: {}",
-                    d.call_id,
-                    ids.join(", ")
+        if decided
+            .insert(d.call_id.clone(), d.decision.clone())
+            .is_some()
+        {
+            return Err(format!("call `{}` has two decisions; send one", d.call_id));
+        }
+    }
+    let mut notes = Vec::new();
+    for call in &mut calls {
+        match decided.get(&call.id) {
+            Some(Decision::Edit { arguments }) => {
+                if !arguments.is_object() {
+                    return Err(format!(
+                        "the edited arguments of call `{}` must be a JSON object",
+                        call.id
+                    ));
+                }
+                call.arguments = arguments.to_string();
+                notes.push(words::edited_call_note(
+                    &call.name,
+                    &call.id,
+                    &call.arguments,
                 ));
             }
-            if decided
-                .insert(d.call_id.clone(), d.decision.clone())
-                .is_some()
+            Some(_) => {}
+            None if semantics(&call.name)
+                .and_then(|s| rules.needs_approval(&call.name, s))
+                .is_some() =>
             {
-                return Err(format!("call `{}` has two decisions; send one", d.call_id));
+                return Err(format!(
+                    "call `{}` (`{}`) needs a decision: approve, reject or edit",
+                    call.id, call.name
+                ));
             }
+            None => {}
         }
-        for call in &mut calls {
-            match decided.get(&call.id) {
-                Some(Decision::Edit { arguments }) => {
-                    if !arguments.is_object() {
-                        return Err(format!(
-                            "the edited arguments of call `{}` must be a JSON object",
-                            call.id
-                        ));
-                    }
-                    call.arguments = arguments.to_string();
-                    self.pending_notes.push(format!(
-                        "{} The user changed the arguments of your `{}` call ({}) before it ran; it ran with: {}",
-                        Message::NOTE_MARK,
-                        call.name,
-                        call.id,
-                        call.arguments
-                    ));
-                }
-                Some(_) => {}
-                None if self.approval_needed(&call.name).is_some() => {
-                    return Err(format!(
-                        "call `{}` (`{}`) needs a decision: approve, reject or edit",
-                        call.id, call.name
-                    ));
-                }
-                None => {}
-            }
-        }
-        self.decisions = decided;
-        Ok((calls, text))
     }
+    Ok(ResumedRound {
+        calls,
+        text,
+        decided,
+        notes,
+    })
 }
 
 /// Why a resume with decisions was refused when the conversation waits for nothing.

@@ -10,23 +10,35 @@
 //! [`StopReason`]: buddy_core::StopReason
 
 mod approval;
-mod ceiling;
 pub mod context;
 mod emitter;
 mod engine;
-mod finalize;
 mod glob;
 pub mod guards;
 mod history_check;
+mod judge;
+mod ledger;
+mod machine;
 mod model_call;
 mod policy;
-mod tool_round;
-mod turn;
+mod replay;
+mod request;
+mod tape;
+mod words;
 
 pub use approval::{ApprovalMode, ApprovalRules, CallDecision, Decision, Resume};
-pub use ceiling::Raised;
-pub use engine::{Engine, TurnOutcome, TurnRequest};
+pub use engine::Engine;
 pub use glob::glob_match;
 pub use history_check::{HistoryError, check_history};
-pub use policy::{LoopPolicy, OnLimit, PolicyConfig, PolicyError, PolicyPatch};
+pub use policy::{
+    Ceiling, Check, Field, Flag, LoopPolicy, OnLimit, POLICY_FIELDS, PolicyConfig, PolicyError,
+    PolicyPatch, Raised,
+};
+pub use replay::{
+    Beyond, Comparison, Recording, Side, StoppedBy, TapeError, TripAt, Wanted, replay,
+};
+pub use request::{TurnOutcome, TurnRequest};
+pub use tape::{
+    Interruption, TAPE_VERSION, Tape, TapeCalls, TapeEnd, TapeEntry, TapeStep, TapeTool,
+};
 pub use tokio_util::sync::CancellationToken;

@@ -19,8 +19,11 @@ pub(crate) struct Reply {
     pub tool_calls: Vec<ToolCall>,
     pub finish: Option<FinishReason>,
     pub usage: Option<Usage>,
-    /// The text started repeating itself and was cut: `text` keeps one copy of the chunk.
-    pub chanted: bool,
+    /// The text started repeating itself and was cut: `text` keeps one copy of the chunk,
+    /// and this holds the text as it had streamed when it was cut.
+    pub chanted: Option<String>,
+    /// The tape step that records this reply.
+    pub tape_step: usize,
 }
 
 /// Why a model call did not produce a reply.
@@ -64,8 +67,8 @@ pub(crate) async fn stream_reply(
                     reply.text.push_str(&text);
                     events.emit(ChatEvent::TextDelta { text }).await;
                     if let Some(keep) = chant.as_mut().and_then(|c| c.check(&reply.text)) {
+                        reply.chanted = Some(reply.text.clone());
                         reply.text.truncate(keep);
-                        reply.chanted = true;
                         break;
                     }
                 }

@@ -144,7 +144,11 @@ fn turn_policy(
     let asked = policies
         .resolve(&resolved.model, &[&resolved.policy, request_policy])
         .map_err(bad)?;
-    let raised = asked.raised_above(&ceiling, state.inner.settings.allow_loop_detection_off);
+    let raised = asked.raised_above(
+        &ceiling,
+        &resolved.model,
+        state.inner.settings.allow_loop_detection_off,
+    );
     if !raised.is_empty() {
         let list: Vec<String> = raised.iter().map(ToString::to_string).collect();
         return Err(AppError::BadRequest(format!(

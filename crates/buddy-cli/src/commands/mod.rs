@@ -13,7 +13,7 @@ mod setup;
 use std::path::PathBuf;
 
 use anyhow::Context;
-use buddy_engine::{OnLimit, PolicyPatch};
+use buddy_engine::{Flag, LoopPolicy, POLICY_FIELDS, PolicyPatch};
 use clap::Args;
 use serde_json::Value;
 
@@ -25,113 +25,116 @@ pub use mcp::{McpArgs, mcp};
 pub use run::{RunArgs, run};
 pub use serve::{ServeArgs, serve};
 
-/// Flags that override the loop policy (after buddy.toml and BUDDY_* variables).
-#[derive(Args, Debug, Default, Clone)]
+/// Flags that override the loop policy (after buddy.toml and BUDDY_* variables): one for
+/// each field the policy table gives a flag (`--max-model-calls`, `--on-limit`,
+/// `--no-loop-detection`, …), and `--policy FIELD=VALUE` for any field.
+#[derive(Debug, Default, Clone)]
 pub struct PolicyFlags {
-    /// Model calls per turn, the last reserved for the answer.
-    #[arg(long, value_name = "N")]
-    max_model_calls: Option<u32>,
-    /// Tool calls per turn.
-    #[arg(long, value_name = "N")]
-    max_tool_calls: Option<u32>,
-    /// Calls of any one skill per turn (0 = off).
-    #[arg(long, value_name = "N")]
-    max_calls_per_skill: Option<u32>,
-    /// Consecutive failures before a skill is withdrawn.
-    #[arg(long, value_name = "N")]
-    max_consecutive_failures: Option<u32>,
-    /// Take text at least this long beside tool calls as the final answer (0 = off).
-    #[arg(long, value_name = "CHARS")]
-    substantive_answer_chars: Option<usize>,
-    /// Offer no tools after N model calls (0 = off).
-    #[arg(long, value_name = "N")]
-    withdraw_tools_after: Option<u32>,
-    /// Token budget of the turn (0 = off).
-    #[arg(long, value_name = "TOKENS")]
-    max_turn_tokens: Option<u64>,
-    /// Deadline of the turn in milliseconds (0 = off).
-    #[arg(long, value_name = "MS")]
-    deadline_ms: Option<u64>,
-    /// What a tripped limit does: finalize (answer without tools) or error.
-    #[arg(long, value_enum)]
-    on_limit: Option<OnLimitArg>,
-    /// Trust finish_reason "stop" even when tool calls come with it.
-    #[arg(long)]
-    honor_stop: bool,
-    /// Offer a finish(answer) tool that ends the turn.
-    #[arg(long)]
-    finish_tool: bool,
-    /// Turn off repetition, cycle, near-duplicate and repeated-answer detection.
-    #[arg(long)]
-    no_loop_detection: bool,
-    /// Any policy field, as FIELD=VALUE (repeatable), e.g. --policy poll_patience=8.
-    #[arg(long = "policy", value_name = "FIELD=VALUE")]
+    /// (field, value as given) for each table flag that was set, in table order.
+    set: Vec<(&'static str, Value)>,
+    /// `--policy FIELD=VALUE`, in the order given.
     fields: Vec<String>,
 }
 
-#[derive(Clone, Copy, Debug, clap::ValueEnum)]
-enum OnLimitArg {
-    Finalize,
-    Error,
+/// Id of `--policy`.
+const POLICY_ARG: &str = "policy";
+
+impl clap::FromArgMatches for PolicyFlags {
+    fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        let mut flags = PolicyFlags::default();
+        flags.update_from_arg_matches(matches)?;
+        Ok(flags)
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
+        for field in POLICY_FIELDS {
+            let value = match field.flag {
+                Flag::None => None,
+                Flag::Value { .. } | Flag::Choice { .. } => matches
+                    .get_one::<String>(field.name)
+                    .map(|raw| json_or_string(raw)),
+                Flag::Switch { .. } => matches.get_flag(field.name).then_some(Value::Bool(true)),
+                Flag::Negated { .. } => matches.get_flag(field.name).then_some(Value::Bool(false)),
+            };
+            if let Some(value) = value {
+                self.set.retain(|(name, _)| *name != field.name);
+                self.set.push((field.name, value));
+            }
+        }
+        if let Some(values) = matches.get_many::<String>(POLICY_ARG) {
+            self.fields = values.cloned().collect();
+        }
+        Ok(())
+    }
+}
+
+impl clap::Args for PolicyFlags {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        use clap::{Arg, ArgAction, builder::PossibleValuesParser};
+        let mut cmd = cmd;
+        for field in POLICY_FIELDS {
+            let Some(long) = field.flag.long(field.name) else {
+                continue;
+            };
+            // clap wants 'static names; the table's flags are made once per process.
+            let long: &'static str = Box::leak(long.into_boxed_str());
+            let arg = Arg::new(field.name).long(long);
+            let arg = match field.flag {
+                Flag::Value { value_name, help } => arg.value_name(value_name).help(help),
+                Flag::Choice {
+                    value_name,
+                    choices,
+                    help,
+                } => arg
+                    .value_name(value_name)
+                    .value_parser(PossibleValuesParser::new(choices.iter().copied()))
+                    .help(help),
+                Flag::Switch { help } | Flag::Negated { help } => {
+                    arg.action(ArgAction::SetTrue).help(help)
+                }
+                Flag::None => continue,
+            };
+            cmd = cmd.arg(arg);
+        }
+        cmd.arg(
+            Arg::new(POLICY_ARG)
+                .long("policy")
+                .value_name("FIELD=VALUE")
+                .action(ArgAction::Append)
+                .help(
+                    "Any policy field, as FIELD=VALUE (repeatable), e.g. --policy poll_patience=8.",
+                ),
+        )
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
+}
+
+/// A flag's text as JSON when it parses (`8`, `true`, `null`), else as a string.
+fn json_or_string(raw: &str) -> Value {
+    serde_json::from_str(raw.trim()).unwrap_or_else(|_| Value::String(raw.trim().to_owned()))
 }
 
 impl PolicyFlags {
     /// The patch these flags describe, each value checked and named on error.
     pub fn to_patch(&self) -> anyhow::Result<PolicyPatch> {
         let mut patch = PolicyPatch::default();
-        let mut set = |field: &str, value: Value| {
+        for (field, value) in &self.set {
+            let flag = LoopPolicy::field(field)
+                .and_then(|f| f.flag.long(f.name))
+                .unwrap_or_else(|| (*field).to_owned());
             patch
-                .set(field, value)
-                .with_context(|| format!("--{}", field.replace('_', "-")))
-        };
-        if let Some(v) = self.max_model_calls {
-            set("max_model_calls", v.into())?;
-        }
-        if let Some(v) = self.max_tool_calls {
-            set("max_tool_calls", v.into())?;
-        }
-        if let Some(v) = self.max_calls_per_skill {
-            set("max_calls_per_skill", v.into())?;
-        }
-        if let Some(v) = self.max_consecutive_failures {
-            set("max_consecutive_failures", v.into())?;
-        }
-        if let Some(v) = self.substantive_answer_chars {
-            set("substantive_answer_chars", v.into())?;
-        }
-        if let Some(v) = self.withdraw_tools_after {
-            set("withdraw_tools_after", v.into())?;
-        }
-        if let Some(v) = self.max_turn_tokens {
-            set("max_turn_tokens", v.into())?;
-        }
-        if let Some(v) = self.deadline_ms {
-            set("deadline_ms", v.into())?;
-        }
-        if let Some(v) = self.on_limit {
-            let on = match v {
-                OnLimitArg::Finalize => OnLimit::Finalize,
-                OnLimitArg::Error => OnLimit::Error,
-            };
-            set("on_limit", serde_json::to_value(on)?)?;
-        }
-        if self.honor_stop {
-            set("honor_stop", true.into())?;
-        }
-        if self.finish_tool {
-            set("finish_tool", true.into())?;
-        }
-        if self.no_loop_detection {
-            set("loop_detection", false.into())?;
+                .set(field, value.clone())
+                .with_context(|| format!("--{flag}"))?;
         }
         for field in &self.fields {
             let (key, raw) = field
                 .split_once('=')
                 .with_context(|| format!("--policy `{field}`: write FIELD=VALUE"))?;
-            let value = serde_json::from_str(raw.trim())
-                .unwrap_or_else(|_| Value::String(raw.trim().to_owned()));
             patch
-                .set(key.trim(), value)
+                .set(key.trim(), json_or_string(raw))
                 .with_context(|| format!("--policy `{field}`"))?;
         }
         Ok(patch)

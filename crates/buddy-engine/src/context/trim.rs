@@ -16,6 +16,7 @@ use std::borrow::Cow;
 use buddy_core::Message;
 
 use super::counter::TokenCounter;
+use crate::words;
 
 /// A history that fits, and what fitting it cost.
 #[derive(Debug)]
@@ -200,14 +201,9 @@ pub fn fit<'a>(
     })
 }
 
-/// Start of the marker a cut result ends with.
-const CUT_MARKER: &str = "\n[buddy: this result was cut from about";
-
 /// The note that tells the model earlier messages were left out.
 fn elision_note(dropped: usize) -> Message {
-    Message::system(format!(
-        "[buddy] {dropped} earlier message(s) were left out to fit the context window."
-    ))
+    Message::system(words::elision_note(dropped))
 }
 
 /// Splits the history into groups; leading system messages and the latest user message are pinned.
@@ -276,10 +272,7 @@ fn cut_result(
         return (message.clone(), tokens);
     };
     let build = |keep: usize| {
-        let text = format!(
-            "{}{CUT_MARKER} {tokens} to {target} tokens to fit the context window]",
-            &content[..keep]
-        );
+        let text = format!("{}{}", &content[..keep], words::cut_marker(tokens, target));
         let message = Message::tool_result(tool_call_id.clone(), text, *is_error);
         let size = counter.message(&message);
         (message, size)

@@ -3,11 +3,12 @@
 use std::collections::HashMap;
 
 use buddy_core::Evidence;
+use serde::{Deserialize, Serialize};
 
 use super::similarity::{args_near, same_result};
 
 /// One executed tool call and what it returned, exactly as the skill returned it.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CallRecord {
     pub call_id: String,
     pub name: String,
@@ -33,7 +34,7 @@ impl CallRecord {
 }
 
 /// The executed calls of a turn, in order.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct CallLog {
     records: Vec<CallRecord>,
     /// Keys of every call the model asked for, run or not, for cycle detection.

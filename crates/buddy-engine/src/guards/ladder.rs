@@ -19,7 +19,7 @@ pub enum Rung {
 const DECAY_AFTER_CLEAN_ROUNDS: u32 = 3;
 
 /// One turn's ladder. At most one step per model response, however many of its calls trip.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Ladder {
     level: u8,
     clean_rounds: u32,

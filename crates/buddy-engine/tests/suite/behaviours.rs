@@ -387,6 +387,14 @@ fn run(script: Script, policy: LoopPolicy) -> (Vec<ChatEvent>, TurnOutcome) {
         .expect("the turn must terminate");
     assert_event_order(&events);
     assert_history_valid(&outcome.messages);
+    // Replayed under its own policy, every generated turn does exactly what it did.
+    let replayed = runtime
+        .block_on(buddy_engine::replay(&outcome.recording(), None))
+        .expect("the recording replays");
+    assert!(
+        replayed.same_stop && replayed.beyond.is_none(),
+        "replay differs: {replayed:#?}"
+    );
     (events, outcome)
 }
 

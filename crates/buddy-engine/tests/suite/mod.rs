@@ -6,6 +6,7 @@ mod cancellation;
 mod context;
 mod limits;
 mod property;
+mod replay;
 mod routing;
 mod tool_changes;
 

@@ -127,6 +127,10 @@ proptest! {
 
         assert_event_order(&events);
         assert_history_valid(&outcome.messages);
+        let replayed = runtime
+            .block_on(buddy_engine::replay(&outcome.recording(), None))
+            .expect("the recording replays");
+        prop_assert!(replayed.same_stop && replayed.beyond.is_none(), "replay differs: {:#?}", replayed);
         prop_assert!(outcome.stats.model_calls <= policy.max_model_calls, "{:?}", outcome.stats);
         prop_assert!(outcome.stats.tool_calls <= policy.max_tool_calls, "{:?}", outcome.stats);
         match events.last() {

@@ -1,0 +1,348 @@
+//! Checks on the text that ends a turn: an answer that is empty, echoes buddy's own
+//! words, or writes a tool call as text is not taken; an answer that ignores every tool
+//! result gets them quoted after it; and buddy's own answer when the model gave none.
+
+use buddy_core::{GuardAction, GuardKind, Message, StopReason};
+
+use super::verdict::Trip;
+use crate::guards::similarity::{normalize, text_similarity};
+use crate::words;
+
+/// Longest piece of one tool result quoted in buddy's composed answer.
+const FALLBACK_RESULT_CHARS: usize = 300;
+/// Most tool results quoted in buddy's fallback answer.
+const FALLBACK_RESULTS: usize = 5;
+
+/// The model's own answer (a reply without calls) as it will stand, and the trip that
+/// says buddy replaced it, when it is a tool call written as text or an echo of buddy's
+/// notes (the turn then ends `no_answer`, quoting the tool results).
+pub(crate) fn screen(text: String, tools: &[&str]) -> (String, Option<Trip>) {
+    if text.trim().is_empty() {
+        return (text, None);
+    }
+    match rejected(&text, "", tools) {
+        Some(why) => (
+            String::new(),
+            Some(composed(format!(
+                "the reply was not used as the answer: {why}; buddy wrote the answer from the tool results"
+            ))),
+        ),
+        None => (text, None),
+    }
+}
+
+/// What becomes of the Finalize reply.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum FinalCheck {
+    /// It is the answer as it stands.
+    Use(String),
+    /// It is not used: buddy composes the answer from the tool results.
+    Compose(Trip),
+    /// It is the answer, with the tool results it ignored quoted after it.
+    Append {
+        answer: String,
+        addition: String,
+        trip: Trip,
+    },
+}
+
+/// The Finalize reply checked: empty, an echo of `instruction` or a tool call as text is
+/// not used; one that uses none of the turn's tool results gets them quoted after it.
+pub(crate) fn check_final(
+    text: String,
+    instruction: &str,
+    tools: &[&str],
+    turn_messages: &[Message],
+) -> FinalCheck {
+    if let Some(why) = rejected(&text, instruction, tools) {
+        return FinalCheck::Compose(composed(format!(
+            "the final reply was not used: {why}; buddy wrote the answer from the tool results"
+        )));
+    }
+    let results = successful_results(turn_messages);
+    if results.is_empty() || results.iter().any(|(_, r)| mentions(&text, r)) {
+        return FinalCheck::Use(text);
+    }
+    let addition = words::quoted_results_addition(&quote_results(&results));
+    FinalCheck::Append {
+        answer: format!("{}{addition}", text.trim_end()),
+        addition,
+        trip: composed("the final reply used none of the tool results; buddy quoted them after it"),
+    }
+}
+
+/// The trip that says buddy wrote (part of) the answer, and why.
+fn composed(detail: impl Into<String>) -> Trip {
+    Trip::new(
+        GuardKind::FinalAnswerCheck,
+        GuardAction::ComposedAnswer,
+        detail,
+    )
+}
+
+/// A warning when tools were offered, none was ever called, and the reply writes a call
+/// as text: the signature of a model server that ignores `tools` (llama-cpp-python
+/// without `tool_choice`), which would otherwise end `completed` with no sign of it.
+pub(crate) fn tools_ignored(
+    text: &str,
+    tools_offered: bool,
+    tool_calls_so_far: u32,
+    tools: &[&str],
+) -> Option<Trip> {
+    if !tools_offered || tool_calls_so_far > 0 || !looks_like_a_tool_call(text, tools) {
+        return None;
+    }
+    Some(Trip::new(
+        GuardKind::ToolsIgnored,
+        GuardAction::Warned,
+        format!(
+            "{} tool(s) were offered, but the model wrote a tool call as text instead of making one: \
+             the model server may be ignoring `tools`. `buddy doctor --provider NAME` checks it and \
+             names the switch to set (llama-cpp-python needs `tool_choice_auto = true`)",
+            tools.len()
+        ),
+    ))
+}
+
+/// Why a reply cannot be the answer, if it cannot: it is empty, echoes buddy's
+/// instruction, or writes a tool call as text.
+pub(crate) fn rejected(text: &str, instruction: &str, tools: &[&str]) -> Option<&'static str> {
+    let trimmed = text.trim();
+    if trimmed.is_empty() {
+        return Some("it was empty");
+    }
+    let lower = trimmed.to_lowercase();
+    let normalized = normalize(trimmed);
+    let instruction = normalize(instruction);
+    if lower.contains(&Message::NOTE_MARK.to_lowercase())
+        || words::INSTRUCTION_PHRASES.iter().any(|p| lower.contains(p))
+        || text_similarity(&normalized, &instruction) >= 0.4
+    {
+        return Some("it repeated buddy's own instruction");
+    }
+    if looks_like_a_tool_call(trimmed, tools) {
+        return Some("it was a tool call written as text");
+    }
+    None
+}
+
+/// True for text that is a tool call in disguise: JSON naming a function and its
+/// arguments, a chat template's tool-call markup, or `tool_name(...)` / `function.tool_name:`.
+pub(crate) fn looks_like_a_tool_call(text: &str, tools: &[&str]) -> bool {
+    let lower = text.to_lowercase();
+    const MARKUP: [&str; 5] = [
+        "<tool_call",
+        "<function",
+        "[tool_calls]",
+        "<|python_tag|>",
+        "\"tool_calls\"",
+    ];
+    if MARKUP.iter().any(|m| lower.contains(m)) {
+        return true;
+    }
+    if lower.contains("\"name\"")
+        && (lower.contains("\"arguments\"") || lower.contains("\"parameters\""))
+    {
+        return true;
+    }
+    // `function.name: {…}` / `functions.name(…)`, whatever the name (small models invent them).
+    for marker in ["function.", "functions."] {
+        for (at, _) in lower.match_indices(marker) {
+            let rest = &lower[at + marker.len()..];
+            let name_len = rest
+                .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-'))
+                .unwrap_or(rest.len());
+            if name_len > 0 && rest[name_len..].trim_start().starts_with([':', '(', '{']) {
+                return true;
+            }
+        }
+    }
+    let start = lower
+        .trim_start_matches(['`', ' ', '\n'])
+        .trim_start_matches("json")
+        .trim_start();
+    tools.iter().any(|tool| {
+        let tool = tool.to_lowercase();
+        lower.contains(&format!("function.{tool}"))
+            || lower.contains(&format!("functions.{tool}"))
+            || start
+                .strip_prefix(tool.as_str())
+                .is_some_and(|rest| rest.trim_start().starts_with(['(', ':', '{']))
+    })
+}
+
+/// True when some tool of this turn returned a result that is not an error.
+pub(crate) fn has_successful_results(turn_messages: &[Message]) -> bool {
+    !successful_results(turn_messages).is_empty()
+}
+
+/// The successful tool results of this turn as (tool name, result), oldest first.
+fn successful_results(turn_messages: &[Message]) -> Vec<(&str, &str)> {
+    let mut names = std::collections::HashMap::new();
+    for message in turn_messages {
+        if let Message::Assistant { tool_calls, .. } = message {
+            for call in tool_calls {
+                names.insert(call.id.as_str(), call.name.as_str());
+            }
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    turn_messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::Tool {
+                tool_call_id,
+                content,
+                is_error: false,
+            } if !content.trim().is_empty() => {
+                let name = names.get(tool_call_id.as_str()).copied().unwrap_or("tool");
+                seen.insert((name, content.as_str()))
+                    .then_some((name, content.as_str()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Words too common to show that an answer used a result.
+const COMMON_WORDS: [&str; 20] = [
+    "about", "been", "could", "from", "have", "into", "more", "only", "should", "than", "that",
+    "them", "then", "there", "they", "this", "were", "what", "which", "with",
+];
+
+/// True when `answer` shows it used `result`: it shares two of the result's distinctive
+/// words and numbers, or a third of them, or one number of two digits or more.
+fn mentions(answer: &str, result: &str) -> bool {
+    let answer = answer.to_lowercase();
+    let head: String = result
+        .chars()
+        .take(FALLBACK_RESULT_CHARS)
+        .collect::<String>()
+        .to_lowercase();
+    let mut tokens: Vec<&str> = head
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|t| {
+            let digits = t.chars().any(|c| c.is_ascii_digit());
+            (digits && !t.is_empty()) || (t.chars().count() >= 4 && !COMMON_WORDS.contains(t))
+        })
+        .collect();
+    tokens.sort_unstable();
+    tokens.dedup();
+    tokens.truncate(12);
+    if tokens.is_empty() {
+        return answer.contains(head.trim());
+    }
+    let found: Vec<&&str> = tokens.iter().filter(|t| answer.contains(**t)).collect();
+    found.len() >= 2
+        || found.len() * 3 >= tokens.len()
+        || found
+            .iter()
+            .any(|t| t.chars().filter(char::is_ascii_digit).count() >= 2)
+}
+
+/// The latest results quoted one per line, each cut to a readable length.
+fn quote_results(results: &[(&str, &str)]) -> String {
+    let skip = results.len().saturating_sub(FALLBACK_RESULTS);
+    results[skip..]
+        .iter()
+        .map(|(name, content)| {
+            let flat: String = content.split_whitespace().collect::<Vec<_>>().join(" ");
+            let mut quoted: String = flat.chars().take(FALLBACK_RESULT_CHARS).collect();
+            if quoted.len() < flat.len() {
+                quoted.push('…');
+            }
+            format!("- {name}: {quoted}")
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// buddy's own answer from this turn's tool results, for when the model gave none.
+pub(crate) fn fallback_answer(turn_messages: &[Message], reason: StopReason) -> String {
+    let results = successful_results(turn_messages);
+    let quoted = (!results.is_empty()).then(|| quote_results(&results));
+    words::fallback_answer(reason, quoted.as_deref())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use buddy_core::ToolCall;
+
+    #[test]
+    fn fallback_quotes_the_latest_successful_results() {
+        let msgs = vec![
+            Message::user("time?"),
+            Message::Assistant {
+                content: None,
+                tool_calls: vec![
+                    ToolCall::new("a", "get_time", "{}"),
+                    ToolCall::new("b", "flaky", "{}"),
+                ],
+            },
+            Message::tool_result("a", "12:00 UTC", false),
+            Message::tool_result("b", "boom", true),
+        ];
+        let text = fallback_answer(&msgs, StopReason::LoopDetected);
+        assert!(text.contains("loop_detected"), "{text}");
+        assert!(text.contains("What the tools returned"), "{text}");
+        assert!(text.contains("- get_time: 12:00 UTC"), "{text}");
+        assert!(!text.contains("boom"), "{text}");
+    }
+
+    #[test]
+    fn final_replies_that_are_no_answer_are_rejected() {
+        let instruction = words::finalize_instruction("a loop was detected");
+        let tools = ["get_time", "list_dir"];
+        let rejected = |t: &str| rejected(t, &instruction, &tools);
+        assert_eq!(rejected("  \n"), Some("it was empty"));
+        assert_eq!(
+            rejected(&instruction),
+            Some("it repeated buddy's own instruction")
+        );
+        assert_eq!(
+            rejected("Tool use has ended for this turn. I will give my final answer."),
+            Some("it repeated buddy's own instruction")
+        );
+        for call in [
+            "function.get_time: { }",
+            "function.use_default: { }",
+            "functions.lookup(city=\"Paris\")",
+            "get_time()",
+            "```json\n{\"name\": \"get_time\", \"arguments\": {}}\n```",
+            "<tool_call>{\"name\":\"list_dir\"}</tool_call>",
+        ] {
+            assert_eq!(
+                rejected(call),
+                Some("it was a tool call written as text"),
+                "{call}"
+            );
+        }
+        assert_eq!(rejected("It is 12:00 UTC; get_time said so."), None);
+        assert_eq!(rejected("The function.py module defines it."), None);
+    }
+
+    #[test]
+    fn an_answer_mentions_a_result_when_it_shares_its_words_or_numbers() {
+        assert!(mentions(
+            "It is 12:00 UTC on 22 November 2026.",
+            "2026-11-22T12:00:00Z"
+        ));
+        assert!(!mentions(
+            "The current time is 10:30 AM.",
+            "2026-11-22T19:45:12Z"
+        ));
+        assert!(mentions(
+            "The folder holds notes.md and todo.txt.",
+            "notes.md\ntodo.txt\nsrc/"
+        ));
+        assert!(mentions(
+            "Take an umbrella today (light rain); tomorrow should be dry.",
+            "Paris: 14°C, light rain, wind 20 km/h from the west."
+        ));
+        assert!(!mentions(
+            "That should be about it, from what I can see.",
+            "Paris: 14°C, light rain, wind 20 km/h from the west."
+        ));
+    }
+}

@@ -1,0 +1,85 @@
+//! What the judge remembers across the rounds of one turn: plain data that can be
+//! serialised, so a turn's judgement can be inspected, stored and replayed.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use buddy_core::GuardKind;
+use serde::{Deserialize, Serialize};
+
+use crate::guards::call_log::CallLog;
+use crate::guards::ladder::Ladder;
+use crate::policy::LoopPolicy;
+
+/// The judge of one turn: its policy and what it remembers. It does no I/O and emits
+/// nothing; the driver turns its verdicts into events and steps.
+#[derive(Clone, Debug)]
+pub(crate) struct Judge {
+    pub policy: LoopPolicy,
+    pub memory: JudgeMemory,
+}
+
+impl Judge {
+    /// A judge with no memory yet.
+    pub(crate) fn new(policy: LoopPolicy) -> Self {
+        Judge {
+            policy,
+            memory: JudgeMemory::default(),
+        }
+    }
+}
+
+/// A skill taken off the offer for the rest of the turn.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Withdrawal {
+    /// Why, in words the model reads.
+    pub why: String,
+    /// The guard that did it.
+    pub by: GuardKind,
+}
+
+/// The judge's memory of one turn.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub(crate) struct JudgeMemory {
+    /// Withdrawn skills, by name.
+    pub withdrawn: BTreeMap<String, Withdrawal>,
+    /// The guard behind the latest withdrawal, named again if it leaves no tools.
+    pub last_withdrawal_by: Option<GuardKind>,
+    /// Executed calls per skill.
+    pub calls_per_skill: BTreeMap<String, u32>,
+    /// Failures in a row per skill (the circuit breaker).
+    pub consecutive_failures: BTreeMap<String, u32>,
+    /// Every executed call and what it returned.
+    pub log: CallLog,
+    /// The escalation ladder every loop signal climbs.
+    pub ladder: Ladder,
+    /// Normalised answer texts of earlier rounds that came with tool calls.
+    pub answers: Vec<String>,
+    /// "No tools after N model calls" has been announced.
+    pub tools_withdrawn_announced: bool,
+    /// Tool rounds so far (model responses whose calls were run).
+    pub rounds: u32,
+    /// Call keys the model was already warned about: repeating one again finalizes.
+    pub signalled: BTreeSet<String>,
+    /// Skills that tripped a guard in this turn (trips on several add up).
+    pub tripped_skills: BTreeSet<String>,
+    /// Per skill: calls in a row whose arguments changed but whose result did not.
+    pub echo_streak: BTreeMap<String, u32>,
+    /// Rounds in a row in which every call only repeated an earlier one.
+    pub stale_rounds: u32,
+    /// Calls dropped from the latest reply for going over `max_calls_per_reply`.
+    pub dropped_calls: Option<usize>,
+}
+
+impl JudgeMemory {
+    /// Stops offering `name` for the rest of the turn, remembering which guard did it.
+    pub(crate) fn withdraw(&mut self, name: &str, why: String, by: GuardKind) {
+        self.withdrawn
+            .insert(name.to_owned(), Withdrawal { why, by });
+        self.last_withdrawal_by = Some(by);
+    }
+
+    /// True when `name` is withdrawn.
+    pub(crate) fn is_withdrawn(&self, name: &str) -> bool {
+        self.withdrawn.contains_key(name)
+    }
+}

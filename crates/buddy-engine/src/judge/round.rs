@@ -1,0 +1,409 @@
+//! Judging one tool round: which calls run and which are answered without running
+//! (limits, withdrawn skills, duplicates in the response, repeats of skills that are not
+//! re-run), then — as each result comes in, see `signals.rs` — what the results say, and
+//! at the end of the round where the turn goes.
+
+use std::collections::HashMap;
+
+use buddy_core::{
+    Evidence, GuardAction, GuardKind, RepeatSemantics, StopReason, ToolCall, ToolOutcome,
+};
+
+use super::memory::Judge;
+use super::verdict::{FinalizeCause, Trip, stop_for};
+use crate::approval::{ApprovalRules, Decision};
+use crate::guards::call_log::call_key;
+use crate::guards::canonical::canonical_args;
+use crate::guards::ladder::Rung;
+use crate::guards::similarity::{NEAR_ANSWER, arg_strings, normalize, text_similarity};
+use crate::judge::route::FINISH_TOOL;
+use crate::words::{self, not_run};
+
+/// What the round does with one call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Plan {
+    Run,
+    /// Not run: answered with this content.
+    Answer {
+        content: String,
+        is_error: bool,
+    },
+    /// The same call appears earlier in this response (at this slot): it shares that result.
+    SameAs(usize),
+}
+
+/// An error result that says why the call was not run.
+pub(crate) fn refused(content: String) -> Plan {
+    Plan::Answer {
+        content,
+        is_error: true,
+    }
+}
+
+/// One call of the round, as the judge sees it.
+#[derive(Clone, Debug)]
+pub(crate) struct Slot {
+    pub call: ToolCall,
+    pub canonical: String,
+    pub key: String,
+    pub arg_strings: Vec<String>,
+    pub semantics: RepeatSemantics,
+    pub plan: Plan,
+    /// The skills of the cycle this call closes (period 2..=4), if it closes one.
+    pub cycle: Option<Vec<String>>,
+}
+
+/// The judge's view of one round while it runs.
+#[derive(Debug, Default)]
+pub(crate) struct RoundJudge {
+    pub(super) number: u32,
+    /// The ladder rung this round reached; set at most once per round.
+    pub(super) rung: Option<Rung>,
+    pub(super) cause: Option<FinalizeCause>,
+    pub(super) fatal: Option<String>,
+    /// buddy's notes for the model, sent after the results in a message of their own.
+    pub(super) notes: Vec<String>,
+    /// Calls whose result was new (not a repeat of an earlier call's).
+    pub(super) fresh_calls: u32,
+    /// Calls that only repeated an earlier call, with the earlier and this call as evidence.
+    pub(super) stale: Vec<Evidence>,
+    /// Calls that brought nothing new, and how many of those failed.
+    pub(super) stale_calls: u32,
+    pub(super) failed_calls: u32,
+    /// The reply's text said what an earlier round beside tool calls already said.
+    text_repeated: bool,
+}
+
+/// What the driver tells the judge about the round.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RoundFacts<'a> {
+    /// Tool calls the turn made before this round.
+    pub tool_calls_so_far: u32,
+    /// Whether the model call that asked for these calls offered tools.
+    pub tools_offered: bool,
+    pub approval: &'a ApprovalRules,
+}
+
+/// Where the round sends the turn.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct RoundVerdict {
+    /// buddy's notes to send after the results (none once the turn is ending badly).
+    pub notes: Vec<String>,
+    /// A skill failed fatally: the turn ends `skill_failed` with this message.
+    pub fatal: Option<String>,
+    /// The turn goes to Finalize.
+    pub cause: Option<FinalizeCause>,
+}
+
+impl RoundJudge {
+    /// Opens a round for a reply with `text` beside its calls; `pending` are notes that
+    /// wait for this round (a person's edit of a call).
+    pub(crate) fn begin(judge: &mut Judge, text: &str, pending: Vec<String>) -> RoundJudge {
+        judge.memory.rounds += 1;
+        let mut round = RoundJudge {
+            number: judge.memory.rounds,
+            text_repeated: judge.policy.loop_detection && answer_repeats(judge, text),
+            notes: pending,
+            ..RoundJudge::default()
+        };
+        if let Some(dropped) = judge.memory.dropped_calls.take() {
+            round.notes.push(words::dropped_calls_note(
+                dropped,
+                judge.policy.max_calls_per_reply,
+            ));
+        }
+        round
+    }
+
+    /// Opens a round that already happened (the results came with the request: a client
+    /// ran its tools), to be booked call by call with [`RoundJudge::observe`].
+    pub(crate) fn booked(judge: &mut Judge) -> RoundJudge {
+        judge.memory.rounds += 1;
+        RoundJudge {
+            number: judge.memory.rounds,
+            ..RoundJudge::default()
+        }
+    }
+
+    /// A slot for `call`, before any check.
+    pub(crate) fn slot(judge: &Judge, call: ToolCall, semantics: RepeatSemantics) -> Slot {
+        let canonical = canonical_args(&call.arguments);
+        let key = call_key(&call.name, &canonical);
+        let cycle = judge
+            .memory
+            .log
+            .cycle_period(&key)
+            .map(|_| judge.memory.log.cycle_members(&key));
+        Slot {
+            arg_strings: arg_strings(&call.arguments),
+            call,
+            canonical,
+            key,
+            semantics,
+            plan: Plan::Run,
+            cycle,
+        }
+    }
+
+    /// Plans every call of the reply: the checks that need no execution. `semantics` is
+    /// each call's skill semantics (`None` for an unknown tool); `decisions` a person's
+    /// decisions about calls of a resumed round, taken as they are used.
+    pub(crate) fn plan(
+        &mut self,
+        judge: &mut Judge,
+        calls: Vec<ToolCall>,
+        semantics: &[Option<RepeatSemantics>],
+        decisions: &mut HashMap<String, Decision>,
+        facts: RoundFacts<'_>,
+    ) -> (Vec<Slot>, Vec<Trip>) {
+        let mut trips = Vec::new();
+        let mut slots: Vec<Slot> = Vec::with_capacity(calls.len());
+        let mut planned_runs = 0u32;
+        for (i, call) in calls.into_iter().enumerate() {
+            let known = semantics.get(i).copied().flatten();
+            let mut slot = Self::slot(judge, call, known.unwrap_or_default());
+            self.plan_one(
+                judge,
+                &mut slot,
+                &slots,
+                planned_runs,
+                decisions,
+                facts,
+                &mut trips,
+            );
+            if matches!(slot.plan, Plan::Run) {
+                planned_runs += 1;
+            }
+            judge.memory.log.note_requested(&slot.key);
+            slots.push(slot);
+        }
+        if self.text_repeated {
+            self.repeated_answer(judge, &mut slots, &mut trips);
+        }
+        (slots, trips)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn plan_one(
+        &mut self,
+        judge: &mut Judge,
+        slot: &mut Slot,
+        earlier: &[Slot],
+        planned_runs: u32,
+        decisions: &mut HashMap<String, Decision>,
+        facts: RoundFacts<'_>,
+        trips: &mut Vec<Trip>,
+    ) {
+        let policy = &judge.policy;
+        let name = slot.call.name.clone();
+        let runs_in_response = earlier
+            .iter()
+            .filter(|s| s.call.name == name && matches!(s.plan, Plan::Run))
+            .count();
+        let runs_of_skill = judge
+            .memory
+            .calls_per_skill
+            .get(&name)
+            .copied()
+            .unwrap_or(0)
+            + u32::try_from(runs_in_response).unwrap_or(u32::MAX);
+        let earlier_in_response = earlier
+            .iter()
+            .position(|s| s.key == slot.key && matches!(s.plan, Plan::Run));
+        let decision = decisions.remove(&slot.call.id);
+        if let Some(Decision::Reject { reason }) = &decision {
+            slot.plan = refused(not_run::rejected(reason.as_deref()));
+        } else if decision.is_none()
+            && facts.approval.unattended
+            && let Some(why) = facts.approval.needs_approval(&name, slot.semantics)
+        {
+            slot.plan = refused(not_run::unattended(&name));
+            trips.push(
+                Trip::new(
+                    GuardKind::Approval,
+                    GuardAction::Refused,
+                    format!(
+                        "{why}; nobody can approve calls in this run, so it was not run. Allow it in \
+                         buddy.toml ([approval] skills.\"{name}\" = \"never\") or with --approval never"
+                    ),
+                )
+                .on(&name),
+            );
+        } else if policy.finish_tool && name == FINISH_TOOL {
+            slot.plan = refused(not_run::FINISH_ARGS.to_owned());
+        } else if facts.tool_calls_so_far + planned_runs >= policy.max_tool_calls {
+            let max = policy.max_tool_calls;
+            slot.plan = refused(not_run::tool_limit(max));
+            self.set_cause(FinalizeCause::new(
+                StopReason::MaxToolCalls,
+                GuardKind::ToolCallLimit,
+                format!("{max} of {max} tool calls used"),
+            ));
+        } else if let Some(withdrawal) = judge.memory.withdrawn.get(&name).cloned() {
+            slot.plan = refused(not_run::withdrawn(&name, &withdrawal.why));
+            self.withdrawn_called(judge, slot, &withdrawal.why, withdrawal.by, trips);
+        } else if !facts.tools_offered {
+            slot.plan = refused(not_run::NO_TOOLS.to_owned());
+            self.withdrawn_called(
+                judge,
+                slot,
+                "no tools are offered",
+                GuardKind::ToolsWithdrawn,
+                trips,
+            );
+        } else if let Some(limit) = policy.max_calls_per_skill
+            && runs_of_skill >= limit
+        {
+            let why = format!("it reached its limit of {limit} calls in this turn");
+            judge
+                .memory
+                .withdraw(&name, why.clone(), GuardKind::SkillCallLimit);
+            trips.push(
+                Trip::new(
+                    GuardKind::SkillCallLimit,
+                    GuardAction::WithdrewSkill,
+                    why.clone(),
+                )
+                .on(&name),
+            );
+            self.count_trip(judge, &name, GuardKind::SkillCallLimit, &why);
+            slot.plan = refused(not_run::skill_limit(&name, &why));
+        } else if let Some(first) = earlier_in_response {
+            // A parallel batch that names the same call twice: run it once.
+            slot.plan = Plan::SameAs(first);
+        } else if policy.loop_detection
+            && matches!(
+                slot.semantics,
+                RepeatSemantics::Pure | RepeatSemantics::Effectful
+            )
+            && let Some(earlier) = judge.memory.log.last_with_key(&slot.key).cloned()
+        {
+            self.repeat_not_rerun(judge, slot, &earlier, trips);
+        }
+    }
+
+    /// A call to a skill that is no longer offered goes straight to Finalize: another
+    /// round would only cost a model call.
+    fn withdrawn_called(
+        &mut self,
+        judge: &Judge,
+        slot: &Slot,
+        why: &str,
+        by: GuardKind,
+        trips: &mut Vec<Trip>,
+    ) {
+        let name = &slot.call.name;
+        let what = format!("`{name}` was called although it is not offered ({why})");
+        if !judge.policy.loop_detection {
+            trips.push(
+                Trip::new(GuardKind::WithdrawnSkillCalled, GuardAction::Refused, what).on(name),
+            );
+            return;
+        }
+        let evidence = Evidence::new(&slot.call.id, name, &slot.call.arguments, "(not run)");
+        self.set_cause(
+            FinalizeCause::new(stop_for(by), GuardKind::WithdrawnSkillCalled, what)
+                .with_evidence(vec![evidence]),
+        );
+    }
+
+    /// Keeps the first cause of the round, unless a loop is found after a limit.
+    pub(super) fn set_cause(&mut self, cause: FinalizeCause) {
+        let replace = match &self.cause {
+            None => true,
+            Some(existing) => {
+                cause.reason == StopReason::LoopDetected
+                    && existing.reason != StopReason::LoopDetected
+            }
+        };
+        if replace {
+            self.cause = Some(cause);
+        }
+    }
+
+    /// Closes the round: the ladder's decay, the answer memory, the progress check, the
+    /// budget note, and whether every tool is now withdrawn. `interrupted` when the turn
+    /// was cancelled or ran out of time mid-round; `tools` every tool of the toolbox.
+    pub(crate) fn end(
+        mut self,
+        judge: &mut Judge,
+        text: &str,
+        interrupted: bool,
+        model_calls: u32,
+        tools: &[&str],
+    ) -> RoundVerdict {
+        if self.rung.is_none() {
+            judge.memory.ladder.clean_round();
+        }
+        let normalized = normalize(text);
+        if normalized.chars().count() >= judge.policy.repeated_answer_min_chars {
+            judge.memory.answers.push(normalized);
+        }
+        if judge.policy.loop_detection && !interrupted {
+            self.judge_progress(judge);
+        }
+        let mut notes = Vec::new();
+        if !interrupted && self.fatal.is_none() {
+            let max = judge.policy.max_model_calls;
+            if judge.policy.show_budget && model_calls * 2 >= max {
+                self.notes
+                    .push(words::budget_note(max.saturating_sub(model_calls), max));
+            }
+            notes = std::mem::take(&mut self.notes);
+        }
+        let cause = self.cause.take().or_else(|| all_withdrawn(judge, tools));
+        RoundVerdict {
+            notes,
+            fatal: self.fatal,
+            cause,
+        }
+    }
+
+    /// Closes a booked round (see [`RoundJudge::booked`]): the ladder's decay and the
+    /// progress check; returns the cause that ends the turn, if the round shows one.
+    pub(crate) fn end_booked(mut self, judge: &mut Judge) -> Option<FinalizeCause> {
+        if self.rung.is_none() {
+            judge.memory.ladder.clean_round();
+        }
+        if judge.policy.loop_detection {
+            self.judge_progress(judge);
+        }
+        self.cause
+    }
+}
+
+/// Finalize when every tool of a non-empty toolbox has been withdrawn.
+fn all_withdrawn(judge: &Judge, tools: &[&str]) -> Option<FinalizeCause> {
+    if tools.is_empty() || !tools.iter().all(|t| judge.memory.is_withdrawn(t)) {
+        return None;
+    }
+    let guard = judge
+        .memory
+        .last_withdrawal_by
+        .unwrap_or(GuardKind::CircuitBreaker);
+    Some(FinalizeCause::new(
+        stop_for(guard),
+        guard,
+        "every tool has been withdrawn".to_owned(),
+    ))
+}
+
+/// True when `text` says what an earlier round beside tool calls already said.
+fn answer_repeats(judge: &Judge, text: &str) -> bool {
+    let normalized = normalize(text);
+    normalized.chars().count() >= judge.policy.repeated_answer_min_chars
+        && judge
+            .memory
+            .answers
+            .iter()
+            .any(|earlier| text_similarity(earlier, &normalized) >= NEAR_ANSWER)
+}
+
+/// The outcome a booked call had, from the results that came with the request.
+pub(crate) fn booked_outcome(content: &str, is_error: bool) -> ToolOutcome {
+    ToolOutcome {
+        content: content.to_owned(),
+        is_error,
+        fatal: false,
+    }
+}

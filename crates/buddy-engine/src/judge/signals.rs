@@ -1,0 +1,483 @@
+//! Loop signals and the escalation ladder: what a call's result says (the same call and
+//! result again, a cycle, arguments that change while the result does not, a skill that
+//! keeps failing, rounds that bring nothing new), and what each trip earns: a note, a
+//! withdrawal, or Finalize.
+
+use buddy_core::{Evidence, GuardAction, GuardKind, RepeatSemantics, StopReason, ToolOutcome};
+
+use super::memory::Judge;
+use super::round::{Plan, RoundJudge, Slot, refused};
+use super::verdict::{FinalizeCause, Trip, stop_for};
+use crate::guards::call_log::CallRecord;
+use crate::guards::ladder::Rung;
+use crate::guards::similarity::{args_near, same_result};
+use crate::words::{self, not_run};
+
+/// Unchanged results in a row an undeclared (observed) skill may return for the same
+/// arguments before the repeat is a certain loop: enough for a job polled as "running"
+/// three times before it is done.
+pub(crate) const OBSERVED_PATIENCE: u32 = 3;
+
+/// A loop signal about one call.
+struct Signal {
+    guard: GuardKind,
+    skill: String,
+    key: String,
+    what: String,
+    evidence: Vec<Evidence>,
+    /// Skills to withdraw together at the Withdraw rung (a cycle's members).
+    members: Vec<String>,
+    /// No doubt is left (the model repeated a call it was already told about, or got the
+    /// same result a fourth time): straight to Finalize.
+    certain: bool,
+    /// The call was executed (its result stands) rather than answered without running.
+    ran: bool,
+}
+
+impl RoundJudge {
+    /// Books one executed call: counters, circuit breaker, and the checks that judge a
+    /// call by its result. Returns the trips to announce before the call's result.
+    pub(crate) fn observe(
+        &mut self,
+        judge: &mut Judge,
+        slot: &Slot,
+        outcome: &ToolOutcome,
+    ) -> Vec<Trip> {
+        let mut trips = Vec::new();
+        let name = slot.call.name.as_str();
+        *judge
+            .memory
+            .calls_per_skill
+            .entry(name.to_owned())
+            .or_default() += 1;
+        if outcome.fatal {
+            self.fatal = Some(format!(
+                "skill `{name}` failed fatally: {}",
+                outcome.content
+            ));
+        }
+        if outcome.is_error {
+            self.circuit_breaker(judge, name, &mut trips);
+        } else {
+            judge.memory.consecutive_failures.insert(name.to_owned(), 0);
+        }
+        let earlier = judge.memory.log.last_with_key(&slot.key).cloned();
+        let unchanged = earlier.as_ref().map_or(0, |prev| {
+            if prev.is_error == outcome.is_error
+                && same_result(
+                    &prev.result,
+                    &prev.arg_strings,
+                    &outcome.content,
+                    &slot.arg_strings,
+                )
+            {
+                prev.unchanged + 1
+            } else {
+                0
+            }
+        });
+        if judge.policy.loop_detection
+            && let Some(signal) = judge_result(judge, slot, outcome, earlier.as_ref(), unchanged)
+        {
+            self.trip(judge, signal, &mut trips);
+        }
+        let record = CallRecord {
+            call_id: slot.call.id.clone(),
+            name: name.to_owned(),
+            key: slot.key.clone(),
+            arguments: slot.call.arguments.clone(),
+            canonical_args: slot.canonical.clone(),
+            arg_strings: slot.arg_strings.clone(),
+            result: outcome.content.clone(),
+            is_error: outcome.is_error,
+            round: self.number,
+            unchanged,
+        };
+        // A pollable skill waiting within its patience is not "nothing new".
+        let waiting =
+            slot.semantics == RepeatSemantics::Pollable && unchanged <= judge.policy.poll_patience;
+        let repeated = judge
+            .memory
+            .log
+            .repeated_by(&record)
+            .filter(|_| !waiting)
+            .map(CallRecord::evidence);
+        if repeated.is_some() || record.is_error {
+            self.stale_calls += 1;
+            self.failed_calls += u32::from(record.is_error);
+        }
+        match repeated {
+            Some(prev) => self.stale.extend([prev, record.evidence()]),
+            // A failure is not progress either, whatever its message says.
+            _ if record.is_error => self.stale.push(record.evidence()),
+            _ => self.fresh_calls += 1,
+        }
+        judge.memory.log.push(record);
+        trips
+    }
+
+    /// A repeat of a `pure` or `effectful` skill: answered from the earlier result (not
+    /// run again) the first time, withdrawn or finalized after that.
+    pub(super) fn repeat_not_rerun(
+        &mut self,
+        judge: &mut Judge,
+        slot: &mut Slot,
+        earlier: &CallRecord,
+        trips: &mut Vec<Trip>,
+    ) {
+        let name = slot.call.name.clone();
+        let in_cycle = slot.cycle.is_some();
+        let what = if in_cycle {
+            format!(
+                "`{name}` was called again with the same arguments, in a cycle with other calls"
+            )
+        } else {
+            format!("`{name}` was called again with the same arguments")
+        };
+        let evidence = vec![
+            earlier.evidence(),
+            Evidence::new(&slot.call.id, &name, &slot.call.arguments, "(not run)"),
+        ];
+        let signal = Signal {
+            guard: if in_cycle {
+                GuardKind::Cycle
+            } else {
+                GuardKind::Repetition
+            },
+            skill: name.clone(),
+            key: slot.key.clone(),
+            what,
+            evidence: evidence.clone(),
+            members: slot.cycle.clone().unwrap_or_default(),
+            certain: judge.memory.signalled.contains(&slot.key),
+            ran: false,
+        };
+        slot.plan = match self.trip(judge, signal, trips) {
+            Rung::Note => {
+                self.notes.push(words::earlier_result_note(&name));
+                self.stale_calls += 1;
+                self.stale.extend(evidence);
+                Plan::Answer {
+                    content: earlier.result.clone(),
+                    is_error: earlier.is_error,
+                }
+            }
+            Rung::Withdraw => refused(not_run::repeat_withdrawn(&name)),
+            Rung::Finalize => refused(not_run::LOOP_FINAL.to_owned()),
+        };
+    }
+
+    /// The same answer text came again beside new calls.
+    pub(super) fn repeated_answer(
+        &mut self,
+        judge: &mut Judge,
+        slots: &mut [Slot],
+        trips: &mut Vec<Trip>,
+    ) {
+        let what = "the same answer text came again beside new tool calls".to_owned();
+        let skills: Vec<String> = slots
+            .iter()
+            .filter(|s| matches!(s.plan, Plan::Run))
+            .map(|s| s.call.name.clone())
+            .collect();
+        let signal = Signal {
+            guard: GuardKind::RepeatedAnswer,
+            skill: skills.first().cloned().unwrap_or_default(),
+            key: String::new(),
+            what: what.clone(),
+            evidence: Vec::new(),
+            members: skills,
+            certain: false,
+            ran: false,
+        };
+        let runs = slots.iter_mut().filter(|s| matches!(s.plan, Plan::Run));
+        match self.trip(judge, signal, trips) {
+            Rung::Note => self.notes.push(words::REPEATED_ANSWER_NOTE.to_owned()),
+            Rung::Withdraw => {
+                for slot in runs {
+                    slot.plan = refused(not_run::repeated_answer(&what, &slot.call.name));
+                }
+            }
+            Rung::Finalize => {
+                for slot in runs {
+                    slot.plan = refused(not_run::LOOP_FINAL.to_owned());
+                }
+            }
+        }
+    }
+
+    /// Feeds one signal to the ladder (one step per round) and carries out the rung's
+    /// note, withdrawal or Finalize; returns the rung so the caller can shape the result.
+    fn trip(&mut self, judge: &mut Judge, signal: Signal, trips: &mut Vec<Trip>) -> Rung {
+        let Signal {
+            guard,
+            skill,
+            key,
+            what,
+            evidence,
+            members,
+            certain,
+            ran,
+        } = signal;
+        if !key.is_empty() {
+            judge.memory.signalled.insert(key);
+        }
+        judge.memory.tripped_skills.insert(skill.clone());
+        let rung = if certain {
+            Rung::Finalize
+        } else {
+            *self
+                .rung
+                .get_or_insert_with(|| judge.memory.ladder.step(judge.policy.max_guard_trips))
+        };
+        match rung {
+            Rung::Note => {
+                let action = if ran || guard == GuardKind::RepeatedAnswer {
+                    GuardAction::Warned
+                } else {
+                    GuardAction::ReturnedEarlierResult
+                };
+                if ran {
+                    self.notes.push(words::loop_warning_note(&what));
+                }
+                trips.push(
+                    Trip::new(guard, action, what)
+                        .on(&skill)
+                        .with_evidence(evidence),
+                );
+            }
+            Rung::Withdraw => {
+                let mut names = members;
+                if !names.contains(&skill) && !skill.is_empty() {
+                    names.push(skill);
+                }
+                let why = match guard {
+                    GuardKind::Cycle => "it kept being called in a cycle with other calls",
+                    GuardKind::RepeatedAnswer => "the same answer kept coming with new calls to it",
+                    GuardKind::NearDuplicate => {
+                        "its arguments kept changing while its result stayed the same"
+                    }
+                    _ => "it kept being called with the same arguments and result",
+                };
+                for name in &names {
+                    judge.memory.withdraw(name, why.to_owned(), guard);
+                    trips.push(
+                        Trip::new(guard, GuardAction::WithdrewSkill, what.clone())
+                            .on(name)
+                            .with_evidence(evidence.clone()),
+                    );
+                }
+                self.notes.push(words::withdrawn_note(&names, &what));
+            }
+            Rung::Finalize => {
+                let (guard, detail) = finalize_guard(judge, guard, what, certain);
+                self.set_cause(
+                    FinalizeCause::new(StopReason::LoopDetected, guard, detail)
+                        .with_evidence(evidence),
+                );
+            }
+        }
+        rung
+    }
+
+    /// Counts a trip that is not a loop signal (circuit breaker, per-skill limit): it
+    /// adds to the turn's budget of trips and may finalize the turn.
+    pub(super) fn count_trip(
+        &mut self,
+        judge: &mut Judge,
+        skill: &str,
+        guard: GuardKind,
+        what: &str,
+    ) {
+        judge.memory.tripped_skills.insert(skill.to_owned());
+        let rung = *self
+            .rung
+            .get_or_insert_with(|| judge.memory.ladder.step(judge.policy.max_guard_trips));
+        if rung == Rung::Finalize {
+            let (guard, detail) = finalize_guard(judge, guard, what.to_owned(), false);
+            self.set_cause(FinalizeCause::new(stop_for(guard), guard, detail));
+        }
+    }
+
+    /// Withdraws a skill that failed too many times in a row.
+    fn circuit_breaker(&mut self, judge: &mut Judge, name: &str, trips: &mut Vec<Trip>) {
+        let failures = judge
+            .memory
+            .consecutive_failures
+            .entry(name.to_owned())
+            .or_default();
+        *failures += 1;
+        let failures = *failures;
+        if failures < judge.policy.max_consecutive_failures || judge.memory.is_withdrawn(name) {
+            return;
+        }
+        let why = format!("it failed {failures} times in a row");
+        judge
+            .memory
+            .withdraw(name, why.clone(), GuardKind::CircuitBreaker);
+        trips.push(
+            Trip::new(
+                GuardKind::CircuitBreaker,
+                GuardAction::WithdrewSkill,
+                why.clone(),
+            )
+            .on(name),
+        );
+        self.notes.push(words::circuit_breaker_note(name, failures));
+        self.count_trip(judge, name, GuardKind::CircuitBreaker, &why);
+    }
+
+    /// Counts rounds in a row whose every call failed or only repeated an earlier call with
+    /// the same result; enough of them end the turn, whichever skills they used.
+    pub(super) fn judge_progress(&mut self, judge: &mut Judge) {
+        if self.stale.is_empty() || self.fresh_calls > 0 {
+            judge.memory.stale_rounds = 0;
+            return;
+        }
+        judge.memory.stale_rounds += 1;
+        let Some(max) = judge.policy.max_stale_rounds else {
+            return;
+        };
+        if judge.memory.stale_rounds < max || self.cause.is_some() {
+            return;
+        }
+        // Rounds of nothing but failures: the tools cannot do it, rather than a loop.
+        let reason = if self.failed_calls == self.stale_calls {
+            StopReason::ToolsExhausted
+        } else {
+            StopReason::LoopDetected
+        };
+        let cause = FinalizeCause::new(
+            reason,
+            GuardKind::NoProgress,
+            format!(
+                "{max} rounds in a row brought nothing new: every call failed, or repeated an earlier one and got the same result"
+            ),
+        )
+        .with_evidence(std::mem::take(&mut self.stale));
+        self.set_cause(cause);
+    }
+}
+
+/// The guard to name when the ladder reaches Finalize: the trip budget when trips on
+/// several skills added up, else the guard itself.
+fn finalize_guard(
+    judge: &Judge,
+    guard: GuardKind,
+    what: String,
+    certain: bool,
+) -> (GuardKind, String) {
+    let tripped = &judge.memory.tripped_skills;
+    if certain || tripped.len() <= 1 {
+        return (guard, what);
+    }
+    let skills: Vec<&str> = tripped.iter().map(String::as_str).collect();
+    (
+        GuardKind::TripBudget,
+        format!(
+            "{what}; {} guard trips in this turn on {} (policy max_guard_trips = {})",
+            judge.memory.ladder.total(),
+            skills.join(", "),
+            judge.policy.max_guard_trips
+        ),
+    )
+}
+
+/// The loop signal an executed call's result gives, if any: the same call with the
+/// same result again, a cycle whose calls bring nothing new, or arguments that keep
+/// changing while the result (less what it echoes of them) stays the same.
+fn judge_result(
+    judge: &mut Judge,
+    slot: &Slot,
+    outcome: &ToolOutcome,
+    earlier: Option<&CallRecord>,
+    unchanged: u32,
+) -> Option<Signal> {
+    let name = slot.call.name.as_str();
+    let evidence_with = |prev: &CallRecord| {
+        vec![
+            prev.evidence(),
+            Evidence::new(&slot.call.id, name, &slot.call.arguments, &outcome.content),
+        ]
+    };
+    let signalled = judge.memory.signalled.contains(&slot.key);
+    if let Some(prev) = earlier
+        && unchanged > 0
+    {
+        let times = unchanged + 1;
+        let base = Signal {
+            guard: GuardKind::Repetition,
+            skill: name.to_owned(),
+            key: slot.key.clone(),
+            what: format!(
+                "`{name}` was called with the same arguments and returned the same result {times} times"
+            ),
+            evidence: evidence_with(prev),
+            members: Vec::new(),
+            certain: false,
+            ran: true,
+        };
+        if slot.semantics == RepeatSemantics::Pollable {
+            return (unchanged > judge.policy.poll_patience).then_some(Signal {
+                certain: signalled,
+                ..base
+            });
+        }
+        // A second and third look are normal (a job still running); a fourth identical
+        // result, or a repeat after a warning about this very call, is a loop beyond doubt.
+        if unchanged >= OBSERVED_PATIENCE || signalled {
+            return Some(Signal {
+                certain: true,
+                ..base
+            });
+        }
+        return slot.cycle.as_ref().map(|members| Signal {
+            guard: GuardKind::Cycle,
+            what: format!(
+                "`{name}` was called again with the same arguments and result, in a cycle with {}",
+                members.join(", ")
+            ),
+            members: members.clone(),
+            ..base
+        });
+    }
+    if outcome.is_error || earlier.is_some() {
+        return None;
+    }
+    // Near-duplicates: compared with this skill's latest call from an earlier round,
+    // never with calls of the same response (a parallel batch is not a repeat).
+    let prev = judge
+        .memory
+        .log
+        .last_of_before_round(name, judge.memory.rounds)?
+        .clone();
+    let echo = !prev.is_error
+        && args_near(&prev.canonical_args, &slot.canonical)
+        && same_result(
+            &prev.result,
+            &prev.arg_strings,
+            &outcome.content,
+            &slot.arg_strings,
+        );
+    let streak = judge.memory.echo_streak.entry(name.to_owned()).or_default();
+    if !echo {
+        *streak = 0;
+        return None;
+    }
+    *streak += 1;
+    let streak = *streak;
+    (streak >= 2).then(|| Signal {
+        guard: GuardKind::NearDuplicate,
+        skill: name.to_owned(),
+        key: String::new(),
+        what: format!(
+            "`{name}` was called with changed arguments {} times in a row and its result, less what it \
+             echoes of them, stayed the same",
+            streak + 1
+        ),
+        evidence: evidence_with(&prev),
+        members: Vec::new(),
+        certain: false,
+        ran: true,
+    })
+}

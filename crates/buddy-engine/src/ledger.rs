@@ -1,0 +1,231 @@
+//! The ledger of a turn: the history, each message's token count, every tool-call id and
+//! the calls still waiting for their result. It alone appends to the history, recording
+//! each message as it is made, so the request step and the judge read it and never
+//! reach into the turn.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use buddy_core::{Message, MessageSink, ToolCall};
+use tracing::{debug, warn};
+
+use crate::context::TokenCounter;
+use crate::history_check::HistoryError;
+
+/// A turn's history and what is known about it.
+pub(crate) struct Ledger {
+    history: Vec<Message>,
+    /// Tokens of each message of `history`, counted once when it is added.
+    counts: Vec<usize>,
+    /// Sum of `counts`.
+    tokens: usize,
+    counter: Arc<dyn TokenCounter>,
+    /// Index of the first message this turn added.
+    first_new: usize,
+    /// Where this turn's own rounds start: `first_new`, or earlier for a turn resumed
+    /// after client-run tools (their rounds are part of it). Answers quote results from here.
+    rounds_from: usize,
+    /// Every tool-call id in the history: a provider that reuses one gets it renamed.
+    call_ids: HashSet<String>,
+    /// Calls in the history still waiting for their result, kept as messages are pushed,
+    /// so an untrimmed request is validated without rescanning the history.
+    open_calls: HashSet<String>,
+    /// A tool result pushed without an open call (a bug): refused at the next call.
+    orphan: Option<String>,
+    recorder: Option<Arc<dyn MessageSink>>,
+    /// The first message the recorder could not keep: the turn stops at the next step.
+    record_failed: Option<String>,
+}
+
+impl Ledger {
+    /// The ledger of a turn that starts after `history`.
+    pub(crate) fn new(
+        history: Vec<Message>,
+        counter: Arc<dyn TokenCounter>,
+        recorder: Option<Arc<dyn MessageSink>>,
+    ) -> Self {
+        let counts: Vec<usize> = history.iter().map(|m| counter.message(m)).collect();
+        let first_new = history.len();
+        let mut ledger = Ledger {
+            tokens: counts.iter().sum(),
+            counts,
+            counter,
+            first_new,
+            rounds_from: first_new,
+            call_ids: HashSet::new(),
+            open_calls: HashSet::new(),
+            orphan: None,
+            recorder,
+            record_failed: None,
+            history: Vec::new(),
+        };
+        for message in &history {
+            ledger.track(message);
+        }
+        ledger.orphan = None;
+        ledger.history = history;
+        ledger
+    }
+
+    /// Keeps call ids and open calls up to date for a message joining the history.
+    fn track(&mut self, message: &Message) {
+        match message {
+            Message::Assistant { tool_calls, .. } => {
+                self.call_ids
+                    .extend(tool_calls.iter().map(|c| c.id.clone()));
+                self.open_calls
+                    .extend(tool_calls.iter().map(|c| c.id.clone()));
+            }
+            Message::Tool { tool_call_id, .. } if !self.open_calls.remove(tool_call_id) => {
+                self.orphan.get_or_insert_with(|| tool_call_id.clone());
+            }
+            _ => {}
+        }
+    }
+
+    /// Appends a message and records it (waiting until it is kept). After a failed
+    /// record nothing more is recorded, so what is kept is a prefix of the turn.
+    pub(crate) async fn push(&mut self, message: Message) {
+        if let Some(recorder) = &self.recorder
+            && self.record_failed.is_none()
+            && let Err(e) = recorder.record(&message).await
+        {
+            warn!(error = %e, "a message of the turn could not be recorded; the turn stops");
+            self.record_failed = Some(e.to_string());
+        }
+        let tokens = self.counter.message(&message);
+        self.track(&message);
+        self.counts.push(tokens);
+        self.tokens += tokens;
+        self.history.push(message);
+    }
+
+    /// The whole history.
+    pub(crate) fn messages(&self) -> &[Message] {
+        &self.history
+    }
+
+    /// Tokens of each message.
+    pub(crate) fn counts(&self) -> &[usize] {
+        &self.counts
+    }
+
+    /// Tokens of the whole history.
+    pub(crate) fn tokens(&self) -> usize {
+        self.tokens
+    }
+
+    /// How this model counts tokens.
+    pub(crate) fn counter(&self) -> &dyn TokenCounter {
+        &*self.counter
+    }
+
+    /// Index of the first message this turn added.
+    pub(crate) fn first_new(&self) -> usize {
+        self.first_new
+    }
+
+    /// Messages added so far by this turn.
+    pub(crate) fn new_count(&self) -> usize {
+        self.history.len() - self.first_new
+    }
+
+    /// The messages of this turn's own rounds (results quoted in answers come from here).
+    pub(crate) fn this_turn(&self) -> &[Message] {
+        &self.history[self.rounds_from.min(self.history.len())..]
+    }
+
+    /// The turn's rounds start earlier: at `index` (a resume after client-run tools).
+    pub(crate) fn rounds_start_at(&mut self, index: usize) {
+        self.rounds_from = index.min(self.rounds_from);
+    }
+
+    /// The first message the recorder could not keep, once.
+    pub(crate) fn take_record_failure(&mut self) -> Option<String> {
+        self.record_failed.take()
+    }
+
+    /// The request check for an untrimmed history, from the state kept by `push`.
+    pub(crate) fn check_pushed(&self) -> Result<(), HistoryError> {
+        if let Some(id) = &self.orphan {
+            return Err(HistoryError::OrphanResult(id.clone()));
+        }
+        match self.open_calls.iter().next() {
+            Some(id) => Err(HistoryError::MissingResult(id.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// True when some call's id is empty, repeats within `calls`, or is already taken.
+    pub(crate) fn needs_rename(&self, calls: &[ToolCall]) -> bool {
+        let mut seen = HashSet::new();
+        calls.iter().any(|c| {
+            c.id.is_empty() || self.call_ids.contains(&c.id) || !seen.insert(c.id.as_str())
+        })
+    }
+
+    /// Gives a fresh id to any call whose id the conversation already used (some servers
+    /// repeat ids across replies), so every result still pairs with exactly one call.
+    /// Returns true when an id changed.
+    pub(crate) fn rename_reused_ids(&self, calls: &mut [ToolCall]) -> bool {
+        let mut taken: HashSet<String> = HashSet::new();
+        let mut renamed = false;
+        for call in calls.iter_mut() {
+            if self.call_ids.contains(&call.id) || taken.contains(&call.id) || call.id.is_empty() {
+                let base = if call.id.is_empty() {
+                    "call"
+                } else {
+                    call.id.as_str()
+                };
+                let fresh = (2..)
+                    .map(|n| format!("{base}_{n}"))
+                    .find(|id| !self.call_ids.contains(id) && !taken.contains(id))
+                    .unwrap_or_default();
+                debug!(old = %call.id, new = %fresh, "tool-call id reused by the provider; renamed");
+                call.id = fresh;
+                renamed = true;
+            }
+            taken.insert(call.id.clone());
+        }
+        renamed
+    }
+
+    /// The calls a turn interrupted by a crash left open: the last call message's calls
+    /// without a result, when nothing but results follows it.
+    pub(crate) fn interrupted_calls(&self) -> Vec<String> {
+        let Some(last_call) = self.history.iter().rposition(
+            |m| matches!(m, Message::Assistant { tool_calls, .. } if !tool_calls.is_empty()),
+        ) else {
+            return Vec::new();
+        };
+        let Message::Assistant { tool_calls, .. } = &self.history[last_call] else {
+            return Vec::new();
+        };
+        let later = &self.history[last_call + 1..];
+        if later.iter().any(|m| !matches!(m, Message::Tool { .. })) {
+            return Vec::new();
+        }
+        tool_calls
+            .iter()
+            .filter(|c| {
+                !later.iter().any(
+                    |m| matches!(m, Message::Tool { tool_call_id, .. } if *tool_call_id == c.id),
+                )
+            })
+            .map(|c| c.id.clone())
+            .collect()
+    }
+
+    /// Index just past the latest user message, if there is one.
+    pub(crate) fn after_last_user(&self) -> Option<usize> {
+        self.history
+            .iter()
+            .rposition(Message::is_user)
+            .map(|i| i + 1)
+    }
+
+    /// The history, taken out at the end of the turn.
+    pub(crate) fn take_messages(&mut self) -> Vec<Message> {
+        std::mem::take(&mut self.history)
+    }
+}

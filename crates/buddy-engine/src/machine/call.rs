@@ -1,0 +1,362 @@
+//! CallModel: check the limits, choose the tools to offer, fit the request to the
+//! model's window, make the call and record the reply on the tape.
+
+use std::borrow::Cow;
+use std::time::{Duration, Instant};
+
+use buddy_core::{
+    CallPurpose, ChatEvent, CompletionRequest, GuardAction, GuardKind, Message, ProviderError,
+    StopReason, ToolChoice, ToolSpec, Usage,
+};
+use tracing::{debug, warn};
+
+use super::{End, State, ToolboxHandle, Turn, announce_to};
+use crate::context::{Overflow, fit};
+use crate::guards::chant::ChantDetector;
+use crate::history_check::check_history;
+use crate::judge::answer::has_successful_results;
+use crate::judge::limits::{Offer, limit_cause, offer};
+use crate::judge::route::FINISH_TOOL;
+use crate::judge::verdict::{FinalizeCause, Trip};
+use crate::model_call::{CallEnd, Reply, stream_reply};
+use crate::tape::{Interruption, TapeStep, tools_of};
+use crate::words;
+
+impl<'e> Turn<'e> {
+    /// The CallModel step.
+    pub(super) async fn call_model(&mut self) -> State {
+        if let Some(end) = self.stopped_before_call() {
+            return State::End(end);
+        }
+        if let Some(cause) = limit_cause(&self.judge.policy, &self.stats, self.deadline_passed()) {
+            return State::Finalize(cause);
+        }
+        let tools = self.tools_for_next_call().await;
+        self.tools_offered_now = tools.is_some();
+        match self.model_call(tools.as_deref(), None).await {
+            Ok(reply) => State::Route(reply),
+            Err(end) => self.call_failed(end).await,
+        }
+    }
+
+    /// Where a model call that produced no reply leaves the turn.
+    async fn call_failed(&mut self, end: CallEnd) -> State {
+        State::End(match end {
+            CallEnd::Cancelled => End::Cancelled,
+            CallEnd::Deadline => {
+                return State::Finalize(FinalizeCause::deadline(self.judge.policy.deadline_ms));
+            }
+            CallEnd::Invalid(e) => End::Failed {
+                reason: StopReason::InvalidRequest,
+                message: e.to_string(),
+            },
+            CallEnd::Overflow(message) => End::Failed {
+                reason: StopReason::ContextOverflow,
+                message,
+            },
+            CallEnd::ContextRefused(e) => self.context_refused(&e),
+            CallEnd::Provider(e) => End::Failed {
+                reason: StopReason::ProviderError,
+                message: e.to_string(),
+            },
+        })
+    }
+
+    /// The provider refused the request as too long twice: answer from the tool results
+    /// if there are any, else end with an error that says what to change.
+    fn context_refused(&self, e: &ProviderError) -> End {
+        warn!(error = %e, "the provider refused the request as too long, even trimmed");
+        if has_successful_results(self.ledger.this_turn()) {
+            return End::Answered {
+                reason: StopReason::ContextOverflow,
+                text: String::new(),
+            };
+        }
+        End::Failed {
+            reason: StopReason::ContextOverflow,
+            message: format!(
+                "{e}; buddy trimmed the history and retried, and it still does not fit: set the model's \
+                 context_window in the policy, or shorten the message or system prompt"
+            ),
+        }
+    }
+
+    /// The tools to offer the next call, or `None` for a plain chat call.
+    async fn tools_for_next_call(&mut self) -> Option<Cow<'e, [ToolSpec]>> {
+        match offer(
+            &self.judge.policy,
+            &mut self.judge.memory,
+            self.stats.model_calls,
+        ) {
+            Offer::Nothing(trip) => {
+                if let Some(trip) = trip {
+                    self.announce(trip).await;
+                }
+                return None;
+            }
+            Offer::Tools => {}
+        }
+        self.follow_tool_changes().await;
+        let withdrawn = &self.judge.memory.withdrawn;
+        let finish_tool = self.judge.policy.finish_tool;
+        // The usual case borrows the toolbox's own list: no copy per model call.
+        let specs = match self.toolbox_handle() {
+            ToolboxHandle::Base(base) if withdrawn.is_empty() && !finish_tool => {
+                Cow::Borrowed(base.specs())
+            }
+            toolbox => {
+                let mut specs: Vec<ToolSpec> = toolbox
+                    .specs()
+                    .iter()
+                    .filter(|s| !withdrawn.contains_key(&s.name))
+                    .cloned()
+                    .collect();
+                if finish_tool {
+                    specs.push(finish_tool_spec());
+                }
+                Cow::Owned(specs)
+            }
+        };
+        (!specs.is_empty()).then_some(specs)
+    }
+
+    /// Switches to the toolbox's latest generation when its tools changed (an MCP server
+    /// added or removed tools between rounds).
+    async fn follow_tool_changes(&mut self) {
+        let Some((generation, toolbox)) = self.base_toolbox.latest().await else {
+            return;
+        };
+        let previous = self.live.as_ref().map(|(g, _)| *g);
+        if previous == Some(generation) {
+            return;
+        }
+        if previous.is_some() {
+            let names: Vec<&str> = toolbox.specs().iter().map(|t| t.name.as_str()).collect();
+            debug!(generation, tools = %names.join(","), "the tool list changed; the next call offers the new list");
+        }
+        let tools = tools_of(&*toolbox);
+        if tools != self.tape.tools || previous.is_some() {
+            self.tape.steps.push(TapeStep::Tools {
+                before_call: self.stats.model_calls + 1,
+                tools,
+            });
+        }
+        self.window.tools_cache = None;
+        self.live = Some((generation, toolbox));
+    }
+
+    /// One model call over the history (plus a Finalize instruction, if given), fitted
+    /// to the model's context window first. When the provider refuses the request as too
+    /// long for its window (buddy's estimate was low for this model), the room is cut to
+    /// 60 % of what was sent, for the rest of the turn, and the call is made once more.
+    pub(super) async fn model_call(
+        &mut self,
+        tools: Option<&[ToolSpec]>,
+        finalize_instruction: Option<&str>,
+    ) -> Result<Reply, CallEnd> {
+        let purpose = match finalize_instruction {
+            Some(_) => CallPurpose::Finalize,
+            None => CallPurpose::Turn,
+        };
+        let mut retried = false;
+        loop {
+            let result = self
+                .model_call_once(tools, finalize_instruction, purpose)
+                .await;
+            match &result {
+                Err(CallEnd::Provider(e)) => self.tape.steps.push(TapeStep::Failed {
+                    purpose,
+                    message: e.to_string(),
+                    context_length: e.is_context_length(),
+                }),
+                Err(CallEnd::Cancelled) => self.tape.steps.push(TapeStep::Interrupted {
+                    cause: Interruption::Cancelled,
+                }),
+                Err(CallEnd::Deadline) => self.tape.steps.push(TapeStep::Interrupted {
+                    cause: Interruption::Deadline,
+                }),
+                _ => {}
+            }
+            match result {
+                Err(CallEnd::Provider(e)) if e.is_context_length() => {
+                    if retried {
+                        return Err(CallEnd::ContextRefused(e));
+                    }
+                    retried = true;
+                    // The refused request produced no reply; the retry takes its number.
+                    self.stats.model_calls = self.stats.model_calls.saturating_sub(1);
+                    let cap = self.window.last_sent_tokens.saturating_mul(6) / 10;
+                    self.window.room_cap = Some(cap);
+                    let detail = format!(
+                        "the provider refused the request as too long for the model's context ({e}); buddy \
+                         trims the history to {cap} estimated tokens and retries once"
+                    );
+                    self.announce(Trip::new(
+                        GuardKind::ContextWindow,
+                        GuardAction::Trimmed,
+                        detail,
+                    ))
+                    .await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn model_call_once(
+        &mut self,
+        tools: Option<&[ToolSpec]>,
+        finalize_instruction: Option<&str>,
+        purpose: CallPurpose,
+    ) -> Result<Reply, CallEnd> {
+        let tools_tokens = tools.map_or(0, |t| self.tools_tokens(t));
+        let instruction = finalize_instruction.map(Message::note);
+        let instruction_tokens = instruction
+            .as_ref()
+            .map_or(0, |m| self.ledger.counter().message(m));
+        let room = self
+            .window
+            .window
+            .saturating_sub(self.window.reserve)
+            .min(self.window.room_cap.unwrap_or(u64::MAX));
+        let budget = usize::try_from(room)
+            .unwrap_or(usize::MAX)
+            .saturating_sub(tools_tokens + instruction_tokens);
+        let fitted = fit(
+            self.ledger.messages(),
+            self.ledger.counts(),
+            self.ledger.tokens(),
+            budget,
+            self.ledger.counter(),
+        )
+        .map_err(|overflow| CallEnd::Overflow(self.overflow_message(&overflow, tools_tokens)))?;
+        if fitted.dropped > 0 || fitted.truncated > 0 {
+            let detail = format!(
+                "{} earlier message(s) left out and {} tool result(s) cut so the request fits {} of the {} token window",
+                fitted.dropped, fitted.truncated, room, self.window.window
+            );
+            let trip = Trip::new(GuardKind::ContextWindow, GuardAction::Trimmed, detail);
+            announce_to(&self.events, &mut self.tape, self.stats.model_calls, trip).await;
+        }
+        let context_tokens = fitted.tokens + instruction_tokens + tools_tokens;
+        let mut messages = fitted.messages;
+        if let Some(instruction) = instruction {
+            messages.to_mut().push(instruction);
+        }
+        match &messages {
+            // The history as the engine built it: its invariants were kept push by push.
+            Cow::Borrowed(_) => self.ledger.check_pushed().map_err(CallEnd::Invalid)?,
+            // Trimmed or extended: check the request actually sent.
+            Cow::Owned(sent) => check_history(sent).map_err(CallEnd::Invalid)?,
+        }
+        self.window.last_sent_tokens = context_tokens as u64;
+        let request = CompletionRequest {
+            model: &self.model,
+            messages: &messages,
+            tools,
+            tool_choice: finalize_instruction.and(tools).map(|_| ToolChoice::None),
+            max_output_tokens: None,
+            purpose,
+        };
+        // The Finalize call has its own short grace, so that a turn past its deadline (or a
+        // server that never ends a reply) still ends by deadline + grace.
+        let deadline = match finalize_instruction {
+            None => self.deadline,
+            Some(_) => {
+                Some(Instant::now() + Duration::from_millis(self.judge.policy.finalize_grace_ms))
+            }
+        };
+        let chant = self.judge.policy.chant_repeats.map(|repeats| {
+            ChantDetector::new(
+                self.judge.policy.chant_min_chars,
+                usize::try_from(repeats).unwrap_or(usize::MAX),
+            )
+        });
+        let result = stream_reply(
+            self.provider,
+            &self.events,
+            &self.cancel,
+            deadline,
+            chant,
+            request,
+        )
+        .await;
+        drop(messages);
+        self.stats.model_calls += 1;
+        let mut reply = result?;
+        let usage = reply.usage.unwrap_or_else(|| Usage {
+            input_tokens: context_tokens as u64,
+            output_tokens: (self.ledger.counter().text(&reply.text)
+                + reply
+                    .tool_calls
+                    .iter()
+                    .map(|c| {
+                        self.ledger.counter().text(&c.name)
+                            + self.ledger.counter().text(&c.arguments)
+                    })
+                    .sum::<usize>()) as u64,
+        });
+        reply.tape_step = self.tape.reply(
+            purpose,
+            &reply.text,
+            reply.finish.clone(),
+            reply.usage,
+            reply.chanted.clone(),
+        );
+        self.stats.input_tokens += usage.input_tokens;
+        self.stats.output_tokens += usage.output_tokens;
+        self.events
+            .emit(ChatEvent::IterationStats {
+                model_call: self.stats.model_calls,
+                finish_reason: reply.finish.clone(),
+                tool_calls_requested: u32::try_from(reply.tool_calls.len()).unwrap_or(u32::MAX),
+                tools_offered: match (finalize_instruction, tools) {
+                    (None, Some(t)) => u32::try_from(t.len()).unwrap_or(u32::MAX),
+                    _ => 0,
+                },
+                input_tokens: self.stats.input_tokens,
+                output_tokens: self.stats.output_tokens,
+                context_tokens: context_tokens as u64,
+                context_window: self.window.window,
+                elapsed_ms: self.elapsed_ms(),
+            })
+            .await;
+        Ok(reply)
+    }
+
+    /// Tokens of a tool list, counted once per distinct list.
+    fn tools_tokens(&mut self, tools: &[ToolSpec]) -> usize {
+        if let Some((names, tokens)) = &self.window.tools_cache
+            && names.len() == tools.len()
+            && names.iter().zip(tools).all(|(n, t)| *n == t.name)
+        {
+            return *tokens;
+        }
+        let tokens = self.ledger.counter().tools(tools);
+        self.window.tools_cache = Some((tools.iter().map(|t| t.name.clone()).collect(), tokens));
+        tokens
+    }
+
+    fn overflow_message(&self, overflow: &Overflow, tools_tokens: usize) -> String {
+        format!(
+            "{overflow}: `{}` has a {} token window, {} are kept for the reply and {tools_tokens} go to tool \
+             definitions. Shorten what is too large (a model reply too large for its window \
+             points at max_reply_bytes and max_calls_per_reply), or raise context_window (or lower \
+             reserve_output_tokens) in the policy",
+            self.model, self.window.window, self.window.reserve
+        )
+    }
+}
+
+/// The spec of the `finish` tool.
+pub(super) fn finish_tool_spec() -> ToolSpec {
+    ToolSpec {
+        name: FINISH_TOOL.to_owned(),
+        description: words::FINISH_DESCRIPTION.to_owned(),
+        parameters: serde_json::json!({
+            "type": "object",
+            "properties": {"answer": {"type": "string", "description": words::FINISH_ANSWER_DESCRIPTION}},
+            "required": ["answer"],
+        }),
+    }
+}

@@ -1,0 +1,387 @@
+//! The turn as an explicit state machine, and the driver that moves it.
+//!
+//! ```text
+//!            Start(entry) ── Interrupted(then): close calls left open by a crash ──> Start(then)
+//!                 │ NewMessage / Continue / ClientResults             │ Decisions
+//!                 v                                                   v
+//!   ┌────────> CallModel ──reply──> Route ──calls──> ExecuteTools ────┘
+//!   │             │  limit, deadline   │  approval / client tools       │ guard verdict
+//!   │             v                    v                                v
+//!   │         Finalize ──────────> End(answered | failed | cancelled)  Finalize
+//!   │                                  ^                ^
+//!   │        Wait(approval | client) ──┘ (paused)       │ answer, finish, chant
+//!   └───────────── ExecuteTools: continue ──────────────┘
+//! ```
+//!
+//! Each step is one method (in `start.rs`, `call.rs`, `route.rs`, `tools.rs`,
+//! `finalize.rs`, `end.rs`) that does the step's I/O — a model call, tool calls, events,
+//! messages — asks the judge what it means, and returns the next state. Every turn
+//! passes through `End` exactly once, which emits the one terminal event.
+
+mod call;
+mod end;
+mod finalize;
+mod route;
+mod start;
+mod tools;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use buddy_core::{
+    ChatEvent, Message, PendingCall, Provider, StopReason, ToolCall, Toolbox, TurnStats,
+};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::debug;
+
+use crate::approval::{ApprovalRules, CallDecision, Decision, Resume};
+use crate::context::counter_for_model;
+use crate::emitter::Emitter;
+use crate::judge::memory::Judge;
+use crate::judge::verdict::{FinalizeCause, Trip};
+use crate::ledger::Ledger;
+use crate::model_call::Reply;
+use crate::request::{TurnOutcome, TurnRequest};
+use crate::tape::{Tape, TapeEntry, TapeStep};
+
+/// Where a turn is.
+pub(crate) enum State {
+    /// The turn begins, from one of its entries.
+    Start(Entry),
+    /// Call the model with the tools on offer (after the limits are checked).
+    CallModel,
+    /// Decide from the model's reply where the turn goes.
+    Route(Reply),
+    /// Run one reply's tool calls through the judge.
+    ExecuteTools(Round),
+    /// A limit or guard ended tool use: one last call without tools, then the end.
+    Finalize(FinalizeCause),
+    /// The turn pauses until someone outside answers.
+    Wait(Wait),
+    /// The turn is over.
+    End(End),
+}
+
+/// How a turn begins.
+pub(crate) enum Entry {
+    /// A user message (given, or already the history's last message).
+    NewMessage { user: Option<String> },
+    /// A person decided about the calls the paused turn waits for.
+    Decisions(Vec<CallDecision>),
+    /// A capped turn goes on with a fresh budget.
+    Continue,
+    /// The client ran its tools and sent their results back (no new user message).
+    ClientResults,
+    /// The history ends with calls a crash left open: they are answered as interrupted,
+    /// then the turn begins as `then`.
+    Interrupted(Box<Entry>),
+}
+
+/// One reply's calls on their way through the judge.
+pub(crate) struct Round {
+    pub text: String,
+    pub calls: Vec<ToolCall>,
+    /// A person's decisions about these calls (a resumed round), by call id.
+    pub decided: HashMap<String, Decision>,
+    /// Notes for the model sent with this round's results.
+    pub notes: Vec<String>,
+    /// Finalize after the round even if it finds nothing (earlier rounds already did).
+    pub then: Option<FinalizeCause>,
+}
+
+/// What a paused turn waits for.
+pub(crate) enum Wait {
+    /// A person's approval of `waiting` (none of the reply's calls has run).
+    Approval {
+        text: String,
+        calls: Vec<ToolCall>,
+        /// The calls as the model sent them, when buddy changed them (ids, count).
+        raw: Option<Vec<ToolCall>>,
+        waiting: Vec<PendingCall>,
+        tape_step: usize,
+    },
+    /// The client to run its tools.
+    Client {
+        text: String,
+        calls: Vec<ToolCall>,
+        raw: Option<Vec<ToolCall>>,
+        tape_step: usize,
+    },
+}
+
+/// How a turn ends.
+pub(crate) enum End {
+    /// With an answer; an empty one is written by buddy from the tool results.
+    Answered { reason: StopReason, text: String },
+    /// With an error and no answer.
+    Failed { reason: StopReason, message: String },
+    /// The caller cancelled it.
+    Cancelled,
+    /// Paused, waiting (`approval_required`, `client_tool_calls`), with the reply's text.
+    Paused { reason: StopReason, text: String },
+}
+
+/// The toolbox of a turn: the engine's own, or the latest generation of one whose tools
+/// change (MCP list changes).
+pub(crate) enum ToolboxHandle<'e> {
+    Base(&'e dyn Toolbox),
+    Live(Arc<dyn Toolbox>),
+}
+
+impl<'e> std::ops::Deref for ToolboxHandle<'e> {
+    type Target = dyn Toolbox + 'e;
+
+    fn deref(&self) -> &Self::Target {
+        match self {
+            ToolboxHandle::Base(toolbox) => *toolbox,
+            ToolboxHandle::Live(toolbox) => &**toolbox,
+        }
+    }
+}
+
+/// What the driver knows of the model's context window.
+struct Window {
+    /// The model's context window and the part of it kept for the reply.
+    window: u64,
+    reserve: u64,
+    /// Tokens of the latest tool list, by names.
+    tools_cache: Option<(Vec<String>, usize)>,
+    /// Estimated tokens of the latest request sent.
+    last_sent_tokens: u64,
+    /// A lower ceiling on the request, set when the provider refused one as too long.
+    room_cap: Option<u64>,
+}
+
+/// The driver of one turn. Owned by a single task; nothing here is shared or locked.
+pub(crate) struct Turn<'e> {
+    provider: &'e dyn Provider,
+    /// The toolbox the engine was built with.
+    base_toolbox: &'e dyn Toolbox,
+    /// The toolbox's latest generation, when its tools can change (MCP list changes).
+    live: Option<(u64, Arc<dyn Toolbox>)>,
+    model: String,
+    events: Emitter,
+    cancel: CancellationToken,
+    started: Instant,
+    deadline: Option<Instant>,
+    stats: TurnStats,
+    judge: Judge,
+    ledger: Ledger,
+    window: Window,
+    approval: ApprovalRules,
+    /// Whether the current model call offered tools.
+    tools_offered_now: bool,
+    tape: Tape,
+}
+
+impl<'e> Turn<'e> {
+    /// A turn over `request`, and the entry it begins with.
+    pub(crate) fn new(
+        provider: &'e dyn Provider,
+        toolbox: &'e dyn Toolbox,
+        request: TurnRequest,
+        events: mpsc::Sender<ChatEvent>,
+    ) -> (Self, Entry) {
+        let started = Instant::now();
+        let policy = request.policy;
+        let deadline = policy
+            .deadline_ms
+            .map(|ms| started + Duration::from_millis(ms));
+        let window = policy
+            .context_window
+            .unwrap_or_else(|| crate::context::default_window(&request.model));
+        let reserve = policy
+            .reserve_output_tokens
+            .unwrap_or_else(|| crate::context::default_reserve(window));
+        let given = request.history.len();
+        let ends_with_user = matches!(request.history.last(), Some(Message::User { .. }));
+        let ledger = Ledger::new(
+            request.history,
+            counter_for_model(&request.model),
+            request.recorder,
+        );
+        let left_open = !ledger.interrupted_calls().is_empty();
+        let (entry, tape_entry) = match request.resume {
+            Some(Resume::Decisions(decisions)) => (
+                Entry::Decisions(decisions.clone()),
+                TapeEntry::Decisions { decisions },
+            ),
+            Some(Resume::Continue) => (Entry::Continue, TapeEntry::Continue),
+            None if request.user_message.is_some() || ends_with_user => (
+                Entry::NewMessage {
+                    user: request.user_message,
+                },
+                TapeEntry::NewMessage { user_at: None },
+            ),
+            None => (Entry::ClientResults, TapeEntry::ClientResults),
+        };
+        let entry = match entry {
+            Entry::Decisions(_) => entry,
+            _ if left_open => Entry::Interrupted(Box::new(entry)),
+            _ => entry,
+        };
+        let mut tape = Tape::new(
+            &request.model,
+            &policy,
+            &request.approval,
+            tape_entry,
+            given,
+        );
+        tape.tools = crate::tape::tools_of(toolbox);
+        let turn = Turn {
+            provider,
+            base_toolbox: toolbox,
+            live: None,
+            model: request.model,
+            events: Emitter::new(events),
+            cancel: request.cancel,
+            started,
+            deadline,
+            stats: TurnStats::default(),
+            judge: Judge::new(policy),
+            ledger,
+            window: Window {
+                window,
+                reserve,
+                tools_cache: None,
+                last_sent_tokens: 0,
+                room_cap: None,
+            },
+            approval: request.approval,
+            tools_offered_now: false,
+            tape,
+        };
+        (turn, entry)
+    }
+
+    /// Runs the state machine from `entry` to its one terminal event.
+    pub(crate) async fn run(mut self, entry: Entry) -> TurnOutcome {
+        let mut state = State::Start(entry);
+        loop {
+            state = match state {
+                State::Start(entry) => self.start(entry).await,
+                State::CallModel => self.call_model().await,
+                State::Route(reply) => self.route(reply).await,
+                State::ExecuteTools(round) => self.execute_tools(round).await,
+                State::Finalize(cause) => self.finalize(cause).await,
+                State::Wait(wait) => self.wait(wait).await,
+                State::End(end) => return self.end(end).await,
+            };
+        }
+    }
+
+    /// The toolbox calls go to: its latest generation when its tools can change.
+    fn toolbox(&self) -> &dyn Toolbox {
+        match &self.live {
+            Some((_, toolbox)) => &**toolbox,
+            None => self.base_toolbox,
+        }
+    }
+
+    /// The toolbox calls go to, held apart from the turn (for work that also changes
+    /// the turn, such as running calls while recording their results).
+    fn toolbox_handle(&self) -> ToolboxHandle<'e> {
+        match &self.live {
+            Some((_, toolbox)) => ToolboxHandle::Live(Arc::clone(toolbox)),
+            None => ToolboxHandle::Base(self.base_toolbox),
+        }
+    }
+
+    /// The names of every tool of the toolbox.
+    fn tool_names(&self) -> Vec<String> {
+        self.toolbox()
+            .specs()
+            .iter()
+            .map(|t| t.name.clone())
+            .collect()
+    }
+
+    /// Announces what a guard did (a `guard_tripped` event) and puts it on the tape.
+    async fn announce(&mut self, trip: Trip) {
+        announce_to(&self.events, &mut self.tape, self.stats.model_calls, trip).await;
+    }
+
+    /// Announces each trip, in order.
+    async fn announce_all(&mut self, trips: Vec<Trip>) {
+        for trip in trips {
+            self.announce(trip).await;
+        }
+    }
+
+    /// Announces a tool call the engine is about to run or answer.
+    async fn emit_call_start(&self, call: &ToolCall) {
+        self.events
+            .emit(ChatEvent::ToolCallStart {
+                id: call.id.clone(),
+                name: call.name.clone(),
+                arguments: call.arguments.clone(),
+            })
+            .await;
+    }
+
+    /// Milliseconds since the turn started.
+    fn elapsed_ms(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// True once the turn's deadline has passed.
+    fn deadline_passed(&self) -> bool {
+        self.deadline.is_some_and(|d| Instant::now() >= d)
+    }
+
+    /// The end a turn comes to before its next model call, if it is cancelled or a
+    /// message could not be stored (a turn whose messages are not kept must not go on).
+    fn stopped_before_call(&mut self) -> Option<End> {
+        if self.cancel.is_cancelled() {
+            return Some(End::Cancelled);
+        }
+        self.ledger.take_record_failure().map(store_failed)
+    }
+}
+
+/// Announces what a guard did (a `guard_tripped` event) and puts it on `tape`; a free
+/// function so a step can announce while it holds a borrow of the history.
+async fn announce_to(events: &Emitter, tape: &mut Tape, model_call: u32, trip: Trip) {
+    let Trip {
+        guard,
+        action,
+        skill,
+        detail,
+        evidence,
+    } = trip;
+    debug!(guard = guard.as_str(), action = action.as_str(), skill, %detail, evidence = evidence.len(), "guard tripped");
+    tape.steps.push(TapeStep::Trip {
+        guard,
+        action,
+        skill: skill.clone(),
+        model_call,
+        detail: detail.clone(),
+    });
+    events
+        .emit(ChatEvent::GuardTripped {
+            guard,
+            action,
+            skill,
+            detail,
+            evidence,
+        })
+        .await;
+}
+
+/// The end of a turn whose messages could not be stored.
+fn store_failed(failure: String) -> End {
+    End::Failed {
+        reason: StopReason::StoreError,
+        message: format!(
+            "the conversation could not be stored ({failure}); the turn was stopped and its \
+             unstored messages dropped. Check the server's store, then send the message again"
+        ),
+    }
+}
+
+/// `text`, unless it is blank.
+fn non_empty(text: String) -> Option<String> {
+    (!text.trim().is_empty()).then_some(text)
+}

@@ -1,0 +1,195 @@
+//! ExecuteTools: run one reply's calls as the judge plans them, concurrently, and put
+//! their results into the history in call order, byte for byte as the skills returned
+//! them. buddy's own words for the model (loop warnings, calls left) follow in a note of
+//! their own.
+
+use buddy_core::{
+    ChatEvent, Message, RepeatSemantics, SkillContext, StopReason, ToolCall, ToolOutcome,
+};
+use futures::StreamExt;
+
+use super::{End, Round, State, Turn};
+use crate::judge::round::{Plan, RoundFacts, RoundJudge, Slot};
+use crate::judge::verdict::FinalizeCause;
+use crate::tape::TapeStep;
+use crate::words::not_run;
+
+/// Why running stopped before every call had a result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Interrupted {
+    Cancelled,
+    Deadline,
+}
+
+impl Turn<'_> {
+    /// The ExecuteTools step.
+    pub(super) async fn execute_tools(&mut self, round: Round) -> State {
+        let Round {
+            text,
+            calls,
+            mut decided,
+            notes,
+            then,
+        } = round;
+        let mut judged = RoundJudge::begin(&mut self.judge, &text, notes);
+        for call in &calls {
+            self.emit_call_start(call).await;
+        }
+        let semantics: Vec<Option<RepeatSemantics>> = {
+            let toolbox = self.toolbox();
+            calls.iter().map(|c| toolbox.semantics(&c.name)).collect()
+        };
+        let facts = RoundFacts {
+            tool_calls_so_far: self.stats.tool_calls,
+            tools_offered: self.tools_offered_now,
+            approval: &self.approval,
+        };
+        let (slots, trips) = judged.plan(&mut self.judge, calls, &semantics, &mut decided, facts);
+        self.announce_all(trips).await;
+
+        let interrupted = self.run_slots(&slots, &mut judged).await;
+
+        let names = self.tool_names();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let verdict = judged.end(
+            &mut self.judge,
+            &text,
+            interrupted.is_some(),
+            self.stats.model_calls,
+            &names,
+        );
+        if !verdict.notes.is_empty() {
+            self.ledger
+                .push(Message::note(verdict.notes.join("\n")))
+                .await;
+        }
+        if let Some(message) = verdict.fatal {
+            return State::End(End::Failed {
+                reason: StopReason::SkillFailed,
+                message,
+            });
+        }
+        match interrupted {
+            Some(Interrupted::Cancelled) => return State::End(End::Cancelled),
+            Some(Interrupted::Deadline) => {
+                return State::Finalize(FinalizeCause::deadline(self.judge.policy.deadline_ms));
+            }
+            None => {}
+        }
+        match verdict.cause.or(then) {
+            Some(cause) => {
+                tracing::debug!(reason = %cause.reason, detail = %cause.detail, "finalize after the tool round");
+                State::Finalize(cause)
+            }
+            None => State::CallModel,
+        }
+    }
+
+    /// Runs the `Run` slots concurrently (bounded), emitting and recording every result
+    /// in call order. Calls still running when the turn is cancelled or its deadline
+    /// passes get an error result, so the history stays valid.
+    async fn run_slots(&mut self, slots: &[Slot], judged: &mut RoundJudge) -> Option<Interrupted> {
+        let toolbox = self.toolbox_handle();
+        let cancel = self.cancel.clone();
+        let deadline = self.deadline;
+        let parallel = usize::try_from(self.judge.policy.max_parallel_tools)
+            .unwrap_or(1)
+            .max(1);
+        // Collected first so the stream holds no closures across awaits (keeps the future Send).
+        let to_run: Vec<ToolCall> = slots
+            .iter()
+            .filter(|s| matches!(s.plan, Plan::Run))
+            .map(|s| s.call.clone())
+            .collect();
+        let mut pending: Vec<buddy_core::BoxFuture<'_, ToolOutcome>> = Vec::new();
+        for call in &to_run {
+            let ctx = SkillContext {
+                call_id: call.id.clone(),
+            };
+            pending.push(toolbox.invoke(call, ctx));
+        }
+        let mut running = futures::stream::iter(pending).buffered(parallel);
+        let deadline_passed = async {
+            match deadline {
+                Some(at) => tokio::time::sleep_until(at.into()).await,
+                None => futures::future::pending().await,
+            }
+        };
+        tokio::pin!(deadline_passed);
+        let mut interrupted = None;
+        let mut results: Vec<(String, bool)> = Vec::with_capacity(slots.len());
+        for slot in slots {
+            let mut ran = None;
+            let (content, is_error) = match (&slot.plan, interrupted) {
+                (Plan::Answer { content, is_error }, _) => (content.clone(), *is_error),
+                (Plan::SameAs(first), _) => results
+                    .get(*first)
+                    .cloned()
+                    .unwrap_or_else(|| (not_run::SAME_CALL_UNFINISHED.to_owned(), true)),
+                (Plan::Run, Some(why)) => (unfinished(why).to_owned(), true),
+                (Plan::Run, None) => {
+                    let next = tokio::select! {
+                        biased;
+                        _ = cancel.cancelled() => Err(Interrupted::Cancelled),
+                        _ = &mut deadline_passed => Err(Interrupted::Deadline),
+                        outcome = running.next() => Ok(outcome),
+                    };
+                    match next {
+                        Ok(Some(outcome)) => {
+                            self.stats.tool_calls += 1;
+                            let trips = judged.observe(&mut self.judge, slot, &outcome);
+                            self.announce_all(trips).await;
+                            ran = Some(outcome.fatal);
+                            (outcome.content, outcome.is_error)
+                        }
+                        Ok(None) => (not_run::MISSING.to_owned(), true),
+                        Err(why) => {
+                            interrupted = Some(why);
+                            self.tape.steps.push(TapeStep::Interrupted {
+                                cause: match why {
+                                    Interrupted::Cancelled => crate::tape::Interruption::Cancelled,
+                                    Interrupted::Deadline => crate::tape::Interruption::Deadline,
+                                },
+                            });
+                            (unfinished(why).to_owned(), true)
+                        }
+                    }
+                }
+            };
+            let call = &slot.call;
+            self.events
+                .emit(ChatEvent::ToolCallResult {
+                    id: call.id.clone(),
+                    name: call.name.clone(),
+                    content: content.clone(),
+                    is_error,
+                })
+                .await;
+            if let Some(fatal) = ran {
+                self.tape.steps.push(TapeStep::Result {
+                    call_id: call.id.clone(),
+                    at: self.ledger.new_count(),
+                    is_error,
+                    fatal,
+                });
+            }
+            self.ledger
+                .push(Message::tool_result(
+                    call.id.clone(),
+                    content.clone(),
+                    is_error,
+                ))
+                .await;
+            results.push((content, is_error));
+        }
+        interrupted
+    }
+}
+
+/// The result of a call the turn stopped waiting for.
+fn unfinished(why: Interrupted) -> &'static str {
+    match why {
+        Interrupted::Cancelled => not_run::CANCELLED,
+        Interrupted::Deadline => not_run::DEADLINE,
+    }
+}

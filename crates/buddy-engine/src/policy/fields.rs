@@ -1,0 +1,135 @@
+//! The policy table: every field of [`LoopPolicy`] once, with its default, the values it
+//! accepts, how a request may change it (ceiling), and its command-line flag. Adding a
+//! field is one entry here.
+
+use super::OnLimit;
+use super::table::{Ceiling, Check, Flag, policy_fields};
+
+/// `expected` texts of ranges, shared by fields with the same bounds.
+const UP_TO_1000: &str = "1..=1000";
+
+policy_fields! {
+    /// Model calls per turn, the last one reserved for the Finalize call.
+    max_model_calls: u32 = 25;
+        check Check::Range { lo: 2, hi: 1000, expected: "2..=1000 (one call is reserved to answer)" };
+        ceiling Ceiling::AtMost;
+        flag Flag::Value { value_name: "N", help: "Model calls per turn, the last reserved for the answer." };
+    /// Tool calls per turn; then Finalize.
+    max_tool_calls: u32 = 25;
+        check Check::Range { lo: 1, hi: 10_000, expected: "1..=10000" };
+        ceiling Ceiling::AtMost;
+        flag Flag::Value { value_name: "N", help: "Tool calls per turn." };
+    /// Calls of any one skill per turn before it is withdrawn (off by default).
+    max_calls_per_skill: Option<u32> = None;
+        check Check::Range { lo: 1, hi: 10_000, expected: "1..=10000, or 0 for off" };
+        ceiling Ceiling::AtMost;
+        flag Flag::Value { value_name: "N", help: "Calls of any one skill per turn (0 = off)." };
+    /// Consecutive failures of one skill before it is withdrawn (the circuit breaker).
+    max_consecutive_failures: u32 = 3;
+        check Check::Range { lo: 1, hi: 1000, expected: UP_TO_1000 };
+        ceiling Ceiling::AtMost;
+        flag Flag::Value { value_name: "N", help: "Consecutive failures before a skill is withdrawn." };
+    /// Repetition, cycle, near-duplicate and repeated-answer detection.
+    loop_detection: bool = true;
+        check Check::Any;
+        ceiling Ceiling::LoopDetection;
+        flag Flag::Negated { help: "Turn off repetition, cycle, near-duplicate and repeated-answer detection." };
+    /// Unchanged results a pollable skill may return for the same arguments before it counts as a loop.
+    poll_patience: u32 = 4;
+        check Check::Range { lo: 0, hi: 1000, expected: "0..=1000" };
+        ceiling Ceiling::AtMost;
+        flag Flag::None;
+    /// Guard trips (on any skills) after which the turn goes to Finalize.
+    max_guard_trips: u32 = 3;
+        check Check::Range { lo: 1, hi: 1000, expected: UP_TO_1000 };
+        ceiling Ceiling::AtMost;
+        flag Flag::None;
+    /// Rounds in a row that bring nothing new (every call failed, or repeated an earlier
+    /// call with the same result) after which the turn goes to Finalize; off with 0.
+    max_stale_rounds: Option<u32> = Some(3);
+        check Check::Range { lo: 1, hi: 1000, expected: "1..=1000, or 0 for off" };
+        ceiling Ceiling::AtMost;
+        flag Flag::None;
+    /// A reply whose end repeats one chunk of `chant_min_chars` this many times in a row
+    /// is cut (stop reason `repetitive_output`); off with 0.
+    chant_repeats: Option<u32> = Some(10);
+        check Check::Range { lo: 2, hi: 10_000, expected: "2..=10000, or 0 for off" };
+        ceiling Ceiling::AtMost;
+        flag Flag::None;
+    /// The shortest chunk that counts as chanting, in bytes.
+    chant_min_chars: usize = 50;
+        check Check::Range { lo: 8, hi: 1_000_000, expected: "8..=1000000" };
+        ceiling Ceiling::AtMost;
+        flag Flag::None;
+    /// Answer text shorter than this is narration and never counts as a repeated answer.
+    repeated_answer_min_chars: usize = 80;
+        check Check::Range { lo: 1, hi: 1_000_000, expected: "1..=1000000" };
+        ceiling Ceiling::AtMost;
+        flag Flag::None;
+    /// Text at least this long beside tool calls is taken as the final answer (off by default).
+    substantive_answer_chars: Option<usize> = None;
+        check Check::Range { lo: 1, hi: 10_000_000, expected: "1..=10000000, or 0 for off" };
+        ceiling Ceiling::AtMost;
+        flag Flag::Value { value_name: "CHARS", help: "Take text at least this long beside tool calls as the final answer (0 = off)." };
+    /// Trust `finish_reason: stop` even when tool calls come with it.
+    honor_stop: bool = false;
+        check Check::Any;
+        ceiling Ceiling::AtLeast;
+        flag Flag::Switch { help: "Trust finish_reason \"stop\" even when tool calls come with it." };
+    /// Tell the model "N of M model calls left" in a note once half are spent.
+    show_budget: bool = true;
+        check Check::Any;
+        ceiling Ceiling::Free;
+        flag Flag::None;
+    /// Offer no tools after this many model calls (off by default).
+    withdraw_tools_after: Option<u32> = None;
+        check Check::Range { lo: 1, hi: 1000, expected: "1..=1000, or 0 for off" };
+        ceiling Ceiling::AtMost;
+        flag Flag::Value { value_name: "N", help: "Offer no tools after N model calls (0 = off)." };
+    /// Offer a `finish(answer)` tool that ends the turn.
+    finish_tool: bool = false;
+        check Check::Any;
+        ceiling Ceiling::Free;
+        flag Flag::Switch { help: "Offer a finish(answer) tool that ends the turn." };
+    /// Input plus output tokens per turn; then Finalize (off by default).
+    max_turn_tokens: Option<u64> = None;
+        check Check::Range { lo: 1, hi: u64::MAX, expected: "a number of tokens, or 0 for off" };
+        ceiling Ceiling::AtMost;
+        flag Flag::Value { value_name: "TOKENS", help: "Token budget of the turn (0 = off)." };
+    /// Wall-clock budget of a turn in milliseconds; then Finalize (off by default).
+    deadline_ms: Option<u64> = None;
+        check Check::Range { lo: 1, hi: u64::MAX, expected: "a number of milliseconds, or 0 for off" };
+        ceiling Ceiling::AtMost;
+        flag Flag::Value { value_name: "MS", help: "Deadline of the turn in milliseconds (0 = off)." };
+    /// Time the Finalize call gets, whatever ended the turn; past it buddy answers from
+    /// the tool results. A turn with a deadline ends by deadline + this grace.
+    finalize_grace_ms: u64 = 10_000;
+        check Check::Range { lo: 100, hi: 600_000, expected: "100..=600000" };
+        ceiling Ceiling::AtMost;
+        flag Flag::None;
+    /// What a tripped limit or loop guard does.
+    on_limit: OnLimit = OnLimit::Finalize;
+        check Check::Any;
+        ceiling Ceiling::AtMost;
+        flag Flag::Choice { value_name: "MODE", choices: &["finalize", "error"], help: "What a tripped limit does: finalize (answer without tools) or error." };
+    /// Tool calls of one response that run at the same time.
+    max_parallel_tools: u32 = 4;
+        check Check::Range { lo: 1, hi: 64, expected: "1..=64" };
+        ceiling Ceiling::AtMost;
+        flag Flag::None;
+    /// Tool calls one response may ask for; the excess get an error result the model reads.
+    max_calls_per_reply: u32 = 128;
+        check Check::Range { lo: 1, hi: 100_000, expected: "1..=100000" };
+        ceiling Ceiling::AtMost;
+        flag Flag::None;
+    /// The model's context window in tokens (default: buddy's table of common models).
+    context_window: Option<u64> = None;
+        check Check::Range { lo: 256, hi: 100_000_000, expected: "256..=100000000 tokens, or 0 for the built-in table" };
+        ceiling Ceiling::Window;
+        flag Flag::None;
+    /// Tokens kept free for the reply (default: a quarter of the window, at most 4,096).
+    reserve_output_tokens: Option<u64> = None;
+        check Check::Range { lo: 1, hi: 100_000_000, expected: "a number of tokens (less than half of context_window), or 0 for the default" };
+        ceiling Ceiling::Reserve;
+        flag Flag::None;
+}

@@ -1,0 +1,230 @@
+//! The shape of the policy table: what each field declares once (default, valid range,
+//! ceiling rule, command-line flag) and the macro that turns the table into
+//! [`LoopPolicy`](super::LoopPolicy) and [`POLICY_FIELDS`](super::POLICY_FIELDS).
+
+use super::OnLimit;
+
+/// One field of the policy, as the table declares it.
+#[derive(Clone, Copy)]
+pub struct Field {
+    pub name: &'static str,
+    /// The field's doc comment, one line per `///` line.
+    pub doc: &'static str,
+    pub check: Check,
+    pub ceiling: Ceiling,
+    pub flag: Flag,
+    /// The value as a number (bools and `on_limit` as 0/1), `None` when off or unlimited.
+    pub(crate) number: fn(&super::LoopPolicy) -> Option<u64>,
+    /// The value as a person reads it: `25`, `off`, `finalize`.
+    pub(crate) words: fn(&super::LoopPolicy) -> String,
+    /// Turns `Some(0)` (0 or null in a patch) into off.
+    pub(crate) normalize: fn(&mut super::LoopPolicy),
+}
+
+impl std::fmt::Debug for Field {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Field")
+            .field("name", &self.name)
+            .field("check", &self.check)
+            .field("ceiling", &self.ceiling)
+            .finish()
+    }
+}
+
+impl Field {
+    /// The first line of the field's doc comment.
+    pub fn summary(&self) -> &'static str {
+        self.doc.lines().next().unwrap_or_default().trim()
+    }
+
+    /// The field's value in `policy`, as a person reads it.
+    pub fn value_words(&self, policy: &super::LoopPolicy) -> String {
+        (self.words)(policy)
+    }
+
+    /// The field's value in `policy` as a number; `None` when off or unlimited.
+    pub fn value_number(&self, policy: &super::LoopPolicy) -> Option<u64> {
+        (self.number)(policy)
+    }
+}
+
+/// Which values a field accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Check {
+    /// Any value of its type.
+    Any,
+    /// A number within `lo..=hi` (an optional field may also be off).
+    Range {
+        lo: u64,
+        hi: u64,
+        expected: &'static str,
+    },
+}
+
+/// How a request's value compares with the operator's: what "loosen" means for the
+/// field. A request may only tighten.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ceiling {
+    /// Lower is tighter; off (unlimited) is the loosest.
+    AtMost,
+    /// Higher is tighter (a switch whose `true` ends turns sooner).
+    AtLeast,
+    /// The model's context window as the turn uses it (the policy's, else buddy's table):
+    /// a request may only shrink it.
+    Window,
+    /// The reserve kept for the reply: a request may change it only so far as the room
+    /// left for the request (window less reserve) does not grow.
+    Reserve,
+    /// Loop detection: a request may switch it off only where the operator allows that.
+    LoopDetection,
+    /// Changes what the model is told or offered, not what a turn may spend.
+    Free,
+}
+
+/// The command-line flag a field has (beyond `--policy FIELD=VALUE`, which every field has).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flag {
+    None,
+    /// `--field-name VALUE`.
+    Value {
+        value_name: &'static str,
+        help: &'static str,
+    },
+    /// `--field-name`, which sets it to true.
+    Switch {
+        help: &'static str,
+    },
+    /// `--no-field-name`, which sets it to false.
+    Negated {
+        help: &'static str,
+    },
+    /// `--field-name VALUE`, one of `choices`.
+    Choice {
+        value_name: &'static str,
+        choices: &'static [&'static str],
+        help: &'static str,
+    },
+}
+
+impl Flag {
+    /// The long flag for `field` (`max_model_calls` -> `max-model-calls`), if it has one.
+    pub fn long(&self, field: &str) -> Option<String> {
+        let dashed = field.replace('_', "-");
+        match self {
+            Flag::None => None,
+            Flag::Negated { .. } => Some(format!("no-{dashed}")),
+            _ => Some(dashed),
+        }
+    }
+}
+
+/// How a field's value reads as a limit.
+pub(crate) trait FieldValue {
+    /// The value as a number, or `None` for off / unlimited.
+    fn number(&self) -> Option<u64>;
+    /// The value as a person reads it.
+    fn words(&self) -> String {
+        self.number()
+            .map_or_else(|| "off".to_owned(), |n| n.to_string())
+    }
+    /// `Some(0)` means off.
+    fn normalize(&mut self) {}
+}
+
+impl FieldValue for u32 {
+    fn number(&self) -> Option<u64> {
+        Some(u64::from(*self))
+    }
+}
+
+impl FieldValue for u64 {
+    fn number(&self) -> Option<u64> {
+        Some(*self)
+    }
+}
+
+impl FieldValue for usize {
+    fn number(&self) -> Option<u64> {
+        Some(u64::try_from(*self).unwrap_or(u64::MAX))
+    }
+}
+
+impl FieldValue for bool {
+    fn number(&self) -> Option<u64> {
+        Some(u64::from(*self))
+    }
+    fn words(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl FieldValue for OnLimit {
+    /// `error` is the tighter setting: `finalize` costs one more model call.
+    fn number(&self) -> Option<u64> {
+        Some(match self {
+            OnLimit::Error => 0,
+            OnLimit::Finalize => 1,
+        })
+    }
+    fn words(&self) -> String {
+        match self {
+            OnLimit::Error => "error",
+            OnLimit::Finalize => "finalize",
+        }
+        .to_owned()
+    }
+}
+
+impl<T: FieldValue + Copy + Default + PartialEq> FieldValue for Option<T> {
+    fn number(&self) -> Option<u64> {
+        self.as_ref().and_then(FieldValue::number)
+    }
+    fn normalize(&mut self) {
+        if *self == Some(T::default()) {
+            *self = None;
+        }
+    }
+}
+
+/// Declares the policy once: each field with its doc, type, default, check, ceiling
+/// rule and flag. Generates `LoopPolicy`, its `Default`, and `POLICY_FIELDS`.
+macro_rules! policy_fields {
+    ($(
+        $(#[doc = $doc:literal])+
+        $name:ident: $ty:ty = $default:expr;
+            check $check:expr; ceiling $ceiling:expr; flag $flag:expr;
+    )+) => {
+        /// The limits and guards of one turn, declared field by field in `policy/fields.rs`
+        /// (defaults follow the design's guard table).
+        ///
+        /// Optional guards are `None` when off; in a patch, `0` (or JSON `null`) turns them off.
+        #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+        #[serde(default, deny_unknown_fields)]
+        pub struct LoopPolicy {
+            $( $(#[doc = $doc])+ pub $name: $ty, )+
+        }
+
+        impl Default for LoopPolicy {
+            fn default() -> Self {
+                LoopPolicy { $( $name: $default, )+ }
+            }
+        }
+
+        /// Every policy field, in declaration order: the one table that defaults,
+        /// validation, ceilings, patches and the command-line flags are driven by.
+        pub static POLICY_FIELDS: &[$crate::policy::Field] = &[$(
+            $crate::policy::Field {
+                name: stringify!($name),
+                doc: concat!($($doc, "\n"),+),
+                check: $check,
+                ceiling: $ceiling,
+                flag: $flag,
+                number: |p: &LoopPolicy| $crate::policy::table::FieldValue::number(&p.$name),
+                words: |p: &LoopPolicy| $crate::policy::table::FieldValue::words(&p.$name),
+                normalize: |p: &mut LoopPolicy| $crate::policy::table::FieldValue::normalize(&mut p.$name),
+            },
+        )+];
+    };
+}
+
+pub(crate) use policy_fields;

@@ -1,0 +1,131 @@
+//! What a turn is asked to do, and what it leaves behind.
+
+use std::sync::Arc;
+
+use buddy_core::{Message, MessageSink, StopReason, TurnStats};
+use tokio_util::sync::CancellationToken;
+
+use crate::approval::{ApprovalRules, Resume};
+use crate::policy::LoopPolicy;
+use crate::replay::Recording;
+use crate::tape::Tape;
+
+/// Everything one turn needs: the model, the conversation so far, the new user
+/// message, the policy, a cancellation token, and where to record messages.
+#[derive(Clone)]
+pub struct TurnRequest {
+    pub model: String,
+    /// The conversation before this turn (system prompt, earlier turns).
+    pub history: Vec<Message>,
+    /// The user's new message; `None` when `history` already ends with it.
+    pub user_message: Option<String>,
+    pub policy: LoopPolicy,
+    pub cancel: CancellationToken,
+    /// Receives each message as it joins the conversation (the user message too).
+    pub recorder: Option<Arc<dyn MessageSink>>,
+    /// Which calls wait for a person's approval (by default, none).
+    pub approval: ApprovalRules,
+    /// Goes on with a paused or capped turn instead of a new user message.
+    pub resume: Option<Resume>,
+}
+
+impl std::fmt::Debug for TurnRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TurnRequest")
+            .field("model", &self.model)
+            .field("history", &self.history.len())
+            .field("user_message", &self.user_message)
+            .field("policy", &self.policy)
+            .field("recorder", &self.recorder.is_some())
+            .field("approval", &self.approval)
+            .field("resume", &self.resume)
+            .finish()
+    }
+}
+
+impl TurnRequest {
+    /// A turn for `model` answering `user_message`, under the default policy.
+    pub fn new(model: impl Into<String>, user_message: impl Into<String>) -> Self {
+        TurnRequest {
+            model: model.into(),
+            history: Vec::new(),
+            user_message: Some(user_message.into()),
+            policy: LoopPolicy::default(),
+            cancel: CancellationToken::new(),
+            recorder: None,
+            approval: ApprovalRules::default(),
+            resume: None,
+        }
+    }
+
+    /// A request that goes on with the paused or capped turn at the end of `history`.
+    pub fn resume(model: impl Into<String>, history: Vec<Message>, resume: Resume) -> Self {
+        let mut request = TurnRequest::new(model, String::new()).with_history(history);
+        request.user_message = None;
+        request.resume = Some(resume);
+        request
+    }
+
+    /// Sets which calls wait for approval.
+    pub fn with_approval(mut self, approval: ApprovalRules) -> Self {
+        self.approval = approval;
+        self
+    }
+
+    /// Records every new message through `sink`.
+    pub fn with_recorder(mut self, sink: Arc<dyn MessageSink>) -> Self {
+        self.recorder = Some(sink);
+        self
+    }
+
+    /// Sets the conversation before this turn.
+    pub fn with_history(mut self, history: Vec<Message>) -> Self {
+        self.history = history;
+        self
+    }
+
+    /// Sets the policy.
+    pub fn with_policy(mut self, policy: LoopPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Sets the cancellation token.
+    pub fn with_cancel(mut self, cancel: CancellationToken) -> Self {
+        self.cancel = cancel;
+        self
+    }
+}
+
+/// How a turn ended and the conversation it left behind.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TurnOutcome {
+    pub reason: StopReason,
+    /// The final answer (`Done`), if the turn produced one.
+    pub answer: Option<String>,
+    /// The error message (`Error`), if the turn ended with one.
+    pub error: Option<String>,
+    pub stats: TurnStats,
+    /// The whole conversation after the turn: always a valid history.
+    pub messages: Vec<Message>,
+    /// Index in `messages` of the first message this turn added (the user message).
+    pub first_new: usize,
+    /// Everything the turn received from outside, for replay (see [`Tape`]).
+    pub tape: Tape,
+}
+
+impl TurnOutcome {
+    /// The messages this turn added.
+    pub fn new_messages(&self) -> &[Message] {
+        self.messages.get(self.first_new..).unwrap_or(&[])
+    }
+
+    /// The turn as a recording that [`replay`](crate::replay) plays back.
+    pub fn recording(&self) -> Recording {
+        Recording {
+            tape: self.tape.clone(),
+            history: self.messages.get(..self.first_new).unwrap_or(&[]).to_vec(),
+            new_messages: self.new_messages().to_vec(),
+        }
+    }
+}

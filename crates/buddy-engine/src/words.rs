@@ -1,0 +1,208 @@
+//! Every sentence buddy sends the model, each written once: its notes (which start with
+//! [`Message::NOTE_MARK`]), the Finalize instruction, the results of calls it did not
+//! run, its answers to approvals, and the answer it writes itself when the model gave
+//! none. The answer checks read these too, to tell buddy's words from the model's.
+
+use buddy_core::{Message, StopReason};
+
+/// The Finalize instruction (one last call without tools); `detail` says why tool use ended.
+pub(crate) fn finalize_instruction(detail: &str) -> String {
+    format!(
+        "{FINALIZE_START} ({detail}). Do not call any tools. Using only the conversation and tool \
+         results above, give the user your final answer now. If something could not be done, say so \
+         briefly."
+    )
+}
+
+/// How the Finalize instruction begins.
+pub(crate) const FINALIZE_START: &str = "[buddy] Tool use has ended for this turn";
+
+/// Phrases of buddy's own instructions that never belong in an answer.
+pub(crate) const INSTRUCTION_PHRASES: [&str; 2] = ["tool use has ended", "do not call any tools"];
+
+/// What the model reads when a person gives a capped turn more budget.
+pub(crate) const CONTINUE_NOTE: &str = "[buddy] The person gave you more budget for this task. \
+     Continue where you stopped; the results above are still valid, so do not repeat calls you \
+     already made.";
+
+/// "N of M model calls left", once half the budget is spent.
+pub(crate) fn budget_note(left: u32, max: u32) -> String {
+    format!(
+        "[buddy] {left} of {max} model calls left in this turn; the last is reserved for your answer."
+    )
+}
+
+/// The latest reply asked for more calls than one reply may have.
+pub(crate) fn dropped_calls_note(dropped: usize, max_per_reply: u32) -> String {
+    format!(
+        "[buddy] Your last reply asked for {dropped} more tool calls than the {max_per_reply} one reply \
+         may have; those were not run. Ask for fewer at a time."
+    )
+}
+
+/// A repeat of a `pure` or `effectful` skill, answered from its earlier result.
+pub(crate) fn earlier_result_note(name: &str) -> String {
+    format!(
+        "[buddy] `{name}` was called again with the same arguments; it was not run again and its \
+         earlier result was returned. Use it, or answer the user."
+    )
+}
+
+/// The same answer text came again beside new calls.
+pub(crate) const REPEATED_ANSWER_NOTE: &str = "[buddy] Your answer text is the same as in an \
+     earlier round. If your answer is complete, give it without calling tools.";
+
+/// A loop signal about a call that ran: `what` says what was seen.
+pub(crate) fn loop_warning_note(what: &str) -> String {
+    format!(
+        "[buddy] {what}. Calling it this way again will not bring anything new; use what you have, \
+         try something else, or answer the user."
+    )
+}
+
+/// Skills withdrawn by a loop guard.
+pub(crate) fn withdrawn_note(names: &[String], what: &str) -> String {
+    let listed: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
+    let verb = if names.len() == 1 { "is" } else { "are" };
+    format!(
+        "[buddy] {} {verb} withdrawn for the rest of this turn: {what}. Answer with what you have, or \
+         use another tool.",
+        listed.join(", ")
+    )
+}
+
+/// A skill withdrawn by the circuit breaker.
+pub(crate) fn circuit_breaker_note(name: &str, failures: u32) -> String {
+    format!(
+        "[buddy] `{name}` failed {failures} times in a row and is withdrawn for the rest of this turn; \
+         answer with what you have."
+    )
+}
+
+/// A person changed a call's arguments before it ran.
+pub(crate) fn edited_call_note(name: &str, id: &str, arguments: &str) -> String {
+    format!(
+        "{} The user changed the arguments of your `{name}` call ({id}) before it ran; it ran with: \
+         {arguments}",
+        Message::NOTE_MARK
+    )
+}
+
+/// Why a call was not run, as its result reads: the model sees these as error results.
+pub(crate) mod not_run {
+    /// A loop was detected and the final answer is being asked for.
+    pub(crate) const LOOP_FINAL: &str =
+        "not run: buddy detected a loop and is asking for the final answer";
+
+    /// `finish` without a usable answer.
+    pub(crate) const FINISH_ARGS: &str =
+        "`finish` needs arguments {\"answer\": \"<your final answer>\"} with a non-empty answer";
+
+    /// The turn's tool-call limit is reached.
+    pub(crate) fn tool_limit(max: u32) -> String {
+        format!("not run: this turn's limit of {max} tool calls is reached")
+    }
+
+    /// A call to a skill withdrawn earlier in the turn.
+    pub(crate) fn withdrawn(name: &str, why: &str) -> String {
+        format!(
+            "not run: `{name}` is no longer available in this turn ({why}); answer with what you have"
+        )
+    }
+
+    /// A call made while no tools are offered.
+    pub(crate) const NO_TOOLS: &str =
+        "not run: no tools are offered now; answer with what you have";
+
+    /// The per-skill limit withdrew it just now.
+    pub(crate) fn skill_limit(name: &str, why: &str) -> String {
+        format!("not run: `{name}` is withdrawn: {why}; answer with what you have")
+    }
+
+    /// A repeat of a skill already answered from its earlier result.
+    pub(crate) fn repeat_withdrawn(name: &str) -> String {
+        format!(
+            "not run: `{name}` was called again with the same arguments, so it is withdrawn for the \
+             rest of this turn; its earlier result is above"
+        )
+    }
+
+    /// The same answer text kept coming with new calls.
+    pub(crate) fn repeated_answer(what: &str, name: &str) -> String {
+        format!(
+            "not run: {what}, so `{name}` is withdrawn for the rest of this turn. If your answer is \
+             complete, give it without calling tools."
+        )
+    }
+
+    /// The same call earlier in the response did not finish.
+    pub(crate) const SAME_CALL_UNFINISHED: &str =
+        "not finished: the same call above did not finish";
+    /// The turn was cancelled while the call ran.
+    pub(crate) const CANCELLED: &str = "not finished: the turn was cancelled";
+    /// The turn's deadline passed while the call ran.
+    pub(crate) const DEADLINE: &str = "not finished: the turn's deadline passed";
+    /// The toolbox lost a result (a bug).
+    pub(crate) const MISSING: &str = "internal error: the tool result went missing";
+    /// A call left open when the conversation went on.
+    pub(crate) const INTERRUPTED: &str = "not finished: the turn was interrupted (or the call was still \
+         waiting for approval) when the conversation went on";
+
+    /// A person rejected the call.
+    pub(crate) fn rejected(reason: Option<&str>) -> String {
+        match reason.map(str::trim).filter(|r| !r.is_empty()) {
+            Some(reason) => format!("not run: the user rejected this call: {reason}"),
+            None => "not run: the user rejected this call".to_owned(),
+        }
+    }
+
+    /// A call nobody could approve.
+    pub(crate) fn unattended(name: &str) -> String {
+        format!(
+            "not run: `{name}` needs a person's approval and nobody can give it in this run; do the \
+             task without it (for example, give the text in your answer instead of writing a file)"
+        )
+    }
+}
+
+/// The `finish` tool: its description and the result its call gets.
+pub(crate) const FINISH_DESCRIPTION: &str =
+    "Call this once you have the final answer for the user; it ends the turn.";
+pub(crate) const FINISH_ANSWER_DESCRIPTION: &str = "The final answer for the user.";
+pub(crate) const FINISH_ACK: &str = "Turn finished with this answer.";
+
+/// Context trimming: the note that earlier messages were left out.
+pub(crate) fn elision_note(dropped: usize) -> String {
+    format!("[buddy] {dropped} earlier message(s) were left out to fit the context window.")
+}
+
+/// How the marker of a result cut to fit begins.
+pub(crate) const CUT_MARKER: &str = "\n[buddy: this result was cut from about";
+
+/// The marker a result cut to fit ends with.
+pub(crate) fn cut_marker(tokens: usize, target: usize) -> String {
+    format!("{CUT_MARKER} {tokens} to {target} tokens to fit the context window]")
+}
+
+/// buddy's own answer when the model gave none: why, and the latest results quoted.
+pub(crate) fn fallback_answer(reason: StopReason, quoted: Option<&str>) -> String {
+    let why = match reason {
+        StopReason::Completed | StopReason::FinishTool | StopReason::NoAnswer => {
+            "the model gave no answer text".to_owned()
+        }
+        other => format!("the turn stopped: {other}"),
+    };
+    match quoted {
+        None => format!("I could not produce an answer ({why}), and no tool returned a result."),
+        Some(quoted) => {
+            format!(
+                "I could not produce a final answer ({why}). What the tools returned:\n{quoted}"
+            )
+        }
+    }
+}
+
+/// What buddy adds after a final answer that used none of the tool results.
+pub(crate) fn quoted_results_addition(quoted: &str) -> String {
+    format!("\n\nWhat the tools returned:\n{quoted}")
+}
