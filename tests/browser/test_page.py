@@ -345,3 +345,25 @@ def test_readable_in_light_and_dark_mode(browser, server, scheme):
     bg = luminance(page.locator("body").evaluate("e => getComputedStyle(e).backgroundColor"))
     assert (bg < 0.2) if scheme == "dark" else (bg > 0.8)
     context.close()
+
+
+def test_edit_and_resend_forks_the_conversation_and_keeps_the_original(page, server):
+    open_page(page, server)
+    ask(page, "scripted:offline_assistant", "What time is it?")
+    turn_end(page)
+    original = page.evaluate("location.hash")
+    row = page.locator(".user-row").first
+    row.get_by_role("button", name="Edit and resend this message").click()
+    page.fill(".user-row textarea", "List the files, please")
+    page.locator(".user-row").get_by_role("button", name="Send").click()
+    end = turn_end(page)
+    expect(end).to_have_attribute("data-reason", "completed")
+    expect(page.locator(".msg.user")).to_have_text("List the files, please")
+    fork = page.evaluate("location.hash")
+    assert fork != original and fork.startswith("#conv_"), (original, fork)
+    # The original is untouched; both are listed.
+    page.goto(server["url"] + "/" + original)
+    turn_end(page)
+    expect(page.locator(".msg.user")).to_have_text("What time is it?")
+    expect(page.locator("#conversations li", has_text="List the files, please")).to_have_count(1)
+    assert not page.errors, page.errors

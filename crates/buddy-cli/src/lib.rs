@@ -9,6 +9,7 @@ pub mod doctor;
 pub mod exit_code;
 pub mod mock_server;
 pub mod printer;
+pub mod replay_view;
 pub mod scenario_run;
 pub mod toolbox;
 

@@ -8,7 +8,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use commands::{
-    BenchArgs, ChatArgs, DemoArgs, DoctorArgs, McpArgs, MockServerArgs, RunArgs, ServeArgs,
+    BenchArgs, ChatArgs, DemoArgs, DoctorArgs, McpArgs, MockServerArgs, ReplayArgs, RunArgs,
+    ServeArgs,
 };
 
 /// buddy — an LLM agent runtime whose every turn ends, quickly, with an answer and a stated reason.
@@ -62,6 +63,9 @@ enum Command {
     Doctor(DoctorArgs),
     /// MCP servers of buddy.toml: `buddy mcp list` shows each one's state and tools.
     Mcp(McpArgs),
+    /// Replay recorded turns under another policy, without calling the model or any tool:
+    /// what happened beside what the policy would have done (exit 1 when a stop changes).
+    Replay(ReplayArgs),
 }
 
 fn init_logging(verbose: u8, format: LogFormat) {
@@ -144,6 +148,7 @@ fn main() -> ExitCode {
             Command::Bench(args) => commands::bench(args).await,
             Command::Doctor(args) => commands::doctor(config, args).await,
             Command::Mcp(args) => commands::mcp(config, args).await,
+            Command::Replay(args) => commands::replay(config, args).await,
         }
     });
     match result {

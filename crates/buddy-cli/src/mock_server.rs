@@ -176,6 +176,13 @@ async fn completions(State(server): State<Arc<MockServer>>, body: axum::body::By
     request.tool_choice = tool_choice;
     let reply = match provider.complete(request).await {
         Ok(reply) => reply,
+        // A scenario's own refusal goes out as the model server would send it.
+        Err(buddy_core::ProviderError::Http {
+            status, message, ..
+        }) => {
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
+            return error(status, message);
+        }
         Err(e) => return error(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()),
     };
     server.log(json!({

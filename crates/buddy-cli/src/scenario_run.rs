@@ -53,6 +53,9 @@ pub struct ScenarioReport {
     pub events: Vec<ChatEvent>,
     #[serde(skip)]
     pub messages: Vec<Message>,
+    /// The turn's recording, for replay.
+    #[serde(skip)]
+    pub recording: Option<buddy_engine::Recording>,
 }
 
 impl ScenarioReport {
@@ -101,6 +104,7 @@ pub async fn run_scenario(
     .with_history(history)
     .with_policy(policy);
     let (events, outcome) = engine.run_collect(request).await;
+    let recording = outcome.recording();
     let expect = &scenario.expect;
     let answer = outcome.answer.clone().unwrap_or_default();
     let mut mismatches = Vec::new();
@@ -139,6 +143,7 @@ pub async fn run_scenario(
         mismatches,
         events,
         messages: outcome.messages,
+        recording: Some(recording),
     })
 }
 

@@ -54,6 +54,10 @@ pub enum ChatEvent {
     /// The model called tools that need a person's approval; the turn ends
     /// `approval_required` next, and none of the reply's calls has run.
     ApprovalRequired { calls: Vec<PendingCall> },
+    /// The turn's recording (its tape and messages), which `buddy replay` plays back.
+    /// The engine never emits it; `buddy run --json` writes it just before the terminal
+    /// event so that its output can be replayed.
+    Recording { recording: serde_json::Value },
     /// The turn ended with an answer (possibly written by buddy when the model gave none).
     Done {
         reason: StopReason,
@@ -83,6 +87,7 @@ impl ChatEvent {
             ChatEvent::GuardTripped { .. } => "guard_tripped",
             ChatEvent::IterationStats { .. } => "iteration_stats",
             ChatEvent::ApprovalRequired { .. } => "approval_required",
+            ChatEvent::Recording { .. } => "recording",
             ChatEvent::Done { .. } => "done",
             ChatEvent::Error { .. } => "error",
         }

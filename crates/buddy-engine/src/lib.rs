@@ -34,11 +34,9 @@ pub use policy::{
     Ceiling, Check, Field, Flag, LoopPolicy, OnLimit, POLICY_FIELDS, PolicyConfig, PolicyError,
     PolicyPatch, Raised,
 };
-pub use replay::{
-    Beyond, Comparison, Recording, Side, StoppedBy, TapeError, TripAt, Wanted, replay,
-};
+pub use replay::{Beyond, Comparison, Side, StoppedBy, TapeError, TripAt, Wanted, replay};
 pub use request::{TurnOutcome, TurnRequest};
 pub use tape::{
-    Interruption, TAPE_VERSION, Tape, TapeCalls, TapeEnd, TapeEntry, TapeStep, TapeTool,
+    Interruption, Recording, TAPE_VERSION, Tape, TapeCalls, TapeEnd, TapeEntry, TapeStep, TapeTool,
 };
 pub use tokio_util::sync::CancellationToken;

@@ -7,8 +7,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::approval::{ApprovalRules, Resume};
 use crate::policy::LoopPolicy;
-use crate::replay::Recording;
-use crate::tape::Tape;
+use crate::tape::{Recording, Tape};
 
 /// Everything one turn needs: the model, the conversation so far, the new user
 /// message, the policy, a cancellation token, and where to record messages.

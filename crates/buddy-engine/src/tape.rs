@@ -111,6 +111,9 @@ pub enum TapeStep {
         model_call: u32,
         /// Why, in words.
         detail: String,
+        /// The calls that made it act (result excerpts).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        evidence: Vec<buddy_core::Evidence>,
     },
 }
 
@@ -223,4 +226,27 @@ pub(crate) fn tools_of(toolbox: &dyn buddy_core::Toolbox) -> Vec<TapeTool> {
             external: toolbox.is_external(&spec.name),
         })
         .collect()
+}
+
+/// A recorded turn: its tape and the conversation around it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Recording {
+    pub tape: Tape,
+    /// The conversation before the turn.
+    pub history: Vec<Message>,
+    /// The messages the turn added, in order (the tape points into them).
+    pub new_messages: Vec<Message>,
+}
+
+impl Recording {
+    /// A recording from a conversation's messages: `messages` holds the turn's new
+    /// messages last (the store keeps them in order), so the history is what precedes them.
+    pub fn from_conversation(tape: Tape, messages: &[Message], end: usize) -> Option<Recording> {
+        let start = end.checked_sub(tape.new_messages)?;
+        Some(Recording {
+            history: messages.get(..start)?.to_vec(),
+            new_messages: messages.get(start..end)?.to_vec(),
+            tape,
+        })
+    }
 }

@@ -11,7 +11,7 @@ use tower_http::trace::TraceLayer;
 
 use crate::error::AppError;
 use crate::state::AppState;
-use crate::{auth, chat, conversations, metrics, openai, responses, web};
+use crate::{auth, chat, conversations, fork, metrics, openai, replay, responses, web};
 
 /// Every route of the server, over `state`. Tests drive it with `oneshot`, no socket needed.
 pub fn app(state: AppState) -> Router {
@@ -30,6 +30,11 @@ pub fn app(state: AppState) -> Router {
                 .delete(conversations::delete),
         )
         .route("/v1/conversations/{id}/resume", post(chat::resume))
+        .route(
+            "/v1/conversations/{id}/replay",
+            post(replay::replay_conversation),
+        )
+        .route("/v1/conversations/{id}/fork", post(fork::fork))
         .route("/v1/turns/{id}/cancel", post(conversations::cancel_turn))
         .route("/metrics", get(render_metrics))
         .route_layer(middleware::from_fn_with_state(

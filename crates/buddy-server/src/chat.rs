@@ -6,17 +6,17 @@ use axum::Extension;
 use axum::body::Bytes;
 use axum::extract::Path;
 use axum::extract::State;
-use axum::extract::rejection::{BytesRejection, FailedToBufferBody};
+use axum::extract::rejection::BytesRejection;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use buddy_engine::{CallDecision, PolicyPatch, Resume};
+use buddy_engine::{CallDecision, Resume};
 use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::json;
 
 use crate::auth::Caller;
-use crate::conversations::owned_conversation;
 use crate::error::AppError;
+use crate::request::{owned_conversation, parse_body, request_policy};
 use crate::request_mcp::{RequestMcp, with_request_mcp};
 use crate::state::AppState;
 use crate::turns::{CancelOnDrop, Conversation, Prelude, start_turn};
@@ -33,36 +33,6 @@ struct ChatBody {
     /// MCP servers for this turn (when the operator allows it).
     #[serde(default)]
     mcp: Vec<RequestMcp>,
-}
-
-/// Reads a JSON body, turning every way it can be wrong into a 4xx that says how.
-pub(crate) fn parse_body<T: serde::de::DeserializeOwned>(
-    state: &AppState,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<T, AppError> {
-    let bytes = body.map_err(|e| match e {
-        BytesRejection::FailedToBufferBody(FailedToBufferBody::LengthLimitError(_)) => {
-            AppError::TooLarge(state.inner.settings.max_body_bytes)
-        }
-        // The body timed out (or the connection broke while it was read).
-        BytesRejection::FailedToBufferBody(_) => {
-            AppError::BodyTimeout(state.inner.settings.body_timeout)
-        }
-        other => AppError::BadRequest(other.body_text()),
-    })?;
-    serde_json::from_slice(&bytes).map_err(|e| {
-        AppError::BadRequest(format!("the body is not valid JSON for this endpoint: {e}"))
-    })
-}
-
-/// The policy a request asks for (`None`: the operator's as it is); a bad one is a 400.
-pub(crate) fn request_policy(value: Option<serde_json::Value>) -> Result<PolicyPatch, AppError> {
-    match value {
-        Some(value) => {
-            PolicyPatch::from_value(value).map_err(|e| AppError::BadRequest(e.to_string()))
-        }
-        None => Ok(PolicyPatch::default()),
-    }
 }
 
 pub(crate) async fn chat(

@@ -3,27 +3,12 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
-use buddy_store::ConversationInfo;
 use serde_json::{Value, json};
 
 use crate::auth::Caller;
 use crate::error::AppError;
+use crate::request::{owned_conversation, parse_body};
 use crate::state::AppState;
-
-/// The conversation if `caller` may use it. Another key's conversation is answered
-/// exactly like one that does not exist, so ids cannot be probed.
-pub(crate) async fn owned_conversation(
-    state: &AppState,
-    caller: &Caller,
-    id: &str,
-) -> Result<ConversationInfo, AppError> {
-    match state.inner.store.conversation_info(id).await? {
-        Some(info) if caller.may_use(&info.owner) => Ok(info),
-        _ => Err(AppError::NotFound(format!(
-            "conversation `{id}` does not exist"
-        ))),
-    }
-}
 
 pub(crate) async fn list(
     State(state): State<AppState>,
@@ -67,7 +52,7 @@ pub(crate) async fn rename(
     Path(id): Path<String>,
     body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Result<Json<Value>, AppError> {
-    let body: RenameBody = crate::chat::parse_body(&state, body)?;
+    let body: RenameBody = parse_body(&state, body)?;
     let title = body.title.trim();
     if title.is_empty() || title.chars().count() > MAX_TITLE_CHARS {
         return Err(AppError::BadRequest(format!(

@@ -4,7 +4,9 @@
 //! - `GET|DELETE /v1/conversations[/{id}]`, `GET /v1/models`, `GET /healthz`, `GET /metrics`;
 //! - `POST /v1/chat/completions`: an OpenAI-compatible endpoint, so any OpenAI client gets
 //!   loop-safe tool use by changing its base URL;
-//! - `POST /v1/responses`: the OpenAI Responses API over the same turns.
+//! - `POST /v1/responses`: the OpenAI Responses API over the same turns;
+//! - `POST /v1/conversations/{id}/replay`: what another policy would have done on its turns;
+//! - `POST /v1/conversations/{id}/fork`: a new conversation from the history before a message.
 //!
 //! [`app`] builds the router (tests drive it without a socket); [`serve`] runs it with
 //! auth, limits and graceful shutdown.
@@ -16,9 +18,12 @@ mod chat;
 mod client_tools;
 mod conversations;
 mod error;
+mod fork;
 mod metrics;
 mod openai;
 pub mod openai_wire;
+mod replay;
+mod request;
 mod request_mcp;
 mod responses;
 mod serve;
@@ -30,5 +35,6 @@ pub use app::app;
 pub use auth::{ApiKey, BadKeyHash};
 pub use backend::{Backend, BackendError, Resolved};
 pub use error::AppError;
+pub use replay::{PolicyFrom, StoredTurn, replay_policy, stored_turns};
 pub use serve::{ServeError, serve};
 pub use state::{AppState, ServerSettings};

@@ -22,10 +22,10 @@ use buddy_core::{ChatEvent, Message, StopReason, ToolCall, ToolSpec, TurnStats};
 use serde_json::{Value, json};
 
 use crate::auth::Caller;
-use crate::chat::{parse_body, request_policy};
 use crate::client_tools::with_client_tools;
 use crate::error::AppError;
 use crate::openai_wire::{ChatCompletionRequest, to_messages};
+use crate::request::{parse_body, request_policy};
 use crate::state::AppState;
 use crate::turns::{CancelOnDrop, Conversation, Prelude, start_turn};
 

@@ -25,12 +25,12 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::auth::Caller;
-use crate::chat::{parse_body, request_policy};
 use crate::client_tools::with_client_tools;
-use crate::conversations::owned_conversation;
 use crate::error::AppError;
 use crate::openai::unix_now;
 use crate::openai_wire::text_of;
+use crate::request::owned_conversation;
+use crate::request::{parse_body, request_policy};
 use crate::state::AppState;
 use crate::turns::{CancelOnDrop, Conversation, Prelude, StartedTurn, start_turn};
 

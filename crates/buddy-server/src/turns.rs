@@ -292,9 +292,17 @@ pub(crate) async fn start_turn(
         let mut reason = outcome.reason;
         let mut terminal = terminal;
         if let Some(sink) = &sink {
+            // The tape lets an operator replay the turn under another policy later.
+            let tape = serde_json::to_string(&outcome.tape).ok();
             let stored = match sink.flush().await {
                 Ok(()) => store
-                    .finish_turn(&recorded_turn, reason, &outcome.stats, outcome.error.as_deref())
+                    .finish_turn(
+                        &recorded_turn,
+                        reason,
+                        &outcome.stats,
+                        outcome.error.as_deref(),
+                        tape.as_deref(),
+                    )
                     .await
                     .map_err(|e| RecordError(e.to_string())),
                 Err(e) => Err(e),

@@ -284,25 +284,54 @@ async function openConversation(id) {
 }
 
 /** Draws a stored conversation: messages by turn, tool cards with their results, and
- * how each turn ended. */
+ * how each turn ended. Messages a fork copied keep their turn's grouping even where the
+ * turn's own record stayed with the original. */
 function renderStored(detail) {
   const transcript = $("transcript");
   transcript.replaceChildren();
   const messages = detail.messages || [];
   const turnOf = detail.message_turns || [];
   const turns = detail.turns || [];
+  const byId = new Map(turns.map((t) => [t.id, t]));
   const last = turns[turns.length - 1];
-  turns.forEach((turn) => {
-    const view = new TurnView(transcript);
-    messages.forEach((message, i) => {
-      if (turnOf[i] === turn.id) view.stored(message);
-    });
+  const shown = new Set();
+  const finish = (view, turn) => {
+    if (!turn) return;
+    shown.add(turn.id);
     view.end(turn.stop_reason || "interrupted", turn.stats, turn.error);
     if (turn === last && turn.stop_reason === "approval_required") view.offerApproval(detail);
     if (turn === last && CAPPED.has(turn.stop_reason)) view.offerContinue();
+  };
+  let view = null;
+  let current;
+  messages.forEach((message, i) => {
+    if (!view || turnOf[i] !== current) {
+      if (view) finish(view, byId.get(current));
+      view = new TurnView(transcript);
+      current = turnOf[i];
+    }
+    view.stored(message);
   });
-  if (!turns.length) newConversation();
+  if (view) finish(view, byId.get(current));
+  // Turns that stored no message at all still say how they ended.
+  for (const turn of turns) if (!shown.has(turn.id)) finish(new TurnView(transcript), turn);
+  if (!messages.length && !turns.length) newConversation();
   scrollDown();
+}
+
+/** Edit and resend: a new conversation holding the history before the `n`-th user
+ * message of the open one (the original stays as it was), then `text` sent in it. */
+async function editAndResend(n, text) {
+  if (state.running || !state.conversation) return;
+  const id = state.conversation;
+  const detail = await withKey(() => apiJson(`/v1/conversations/${encodeURIComponent(id)}`));
+  const users = (detail.messages || []).map((m, i) => (m.role === "user" ? i : -1)).filter((i) => i >= 0);
+  if (n >= users.length) throw new Error("that message is not stored yet; try again when the turn has ended");
+  const fork = await withKey(() => apiJson(`/v1/conversations/${encodeURIComponent(id)}/fork`, { method: "POST", json: { before: users[n] } }));
+  state.conversation = fork.id;
+  history.replaceState(null, "", `#${fork.id}`);
+  renderStored(await withKey(() => apiJson(`/v1/conversations/${encodeURIComponent(fork.id)}`)));
+  await send(text);
 }
 
 // ---------- one turn on the page ----------
@@ -316,7 +345,34 @@ class TurnView {
   }
 
   user(text) {
-    this.parent.append(el("div", { class: "msg user", text }));
+    const row = el("div", { class: "user-row" });
+    const bubble = el("div", { class: "msg user", text });
+    const edit = el("button", {
+      type: "button",
+      class: "edit",
+      text: "Edit",
+      "aria-label": "Edit and resend this message",
+      onclick: () => {
+        if (state.running) return;
+        const n = [...document.querySelectorAll("#transcript .user-row")].indexOf(row);
+        const area = el("textarea", { rows: "3", "aria-label": "Your message, edited" });
+        area.value = text;
+        const resend = el("button", {
+          type: "button",
+          class: "primary",
+          text: "Send",
+          onclick: () => {
+            const edited = area.value.trim();
+            if (edited) editAndResend(n, edited).catch(showError);
+          },
+        });
+        const cancel = el("button", { type: "button", text: "Cancel", onclick: () => row.replaceChildren(bubble, edit) });
+        row.replaceChildren(el("div", { class: "editing" }, area, el("div", { class: "actions" }, cancel, resend)));
+        area.focus();
+      },
+    });
+    row.append(bubble, edit);
+    this.parent.append(row);
     this.answer = null;
   }
 

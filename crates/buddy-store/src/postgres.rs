@@ -48,6 +48,7 @@ CREATE TABLE IF NOT EXISTS buddy_turns (
     error TEXT
 );
 CREATE INDEX IF NOT EXISTS buddy_turns_by_conversation ON buddy_turns(conversation_id, started_at_ms);
+ALTER TABLE buddy_turns ADD COLUMN IF NOT EXISTS tape TEXT;
 CREATE TABLE IF NOT EXISTS buddy_instances (
     id TEXT PRIMARY KEY,
     last_seen_ms BIGINT NOT NULL
@@ -130,6 +131,28 @@ impl PgStore {
         listener.listen(CANCEL_CHANNEL).await.map_err(backend)?;
         tokio::spawn(listen(listener, weak));
         Ok(PgStore { inner })
+    }
+
+    /// Connects to `url` to read only (`buddy replay` beside running servers): no schema
+    /// change, no instance registered, nothing written.
+    pub async fn connect_reader(url: &str) -> Result<Self, StoreError> {
+        let pool = PgPoolOptions::new()
+            .max_connections(4)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect(url)
+            .await
+            .map_err(|e| {
+                StoreError::Backend(format!(
+                    "cannot connect to PostgreSQL ({e}); check `store` (postgres://user:password@host:port/database) and that the server runs"
+                ))
+            })?;
+        Ok(PgStore {
+            inner: Arc::new(Inner {
+                pool,
+                instance: "reader".to_owned(),
+                cancels: Mutex::new(None),
+            }),
+        })
     }
 
     /// This instance's id (turns record which instance ran them).
@@ -346,21 +369,47 @@ impl Store for PgStore {
         reason: StopReason,
         stats: &'a TurnStats,
         error: Option<&'a str>,
+        tape: Option<&'a str>,
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
             let stats = serde_json::to_string(stats).unwrap_or_default();
             sqlx::query(
-                "UPDATE buddy_turns SET finished_at_ms = $2, stop_reason = $3, stats = $4, error = $5 WHERE id = $1",
+                "UPDATE buddy_turns SET finished_at_ms = $2, stop_reason = $3, stats = $4, error = $5, tape = $6 WHERE id = $1",
             )
             .bind(turn_id)
             .bind(now_ms())
             .bind(reason.as_str())
             .bind(stats)
             .bind(error)
+            .bind(tape)
             .execute(&self.inner.pool)
             .await
             .map_err(backend)?;
             Ok(())
+        })
+    }
+
+    fn turn_tapes<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<(String, String)>, StoreError>> {
+        Box::pin(async move {
+            let rows = sqlx::query(
+                "SELECT id, tape FROM buddy_turns WHERE conversation_id = $1 AND tape IS NOT NULL \
+                 ORDER BY started_at_ms, id",
+            )
+            .bind(id)
+            .fetch_all(&self.inner.pool)
+            .await
+            .map_err(backend)?;
+            rows.iter()
+                .map(|row| {
+                    Ok((
+                        row.try_get("id").map_err(backend)?,
+                        row.try_get("tape").map_err(backend)?,
+                    ))
+                })
+                .collect()
         })
     }
 

@@ -47,6 +47,9 @@ CREATE INDEX conversations_by_owner ON conversations(owner, updated_at_ms);
     r#"
 ALTER TABLE conversations ADD COLUMN title TEXT;
 "#,
+    r#"
+ALTER TABLE turns ADD COLUMN tape TEXT;
+"#,
 ];
 
 /// A job for the store's thread.
@@ -77,6 +80,27 @@ impl SqliteStore {
         Self::init(conn, path.to_owned()).map_err(|e| fail(&e))
     }
 
+    /// Opens an existing database to read only (`buddy replay` beside a running server):
+    /// no migration, no write; a database of another schema version is refused.
+    pub fn open_read_only(path: &Path) -> Result<Self, StoreError> {
+        let shown = path.display().to_string();
+        let fail = |e: &dyn std::fmt::Display| StoreError::Backend(format!("{shown}: {e}"));
+        let conn = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .map_err(|e| fail(&e))?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(|e| fail(&e))?;
+        let version: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .map_err(|e| fail(&e))?;
+        if usize::try_from(version).ok() != Some(MIGRATIONS.len()) {
+            return Err(fail(&format!(
+                "its schema is version {version}, this buddy reads version {}; run `buddy serve` on it once to bring it up to date",
+                MIGRATIONS.len()
+            )));
+        }
+        Self::spawn(conn, path.to_owned()).map_err(|e| fail(&e))
+    }
+
     /// An in-memory store (tests, throwaway servers).
     pub fn in_memory() -> Result<Self, StoreError> {
         let conn = Connection::open_in_memory().map_err(|e| StoreError::Backend(e.to_string()))?;
@@ -105,6 +129,11 @@ impl SqliteStore {
             "UPDATE turns SET stop_reason = 'interrupted', finished_at_ms = ?1 WHERE finished_at_ms IS NULL",
             params![now_ms()],
         )?;
+        Self::spawn(conn, path)
+    }
+
+    /// Starts the thread that owns the connection.
+    fn spawn(conn: Connection, path: PathBuf) -> rusqlite::Result<Self> {
         let (jobs, queue) = mpsc::channel::<Job>();
         let mut conn = conn;
         std::thread::Builder::new()
@@ -298,17 +327,39 @@ impl Store for SqliteStore {
         reason: StopReason,
         stats: &'a TurnStats,
         error: Option<&'a str>,
+        tape: Option<&'a str>,
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         let turn_id = turn_id.to_owned();
         let stats = serde_json::to_string(stats).unwrap_or_default();
         let error = error.map(str::to_owned);
+        let tape = tape.map(str::to_owned);
         self.run(move |conn| {
             conn.execute(
-                "UPDATE turns SET finished_at_ms = ?2, stop_reason = ?3, stats = ?4, error = ?5 WHERE id = ?1",
-                params![turn_id, now_ms(), reason.as_str(), stats, error],
+                "UPDATE turns SET finished_at_ms = ?2, stop_reason = ?3, stats = ?4, error = ?5, tape = ?6 WHERE id = ?1",
+                params![turn_id, now_ms(), reason.as_str(), stats, error, tape],
             )
             .map_err(backend)?;
             Ok(())
+        })
+    }
+
+    fn turn_tapes<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<(String, String)>, StoreError>> {
+        let id = id.to_owned();
+        self.run(move |conn| {
+            let mut statement = conn
+                .prepare_cached(
+                    "SELECT id, tape FROM turns WHERE conversation_id = ?1 AND tape IS NOT NULL \
+                     ORDER BY started_at_ms, rowid",
+                )
+                .map_err(backend)?;
+            let rows = statement
+                .query_map(params![id], |row| Ok((row.get(0)?, row.get(1)?)))
+                .map_err(backend)?;
+            rows.collect::<Result<Vec<(String, String)>, _>>()
+                .map_err(backend)
         })
     }
 
@@ -486,7 +537,7 @@ mod tests {
             ..TurnStats::default()
         };
         store
-            .finish_turn("turn_1", StopReason::Completed, &stats, None)
+            .finish_turn("turn_1", StopReason::Completed, &stats, None, None)
             .await
             .unwrap();
         store.begin_turn(&id, "turn_2", "m").await.unwrap();

@@ -103,14 +103,20 @@ pub trait Store: Send + Sync {
         turn_id: &'a str,
         model: &'a str,
     ) -> BoxFuture<'a, Result<(), StoreError>>;
-    /// Records how a turn ended.
+    /// Records how a turn ended, and its tape (what replay plays back), when it has one.
     fn finish_turn<'a>(
         &'a self,
         turn_id: &'a str,
         reason: StopReason,
         stats: &'a TurnStats,
         error: Option<&'a str>,
+        tape: Option<&'a str>,
     ) -> BoxFuture<'a, Result<(), StoreError>>;
+    /// The tapes a conversation's turns kept, as (turn id, tape JSON), oldest turn first.
+    fn turn_tapes<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<(String, String)>, StoreError>>;
     /// Conversations of `owner` (all of them for `None`), newest first.
     fn list_conversations<'a>(
         &'a self,

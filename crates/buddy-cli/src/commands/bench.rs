@@ -1,4 +1,4 @@
-//! `buddy mock-server` and `buddy bench loops`.
+//! `buddy mock-server` and `buddy bench` (loops, load, replay).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -41,6 +41,21 @@ enum BenchKind {
     Loops(LoopsArgs),
     /// Load: N concurrent streaming chats against `buddy serve` backed by `buddy mock-server`.
     Load(LoadArgs),
+    /// Replay: N scenario turns stored in a fresh SQLite store, then `buddy replay --all` timed on it.
+    Replay(ReplayBenchArgs),
+}
+
+#[derive(Args, Debug)]
+struct ReplayBenchArgs {
+    /// Stored turns to replay (one conversation each, the scenarios taken in turn).
+    #[arg(long = "turns", short = 'n', value_name = "N", default_value_t = 1000)]
+    turns: usize,
+    /// Runs of `buddy replay --all` (the median is reported).
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    repeats: usize,
+    /// Directory of scenarios (default: ./scenarios, else the built-in ones).
+    #[arg(long, value_name = "DIR")]
+    scenarios: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -174,6 +189,14 @@ pub async fn bench(args: BenchArgs) -> anyhow::Result<u8> {
                 }
             }
             Ok(u8::from(failed))
+        }
+        BenchKind::Replay(args) => {
+            super::bench_replay::bench_replay(
+                &load_all(&scenarios_dir(args.scenarios))?,
+                args.turns,
+                args.repeats.max(1),
+            )
+            .await
         }
         BenchKind::Loops(args) => {
             let scenarios = load_all(&scenarios_dir(args.scenarios))?;

@@ -2,10 +2,12 @@
 
 mod approve;
 mod bench;
+mod bench_replay;
 mod chat;
 mod demo;
 mod doctor;
 mod mcp;
+mod replay;
 mod run;
 mod serve;
 mod setup;
@@ -22,6 +24,7 @@ pub use chat::{ChatArgs, chat};
 pub use demo::{DemoArgs, demo};
 pub use doctor::{DoctorArgs, doctor};
 pub use mcp::{McpArgs, mcp};
+pub use replay::{ReplayArgs, run as replay};
 pub use run::{RunArgs, run};
 pub use serve::{ServeArgs, serve};
 

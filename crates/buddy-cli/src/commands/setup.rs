@@ -252,9 +252,13 @@ async fn drive_once(
     let (mut events, handle) = engine.spawn(request);
     let mut printer = Printer::new(json, std::io::stdout(), std::io::stderr());
     let mut pending = Vec::new();
+    // With --json the terminal event waits for the turn's recording, which goes just
+    // before it (so the output can be replayed) while the terminal event stays last.
+    let mut terminal = None;
     loop {
         tokio::select! {
             event = events.recv() => match event {
+                Some(event) if json && event.is_terminal() => terminal = Some(event),
                 Some(event) => {
                     printer.print(&event);
                     if let buddy_core::ChatEvent::ApprovalRequired { calls } = event {
@@ -266,5 +270,12 @@ async fn drive_once(
             _ = &mut ctrl_c, if !cancel.is_cancelled() => cancel.cancel(),
         }
     }
-    Ok((handle.await?, pending))
+    let outcome = handle.await?;
+    if let Some(terminal) = terminal {
+        if let Ok(recording) = serde_json::to_value(outcome.recording()) {
+            printer.print(&buddy_core::ChatEvent::Recording { recording });
+        }
+        printer.print(&terminal);
+    }
+    Ok((outcome, pending))
 }

@@ -37,7 +37,7 @@ fn spawn_buddy(args: &[&std::ffi::OsStr], cwd: &Path, env: &[(&str, &str)]) -> (
 }
 
 /// Starts `buddy serve` on a free port; returns the child and its base URL.
-fn spawn_server(db: &Path, scenarios: &Path, cwd: &Path) -> (Child, String) {
+pub fn spawn_server(db: &Path, scenarios: &Path, cwd: &Path) -> (Child, String) {
     let args = [
         "serve".as_ref(),
         "--listen".as_ref(),

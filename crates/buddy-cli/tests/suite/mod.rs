@@ -9,6 +9,7 @@ mod doctor;
 mod mcp;
 mod mock;
 mod providers;
+mod replay;
 mod scenarios;
 mod server;
 mod snapshots;
@@ -34,6 +35,11 @@ pub fn buddy(cwd: &std::path::Path) -> std::process::Command {
 
 pub fn scenarios_dir() -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios"))
+}
+
+/// The path of `scenarios/<name>.json`.
+pub fn scenario_of(name: &str) -> PathBuf {
+    scenarios_dir().join(format!("{name}.json"))
 }
 
 /// Loads `scenarios/<name>.json`.

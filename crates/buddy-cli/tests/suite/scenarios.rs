@@ -16,7 +16,7 @@ async fn every_scenario_meets_its_expected_outcome_exactly() {
     let reports = run_all().await;
     assert!(
         reports.len() >= 15,
-        "scenarios/ should hold every design.md scenario"
+        "scenarios/ should hold every scenario of docs/design.md"
     );
     for (_, report) in &reports {
         assert!(report.passed(), "{}: {:?}", report.name, report.mismatches);

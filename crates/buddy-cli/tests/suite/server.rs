@@ -124,7 +124,7 @@ pub fn sse_events(body: &str) -> Vec<(String, Value)> {
         .collect()
 }
 
-async fn chat(url: &str, body: Value) -> (u16, String) {
+pub async fn chat(url: &str, body: Value) -> (u16, String) {
     let response = client()
         .post(format!("{url}/v1/chat"))
         .json(&body)

@@ -358,6 +358,7 @@ async fn announce_to(events: &Emitter, tape: &mut Tape, model_call: u32, trip: T
         skill: skill.clone(),
         model_call,
         detail: detail.clone(),
+        evidence: evidence.clone(),
     });
     events
         .emit(ChatEvent::GuardTripped {

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use buddy_core::{ChatEvent, Evidence, GuardAction, GuardKind, Message, StopReason};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
+use tracing::instrument::WithSubscriber;
 
 pub use playback::{Beyond, TapeError, Wanted};
 
@@ -18,17 +19,7 @@ use crate::approval::Resume;
 use crate::engine::Engine;
 use crate::policy::LoopPolicy;
 use crate::request::TurnRequest;
-use crate::tape::{Tape, TapeEntry, TapeStep};
-
-/// A recorded turn: its tape and the conversation around it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Recording {
-    pub tape: Tape,
-    /// The conversation before the turn.
-    pub history: Vec<Message>,
-    /// The messages the turn added, in order (the tape points into them).
-    pub new_messages: Vec<Message>,
-}
+use crate::tape::{Recording, Tape, TapeEntry, TapeStep};
 
 /// A guard trip, and the model calls made when it happened.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -140,7 +131,11 @@ pub async fn replay(
         }
         TapeEntry::Continue => request.resume = Some(Resume::Continue),
     }
-    let (events, outcome) = engine.run_collect(request).await;
+    // The engine's own logs are about the playback's edges, not news: keep them quiet.
+    let (events, outcome) = engine
+        .run_collect(request)
+        .with_subscriber(tracing::subscriber::NoSubscriber::default())
+        .await;
     let beyond = shared.finish();
     let recorded = recorded_side(tape, &events_free_stop(tape));
     let mut replayed = side_of(&outcome.tape, stopped_by(&events));
@@ -177,18 +172,19 @@ pub async fn replay(
     })
 }
 
-/// The recorded end's guard, from the trips the tape keeps (without evidence).
+/// The recorded end's guard, from the trips the tape keeps.
 fn events_free_stop(tape: &Tape) -> Option<StoppedBy> {
     tape.steps.iter().rev().find_map(|s| match s {
         TapeStep::Trip {
             guard,
             action: GuardAction::Finalize | GuardAction::Error,
             detail,
+            evidence,
             ..
         } => Some(StoppedBy {
             guard: *guard,
             detail: detail.clone(),
-            evidence: Vec::new(),
+            evidence: evidence.clone(),
         }),
         _ => None,
     })
@@ -272,17 +268,4 @@ fn difference(a: &[TripAt], b: &[TripAt]) -> Vec<TripAt> {
         })
         .cloned()
         .collect()
-}
-
-impl Recording {
-    /// A recording from a conversation's messages: `messages` holds the turn's new
-    /// messages last (the store keeps them in order), so the history is what precedes them.
-    pub fn from_conversation(tape: Tape, messages: &[Message], end: usize) -> Option<Recording> {
-        let start = end.checked_sub(tape.new_messages)?;
-        Some(Recording {
-            history: messages.get(..start)?.to_vec(),
-            new_messages: messages.get(start..end)?.to_vec(),
-            tape,
-        })
-    }
 }

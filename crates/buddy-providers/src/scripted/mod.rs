@@ -16,7 +16,7 @@ use buddy_core::{
     BoxFuture, CompletionRequest, FinishReason, Provider, ProviderError, Token, TokenStream, Usage,
 };
 
-pub use rules::{CallTemplate, Condition, ReplyTemplate, Rule};
+pub use rules::{CallTemplate, Condition, ErrorTemplate, ReplyTemplate, Rule};
 pub use scenario::{Expectation, Scenario, ScenarioError, ScenarioTool, StubResult, StubTool};
 pub use stub_skill::StubSkill;
 
@@ -55,6 +55,15 @@ impl Provider for ScriptedProvider {
         Box::pin(async move {
             let reply_number = self.replies.fetch_add(1, Ordering::Relaxed) + 1;
             let reply = render::respond(&self.scenario, &request, reply_number)?;
+            if let Some((status, message)) = reply.error {
+                return Err(ProviderError::Http {
+                    provider: "scripted".into(),
+                    url: format!("scripted model `{}`", self.scenario.name),
+                    status,
+                    message,
+                    retry_after: None,
+                });
+            }
             let input_chars: usize = request
                 .messages
                 .iter()

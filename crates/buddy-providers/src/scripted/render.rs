@@ -11,6 +11,8 @@ pub(crate) struct Rendered {
     pub text: String,
     pub tool_calls: Vec<ToolCall>,
     pub finish: Option<FinishReason>,
+    /// The model server refuses the request: (HTTP status, message).
+    pub error: Option<(u16, String)>,
 }
 
 /// What the rules can see of a request.
@@ -21,6 +23,8 @@ struct View<'a> {
     tool_results: usize,
     round: usize,
     last_result: Option<(&'a str, bool)>,
+    /// buddy's note, when it is the request's last message.
+    last_note: Option<&'a str>,
 }
 
 impl<'a> View<'a> {
@@ -52,6 +56,13 @@ impl<'a> View<'a> {
                 } => Some((content.as_str(), *is_error)),
                 _ => None,
             }),
+            last_note: match messages.last() {
+                Some(Message::Note { content }) => Some(content.as_str()),
+                Some(Message::User { content }) if content.starts_with(Message::NOTE_MARK) => {
+                    Some(content.as_str())
+                }
+                _ => None,
+            },
         }
     }
 
@@ -83,6 +94,10 @@ impl<'a> View<'a> {
             && when
                 .last_result_is_error
                 .is_none_or(|want| self.last_result.is_some_and(|(_, e)| e == want))
+            && when.last_note_contains.as_deref().is_none_or(|s| {
+                self.last_note
+                    .is_some_and(|n| n.to_lowercase().contains(&s.to_lowercase()))
+            })
     }
 
     fn fill(&self, template: &str) -> String {
@@ -161,6 +176,10 @@ fn render(view: &View<'_>, reply: &ReplyTemplate, k: usize) -> Rendered {
             .unwrap_or_default(),
         tool_calls,
         finish: Some(finish),
+        error: reply
+            .error
+            .as_ref()
+            .map(|e| (e.status, view.fill(&e.message))),
     }
 }
 

@@ -50,6 +50,10 @@ pub struct Condition {
     /// Is the latest tool result an error?
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_result_is_error: Option<bool>,
+    /// Is the request's last message a note from buddy (a note, or user text starting
+    /// `[buddy]`) containing this text (case-insensitive)?
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_note_contains: Option<String>,
 }
 
 /// The reply a rule gives. Text and string arguments may use placeholders:
@@ -67,6 +71,17 @@ pub struct ReplyTemplate {
     /// default: `tool_calls` when there are calls, else `stop`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finish: Option<String>,
+    /// Instead of a reply, the model server refuses the request with this HTTP error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorTemplate>,
+}
+
+/// An HTTP error a model server answers with.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ErrorTemplate {
+    pub status: u16,
+    pub message: String,
 }
 
 /// One tool call in a reply.

@@ -4,6 +4,7 @@ mod approvals;
 mod client_tools;
 mod connections;
 mod instances;
+mod replay;
 mod request_mcp;
 mod responses;
 mod sharing;

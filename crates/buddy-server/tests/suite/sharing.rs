@@ -150,8 +150,15 @@ impl Store for Failing {
         reason: StopReason,
         stats: &'a TurnStats,
         error: Option<&'a str>,
+        tape: Option<&'a str>,
     ) -> BoxFuture<'a, Result<(), StoreError>> {
-        self.inner.finish_turn(turn_id, reason, stats, error)
+        self.inner.finish_turn(turn_id, reason, stats, error, tape)
+    }
+    fn turn_tapes<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<(String, String)>, StoreError>> {
+        self.inner.turn_tapes(id)
     }
     fn list_conversations<'a>(
         &'a self,
@@ -177,8 +184,8 @@ impl Store for Failing {
     }
 }
 
-struct Setup {
-    state: AppState,
+pub(super) struct Setup {
+    pub(super) state: AppState,
     gate: Arc<Semaphore>,
 }
 
@@ -208,7 +215,7 @@ fn setup(
     Setup { state, gate }
 }
 
-fn open_setup() -> Setup {
+pub(super) fn open_setup() -> Setup {
     setup(
         Arc::new(SqliteStore::in_memory().unwrap()),
         PolicyConfig::default(),

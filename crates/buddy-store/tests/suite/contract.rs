@@ -29,7 +29,13 @@ async fn contract(store: &dyn Store) {
         ..TurnStats::default()
     };
     store
-        .finish_turn("turn_1", StopReason::Completed, &stats, None)
+        .finish_turn(
+            "turn_1",
+            StopReason::Completed,
+            &stats,
+            None,
+            Some(r#"{"tape":1}"#),
+        )
         .await
         .unwrap();
     let messages = store.load_messages(&id).await.unwrap();
@@ -38,6 +44,16 @@ async fn contract(store: &dyn Store) {
     assert_eq!(messages[3], Message::assistant("Noon."));
     let detail = store.get_conversation(&id).await.unwrap().unwrap();
     assert_eq!(detail.turns[0].stop_reason.as_deref(), Some("completed"));
+    // The turn's tape is kept for replay; a turn without one keeps none.
+    store.begin_turn(&id, "turn_2", "model-x").await.unwrap();
+    store
+        .finish_turn("turn_2", StopReason::Cancelled, &stats, None, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.turn_tapes(&id).await.unwrap(),
+        [("turn_1".to_owned(), r#"{"tape":1}"#.to_owned())]
+    );
     assert_eq!(detail.turns[0].stats, Some(stats));
     let info = store.conversation_info(&id).await.unwrap().unwrap();
     assert_eq!(
@@ -96,6 +112,7 @@ async fn contract(store: &dyn Store) {
         Err(StoreError::NotFound(_))
     ));
     assert!(store.get_conversation(&id).await.unwrap().is_none());
+    assert!(store.turn_tapes(&id).await.unwrap().is_empty());
 }
 
 /// Many concurrent appends to one conversation keep their order and lose nothing.

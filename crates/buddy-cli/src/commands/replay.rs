@@ -1,0 +1,245 @@
+//! `buddy replay`: a recorded turn run again under another policy, without calling the
+//! model or any tool, beside what happened.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Context;
+use buddy_cli::replay_view::{Summary, policy_changes, side_by_side};
+use buddy_core::ChatEvent;
+use buddy_engine::{LoopPolicy, Recording, replay};
+use buddy_server::{PolicyFrom, replay_policy, stored_turns};
+use buddy_store::{PgStore, SqliteStore, Store};
+use clap::Args;
+
+use super::PolicyFlags;
+use super::setup::load_config;
+
+/// `buddy replay`.
+#[derive(Args, Debug)]
+pub struct ReplayArgs {
+    /// A stored conversation's id (`GET /v1/conversations` lists them).
+    conversation: Option<String>,
+    /// Only this turn of the conversation.
+    #[arg(long, value_name = "TURN")]
+    turn: Option<String>,
+    /// Every stored turn, with a summary of the turns whose stop would change.
+    #[arg(long)]
+    all: bool,
+    /// A `buddy run --json` output to replay instead of the store (repeatable).
+    #[arg(long = "file", value_name = "FILE")]
+    files: Vec<PathBuf>,
+    /// SQLite file of the store (default: [server] db, else ./buddy.db); opened read-only.
+    #[arg(long, value_name = "FILE")]
+    db: Option<PathBuf>,
+    /// A postgres:// URL of the store (default: [server] store); only read.
+    #[arg(long, value_name = "URL", env = "BUDDY_STORE")]
+    store: Option<String>,
+    /// Where the policy starts: the one each turn ran with, or what buddy.toml gives its
+    /// model now; the policy flags change it from there.
+    #[arg(long, value_enum, default_value = "recorded")]
+    policy_from: PolicyFromArg,
+    /// One JSON comparison per line instead of text.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    policy: PolicyFlags,
+}
+
+/// `--policy-from`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum PolicyFromArg {
+    Recorded,
+    Config,
+}
+
+/// One turn to replay: its name for people and its recording (or why there is none).
+struct Replayable {
+    name: String,
+    recording: Result<Recording, String>,
+}
+
+/// Replays what the arguments name; exits 0 when every turn stops as recorded, 1 when
+/// some stop changes, 2 on bad input.
+pub async fn run(config_path: Option<&Path>, args: ReplayArgs) -> anyhow::Result<u8> {
+    let config = load_config(config_path)?;
+    let patch = args.policy.to_patch()?;
+    let from = match args.policy_from {
+        PolicyFromArg::Recorded => PolicyFrom::Recorded,
+        PolicyFromArg::Config => PolicyFrom::Config,
+    };
+    let turns = if args.files.is_empty() {
+        from_store(&config, &args).await?
+    } else {
+        if args.conversation.is_some() || args.all {
+            anyhow::bail!(
+                "--file replays recordings from files; leave out the conversation and --all"
+            );
+        }
+        from_files(&args.files)?
+    };
+    if turns.is_empty() {
+        anyhow::bail!("nothing to replay: no stored turns");
+    }
+    let started = Instant::now();
+    let summarise = args.all || turns.len() > 1 && !args.files.is_empty();
+    let mut summary = Summary::default();
+    let mut described = None;
+    for turn in &turns {
+        let recording = match &turn.recording {
+            Ok(recording) => recording,
+            Err(why) => {
+                if !summarise {
+                    eprintln!("{}: not replayable: {why}", turn.name);
+                }
+                summary.skipped.push((turn.name.clone(), why.clone()));
+                continue;
+            }
+        };
+        let policy = replay_policy(recording, from, &config.policy, &patch)
+            .with_context(|| format!("{}: policy", turn.name))?;
+        let comparison = replay(recording, Some(policy.clone()))
+            .await
+            .with_context(|| turn.name.clone())?;
+        described.get_or_insert_with(|| describe(&recording.tape.policy, &policy, from));
+        summary.add(&turn.name, &comparison);
+        if args.json {
+            let line = serde_json::json!({"turn": turn.name, "replay": comparison});
+            println!("{line}");
+        } else if !args.all {
+            let title = format!(
+                "{} ({}) {}",
+                turn.name,
+                recording.tape.model,
+                describe(&recording.tape.policy, &policy, from)
+            );
+            println!("{}", side_by_side(&title, &comparison));
+        }
+    }
+    if summarise && !args.json {
+        let policy = described.unwrap_or_default();
+        print!("{}", summary.text(started.elapsed(), &policy));
+    }
+    Ok(u8::from(summary.same < summary.replayed))
+}
+
+/// The policy a replay runs under, in words.
+fn describe(recorded: &LoopPolicy, policy: &LoopPolicy, from: PolicyFrom) -> String {
+    let changes = policy_changes(recorded, policy);
+    let base = match from {
+        PolicyFrom::Recorded => "under the recorded policy",
+        PolicyFrom::Config => "under buddy.toml's policy",
+    };
+    if changes.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base} with {}", changes.join(", "))
+    }
+}
+
+/// The store the arguments (or buddy.toml's [server]) name, opened to read only.
+async fn open_store(
+    config: &buddy_cli::config::BuddyConfig,
+    args: &ReplayArgs,
+) -> anyhow::Result<Arc<dyn Store>> {
+    match args.store.clone().or_else(|| config.server.store.clone()) {
+        Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+            Ok(Arc::new(PgStore::connect_reader(&url).await?))
+        }
+        Some(other) => anyhow::bail!(
+            "--store / [server] store must be a postgres:// URL, got `{other}`; for SQLite give --db FILE"
+        ),
+        None => {
+            let db = args.db.clone().unwrap_or_else(|| config.server.db.clone());
+            if !db.is_file() {
+                anyhow::bail!(
+                    "no conversation store at {}: give --db FILE (the database of `buddy serve`) or --store URL",
+                    db.display()
+                );
+            }
+            Ok(Arc::new(SqliteStore::open_read_only(&db)?))
+        }
+    }
+}
+
+/// The stored turns the arguments name.
+async fn from_store(
+    config: &buddy_cli::config::BuddyConfig,
+    args: &ReplayArgs,
+) -> anyhow::Result<Vec<Replayable>> {
+    let store = open_store(config, args).await?;
+    let conversations: Vec<String> = match (&args.conversation, args.all) {
+        (Some(id), false) => vec![id.clone()],
+        (None, true) => store
+            .list_conversations(None)
+            .await?
+            .into_iter()
+            .rev()
+            .map(|c| c.id)
+            .collect(),
+        (Some(_), true) => anyhow::bail!("give a conversation or --all, not both"),
+        (None, false) => anyhow::bail!(
+            "name what to replay: a conversation id, --all, or --file FILE (see buddy replay --help)"
+        ),
+    };
+    let mut out = Vec::new();
+    for id in conversations {
+        let turns = stored_turns(&*store, &id)
+            .await
+            .with_context(|| format!("conversation `{id}`"))?;
+        let found = turns.len();
+        for turn in turns {
+            if args.turn.as_ref().is_some_and(|t| *t != turn.turn) {
+                continue;
+            }
+            out.push(Replayable {
+                name: format!("turn {} of {}", turn.turn, turn.conversation),
+                recording: turn.recording,
+            });
+        }
+        if let Some(only) = &args.turn
+            && out.is_empty()
+        {
+            anyhow::bail!("conversation `{id}` has no turn `{only}` ({found} turns)");
+        }
+    }
+    Ok(out)
+}
+
+/// The recordings in `buddy run --json` outputs: each `recording` event is one turn.
+fn from_files(files: &[PathBuf]) -> anyhow::Result<Vec<Replayable>> {
+    let mut out = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(file)
+            .with_context(|| format!("cannot read {}", file.display()))?;
+        let before = out.len();
+        for (n, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let event: ChatEvent = serde_json::from_str(line).with_context(|| {
+                format!(
+                    "{}:{}: not an event of `buddy run --json`",
+                    file.display(),
+                    n + 1
+                )
+            })?;
+            if let ChatEvent::Recording { recording } = event {
+                let recording = serde_json::from_value::<Recording>(recording)
+                    .map_err(|e| format!("its recording is unreadable ({e})"));
+                out.push(Replayable {
+                    name: format!("{} turn {}", file.display(), out.len() - before + 1),
+                    recording,
+                });
+            }
+        }
+        if out.len() == before {
+            anyhow::bail!(
+                "{} holds no recording: record it with `buddy run --json … > FILE` from this buddy version",
+                file.display()
+            );
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,160 @@
+//! `buddy replay`: every scenario turn a real `buddy serve` stored replays exactly under
+//! the policy it ran with; a `buddy run --json` output replays too, and a larger cap
+//! than the recording's says where it leaves the recording.
+
+use buddy_cli::scenario_run::scenario_files;
+use buddy_providers::Scenario;
+use serde_json::{Value, json};
+
+use super::crash::spawn_server;
+use super::server::{all_scenarios, chat};
+use super::{buddy, scenario_of, scenarios_dir};
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_scenario_turn_a_server_stored_replays_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("buddy.db");
+    let scenarios = all_scenarios();
+    // A server of its own (a process): its turns stay out of this process's metrics.
+    let (mut server, url) = spawn_server(&db, scenarios.path(), dir.path());
+    let files = scenario_files(&scenarios_dir()).unwrap();
+    for file in &files {
+        let scenario = Scenario::load(file).unwrap();
+        let (status, body) = chat(
+            &url,
+            json!({"message": scenario.prompt, "model": format!("scripted:{}", scenario.name)}),
+        )
+        .await;
+        assert_eq!(status, 200, "{}: {body}", scenario.name);
+    }
+    let _ = server.kill();
+    let _ = server.wait();
+
+    let out = buddy(dir.path())
+        .args(["replay", "--all", "--json", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    let replays: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(replays.len(), files.len(), "one stored turn per scenario");
+    for line in &replays {
+        let replay = &line["replay"];
+        assert_eq!(replay["same_stop"], true, "{line}");
+        assert!(replay.get("beyond").is_none(), "{line}");
+        assert_eq!(replay["recorded"], replay["replayed"], "{line}");
+    }
+
+    // The summary a person reads.
+    let out = buddy(dir.path())
+        .args(["replay", "--all", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let summary = text(&out.stdout);
+    assert!(
+        summary.contains(&format!("replayed {} turn(s)", files.len()))
+            && summary.contains(&format!("{:>6} stop as recorded", files.len()))
+            && summary.contains("     0 stop differently"),
+        "{summary}"
+    );
+
+    // A tighter limit changes some stops, and says how.
+    let out = buddy(dir.path())
+        .args(["replay", "--all", "--max-tool-calls", "2", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let summary = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{summary}");
+    assert!(
+        summary.contains("completed → max_tool_calls, its final answer beyond the recording"),
+        "{summary}"
+    );
+}
+
+#[test]
+fn a_run_json_output_replays_and_a_larger_cap_goes_beyond_the_recording() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = buddy(dir.path())
+        .args(["run", "--json", "--max-model-calls", "5", "--scenario"])
+        .arg(scenario_of("paging_12"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "max_model_calls");
+    let file = dir.path().join("paging.jsonl");
+    std::fs::write(&file, &out.stdout).unwrap();
+
+    let same = buddy(dir.path())
+        .args(["replay", "--file"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let shown = text(&same.stdout);
+    assert_eq!(same.status.code(), Some(0), "{shown}");
+    assert!(shown.contains("= same stop, same calls"), "{shown}");
+
+    let larger = buddy(dir.path())
+        .args(["replay", "--max-model-calls", "40", "--file"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let shown = text(&larger.stdout);
+    assert_eq!(larger.status.code(), Some(1), "{shown}");
+    assert!(
+        shown.contains("max_model_calls = 40 (recorded 5)")
+            && shown.contains("beyond the recording after call 4")
+            && shown
+                .contains("trips only in the recording: model_call_limit finalize after call 4"),
+        "{shown}"
+    );
+}
+
+#[test]
+fn replay_says_what_is_wrong_with_its_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = buddy(dir.path()).args(["replay"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("no conversation store at buddy.db"),
+        "{}",
+        text(&out.stderr)
+    );
+    let file = dir.path().join("old.jsonl");
+    std::fs::write(&file, "{\"type\":\"text_delta\",\"text\":\"hi\"}\n").unwrap();
+    let out = buddy(dir.path())
+        .args(["replay", "--file"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("holds no recording"),
+        "{}",
+        text(&out.stderr)
+    );
+    std::fs::write(&file, "not json\n").unwrap();
+    let out = buddy(dir.path())
+        .args(["replay", "--file"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        text(&out.stderr).contains("old.jsonl:1: not an event of `buddy run --json`"),
+        "{}",
+        text(&out.stderr)
+    );
+}
