@@ -363,6 +363,7 @@ def test_edit_and_resend_forks_the_conversation_and_keeps_the_original(page, ser
     assert fork != original and fork.startswith("#conv_"), (original, fork)
     # The original is untouched; both are listed.
     page.goto(server["url"] + "/" + original)
+    page.reload()
     turn_end(page)
     expect(page.locator(".msg.user")).to_have_text("What time is it?")
     expect(page.locator("#conversations li", has_text="List the files, please")).to_have_count(1)
