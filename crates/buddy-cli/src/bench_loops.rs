@@ -18,11 +18,13 @@ use crate::scenario_run::{RunError, scenario_policy};
 use crate::toolbox::build_registry;
 
 /// Loops and misbehaving models: (scenario, most model calls allowed, Finalize
-/// included). The bounds are those of the termination issue: the same call and
+/// included). The bounds are those of the termination issues: the same call and
 /// `get_time` forever 4 (5 for a tool that declares nothing, which must also be free to
-/// poll a job that says "running" three times), A,B cycles 6, period-3 cycles 8,
-/// growing or echoing arguments 6, failing skills 6, trips on several skills 8.
-pub const LOOP_BOUNDS: [(&str, u32); 17] = [
+/// poll a job that says "running" three times; 6 with the call that started the job), A,B
+/// cycles 6, period-3 cycles 8, growing or echoing arguments 6, failing skills 6, trips
+/// on several skills 8; an empty reply is asked again twice (4), a reply that tells
+/// buddy's notes back once (4).
+pub const LOOP_BOUNDS: [(&str, u32); 21] = [
     ("get_time_forever", 4),
     ("identical_forever", 4),
     ("identical_seven_tools", 5),
@@ -39,12 +41,18 @@ pub const LOOP_BOUNDS: [(&str, u32); 17] = [
     ("finalize_call_as_text", 5),
     ("finalize_omits_result", 5),
     ("chanting_reply", 1),
-    ("empty_answer", 2),
+    ("empty_answer", 4),
+    ("noisy_poll", 6),
+    ("empty_reply_reasked", 3),
+    ("answer_echoes_note", 4),
+    ("provider_refuses_loop", 3),
 ];
 /// Legitimate work: must complete with no guard event and no wasted call.
-pub const LEGITIMATE: [&str; 11] = [
+pub const LEGITIMATE: [&str; 13] = [
     "chain_3_steps",
     "chain_15_steps",
+    "chain_result_tokens",
+    "fix_failing_test",
     "budget_note_chain",
     "paging_12",
     "paging_numbers_only",
@@ -69,7 +77,7 @@ pub fn loop_bound(scenario: &str) -> Option<u32> {
 pub struct LoopReport {
     pub scenario: String,
     pub model_calls: u32,
-    /// Requests the mock-server logged for this scenario.
+    /// Requests the mock-server answered for this scenario.
     pub requests_seen_by_mock: usize,
     pub tool_calls: u32,
     pub ideal_model_calls: Option<u32>,
@@ -135,10 +143,13 @@ pub async fn run_loops(
             .with_history(history)
             .with_policy(policy);
         let (events, outcome) = engine.run_collect(request).await;
+        // Requests the mock answered; one it refused (a scenario's HTTP error) made no reply,
+        // as buddy counts it.
         let seen = log
             .text()
             .lines()
             .filter(|line| line.contains(&format!("\"model\":\"{model}\"")))
+            .filter(|line| !line.contains("\"refused\""))
             .count();
         let answered = matches!(events.last(), Some(ChatEvent::Done { answer, .. }) if !answer.trim().is_empty());
         let ideal = scenario.expect.ideal_model_calls;

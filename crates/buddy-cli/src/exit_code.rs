@@ -10,7 +10,7 @@ use buddy_core::StopReason;
 /// | 1 | provider_error, skill_failed, invalid_request, store_error |
 /// | 2 | bad command line or config (from clap / buddy itself) |
 /// | 3 | a limit: max_model_calls, max_tool_calls, tools_exhausted, token_budget, deadline |
-/// | 4 | loop_detected |
+/// | 4 | loop_detected, provider_refused_loop (the model server refused the loop itself) |
 /// | 5 | context_overflow |
 /// | 6 | truncated |
 /// | 7 | no_answer (buddy's answer quotes the tool results) |
@@ -30,7 +30,7 @@ pub fn exit_code(reason: StopReason) -> u8 {
         | StopReason::ToolsExhausted
         | StopReason::TokenBudget
         | StopReason::Deadline => 3,
-        StopReason::LoopDetected => 4,
+        StopReason::LoopDetected | StopReason::ProviderRefusedLoop => 4,
         StopReason::ContextOverflow => 5,
         StopReason::Truncated => 6,
         StopReason::NoAnswer => 7,

@@ -15,8 +15,10 @@ use commands::{
 /// buddy — an LLM agent runtime whose every turn ends, quickly, with an answer and a stated reason.
 ///
 /// Without a configured provider buddy uses its built-in scripted model, so everything
-/// here works offline. Exit codes: 0 completed; 1 provider/skill error; 2 bad usage or
-/// config; 3 a limit; 4 loop detected; 5 context overflow; 6 truncated; 130 cancelled.
+/// here works offline. Exit codes: 0 completed; 1 provider/skill/store error; 2 bad usage
+/// or config; 3 a limit; 4 a loop (buddy's guards or the model server's); 5 context
+/// overflow; 6 truncated; 7 no answer; 8 repetitive output; 9 approval required;
+/// 130 cancelled; 141 stdout's reader went away.
 #[derive(Parser, Debug)]
 #[command(
     name = "buddy",

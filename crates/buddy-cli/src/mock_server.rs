@@ -176,10 +176,19 @@ async fn completions(State(server): State<Arc<MockServer>>, body: axum::body::By
     request.tool_choice = tool_choice;
     let reply = match provider.complete(request).await {
         Ok(reply) => reply,
-        // A scenario's own refusal goes out as the model server would send it.
+        // A scenario's own refusal goes out as the model server would send it (and is
+        // logged: it was a request the model server saw).
         Err(buddy_core::ProviderError::Http {
             status, message, ..
         }) => {
+            server.log(json!({
+                "ts_ms": SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0),
+                "model": model,
+                "stream": body.stream,
+                "messages": messages.len(),
+                "tools": tools.len(),
+                "refused": status,
+            }));
             let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
             return error(status, message);
         }

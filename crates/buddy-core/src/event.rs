@@ -159,7 +159,8 @@ pub enum GuardKind {
     TripBudget,
     /// The model's reply repeated the same text over and over.
     RepetitiveOutput,
-    /// The Finalize reply was empty, echoed buddy's instruction, or wrote a tool call as text.
+    /// A reply that would end the turn was empty, only reasoning, cut off, echoed buddy's
+    /// words, or wrote a tool call as text.
     FinalAnswerCheck,
     /// Several rounds in a row brought nothing new: every call failed, or repeated an
     /// earlier one (same or near arguments) and got the same result back.
@@ -169,6 +170,8 @@ pub enum GuardKind {
     ToolsIgnored,
     /// A call needed a person's approval that no one could give (an unattended run).
     Approval,
+    /// The model server refused the conversation for repeating tool calls.
+    ProviderLoopRefusal,
 }
 
 impl GuardKind {
@@ -196,6 +199,7 @@ impl GuardKind {
             GuardKind::NoProgress => "no_progress",
             GuardKind::ToolsIgnored => "tools_ignored",
             GuardKind::Approval => "approval",
+            GuardKind::ProviderLoopRefusal => "provider_loop_refusal",
         }
     }
 }
@@ -227,6 +231,10 @@ pub enum GuardAction {
     CutReply,
     /// buddy wrote the answer from the tool results instead of the model's reply.
     ComposedAnswer,
+    /// The reply held no answer; the model was asked again with a short note.
+    AskedAgain,
+    /// Parts the request could do without were left out so that it fits the window.
+    Shed,
 }
 
 impl GuardAction {
@@ -244,6 +252,8 @@ impl GuardAction {
             GuardAction::Trimmed => "trimmed",
             GuardAction::CutReply => "cut_reply",
             GuardAction::ComposedAnswer => "composed_answer",
+            GuardAction::AskedAgain => "asked_again",
+            GuardAction::Shed => "shed",
         }
     }
 }

@@ -215,7 +215,33 @@ const CONTEXT_LENGTH_PHRASES: [&str; 12] = [
     "exceeds the model",
 ];
 
+/// How servers word "this conversation repeats tool calls" when they refuse it
+/// (DashScope: `InvalidParameter: Repetitive tool calls detected in the conversation
+/// history`, as a 400 or a 500).
+const REPETITION_PHRASES: [&str; 5] = [
+    "repetitive tool call",
+    "repeated tool call",
+    "identical tool call",
+    "tool call loop",
+    "same tool call with identical",
+];
+
 impl ProviderError {
+    /// True when the provider refused the request because the conversation repeats tool
+    /// calls (a server-side loop guard): sending it again fails again.
+    pub fn is_repetition_refusal(&self) -> bool {
+        let message = match self {
+            ProviderError::Http {
+                status: 400..=599,
+                message,
+                ..
+            }
+            | ProviderError::Stream { message, .. } => message.to_lowercase(),
+            _ => return false,
+        };
+        REPETITION_PHRASES.iter().any(|p| message.contains(p))
+    }
+
     /// True when the provider refused the request because it does not fit the model's
     /// context window: sending less may succeed.
     pub fn is_context_length(&self) -> bool {
@@ -236,7 +262,9 @@ impl ProviderError {
         match self {
             ProviderError::Connect { .. } | ProviderError::Timeout { .. } => true,
             ProviderError::Http { status, .. } => {
-                (*status == 429 || *status >= 500) && !self.is_context_length()
+                (*status == 429 || *status >= 500)
+                    && !self.is_context_length()
+                    && !self.is_repetition_refusal()
             }
             ProviderError::Stream { retryable, .. } => *retryable,
             ProviderError::Malformed { .. }
@@ -289,6 +317,19 @@ mod tests {
             retryable: false,
         };
         assert!(in_stream.is_context_length());
+    }
+
+    #[test]
+    fn a_servers_refusal_of_repeated_tool_calls_is_recognised_and_never_retried() {
+        let dashscope = "<400> InternalError.Algo.InvalidParameter: Repetitive tool calls detected in the \
+            conversation history. The same tool call with identical name and arguments has been repeated \
+            across multiple consecutive rounds.";
+        for status in [400, 500] {
+            let e = http(status, dashscope);
+            assert!(e.is_repetition_refusal() && !e.is_retryable(), "{status}");
+        }
+        assert!(!http(500, "internal error").is_repetition_refusal());
+        assert!(!http(400, "invalid tool call arguments").is_repetition_refusal());
     }
 
     #[test]

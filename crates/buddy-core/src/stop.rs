@@ -43,6 +43,9 @@ pub enum StopReason {
     /// The model called tools that need a person's approval: the turn pauses (stored)
     /// until the caller resumes it with a decision for each pending call.
     ApprovalRequired,
+    /// The model server refused the conversation for repeating tool calls (its own loop
+    /// guard); buddy asked for the final answer without the repeated rounds.
+    ProviderRefusedLoop,
 }
 
 impl StopReason {
@@ -68,6 +71,7 @@ impl StopReason {
             StopReason::NoAnswer => "no_answer",
             StopReason::StoreError => "store_error",
             StopReason::ApprovalRequired => "approval_required",
+            StopReason::ProviderRefusedLoop => "provider_refused_loop",
         }
     }
 

@@ -8,8 +8,8 @@
 //! it with those messages (the store does, and `buddy run --json` writes both).
 
 use buddy_core::{
-    CallPurpose, FinishReason, GuardAction, GuardKind, Message, RepeatSemantics, StopReason,
-    ToolCall, ToolSpec, Usage,
+    CallPurpose, FinishReason, GuardAction, GuardKind, Message, ProviderError, RepeatSemantics,
+    StopReason, ToolCall, ToolSpec, Usage,
 };
 use serde::{Deserialize, Serialize};
 
@@ -82,9 +82,18 @@ pub enum TapeStep {
     /// A model call that failed.
     Failed {
         purpose: CallPurpose,
+        /// The error's message (for an HTTP or stream error, as the server gave it).
         message: String,
         /// The provider refused the request as too long for the model's window.
         context_length: bool,
+        /// Where the error came from, so a replay gives back the same error.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        provider: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        url: Option<String>,
+        /// The HTTP status of an HTTP error.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        status: Option<u16>,
     },
     /// A tool's result: the content of new message `at`.
     Result {
@@ -140,6 +149,36 @@ pub struct TapeEnd {
     pub reason: StopReason,
     pub model_calls: u32,
     pub tool_calls: u32,
+}
+
+impl TapeStep {
+    /// The step that records a failed model call.
+    pub(crate) fn failed(purpose: CallPurpose, error: &ProviderError) -> TapeStep {
+        let (provider, url, status, message) = match error {
+            ProviderError::Http {
+                provider,
+                url,
+                status,
+                message,
+                ..
+            } => (Some(provider), Some(url), Some(*status), message.clone()),
+            ProviderError::Stream {
+                provider,
+                url,
+                message,
+                ..
+            } => (Some(provider), Some(url), None, message.clone()),
+            other => (None, None, None, other.to_string()),
+        };
+        TapeStep::Failed {
+            purpose,
+            message,
+            context_length: error.is_context_length(),
+            provider: provider.cloned(),
+            url: url.cloned(),
+            status,
+        }
+    }
 }
 
 impl Tape {

@@ -20,6 +20,48 @@ pub(crate) const FINALIZE_START: &str = "[buddy] Tool use has ended for this tur
 /// Phrases of buddy's own instructions that never belong in an answer.
 pub(crate) const INSTRUCTION_PHRASES: [&str; 2] = ["tool use has ended", "do not call any tools"];
 
+/// Phrases only buddy's own notes use: an answer that carries one tells buddy's notes
+/// back instead of answering. (Phrases a model may fairly use to explain what happened
+/// to a call — "not run", "withdrawn" — are not among them.)
+pub(crate) const NOTE_PHRASES: [&str; 7] = [
+    "rounds in a row",
+    "model calls left",
+    "reserved for your answer",
+    "was not run again",
+    "earlier result was returned",
+    "will not bring anything new",
+    "calling it this way again",
+];
+
+/// Why a reply is asked for again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Unanswered {
+    /// Empty, or only reasoning.
+    Empty,
+    /// Cut by the model's output limit before any answer.
+    CutOff,
+    /// buddy's own notes or instructions instead of an answer.
+    BuddysWords,
+}
+
+/// The note that asks the model again for an answer.
+pub(crate) fn reask_note(why: Unanswered) -> &'static str {
+    match why {
+        Unanswered::Empty => {
+            "[buddy] Your last reply was empty. Answer the user now, from the conversation and the tool \
+             results above; call a tool only if you still need one."
+        }
+        Unanswered::CutOff => {
+            "[buddy] Your last reply was cut off by the length limit before it said anything. Answer the \
+             user now, briefly."
+        }
+        Unanswered::BuddysWords => {
+            "[buddy] Your last reply repeated buddy's own notes instead of answering. Answer the user's \
+             question from the tool results above."
+        }
+    }
+}
+
 /// What the model reads when a person gives a capped turn more budget.
 pub(crate) const CONTINUE_NOTE: &str = "[buddy] The person gave you more budget for this task. \
      Continue where you stopped; the results above are still valid, so do not repeat calls you \

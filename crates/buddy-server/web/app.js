@@ -36,6 +36,7 @@ const STOP_WORDS = {
   no_answer: "The model gave no answer; buddy quotes what the tools found",
   store_error: "The conversation could not be saved",
   approval_required: "Waiting for your approval",
+  provider_refused_loop: "The model service refused the loop itself; buddy asked for the answer without the repeated calls",
   interrupted: "Interrupted (the server stopped during this turn)",
 };
 const CLEAN = new Set(["completed", "finish_tool", "client_tool_calls", "approval_required"]);
@@ -59,10 +60,11 @@ const GUARD_WORDS = {
   context_window: "Older messages left out to fit",
   trip_budget: "Too many warnings this turn",
   repetitive_output: "The reply kept repeating itself",
-  final_answer_check: "The final answer needed fixing",
+  final_answer_check: "The reply held no usable answer",
   no_progress: "No progress",
   tools_ignored: "The model server may be ignoring tools",
   approval: "Needed an approval nobody could give",
+  provider_loop_refusal: "The model service refused repeated calls",
 };
 const ACTION_WORDS = {
   returned_earlier_result: "buddy gave back the earlier result instead of running it again",
@@ -76,6 +78,8 @@ const ACTION_WORDS = {
   trimmed: "buddy trimmed the conversation to fit",
   cut_reply: "buddy cut the reply",
   composed_answer: "buddy wrote the answer from the tool results",
+  asked_again: "buddy asked the model again for an answer",
+  shed: "buddy left out what the request could do without, to fit",
 };
 
 function plural(n, word) {

@@ -158,3 +158,68 @@ fn replay_says_what_is_wrong_with_its_input() {
         text(&out.stderr)
     );
 }
+
+/// What termination v3 changed: the scenario turns recorded under the v2 rules
+/// (`tests/fixtures/recordings-v2/`), replayed under today's. Each change is explained in
+/// BENCHMARKS.md ("Termination v3: what changed"); every other stop is as recorded.
+#[test]
+fn the_v2_recordings_change_only_where_the_v3_rules_say() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixtures =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/recordings-v2");
+    let mut files: Vec<_> = std::fs::read_dir(&fixtures)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    let mut cmd = buddy(dir.path());
+    cmd.args(["replay", "--json"]);
+    for file in &files {
+        cmd.arg("--file").arg(file);
+    }
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "some stops change");
+    let mut changed = Vec::new();
+    for line in text(&out.stdout).lines() {
+        let line: Value = serde_json::from_str(line).unwrap();
+        let replay = &line["replay"];
+        if replay["same_stop"] == true {
+            continue;
+        }
+        let name = line["turn"].as_str().unwrap_or_default();
+        let scenario = name
+            .rsplit('/')
+            .next()
+            .and_then(|f| f.split(".jsonl").next())
+            .unwrap_or_default()
+            .to_owned();
+        let recorded = replay["recorded"]["reason"]
+            .as_str()
+            .unwrap_or("?")
+            .to_owned();
+        let replayed = match (
+            &replay["replayed"]["reason"],
+            replay["beyond"]["wanted"].as_str(),
+        ) {
+            (Value::String(reason), Some("final_answer")) => format!("{reason}, answer beyond"),
+            (_, Some(_)) => "beyond the recording".to_owned(),
+            (Value::String(reason), None) => reason.clone(),
+            _ => "?".to_owned(),
+        };
+        changed.push(format!("{scenario}: {recorded} → {replayed}"));
+    }
+    assert_eq!(
+        changed,
+        [
+            "answer_echoes_note: completed → beyond the recording",
+            "chain_result_tokens: loop_detected → beyond the recording",
+            "empty_answer: no_answer → beyond the recording",
+            "empty_reply_reasked: no_answer → beyond the recording",
+            "failing_varied_args: tools_exhausted → beyond the recording",
+            "fix_failing_test: tools_exhausted → beyond the recording",
+            "noisy_poll: max_model_calls → loop_detected, answer beyond",
+            "provider_refuses_loop: provider_error → provider_refused_loop, answer beyond",
+            "small_window: context_overflow → beyond the recording",
+        ]
+    );
+}

@@ -75,12 +75,16 @@ async fn legitimate_work_completes_untouched_under_the_default_policy() {
             guards.is_empty(),
             "{name} was touched by a guard: {guards:?}"
         );
-        let errors = report
+        // A failing test is the tool's own result; a call buddy did not run is a guard's.
+        let refused = report
             .events
             .iter()
-            .filter(|e| matches!(e, ChatEvent::ToolCallResult { is_error: true, .. }))
+            .filter(|e| {
+                matches!(e, ChatEvent::ToolCallResult { is_error: true, content, .. }
+                if content.starts_with("not run") || content.starts_with("not finished"))
+            })
             .count();
-        assert_eq!(errors, 0, "{name} had error results");
+        assert_eq!(refused, 0, "{name} had calls buddy did not run");
         assert_eq!(
             Some(report.stats.model_calls),
             scenario.expect.ideal_model_calls,

@@ -2,6 +2,7 @@
 //! history to fit it without ever breaking it.
 
 mod counter;
+pub mod shed;
 mod trim;
 mod windows;
 

@@ -30,6 +30,18 @@ pub struct Fitted<'a> {
     pub truncated: usize,
 }
 
+impl Fitted<'_> {
+    /// The same fit, owning its messages (a request built from messages of its own).
+    pub fn into_owned(self) -> Fitted<'static> {
+        Fitted {
+            messages: Cow::Owned(self.messages.into_owned()),
+            tokens: self.tokens,
+            dropped: self.dropped,
+            truncated: self.truncated,
+        }
+    }
+}
+
 /// Even the pinned messages do not fit.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(

@@ -5,8 +5,6 @@ use std::collections::HashMap;
 use buddy_core::Evidence;
 use serde::{Deserialize, Serialize};
 
-use super::similarity::{args_near, same_result};
-
 /// One executed tool call and what it returned, exactly as the skill returned it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CallRecord {
@@ -19,10 +17,13 @@ pub struct CallRecord {
     /// String values of the arguments, longest first (see `similarity::arg_strings`).
     pub arg_strings: Vec<String>,
     pub result: String,
+    /// The information of the result: less its echo of the arguments, less its noise.
+    pub fingerprint: u64,
     pub is_error: bool,
     /// The model response (round) the call came in, from 1.
     pub round: u32,
-    /// How many times in a row a call with these arguments returned this same result.
+    /// How many times in a row a call with these arguments returned nothing it had not
+    /// returned before.
     pub unchanged: u32,
 }
 
@@ -78,17 +79,27 @@ impl CallLog {
             .find(|r| r.name == name && r.round < round)
     }
 
-    /// An earlier call of this skill (from a round before `round`) that this one merely
-    /// repeats: the same or near arguments, and the same result less what each echoes of
-    /// its own arguments.
-    pub fn repeated_by(&self, this: &CallRecord) -> Option<&CallRecord> {
-        self.records.iter().rev().find(|r| {
-            r.name == this.name
-                && r.round < this.round
-                && r.is_error == this.is_error
-                && (r.key == this.key || args_near(&r.canonical_args, &this.canonical_args))
-                && same_result(&r.result, &r.arg_strings, &this.result, &this.arg_strings)
-        })
+    /// The earlier call with this key (same skill, same arguments) that got the same
+    /// information back (`fingerprint`, and success or failure alike), if there is one.
+    pub fn seen_for_key(&self, key: &str, is_error: bool, fingerprint: u64) -> Option<&CallRecord> {
+        self.records
+            .iter()
+            .rev()
+            .find(|r| r.key == key && r.is_error == is_error && r.fingerprint == fingerprint)
+    }
+
+    /// The earlier call of skill `name` (any arguments) that got the same information
+    /// back, if there is one.
+    pub fn seen_for_skill(
+        &self,
+        name: &str,
+        is_error: bool,
+        fingerprint: u64,
+    ) -> Option<&CallRecord> {
+        self.records
+            .iter()
+            .rev()
+            .find(|r| r.name == name && r.is_error == is_error && r.fingerprint == fingerprint)
     }
 
     /// Notes that the model asked for a call (whether or not it runs).
@@ -148,6 +159,7 @@ mod tests {
             canonical_args: args.into(),
             arg_strings: Vec::new(),
             result: "r".into(),
+            fingerprint: 0,
             is_error: false,
             round: 1,
             unchanged: 0,

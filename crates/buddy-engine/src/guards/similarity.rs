@@ -1,9 +1,9 @@
-//! What counts as "the same" for the loop guards. Tool *results* are compared exactly
-//! (trimmed, or with the call's own argument strings removed), never fuzzily: a result
-//! that changed is progress. *Arguments* and *answer texts* are compared loosely, after
-//! normalising case, whitespace and digits: short texts (arguments) by character
-//! trigrams, long ones (answers) by word pairs, because the trigrams of any two long
-//! texts in one language overlap heavily even when they say different things.
+//! What counts as "alike" for the loop guards. *Arguments* and *answer texts* are
+//! compared loosely, after normalising case, whitespace and digits: short texts
+//! (arguments) by character trigrams, long ones (answers) by word pairs, because the
+//! trigrams of any two long texts in one language overlap heavily even when they say
+//! different things. Tool *results* are never compared loosely: see `noise.rs` for what
+//! in a result is not information.
 
 use std::collections::HashSet;
 
@@ -123,33 +123,6 @@ pub fn arg_strings(raw_arguments: &str) -> Vec<String> {
     out
 }
 
-/// `result` with every occurrence of the call's own argument strings taken out.
-fn without_echo(result: &str, strings: &[String]) -> String {
-    let mut out = result.to_owned();
-    for s in strings {
-        if out.contains(s.as_str()) {
-            out = out.replace(s.as_str(), "");
-        }
-    }
-    out
-}
-
-/// True when two tool results are the same: equal bytes once surrounding whitespace is
-/// trimmed, or equal once each call's own argument strings are removed from its result
-/// (a result that only echoes what was asked adds nothing). Nothing else is folded:
-/// results that differ in a digit are different results.
-pub fn same_result(a: &str, a_args: &[String], b: &str, b_args: &[String]) -> bool {
-    let (ta, tb) = (a.trim(), b.trim());
-    if ta == tb {
-        return true;
-    }
-    if a_args.is_empty() && b_args.is_empty() {
-        return false;
-    }
-    let (ea, eb) = (without_echo(ta, a_args), without_echo(tb, b_args));
-    ea.trim() == eb.trim()
-}
-
 /// Argument strings shorter than this are not treated as echoes (removing a one-letter
 /// string would take letters out of unrelated words).
 const MIN_ECHO_CHARS: usize = 2;
@@ -183,45 +156,15 @@ mod tests {
     }
 
     #[test]
-    fn results_that_differ_in_numbers_are_different_results() {
-        let none: [String; 0] = [];
-        assert!(!same_result(
-            "content of page 1",
-            &none,
-            "content of page 2",
-            &none
-        ));
-        assert!(!same_result(r#"{"n":0}"#, &none, r#"{"n":1}"#, &none));
-        assert!(same_result("running\n", &none, "  running", &none));
-        assert!(!same_result("running", &none, "done", &none));
-    }
-
-    #[test]
-    fn a_result_that_only_echoes_its_query_is_the_same_result() {
-        let a = arg_strings(r#"{"query":"weather"}"#);
-        let b = arg_strings(r#"{"query":"weather today","page":2}"#);
-        assert_eq!(b, vec!["weather today".to_owned()]);
-        assert!(same_result(
-            "No results for 'weather'.",
-            &a,
-            "No results for 'weather today'.",
-            &b
-        ));
-        assert!(!same_result(
-            "Top result for 'weather': sunny",
-            &a,
-            "Top result for 'weather today': rain",
-            &b
-        ));
-        let p1 = arg_strings(r#"{"page":1}"#);
-        let p2 = arg_strings(r#"{"page":2}"#);
-        assert!(p1.is_empty(), "numbers are not echo strings");
-        assert!(!same_result(
-            "content of page 1",
-            &p1,
-            "content of page 2",
-            &p2
-        ));
+    fn argument_strings_are_what_a_result_may_echo() {
+        assert_eq!(
+            arg_strings(r#"{"query":"weather today","page":2}"#),
+            vec!["weather today".to_owned()]
+        );
+        assert!(
+            arg_strings(r#"{"page":1}"#).is_empty(),
+            "numbers are not echo strings"
+        );
     }
 
     #[test]

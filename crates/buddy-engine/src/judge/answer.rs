@@ -6,29 +6,106 @@ use buddy_core::{GuardAction, GuardKind, Message, StopReason};
 
 use super::verdict::Trip;
 use crate::guards::similarity::{normalize, text_similarity};
-use crate::words;
+use crate::words::{self, Unanswered};
 
 /// Longest piece of one tool result quoted in buddy's composed answer.
 const FALLBACK_RESULT_CHARS: usize = 300;
 /// Most tool results quoted in buddy's fallback answer.
 const FALLBACK_RESULTS: usize = 5;
 
-/// The model's own answer (a reply without calls) as it will stand, and the trip that
-/// says buddy replaced it, when it is a tool call written as text or an echo of buddy's
-/// notes (the turn then ends `no_answer`, quoting the tool results).
-pub(crate) fn screen(text: String, tools: &[&str]) -> (String, Option<Trip>) {
+/// A reply without calls, screened as the turn's answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Screened {
+    /// It is the answer.
+    Answer(String),
+    /// It holds no answer; the trip (if any) says why it was not taken.
+    Unanswered(Unanswered, Option<Trip>),
+    /// It is a tool call written as text: a server that ignores `tools` (asking again
+    /// would get the same; the `tools_ignored` warning names the fix).
+    CallAsText(Trip),
+}
+
+/// The model's own answer (a reply without calls) screened: empty (or cut off before
+/// any text), a tool call written as text, or buddy's own words is no answer. `said` is
+/// what buddy told the model in this turn (its notes, its "not run" results).
+pub(crate) fn screen(text: String, cut_off: bool, tools: &[&str], said: &Said<'_>) -> Screened {
     if text.trim().is_empty() {
-        return (text, None);
+        let why = if cut_off {
+            Unanswered::CutOff
+        } else {
+            Unanswered::Empty
+        };
+        return Screened::Unanswered(why, None);
     }
-    match rejected(&text, "", tools) {
-        Some(why) => (
-            String::new(),
-            Some(composed(format!(
+    match rejected(&text, "", tools, said) {
+        Some(why) => {
+            let trip = composed(format!(
                 "the reply was not used as the answer: {why}; buddy wrote the answer from the tool results"
-            ))),
-        ),
-        None => (text, None),
+            ));
+            if why == CALL_AS_TEXT {
+                Screened::CallAsText(trip)
+            } else {
+                Screened::Unanswered(Unanswered::BuddysWords, Some(trip))
+            }
+        }
+        None => Screened::Answer(text),
     }
+}
+
+/// Asks the model again when its reply held no answer, at most `max_reasks` times a
+/// turn: the note to send and the trip that says so, or `None` when the budget is spent.
+pub(crate) fn reask(
+    policy: &crate::policy::LoopPolicy,
+    memory: &mut super::memory::JudgeMemory,
+    why: Unanswered,
+) -> Option<(&'static str, Trip)> {
+    if memory.reasks >= policy.max_reasks {
+        return None;
+    }
+    memory.reasks += 1;
+    let what = match why {
+        Unanswered::Empty => "the reply was empty",
+        Unanswered::CutOff => "the reply was cut off before any answer",
+        Unanswered::BuddysWords => "the reply repeated buddy's own notes",
+    };
+    Some((
+        words::reask_note(why),
+        Trip::new(
+            GuardKind::FinalAnswerCheck,
+            GuardAction::AskedAgain,
+            format!(
+                "{what}; the model is asked again ({} of {} in this turn)",
+                memory.reasks, policy.max_reasks
+            ),
+        ),
+    ))
+}
+
+/// What buddy said in a turn, for recognising it told back in an answer: its notes, and
+/// the facts of the turn (tool results and call arguments), which a note may quote and an
+/// answer may fairly repeat.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Said<'a> {
+    pub notes: Vec<&'a str>,
+    pub facts: Vec<&'a str>,
+}
+
+/// What buddy said in `turn_messages`. (The results of calls buddy did not run are
+/// results: an answer may report them.)
+pub(crate) fn buddys_words(turn_messages: &[Message]) -> Said<'_> {
+    let mut said = Said::default();
+    for message in turn_messages {
+        match message {
+            Message::Note { content } => said.notes.push(content),
+            Message::Tool { content, .. } => said.facts.push(content),
+            Message::Assistant { tool_calls, .. } => {
+                said.facts
+                    .extend(tool_calls.iter().map(|c| c.arguments.as_str()));
+            }
+            _ => {}
+        }
+    }
+    said
 }
 
 /// What becomes of the Finalize reply.
@@ -54,7 +131,8 @@ pub(crate) fn check_final(
     tools: &[&str],
     turn_messages: &[Message],
 ) -> FinalCheck {
-    if let Some(why) = rejected(&text, instruction, tools) {
+    let said = buddys_words(turn_messages);
+    if let Some(why) = rejected(&text, instruction, tools, &said) {
         return FinalCheck::Compose(composed(format!(
             "the final reply was not used: {why}; buddy wrote the answer from the tool results"
         )));
@@ -104,26 +182,74 @@ pub(crate) fn tools_ignored(
     ))
 }
 
-/// Why a reply cannot be the answer, if it cannot: it is empty, echoes buddy's
-/// instruction, or writes a tool call as text.
-pub(crate) fn rejected(text: &str, instruction: &str, tools: &[&str]) -> Option<&'static str> {
+/// Why a reply was a tool call written as text.
+const CALL_AS_TEXT: &str = "it was a tool call written as text";
+
+/// Why a reply cannot be the answer, if it cannot: it is empty, echoes or paraphrases
+/// buddy's instruction or notes (`said`), or writes a tool call as text.
+pub(crate) fn rejected(
+    text: &str,
+    instruction: &str,
+    tools: &[&str],
+    said: &Said<'_>,
+) -> Option<&'static str> {
     let trimmed = text.trim();
     if trimmed.is_empty() {
         return Some("it was empty");
     }
     let lower = trimmed.to_lowercase();
     let normalized = normalize(trimmed);
-    let instruction = normalize(instruction);
     if lower.contains(&Message::NOTE_MARK.to_lowercase())
         || words::INSTRUCTION_PHRASES.iter().any(|p| lower.contains(p))
-        || text_similarity(&normalized, &instruction) >= 0.4
+        || text_similarity(&normalized, &normalize(instruction)) >= 0.4
     {
         return Some("it repeated buddy's own instruction");
     }
+    if words::NOTE_PHRASES.iter().any(|p| lower.contains(p)) || paraphrases(&normalized, said) {
+        return Some("it repeated buddy's own notes");
+    }
     if looks_like_a_tool_call(trimmed, tools) {
-        return Some("it was a tool call written as text");
+        return Some(CALL_AS_TEXT);
     }
     None
+}
+
+/// Share of an answer's word pairs found in buddy's words above which the answer is
+/// buddy's words told back (a paraphrase keeps most pairs; an answer that quotes one
+/// phrase among its own does not).
+const PARAPHRASE_SHARE: f64 = 0.5;
+
+/// True when most of the answer's word pairs are buddy's own phrasing: pairs of its
+/// notes that are not also the turn's facts.
+fn paraphrases(normalized_answer: &str, said: &Said<'_>) -> bool {
+    let pairs = |text: &str| -> std::collections::HashSet<(String, String)> {
+        let words: Vec<String> = text
+            .split(|c: char| !c.is_alphanumeric() && c != '#')
+            .filter(|w| !w.is_empty())
+            .map(str::to_owned)
+            .collect();
+        words
+            .windows(2)
+            .map(|w| (w[0].clone(), w[1].clone()))
+            .collect()
+    };
+    let answer = pairs(normalized_answer);
+    if answer.len() < 4 || said.notes.is_empty() {
+        return false;
+    }
+    let facts: std::collections::HashSet<(String, String)> = said
+        .facts
+        .iter()
+        .flat_map(|s| pairs(&normalize(s)))
+        .collect();
+    let buddy: std::collections::HashSet<(String, String)> = said
+        .notes
+        .iter()
+        .flat_map(|s| pairs(&normalize(s)))
+        .filter(|p| !facts.contains(p))
+        .collect();
+    let shared = answer.iter().filter(|p| buddy.contains(*p)).count();
+    shared as f64 / answer.len() as f64 >= PARAPHRASE_SHARE
 }
 
 /// True for text that is a tool call in disguise: JSON naming a function and its
@@ -294,7 +420,7 @@ mod tests {
     fn final_replies_that_are_no_answer_are_rejected() {
         let instruction = words::finalize_instruction("a loop was detected");
         let tools = ["get_time", "list_dir"];
-        let rejected = |t: &str| rejected(t, &instruction, &tools);
+        let rejected = |t: &str| rejected(t, &instruction, &tools, &Said::default());
         assert_eq!(rejected("  \n"), Some("it was empty"));
         assert_eq!(
             rejected(&instruction),
@@ -319,6 +445,10 @@ mod tests {
             );
         }
         assert_eq!(rejected("It is 12:00 UTC; get_time said so."), None);
+        assert_eq!(
+            rejected("The deploy is green: 12 of 12 checks passed."),
+            None
+        );
         assert_eq!(rejected("The function.py module defines it."), None);
     }
 
@@ -344,5 +474,36 @@ mod tests {
             "That should be about it, from what I can see.",
             "Paris: 14°C, light rain, wind 20 km/h from the west."
         ));
+    }
+
+    #[test]
+    fn an_answer_that_tells_buddys_notes_back_is_no_answer() {
+        let note = "[buddy] `pipeline_status` was called again with the same arguments; it was not run again \
+                    and its earlier result was returned. Use it, or answer the user.";
+        let said = Said {
+            notes: vec![note],
+            facts: vec![
+                r#"{"path":"poems/haiku.txt"}"#,
+                r#"wrote {"path":"poems/haiku.txt"}"#,
+            ],
+        };
+        let no = |t: &str| rejected(t, "", &[], &said);
+        assert_eq!(
+            no(
+                "The pipeline status was called again with the same arguments; it was not run again and \
+                its earlier result was returned, so I will use it."
+            ),
+            Some("it repeated buddy's own notes")
+        );
+        // A small model's paraphrase of a no-progress note.
+        assert_eq!(
+            no("I think the answer is available (3 rounds in a row) and nothing changed."),
+            Some("it repeated buddy's own notes")
+        );
+        // An answer that mentions the tool and its result is an answer.
+        assert_eq!(
+            no("The deploy pipeline is green: 12 of 12 checks passed, as pipeline_status said."),
+            None
+        );
     }
 }

@@ -68,6 +68,13 @@ pub(crate) struct JudgeMemory {
     pub stale_rounds: u32,
     /// Calls dropped from the latest reply for going over `max_calls_per_reply`.
     pub dropped_calls: Option<usize>,
+    /// Distinctive tokens (hashed) of every argument and result so far.
+    pub seen_tokens: BTreeSet<u64>,
+    /// Tokens that first appeared in the latest round's results: a call whose arguments
+    /// carry one follows what the model read.
+    pub latest_tokens: BTreeSet<u64>,
+    /// Replies without an answer that were asked again.
+    pub reasks: u32,
 }
 
 impl JudgeMemory {

@@ -3,7 +3,7 @@
 //! re-run), then — as each result comes in, see `signals.rs` — what the results say, and
 //! at the end of the round where the turn goes.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use buddy_core::{
     Evidence, GuardAction, GuardKind, RepeatSemantics, StopReason, ToolCall, ToolOutcome,
@@ -72,6 +72,8 @@ pub(crate) struct RoundJudge {
     pub(super) failed_calls: u32,
     /// The reply's text said what an earlier round beside tool calls already said.
     text_repeated: bool,
+    /// Tokens that first appeared in this round's results.
+    pub(super) new_tokens: BTreeSet<u64>,
 }
 
 /// What the driver tells the judge about the round.
@@ -342,6 +344,7 @@ impl RoundJudge {
         if judge.policy.loop_detection && !interrupted {
             self.judge_progress(judge);
         }
+        self.close_tokens(judge);
         let mut notes = Vec::new();
         if !interrupted && self.fatal.is_none() {
             let max = judge.policy.max_model_calls;
@@ -368,7 +371,19 @@ impl RoundJudge {
         if judge.policy.loop_detection {
             self.judge_progress(judge);
         }
+        self.close_tokens(judge);
         self.cause
+    }
+
+    /// What this round's results brought becomes the latest results; a round that
+    /// brought something new ends every streak of arguments that changed in vain (the
+    /// turn is moving: a write that answers as before is no loop when the test after it
+    /// fails anew).
+    fn close_tokens(&mut self, judge: &mut Judge) {
+        judge.memory.latest_tokens = std::mem::take(&mut self.new_tokens);
+        if self.fresh_calls > 0 {
+            judge.memory.echo_streak.clear();
+        }
     }
 }
 

@@ -10,7 +10,9 @@ use super::round::{Plan, RoundJudge, Slot, refused};
 use super::verdict::{FinalizeCause, Trip, stop_for};
 use crate::guards::call_log::CallRecord;
 use crate::guards::ladder::Rung;
-use crate::guards::similarity::{args_near, same_result};
+use crate::guards::noise::fingerprint;
+use crate::guards::similarity::args_near;
+use crate::guards::tokens::tokens;
 use crate::words::{self, not_run};
 
 /// Unchanged results in a row an undeclared (observed) skill may return for the same
@@ -56,28 +58,42 @@ impl RoundJudge {
                 outcome.content
             ));
         }
+        let fingerprint = fingerprint(&outcome.content, &slot.arg_strings);
         if outcome.is_error {
-            self.circuit_breaker(judge, name, &mut trips);
+            let new_message = judge
+                .memory
+                .log
+                .seen_for_skill(name, true, fingerprint)
+                .is_none();
+            self.circuit_breaker(judge, name, new_message, &mut trips);
         } else {
             judge.memory.consecutive_failures.insert(name.to_owned(), 0);
         }
         let earlier = judge.memory.log.last_with_key(&slot.key).cloned();
-        let unchanged = earlier.as_ref().map_or(0, |prev| {
-            if prev.is_error == outcome.is_error
-                && same_result(
-                    &prev.result,
-                    &prev.arg_strings,
-                    &outcome.content,
-                    &slot.arg_strings,
-                )
-            {
-                prev.unchanged + 1
-            } else {
-                0
-            }
-        });
+        // Nothing new for this call: the same information it got before (after noise and
+        // echo), so values that flip between a few states count as unchanged too.
+        let seen_here = judge
+            .memory
+            .log
+            .seen_for_key(&slot.key, outcome.is_error, fingerprint)
+            .is_some();
+        let unchanged = match (&earlier, seen_here) {
+            (Some(prev), true) => prev.unchanged + 1,
+            _ => 0,
+        };
+        let follows = self.follows_latest_results(judge, slot, outcome);
         if judge.policy.loop_detection
-            && let Some(signal) = judge_result(judge, slot, outcome, earlier.as_ref(), unchanged)
+            && let Some(signal) = judge_result(
+                judge,
+                slot,
+                outcome,
+                Facts {
+                    earlier: earlier.as_ref(),
+                    unchanged,
+                    fingerprint,
+                    follows,
+                },
+            )
         {
             self.trip(judge, signal, &mut trips);
         }
@@ -89,31 +105,52 @@ impl RoundJudge {
             canonical_args: slot.canonical.clone(),
             arg_strings: slot.arg_strings.clone(),
             result: outcome.content.clone(),
+            fingerprint,
             is_error: outcome.is_error,
             round: self.number,
             unchanged,
         };
-        // A pollable skill waiting within its patience is not "nothing new".
+        // New information: a result (or a failure's message) this skill had not given
+        // before, or arguments that carry what the latest results first said. A pollable
+        // skill waiting within its patience is not "nothing new" either.
         let waiting =
             slot.semantics == RepeatSemantics::Pollable && unchanged <= judge.policy.poll_patience;
-        let repeated = judge
+        let seen = judge
             .memory
             .log
-            .repeated_by(&record)
-            .filter(|_| !waiting)
+            .seen_for_skill(name, outcome.is_error, fingerprint)
             .map(CallRecord::evidence);
-        if repeated.is_some() || record.is_error {
-            self.stale_calls += 1;
-            self.failed_calls += u32::from(record.is_error);
-        }
-        match repeated {
-            Some(prev) => self.stale.extend([prev, record.evidence()]),
-            // A failure is not progress either, whatever its message says.
-            _ if record.is_error => self.stale.push(record.evidence()),
+        match seen {
+            Some(prev) if !follows && !waiting => {
+                self.stale_calls += 1;
+                self.failed_calls += u32::from(record.is_error);
+                self.stale.extend([prev, record.evidence()]);
+            }
             _ => self.fresh_calls += 1,
         }
         judge.memory.log.push(record);
         trips
+    }
+
+    /// True when the call's arguments carry a token that first appeared in the latest
+    /// round's results (the model follows what it read); then books the tokens of its
+    /// arguments and result as seen.
+    fn follows_latest_results(
+        &mut self,
+        judge: &mut Judge,
+        slot: &Slot,
+        outcome: &ToolOutcome,
+    ) -> bool {
+        let memory = &mut judge.memory;
+        let carried = tokens(&slot.call.arguments);
+        let follows = carried.iter().any(|t| memory.latest_tokens.contains(t));
+        memory.seen_tokens.extend(carried);
+        for token in tokens(&outcome.content) {
+            if memory.seen_tokens.insert(token) {
+                self.new_tokens.insert(token);
+            }
+        }
+        follows
     }
 
     /// A repeat of a `pure` or `effectful` skill: answered from the earlier result (not
@@ -299,14 +336,22 @@ impl RoundJudge {
         }
     }
 
-    /// Withdraws a skill that failed too many times in a row.
-    fn circuit_breaker(&mut self, judge: &mut Judge, name: &str, trips: &mut Vec<Trip>) {
+    /// Withdraws a skill that failed too many times in a row saying nothing new: a
+    /// failure with a message the skill had not given before starts the count again
+    /// (a test that fails differently after each fix is progress, not a broken tool).
+    fn circuit_breaker(
+        &mut self,
+        judge: &mut Judge,
+        name: &str,
+        new_message: bool,
+        trips: &mut Vec<Trip>,
+    ) {
         let failures = judge
             .memory
             .consecutive_failures
             .entry(name.to_owned())
             .or_default();
-        *failures += 1;
+        *failures = if new_message { 1 } else { *failures + 1 };
         let failures = *failures;
         if failures < judge.policy.max_consecutive_failures || judge.memory.is_withdrawn(name) {
             return;
@@ -383,15 +428,25 @@ fn finalize_guard(
     )
 }
 
-/// The loop signal an executed call's result gives, if any: the same call with the
-/// same result again, a cycle whose calls bring nothing new, or arguments that keep
-/// changing while the result (less what it echoes of them) stays the same.
+/// What `observe` found out about a call before judging it.
+struct Facts<'a> {
+    /// The latest call with the same arguments.
+    earlier: Option<&'a CallRecord>,
+    /// Results in a row with nothing the call had not returned before.
+    unchanged: u32,
+    fingerprint: u64,
+    /// The arguments carry a token the latest results first said.
+    follows: bool,
+}
+
+/// The loop signal an executed call's result gives, if any: the same call bringing
+/// nothing new again, a cycle whose calls bring nothing new, or arguments that keep
+/// changing while the result (less its echo and noise) stays the same.
 fn judge_result(
     judge: &mut Judge,
     slot: &Slot,
     outcome: &ToolOutcome,
-    earlier: Option<&CallRecord>,
-    unchanged: u32,
+    facts: Facts<'_>,
 ) -> Option<Signal> {
     let name = slot.call.name.as_str();
     let evidence_with = |prev: &CallRecord| {
@@ -401,17 +456,25 @@ fn judge_result(
         ]
     };
     let signalled = judge.memory.signalled.contains(&slot.key);
-    if let Some(prev) = earlier
+    let unchanged = facts.unchanged;
+    if let Some(prev) = facts.earlier
         && unchanged > 0
     {
         let times = unchanged + 1;
+        let what = if prev.fingerprint == facts.fingerprint {
+            format!(
+                "`{name}` was called with the same arguments and returned the same result {times} times"
+            )
+        } else {
+            format!(
+                "`{name}` was called with the same arguments and, {times} times in a row, returned only results it had returned before"
+            )
+        };
         let base = Signal {
             guard: GuardKind::Repetition,
             skill: name.to_owned(),
             key: slot.key.clone(),
-            what: format!(
-                "`{name}` was called with the same arguments and returned the same result {times} times"
-            ),
+            what,
             evidence: evidence_with(prev),
             members: Vec::new(),
             certain: false,
@@ -423,8 +486,9 @@ fn judge_result(
                 ..base
             });
         }
-        // A second and third look are normal (a job still running); a fourth identical
-        // result, or a repeat after a warning about this very call, is a loop beyond doubt.
+        // A second and third look are normal (a job still running); a fourth result with
+        // nothing new, or a repeat after a warning about this very call, is a loop beyond
+        // doubt.
         if unchanged >= OBSERVED_PATIENCE || signalled {
             return Some(Signal {
                 certain: true,
@@ -441,24 +505,21 @@ fn judge_result(
             ..base
         });
     }
-    if outcome.is_error || earlier.is_some() {
+    if outcome.is_error || facts.earlier.is_some() {
         return None;
     }
     // Near-duplicates: compared with this skill's latest call from an earlier round,
-    // never with calls of the same response (a parallel batch is not a repeat).
+    // never with calls of the same response (a parallel batch is not a repeat). Arguments
+    // that carry what the latest results said are the model following them: no echo.
     let prev = judge
         .memory
         .log
         .last_of_before_round(name, judge.memory.rounds)?
         .clone();
     let echo = !prev.is_error
+        && !facts.follows
         && args_near(&prev.canonical_args, &slot.canonical)
-        && same_result(
-            &prev.result,
-            &prev.arg_strings,
-            &outcome.content,
-            &slot.arg_strings,
-        );
+        && prev.fingerprint == facts.fingerprint;
     let streak = judge.memory.echo_streak.entry(name.to_owned()).or_default();
     if !echo {
         *streak = 0;
@@ -472,7 +533,7 @@ fn judge_result(
         key: String::new(),
         what: format!(
             "`{name}` was called with changed arguments {} times in a row and its result, less what it \
-             echoes of them, stayed the same",
+             echoes of them and its timestamps and ids, stayed the same",
             streak + 1
         ),
         evidence: evidence_with(&prev),

@@ -373,22 +373,172 @@ fn no_progress_ends_the_turn_after_max_stale_rounds() {
     let mut turn = Turn::new(policy);
     let fail = |_: &ToolCall| ToolOutcome::error("invalid arguments");
     let tools = ["search", "read", "status"];
-    for (n, tool) in tools.iter().enumerate().take(2) {
+    // The first failure of each skill says something new.
+    for (n, tool) in tools.iter().enumerate() {
         let seen = turn.round(
             vec![(tool, json!({"n": n}))],
+            RepeatSemantics::Observed,
+            &fail,
+        );
+        assert_eq!(seen.verdict.cause, None, "first failure of {tool}");
+    }
+    // The same failures again bring nothing: two stale rounds pass, the third trips.
+    for (n, tool) in tools.iter().enumerate().take(2) {
+        let seen = turn.round(
+            vec![(tool, json!({"n": n + 10}))],
             RepeatSemantics::Observed,
             &fail,
         );
         assert_eq!(seen.verdict.cause, None, "stale round {}", n + 1);
     }
     let third = turn.round(
-        vec![("status", json!({"n": 9}))],
+        vec![("status", json!({"n": 99}))],
         RepeatSemantics::Observed,
         &fail,
     );
     assert_eq!(
         third.stop(),
         Some((StopReason::ToolsExhausted, GuardKind::NoProgress))
+    );
+}
+
+#[test]
+fn a_failure_with_a_new_message_is_progress_so_a_fix_cycle_goes_on() {
+    let mut turn = Turn::new(quiet(LoopPolicy::default()));
+    let errors = [
+        "FAILED test_add: expected 3, got -1",
+        "FAILED test_add: TypeError: unsupported operand",
+        "FAILED test_add: expected 3, got 33",
+        "FAILED test_add: NameError: name 'c' is not defined",
+    ];
+    for (n, error) in errors.iter().enumerate() {
+        let write = turn.round(
+            vec![(
+                "write",
+                json!({"path": "calc.py", "content": format!("def add(a, b): return a {n} b")}),
+            )],
+            RepeatSemantics::Observed,
+            &same("wrote 41 bytes"),
+        );
+        let check = turn.round(
+            vec![("status", json!({}))],
+            RepeatSemantics::Observed,
+            &move |_| ToolOutcome::error(*error),
+        );
+        for seen in [&write, &check] {
+            assert!(
+                seen.trips.is_empty() && seen.verdict.cause.is_none(),
+                "attempt {n}: {seen:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_poll_whose_answers_differ_only_in_timestamps_and_ids_is_a_loop() {
+    let mut turn = Turn::new(quiet(LoopPolicy::default()));
+    let pending = |n: u32| {
+        move |_: &ToolCall| {
+            ToolOutcome::ok(format!(
+                "pending (checked at 2025-01-01T12:00:{:02}Z, check {n}, request 3f2a9c{n:02}-9d4e-4c1b-8a2f-0051c0ffee{n:02})",
+                n * 7 % 60
+            ))
+        }
+    };
+    for n in 1..=3 {
+        let seen = turn.round(
+            vec![("status", json!({"build": "b-1"}))],
+            RepeatSemantics::Observed,
+            &pending(n),
+        );
+        assert!(
+            seen.trips.is_empty() && seen.verdict.cause.is_none(),
+            "look {n}"
+        );
+    }
+    let fourth = turn.round(
+        vec![("status", json!({"build": "b-1"}))],
+        RepeatSemantics::Observed,
+        &pending(4),
+    );
+    assert_eq!(
+        fourth.stop(),
+        Some((StopReason::LoopDetected, GuardKind::Repetition))
+    );
+}
+
+#[test]
+fn values_that_flip_between_a_few_states_are_a_loop() {
+    let mut turn = Turn::new(quiet(LoopPolicy::default()));
+    let states = ["running", "queued", "running", "queued"];
+    for state in states {
+        let seen = turn.round(
+            vec![("status", json!({"job": 1}))],
+            RepeatSemantics::Observed,
+            &move |_| ToolOutcome::ok(state),
+        );
+        assert!(seen.verdict.cause.is_none(), "{state}");
+    }
+    // The fifth answer is the third in a row that says nothing it had not said before.
+    let fifth = turn.round(
+        vec![("status", json!({"job": 1}))],
+        RepeatSemantics::Observed,
+        &same("running"),
+    );
+    assert_eq!(
+        fifth.stop(),
+        Some((StopReason::LoopDetected, GuardKind::Repetition))
+    );
+}
+
+#[test]
+fn arguments_that_carry_what_the_latest_results_said_are_no_echo() {
+    let mut turn = Turn::new(quiet(LoopPolicy::default()));
+    let echo = |call: &ToolCall| {
+        let args: serde_json::Value = serde_json::from_str(&call.arguments).unwrap_or_default();
+        ToolOutcome::ok(format!(
+            "Results for '{}': 1 page found.",
+            args["query"].as_str().unwrap_or_default()
+        ))
+    };
+    let tickets = ["48213907", "90211734", "31770592", "66102348", "12987443"];
+    for (n, ticket) in tickets.iter().enumerate() {
+        let read = turn.round(
+            vec![("read", json!({"url": format!("/checklist/{n}")}))],
+            RepeatSemantics::Observed,
+            &move |_| ToolOutcome::ok(*ticket),
+        );
+        let search = turn.round(
+            vec![(
+                "search",
+                json!({"query": format!("step {n} after {ticket}")}),
+            )],
+            RepeatSemantics::Observed,
+            &echo,
+        );
+        for seen in [&read, &search] {
+            assert!(
+                seen.trips.is_empty() && seen.verdict.cause.is_none(),
+                "step {n}: {seen:?}"
+            );
+        }
+    }
+    // The same queries without the tickets are echoes: the third trips.
+    let mut turn = Turn::new(quiet(LoopPolicy::default()));
+    let mut last = None;
+    for n in 0..3 {
+        last = Some(turn.round(
+            vec![(
+                "search",
+                json!({"query": format!("step {n} of the checklist")}),
+            )],
+            RepeatSemantics::Observed,
+            &echo,
+        ));
+    }
+    assert_eq!(
+        last.map(|s| s.guards()),
+        Some(vec![(GuardKind::NearDuplicate, GuardAction::Warned)])
     );
 }
 

@@ -11,7 +11,9 @@ use buddy_core::{
 use tracing::{debug, warn};
 
 use super::{End, State, ToolboxHandle, Turn, announce_to};
+use crate::context::shed::{Shed, compact_tools, reserve_floor, without_notes};
 use crate::context::{Overflow, fit};
+use crate::guards::canonical::canonical_args;
 use crate::guards::chant::ChantDetector;
 use crate::history_check::check_history;
 use crate::judge::answer::has_successful_results;
@@ -24,7 +26,7 @@ use crate::words;
 
 impl<'e> Turn<'e> {
     /// The CallModel step.
-    pub(super) async fn call_model(&mut self) -> State {
+    pub(super) async fn call_model(&mut self, purpose: CallPurpose) -> State {
         if let Some(end) = self.stopped_before_call() {
             return State::End(end);
         }
@@ -33,7 +35,7 @@ impl<'e> Turn<'e> {
         }
         let tools = self.tools_for_next_call().await;
         self.tools_offered_now = tools.is_some();
-        match self.model_call(tools.as_deref(), None).await {
+        match self.model_call(tools.as_deref(), None, purpose).await {
             Ok(reply) => State::Route(reply),
             Err(end) => self.call_failed(end).await,
         }
@@ -55,6 +57,20 @@ impl<'e> Turn<'e> {
                 message,
             },
             CallEnd::ContextRefused(e) => self.context_refused(&e),
+            // The server's own loop guard: another request with this history fails the
+            // same way, so the turn asks for its answer without the repeated rounds.
+            CallEnd::Provider(e) if e.is_repetition_refusal() => {
+                // The refused request produced no reply: it takes no model call's number.
+                self.stats.model_calls = self.stats.model_calls.saturating_sub(1);
+                return State::Finalize(FinalizeCause::new(
+                    StopReason::ProviderRefusedLoop,
+                    GuardKind::ProviderLoopRefusal,
+                    format!(
+                        "the model server refused the conversation for repeating tool calls ({e}); the \
+                         final answer is asked for without the repeated rounds"
+                    ),
+                ));
+            }
             CallEnd::Provider(e) => End::Failed {
                 reason: StopReason::ProviderError,
                 message: e.to_string(),
@@ -153,22 +169,15 @@ impl<'e> Turn<'e> {
         &mut self,
         tools: Option<&[ToolSpec]>,
         finalize_instruction: Option<&str>,
+        purpose: CallPurpose,
     ) -> Result<Reply, CallEnd> {
-        let purpose = match finalize_instruction {
-            Some(_) => CallPurpose::Finalize,
-            None => CallPurpose::Turn,
-        };
         let mut retried = false;
         loop {
             let result = self
                 .model_call_once(tools, finalize_instruction, purpose)
                 .await;
             match &result {
-                Err(CallEnd::Provider(e)) => self.tape.steps.push(TapeStep::Failed {
-                    purpose,
-                    message: e.to_string(),
-                    context_length: e.is_context_length(),
-                }),
+                Err(CallEnd::Provider(e)) => self.tape.steps.push(TapeStep::failed(purpose, e)),
                 Err(CallEnd::Cancelled) => self.tape.steps.push(TapeStep::Interrupted {
                     cause: Interruption::Cancelled,
                 }),
@@ -209,27 +218,79 @@ impl<'e> Turn<'e> {
         finalize_instruction: Option<&str>,
         purpose: CallPurpose,
     ) -> Result<Reply, CallEnd> {
-        let tools_tokens = tools.map_or(0, |t| self.tools_tokens(t));
         let instruction = finalize_instruction.map(Message::note);
         let instruction_tokens = instruction
             .as_ref()
             .map_or(0, |m| self.ledger.counter().message(m));
-        let room = self
-            .window
-            .window
-            .saturating_sub(self.window.reserve)
-            .min(self.window.room_cap.unwrap_or(u64::MAX));
-        let budget = usize::try_from(room)
-            .unwrap_or(usize::MAX)
-            .saturating_sub(tools_tokens + instruction_tokens);
-        let fitted = fit(
-            self.ledger.messages(),
-            self.ledger.counts(),
-            self.ledger.tokens(),
-            budget,
-            self.ledger.counter(),
-        )
-        .map_err(|overflow| CallEnd::Overflow(self.overflow_message(&overflow, tools_tokens)))?;
+        let full_tools_tokens = tools.map_or(0, |t| self.tools_tokens(t));
+        // What the request leaves out when even its pinned messages do not fit.
+        let mut shed = Shed::Nothing;
+        let mut without: Option<(Vec<Message>, Vec<usize>, usize)> = None;
+        let mut compact: Option<(Vec<ToolSpec>, usize)> = None;
+        let (room, tools_tokens, fitted) = loop {
+            if shed >= Shed::Notes && without.is_none() {
+                let (kept, counts, dropped) =
+                    without_notes(self.ledger.messages(), self.ledger.counts());
+                without = Some((kept, counts, dropped));
+            }
+            if shed >= Shed::ToolDetails
+                && compact.is_none()
+                && let Some(tools) = tools
+            {
+                let small = compact_tools(tools);
+                let tokens = self.ledger.counter().tools(&small);
+                compact = Some((small, tokens));
+            }
+            let tools_tokens = compact.as_ref().map_or(full_tools_tokens, |(_, t)| *t);
+            let reserve = match shed {
+                Shed::Reserve => reserve_floor(self.window.reserve),
+                _ => self.window.reserve,
+            };
+            let room = self
+                .window
+                .window
+                .saturating_sub(reserve)
+                .min(self.window.room_cap.unwrap_or(u64::MAX));
+            let budget = usize::try_from(room)
+                .unwrap_or(usize::MAX)
+                .saturating_sub(tools_tokens + instruction_tokens);
+            let fitted = match &without {
+                Some((kept, counts, _)) => {
+                    let total = counts.iter().sum();
+                    fit(kept, counts, total, budget, self.ledger.counter()).map(|f| f.into_owned())
+                }
+                None => fit(
+                    self.ledger.messages(),
+                    self.ledger.counts(),
+                    self.ledger.tokens(),
+                    budget,
+                    self.ledger.counter(),
+                ),
+            };
+            match (fitted, shed.next()) {
+                (Ok(fitted), _) => break (room, tools_tokens, fitted),
+                (Err(_), Some(next)) => shed = next,
+                (Err(overflow), None) => {
+                    return Err(CallEnd::Overflow(
+                        self.overflow_message(&overflow, tools_tokens),
+                    ));
+                }
+            }
+        };
+        let tools = match (&compact, tools) {
+            (Some((small, _)), Some(_)) => Some(small.as_slice()),
+            (_, tools) => tools,
+        };
+        if shed > Shed::Nothing {
+            let detail = self.shed_words(
+                shed,
+                without.as_ref().map_or(0, |w| w.2),
+                full_tools_tokens,
+                tools_tokens,
+            );
+            let trip = Trip::new(GuardKind::ContextWindow, GuardAction::Shed, detail);
+            announce_to(&self.events, &mut self.tape, self.stats.model_calls, trip).await;
+        }
         if fitted.dropped > 0 || fitted.truncated > 0 {
             let detail = format!(
                 "{} earlier message(s) left out and {} tool result(s) cut so the request fits {} of the {} token window",
@@ -240,6 +301,12 @@ impl<'e> Turn<'e> {
         }
         let context_tokens = fitted.tokens + instruction_tokens + tools_tokens;
         let mut messages = fitted.messages;
+        if self.prune_repeats {
+            let kept = without_repeated_rounds(&messages);
+            if kept.len() < messages.len() {
+                messages = std::borrow::Cow::Owned(kept);
+            }
+        }
         if let Some(instruction) = instruction {
             messages.to_mut().push(instruction);
         }
@@ -324,6 +391,41 @@ impl<'e> Turn<'e> {
         Ok(reply)
     }
 
+    /// What a request left out to fit the window, in words.
+    fn shed_words(
+        &self,
+        shed: Shed,
+        notes: usize,
+        tools_before: usize,
+        tools_after: usize,
+    ) -> String {
+        let mut parts = Vec::new();
+        if notes > 0 {
+            parts.push(format!("{notes} of buddy's own notes"));
+        }
+        if shed >= Shed::ToolDetails {
+            parts.push(format!(
+                "the details of the tool definitions ({tools_before} → {tools_after} tokens)"
+            ));
+        }
+        if shed >= Shed::Reserve {
+            parts.push(format!(
+                "part of the reply's reserve ({} → {} tokens)",
+                self.window.reserve,
+                reserve_floor(self.window.reserve)
+            ));
+        }
+        if parts.is_empty() {
+            parts.push("nothing yet: buddy has no notes in this request".to_owned());
+        }
+        format!(
+            "even the messages a request must keep did not fit the {}-token window, so this request \
+             leaves out {}",
+            self.window.window,
+            parts.join(", ")
+        )
+    }
+
     /// Tokens of a tool list, counted once per distinct list.
     fn tools_tokens(&mut self, tools: &[ToolSpec]) -> usize {
         if let Some((names, tokens)) = &self.window.tools_cache
@@ -346,6 +448,37 @@ impl<'e> Turn<'e> {
             self.model, self.window.window, self.window.reserve
         )
     }
+}
+
+/// The history less every tool round that only repeats an earlier one (the same calls,
+/// by name and canonical arguments) with its results: what a model server that refuses
+/// repeated tool calls accepts again.
+fn without_repeated_rounds(messages: &[Message]) -> Vec<Message> {
+    let mut seen: std::collections::HashSet<Vec<(String, String)>> =
+        std::collections::HashSet::new();
+    let mut dropped: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    let mut kept = Vec::with_capacity(messages.len());
+    for message in messages {
+        match message {
+            Message::Assistant { tool_calls, .. } if !tool_calls.is_empty() => {
+                let mut round: Vec<(String, String)> = tool_calls
+                    .iter()
+                    .map(|c| (c.name.clone(), canonical_args(&c.arguments)))
+                    .collect();
+                round.sort();
+                if !seen.insert(round) {
+                    dropped.extend(tool_calls.iter().map(|c| c.id.as_str()));
+                    continue;
+                }
+            }
+            Message::Tool { tool_call_id, .. } if dropped.contains(tool_call_id.as_str()) => {
+                continue;
+            }
+            _ => {}
+        }
+        kept.push(message.clone());
+    }
+    kept
 }
 
 /// The spec of the `finish` tool.

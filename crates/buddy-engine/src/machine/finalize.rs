@@ -1,7 +1,7 @@
 //! Finalize: one last model call without tools, asking for the answer from what the
 //! turn has; its reply is checked before it is taken.
 
-use buddy_core::{ChatEvent, GuardAction, GuardKind, StopReason};
+use buddy_core::{CallPurpose, ChatEvent, GuardAction, GuardKind, StopReason};
 use tracing::{debug, warn};
 
 use super::{End, State, Turn};
@@ -37,7 +37,12 @@ impl Turn<'_> {
         let toolbox = self.toolbox_handle();
         let all_tools = toolbox.specs();
         let defined = (!all_tools.is_empty()).then_some(all_tools);
-        let reply = match self.model_call(defined, Some(&instruction)).await {
+        // A server that refused the repeated calls is asked without them.
+        self.prune_repeats = reason == StopReason::ProviderRefusedLoop;
+        let reply = match self
+            .model_call(defined, Some(&instruction), CallPurpose::Finalize)
+            .await
+        {
             Ok(reply) => reply,
             Err(CallEnd::Cancelled) => return State::End(End::Cancelled),
             Err(CallEnd::Overflow(message)) => {

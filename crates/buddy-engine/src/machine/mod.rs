@@ -5,6 +5,7 @@
 //!                 │ NewMessage / Continue / ClientResults             │ Decisions
 //!                 v                                                   v
 //!   ┌────────> CallModel ──reply──> Route ──calls──> ExecuteTools ────┘
+//!   │             ^  (no answer in the reply: asked again) │
 //!   │             │  limit, deadline   │  approval / client tools       │ guard verdict
 //!   │             v                    v                                v
 //!   │         Finalize ──────────> End(answered | failed | cancelled)  Finalize
@@ -30,7 +31,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use buddy_core::{
-    ChatEvent, Message, PendingCall, Provider, StopReason, ToolCall, Toolbox, TurnStats,
+    CallPurpose, ChatEvent, Message, PendingCall, Provider, StopReason, ToolCall, Toolbox,
+    TurnStats,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -50,8 +52,9 @@ use crate::tape::{Tape, TapeEntry, TapeStep};
 pub(crate) enum State {
     /// The turn begins, from one of its entries.
     Start(Entry),
-    /// Call the model with the tools on offer (after the limits are checked).
-    CallModel,
+    /// Call the model with the tools on offer (after the limits are checked): for a round
+    /// of the turn, or to ask again for an answer a reply did not hold.
+    CallModel(CallPurpose),
     /// Decide from the model's reply where the turn goes.
     Route(Reply),
     /// Run one reply's tool calls through the judge.
@@ -173,6 +176,8 @@ pub(crate) struct Turn<'e> {
     approval: ApprovalRules,
     /// Whether the current model call offered tools.
     tools_offered_now: bool,
+    /// Requests leave out tool rounds that repeat earlier ones (the model server refused them).
+    prune_repeats: bool,
     tape: Tape,
 }
 
@@ -251,6 +256,7 @@ impl<'e> Turn<'e> {
             },
             approval: request.approval,
             tools_offered_now: false,
+            prune_repeats: false,
             tape,
         };
         (turn, entry)
@@ -262,7 +268,7 @@ impl<'e> Turn<'e> {
         loop {
             state = match state {
                 State::Start(entry) => self.start(entry).await,
-                State::CallModel => self.call_model().await,
+                State::CallModel(purpose) => self.call_model(purpose).await,
                 State::Route(reply) => self.route(reply).await,
                 State::ExecuteTools(round) => self.execute_tools(round).await,
                 State::Finalize(cause) => self.finalize(cause).await,

@@ -3,12 +3,12 @@
 
 use std::collections::HashMap;
 
-use buddy_core::{ChatEvent, Message, StopReason, ToolCall};
+use buddy_core::{CallPurpose, ChatEvent, Message, StopReason, ToolCall};
 use tracing::debug;
 
 use super::{End, Round, State, Turn, Wait, non_empty, store_failed};
 use crate::approval::calls_needing_approval;
-use crate::judge::answer::{screen, tools_ignored};
+use crate::judge::answer::{Screened, buddys_words, reask, screen, tools_ignored};
 use crate::judge::route::{ReplyFacts, RouteVerdict, route};
 use crate::model_call::Reply;
 use crate::tape::TapeCalls;
@@ -66,18 +66,8 @@ impl Turn<'_> {
                 })
             }
             RouteVerdict::Answer(reason) => {
-                let names = self.tool_names();
-                let names: Vec<&str> = names.iter().map(String::as_str).collect();
-                if let Some(trip) =
-                    tools_ignored(&text, self.tools_offered_now, self.stats.tool_calls, &names)
-                {
-                    self.announce(trip).await;
-                }
-                let (text, replaced) = screen(text, &names);
-                if let Some(trip) = replaced {
-                    self.announce(trip).await;
-                }
-                State::End(End::Answered { reason, text })
+                settle_inline(self, tool_calls, raw);
+                self.answer(text, reason).await
             }
             RouteVerdict::ClientCalls => State::Wait(Wait::Client {
                 text,
@@ -131,6 +121,49 @@ impl Turn<'_> {
                     decided: HashMap::new(),
                     notes: Vec::new(),
                     then: None,
+                })
+            }
+        }
+    }
+
+    /// A reply without calls: the answer, unless it holds none (empty, cut off, buddy's
+    /// own words, a call written as text) — then the model is asked again, within the
+    /// turn's budget of re-asks, before buddy writes the answer from the tool results.
+    async fn answer(&mut self, text: String, reason: StopReason) -> State {
+        let names = self.tool_names();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        if let Some(trip) =
+            tools_ignored(&text, self.tools_offered_now, self.stats.tool_calls, &names)
+        {
+            self.announce(trip).await;
+        }
+        let said = buddys_words(self.ledger.this_turn());
+        let screened = screen(text, reason == StopReason::Truncated, &names, &said);
+        let (why, trip) = match screened {
+            Screened::Answer(text) => return State::End(End::Answered { reason, text }),
+            Screened::Unanswered(why, trip) => (why, trip),
+            Screened::CallAsText(trip) => {
+                self.announce(trip).await;
+                return State::End(End::Answered {
+                    reason,
+                    text: String::new(),
+                });
+            }
+        };
+        match reask(&self.judge.policy, &mut self.judge.memory, why) {
+            Some((note, asked)) => {
+                self.announce(asked).await;
+                self.ledger.push(Message::note(note)).await;
+                State::CallModel(CallPurpose::Reask)
+            }
+            None => {
+                // No more asking: buddy writes the answer from the tool results.
+                if let Some(trip) = trip {
+                    self.announce(trip).await;
+                }
+                State::End(End::Answered {
+                    reason,
+                    text: String::new(),
                 })
             }
         }

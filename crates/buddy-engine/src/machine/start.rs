@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use buddy_core::{Message, RepeatSemantics, StopReason, TurnStats};
+use buddy_core::{CallPurpose, Message, RepeatSemantics, StopReason, TurnStats};
 use tracing::debug;
 
 use super::{End, Entry, Round, State, Turn};
@@ -35,7 +35,10 @@ impl Turn<'_> {
                     };
                     self.ledger.push(Message::user(text)).await;
                 }
-                self.checked(self.ledger.messages().len(), State::CallModel)
+                self.checked(
+                    self.ledger.messages().len(),
+                    State::CallModel(CallPurpose::Turn),
+                )
             }
             Entry::ClientResults => {
                 if let Some(end) = self.history_invalid(self.ledger.messages().len()) {
@@ -43,7 +46,7 @@ impl Turn<'_> {
                 }
                 match self.book_earlier_rounds().await {
                     Some(cause) => State::Finalize(cause),
-                    None => State::CallModel,
+                    None => State::CallModel(CallPurpose::Turn),
                 }
             }
             Entry::Continue => {
@@ -55,7 +58,7 @@ impl Turn<'_> {
                 let _ = self.book_earlier_rounds().await;
                 self.stats = TurnStats::default();
                 self.ledger.push(Message::note(words::CONTINUE_NOTE)).await;
-                State::CallModel
+                State::CallModel(CallPurpose::Turn)
             }
             Entry::Decisions(decisions) => {
                 let toolbox = self.toolbox();

@@ -4,7 +4,8 @@
 //! their own.
 
 use buddy_core::{
-    ChatEvent, Message, RepeatSemantics, SkillContext, StopReason, ToolCall, ToolOutcome,
+    CallPurpose, ChatEvent, Message, RepeatSemantics, SkillContext, StopReason, ToolCall,
+    ToolOutcome,
 };
 use futures::StreamExt;
 
@@ -81,7 +82,7 @@ impl Turn<'_> {
                 tracing::debug!(reason = %cause.reason, detail = %cause.detail, "finalize after the tool round");
                 State::Finalize(cause)
             }
-            None => State::CallModel,
+            None => State::CallModel(CallPurpose::Turn),
         }
     }
 

@@ -24,6 +24,12 @@ policy_fields! {
         check Check::Range { lo: 1, hi: 10_000, expected: "1..=10000, or 0 for off" };
         ceiling Ceiling::AtMost;
         flag Flag::Value { value_name: "N", help: "Calls of any one skill per turn (0 = off)." };
+    /// Replies with no answer (empty, only reasoning, cut off, buddy's own words, a tool
+    /// call written as text) asked again with a short note before the turn ends `no_answer`.
+    max_reasks: u32 = 2;
+        check Check::Range { lo: 0, hi: 10, expected: "0..=10" };
+        ceiling Ceiling::AtMost;
+        flag Flag::None;
     /// Consecutive failures of one skill before it is withdrawn (the circuit breaker).
     max_consecutive_failures: u32 = 3;
         check Check::Range { lo: 1, hi: 1000, expected: UP_TO_1000 };

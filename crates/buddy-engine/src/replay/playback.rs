@@ -99,8 +99,7 @@ enum Played {
     },
     Failed {
         purpose: CallPurpose,
-        message: String,
-        context_length: bool,
+        error: ProviderError,
     },
 }
 
@@ -195,10 +194,12 @@ pub(crate) fn playback(
                 purpose,
                 message,
                 context_length,
+                provider,
+                url,
+                status,
             } => played.push(Played::Failed {
                 purpose: *purpose,
-                message: message.clone(),
-                context_length: *context_length,
+                error: recorded_error(message, *context_length, provider, url, *status),
             }),
             TapeStep::Result {
                 call_id,
@@ -340,28 +341,9 @@ impl Provider for PlaybackModel {
                 );
                 Err(edge())
             }
-            Some(Played::Failed {
-                message,
-                context_length,
-                ..
-            }) => {
+            Some(Played::Failed { error, .. }) => {
                 self.count();
-                Err(if *context_length {
-                    ProviderError::Http {
-                        provider: "replay".into(),
-                        url: "the recording".into(),
-                        status: 400,
-                        message: message.clone(),
-                        retry_after: None,
-                    }
-                } else {
-                    ProviderError::Stream {
-                        provider: "replay".into(),
-                        url: "the recording".into(),
-                        message: message.clone(),
-                        retryable: false,
-                    }
-                })
+                Err(error.clone())
             }
             Some(Played::Reply {
                 text,
@@ -423,6 +405,41 @@ impl PlaybackModel {
         if let Ok(mut state) = self.shared.state.lock() {
             state.model_calls += 1;
         }
+    }
+}
+
+/// The error a recorded failure stands for: the same error where the tape kept its
+/// parts; for older tapes, one that is classified alike (too long, or not).
+fn recorded_error(
+    message: &str,
+    context_length: bool,
+    provider: &Option<String>,
+    url: &Option<String>,
+    status: Option<u16>,
+) -> ProviderError {
+    let provider = provider.clone().unwrap_or_else(|| "replay".to_owned());
+    let url = url.clone().unwrap_or_else(|| "the recording".to_owned());
+    match status {
+        Some(status) => ProviderError::Http {
+            provider,
+            url,
+            status,
+            message: message.to_owned(),
+            retry_after: None,
+        },
+        None if context_length => ProviderError::Http {
+            provider,
+            url,
+            status: 400,
+            message: message.to_owned(),
+            retry_after: None,
+        },
+        None => ProviderError::Stream {
+            provider,
+            url,
+            message: message.to_owned(),
+            retryable: false,
+        },
     }
 }
 

@@ -39,6 +39,12 @@ enum Legit {
     Batch { size: u8, echo_only: bool },
     /// The same call with no arguments, each result a new number (`{"n":0}`, `{"n":1}`…).
     Counter { times: u8 },
+    /// A read names a ticket; a search that only echoes its query carries the ticket on.
+    /// The tickets are all digits, so the queries look alike once digits are folded.
+    TokenChain { steps: u8 },
+    /// Write a fix (always "wrote 41 bytes"), run the tests (a new failure each time),
+    /// until they pass.
+    FixCycle { attempts: u8 },
 }
 
 /// One way a model loops.
@@ -52,6 +58,10 @@ enum Loop {
     Growing { counting: bool, echo: bool },
     /// A skill that fails whatever the arguments.
     Failing { echo: bool },
+    /// A poll whose answers differ only in a timestamp, a check counter and a request id.
+    NoisyPoll,
+    /// A status that flips between `states` values for ever.
+    FlipFlop { states: u8 },
 }
 
 const KEYS: [&str; 12] = [
@@ -71,6 +81,8 @@ fn legit() -> impl Strategy<Value = Legit> {
         (1u8..=40).prop_map(|steps| Legit::Chain { steps }),
         (2u8..=12, any::<bool>()).prop_map(|(size, echo_only)| Legit::Batch { size, echo_only }),
         (2u8..=6).prop_map(|times| Legit::Counter { times }),
+        (1u8..=8).prop_map(|steps| Legit::TokenChain { steps }),
+        (1u8..=5).prop_map(|attempts| Legit::FixCycle { attempts }),
     ]
 }
 
@@ -81,6 +93,8 @@ fn a_loop() -> impl Strategy<Value = Loop> {
         (any::<bool>(), any::<bool>())
             .prop_map(|(counting, echo)| Loop::Growing { counting, echo }),
         any::<bool>().prop_map(|echo| Loop::Failing { echo }),
+        Just(Loop::NoisyPoll),
+        (2u8..=3).prop_map(|states| Loop::FlipFlop { states }),
     ]
 }
 
@@ -238,7 +252,71 @@ fn add_legit(script: &mut Script, part: &Legit, s: usize) {
                 TestTool::new(|_, n| ToolOutcome::ok(format!("{{\"n\":{}}}", n - 1))),
             )
         }
+        Legit::TokenChain { steps } => {
+            let (read, search) = (format!("read_page_{s}"), format!("search_wiki_{s}"));
+            for step in 1..=u64::from(steps) {
+                script.rounds.push(vec![(
+                    read.clone(),
+                    json!({"url": format!("/checklist/{s}/{step}")}),
+                )]);
+                script.rounds.push(vec![(
+                    search.clone(),
+                    json!({"query": format!("step {step} after {}", ticket(s, step))}),
+                )]);
+            }
+            toolbox
+                .with(
+                    &read,
+                    TestTool::new(move |_, n| ToolOutcome::ok(ticket(s, n as u64))),
+                )
+                .with(
+                    &search,
+                    TestTool::new(|call, _| {
+                        ToolOutcome::ok(format!(
+                            "Results for '{}': 1 page found.",
+                            arg_str(call, "query")
+                        ))
+                    }),
+                )
+        }
+        Legit::FixCycle { attempts } => {
+            let (save, test) = (format!("save_code_{s}"), format!("run_tests_{s}"));
+            for attempt in 0..=u64::from(attempts) {
+                script.rounds.push(vec![(
+                    save.clone(),
+                    json!({"path": "calc.py", "content": format!("def add(a, b):\n    return a + b * {attempt}\n")}),
+                )]);
+                script.rounds.push(vec![(test.clone(), json!({}))]);
+            }
+            let failures = usize::from(attempts);
+            toolbox
+                .with(
+                    &save,
+                    TestTool::new(|_, _| ToolOutcome::ok("wrote 41 bytes")),
+                )
+                .with(
+                    &test,
+                    TestTool::new(move |_, n| {
+                        if n <= failures {
+                            ToolOutcome::error(format!(
+                                "FAILED test_add: expected 3, got {}",
+                                WORDS[n % 16]
+                            ))
+                        } else {
+                            ToolOutcome::ok("2 passed in 0.01s")
+                        }
+                    }),
+                )
+        }
     };
+}
+
+/// The ticket number the `n`-th page of stretch `s` names: eight digits, all different.
+fn ticket(s: usize, n: u64) -> String {
+    format!(
+        "{:08}",
+        (n * 7_919 + s as u64 * 104_729) % 100_000_000 + 10_000_000
+    )
 }
 
 fn semantics(i: u8) -> RepeatSemantics {
@@ -329,6 +407,36 @@ fn add_loop(script: &mut Script, kind: &Loop) -> u32 {
                 })
             });
             (toolbox.with("fetch_url", tool), 6)
+        }
+        Loop::NoisyPoll => {
+            for _ in 0..FOREVER {
+                script.rounds.push(vec![(
+                    "build_status".to_owned(),
+                    json!({"build": "b-1042"}),
+                )]);
+            }
+            let tool = TestTool::new(|_, n| {
+                ToolOutcome::ok(format!(
+                    "pending (checked at 2025-01-01T12:{:02}:{:02}Z, check {n}, request 3f2a{n:04x}-9d4e-4c1b-8a2f-0051c0ffee{:02x})",
+                    n / 60 % 60,
+                    n % 60,
+                    n % 256
+                ))
+            });
+            // Four looks with nothing new, as for any repeat of a tool that declares nothing.
+            (toolbox.with("build_status", tool), 5)
+        }
+        Loop::FlipFlop { states } => {
+            for _ in 0..FOREVER {
+                script
+                    .rounds
+                    .push(vec![("job_state".to_owned(), json!({"job": "j-7"}))]);
+            }
+            let names = ["running", "queued", "retrying"];
+            let count = usize::from(states);
+            let tool = TestTool::new(move |_, n| ToolOutcome::ok(names[(n - 1) % count]));
+            // Each state once, then three answers in a row with nothing new.
+            (toolbox.with("job_state", tool), 4 + u32::from(states))
         }
     };
     script.toolbox = toolbox;
