@@ -42,6 +42,8 @@ pub(crate) enum Unanswered {
     CutOff,
     /// buddy's own notes or instructions instead of an answer.
     BuddysWords,
+    /// A tool call written as text instead of made.
+    CallAsText,
 }
 
 /// The note that asks the model again for an answer.
@@ -58,6 +60,10 @@ pub(crate) fn reask_note(why: Unanswered) -> &'static str {
         Unanswered::BuddysWords => {
             "[buddy] Your last reply repeated buddy's own notes instead of answering. Answer the user's \
              question from the tool results above."
+        }
+        Unanswered::CallAsText => {
+            "[buddy] Your last reply wrote a tool call as text instead of making it. Make the call \
+             through the tools you are offered, or answer the user in plain words."
         }
     }
 }
@@ -201,8 +207,9 @@ pub(crate) mod not_run {
     /// A call nobody could approve.
     pub(crate) fn unattended(name: &str) -> String {
         format!(
-            "not run: `{name}` needs a person's approval and nobody can give it in this run; do the \
-             task without it (for example, give the text in your answer instead of writing a file)"
+            "not run: `{name}` needs a person's approval and nobody can give it in this run, so it is \
+             no longer offered; do the task without it (for example, give the text in your answer \
+             instead of writing a file)"
         )
     }
 }

@@ -18,11 +18,9 @@ const FALLBACK_RESULTS: usize = 5;
 pub(crate) enum Screened {
     /// It is the answer.
     Answer(String),
-    /// It holds no answer; the trip (if any) says why it was not taken.
+    /// It holds no answer (empty, cut off, buddy's words, a tool call written as text);
+    /// the trip (if any) says why it was not taken.
     Unanswered(Unanswered, Option<Trip>),
-    /// It is a tool call written as text: a server that ignores `tools` (asking again
-    /// would get the same; the `tools_ignored` warning names the fix).
-    CallAsText(Trip),
 }
 
 /// The model's own answer (a reply without calls) screened: empty (or cut off before
@@ -42,11 +40,12 @@ pub(crate) fn screen(text: String, cut_off: bool, tools: &[&str], said: &Said<'_
             let trip = composed(format!(
                 "the reply was not used as the answer: {why}; buddy wrote the answer from the tool results"
             ));
-            if why == CALL_AS_TEXT {
-                Screened::CallAsText(trip)
+            let kind = if why == CALL_AS_TEXT {
+                Unanswered::CallAsText
             } else {
-                Screened::Unanswered(Unanswered::BuddysWords, Some(trip))
-            }
+                Unanswered::BuddysWords
+            };
+            Screened::Unanswered(kind, Some(trip))
         }
         None => Screened::Answer(text),
     }
@@ -67,6 +66,7 @@ pub(crate) fn reask(
         Unanswered::Empty => "the reply was empty",
         Unanswered::CutOff => "the reply was cut off before any answer",
         Unanswered::BuddysWords => "the reply repeated buddy's own notes",
+        Unanswered::CallAsText => "the reply was a tool call written as text",
     };
     Some((
         words::reask_note(why),

@@ -217,9 +217,17 @@ impl RoundJudge {
             slot.plan = refused(not_run::rejected(reason.as_deref()));
         } else if decision.is_none()
             && facts.approval.unattended
+            && !judge.memory.is_withdrawn(&name)
             && let Some(why) = facts.approval.needs_approval(&name, slot.semantics)
         {
             slot.plan = refused(not_run::unattended(&name));
+            // It cannot run in this turn: it is not offered again, and a further call to it
+            // ends the turn like any withdrawn skill's.
+            judge.memory.withdraw(
+                &name,
+                format!("{why}, and nobody can approve calls in this run"),
+                GuardKind::Approval,
+            );
             trips.push(
                 Trip::new(
                     GuardKind::Approval,
@@ -387,9 +395,18 @@ impl RoundJudge {
     }
 }
 
-/// Finalize when every tool of a non-empty toolbox has been withdrawn.
+/// Finalize when every tool of a non-empty toolbox has been withdrawn by a guard. Tools
+/// only declined for want of approval failed at nothing: the model answers without them.
 fn all_withdrawn(judge: &Judge, tools: &[&str]) -> Option<FinalizeCause> {
-    if tools.is_empty() || !tools.iter().all(|t| judge.memory.is_withdrawn(t)) {
+    let withdrawn = &judge.memory.withdrawn;
+    if tools.is_empty()
+        || !tools.iter().all(|t| withdrawn.contains_key(*t))
+        || tools.iter().all(|t| {
+            withdrawn
+                .get(*t)
+                .is_some_and(|w| w.by == GuardKind::Approval)
+        })
+    {
         return None;
     }
     let guard = judge

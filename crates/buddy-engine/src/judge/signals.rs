@@ -59,6 +59,11 @@ impl RoundJudge {
             ));
         }
         let fingerprint = fingerprint(&outcome.content, &slot.arg_strings);
+        // A failure tells something when it is the skill's first, or when the very same
+        // call failed before and now fails differently (the world changed: a fix cycle).
+        let telling_failure = outcome.is_error
+            && (!judge.memory.log.failed_before(name, None)
+                || judge.memory.log.failed_before(name, Some(&slot.key)));
         if outcome.is_error {
             let new_message = judge
                 .memory
@@ -126,10 +131,33 @@ impl RoundJudge {
                 self.failed_calls += u32::from(record.is_error);
                 self.stale.extend([prev, record.evidence()]);
             }
+            // A new message from new arguments that do not follow what the model read:
+            // junk arguments failing each their own way move nothing. The skill's first
+            // failure, the same call failing anew, or arguments that follow the latest
+            // results are the model learning or working on them.
+            None if record.is_error && !follows && !telling_failure => {
+                self.stale_calls += 1;
+                self.failed_calls += 1;
+                self.stale.push(record.evidence());
+            }
             _ => self.fresh_calls += 1,
         }
         judge.memory.log.push(record);
         trips
+    }
+
+    /// Books a call answered without running (refused, withdrawn, or a repeat given its
+    /// earlier result): it brought nothing new, so a round of nothing else counts toward
+    /// `no_progress`.
+    pub(crate) fn not_run(&mut self, slot: &Slot, content: &str, is_error: bool) {
+        self.stale_calls += 1;
+        self.failed_calls += u32::from(is_error);
+        self.stale.push(Evidence::new(
+            &slot.call.id,
+            &slot.call.name,
+            &slot.call.arguments,
+            content,
+        ));
     }
 
     /// True when the call's arguments carry a token that first appeared in the latest

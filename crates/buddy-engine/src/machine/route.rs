@@ -142,13 +142,6 @@ impl Turn<'_> {
         let (why, trip) = match screened {
             Screened::Answer(text) => return State::End(End::Answered { reason, text }),
             Screened::Unanswered(why, trip) => (why, trip),
-            Screened::CallAsText(trip) => {
-                self.announce(trip).await;
-                return State::End(End::Answered {
-                    reason,
-                    text: String::new(),
-                });
-            }
         };
         match reask(&self.judge.policy, &mut self.judge.memory, why) {
             Some((note, asked)) => {

@@ -122,7 +122,10 @@ impl Turn<'_> {
         for slot in slots {
             let mut ran = None;
             let (content, is_error) = match (&slot.plan, interrupted) {
-                (Plan::Answer { content, is_error }, _) => (content.clone(), *is_error),
+                (Plan::Answer { content, is_error }, _) => {
+                    judged.not_run(slot, content, *is_error);
+                    (content.clone(), *is_error)
+                }
                 (Plan::SameAs(first), _) => results
                     .get(*first)
                     .cloned()

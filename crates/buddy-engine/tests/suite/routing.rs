@@ -465,7 +465,14 @@ async fn a_tool_call_written_as_text_warns_that_tools_may_be_ignored() {
             _ => None,
         });
         assert!(detail.is_some_and(|d| d.contains("buddy doctor")));
-        assert_eq!(outcome.stats.model_calls, 1, "a warning, not a retry");
+        // A small model does this too, with a server that passes tools on: asked again
+        // (twice, the default max_reasks), then buddy says it has no answer.
+        let asked = tripped
+            .iter()
+            .filter(|t| **t == (GuardKind::FinalAnswerCheck, GuardAction::AskedAgain))
+            .count();
+        assert_eq!((asked, outcome.stats.model_calls), (2, 3), "{text}");
+        assert_eq!(outcome.reason, StopReason::NoAnswer, "{text}");
     }
 }
 
