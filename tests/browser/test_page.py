@@ -352,6 +352,8 @@ def test_edit_and_resend_forks_the_conversation_and_keeps_the_original(page, ser
     ask(page, "scripted:offline_assistant", "What time is it?")
     turn_end(page)
     original = page.evaluate("location.hash")
+    expect(page.locator(f"#conversations li[data-id='{original[1:]}']")).to_have_count(1)
+    listed = page.locator("#conversations li").count()
     row = page.locator(".user-row").first
     row.get_by_role("button", name="Edit and resend this message").click()
     page.fill(".user-row textarea", "List the files, please")
@@ -361,6 +363,8 @@ def test_edit_and_resend_forks_the_conversation_and_keeps_the_original(page, ser
     expect(page.locator(".msg.user")).to_have_text("List the files, please")
     fork = page.evaluate("location.hash")
     assert fork != original and fork.startswith("#conv_"), (original, fork)
+    # The message went into the fork itself (not a conversation of its own).
+    expect(page.locator("#conversations li")).to_have_count(listed + 1)
     # The original is untouched; both are listed.
     page.goto(server["url"] + "/" + original)
     page.reload()

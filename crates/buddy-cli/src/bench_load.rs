@@ -50,7 +50,7 @@ pub struct LoadReport {
 }
 
 /// A child process killed when dropped.
-struct Proc(Child);
+pub(crate) struct Proc(pub(crate) Child);
 
 impl Drop for Proc {
     fn drop(&mut self) {
@@ -60,7 +60,7 @@ impl Drop for Proc {
 }
 
 /// Starts `buddy ARGS…` and reads the `http://…` address it prints on stderr.
-fn spawn(buddy: &Path, args: &[&str], cwd: &Path) -> Result<(Proc, String), String> {
+pub(crate) fn spawn(buddy: &Path, args: &[&str], cwd: &Path) -> Result<(Proc, String), String> {
     let mut child = Command::new(buddy)
         .args(args)
         .current_dir(cwd)
@@ -83,12 +83,17 @@ fn spawn(buddy: &Path, args: &[&str], cwd: &Path) -> Result<(Proc, String), Stri
 }
 
 /// Resident memory of a process in KiB (Linux).
-fn rss_kib(pid: u32) -> u64 {
+pub(crate) fn rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmRSS:")
+}
+
+/// A `/proc/PID/status` figure in KiB (`VmRSS:`, `VmHWM:` — the peak…); 0 elsewhere.
+pub(crate) fn status_kib(pid: u32, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
             s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
+                .find(|l| l.starts_with(field))
                 .and_then(|l| l.split_whitespace().nth(1))
                 .and_then(|v| v.parse().ok())
         })

@@ -125,11 +125,13 @@ pub struct ServerConfig {
     pub allow_loop_detection_off: bool,
     /// Whether `/v1/chat` requests may bring MCP servers of their own (HTTP only).
     pub allow_request_mcp: bool,
-    /// Connections served at once.
+    /// Connections held at once (a full table sheds the least useful one).
     pub max_connections: usize,
+    /// Connections one client address may hold (0: no limit; raise it behind a proxy).
+    pub max_connections_per_address: usize,
     /// Seconds a client has to send a request's headers (also the keep-alive idle limit).
     pub header_timeout_secs: f64,
-    /// Seconds a client has to send a request's body.
+    /// Seconds a client has to send a request's whole body.
     pub body_timeout_secs: f64,
 }
 
@@ -164,6 +166,7 @@ impl Default for ServerConfig {
             allow_loop_detection_off: false,
             allow_request_mcp: false,
             max_connections: 1024,
+            max_connections_per_address: 256,
             header_timeout_secs: 10.0,
             body_timeout_secs: 30.0,
         }

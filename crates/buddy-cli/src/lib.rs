@@ -4,6 +4,7 @@
 pub mod backend;
 pub mod bench_load;
 pub mod bench_loops;
+pub mod bench_memory;
 pub mod config;
 pub mod doctor;
 pub mod exit_code;

@@ -129,6 +129,10 @@ fn main() -> ExitCode {
     quiet_on_broken_pipe();
     let cli = Cli::parse();
     init_logging(cli.verbose, cli.log_format);
+    // Skills and MCP servers run as this user: they must not read its API keys.
+    if let Err(e) = buddy_skills::hide_own_environment() {
+        tracing::warn!(error = %e, "could not hide buddy's environment from the programs it starts");
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

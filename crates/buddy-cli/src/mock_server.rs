@@ -79,6 +79,8 @@ impl MockServer {
         Router::new()
             .route("/v1/chat/completions", post(completions))
             .route("/v1/models", get(models))
+            // A model server takes long conversations: room for large tool arguments.
+            .layer(axum::extract::DefaultBodyLimit::max(256 * 1024 * 1024))
             .with_state(Arc::new(self))
     }
 
@@ -241,6 +243,27 @@ fn whole(model: &str, reply: Completion) -> Response {
     .into_response()
 }
 
+/// Largest piece of a call's arguments in one streamed chunk.
+const ARGUMENT_PIECE_BYTES: usize = 64 * 1024;
+
+/// `text` in pieces of at most `max` bytes, cut at character boundaries; one piece
+/// (perhaps empty) when it is short.
+fn pieces(text: &str, max: usize) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while rest.len() > max {
+        let mut cut = max;
+        while !rest.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let (piece, tail) = rest.split_at(cut);
+        out.push(piece);
+        rest = tail;
+    }
+    out.push(rest);
+    out
+}
+
 fn streamed(model: &str, reply: Completion) -> Response {
     let chunk = |choices: Value| json!({"id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 0, "model": model, "choices": choices});
     let mut chunks = vec![chunk(
@@ -256,8 +279,11 @@ fn streamed(model: &str, reply: Completion) -> Response {
     for (i, call) in reply.tool_calls.iter().enumerate() {
         chunks.push(chunk(json!([{"index": 0, "delta": {"tool_calls": [{"index": i, "id": call.id, "type": "function",
             "function": {"name": call.name, "arguments": ""}}]}, "finish_reason": null}])));
-        chunks.push(chunk(json!([{"index": 0, "delta": {"tool_calls": [{"index": i, "function": {"arguments": call.arguments}}]},
-            "finish_reason": null}])));
+        // Long arguments come in pieces, as a real server streams them.
+        for piece in pieces(&call.arguments, ARGUMENT_PIECE_BYTES) {
+            chunks.push(chunk(json!([{"index": 0, "delta": {"tool_calls": [{"index": i, "function": {"arguments": piece}}]},
+                "finish_reason": null}])));
+        }
     }
     chunks.push(chunk(
         json!([{"index": 0, "delta": {}, "finish_reason": finish_wire(reply.finish.as_ref())}]),

@@ -1,6 +1,6 @@
 use serde::{Deserialize, Serialize};
 
-use crate::{FinishReason, StopReason, TurnStats};
+use crate::{Arguments, FinishReason, StopReason, TurnStats};
 
 /// Everything a turn reports, in order. The CLI printer, the SSE server and the
 /// OpenAI facade are all consumers of this one stream.
@@ -16,7 +16,7 @@ pub enum ChatEvent {
     ToolCallStart {
         id: String,
         name: String,
-        arguments: String,
+        arguments: Arguments,
     },
     /// The result the model will see for a tool call.
     ToolCallResult {
@@ -99,7 +99,7 @@ impl ChatEvent {
 pub struct PendingCall {
     pub id: String,
     pub name: String,
-    pub arguments: String,
+    pub arguments: Arguments,
     /// Why it needs approval, in words for the person asked.
     pub why: String,
 }
@@ -118,19 +118,23 @@ pub struct Evidence {
 impl Evidence {
     /// Longest result excerpt kept in an event.
     pub const EXCERPT_CHARS: usize = 200;
+    /// Longest arguments excerpt kept in an event (an event names the call; the
+    /// history holds its arguments whole).
+    pub const ARGUMENTS_CHARS: usize = 1000;
 
-    /// Evidence for one call, its result cut to the excerpt length.
+    /// Evidence for one call, its result and arguments cut to their excerpt lengths.
     pub fn new(call_id: &str, name: &str, arguments: &str, result: &str) -> Self {
-        let mut excerpt: String = result.chars().take(Self::EXCERPT_CHARS).collect();
-        if excerpt.len() < result.len() {
-            excerpt.push('…');
-        }
         Evidence {
             call_id: call_id.to_owned(),
             name: name.to_owned(),
-            arguments: arguments.to_owned(),
-            result: excerpt,
+            arguments: Self::arguments_excerpt(arguments),
+            result: excerpt(result, Self::EXCERPT_CHARS),
         }
+    }
+
+    /// The arguments as evidence keeps them (at most [`Evidence::ARGUMENTS_CHARS`]).
+    pub fn arguments_excerpt(arguments: &str) -> String {
+        excerpt(arguments, Self::ARGUMENTS_CHARS)
     }
 }
 
@@ -256,6 +260,15 @@ impl GuardAction {
             GuardAction::Shed => "shed",
         }
     }
+}
+
+/// The first `chars` characters of `text`, with `…` when it was longer.
+fn excerpt(text: &str, chars: usize) -> String {
+    let mut out: String = text.chars().take(chars).collect();
+    if out.len() < text.len() {
+        out.push('…');
+    }
+    out
 }
 
 #[cfg(test)]

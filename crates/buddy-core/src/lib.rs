@@ -4,6 +4,7 @@
 //! the events a turn emits, and the `Provider` / `Skill` / `Toolbox` traits the engine
 //! drives.
 
+mod arguments;
 mod event;
 mod message;
 mod provider;
@@ -11,6 +12,7 @@ mod skill;
 mod stop;
 mod token;
 
+pub use arguments::Arguments;
 pub use event::{ChatEvent, Evidence, GuardAction, GuardKind, PendingCall};
 pub use message::{Message, ToolCall, ToolSpec};
 pub use provider::{

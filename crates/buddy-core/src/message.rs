@@ -1,5 +1,7 @@
 use serde::{Deserialize, Serialize};
 
+use crate::Arguments;
+
 /// One entry of a conversation, in a provider-neutral form.
 ///
 /// Tool calls and their results stay structured (never flattened into user text) so
@@ -99,7 +101,7 @@ impl Message {
 pub struct ToolCall {
     pub id: String,
     pub name: String,
-    pub arguments: String,
+    pub arguments: Arguments,
 }
 
 impl ToolCall {
@@ -107,7 +109,7 @@ impl ToolCall {
     pub fn new(
         id: impl Into<String>,
         name: impl Into<String>,
-        arguments: impl Into<String>,
+        arguments: impl Into<Arguments>,
     ) -> Self {
         ToolCall {
             id: id.into(),

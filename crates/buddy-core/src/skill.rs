@@ -30,6 +30,11 @@ pub enum RepeatSemantics {
 pub struct SkillContext {
     /// The id of the tool call being executed.
     pub call_id: String,
+    /// The call's arguments as the model sent them: the JSON text the `args` of
+    /// [`Skill::execute`] were parsed from (set by the registry). A skill that passes its
+    /// arguments on as text (a command's stdin) sends these instead of encoding `args`
+    /// again.
+    pub arguments: crate::Arguments,
 }
 
 /// A skill's failure. `Failed` becomes an error tool result the model sees and can

@@ -203,7 +203,7 @@ pub(crate) fn resumed_round(
                         call.id
                     ));
                 }
-                call.arguments = arguments.to_string();
+                call.arguments = arguments.to_string().into();
                 notes.push(words::edited_call_note(
                     &call.name,
                     &call.id,

@@ -190,6 +190,17 @@ impl Ledger {
         renamed
     }
 
+    /// The earlier call with id `id` that already has its result, if the history holds one.
+    pub(crate) fn answered_call(&self, id: &str) -> Option<&ToolCall> {
+        if !self.call_ids.contains(id) || self.open_calls.contains(id) {
+            return None;
+        }
+        self.history.iter().rev().find_map(|m| match m {
+            Message::Assistant { tool_calls, .. } => tool_calls.iter().find(|c| c.id == id),
+            _ => None,
+        })
+    }
+
     /// The calls a turn interrupted by a crash left open: the last call message's calls
     /// without a result, when nothing but results follows it.
     pub(crate) fn interrupted_calls(&self) -> Vec<String> {

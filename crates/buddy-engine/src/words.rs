@@ -205,6 +205,13 @@ pub(crate) mod not_run {
     }
 
     /// A call nobody could approve.
+    pub(crate) fn resent(earlier: &str) -> String {
+        format!(
+            "not run: this is call `{earlier}` again, which already ran; its result is above. A \
+             call runs once: to run it again on purpose, make a new call"
+        )
+    }
+
     pub(crate) fn unattended(name: &str) -> String {
         format!(
             "not run: `{name}` needs a person's approval and nobody can give it in this run, so it is \

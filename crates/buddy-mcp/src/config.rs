@@ -25,9 +25,14 @@ pub struct McpServerConfig {
     /// tokens stay out of buddy.toml: `headers_env = { Authorization = "MCP_TOKEN" }`.
     #[serde(default)]
     pub headers_env: BTreeMap<String, String>,
-    /// Variables set for the server (on top of buddy's environment).
+    /// Variables set for the server. A stdio server starts with a clean environment: the
+    /// baseline (`PATH`, `HOME`, `LANG`, `LC_ALL`, `LC_CTYPE`, `TZ`, `TMPDIR`), the
+    /// variables `env_passthrough` names, then these; buddy's API keys never reach it.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Variables of buddy's own environment the server may see, beyond the baseline.
+    #[serde(default)]
+    pub env_passthrough: Vec<String>,
     /// Working directory of the server.
     #[serde(default)]
     pub cwd: Option<PathBuf>,
@@ -91,6 +96,7 @@ impl McpServerConfig {
             headers: BTreeMap::new(),
             headers_env: BTreeMap::new(),
             env: BTreeMap::new(),
+            env_passthrough: Vec::new(),
             cwd: None,
             tool_prefix: None,
             startup_timeout_secs: default_startup_secs(),

@@ -95,6 +95,8 @@ fn http_transport(
     let client = reqwest::Client::builder()
         .user_agent(buddy_providers::USER_AGENT)
         .connect_timeout(Duration::from_secs_f64(config.startup_timeout_secs))
+        // A redirect could carry the server's headers (its token) to another host.
+        .redirect(reqwest::redirect::Policy::none())
         .build()
         .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
     let transport_config = StreamableHttpClientTransportConfig::with_uri(url)
@@ -264,7 +266,13 @@ impl McpSource {
         let started = match transport {
             Transport::Stdio { program, args } => {
                 let mut command = tokio::process::Command::new(program);
-                command.args(args).envs(&self.config.env);
+                command
+                    .args(args)
+                    .env_clear()
+                    .envs(buddy_skills::clean_environment(
+                        &self.config.env_passthrough,
+                        &self.config.env,
+                    ));
                 if let Some(cwd) = &self.config.cwd {
                     command.current_dir(cwd);
                 }

@@ -6,6 +6,7 @@ use std::sync::Once;
 use std::time::{Duration, SystemTime};
 
 use buddy_core::{ProviderError, Token, TokenStream};
+use bytes::Bytes;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
@@ -85,7 +86,9 @@ pub(crate) fn build_client(
     install_crypto_provider();
     let mut builder = reqwest::Client::builder()
         .connect_timeout(secs(settings.connect_timeout_secs))
-        .user_agent(USER_AGENT);
+        .user_agent(USER_AGENT)
+        // A redirect could carry the API key to another host: never followed.
+        .redirect(reqwest::redirect::Policy::none());
     if settings.http2_prior_knowledge {
         builder = builder.http2_prior_knowledge();
     }
@@ -105,7 +108,16 @@ pub(crate) trait EventParser: Send + 'static {
     ) -> Result<bool, ProviderError>;
     /// The body ended: emit what is left (calls, finish) or say why the stream is incomplete.
     fn on_end(&mut self, out: &mut VecDeque<Token>) -> Result<(), ProviderError>;
+    /// Whether `event` only keeps the connection open (an empty event, a `ping`): such
+    /// events do not restart the idle timeout.
+    fn is_keep_alive(&self, event: &SseEvent) -> bool {
+        event.data.trim().is_empty()
+    }
 }
+
+/// Bytes an event under way may hold and still be a keep-alive in pieces; past this, a
+/// partial event is progress (a large tool call arriving slowly).
+const KEEP_ALIVE_BYTES: usize = 256;
 
 /// Where a provider sends its requests, and how.
 #[derive(Clone, Debug)]
@@ -149,13 +161,14 @@ impl Endpoint {
         }
     }
 
-    /// Sends `body` once and checks the status; an HTTP error comes back typed.
-    async fn send(&self, body: &[u8]) -> Result<reqwest::Response, ProviderError> {
+    /// Sends `body` once and checks the status; an HTTP error comes back typed. The body
+    /// is shared between attempts, never copied.
+    async fn send(&self, body: &Bytes) -> Result<reqwest::Response, ProviderError> {
         let mut request = self
             .client
             .post(&self.url)
             .header("content-type", "application/json")
-            .body(body.to_vec());
+            .body(body.clone());
         for (name, value) in &self.headers {
             request = request.header(name, value);
         }
@@ -175,6 +188,16 @@ impl Endpoint {
         if status.is_success() {
             return Ok(response);
         }
+        let location = status
+            .is_redirection()
+            .then(|| {
+                response
+                    .headers()
+                    .get("location")
+                    .and_then(|v| v.to_str().ok())
+            })
+            .flatten()
+            .map(str::to_owned);
         let retry_after = response
             .headers()
             .get("retry-after")
@@ -188,7 +211,13 @@ impl Endpoint {
             provider: self.provider.clone(),
             url: self.url.clone(),
             status: status.as_u16(),
-            message: http_error_message(status.as_u16(), &text),
+            message: match location {
+                Some(to) => format!(
+                    "the model server redirects to {to}; buddy does not follow redirects (they could carry the API key elsewhere): set base_url to the address that answers"
+                ),
+                None if status.is_redirection() => "the model server answered with a redirect, which buddy does not follow: set base_url to the address that answers".to_owned(),
+                None => http_error_message(status.as_u16(), &text),
+            },
             retry_after,
         })
     }
@@ -197,7 +226,7 @@ impl Endpoint {
     /// retried with backoff when retrying is safe; once a token exists, never.
     pub(crate) async fn stream<P: EventParser>(
         &self,
-        body: Vec<u8>,
+        body: Bytes,
         make_parser: impl Fn() -> P,
     ) -> Result<TokenStream, ProviderError> {
         let mut attempt = 0;
@@ -241,7 +270,7 @@ impl Endpoint {
         make_parser: impl Fn() -> P,
         parse_whole: fn(&str, &str, &str) -> Result<Vec<Token>, ProviderError>,
     ) -> Result<TokenStream, ProviderError> {
-        let body = serde_json::to_vec(body).map_err(|e| ProviderError::Config {
+        let body = json_exact(body).map_err(|e| ProviderError::Config {
             provider: self.provider.clone(),
             message: format!("cannot encode the request: {e}"),
         })?;
@@ -254,7 +283,7 @@ impl Endpoint {
     }
 
     /// Sends `body` (non-streaming) and returns the whole response text, with the same retries.
-    pub(crate) async fn request_json(&self, body: Vec<u8>) -> Result<String, ProviderError> {
+    pub(crate) async fn request_json(&self, body: Bytes) -> Result<String, ProviderError> {
         let mut attempt = 0;
         loop {
             let result = async {
@@ -380,6 +409,26 @@ async fn read_up_to(response: reqwest::Response, cap: usize) -> (Vec<u8>, BodyEn
 }
 
 /// The message of an HTTP error: the API's own `error.message` when the body has one.
+/// `value` as JSON in a buffer of exactly its length: a request that carries megabytes of
+/// tool-call arguments costs its size once (a growing buffer can take twice).
+fn json_exact(value: &impl serde::Serialize) -> Result<Bytes, serde_json::Error> {
+    struct Counter(usize);
+    impl std::io::Write for Counter {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counter = Counter(0);
+    serde_json::to_writer(&mut counter, value)?;
+    let mut out = Vec::with_capacity(counter.0);
+    serde_json::to_writer(&mut out, value)?;
+    Ok(Bytes::from(out))
+}
+
 fn http_error_message(status: u16, body: &str) -> String {
     let from_json = serde_json::from_str::<serde_json::Value>(body)
         .ok()
@@ -456,6 +505,12 @@ struct BodyState<P> {
     ends_by: tokio::time::Instant,
     /// Event data bytes received so far (`max_reply_bytes`).
     reply_bytes: usize,
+    /// When the body last brought something other than keep-alives (comments, empty
+    /// events, pings): the idle timeout counts from here, so a server that only keeps
+    /// the connection open is cut off too.
+    progress_at: tokio::time::Instant,
+    /// Whether the chunk being handled completed an event that is not a keep-alive.
+    brought_content: bool,
 }
 
 /// Bytes of a body quoted when it is not what the wire format promises.
@@ -474,6 +529,8 @@ impl<P: EventParser> BodyState<P> {
             html,
             ends_by: tokio::time::Instant::now() + secs(endpoint.settings.call_timeout_secs),
             reply_bytes: 0,
+            progress_at: tokio::time::Instant::now(),
+            brought_content: false,
             content_type,
             head: Vec::new(),
             saw_event: false,
@@ -508,7 +565,7 @@ impl<P: EventParser> BodyState<P> {
                 return None;
             }
             let wait = if self.got_bytes {
-                self.idle
+                self.idle.saturating_sub(self.progress_at.elapsed())
             } else {
                 self.first_byte
             };
@@ -521,17 +578,19 @@ impl<P: EventParser> BodyState<P> {
                     "call_timeout_secs",
                     self.endpoint.settings.call_timeout_secs,
                 )),
-                Err(_) => {
-                    let phase = if self.got_bytes {
-                        "next chunk"
-                    } else {
-                        "first chunk"
-                    };
-                    Err(self.endpoint.timeout(phase, wait))
-                }
+                Err(_) if self.got_bytes => Err(self.endpoint.timeout("next chunk", self.idle)),
+                Err(_) => Err(self.endpoint.timeout("first chunk", wait)),
                 Ok(Some(Ok(bytes))) => {
+                    let before = self.decoder.pending_bytes();
+                    self.brought_content = false;
+                    let fed = self.feed(&bytes);
+                    let pending = self.decoder.pending_bytes();
+                    let growing = pending > KEEP_ALIVE_BYTES && pending > before;
+                    if !self.got_bytes || self.brought_content || growing {
+                        self.progress_at = tokio::time::Instant::now();
+                    }
                     self.got_bytes = true;
-                    self.feed(&bytes)
+                    fed
                 }
                 Ok(Some(Err(e))) => Err(self.endpoint.stream_error(format!(
                     "the connection broke before the response was complete: {}",
@@ -573,6 +632,7 @@ impl<P: EventParser> BodyState<P> {
             ));
         }
         for event in &events {
+            self.brought_content |= !self.parser.is_keep_alive(event);
             if self.parser.on_event(event, &mut self.pending)? {
                 return self.complete();
             }

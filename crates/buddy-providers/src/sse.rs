@@ -68,6 +68,16 @@ impl SseDecoder {
         }
     }
 
+    /// Bytes of the event under way (its data so far and a partial line that is not a
+    /// comment): a large event still arriving is progress even before it completes.
+    pub fn pending_bytes(&self) -> usize {
+        let line = match self.line.first() {
+            Some(b':') => 0,
+            _ => self.line.len(),
+        };
+        line + self.data.len()
+    }
+
     /// Decodes `bytes`, appending every completed event to `out`.
     pub fn push(&mut self, bytes: &[u8], out: &mut Vec<SseEvent>) -> Result<(), SseError> {
         let mut rest = bytes;

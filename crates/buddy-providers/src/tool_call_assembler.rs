@@ -146,7 +146,10 @@ impl ToolCallAssembler {
             let arguments = if call.arguments.trim().is_empty() {
                 "{}".to_owned()
             } else {
-                call.arguments
+                // The history keeps it for the rest of the conversation: no spare room.
+                let mut arguments = call.arguments;
+                arguments.shrink_to_fit();
+                arguments
             };
             ready.push(ToolCall::new(id, call.name, arguments));
         }

@@ -4,19 +4,19 @@ use axum::extract::{DefaultBodyLimit, State};
 use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
-use axum::{Json, Router, middleware};
+use axum::{Extension, Json, Router, middleware};
 use serde_json::json;
-use tower_http::timeout::RequestBodyTimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::error::AppError;
 use crate::state::AppState;
-use crate::{auth, chat, conversations, fork, metrics, openai, replay, responses, web};
+use crate::{auth, body, chat, conversations, fork, metrics, openai, replay, responses, web};
 
 /// Every route of the server, over `state`. Tests drive it with `oneshot`, no socket needed.
 pub fn app(state: AppState) -> Router {
+    // Recording starts with the router, so `/metrics` counts every turn it served.
+    metrics::handle();
     let limit = state.inner.settings.max_body_bytes;
-    let body_timeout = state.inner.settings.body_timeout;
     let protected = Router::new()
         .route("/v1/chat", post(chat::chat))
         .route("/v1/chat/completions", post(openai::completions))
@@ -49,13 +49,24 @@ pub fn app(state: AppState) -> Router {
             AppError::NotFound("no such endpoint; see the README for the API".into())
         })
         .layer(DefaultBodyLimit::max(limit))
-        // A client that trickles its body is cut off; its handler answers 408.
-        .layer(RequestBodyTimeoutLayer::new(body_timeout))
+        // The whole body within body_timeout, whatever pace it comes at.
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            body::whole_body,
+        ))
         .layer(TraceLayer::new_for_http())
         .with_state(state)
 }
 
-async fn render_metrics(State(_): State<AppState>) -> impl IntoResponse {
-    let body = metrics::handle().map(|h| h.render()).unwrap_or_default();
+/// The metrics, where a key that is not an admin sees only its own per-key series.
+async fn render_metrics(
+    State(_): State<AppState>,
+    Extension(caller): Extension<auth::Caller>,
+) -> impl IntoResponse {
+    let all = metrics::handle().map(|h| h.render()).unwrap_or_default();
+    let body = match caller.admin {
+        true => all,
+        false => metrics::only_key(&all, &caller.name),
+    };
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body)
 }

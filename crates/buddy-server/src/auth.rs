@@ -96,22 +96,7 @@ pub(crate) async fn require_key(
             admin: false,
         }
     } else {
-        let given = request
-            .headers()
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim);
-        let hash = given.map(|key| sha256(key.as_bytes()));
-        // Every key is compared (in constant time), so timing tells nothing about which.
-        let matched = hash.and_then(|hash| {
-            keys.iter()
-                .fold(None, |found, k| match constant_time_eq(&k.hash, &hash) {
-                    true => Some(k),
-                    false => found,
-                })
-        });
-        match matched {
+        match key_for(request.headers(), keys) {
             Some(key) => Caller {
                 name: key.name.clone(),
                 owner: key.owner(),
@@ -122,6 +107,25 @@ pub(crate) async fn require_key(
     };
     request.extensions_mut().insert(caller);
     Ok(next.run(request).await)
+}
+
+/// The configured key that `Authorization: Bearer <key>` names, if any. Every key is
+/// compared (in constant time), so timing tells nothing about which.
+pub(crate) fn key_for<'k>(
+    headers: &axum::http::HeaderMap,
+    keys: &'k [ApiKey],
+) -> Option<&'k ApiKey> {
+    let given = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)?;
+    let hash = sha256(given.as_bytes());
+    keys.iter()
+        .fold(None, |found, k| match constant_time_eq(&k.hash, &hash) {
+            true => Some(k),
+            false => found,
+        })
 }
 
 fn sha256(bytes: &[u8]) -> [u8; 32] {

@@ -1,14 +1,11 @@
 //! `POST /v1/chat`: one turn of a stored conversation, streamed as SSE.
 
-use std::convert::Infallible;
-
 use axum::Extension;
 use axum::body::Bytes;
 use axum::extract::Path;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::response::sse::{Event, KeepAlive, Sse};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use buddy_engine::{CallDecision, Resume};
 use futures::StreamExt;
 use serde::Deserialize;
@@ -18,6 +15,7 @@ use crate::auth::Caller;
 use crate::error::AppError;
 use crate::request::{owned_conversation, parse_body, request_policy};
 use crate::request_mcp::{RequestMcp, with_request_mcp};
+use crate::sse;
 use crate::state::AppState;
 use crate::turns::{CancelOnDrop, Conversation, Prelude, start_turn};
 
@@ -137,23 +135,16 @@ pub(crate) async fn resume(
 
 /// Streams a started turn as SSE: a `conversation` event first, then every ChatEvent.
 fn sse_turn(turn: crate::turns::StartedTurn) -> Result<Response, AppError> {
-    let opening = Event::default()
-        .event("conversation")
-        .json_data(json!({"conversation_id": turn.conversation_id, "turn_id": turn.turn_id, "model": turn.model}))
-        .map_err(|e| AppError::Internal(e.to_string()))?;
+    let opening = sse::json_frame(
+        Some("conversation"),
+        &json!({"conversation_id": turn.conversation_id, "turn_id": turn.turn_id, "model": turn.model}),
+    );
     let guard = CancelOnDrop(turn.cancel);
     let events = futures::stream::unfold((turn.events, guard), |(mut rx, guard)| async move {
         let event = rx.recv().await?;
-        let sse = Event::default()
-            .event(event.kind())
-            .json_data(&event)
-            .unwrap_or_else(|_| Event::default().event("error").data("unencodable event"));
-        Some((sse, (rx, guard)))
+        Some((sse::json_frame(Some(event.kind()), &event), (rx, guard)))
     });
-    let stream = futures::stream::once(async move { opening })
-        .chain(events)
-        .map(Ok::<_, Infallible>);
-    Ok(Sse::new(stream)
-        .keep_alive(KeepAlive::default())
-        .into_response())
+    Ok(sse::respond(
+        futures::stream::once(async move { opening }).chain(events),
+    ))
 }

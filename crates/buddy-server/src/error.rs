@@ -26,6 +26,11 @@ pub enum AppError {
     Conflict(String),
     #[error("the server is shutting down; retry against another instance or later")]
     ShuttingDown,
+    /// The conversation store failed before anything ran; the same request may succeed later.
+    #[error(
+        "the conversation store failed ({0}); no model was called and nothing was changed — retry shortly"
+    )]
+    Store(String),
     #[error("internal error; the server log has the details")]
     Internal(String),
     /// The turn ran but ended without an answer (provider failure, limit with on_limit = error).
@@ -43,7 +48,7 @@ impl AppError {
             AppError::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             AppError::TooManyTurns(_) => StatusCode::TOO_MANY_REQUESTS,
             AppError::Conflict(_) => StatusCode::CONFLICT,
-            AppError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+            AppError::ShuttingDown | AppError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
             AppError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             AppError::TurnFailed { reason, .. } => match reason {
                 // The client's request: a malformed history, or more than the model's window.
@@ -59,13 +64,16 @@ impl AppError {
         }
     }
 
-    /// Whether a client may send the same request again: only when nothing ran (busy or
-    /// shutting down). A failed turn already ran its model calls, and buddy already
+    /// Whether a client may send the same request again: only when nothing ran (busy,
+    /// shutting down, or the store failed before the turn began). A failed turn already ran its model calls, and buddy already
     /// retried the model server; sending it again would run the whole turn again.
     pub fn retryable(&self) -> bool {
         matches!(
             self,
-            AppError::TooManyTurns(_) | AppError::ShuttingDown | AppError::Conflict(_)
+            AppError::TooManyTurns(_)
+                | AppError::ShuttingDown
+                | AppError::Conflict(_)
+                | AppError::Store(_)
         )
     }
 
@@ -79,6 +87,7 @@ impl AppError {
             AppError::TooManyTurns(_) => "rate_limit_error",
             AppError::Conflict(_) => "conflict_error",
             AppError::ShuttingDown => "unavailable",
+            AppError::Store(_) => "store_error",
             AppError::Internal(_) => "server_error",
             AppError::TurnFailed {
                 reason: StopReason::InvalidRequest | StopReason::ContextOverflow,
@@ -117,7 +126,13 @@ impl From<buddy_store::StoreError> for AppError {
             buddy_store::StoreError::NotFound(id) => {
                 AppError::NotFound(format!("conversation `{id}` does not exist"))
             }
-            other => AppError::Internal(other.to_string()),
+            buddy_store::StoreError::Backend(detail) => {
+                tracing::error!(%detail, "conversation store failed");
+                AppError::Store(detail)
+            }
+            corrupt @ buddy_store::StoreError::Corrupt(_) => {
+                AppError::Internal(corrupt.to_string())
+            }
         }
     }
 }

@@ -14,8 +14,10 @@
 mod app;
 mod auth;
 mod backend;
+mod body;
 mod chat;
 mod client_tools;
+mod conn;
 mod conversations;
 mod error;
 mod fork;
@@ -27,6 +29,7 @@ mod request;
 mod request_mcp;
 mod responses;
 mod serve;
+mod sse;
 mod state;
 mod turns;
 mod web;

@@ -38,6 +38,56 @@ pub(crate) fn handle() -> Option<&'static PrometheusHandle> {
         .as_ref()
 }
 
+/// The exposition `text` without the series labelled with another key than `name`, so
+/// one tenant cannot read another's name or usage.
+pub(crate) fn only_key(text: &str, name: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        let other = !line.starts_with('#') && label(line, "key").is_some_and(|value| value != name);
+        if !other {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// The unescaped value of label `wanted` in one sample line, if the line has it.
+fn label(line: &str, wanted: &str) -> Option<String> {
+    let open = line.find('{')?;
+    let mut rest = &line[open + 1..];
+    loop {
+        rest = rest.trim_start_matches([',', ' ']);
+        if rest.starts_with('}') || rest.is_empty() {
+            return None;
+        }
+        let eq = rest.find('=')?;
+        let label_name = rest[..eq].trim();
+        rest = rest[eq + 1..].strip_prefix('"')?;
+        let mut value = String::new();
+        let mut chars = rest.char_indices();
+        let end = loop {
+            match chars.next()? {
+                (i, '"') => break i,
+                (_, '\\') => match chars.next()?.1 {
+                    'n' => value.push('\n'),
+                    c => value.push(c),
+                },
+                (_, c) => value.push(c),
+            }
+        };
+        if label_name == wanted {
+            return Some(value);
+        }
+        rest = &rest[end + 1..];
+    }
+}
+
+/// Counts a connection shed to make room, or not admitted.
+pub(crate) fn shed(why: crate::conn::Shed) {
+    metrics::counter!("buddy_connections_shed_total", "reason" => why.as_str()).increment(1);
+}
+
 /// Records one event of a turn.
 pub(crate) fn observe_event(event: &ChatEvent, provider: &str) {
     match event {
@@ -89,5 +139,43 @@ impl buddy_core::Provider for TimedProvider {
                 .record(started.elapsed().as_secs_f64());
             result
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TEXT: &str = "# TYPE buddy_key_turns_total counter\n\
+buddy_key_turns_total{key=\"alice\"} 3\n\
+buddy_key_turns_total{key=\"bob\"} 1\n\
+buddy_key_turns_total{key=\"ali\\\"ce\"} 9\n\
+buddy_guard_trips_total{guard=\"key\",action=\"stop\"} 2\n\
+buddy_x{a=\"b\",key=\"bob\"} 5\n\
+buddy_turns_total{stop_reason=\"final_answer\"} 4\n";
+
+    #[test]
+    fn a_key_sees_its_own_series_and_the_shared_ones_only() {
+        let seen = only_key(TEXT, "alice");
+        assert!(seen.contains("{key=\"alice\"} 3"), "{seen}");
+        assert!(!seen.contains("bob"), "{seen}");
+        assert!(
+            !seen.contains("} 9"),
+            "an escaped name is another name: {seen}"
+        );
+        assert!(
+            seen.contains("guard=\"key\""),
+            "a label value `key` is not the key label"
+        );
+        assert!(seen.contains("final_answer"));
+        assert!(seen.contains("# TYPE buddy_key_turns_total"));
+    }
+
+    #[test]
+    fn escaped_label_values_are_read_whole() {
+        let line = "m{key=\"ali\\\"ce\",x=\"1\"} 9";
+        assert_eq!(label(line, "key").as_deref(), Some("ali\"ce"));
+        assert_eq!(label(line, "x").as_deref(), Some("1"));
+        assert_eq!(label("m 1", "key"), None);
     }
 }

@@ -9,13 +9,11 @@
 //! the figures in a last `choices: []` chunk — clients that read `choices[0]` of every
 //! chunk would break on that chunk otherwise.
 
-use std::convert::Infallible;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use buddy_core::{ChatEvent, Message, StopReason, ToolCall, ToolSpec, TurnStats};
@@ -26,6 +24,7 @@ use crate::client_tools::with_client_tools;
 use crate::error::AppError;
 use crate::openai_wire::{ChatCompletionRequest, to_messages};
 use crate::request::{parse_body, request_policy};
+use crate::sse;
 use crate::state::AppState;
 use crate::turns::{CancelOnDrop, Conversation, Prelude, start_turn};
 
@@ -182,13 +181,13 @@ fn stream_response(
         if include_usage {
             chunk["usage"] = usage.unwrap_or(Value::Null);
         }
-        Event::default().data(chunk.to_string())
+        sse::json_frame(None, &chunk)
     };
     struct Streaming {
         events: tokio::sync::mpsc::Receiver<ChatEvent>,
         _guard: CancelOnDrop,
         pending: Vec<ToolCall>,
-        queued: std::collections::VecDeque<Event>,
+        queued: std::collections::VecDeque<Bytes>,
         narrated: bool,
         streamed_text: bool,
         done: bool,
@@ -211,14 +210,14 @@ fn stream_response(
         async move {
             loop {
                 if let Some(event) = s.queued.pop_front() {
-                    return Some((Ok::<_, Infallible>(event), s));
+                    return Some((event, s));
                 }
                 if s.done {
                     return None;
                 }
                 let Some(event) = s.events.recv().await else {
                     s.done = true;
-                    s.queued.push_back(Event::default().data("[DONE]"));
+                    s.queued.push_back(sse::text_frame(None, "[DONE]"));
                     continue;
                 };
                 track_pending(&mut s.pending, &event);
@@ -261,15 +260,12 @@ fn stream_response(
                         reason, message, ..
                     } => {
                         let error = AppError::TurnFailed { reason, message };
-                        s.queued
-                            .push_back(Event::default().data(error.body().to_string()));
+                        s.queued.push_back(sse::json_frame(None, &error.body()));
                     }
                     _ => {}
                 }
             }
         }
     });
-    Sse::new(stream)
-        .keep_alive(KeepAlive::default())
-        .into_response()
+    sse::respond(stream)
 }

@@ -16,6 +16,10 @@ use crate::state::AppState;
 /// Most MCP servers one request may bring.
 const MAX_REQUEST_SERVERS: usize = 4;
 
+/// Most tools the servers of one request may add: more would fill the model's window
+/// with definitions before the turn begins.
+const MAX_REQUEST_TOOLS: usize = 256;
+
 /// One MCP server named in a request.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -53,6 +57,7 @@ pub(crate) async fn with_request_mcp(
         )));
     }
     let mut sources = Vec::with_capacity(servers.len());
+    let names: Vec<String> = servers.iter().map(|s| format!("`{}`", s.name)).collect();
     for server in servers {
         if !(server.url.starts_with("http://") || server.url.starts_with("https://")) {
             return Err(AppError::BadRequest(format!(
@@ -67,8 +72,17 @@ pub(crate) async fn with_request_mcp(
         config.max_restarts = 1;
         sources.push(McpSource::new(config));
     }
+    let own = toolbox.specs().len();
     let joined = McpToolbox::start(toolbox, sources, Box::new(SkillRegistry::new))
         .await
         .map_err(|e| AppError::BadRequest(e.to_string()))?;
+    let added = joined.specs().len().saturating_sub(own);
+    if added > MAX_REQUEST_TOOLS {
+        return Err(AppError::BadRequest(format!(
+            "the request's MCP servers ({}) list {added} tools; a request may add at most \
+             {MAX_REQUEST_TOOLS} — bring a server with fewer tools",
+            names.join(", ")
+        )));
+    }
     Ok(Arc::new(joined))
 }

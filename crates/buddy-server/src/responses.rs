@@ -12,12 +12,9 @@
 //! - `max_tool_calls` lowers the turn's tool-call limit; usage, errors and the stream's
 //!   events are in the API's shapes.
 
-use std::convert::Infallible;
-
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use buddy_core::{ChatEvent, Message, StopReason, ToolCall, ToolSpec, TurnStats};
@@ -31,6 +28,7 @@ use crate::openai::unix_now;
 use crate::openai_wire::text_of;
 use crate::request::owned_conversation;
 use crate::request::{parse_body, request_policy};
+use crate::sse;
 use crate::state::AppState;
 use crate::turns::{CancelOnDrop, Conversation, Prelude, StartedTurn, start_turn};
 
@@ -58,7 +56,8 @@ pub(crate) async fn responses(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, AppError> {
     let body: ResponsesRequest = parse_body(&state, body)?;
-    let input = input_messages(body.input.unwrap_or(Value::Null)).map_err(AppError::BadRequest)?;
+    let input = input_messages(&caller.owner, body.input.unwrap_or(Value::Null))
+        .map_err(AppError::BadRequest)?;
     let tools = function_tools(body.tools).map_err(AppError::BadRequest)?;
     let mut policy = request_policy(body.buddy_policy)?;
     if let Some(max) = body.max_tool_calls {
@@ -130,6 +129,7 @@ pub(crate) async fn responses(
     let id = response_id(turn.conversation_id.as_deref(), &turn.turn_id);
     let builder = Builder::new(
         id,
+        caller.owner.clone(),
         turn.model.clone(),
         body.instructions,
         body.previous_response_id,
@@ -158,9 +158,11 @@ pub(crate) async fn responses(
     Ok(Json(builder.response()).into_response())
 }
 
-/// Output items this process produced, by id, so that a client may send them back as
-/// `item_reference`s (the Vercel AI SDK does, for its earlier steps). Bounded: the
-/// oldest are forgotten first; a reference to a forgotten or foreign item is refused.
+/// Output items this process produced, by key and id, so that a client may send them
+/// back as `item_reference`s (the Vercel AI SDK does, for its earlier steps). A key finds
+/// only its own items; their ids hold the response's random id, so they cannot be
+/// guessed either. Bounded: the oldest are forgotten first; a reference to a forgotten
+/// or another key's item is refused alike.
 struct ItemCache {
     items: std::collections::HashMap<String, Value>,
     order: std::collections::VecDeque<String>,
@@ -179,13 +181,19 @@ fn item_cache() -> &'static std::sync::Mutex<ItemCache> {
     })
 }
 
-fn remember_item(item: &Value) {
+/// Where an owner's item is kept.
+fn item_key(owner: &str, id: &str) -> String {
+    format!("{owner}\u{1f}{id}")
+}
+
+fn remember_item(owner: &str, item: &Value) {
     let Some(id) = item.get("id").and_then(Value::as_str) else {
         return;
     };
+    let key = item_key(owner, id);
     if let Ok(mut cache) = item_cache().lock() {
-        if cache.items.insert(id.to_owned(), item.clone()).is_none() {
-            cache.order.push_back(id.to_owned());
+        if cache.items.insert(key.clone(), item.clone()).is_none() {
+            cache.order.push_back(key);
         }
         while cache.order.len() > ITEM_CACHE {
             if let Some(old) = cache.order.pop_front() {
@@ -195,8 +203,13 @@ fn remember_item(item: &Value) {
     }
 }
 
-fn referenced_item(id: &str) -> Option<Value> {
-    item_cache().lock().ok()?.items.get(id).cloned()
+fn referenced_item(owner: &str, id: &str) -> Option<Value> {
+    item_cache()
+        .lock()
+        .ok()?
+        .items
+        .get(&item_key(owner, id))
+        .cloned()
 }
 
 /// `resp_` and the hex of the conversation and turn ids: the conversation is found again
@@ -216,8 +229,9 @@ fn conversation_of(response: &str) -> Option<String> {
         .then(|| format!("conv_{}", &hex[..32]))
 }
 
-/// buddy's messages for `input`, or what is wrong with an item.
-fn input_messages(input: Value) -> Result<Vec<Message>, String> {
+/// buddy's messages for `input` (references resolved among `owner`'s items), or what is
+/// wrong with an item.
+fn input_messages(owner: &str, input: Value) -> Result<Vec<Message>, String> {
     let items = match input {
         Value::Null => return Ok(Vec::new()),
         Value::String(text) => return Ok(vec![Message::user(text)]),
@@ -233,7 +247,7 @@ fn input_messages(input: Value) -> Result<Vec<Message>, String> {
         let item = match item.get("type").and_then(Value::as_str) {
             Some("item_reference") => {
                 let id = item.get("id").and_then(Value::as_str).unwrap_or_default();
-                referenced_item(id).ok_or_else(|| {
+                referenced_item(owner, id).ok_or_else(|| {
                     format!(
                         "input[{i}]: item `{id}` is not known here (items are kept a while by the instance that made them); send the item itself"
                     )
@@ -362,6 +376,8 @@ struct Builder {
     previous_response_id: Option<String>,
     /// Whether the response was kept (it can be continued).
     stored: bool,
+    /// Whose response it is: its items are found again only for this owner.
+    owner: String,
     sequence: u64,
     output: Vec<Value>,
     /// The message item being streamed: its id and text so far.
@@ -377,6 +393,7 @@ struct Builder {
 impl Builder {
     fn new(
         id: String,
+        owner: String,
         model: String,
         instructions: Option<String>,
         previous_response_id: Option<String>,
@@ -387,6 +404,7 @@ impl Builder {
             instructions,
             previous_response_id,
             stored: conversation_of(&id).is_some(),
+            owner,
             sequence: 0,
             id,
             output: Vec::new(),
@@ -478,8 +496,17 @@ impl Builder {
             "response.output_item.done",
             json!({"output_index": index, "item": item}),
         ));
-        remember_item(&item);
+        remember_item(&self.owner, &item);
         self.output.push(item);
+    }
+
+    /// An id for the next output item: `prefix`, the response's (random) id, its index.
+    fn item_id(&self, prefix: &str) -> String {
+        format!(
+            "{prefix}_{}_{}",
+            self.id.trim_start_matches("resp_"),
+            self.output.len()
+        )
     }
 
     /// An item complete at once (a server-side call, a client call): added, then done.
@@ -509,7 +536,7 @@ impl Builder {
             "response.output_item.done",
             json!({"output_index": index, "item": item}),
         ));
-        remember_item(&item);
+        remember_item(&self.owner, &item);
         self.output.push(item);
     }
 
@@ -519,11 +546,7 @@ impl Builder {
         match event {
             ChatEvent::TextDelta { text } => {
                 if self.open.is_none() {
-                    let id = format!(
-                        "msg_{}_{}",
-                        self.id.trim_start_matches("resp_"),
-                        self.output.len()
-                    );
+                    let id = self.item_id("msg");
                     let index = self.output.len();
                     out.push(self.event(
                         "response.output_item.added",
@@ -565,7 +588,7 @@ impl Builder {
                     let call = self.pending.remove(at);
                     let item = json!({
                         "type": "mcp_call",
-                        "id": format!("mcp_{}", call.id),
+                        "id": self.item_id("mcp"),
                         "server_label": "buddy",
                         "name": call.name,
                         "arguments": call.arguments,
@@ -582,7 +605,7 @@ impl Builder {
                     for call in std::mem::take(&mut self.pending) {
                         let item = json!({
                             "type": "function_call",
-                            "id": format!("fc_{}", call.id),
+                            "id": self.item_id("fc"),
                             "call_id": call.id,
                             "name": call.name,
                             "arguments": call.arguments,
@@ -633,17 +656,15 @@ fn stream(turn: StartedTurn, mut builder: Builder) -> Response {
         |(mut events, guard, mut builder, mut queued)| async move {
             loop {
                 if let Some((kind, data)) = queued.pop_front() {
-                    let event = Event::default().event(kind).data(data.to_string());
-                    return Some((Ok::<_, Infallible>(event), (events, guard, builder, queued)));
+                    let frame = sse::json_frame(Some(&kind), &data);
+                    return Some((frame, (events, guard, builder, queued)));
                 }
                 let event = events.recv().await?;
                 queued.extend(builder.on_event(event));
             }
         },
     );
-    Sse::new(stream)
-        .keep_alive(KeepAlive::default())
-        .into_response()
+    sse::respond(stream)
 }
 
 #[cfg(test)]
@@ -652,7 +673,7 @@ mod tests {
 
     #[test]
     fn input_items_become_messages_and_ids_find_their_conversation() {
-        let messages = input_messages(json!([
+        let messages = input_messages("alice", json!([
             {"role": "user", "content": [{"type": "input_text", "text": "Who is Ada?"}]},
             {"type": "function_call", "call_id": "c1", "name": "lookup", "arguments": "{}"},
             {"type": "function_call", "call_id": "c2", "name": "lookup", "arguments": "{\"x\":1}"},
@@ -665,23 +686,26 @@ mod tests {
         assert!(
             matches!(&messages[1], Message::Assistant { tool_calls, .. } if tool_calls.len() == 2)
         );
-        assert!(input_messages(json!([{"type": "item_reference", "id": "x"}])).is_err());
+        assert!(input_messages("alice", json!([{"type": "item_reference", "id": "x"}])).is_err());
         remember_item(
+            "alice",
             &json!({"type": "message", "id": "msg_known", "role": "assistant",
             "content": [{"type": "output_text", "text": "Looking.", "annotations": []}]}),
         );
-        let resolved = input_messages(json!([
+        let with_reference = json!([
             {"role": "user", "content": "hi"},
             {"type": "item_reference", "id": "msg_known"},
             {"type": "function_call", "call_id": "c9", "name": "lookup", "arguments": "{}"},
-        ]))
-        .unwrap();
+        ]);
+        // Another owner does not find it.
+        assert!(input_messages("bob", with_reference.clone()).is_err());
+        let resolved = input_messages("alice", with_reference).unwrap();
         assert!(
             matches!(&resolved[1], Message::Assistant { content: Some(text), tool_calls } if text == "Looking." && tool_calls.len() == 1),
             "{resolved:?}"
         );
         assert_eq!(
-            input_messages(json!("hi")).unwrap(),
+            input_messages("alice", json!("hi")).unwrap(),
             vec![Message::user("hi")]
         );
         let id = response_id(

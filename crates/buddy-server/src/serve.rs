@@ -5,15 +5,14 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
-use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::app::app;
+use crate::conn::{self, ConnTable};
 use crate::metrics;
 use crate::state::AppState;
 
@@ -47,7 +46,6 @@ pub async fn serve(
     }
     metrics::handle();
     tracing::info!(%addr, auth = !settings.api_keys.is_empty(), "buddy serving");
-    let router = app(state.clone());
     let mut builder = Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -59,21 +57,22 @@ pub async fn serve(
         .timer(TokioTimer::new())
         .keep_alive_interval(settings.header_timeout)
         .keep_alive_timeout(settings.header_timeout);
-    let builder = Arc::new(builder);
-    let permits = Arc::new(Semaphore::new(settings.max_connections.max(1)));
     let closing = CancellationToken::new();
+    let shared = Arc::new(conn::Shared {
+        builder,
+        router: app(state.clone()),
+        keys: settings.api_keys.clone().into(),
+        header_timeout: settings.header_timeout,
+        closing: closing.clone(),
+    });
+    let table = ConnTable::new(
+        settings.max_connections,
+        settings.max_connections_per_address,
+    );
     let mut connections = JoinSet::new();
     tokio::pin!(shutdown);
     loop {
-        // A connection over the cap waits in the listen queue, not in memory here.
-        let permit = tokio::select! {
-            permit = Arc::clone(&permits).acquire_owned() => match permit {
-                Ok(permit) => permit,
-                Err(_) => break,
-            },
-            () = &mut shutdown => break,
-        };
-        let (stream, _) = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
                 Err(e) => {
@@ -86,31 +85,26 @@ pub async fn serve(
             () = &mut shutdown => break,
         };
         while connections.try_join_next().is_some() {}
-        let (builder, service, closing) = (
-            Arc::clone(&builder),
-            TowerToHyperService::new(router.clone()),
-            closing.clone(),
-        );
-        connections.spawn(async move {
-            let _permit = permit;
-            let connection = builder.serve_connection(TokioIo::new(stream), service);
-            tokio::pin!(connection);
-            tokio::select! {
-                _ = connection.as_mut() => {}
-                () = closing.cancelled() => {
-                    // Finish the request in flight, then close.
-                    connection.as_mut().graceful_shutdown();
-                    let _ = connection.await;
+        match table.admit(peer.ip()) {
+            Ok((place, shed)) => {
+                if let Some(shed) = shed {
+                    metrics::shed(shed);
                 }
+                connections.spawn(conn::serve_one(Arc::clone(&shared), stream, place));
             }
-        });
+            Err(why) => {
+                metrics::shed(why);
+                tracing::debug!(%peer, reason = why.as_str(), "connection not admitted");
+                connections.spawn(conn::refuse(stream, why));
+            }
+        }
     }
     drop(listener);
     let grace = settings.shutdown_grace;
     tracing::info!(
         grace_secs = grace.as_secs_f64(),
         running = state.inner.turns.len(),
-        connections = connections.len(),
+        connections = table.len(),
         "shutting down: no new connections; running turns may finish"
     );
     state.inner.turns.close();

@@ -27,12 +27,18 @@ pub struct ServerSettings {
     /// Whether a request's policy may switch loop detection off (other limits may only
     /// ever be lowered by a request).
     pub allow_loop_detection_off: bool,
-    /// Connections served at once; more wait in the listen queue.
+    /// Connections held at once. A new one past it takes the place of the connection
+    /// doing the least (see the README's security section); it is refused (503) only
+    /// when every connection is answering a request.
     pub max_connections: usize,
+    /// Connections one client address may hold at once (0: no limit). Behind a reverse
+    /// proxy every client has the proxy's address: raise it to `max_connections` there.
+    pub max_connections_per_address: usize,
     /// Time a client has to send a request's headers (and to start the next request on
     /// a kept-alive connection).
     pub header_timeout: Duration,
-    /// Time a client has to send a request's whole body.
+    /// Time a client has to send a request's whole body, counted from its head (not
+    /// restarted by each byte).
     pub body_timeout: Duration,
     /// Which calls of `/v1/chat` turns wait for approval (the turn pauses; the client
     /// resumes it at `/v1/conversations/{id}/resume`).
@@ -53,6 +59,7 @@ impl Default for ServerSettings {
             shutdown_grace: Duration::from_secs(30),
             allow_loop_detection_off: false,
             max_connections: 1024,
+            max_connections_per_address: 256,
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
             approval: ApprovalRules::default(),

@@ -3,9 +3,9 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
-use buddy_core::{BoxFuture, ChatEvent, Message, MessageSink, RecordError, StopReason};
+use buddy_core::{BoxFuture, ChatEvent, Message, MessageSink, RecordError, StopReason, TurnStats};
 use buddy_engine::{Engine, PolicyPatch, Resume, TurnRequest};
-use buddy_store::{Store, new_id};
+use buddy_store::{Store, StoreError, new_id};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -160,6 +160,50 @@ fn turn_policy(
     Ok(asked)
 }
 
+/// What a stored turn writes before its engine starts.
+struct Opening<'a> {
+    store: &'a Arc<dyn Store>,
+    conversation: &'a str,
+    turn: &'a str,
+    model: &'a str,
+}
+
+impl Opening<'_> {
+    /// Writes a new conversation's `system` messages, the turn record and the request's
+    /// `append`; a turn record written before a failure is closed with `store_error`.
+    async fn write(&self, system: &[Message], append: &[Message]) -> Result<(), StoreError> {
+        if !system.is_empty() {
+            self.store
+                .append_messages(self.conversation, self.turn, system)
+                .await?;
+        }
+        self.store
+            .begin_turn(self.conversation, self.turn, self.model)
+            .await?;
+        if append.is_empty() {
+            return Ok(());
+        }
+        let appended = self
+            .store
+            .append_messages(self.conversation, self.turn, append)
+            .await;
+        if let Err(e) = &appended {
+            let message = e.to_string();
+            let _ = self
+                .store
+                .finish_turn(
+                    self.turn,
+                    StopReason::StoreError,
+                    &TurnStats::default(),
+                    Some(&message),
+                    None,
+                )
+                .await;
+        }
+        appended
+    }
+}
+
 /// Starts a turn on its own task. The turn is recorded (stop reason and stats) however
 /// it ends, even when the client leaves; its terminal event goes out only once the
 /// turn is stored, and says `store_error` when it could not be.
@@ -176,10 +220,10 @@ pub(crate) async fn start_turn(
     let store = Arc::clone(&state.inner.store);
     let turn_id = new_id("turn");
     let cancel = state.inner.shutdown.child_token();
-    let (conversation_id, history, lease) = match conversation {
+    let (conversation_id, history, lease, created) = match conversation {
         Conversation::Ephemeral(history) => {
             let lease = state.claim(&turn_id, None, &caller.owner, &cancel).await?;
-            (None, history, lease)
+            (None, history, lease, false)
         }
         Conversation::Stored(Some(id)) => {
             let lease = state
@@ -188,17 +232,17 @@ pub(crate) async fn start_turn(
             let history = match &prelude.resume {
                 // Checked under the claim: of two resumes of one pause, the second finds
                 // the pause already answered.
-                Some(resume) => match resumable(&store, &id, resume).await {
-                    Ok(history) => history,
-                    Err(e) => {
-                        // Freed now, not when dropped: the client's next request must find it free.
-                        lease.release().await;
-                        return Err(e);
-                    }
-                },
-                None => store.load_messages(&id).await?,
+                Some(resume) => resumable(&store, &id, resume).await,
+                None => store.load_messages(&id).await.map_err(AppError::from),
             };
-            (Some(id), history, lease)
+            match history {
+                Ok(history) => (Some(id), history, lease, false),
+                Err(e) => {
+                    // Freed now, not when dropped: the client's next request must find it free.
+                    lease.release().await;
+                    return Err(e);
+                }
+            }
         }
         Conversation::Stored(None) => {
             let id = store.create_conversation(&caller.owner).await?;
@@ -213,22 +257,25 @@ pub(crate) async fn start_turn(
                     return Err(e);
                 }
             };
-            if let Some(system) = &resolved.system {
-                store
-                    .append_message(&id, &turn_id, &Message::system(system.clone()))
-                    .await?;
-            }
-            (
-                Some(id),
-                resolved.system.iter().map(Message::system).collect(),
-                lease,
-            )
+            let system = resolved.system.iter().map(Message::system).collect();
+            (Some(id), system, lease, true)
         }
     };
     if let Some(id) = &conversation_id {
-        store.begin_turn(id, &turn_id, &resolved.model).await?;
-        if !prelude.append.is_empty() {
-            store.append_messages(id, &turn_id, &prelude.append).await?;
+        let opening = Opening {
+            store: &store,
+            conversation: id,
+            turn: &turn_id,
+            model: &resolved.model,
+        };
+        let system = if created { history.as_slice() } else { &[] };
+        if let Err(e) = opening.write(system, &prelude.append).await {
+            // Nothing ran: a conversation made for this turn goes, the claim is freed.
+            if created {
+                let _ = store.delete_conversation(id).await;
+            }
+            lease.release().await;
+            return Err(e.into());
         }
     }
     let mut history = history;

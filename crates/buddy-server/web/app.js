@@ -267,12 +267,14 @@ async function deleteConversation(id, title) {
   await loadConversations();
 }
 
+function emptyHint() {
+  return el("p", { class: "empty-hint", text: "Ask something. Every step of the turn shows here: the answer as it streams, each tool call with its result, what buddy's guards did, and why the turn ended." });
+}
+
 function newConversation() {
   state.conversation = null;
   history.replaceState(null, "", location.pathname);
-  $("transcript").replaceChildren(
-    el("p", { class: "empty-hint", text: "Ask something. Every step of the turn shows here: the answer as it streams, each tool call with its result, what buddy's guards did, and why the turn ended." }),
-  );
+  $("transcript").replaceChildren(emptyHint());
   closeSidebar();
   loadConversations().catch(showError);
   $("message").focus();
@@ -319,7 +321,8 @@ function renderStored(detail) {
   if (view) finish(view, byId.get(current));
   // Turns that stored no message at all still say how they ended.
   for (const turn of turns) if (!shown.has(turn.id)) finish(new TurnView(transcript), turn);
-  if (!messages.length && !turns.length) newConversation();
+  // An empty conversation (a fork before its first message) stays the open one.
+  if (!messages.length && !turns.length) transcript.append(emptyHint());
   scrollDown();
 }
 

@@ -13,6 +13,7 @@ use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 use crate::output_cap::cap_text;
+use crate::process_tree::{RUN_TAG_VAR, TreeKiller, kill_group, new_tag};
 
 /// Most bytes of stdout kept (the result is capped again by the registry).
 const MAX_STDOUT_BYTES: usize = 256 * 1024;
@@ -55,6 +56,20 @@ pub struct CommandSkillConfig {
 
 /// Variables of buddy's environment every command gets: what programs need to run.
 pub const BASELINE_ENV: [&str; 7] = ["PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR"];
+
+/// The whole environment of a program buddy starts (a command skill, an MCP server):
+/// the baseline of buddy's own, the variables `passthrough` names, then `env`. Nothing
+/// else of buddy's environment — API keys included — reaches it.
+pub fn clean_environment<'a>(
+    passthrough: &[String],
+    env: impl IntoIterator<Item = (&'a String, &'a String)>,
+) -> Vec<(String, String)> {
+    let passed = |name: &str| BASELINE_ENV.contains(&name) || passthrough.iter().any(|p| p == name);
+    let mut vars: Vec<(String, String)> =
+        std::env::vars().filter(|(name, _)| passed(name)).collect();
+    vars.extend(env.into_iter().map(|(k, v)| (k.clone(), v.clone())));
+    vars
+}
 
 fn any_object() -> Value {
     serde_json::json!({"type": "object"})
@@ -119,31 +134,7 @@ impl CommandSkill {
     /// The environment the command starts with: the baseline and the listed variables
     /// of buddy's own environment, then the declared ones.
     fn environment(&self) -> Vec<(String, String)> {
-        let passed = |name: &str| {
-            BASELINE_ENV.contains(&name) || self.config.env_passthrough.iter().any(|p| p == name)
-        };
-        let mut vars: Vec<(String, String)> =
-            std::env::vars().filter(|(name, _)| passed(name)).collect();
-        vars.extend(self.config.env.iter().map(|(k, v)| (k.clone(), v.clone())));
-        vars
-    }
-}
-
-/// Kills a command's whole process group when dropped: on a timeout, a cancelled turn,
-/// or after the command ended (children it left in the background die with it).
-struct GroupKiller(Option<rustix::process::Pid>);
-
-impl Drop for GroupKiller {
-    fn drop(&mut self) {
-        kill_group(self.0);
-    }
-}
-
-/// Sends SIGKILL to a process group.
-fn kill_group(group: Option<rustix::process::Pid>) {
-    if let Some(group) = group {
-        // ESRCH (the group is already gone) is the usual, good case.
-        let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+        clean_environment(&self.config.env_passthrough, &self.config.env)
     }
 }
 
@@ -190,11 +181,13 @@ impl Skill for CommandSkill {
                 self.config.command.split_first().ok_or_else(|| {
                     SkillError::Failed(format!("`{name}` has no command configured"))
                 })?;
+            let tag = new_tag();
             let mut child = tokio::process::Command::new(program)
                 .args(rest)
                 .env_clear()
                 .envs(self.environment())
                 .env("BUDDY_CALL_ID", &ctx.call_id)
+                .env(RUN_TAG_VAR, &tag)
                 .env("BUDDY_SKILL", name)
                 .current_dir(&self.cwd)
                 .stdin(Stdio::piped())
@@ -214,15 +207,22 @@ impl Skill for CommandSkill {
                 .id()
                 .and_then(|id| i32::try_from(id).ok())
                 .and_then(rustix::process::Pid::from_raw);
-            let group = GroupKiller(pgid);
-            let input = serde_json::to_vec(&args).unwrap_or_default();
+            let group = TreeKiller { group: pgid, tag };
+            // The text the model sent (already checked against the schema), shared: long
+            // arguments are not encoded a second time.
+            let input = if ctx.arguments.trim().is_empty() {
+                buddy_core::Arguments::from(serde_json::to_string(&args).unwrap_or_default())
+            } else {
+                drop(args);
+                ctx.arguments.clone()
+            };
             let stdin = child.stdin.take();
             let stdout = child.stdout.take();
             let stderr = child.stderr.take();
             let feed = async move {
                 if let Some(mut stdin) = stdin {
                     // A command that ignores its input may close stdin early; that is fine.
-                    let _ = stdin.write_all(&input).await;
+                    let _ = stdin.write_all(input.as_bytes()).await;
                 }
             };
             let out = async move {
@@ -242,8 +242,9 @@ impl Skill for CommandSkill {
                     None => (Vec::new(), false),
                 }
             };
-            // When the command itself ends, whatever it left running is killed, which
-            // also closes the pipes those children held open.
+            // When the command itself ends, whatever it left running is killed (in its
+            // group or not, see `process_tree`), which also closes the pipes those
+            // children held open.
             let wait = async {
                 let status = child.wait().await;
                 drop(group);

@@ -8,10 +8,12 @@
 pub mod builtin;
 mod command;
 mod output_cap;
+mod process_tree;
 mod registry;
 mod sandbox;
 
-pub use command::{BASELINE_ENV, CommandSkill, CommandSkillConfig};
+pub use command::{BASELINE_ENV, CommandSkill, CommandSkillConfig, clean_environment};
 pub use output_cap::cap_text;
+pub use process_tree::hide_own_environment;
 pub use registry::{RegistryError, SkillRegistry};
 pub use sandbox::{Resolution, Sandbox, SandboxError};

@@ -181,8 +181,13 @@ impl Toolbox for SkillRegistry {
             .map(|e| e.skill.semantics())
     }
 
-    fn invoke<'a>(&'a self, call: &'a ToolCall, ctx: SkillContext) -> BoxFuture<'a, ToolOutcome> {
+    fn invoke<'a>(
+        &'a self,
+        call: &'a ToolCall,
+        mut ctx: SkillContext,
+    ) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
+            ctx.arguments = call.arguments.clone();
             let name = call.name.as_str();
             let Some(entry) = self.index.get(name).and_then(|i| self.entries.get(*i)) else {
                 return self.unknown_tool(name);

@@ -2,6 +2,7 @@
 //! embedded default (one file, created on first use, its migrations embedded); and
 //! [`PgStore`], for several instances that share one PostgreSQL and behave as one server.
 
+mod body;
 mod coordinate;
 mod postgres;
 mod sqlite;

@@ -10,6 +10,7 @@ use sqlx::Row;
 use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
 use tokio::sync::mpsc;
 
+use crate::body::message_json;
 use crate::coordinate::{Claim, ClaimError, Coordinator};
 use crate::store::{
     ConversationDetail, ConversationInfo, ConversationSummary, Store, StoreError, TurnRecord,
@@ -322,8 +323,7 @@ impl Store for PgStore {
                 return Err(StoreError::NotFound(id.to_owned()));
             }
             for message in messages {
-                let body = serde_json::to_string(message)
-                    .map_err(|e| StoreError::Backend(e.to_string()))?;
+                let body = message_json(message).map_err(|e| StoreError::Backend(e.to_string()))?;
                 sqlx::query(
                     "INSERT INTO buddy_messages (conversation_id, seq, turn_id, role, body, created_at_ms)
                      VALUES ($1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM buddy_messages WHERE conversation_id = $1), $2, $3, $4, $5)",

@@ -6,6 +6,7 @@ use std::sync::mpsc;
 use buddy_core::{BoxFuture, Message, StopReason, TurnStats};
 use rusqlite::{Connection, OptionalExtension, params};
 
+use crate::body::{json_len, message_json};
 use crate::store::{
     ConversationDetail, ConversationInfo, ConversationSummary, Store, StoreError, TurnRecord,
     decode, first_user_title, new_id, now_ms, role, title,
@@ -167,6 +168,10 @@ impl SqliteStore {
     }
 }
 
+/// Message JSON longer than this is written into its row in pieces (and read back with
+/// `CAST(body AS TEXT)`, since such a row holds it as a blob).
+const INLINE_BODY_MAX: usize = 256 * 1024;
+
 fn backend(e: rusqlite::Error) -> StoreError {
     StoreError::Backend(e.to_string())
 }
@@ -175,7 +180,7 @@ fn backend(e: rusqlite::Error) -> StoreError {
 fn load_with_turns(conn: &Connection, id: &str) -> Result<(Vec<Message>, Vec<String>), StoreError> {
     let mut stmt = conn
         .prepare_cached(
-            "SELECT body, turn_id FROM messages WHERE conversation_id = ?1 ORDER BY seq",
+            "SELECT CAST(body AS TEXT), turn_id FROM messages WHERE conversation_id = ?1 ORDER BY seq",
         )
         .map_err(backend)?;
     let rows = stmt
@@ -195,7 +200,9 @@ fn load_with_turns(conn: &Connection, id: &str) -> Result<(Vec<Message>, Vec<Str
 
 fn load(conn: &Connection, id: &str) -> Result<Vec<Message>, StoreError> {
     let mut stmt = conn
-        .prepare_cached("SELECT body FROM messages WHERE conversation_id = ?1 ORDER BY seq")
+        .prepare_cached(
+            "SELECT CAST(body AS TEXT) FROM messages WHERE conversation_id = ?1 ORDER BY seq",
+        )
         .map_err(backend)?;
     let rows = stmt
         .query_map(params![id], |r| r.get::<_, String>(0))
@@ -273,12 +280,10 @@ impl Store for SqliteStore {
         messages: &'a [Message],
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         let (id, turn_id) = (id.to_owned(), turn_id.to_owned());
-        let rows: Result<Vec<(&'static str, String)>, _> = messages
-            .iter()
-            .map(|m| serde_json::to_string(m).map(|body| (role(m), body)))
-            .collect();
+        // Cheap clones (arguments are shared); the JSON is written on the store thread,
+        // one message at a time, not by every turn at once.
+        let messages = messages.to_vec();
         self.run(move |conn| {
-            let rows = rows.map_err(|e| StoreError::Backend(e.to_string()))?;
             let now = now_ms();
             let tx = conn.transaction().map_err(backend)?;
             let updated = tx
@@ -294,10 +299,39 @@ impl Store for SqliteStore {
                          VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE conversation_id = ?1), ?2, ?3, ?4, ?5)",
                     )
                     .map_err(backend)?;
-                for (role, body) in &rows {
-                    insert
-                        .execute(params![id, turn_id, role, body, now])
+                for message in &messages {
+                    let encode = |e: serde_json::Error| StoreError::Backend(e.to_string());
+                    let length = json_len(message).map_err(encode)?;
+                    if length <= INLINE_BODY_MAX {
+                        let body = message_json(message).map_err(encode)?;
+                        insert
+                            .execute(params![id, turn_id, role(message), body, now])
+                            .map_err(backend)?;
+                        continue;
+                    }
+                    // A long message (megabytes of tool-call arguments) is written into
+                    // its row piece by piece: never whole in memory, nor copied by SQLite.
+                    let length = i64::try_from(length)
+                        .map_err(|_| StoreError::Backend("message too long".into()))?;
+                    tx.prepare_cached(
+                        "INSERT INTO messages (conversation_id, seq, turn_id, role, body, created_at_ms)
+                         VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE conversation_id = ?1), ?2, ?3, zeroblob(?4), ?5)",
+                    )
+                    .and_then(|mut long| long.execute(params![id, turn_id, role(message), length, now]))
+                    .map_err(backend)?;
+                    let mut blob = tx
+                        .blob_open(
+                            rusqlite::MAIN_DB,
+                            "messages",
+                            "body",
+                            tx.last_insert_rowid(),
+                            false,
+                        )
                         .map_err(backend)?;
+                    let mut writer = std::io::BufWriter::with_capacity(64 * 1024, &mut blob);
+                    serde_json::to_writer(&mut writer, message).map_err(encode)?;
+                    std::io::Write::flush(&mut writer)
+                        .map_err(|e| StoreError::Backend(e.to_string()))?;
                 }
             }
             tx.commit().map_err(backend)
@@ -373,7 +407,7 @@ impl Store for SqliteStore {
                 .prepare(
                     "SELECT c.id, c.created_at_ms, c.updated_at_ms,
                         (SELECT COUNT(*) FROM messages m WHERE m.conversation_id = c.id),
-                        (SELECT body FROM messages m WHERE m.conversation_id = c.id AND m.role = 'user' ORDER BY seq LIMIT 1),
+                        (SELECT CAST(body AS TEXT) FROM messages m WHERE m.conversation_id = c.id AND m.role = 'user' ORDER BY seq LIMIT 1),
                         (SELECT stop_reason FROM turns t WHERE t.conversation_id = c.id ORDER BY started_at_ms DESC LIMIT 1),
                         c.title
                      FROM conversations c WHERE ?1 IS NULL OR c.owner = ?1

@@ -91,6 +91,7 @@ pub async fn serve(config_path: Option<&Path>, args: ServeArgs) -> anyhow::Resul
         allow_loop_detection_off: server.allow_loop_detection_off,
         allow_request_mcp: server.allow_request_mcp,
         max_connections: server.max_connections.max(1),
+        max_connections_per_address: server.max_connections_per_address,
         header_timeout: secs(server.header_timeout_secs, "[server] header_timeout_secs")?,
         body_timeout: secs(server.body_timeout_secs, "[server] body_timeout_secs")?,
         // `/v1/chat` pauses for approval; the OpenAI endpoints cannot resume, so they
@@ -101,6 +102,8 @@ pub async fn serve(config_path: Option<&Path>, args: ServeArgs) -> anyhow::Resul
             OpenAiApproval::Run => ApprovalRules::default(),
         },
     };
+    open_files_for(settings.max_connections);
+    return_large_buffers();
     let listen = args.listen.clone().unwrap_or_else(|| server.listen.clone());
     let listener = tokio::net::TcpListener::bind(&listen)
         .await
@@ -211,4 +214,50 @@ pub fn api_keys(
         keys.push(key);
     }
     Ok(keys)
+}
+
+/// Raises the soft limit on open files to the hard one: each connection holds one, and a
+/// soft limit of 1,024 (a common default) would run out before `max_connections` does.
+fn open_files_for(max_connections: usize) {
+    #[cfg(unix)]
+    {
+        use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+        let limit = getrlimit(Resource::Nofile);
+        if limit.current < limit.maximum {
+            let raised = Rlimit {
+                current: limit.maximum,
+                maximum: limit.maximum,
+            };
+            if let Err(e) = setrlimit(Resource::Nofile, raised) {
+                tracing::warn!(error = %e, "could not raise the open-file limit");
+            }
+        }
+        let now = getrlimit(Resource::Nofile).current;
+        // Connections, the store, MCP servers, skills: leave room beside the connections.
+        if let Some(files) = now
+            && files < max_connections as u64 + 64
+        {
+            tracing::warn!(
+                open_files = files,
+                max_connections,
+                "the open-file limit is below max_connections + 64: raise `ulimit -n` or lower [server] max_connections"
+            );
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = max_connections;
+}
+
+/// Makes glibc serve every allocation of 256 KiB or more from a mapping of its own,
+/// unmapped when freed. By default glibc raises that threshold after the first large
+/// free (up to 32 MiB), and from then on a turn's megabytes of tool-call arguments come
+/// from the heap and stay resident after the turn.
+#[allow(unsafe_code)]
+fn return_large_buffers() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets an allocator tunable; it takes plain integers and is
+    // called once, before the server allocates anything large.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 * 1024);
+    }
 }

@@ -11,7 +11,7 @@ use super::server::{all_scenarios, client, sse_events, start_slow_turn};
 
 /// Starts `buddy ARGS` (a `serve`) in `cwd` with `env` set; returns the child and the
 /// base URL it printed.
-fn spawn_buddy(args: &[&std::ffi::OsStr], cwd: &Path, env: &[(&str, &str)]) -> (Child, String) {
+pub fn spawn_buddy(args: &[&std::ffi::OsStr], cwd: &Path, env: &[(&str, &str)]) -> (Child, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_buddy"))
         .args(args)
         .current_dir(cwd)

@@ -6,11 +6,13 @@ mod binary;
 mod config;
 mod crash;
 mod doctor;
+mod lockout;
 mod mcp;
 mod mock;
 mod providers;
 mod replay;
 mod scenarios;
+mod secrets;
 mod server;
 mod snapshots;
 

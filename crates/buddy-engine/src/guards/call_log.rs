@@ -11,7 +11,7 @@ pub struct CallRecord {
     pub call_id: String,
     pub name: String,
     pub key: String,
-    /// The arguments as the model sent them (for evidence).
+    /// The start of the arguments as the model sent them (for evidence).
     pub arguments: String,
     pub canonical_args: String,
     /// String values of the arguments, longest first (see `similarity::arg_strings`).

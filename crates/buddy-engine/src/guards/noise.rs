@@ -98,8 +98,16 @@ pub fn fingerprint(result: &str, arg_strings: &[String]) -> u64 {
 /// A stable 64-bit hash (FNV-1a: the same in every run and build, so a replay judges
 /// alike and a stored judge memory reads back).
 pub fn hash(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    fnv(FNV_START, text.as_bytes())
+}
+
+/// Where an FNV-1a hash starts.
+pub const FNV_START: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// `hash` carried on over more bytes (FNV-1a), for text hashed as it is written.
+pub fn fnv(hash: u64, bytes: &[u8]) -> u64 {
+    bytes.iter().fold(hash, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
     })
 }
 

@@ -105,27 +105,15 @@ pub fn text_similarity(a: &str, b: &str) -> f64 {
 /// The string values inside a call's JSON arguments (at any depth), longest first:
 /// what a result that merely echoes the request would contain.
 pub fn arg_strings(raw_arguments: &str) -> Vec<String> {
-    fn collect(value: &serde_json::Value, out: &mut Vec<String>) {
-        match value {
-            serde_json::Value::String(s) if s.trim().chars().count() >= MIN_ECHO_CHARS => {
-                out.push(s.clone());
-            }
-            serde_json::Value::Array(items) => items.iter().for_each(|v| collect(v, out)),
-            serde_json::Value::Object(map) => map.values().for_each(|v| collect(v, out)),
-            _ => {}
-        }
-    }
-    let mut out = Vec::new();
-    if let Ok(value) = serde_json::from_str::<serde_json::Value>(raw_arguments) {
-        collect(&value, &mut out);
-    }
-    out.sort_by_key(|s| std::cmp::Reverse(s.len()));
-    out
+    super::canonical::strings_of(
+        super::canonical::parse(raw_arguments).as_ref(),
+        MIN_ECHO_CHARS,
+    )
 }
 
 /// Argument strings shorter than this are not treated as echoes (removing a one-letter
 /// string would take letters out of unrelated words).
-const MIN_ECHO_CHARS: usize = 2;
+pub(crate) const MIN_ECHO_CHARS: usize = 2;
 /// Argument similarity above which two calls are near-duplicates ("rust" vs "rust async").
 const NEAR_ARGS: f64 = 0.6;
 /// Answer-text similarity (word pairs) above which two rounds said the same thing.

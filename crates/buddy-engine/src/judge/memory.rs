@@ -75,6 +75,10 @@ pub(crate) struct JudgeMemory {
     pub latest_tokens: BTreeSet<u64>,
     /// Replies without an answer that were asked again.
     pub reasks: u32,
+    /// Calls of the latest reply that re-send a call which already ran (same id, same
+    /// arguments), by their new id: the earlier call's id. They never run again.
+    #[serde(default)]
+    pub resent: BTreeMap<String, String>,
 }
 
 impl JudgeMemory {

@@ -13,9 +13,9 @@ use super::memory::Judge;
 use super::verdict::{FinalizeCause, Trip, stop_for};
 use crate::approval::{ApprovalRules, Decision};
 use crate::guards::call_log::call_key;
-use crate::guards::canonical::canonical_args;
+use crate::guards::canonical;
 use crate::guards::ladder::Rung;
-use crate::guards::similarity::{NEAR_ANSWER, arg_strings, normalize, text_similarity};
+use crate::guards::similarity::{MIN_ECHO_CHARS, NEAR_ANSWER, normalize, text_similarity};
 use crate::judge::route::FINISH_TOOL;
 use crate::words::{self, not_run};
 
@@ -129,7 +129,11 @@ impl RoundJudge {
 
     /// A slot for `call`, before any check.
     pub(crate) fn slot(judge: &Judge, call: ToolCall, semantics: RepeatSemantics) -> Slot {
-        let canonical = canonical_args(&call.arguments);
+        // Parsed once for both; what is kept of it is bounded whatever its size.
+        let parsed = canonical::parse(&call.arguments);
+        let canonical = canonical::canonical_of(&call.arguments, parsed.as_ref());
+        let arg_strings = canonical::strings_of(parsed.as_ref(), MIN_ECHO_CHARS);
+        drop(parsed);
         let key = call_key(&call.name, &canonical);
         let cycle = judge
             .memory
@@ -137,7 +141,7 @@ impl RoundJudge {
             .cycle_period(&key)
             .map(|_| judge.memory.log.cycle_members(&key));
         Slot {
-            arg_strings: arg_strings(&call.arguments),
+            arg_strings,
             call,
             canonical,
             key,
@@ -213,7 +217,21 @@ impl RoundJudge {
             .iter()
             .position(|s| s.key == slot.key && matches!(s.plan, Plan::Run));
         let decision = decisions.remove(&slot.call.id);
-        if let Some(Decision::Reject { reason }) = &decision {
+        if let Some(earlier) = judge.memory.resent.remove(&slot.call.id) {
+            // The same call, sent again under the id of one that already ran: a call
+            // runs at most once (running it again could start the same work twice).
+            slot.plan = refused(not_run::resent(&earlier));
+            trips.push(
+                Trip::new(
+                    GuardKind::Repetition,
+                    GuardAction::Refused,
+                    format!(
+                        "call `{earlier}` was sent again with the same arguments; it already ran, and a call runs at most once"
+                    ),
+                )
+                .on(&name),
+            );
+        } else if let Some(Decision::Reject { reason }) = &decision {
             slot.plan = refused(not_run::rejected(reason.as_deref()));
         } else if decision.is_none()
             && facts.approval.unattended

@@ -106,7 +106,7 @@ impl RoundJudge {
             call_id: slot.call.id.clone(),
             name: name.to_owned(),
             key: slot.key.clone(),
-            arguments: slot.call.arguments.clone(),
+            arguments: Evidence::arguments_excerpt(&slot.call.arguments),
             canonical_args: slot.canonical.clone(),
             arg_strings: slot.arg_strings.clone(),
             result: outcome.content.clone(),

@@ -1,13 +1,14 @@
 //! Route and Wait: carry out the judge's verdict on a reply — the answer, the `finish`
 //! call, a pause for approval or for the client's tools, or a round of tool calls.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use buddy_core::{CallPurpose, ChatEvent, Message, StopReason, ToolCall};
 use tracing::debug;
 
 use super::{End, Round, State, Turn, Wait, non_empty, store_failed};
 use crate::approval::calls_needing_approval;
+use crate::guards::canonical::canonical_args;
 use crate::judge::answer::{Screened, buddys_words, reask, screen, tools_ignored};
 use crate::judge::route::{ReplyFacts, RouteVerdict, route};
 use crate::model_call::Reply;
@@ -28,10 +29,29 @@ impl Turn<'_> {
         // The calls as the model sent them, kept for the tape only when buddy changes them.
         let mut raw: Option<Vec<ToolCall>> = None;
         let chanted = chanted.is_some();
+        // Calls the model sent again under the id of a call that already ran, with the
+        // same arguments: renamed like any reused id, and never run a second time.
+        let mut resent: BTreeMap<String, String> = BTreeMap::new();
         if !chanted && self.ledger.needs_rename(&tool_calls) {
-            raw = Some(tool_calls.clone());
+            let sent = tool_calls.clone();
             self.ledger.rename_reused_ids(&mut tool_calls);
+            for (before, after) in sent.iter().zip(&tool_calls) {
+                if before.id != after.id
+                    && self
+                        .ledger
+                        .answered_call(&before.id)
+                        .is_some_and(|earlier| {
+                            earlier.name == before.name
+                                && canonical_args(&earlier.arguments)
+                                    == canonical_args(&before.arguments)
+                        })
+                {
+                    resent.insert(after.id.clone(), before.id.clone());
+                }
+            }
+            raw = Some(sent);
         }
+        self.judge.memory.resent = resent;
         let toolbox = self.toolbox_handle();
         let verdict = route(
             &self.judge.policy,
@@ -96,9 +116,15 @@ impl Turn<'_> {
                 }
                 if !self.approval.unattended {
                     let toolbox = self.toolbox();
+                    // A re-sent call will not run: nobody is asked about it.
+                    let asked: Vec<ToolCall> = tool_calls
+                        .iter()
+                        .filter(|c| !self.judge.memory.resent.contains_key(&c.id))
+                        .cloned()
+                        .collect();
                     let waiting = calls_needing_approval(
                         &self.approval,
-                        &tool_calls,
+                        &asked,
                         |name| toolbox.semantics(name),
                         &HashMap::new(),
                     );

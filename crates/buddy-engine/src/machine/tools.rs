@@ -106,6 +106,7 @@ impl Turn<'_> {
         for call in &to_run {
             let ctx = SkillContext {
                 call_id: call.id.clone(),
+                arguments: call.arguments.clone(),
             };
             pending.push(toolbox.invoke(call, ctx));
         }

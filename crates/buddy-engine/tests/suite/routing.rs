@@ -317,6 +317,66 @@ async fn a_provider_that_reuses_call_ids_still_yields_a_valid_history() {
 }
 
 #[tokio::test]
+async fn a_call_sent_again_under_the_id_of_one_that_ran_runs_at_most_once() {
+    // Round 1 starts a job; the model then sends the very same call (same id, same
+    // arguments) again, as a replayed history would; then the same id with other
+    // arguments (a server that numbers its calls), which is a new call.
+    let provider = ReplyProvider::new(|_, i| {
+        Ok(match i {
+            0 => reply_tokens(
+                "",
+                vec![call("call_job", "start_job", json!({"job": "backup"}))],
+            ),
+            1 => reply_tokens(
+                "",
+                vec![call("call_job", "start_job", json!({ "job": "backup" }))],
+            ),
+            2 => reply_tokens(
+                "",
+                vec![call("call_job", "start_job", json!({"job": "report"}))],
+            ),
+            _ => reply_tokens("Both jobs are started.", vec![]),
+        })
+    });
+    let toolbox = TestToolbox::new().with(
+        "start_job",
+        TestTool::new(|call, n| {
+            ToolOutcome::ok(format!("started {} as process {n}", call.arguments))
+        }),
+    );
+    let executed = toolbox.executed();
+    let (events, outcome) = run_turn(provider, toolbox, LoopPolicy::default()).await;
+    assert_eq!(outcome.reason, StopReason::Completed);
+    assert_eq!(
+        executed.load(Ordering::SeqCst),
+        2,
+        "backup once, report once"
+    );
+    let results: Vec<(String, bool)> = events
+        .iter()
+        .filter_map(|e| match e {
+            ChatEvent::ToolCallResult {
+                content, is_error, ..
+            } => Some((content.clone(), *is_error)),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        results[1].1 && results[1].0.contains("this is call `call_job` again"),
+        "{results:?}"
+    );
+    assert!(
+        !results[2].1 && results[2].0.contains("report"),
+        "{results:?}"
+    );
+    assert!(
+        guards(&events).contains(&(GuardKind::Repetition, GuardAction::Refused)),
+        "{:?}",
+        guards(&events)
+    );
+}
+
+#[tokio::test]
 async fn every_trip_carries_the_calls_and_results_that_matched() {
     // A search whose growing query is all its result echoes.
     let provider = ReplyProvider::new(|req, i| {

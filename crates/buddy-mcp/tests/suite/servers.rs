@@ -181,3 +181,34 @@ async fn two_servers_with_one_name_collide_loudly() {
     let (_, third) = skills_of(other).await;
     registry.register_all(third).unwrap();
 }
+
+/// The `everything` server's `get-env` tool reports the environment it started with:
+/// only the baseline, what `env_passthrough` names and `env` — nothing else of the
+/// process that started it (this test's own `CARGO_*` variables stand in for API keys).
+#[tokio::test]
+async fn an_mcp_server_starts_with_a_clean_environment() {
+    let mut config =
+        McpServerConfig::stdio("every", &[&npm_server("mcp-server-everything"), "stdio"]);
+    config
+        .env
+        .insert("BUDDY_SET_FOR_IT".into(), "visible".into());
+    config.env_passthrough.push("CARGO_PKG_NAME".into());
+    let (source, _) = skills_of(config).await;
+    let env = match source.call("get-env", json!({})).await {
+        Ok(text) => text,
+        Err(e) => panic!("get-env failed: {e:?}"),
+    };
+    assert!(
+        env.contains("BUDDY_SET_FOR_IT") && env.contains("visible"),
+        "{env}"
+    );
+    assert!(env.contains("CARGO_PKG_NAME"), "passed through: {env}");
+    assert!(env.contains("\"PATH\""), "the baseline: {env}");
+    for secret in [
+        "CARGO_MANIFEST_DIR",
+        "CARGO_PKG_VERSION",
+        "RUST_TEST_THREADS",
+    ] {
+        assert!(!env.contains(secret), "{secret} leaked: {env}");
+    }
+}

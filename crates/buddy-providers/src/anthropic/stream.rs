@@ -319,4 +319,14 @@ impl EventParser for AnthropicStreamParser {
     fn on_end(&mut self, out: &mut VecDeque<Token>) -> Result<(), ProviderError> {
         self.end(out)
     }
+
+    /// Anthropic keeps a slow stream open with `ping` events.
+    fn is_keep_alive(&self, event: &SseEvent) -> bool {
+        let data = event.data.trim();
+        data.is_empty()
+            || event.event.as_deref() == Some("ping")
+            || (data.len() < 64
+                && serde_json::from_str::<Event<'_>>(data)
+                    .is_ok_and(|e| e.kind.0.as_deref() == Some("ping")))
+    }
 }

@@ -100,6 +100,29 @@ async fn keep_alive_comments_do_not_extend_the_call() {
 }
 
 #[tokio::test]
+async fn keep_alive_comments_alone_end_at_the_idle_timeout() {
+    // After one token, only comments: the idle timeout (1 s) ends the call, not the much
+    // later call limit (600 s) a comment every 200 ms would otherwise stretch to.
+    let server = MockServer::always(endless(
+        &text_chunk("Hello"),
+        ": keep-alive\n\n",
+        1_000,
+        Duration::from_millis(200),
+    ))
+    .await;
+    let http = HttpSettings {
+        idle_timeout_secs: 1.0,
+        call_timeout_secs: 600.0,
+        ..quick_http()
+    };
+    let error = error_of(&server, http).await;
+    assert!(
+        matches!(&error, ProviderError::Timeout { phase, after, .. } if phase == "next chunk" && *after == Duration::from_secs(1)),
+        "{error:?}"
+    );
+}
+
+#[tokio::test]
 async fn a_non_streamed_body_that_never_ends_stops_at_max_body_bytes() {
     let mut response = MockResponse::status(
         200,

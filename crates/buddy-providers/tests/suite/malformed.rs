@@ -289,3 +289,30 @@ async fn a_200_that_is_not_an_event_stream_is_a_provider_error_quoting_it() {
     let text = error.expect("an empty 200 is an error").to_string();
     assert!(text.contains("an empty body"), "{text}");
 }
+
+#[tokio::test]
+async fn a_redirect_is_not_followed_and_the_key_goes_nowhere_else() {
+    // The server the redirect points at would answer properly; it must never be asked.
+    let elsewhere = MockServer::always(MockResponse::status(200, "text/event-stream", "")).await;
+    for anthropic_kind in [false, true] {
+        let mut redirect = MockResponse::status(307, "text/plain", "moved");
+        redirect.headers.push((
+            "location".into(),
+            format!("{}/v1/chat/completions", elsewhere.url()),
+        ));
+        let server = MockServer::always(redirect).await;
+        let (_, error) = if anthropic_kind {
+            tokens(&anthropic(&server.url(), quick_http())).await
+        } else {
+            tokens(&openai(&server.url(), quick_http())).await
+        };
+        let text = error.map(|e| e.to_string()).unwrap_or_default();
+        assert!(
+            text.contains("HTTP 307")
+                && text.contains("redirects to")
+                && text.contains("set base_url"),
+            "{text}"
+        );
+    }
+    assert!(elsewhere.requests().is_empty(), "the redirect was followed");
+}

@@ -1,6 +1,7 @@
 //! buddy-providers integration tests: real recorded streams and malformed ones,
 //! replayed over HTTP from a loopback server, and full engine turns per provider.
 
+mod anthropic_faults;
 mod bounds;
 mod conformance;
 mod engine_turns;

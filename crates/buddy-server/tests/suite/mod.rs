@@ -3,6 +3,7 @@
 mod approvals;
 mod client_tools;
 mod connections;
+mod hostile_mcp;
 mod instances;
 mod replay;
 mod request_mcp;

@@ -199,3 +199,41 @@ async fn max_tool_calls_is_honoured_and_bad_input_is_named() {
         );
     }
 }
+
+#[tokio::test]
+async fn item_references_find_only_the_keys_own_items() {
+    let state = state();
+    let ask = json!({"model": "model-a", "input": "find it"});
+    let (_, alice) = respond(&state, ask.clone(), ALICE).await;
+    let (_, bob) = respond(&state, ask, BOB).await;
+    let id_of =
+        |response: &Value, i: usize| response["output"][i]["id"].as_str().unwrap().to_owned();
+    let (alice_call, bob_call) = (id_of(&alice, 0), id_of(&bob, 0));
+    // The same model call ids in both turns; the items' ids are the responses' own.
+    assert_ne!(alice_call, bob_call);
+    assert!(alice_call.contains(alice["id"].as_str().unwrap().trim_start_matches("resp_")));
+    let with_reference = |id: &str| {
+        json!({"model": "model-a", "input": [
+            {"role": "user", "content": "find it"},
+            {"type": "item_reference", "id": id},
+            {"role": "user", "content": "and again"},
+        ]})
+    };
+    // Bob cannot read Alice's call or its result, by her id or by the model's.
+    for id in [alice_call.as_str(), "mcp_call_1_0"] {
+        let (status, refused) = respond(&state, with_reference(id), BOB).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+        assert!(
+            refused.to_string().contains("is not known here"),
+            "{refused}"
+        );
+    }
+    // Each finds their own, and Bob's items did not overwrite Alice's.
+    for (key, id) in [(ALICE, &alice_call), (BOB, &bob_call)] {
+        let (status, answer) = respond(&state, with_reference(id), key).await;
+        assert_eq!(status, StatusCode::OK, "{answer}");
+    }
+    let message = id_of(&alice, 1);
+    let (status, _) = respond(&state, with_reference(&message), BOB).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+}

@@ -94,13 +94,36 @@ impl Backend for TestBackend {
     }
 }
 
-/// A store that fails every write once `writes_left` reaches zero.
+/// A store that fails every write once `writes_left` reaches zero, and every call of the
+/// methods named in `broken`.
 struct Failing {
     inner: SqliteStore,
     writes_left: AtomicUsize,
+    broken: std::sync::Mutex<Vec<&'static str>>,
 }
 
 impl Failing {
+    fn new() -> Self {
+        Failing {
+            inner: SqliteStore::in_memory().unwrap(),
+            writes_left: AtomicUsize::new(usize::MAX),
+            broken: std::sync::Mutex::default(),
+        }
+    }
+
+    fn break_only(&self, methods: &[&'static str]) {
+        *self.broken.lock().unwrap() = methods.to_vec();
+    }
+
+    fn check(&self, method: &str) -> Result<(), StoreError> {
+        match self.broken.lock().unwrap().contains(&method) {
+            true => Err(StoreError::Backend(format!(
+                "could not connect to the database ({method})"
+            ))),
+            false => Ok(()),
+        }
+    }
+
     fn write(&self) -> Result<(), StoreError> {
         self.writes_left
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
@@ -114,7 +137,10 @@ impl Store for Failing {
         &'a self,
         owner: &'a str,
     ) -> BoxFuture<'a, Result<String, StoreError>> {
-        self.inner.create_conversation(owner)
+        match self.check("create_conversation") {
+            Ok(()) => self.inner.create_conversation(owner),
+            Err(e) => Box::pin(async move { Err(e) }),
+        }
     }
     fn conversation_info<'a>(
         &'a self,
@@ -123,7 +149,10 @@ impl Store for Failing {
         self.inner.conversation_info(id)
     }
     fn load_messages<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Vec<Message>, StoreError>> {
-        self.inner.load_messages(id)
+        match self.check("load_messages") {
+            Ok(()) => self.inner.load_messages(id),
+            Err(e) => Box::pin(async move { Err(e) }),
+        }
     }
     fn append_messages<'a>(
         &'a self,
@@ -142,7 +171,10 @@ impl Store for Failing {
         turn_id: &'a str,
         model: &'a str,
     ) -> BoxFuture<'a, Result<(), StoreError>> {
-        self.inner.begin_turn(id, turn_id, model)
+        match self.check("begin_turn") {
+            Ok(()) => self.inner.begin_turn(id, turn_id, model),
+            Err(e) => Box::pin(async move { Err(e) }),
+        }
     }
     fn finish_turn<'a>(
         &'a self,
@@ -491,10 +523,7 @@ impl Setup {
 
 #[tokio::test]
 async fn a_store_that_fails_mid_turn_ends_it_with_store_error_and_leaves_whole_rounds() {
-    let store = Arc::new(Failing {
-        inner: SqliteStore::in_memory().unwrap(),
-        writes_left: AtomicUsize::new(usize::MAX),
-    });
+    let store = Arc::new(Failing::new());
     let s = setup(
         Arc::clone(&store) as Arc<dyn Store>,
         PolicyConfig::default(),
@@ -556,6 +585,83 @@ async fn a_store_that_fails_mid_turn_ends_it_with_store_error_and_leaves_whole_r
         );
         assert_history_valid(&s.state_messages(&id).await);
     }
+}
+
+#[tokio::test]
+async fn a_store_that_fails_before_the_turn_begins_is_a_retryable_store_error() {
+    let store = Arc::new(Failing::new());
+    let s = setup(
+        Arc::clone(&store) as Arc<dyn Store>,
+        PolicyConfig::default(),
+        |_| {},
+    );
+    let (id, _) = turn(&s.state, json!({"message": "first"}), ALICE).await;
+    let listed = || async {
+        let (_, list) = send(&s.state, get("/v1/conversations", ADMIN)).await;
+        serde_json::from_str::<Value>(&list).unwrap()["data"]
+            .as_array()
+            .unwrap()
+            .len()
+    };
+    let before = s.state_messages(&id).await;
+    let cases = [
+        ("create_conversation", "/v1/chat", json!({"message": "new"})),
+        ("begin_turn", "/v1/chat", json!({"message": "new"})),
+        (
+            "load_messages",
+            "/v1/chat",
+            json!({"conversation_id": id, "message": "more"}),
+        ),
+        (
+            "begin_turn",
+            "/v1/chat",
+            json!({"conversation_id": id, "message": "more"}),
+        ),
+        ("begin_turn", "/v1/responses", json!({"input": "new"})),
+        (
+            "create_conversation",
+            "/v1/responses",
+            json!({"input": "new"}),
+        ),
+    ];
+    for (method, endpoint, body) in cases {
+        store.break_only(&[method]);
+        let response = app(s.state.clone())
+            .oneshot(post(endpoint, body, Some(ALICE)))
+            .await
+            .unwrap();
+        let status = response.status();
+        let retry = response.headers().get("x-should-retry").cloned();
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+            .await
+            .unwrap();
+        let error: Value = serde_json::from_slice(&bytes).unwrap();
+        let what = format!("{method} on {endpoint}: {error}");
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{what}");
+        assert_eq!(error["error"]["type"], "store_error", "{what}");
+        assert_eq!(retry.as_ref().map(|v| v.as_bytes()), Some(&b"true"[..]));
+        let message = error["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("could not connect") && message.contains("no model was called"),
+            "{what}"
+        );
+        store.break_only(&[]);
+        // Nothing was left behind: no new conversation, no message, and the
+        // conversation is free for the next turn at once.
+        assert_eq!(listed().await, 1, "{what}");
+        assert_eq!(s.state_messages(&id).await, before, "{what}");
+    }
+    let (_, (end, data)) = turn(
+        &s.state,
+        json!({"conversation_id": id, "message": "again"}),
+        ALICE,
+    )
+    .await;
+    assert_eq!(
+        (end.as_str(), data["reason"].as_str()),
+        ("done", Some("completed"))
+    );
+    assert_history_valid(&s.state_messages(&id).await);
 }
 
 #[tokio::test]
@@ -631,4 +737,101 @@ async fn a_running_turn_is_cancelled_by_its_own_key_only() {
     );
     let (status, _) = send(&s.state, cancel(ALICE)).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "it is over");
+}
+
+/// Each of the six fields a request could once loosen, attacked alone through every
+/// endpoint that takes a policy: each is refused and named.
+#[tokio::test]
+async fn no_request_loosens_the_window_reserve_or_answer_rules() {
+    let operator = json!({
+        "context_window": 16000, "reserve_output_tokens": 2000, "withdraw_tools_after": 6,
+        "substantive_answer_chars": 200, "repeated_answer_min_chars": 80, "on_limit": "error"
+    });
+    let policy = PolicyConfig {
+        base: PolicyPatch::from_value(operator).unwrap(),
+        ..PolicyConfig::default()
+    };
+    let s = setup(Arc::new(SqliteStore::in_memory().unwrap()), policy, |_| {});
+    let attacks = [
+        ("context_window", json!(160000)),
+        ("reserve_output_tokens", json!(100)),
+        ("withdraw_tools_after", json!(0)),
+        ("withdraw_tools_after", json!(60)),
+        ("substantive_answer_chars", json!(0)),
+        ("substantive_answer_chars", json!(2000)),
+        ("repeated_answer_min_chars", json!(800)),
+        ("on_limit", json!("finalize")),
+    ];
+    for (field, value) in attacks {
+        let asked = json!({ field: value });
+        let requests = [
+            ("/v1/chat", json!({"message": "go", "policy": asked})),
+            (
+                "/v1/chat/completions",
+                json!({"model": "model-a", "messages": [{"role": "user", "content": "go"}], "buddy_policy": asked}),
+            ),
+            (
+                "/v1/responses",
+                json!({"model": "model-a", "input": "go", "buddy_policy": asked}),
+            ),
+        ];
+        for (path, body) in requests {
+            let (status, text) = send(&s.state, post(path, body, Some(ALICE))).await;
+            assert_eq!(
+                status,
+                StatusCode::BAD_REQUEST,
+                "{path} {field}={value}: {text}"
+            );
+            assert!(
+                text.contains(&format!("{field} = ")) && text.contains("this server's limit"),
+                "{path} {field}={value}: {text}"
+            );
+        }
+    }
+    // Tightening each is fine.
+    let (_, (end, data)) = turn(
+        &s.state,
+        json!({"message": "go", "policy": {"context_window": 8000, "reserve_output_tokens": 3000,
+               "withdraw_tools_after": 3, "substantive_answer_chars": 100, "repeated_answer_min_chars": 40}}),
+        ALICE,
+    )
+    .await;
+    assert_eq!(
+        (end.as_str(), data["reason"].as_str()),
+        ("done", Some("completed")),
+        "{data}"
+    );
+}
+
+#[tokio::test]
+async fn a_key_reads_only_its_own_usage_in_the_metrics() {
+    let s = open_setup();
+    turn(&s.state, json!({"message": "alice's turn"}), ALICE).await;
+    turn(&s.state, json!({"message": "bob's turn"}), BOB).await;
+    let metrics = |key: &'static str| {
+        let state = s.state.clone();
+        async move {
+            let (status, text) = send(&state, get("/metrics", key)).await;
+            assert_eq!(status, StatusCode::OK, "{text}");
+            text
+        }
+    };
+    let bob_series = "buddy_key_turns_total{key=\"bob\"}";
+    let alice_sees = metrics(ALICE).await;
+    assert!(!alice_sees.contains("key=\"bob\""), "{alice_sees}");
+    assert!(
+        alice_sees.contains("buddy_key_turns_total{key=\"key-"),
+        "{alice_sees}"
+    );
+    assert!(
+        alice_sees.contains("buddy_turns_total"),
+        "shared series stay"
+    );
+    let bob_sees = metrics(BOB).await;
+    assert!(bob_sees.contains(bob_series), "{bob_sees}");
+    assert!(!bob_sees.contains("{key=\"key-"), "{bob_sees}");
+    let ops_sees = metrics(ADMIN).await;
+    assert!(ops_sees.contains(bob_series) && ops_sees.contains("{key=\"key-"));
+    let (status, _) = send(&s.state, get("/metrics", "sk-wrong")).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
 }

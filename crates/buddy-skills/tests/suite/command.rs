@@ -277,3 +277,76 @@ fn the_working_directory_stays_inside_the_sandbox() {
         assert!(error.contains("outside the sandbox"), "{outside}: {error}");
     }
 }
+
+/// Whether process `pid` still runs (gone or a zombie is not running).
+fn running(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            stat.rsplit_once(") ")
+                .map(|(_, rest)| !rest.starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
+/// Waits (at most 5 s) for `pid` to stop running; whether it still runs.
+async fn still_running(pid: i32) -> bool {
+    for _ in 0..100 {
+        if !running(pid) {
+            return false;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    running(pid)
+}
+
+#[tokio::test]
+async fn children_that_leave_the_group_end_with_the_call_too() {
+    // One child starts a session of its own (setsid), another moves to a new process
+    // group (setpgid); both would outlive a kill of the command's group.
+    let dir = tempfile::tempdir().unwrap();
+    let script = format!(
+        "setsid sleep 176 >/dev/null 2>&1 & echo $! > {0}/a; \
+         python3 -c 'import os, time; os.setpgid(0, 0); time.sleep(177)' >/dev/null 2>&1 & echo $! > {0}/b; \
+         sleep 0.3; echo done",
+        dir.path().display()
+    );
+    let r = registry(config("escaper", &script));
+    let out = invoke(&r, "escaper", r#"{"city":"Paris"}"#).await;
+    assert_eq!(
+        (out.content.trim(), out.is_error),
+        ("done", false),
+        "{}",
+        out.content
+    );
+    for name in ["a", "b"] {
+        let pid = group_of(&dir.path().join(name));
+        assert!(
+            !still_running(pid).await,
+            "process {name} ({pid}) outlived the call"
+        );
+    }
+}
+
+#[tokio::test]
+async fn children_that_leave_the_group_end_at_the_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = format!(
+        "setsid sleep 178 >/dev/null 2>&1 & echo $! > {}/a; sleep 30",
+        dir.path().display()
+    );
+    let mut cfg = config("escaper_timeout", &script);
+    cfg.timeout_secs = Some(1.0);
+    let r = registry(cfg);
+    let out = invoke(&r, "escaper_timeout", r#"{"city":"Paris"}"#).await;
+    assert!(
+        out.is_error && out.content.contains("timed out"),
+        "{}",
+        out.content
+    );
+    let pid = group_of(&dir.path().join("a"));
+    assert!(
+        !still_running(pid).await,
+        "the session leader {pid} outlived the timeout"
+    );
+}

@@ -20,6 +20,7 @@ pub async fn invoke(registry: &SkillRegistry, name: &str, args: &str) -> ToolOut
             &call,
             SkillContext {
                 call_id: "call_1".into(),
+                arguments: args.into(),
             },
         )
         .await

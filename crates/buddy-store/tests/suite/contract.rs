@@ -116,6 +116,31 @@ async fn contract(store: &dyn Store) {
 }
 
 /// Many concurrent appends to one conversation keep their order and lose nothing.
+/// Megabytes of tool-call arguments and a long user message come back as they went in,
+/// beside short ones, and a conversation's title still comes from its first message.
+async fn long_messages(store: &dyn Store) {
+    let id = store.create_conversation("owner-l").await.unwrap();
+    let text = "x".repeat(3 * 1024 * 1024);
+    let arguments = serde_json::json!({"text": text, "quote": "\"é\n"}).to_string();
+    let round = [
+        Message::user(format!("Count this: {}", "y".repeat(400 * 1024))),
+        Message::Assistant {
+            content: Some("Counting.".into()),
+            tool_calls: vec![ToolCall::new("c1", "count_bytes", arguments.clone())],
+        },
+        Message::tool_result("c1", "3145750", false),
+    ];
+    store.append_messages(&id, "t", &round).await.unwrap();
+    let back = store.load_messages(&id).await.unwrap();
+    assert_eq!(back, round);
+    let listed = store.list_conversations(Some("owner-l")).await.unwrap();
+    assert!(
+        listed[0].title.starts_with("Count this: yyy"),
+        "{}",
+        listed[0].title
+    );
+}
+
 async fn concurrent_appends(store: &dyn Store) {
     let id = store.create_conversation("owner-c").await.unwrap();
     let writes = (0..50).map(|i| {
@@ -137,6 +162,11 @@ async fn sqlite_keeps_the_store_contract() {
     let store = SqliteStore::in_memory().unwrap();
     contract(&store).await;
     concurrent_appends(&store).await;
+    long_messages(&store).await;
+    // Read back through a file as well (the long rows are blobs on disk).
+    let dir = tempfile::tempdir().unwrap();
+    let file = SqliteStore::open(&dir.path().join("long.db")).unwrap();
+    long_messages(&file).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -144,6 +174,7 @@ async fn postgres_keeps_the_store_contract() {
     let store = PgStore::connect(&super::postgres_url()).await.unwrap();
     contract(&store).await;
     concurrent_appends(&store).await;
+    long_messages(&store).await;
 }
 
 #[tokio::test]

@@ -1,0 +1,123 @@
+//! Server-sent events as buddy writes them: every frame encoded once, into a buffer of
+//! exactly its size (an event can carry megabytes of tool-call arguments; a growing
+//! buffer would hold twice that), and a comment every 15 s of a quiet stream so proxies
+//! keep it open.
+
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use futures::{Stream, StreamExt};
+use serde::Serialize;
+
+/// How long a stream may be quiet before a keep-alive comment.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// Counts the bytes a serialisation writes.
+struct Counter(usize);
+
+impl std::io::Write for Counter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0 += bytes.len();
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// `event: NAME` (when named) and `data: JSON` of `data`, as one frame. Compact JSON has
+/// no line breaks, so it is one data line.
+pub(crate) fn json_frame(name: Option<&str>, data: &impl Serialize) -> Bytes {
+    let mut counter = Counter(0);
+    if serde_json::to_writer(&mut counter, data).is_err() {
+        return text_frame(Some("error"), "unencodable event");
+    }
+    let head = name.map_or(0, |n| "event: ".len() + n.len() + 1);
+    let mut out = Vec::with_capacity(head + "data: ".len() + counter.0 + 2);
+    if let Some(name) = name {
+        out.extend_from_slice(b"event: ");
+        out.extend_from_slice(name.as_bytes());
+        out.push(b'\n');
+    }
+    out.extend_from_slice(b"data: ");
+    if serde_json::to_writer(&mut out, data).is_err() {
+        return text_frame(Some("error"), "unencodable event");
+    }
+    out.extend_from_slice(b"\n\n");
+    Bytes::from(out)
+}
+
+/// A frame of plain text (`[DONE]`); each line of it is a data line.
+pub(crate) fn text_frame(name: Option<&str>, data: &str) -> Bytes {
+    let mut out = String::new();
+    if let Some(name) = name {
+        out.push_str("event: ");
+        out.push_str(name);
+        out.push('\n');
+    }
+    for line in data.split('\n') {
+        out.push_str("data: ");
+        out.push_str(line);
+        out.push('\n');
+    }
+    out.push('\n');
+    Bytes::from(out)
+}
+
+enum Item {
+    Frame(Bytes),
+    Quiet,
+    End,
+}
+
+/// A `text/event-stream` response of `frames`, with keep-alive comments while it is quiet.
+pub(crate) fn respond(frames: impl Stream<Item = Bytes> + Send + 'static) -> Response {
+    let frames = frames
+        .map(Item::Frame)
+        .chain(futures::stream::once(async { Item::End }));
+    let start = tokio::time::Instant::now() + KEEP_ALIVE;
+    let quiet = futures::stream::unfold(
+        tokio::time::interval_at(start, KEEP_ALIVE),
+        |mut every| async move {
+            every.tick().await;
+            Some((Item::Quiet, every))
+        },
+    );
+    let body = futures::stream::select(frames, quiet)
+        .take_while(|item| std::future::ready(!matches!(item, Item::End)))
+        .map(|item| {
+            Ok::<_, std::convert::Infallible>(match item {
+                Item::Frame(bytes) => bytes,
+                _ => Bytes::from_static(b":\n\n"),
+            })
+        });
+    (
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        Body::from_stream(body),
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_are_the_sse_format_in_buffers_of_their_size() {
+        let frame = json_frame(Some("done"), &serde_json::json!({"a": "x\ny"}));
+        assert_eq!(&frame[..], b"event: done\ndata: {\"a\":\"x\\ny\"}\n\n");
+        let plain = json_frame(None, &serde_json::json!([1]));
+        assert_eq!(&plain[..], b"data: [1]\n\n");
+        assert_eq!(&text_frame(None, "[DONE]")[..], b"data: [DONE]\n\n");
+        assert_eq!(
+            &text_frame(Some("x"), "a\nb")[..],
+            b"event: x\ndata: a\ndata: b\n\n"
+        );
+    }
+}
