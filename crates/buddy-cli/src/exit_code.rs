@@ -9,7 +9,7 @@ use buddy_core::StopReason;
 /// | 0 | completed, finish_tool, client_tool_calls |
 /// | 1 | provider_error, skill_failed, invalid_request, store_error |
 /// | 2 | bad command line or config (from clap / buddy itself) |
-/// | 3 | a limit: max_model_calls, max_tool_calls, tools_exhausted, token_budget, deadline |
+/// | 3 | a limit: max_model_calls, max_tool_calls, tools_exhausted, token_budget, cost_budget, deadline |
 /// | 4 | loop_detected, provider_refused_loop (the model server refused the loop itself) |
 /// | 5 | context_overflow |
 /// | 6 | truncated |
@@ -29,6 +29,7 @@ pub fn exit_code(reason: StopReason) -> u8 {
         | StopReason::MaxToolCalls
         | StopReason::ToolsExhausted
         | StopReason::TokenBudget
+        | StopReason::CostBudget
         | StopReason::Deadline => 3,
         StopReason::LoopDetected | StopReason::ProviderRefusedLoop => 4,
         StopReason::ContextOverflow => 5,

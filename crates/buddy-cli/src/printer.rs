@@ -58,12 +58,16 @@ pub fn human_line(event: &ChatEvent) -> Option<String> {
             )
         }
         ChatEvent::Done { reason, stats, .. } => format!(
-            "■ stop: {reason} ({}, {}, {} tokens in, {} out, {} ms)",
+            "■ stop: {reason} ({}, {}, {} tokens in, {} out, {} ms{})",
             count(stats.model_calls, "model call"),
             count(stats.tool_calls, "tool call"),
             stats.input_tokens,
             stats.output_tokens,
-            stats.elapsed_ms
+            stats.elapsed_ms,
+            stats
+                .cost_usd
+                .map(|cost| format!(", {cost}"))
+                .unwrap_or_default()
         ),
         ChatEvent::Error {
             reason,

@@ -50,6 +50,9 @@ pub enum ChatEvent {
         /// The model's context window, so a client can show how full it is.
         context_window: u64,
         elapsed_ms: u64,
+        /// What this call cost, in dollars (absent when the model's price is unknown).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<crate::Usd>,
     },
     /// The model called tools that need a person's approval; the turn ends
     /// `approval_required` next, and none of the reply's calls has run.
@@ -156,6 +159,8 @@ pub enum GuardKind {
     HonorStop,
     ToolsWithdrawn,
     TokenBudget,
+    /// The turn's money budget would be passed by another model call.
+    CostBudget,
     Deadline,
     /// The history was trimmed to fit the context window.
     ContextWindow,
@@ -195,6 +200,7 @@ impl GuardKind {
             GuardKind::HonorStop => "honor_stop",
             GuardKind::ToolsWithdrawn => "tools_withdrawn",
             GuardKind::TokenBudget => "token_budget",
+            GuardKind::CostBudget => "cost_budget",
             GuardKind::Deadline => "deadline",
             GuardKind::ContextWindow => "context_window",
             GuardKind::TripBudget => "trip_budget",

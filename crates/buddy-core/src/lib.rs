@@ -5,6 +5,7 @@
 //! drives.
 
 mod arguments;
+mod cost;
 mod event;
 mod message;
 mod provider;
@@ -13,6 +14,7 @@ mod stop;
 mod token;
 
 pub use arguments::Arguments;
+pub use cost::{Price, Usd};
 pub use event::{ChatEvent, Evidence, GuardAction, GuardKind, PendingCall};
 pub use message::{Message, ToolCall, ToolSpec};
 pub use provider::{

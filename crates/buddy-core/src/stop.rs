@@ -22,6 +22,8 @@ pub enum StopReason {
     ToolsExhausted,
     /// The turn's token budget was spent.
     TokenBudget,
+    /// The turn's money budget (`max_turn_cost_usd`) would be passed by another call.
+    CostBudget,
     /// The turn's deadline passed.
     Deadline,
     /// The caller cancelled the turn (Ctrl-C, client disconnect).
@@ -61,6 +63,7 @@ impl StopReason {
             StopReason::LoopDetected => "loop_detected",
             StopReason::ToolsExhausted => "tools_exhausted",
             StopReason::TokenBudget => "token_budget",
+            StopReason::CostBudget => "cost_budget",
             StopReason::Deadline => "deadline",
             StopReason::Cancelled => "cancelled",
             StopReason::ContextOverflow => "context_overflow",
@@ -82,6 +85,7 @@ impl StopReason {
             StopReason::MaxModelCalls
                 | StopReason::MaxToolCalls
                 | StopReason::TokenBudget
+                | StopReason::CostBudget
                 | StopReason::Deadline
         )
     }
@@ -104,7 +108,8 @@ impl std::fmt::Display for StopReason {
     }
 }
 
-/// What a turn cost: model calls, tool calls, tokens and wall time.
+/// What a turn cost: model calls, tool calls, tokens, wall time and, when the model's
+/// price is known, money.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TurnStats {
     pub model_calls: u32,
@@ -112,4 +117,7 @@ pub struct TurnStats {
     pub input_tokens: u64,
     pub output_tokens: u64,
     pub elapsed_ms: u64,
+    /// What the model calls cost, in dollars (absent when the model's price is unknown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<crate::Usd>,
 }

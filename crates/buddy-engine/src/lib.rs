@@ -21,6 +21,7 @@ mod ledger;
 mod machine;
 mod model_call;
 mod policy;
+mod prices;
 mod replay;
 mod request;
 mod tape;
@@ -34,6 +35,7 @@ pub use policy::{
     Ceiling, Check, Field, Flag, LoopPolicy, OnLimit, POLICY_FIELDS, PolicyConfig, PolicyError,
     PolicyPatch, Raised,
 };
+pub use prices::{PriceTable, default_price};
 pub use replay::{Beyond, Comparison, Side, StoppedBy, TapeError, TripAt, Wanted, replay};
 pub use request::{TurnOutcome, TurnRequest};
 pub use tape::{

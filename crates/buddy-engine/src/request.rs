@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use buddy_core::{Message, MessageSink, StopReason, TurnStats};
+use buddy_core::{Message, MessageSink, Price, StopReason, TurnStats};
 use tokio_util::sync::CancellationToken;
 
 use crate::approval::{ApprovalRules, Resume};
@@ -26,6 +26,9 @@ pub struct TurnRequest {
     pub approval: ApprovalRules,
     /// Goes on with a paused or capped turn instead of a new user message.
     pub resume: Option<Resume>,
+    /// What the model charges (by default buddy's list price for `model`, if known):
+    /// the turn's cost, and what `max_turn_cost_usd` is checked against.
+    pub price: Option<Price>,
 }
 
 impl std::fmt::Debug for TurnRequest {
@@ -38,6 +41,7 @@ impl std::fmt::Debug for TurnRequest {
             .field("recorder", &self.recorder.is_some())
             .field("approval", &self.approval)
             .field("resume", &self.resume)
+            .field("price", &self.price)
             .finish()
     }
 }
@@ -45,8 +49,10 @@ impl std::fmt::Debug for TurnRequest {
 impl TurnRequest {
     /// A turn for `model` answering `user_message`, under the default policy.
     pub fn new(model: impl Into<String>, user_message: impl Into<String>) -> Self {
+        let model = model.into();
         TurnRequest {
-            model: model.into(),
+            price: crate::prices::default_price(&model),
+            model,
             history: Vec::new(),
             user_message: Some(user_message.into()),
             policy: LoopPolicy::default(),
@@ -86,6 +92,12 @@ impl TurnRequest {
     /// Sets the policy.
     pub fn with_policy(mut self, policy: LoopPolicy) -> Self {
         self.policy = policy;
+        self
+    }
+
+    /// Sets what the model charges (`None`: unknown, so the turn has no cost).
+    pub fn with_price(mut self, price: Option<Price>) -> Self {
+        self.price = price;
         self
     }
 

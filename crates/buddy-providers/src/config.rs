@@ -106,6 +106,10 @@ pub struct ProviderConfig {
     /// For `kind = "scripted"`: the scenario to play.
     #[serde(default)]
     pub scenario: Option<PathBuf>,
+    /// What its models cost, by model pattern (`"gpt-4o*" = { input = 2.5, output = 10 }`,
+    /// dollars per million tokens); beats buddy's built-in list prices.
+    #[serde(default)]
+    pub prices: BTreeMap<String, buddy_core::Price>,
 }
 
 impl ProviderConfig {
@@ -125,6 +129,7 @@ impl ProviderConfig {
             http: HttpSettings::default(),
             compat: OpenAiCompat::default(),
             scenario: None,
+            prices: BTreeMap::new(),
         }
     }
 

@@ -104,7 +104,20 @@ pub(crate) fn observe_event(event: &ChatEvent, provider: &str) {
 }
 
 /// Records a finished turn.
-pub(crate) fn observe_turn(reason: StopReason, stats: &TurnStats, provider: &str, key: &str) {
+pub(crate) fn observe_turn(
+    reason: StopReason,
+    stats: &TurnStats,
+    provider: &str,
+    model: &str,
+    key: &str,
+) {
+    if let Some(cost) = stats.cost_usd {
+        // A gauge only ever increased: Prometheus counters take whole numbers here.
+        metrics::gauge!("buddy_cost_usd_total", "provider" => provider.to_owned(), "model" => model.to_owned())
+            .increment(cost.dollars());
+        metrics::gauge!("buddy_key_cost_usd_total", "key" => key.to_owned())
+            .increment(cost.dollars());
+    }
     metrics::counter!("buddy_turns_total", "stop_reason" => reason.as_str()).increment(1);
     metrics::counter!("buddy_key_turns_total", "key" => key.to_owned()).increment(1);
     metrics::counter!("buddy_key_tokens_total", "key" => key.to_owned())

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use buddy_engine::{ApprovalRules, PolicyConfig};
+use buddy_engine::{ApprovalRules, PolicyConfig, PriceTable};
 use buddy_store::{Claim, ClaimError, Coordinator, LocalCoordinator, Store};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -48,6 +48,8 @@ pub struct ServerSettings {
     /// The same for the OpenAI-compatible endpoints, which have no resume: usually
     /// `unattended` (a call that needs approval is refused and the model reads why).
     pub openai_approval: ApprovalRules,
+    /// What the models cost (buddy.toml's `prices`, then buddy's list prices).
+    pub prices: PriceTable,
 }
 
 impl Default for ServerSettings {
@@ -65,6 +67,7 @@ impl Default for ServerSettings {
             approval: ApprovalRules::default(),
             allow_request_mcp: false,
             openai_approval: ApprovalRules::default(),
+            prices: PriceTable::default(),
         }
     }
 }

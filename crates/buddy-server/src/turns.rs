@@ -292,7 +292,13 @@ pub(crate) async fn start_turn(
     } else {
         state.inner.settings.approval.clone()
     };
+    let price = state
+        .inner
+        .settings
+        .prices
+        .price(resolved.provider.name(), &resolved.model);
     let mut request = TurnRequest::new(resolved.model.clone(), String::new())
+        .with_price(price)
         .with_history(history)
         .with_policy(policy)
         .with_cancel(cancel.clone())
@@ -311,6 +317,7 @@ pub(crate) async fn start_turn(
         request = request.with_recorder(Arc::clone(sink) as Arc<dyn MessageSink>);
     }
     let provider_name = resolved.provider.name().to_owned();
+    let model_name = resolved.model.clone();
     let engine = Engine::new(
         Arc::new(TimedProvider {
             inner: resolved.provider,
@@ -367,7 +374,7 @@ pub(crate) async fn start_turn(
                 });
             }
         }
-        observe_turn(reason, &outcome.stats, &provider_name, &key_name);
+        observe_turn(reason, &outcome.stats, &provider_name, &model_name, &key_name);
         tracing::info!(turn = %recorded_turn, conversation = ?sink.as_ref().map(|s| &s.conversation), key = %key_name,
             reason = %reason, model_calls = outcome.stats.model_calls, tool_calls = outcome.stats.tool_calls, "turn ended");
         // Free the conversation and the key's slot before the client hears the turn

@@ -49,7 +49,8 @@ pub async fn chat(config: Option<&Path>, args: ChatArgs) -> anyhow::Result<u8> {
         let _ = editor.add_history_entry(text);
         let request = TurnRequest::new(setup.model.clone(), text)
             .with_history(history.clone())
-            .with_policy(setup.policy.clone());
+            .with_policy(setup.policy.clone())
+            .with_price(setup.price);
         let outcome = drive_turn(&setup, request, false).await?;
         let outcome = offer_continue(&setup, outcome).await?;
         history = outcome.messages;

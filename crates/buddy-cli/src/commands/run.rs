@@ -35,7 +35,8 @@ pub async fn run(config: Option<&Path>, args: RunArgs) -> anyhow::Result<u8> {
     };
     let request = TurnRequest::new(setup.model.clone(), prompt)
         .with_history(setup.history.clone())
-        .with_policy(setup.policy.clone());
+        .with_policy(setup.policy.clone())
+        .with_price(setup.price);
     let outcome = drive_turn(&setup, request, args.json).await?;
     Ok(exit_code(outcome.reason))
 }

@@ -101,6 +101,7 @@ pub async fn serve(config_path: Option<&Path>, args: ServeArgs) -> anyhow::Resul
             OpenAiApproval::Refuse => config.approval.rules(None, true),
             OpenAiApproval::Run => ApprovalRules::default(),
         },
+        prices: super::setup::price_table(&config),
     };
     open_files_for(settings.max_connections);
     return_large_buffers();

@@ -9,10 +9,10 @@ use buddy_cli::config::{BuddyConfig, SkillsConfig};
 use buddy_cli::printer::Printer;
 use buddy_cli::toolbox::build_toolbox;
 use buddy_core::PendingCall;
-use buddy_core::{Message, Provider};
+use buddy_core::{Message, Price, Provider};
 use buddy_engine::{
-    ApprovalRules, CancellationToken, Engine, LoopPolicy, PolicyPatch, Resume, TurnOutcome,
-    TurnRequest,
+    ApprovalRules, CancellationToken, Engine, LoopPolicy, PolicyPatch, PriceTable, Resume,
+    TurnOutcome, TurnRequest,
 };
 use buddy_providers::{ProviderConfig, ProviderKind, Scenario, ScriptedProvider};
 use buddy_skills::Sandbox;
@@ -29,6 +29,19 @@ pub struct Setup {
     pub history: Vec<Message>,
     /// The scenario the scripted model plays, if it is the provider.
     pub scenario: Option<Scenario>,
+    /// What the model charges (buddy.toml's `prices`, else the built-in list price).
+    pub price: Option<Price>,
+}
+
+/// Every provider's `prices` from buddy.toml, in front of buddy's built-in table.
+pub fn price_table(config: &BuddyConfig) -> PriceTable {
+    let mut table = PriceTable::default();
+    for (name, provider) in &config.providers {
+        for (pattern, price) in &provider.prices {
+            table.add(Some(name), pattern, *price);
+        }
+    }
+    table
 }
 
 /// Loads `--config`, or ./buddy.toml when it exists, or the defaults.
@@ -170,8 +183,10 @@ pub async fn setup(
         .system
         .clone()
         .or_else(|| scenario.as_ref().and_then(|s| s.system.clone()));
+    let price = price_table(&config).price(&name, &model);
     Ok(Setup {
         engine,
+        price,
         model,
         policy,
         approval,
@@ -221,7 +236,8 @@ pub async fn drive_turn(
             Resume::Decisions(decisions),
         )
         .with_policy(setup.policy.clone())
-        .with_approval(setup.approval.clone());
+        .with_approval(setup.approval.clone())
+        .with_price(setup.price);
     }
 }
 
@@ -236,7 +252,8 @@ pub async fn offer_continue(setup: &Setup, outcome: TurnOutcome) -> anyhow::Resu
         return Ok(outcome);
     }
     let request = TurnRequest::resume(setup.model.clone(), outcome.messages, Resume::Continue)
-        .with_policy(setup.policy.clone());
+        .with_policy(setup.policy.clone())
+        .with_price(setup.price);
     drive_turn(setup, request, false).await
 }
 

@@ -135,3 +135,64 @@ fn the_server_refuses_model_names_its_providers_do_not_serve() {
         Some("anything-at-all".to_owned())
     );
 }
+
+/// `buddy run` with a priced provider shows the turn's cost on its stop line, and a
+/// money budget ends the turn `cost_budget` (exit 3) with an answer; a budget on a model
+/// without a price is refused.
+#[test]
+fn prices_in_buddy_toml_show_the_cost_and_cap_the_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("buddy.toml"),
+        r#"
+        [providers.s]
+        kind = "scripted"
+        [providers.s.prices]
+        "*" = { input = 1000, output = 2000 }
+        "#,
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        let out = super::buddy(dir.path())
+            .args(["run", "--provider", "s"])
+            .args(args)
+            .arg("What time is it?")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let (code, out) = run(&[]);
+    assert_eq!(code, Some(0), "{out}");
+    // Two calls of a few dozen tokens at $1,000 / $2,000 per million: a few cents.
+    let stop = out
+        .lines()
+        .find(|l| l.starts_with("■ stop:"))
+        .unwrap_or_default();
+    assert!(
+        stop.starts_with("■ stop: completed (2 model calls") && stop.contains(" ms, $0.0"),
+        "{out}"
+    );
+    // The first call costs about $0.02: no room for the answer call under $0.03.
+    let (code, out) = run(&["--max-turn-cost-usd", "0.03"]);
+    assert_eq!(code, Some(3), "{out}");
+    assert!(out.contains("■ stop: cost_budget (1 model call"), "{out}");
+    assert!(
+        out.contains("get_time:"),
+        "answered from the tool result: {out}"
+    );
+
+    let out = super::buddy(dir.path())
+        .args(["run", "--max-turn-cost-usd", "0.5", "hi"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
+    assert!(
+        text.contains("knows no price for model `scripted:"),
+        "{text}"
+    );
+}

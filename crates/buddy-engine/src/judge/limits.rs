@@ -1,17 +1,19 @@
 //! The limits checked before each model call, and which tools the call may offer.
 
-use buddy_core::{GuardAction, GuardKind, StopReason, TurnStats};
+use buddy_core::{GuardAction, GuardKind, StopReason, TurnStats, Usd};
 
 use super::memory::JudgeMemory;
 use super::verdict::{FinalizeCause, Trip};
 use crate::policy::{LoopPolicy, OnLimit};
 
 /// A limit reached before the next model call, if any. The last model call is reserved
-/// for the Finalize call (unless `on_limit = "error"`, which makes none).
+/// for the Finalize call (unless `on_limit = "error"`, which makes none); so is the money
+/// the Finalize call will cost, estimated, like the next call, at `last_call`'s cost.
 pub(crate) fn limit_cause(
     policy: &LoopPolicy,
     stats: &TurnStats,
     deadline_passed: bool,
+    last_call: Option<Usd>,
 ) -> Option<FinalizeCause> {
     let calls = stats.model_calls;
     let capped = match policy.on_limit {
@@ -35,6 +37,28 @@ pub(crate) fn limit_cause(
                 StopReason::TokenBudget,
                 GuardKind::TokenBudget,
                 format!("{used} of {budget} tokens used"),
+            ));
+        }
+    }
+    if let Some(budget) = policy.max_turn_cost_usd {
+        let spent = stats.cost_usd.unwrap_or_default();
+        let next = last_call.unwrap_or_default();
+        let calls = match policy.on_limit {
+            OnLimit::Finalize => 2,
+            OnLimit::Error => 1,
+        };
+        let reserved = Usd::from_nanos(next.nanos().saturating_mul(calls));
+        if spent.saturating_add(reserved) > budget || spent >= budget {
+            return Some(FinalizeCause::new(
+                StopReason::CostBudget,
+                GuardKind::CostBudget,
+                format!(
+                    "{spent} of {budget} spent; the next call would cost about {next}{}",
+                    match policy.on_limit {
+                        OnLimit::Finalize => ", and the answer as much again",
+                        OnLimit::Error => "",
+                    }
+                ),
             ));
         }
     }
@@ -86,8 +110,8 @@ mod tests {
             max_model_calls: 5,
             ..LoopPolicy::default()
         };
-        assert_eq!(limit_cause(&p, &stats(3, 0), false), None);
-        let cause = limit_cause(&p, &stats(4, 0), false).expect("capped");
+        assert_eq!(limit_cause(&p, &stats(3, 0), false, None), None);
+        let cause = limit_cause(&p, &stats(4, 0), false, None).expect("capped");
         assert_eq!(cause.reason, StopReason::MaxModelCalls);
         assert_eq!(cause.detail, "4 of 5 model calls used");
         let error = LoopPolicy {
@@ -95,11 +119,11 @@ mod tests {
             ..p
         };
         assert_eq!(
-            limit_cause(&error, &stats(4, 0), false),
+            limit_cause(&error, &stats(4, 0), false, None),
             None,
             "no call reserved"
         );
-        assert!(limit_cause(&error, &stats(5, 0), false).is_some());
+        assert!(limit_cause(&error, &stats(5, 0), false, None).is_some());
     }
 
     #[test]
@@ -108,13 +132,13 @@ mod tests {
             max_turn_tokens: Some(100),
             ..LoopPolicy::default()
         };
-        assert_eq!(limit_cause(&p, &stats(1, 99), false), None);
+        assert_eq!(limit_cause(&p, &stats(1, 99), false, None), None);
         assert_eq!(
-            limit_cause(&p, &stats(1, 100), false).map(|c| c.reason),
+            limit_cause(&p, &stats(1, 100), false, None).map(|c| c.reason),
             Some(StopReason::TokenBudget)
         );
         assert_eq!(
-            limit_cause(&p, &stats(1, 0), true).map(|c| c.reason),
+            limit_cause(&p, &stats(1, 0), true, None).map(|c| c.reason),
             Some(StopReason::Deadline)
         );
     }
@@ -133,5 +157,43 @@ mod tests {
             offer(&LoopPolicy::default(), &mut JudgeMemory::default(), 100),
             Offer::Tools
         );
+    }
+
+    #[test]
+    fn the_money_budget_keeps_room_for_the_next_call_and_the_answer() {
+        let dollars = |d: f64| Usd::from_dollars(d).unwrap();
+        let p = LoopPolicy {
+            max_turn_cost_usd: Some(dollars(1.0)),
+            ..LoopPolicy::default()
+        };
+        let spent = |d: f64| TurnStats {
+            model_calls: 3,
+            cost_usd: Some(dollars(d)),
+            ..TurnStats::default()
+        };
+        // Nothing spent yet: the first call is made whatever it may cost.
+        assert_eq!(limit_cause(&p, &TurnStats::default(), false, None), None);
+        // 0.50 spent, calls cost 0.20: the next (0.70) and the answer (0.90) fit.
+        assert_eq!(
+            limit_cause(&p, &spent(0.5), false, Some(dollars(0.2))),
+            None
+        );
+        // 0.70 spent: the next call and the answer would reach 1.10.
+        let cause = limit_cause(&p, &spent(0.7), false, Some(dollars(0.2))).expect("stops");
+        assert_eq!(cause.reason, StopReason::CostBudget);
+        assert_eq!(
+            cause.detail,
+            "$0.7000 of $1.0000 spent; the next call would cost about $0.2000, and the answer as much again"
+        );
+        // Under on_limit = "error" no answer call is reserved.
+        let error = LoopPolicy {
+            on_limit: OnLimit::Error,
+            ..p.clone()
+        };
+        assert_eq!(
+            limit_cause(&error, &spent(0.7), false, Some(dollars(0.2))),
+            None
+        );
+        assert!(limit_cause(&error, &spent(1.0), false, Some(dollars(0.0))).is_some());
     }
 }

@@ -30,7 +30,12 @@ impl<'e> Turn<'e> {
         if let Some(end) = self.stopped_before_call() {
             return State::End(end);
         }
-        if let Some(cause) = limit_cause(&self.judge.policy, &self.stats, self.deadline_passed()) {
+        if let Some(cause) = limit_cause(
+            &self.judge.policy,
+            &self.stats,
+            self.deadline_passed(),
+            self.last_call_cost,
+        ) {
             return State::Finalize(cause);
         }
         let tools = self.tools_for_next_call().await;
@@ -372,6 +377,12 @@ impl<'e> Turn<'e> {
         );
         self.stats.input_tokens += usage.input_tokens;
         self.stats.output_tokens += usage.output_tokens;
+        let cost = self.price.map(|price| price.cost(&usage));
+        if let Some(cost) = cost {
+            let spent = self.stats.cost_usd.unwrap_or_default();
+            self.stats.cost_usd = Some(spent.saturating_add(cost));
+            self.last_call_cost = Some(cost);
+        }
         self.events
             .emit(ChatEvent::IterationStats {
                 model_call: self.stats.model_calls,
@@ -386,6 +397,7 @@ impl<'e> Turn<'e> {
                 context_tokens: context_tokens as u64,
                 context_window: self.window.window,
                 elapsed_ms: self.elapsed_ms(),
+                cost_usd: cost,
             })
             .await;
         Ok(reply)

@@ -30,6 +30,12 @@ impl Turn<'_> {
             });
         }
         self.announce(cause.trip(GuardAction::Finalize)).await;
+        if !self.answer_call_affordable() {
+            // The money budget has no room for one more call: buddy answers from the
+            // tool results rather than pass it.
+            debug!(%reason, "finalize: no money left for the answer call");
+            return answered(reason, String::new());
+        }
         debug!(%reason, detail = %cause.detail, "finalize: one last model call without tools");
         let instruction = words::finalize_instruction(&cause.detail);
         // Tools stay defined but not callable: some APIs (Anthropic) refuse a history with
@@ -98,6 +104,19 @@ impl Turn<'_> {
                     .await;
                 answered(reason, answer)
             }
+        }
+    }
+}
+
+impl Turn<'_> {
+    /// Whether one more call, estimated at the latest call's cost, stays within the
+    /// turn's money budget (always, when there is none).
+    fn answer_call_affordable(&self) -> bool {
+        match (self.judge.policy.max_turn_cost_usd, self.last_call_cost) {
+            (Some(budget), Some(next)) => {
+                self.stats.cost_usd.unwrap_or_default().saturating_add(next) <= budget
+            }
+            _ => true,
         }
     }
 }

@@ -31,8 +31,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use buddy_core::{
-    CallPurpose, ChatEvent, Message, PendingCall, Provider, StopReason, ToolCall, Toolbox,
-    TurnStats,
+    CallPurpose, ChatEvent, Message, PendingCall, Price, Provider, StopReason, ToolCall, Toolbox,
+    TurnStats, Usd,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -170,6 +170,10 @@ pub(crate) struct Turn<'e> {
     started: Instant,
     deadline: Option<Instant>,
     stats: TurnStats,
+    /// What the model charges, if known.
+    price: Option<Price>,
+    /// What the latest model call cost: the estimate of the next one.
+    last_call_cost: Option<Usd>,
     judge: Judge,
     ledger: Ledger,
     window: Window,
@@ -245,6 +249,8 @@ impl<'e> Turn<'e> {
             started,
             deadline,
             stats: TurnStats::default(),
+            price: request.price,
+            last_call_cost: None,
             judge: Judge::new(policy),
             ledger,
             window: Window {
@@ -264,7 +270,19 @@ impl<'e> Turn<'e> {
 
     /// Runs the state machine from `entry` to its one terminal event.
     pub(crate) async fn run(mut self, entry: Entry) -> TurnOutcome {
-        let mut state = State::Start(entry);
+        let mut state = match (self.judge.policy.max_turn_cost_usd, self.price) {
+            // A money budget that cannot be checked is refused, never ignored.
+            (Some(budget), None) => State::End(End::Failed {
+                reason: StopReason::InvalidRequest,
+                message: format!(
+                    "max_turn_cost_usd = {budget} cannot be kept: buddy knows no price for \
+                     model `{}`; set one under `prices` of its provider in buddy.toml, or \
+                     drop the budget",
+                    self.model
+                ),
+            }),
+            _ => State::Start(entry),
+        };
         loop {
             state = match state {
                 State::Start(entry) => self.start(entry).await,

@@ -2,6 +2,8 @@
 //! accepts, how a request may change it (ceiling), and its command-line flag. Adding a
 //! field is one entry here.
 
+use buddy_core::Usd;
+
 use super::OnLimit;
 use super::table::{Ceiling, Check, Flag, policy_fields};
 
@@ -102,6 +104,14 @@ policy_fields! {
         check Check::Range { lo: 1, hi: u64::MAX, expected: "a number of tokens, or 0 for off" };
         ceiling Ceiling::AtMost;
         flag Flag::Value { value_name: "TOKENS", help: "Token budget of the turn (0 = off)." };
+    /// Money budget of a turn in US dollars, by the model's price (built in, or the
+    /// operator's); a model call that could pass it (the next call and the Finalize call
+    /// estimated at the last call's cost) is not made, and the turn goes to Finalize
+    /// (off by default).
+    max_turn_cost_usd: Option<Usd> = None;
+        check Check::Range { lo: 1, hi: 1_000_000_000_000_000, expected: "an amount of US dollars up to 1000000 such as 0.50, or 0 for off" };
+        ceiling Ceiling::AtMost;
+        flag Flag::Value { value_name: "USD", help: "Money budget of the turn in US dollars (0 = off)." };
     /// Wall-clock budget of a turn in milliseconds; then Finalize (off by default).
     deadline_ms: Option<u64> = None;
         check Check::Range { lo: 1, hi: u64::MAX, expected: "a number of milliseconds, or 0 for off" };

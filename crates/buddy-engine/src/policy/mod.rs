@@ -155,7 +155,8 @@ mod tests {
             let Check::Range { lo, hi, .. } = field.check else {
                 continue;
             };
-            let accepts = |v: u64| PolicyPatch::from_value(json!({ field.name: v })).is_ok();
+            let accepts =
+                |v: u64| PolicyPatch::from_value(json!({ field.name: (field.json)(v) })).is_ok();
             assert!(accepts(lo), "{} = {lo} is in range", field.name);
             assert!(accepts(hi), "{} = {hi} is in range", field.name);
             if hi < u64::MAX {

@@ -19,6 +19,8 @@ pub struct Field {
     pub(crate) words: fn(&super::LoopPolicy) -> String,
     /// Turns `Some(0)` (0 or null in a patch) into off.
     pub(crate) normalize: fn(&mut super::LoopPolicy),
+    /// How a request writes the value whose `number` is given (dollars for an amount).
+    pub json: fn(u64) -> serde_json::Value,
 }
 
 impl std::fmt::Debug for Field {
@@ -129,6 +131,13 @@ pub(crate) trait FieldValue {
     }
     /// `Some(0)` means off.
     fn normalize(&mut self) {}
+    /// How a request writes the value whose `number` is `n`.
+    fn json(n: u64) -> serde_json::Value
+    where
+        Self: Sized,
+    {
+        serde_json::Value::from(n)
+    }
 }
 
 impl FieldValue for u32 {
@@ -146,6 +155,19 @@ impl FieldValue for u64 {
 impl FieldValue for usize {
     fn number(&self) -> Option<u64> {
         Some(u64::try_from(*self).unwrap_or(u64::MAX))
+    }
+}
+
+impl FieldValue for buddy_core::Usd {
+    /// In nano-dollars, so every amount compares exactly.
+    fn number(&self) -> Option<u64> {
+        Some(self.nanos())
+    }
+    fn words(&self) -> String {
+        self.to_string()
+    }
+    fn json(n: u64) -> serde_json::Value {
+        serde_json::Value::from(buddy_core::Usd::from_nanos(n).dollars())
     }
 }
 
@@ -179,10 +201,17 @@ impl<T: FieldValue + Copy + Default + PartialEq> FieldValue for Option<T> {
     fn number(&self) -> Option<u64> {
         self.as_ref().and_then(FieldValue::number)
     }
+    fn words(&self) -> String {
+        self.as_ref()
+            .map_or_else(|| "off".to_owned(), FieldValue::words)
+    }
     fn normalize(&mut self) {
         if *self == Some(T::default()) {
             *self = None;
         }
+    }
+    fn json(n: u64) -> serde_json::Value {
+        T::json(n)
     }
 }
 
@@ -222,6 +251,7 @@ macro_rules! policy_fields {
                 number: |p: &LoopPolicy| $crate::policy::table::FieldValue::number(&p.$name),
                 words: |p: &LoopPolicy| $crate::policy::table::FieldValue::words(&p.$name),
                 normalize: |p: &mut LoopPolicy| $crate::policy::table::FieldValue::normalize(&mut p.$name),
+                json: <$ty as $crate::policy::table::FieldValue>::json,
             },
         )+];
     };

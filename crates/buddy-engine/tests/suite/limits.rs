@@ -1,7 +1,10 @@
+use std::sync::Arc;
+
 use buddy_core::{
-    ChatEvent, GuardAction, GuardKind, ProviderError, StopReason, ToolChoice, ToolOutcome,
+    ChatEvent, GuardAction, GuardKind, Price, ProviderError, StopReason, ToolChoice, ToolOutcome,
+    Usd,
 };
-use buddy_engine::{LoopPolicy, OnLimit};
+use buddy_engine::{Engine, LoopPolicy, OnLimit, TurnRequest};
 use buddy_testkit::{RecordingProvider, ReplyProvider, TestTool, TestToolbox, reply_tokens};
 use serde_json::json;
 
@@ -255,4 +258,88 @@ async fn a_reply_with_too_many_calls_runs_the_first_ones_and_tells_the_model() {
             .any(|m| m.text().is_some_and(|t| t.contains("1872 more tool calls"))),
         "the model is told"
     );
+}
+
+/// Runs one turn of `runaway()` for `model` at `price` under `policy`.
+async fn priced_turn(
+    model: &str,
+    price: Option<Price>,
+    policy: LoopPolicy,
+) -> (Vec<ChatEvent>, buddy_engine::TurnOutcome) {
+    let engine = Engine::new(Arc::new(runaway()), Arc::new(items()));
+    let mut request = TurnRequest::new(model, "please help").with_policy(policy);
+    if price.is_some() {
+        request = request.with_price(price);
+    }
+    let (events, outcome) = engine.run_collect(request).await;
+    buddy_testkit::assert_event_order(&events);
+    (events, outcome)
+}
+
+#[tokio::test]
+async fn a_money_budget_stops_the_turn_with_an_answer_within_it() {
+    // Every reply reports 10 input + 5 output tokens: $0.01 + $0.01 = $0.02 a call.
+    let price = Price {
+        input: 1_000.0,
+        output: 2_000.0,
+    };
+    let budget = Usd::from_dollars(0.10).unwrap();
+    let policy = LoopPolicy {
+        max_turn_cost_usd: Some(budget),
+        max_tool_calls: 100,
+        ..LoopPolicy::default()
+    };
+    let (events, outcome) = priced_turn("test-model", Some(price), policy).await;
+    assert_eq!(outcome.reason, StopReason::CostBudget);
+    assert!(outcome.answer.is_some(), "the Finalize call answered");
+    // After 4 calls ($0.08) the next call and the answer would pass $0.10: the 5th call
+    // is the answer, and the turn ends at its budget, not beyond.
+    assert_eq!(outcome.stats.model_calls, 5);
+    assert_eq!(outcome.stats.cost_usd, Some(budget));
+    let per_call: Vec<Option<Usd>> = events
+        .iter()
+        .filter_map(|e| match e {
+            ChatEvent::IterationStats { cost_usd, .. } => Some(*cost_usd),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(per_call, vec![Some(Usd::from_dollars(0.02).unwrap()); 5]);
+    assert!(events.iter().any(|e| matches!(
+        e,
+        ChatEvent::GuardTripped { guard: GuardKind::CostBudget, detail, .. }
+            if detail.contains("$0.0800 of $0.1000 spent")
+    )));
+}
+
+#[tokio::test]
+async fn a_money_budget_without_a_price_is_refused_not_ignored() {
+    let policy = LoopPolicy {
+        max_turn_cost_usd: Some(Usd::from_dollars(1.0).unwrap()),
+        ..LoopPolicy::default()
+    };
+    let (_, outcome) = priced_turn("my-local-model", None, policy).await;
+    assert_eq!(outcome.reason, StopReason::InvalidRequest);
+    assert_eq!(outcome.stats.model_calls, 0);
+    let message = outcome.error.unwrap_or_default();
+    assert!(
+        message.contains("my-local-model") && message.contains("prices"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn a_known_model_reports_its_cost_and_an_unknown_one_none() {
+    let policy = LoopPolicy {
+        max_tool_calls: 2,
+        ..LoopPolicy::default()
+    };
+    let (_, priced) = priced_turn("gpt-4o-mini", None, policy.clone()).await;
+    // gpt-4o-mini: $0.15 / $0.60 per million; each call 10 + 5 tokens.
+    let calls = u64::from(priced.stats.model_calls);
+    assert_eq!(
+        priced.stats.cost_usd,
+        Some(Usd::from_nanos(calls * (10 * 150 + 5 * 600))),
+    );
+    let (_, unknown) = priced_turn("my-local-model", None, policy).await;
+    assert_eq!(unknown.stats.cost_usd, None);
 }

@@ -835,3 +835,92 @@ async fn a_key_reads_only_its_own_usage_in_the_metrics() {
     let (status, _) = send(&s.state, get("/metrics", "sk-wrong")).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
 }
+
+#[tokio::test]
+async fn a_turn_reports_what_it_cost_and_a_request_may_cap_it() {
+    // Every reply reports 10 input + 5 output tokens: at $1,000 / $2,000 per million,
+    // $0.02 a call.
+    let s = setup(
+        Arc::new(SqliteStore::in_memory().unwrap()),
+        PolicyConfig::default(),
+        |settings| {
+            settings.prices.add(
+                None,
+                "*",
+                buddy_core::Price {
+                    input: 1_000.0,
+                    output: 2_000.0,
+                },
+            );
+        },
+    );
+    let (id, (end, data)) = turn(&s.state, json!({"message": "look it up"}), ALICE).await;
+    assert_eq!(end, "done", "{data}");
+    assert_eq!(data["stats"]["model_calls"], 2);
+    assert_eq!(data["stats"]["cost_usd"], 0.04, "{data}");
+    // Stored with the turn, and counted per model and per key.
+    let (_, body) = send(&s.state, get(&format!("/v1/conversations/{id}"), ALICE)).await;
+    let stored: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(stored["turns"][0]["stats"]["cost_usd"], 0.04, "{stored}");
+    let (_, metrics) = send(&s.state, get("/metrics", ADMIN)).await;
+    assert!(metrics.contains("buddy_cost_usd_total{"), "{metrics}");
+    assert!(metrics.contains("buddy_key_cost_usd_total{"), "{metrics}");
+
+    // Room for the first call ($0.02) but not for two more: no answer call is made
+    // (it would pass the budget); buddy answers from the tool result.
+    let (_, (end, data)) = turn(
+        &s.state,
+        json!({"message": "look it up", "policy": {"max_turn_cost_usd": 0.03}}),
+        ALICE,
+    )
+    .await;
+    assert_eq!(end, "done", "{data}");
+    assert_eq!(data["reason"], "cost_budget", "{data}");
+    assert_eq!(data["stats"]["model_calls"], 1, "{data}");
+    assert_eq!(data["stats"]["cost_usd"], 0.02, "{data}");
+    assert!(
+        data["answer"].as_str().unwrap_or_default().contains("42"),
+        "answered from the tool result: {data}"
+    );
+    // With room for the answer call ($0.05): the call, the answer, $0.04 in all.
+    let (_, (_, data)) = turn(
+        &s.state,
+        json!({"message": "look it up", "policy": {"max_turn_cost_usd": 0.05}}),
+        ALICE,
+    )
+    .await;
+    assert_eq!(data["reason"], "cost_budget", "{data}");
+    assert_eq!(data["stats"]["model_calls"], 2, "{data}");
+    assert_eq!(data["stats"]["cost_usd"], 0.04, "{data}");
+    // A request may lower the operator's money budget, never raise or remove it.
+    let capped = setup(
+        Arc::new(SqliteStore::in_memory().unwrap()),
+        PolicyConfig {
+            base: PolicyPatch::from_value(json!({"max_turn_cost_usd": 0.5})).unwrap(),
+            ..PolicyConfig::default()
+        },
+        |settings| {
+            settings.prices.add(
+                None,
+                "*",
+                buddy_core::Price {
+                    input: 1.0,
+                    output: 1.0,
+                },
+            );
+        },
+    );
+    for raise in [json!(5.0), json!(0)] {
+        let (status, text) = send(
+            &capped.state,
+            post(
+                "/v1/chat",
+                json!({"message": "hi", "policy": {"max_turn_cost_usd": raise}}),
+                Some(ALICE),
+            ),
+        )
+        .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{text}");
+        assert!(text.contains("max_turn_cost_usd"), "{text}");
+    }
+}

@@ -1,0 +1,135 @@
+//! What model calls cost in money: an exact amount type and per-model prices.
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::Usage;
+
+/// An amount of US dollars, held exactly in nano-dollars so sums never drift; written
+/// and read as a plain number of dollars (`0.0123`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Usd(u64);
+
+impl Usd {
+    /// Nothing.
+    pub const ZERO: Usd = Usd(0);
+
+    /// An amount of `nanos` billionths of a dollar.
+    pub const fn from_nanos(nanos: u64) -> Self {
+        Usd(nanos)
+    }
+
+    /// `dollars` as an exact amount; `None` for a negative or non-finite number.
+    pub fn from_dollars(dollars: f64) -> Option<Self> {
+        let nanos = (dollars * 1e9).round();
+        (nanos.is_finite() && nanos >= 0.0 && nanos < u64::MAX as f64).then_some(Usd(nanos as u64))
+    }
+
+    /// Billionths of a dollar.
+    pub const fn nanos(self) -> u64 {
+        self.0
+    }
+
+    /// The amount in dollars.
+    pub fn dollars(self) -> f64 {
+        self.0 as f64 / 1e9
+    }
+
+    /// The sum, capped at the largest amount.
+    pub const fn saturating_add(self, other: Usd) -> Usd {
+        Usd(self.0.saturating_add(other.0))
+    }
+}
+
+impl std::fmt::Display for Usd {
+    /// `$0.0123`; four decimals, more for amounts under a hundredth of a cent.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let dollars = self.dollars();
+        if self.0 != 0 && dollars < 0.0001 {
+            write!(f, "${dollars:.7}")
+        } else {
+            write!(f, "${dollars:.4}")
+        }
+    }
+}
+
+impl Serialize for Usd {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_f64(self.dollars())
+    }
+}
+
+impl<'de> Deserialize<'de> for Usd {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let dollars = f64::deserialize(deserializer)?;
+        Usd::from_dollars(dollars).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "{dollars} is not an amount of dollars (a number ≥ 0)"
+            ))
+        })
+    }
+}
+
+/// What a model charges, in dollars per million tokens.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    /// Per million input (prompt) tokens.
+    pub input: f64,
+    /// Per million output (completion) tokens, reasoning included.
+    pub output: f64,
+}
+
+impl Price {
+    /// What one call with `usage` costs.
+    pub fn cost(&self, usage: &Usage) -> Usd {
+        let dollars = (usage.input_tokens as f64 * self.input
+            + usage.output_tokens as f64 * self.output)
+            / 1e6;
+        Usd::from_dollars(dollars).unwrap_or_default()
+    }
+
+    /// What a call reading `input` tokens and writing `output` would cost at most.
+    pub fn estimate(&self, input: u64, output: u64) -> Usd {
+        self.cost(&Usage {
+            input_tokens: input,
+            output_tokens: output,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn amounts_add_exactly_and_read_as_dollars() {
+        let cent = Usd::from_dollars(0.01).unwrap();
+        let mut sum = Usd::ZERO;
+        for _ in 0..100 {
+            sum = sum.saturating_add(cent);
+        }
+        assert_eq!(sum, Usd::from_dollars(1.0).unwrap());
+        assert_eq!(serde_json::to_string(&sum).unwrap(), "1.0");
+        assert_eq!(
+            serde_json::from_str::<Usd>("0.25").unwrap().nanos(),
+            250_000_000
+        );
+        assert!(serde_json::from_str::<Usd>("-1").is_err());
+        assert_eq!(sum.to_string(), "$1.0000");
+        assert_eq!(Usd::from_nanos(42).to_string(), "$0.0000000");
+    }
+
+    #[test]
+    fn a_call_costs_its_tokens_at_the_price() {
+        let price = Price {
+            input: 2.5,
+            output: 10.0,
+        };
+        let usage = Usage {
+            input_tokens: 12_000,
+            output_tokens: 500,
+        };
+        // 12,000 × 2.5 / 1e6 + 500 × 10 / 1e6 = 0.03 + 0.005
+        assert_eq!(price.cost(&usage), Usd::from_dollars(0.035).unwrap());
+    }
+}

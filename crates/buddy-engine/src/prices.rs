@@ -1,0 +1,124 @@
+//! What models cost: a built-in table of common models' list prices, and the operator's
+//! own prices beside it (which win).
+
+use buddy_core::Price;
+
+use crate::glob::glob_match;
+
+/// (model-name pattern, dollars per million input tokens, per million output tokens),
+/// most specific first. Sources: OpenAI's, Anthropic's and Google's published list
+/// prices (standard tier, no cache discounts) as of 2025; set your own in buddy.toml
+/// when yours differ.
+const PRICES: &[(&str, f64, f64)] = &[
+    ("gpt-5-nano*", 0.05, 0.40),
+    ("gpt-5-mini*", 0.25, 2.00),
+    ("gpt-5*", 1.25, 10.00),
+    ("gpt-4.1-nano*", 0.10, 0.40),
+    ("gpt-4.1-mini*", 0.40, 1.60),
+    ("gpt-4.1*", 2.00, 8.00),
+    ("gpt-4o-mini*", 0.15, 0.60),
+    ("gpt-4o*", 2.50, 10.00),
+    ("o4-mini*", 1.10, 4.40),
+    ("o3-mini*", 1.10, 4.40),
+    ("o3*", 2.00, 8.00),
+    ("o1*", 15.00, 60.00),
+    ("claude-opus-4-5*", 5.00, 25.00),
+    ("claude-opus-4*", 15.00, 75.00),
+    ("claude-sonnet-4*", 3.00, 15.00),
+    ("claude-3-7-sonnet*", 3.00, 15.00),
+    ("claude-haiku-4-5*", 1.00, 5.00),
+    ("claude-3-5-haiku*", 0.80, 4.00),
+    ("gemini-2.5-pro*", 1.25, 10.00),
+    ("gemini-2.5-flash-lite*", 0.10, 0.40),
+    ("gemini-2.5-flash*", 0.30, 2.50),
+];
+
+/// The built-in price of `model`, if buddy knows it (`openai/gpt-4o` names `gpt-4o`).
+pub fn default_price(model: &str) -> Option<Price> {
+    let lower = model.to_ascii_lowercase();
+    let base = lower.rsplit('/').next().unwrap_or(&lower);
+    PRICES
+        .iter()
+        .find(|(pattern, _, _)| glob_match(pattern, base))
+        .map(|&(_, input, output)| Price { input, output })
+}
+
+/// The operator's prices, by provider and model pattern, in front of the built-in table.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PriceTable {
+    /// (provider name or `None` for any, model pattern, price); first match wins.
+    entries: Vec<(Option<String>, String, Price)>,
+}
+
+impl PriceTable {
+    /// Adds a price for the models matching `pattern` (a `*` glob) of `provider` (or of
+    /// every provider); earlier entries win.
+    pub fn add(&mut self, provider: Option<&str>, pattern: &str, price: Price) {
+        self.entries.push((
+            provider.map(str::to_owned),
+            pattern.to_ascii_lowercase(),
+            price,
+        ));
+    }
+
+    /// The price of `model` on `provider`: the operator's, else the built-in one.
+    pub fn price(&self, provider: &str, model: &str) -> Option<Price> {
+        let lower = model.to_ascii_lowercase();
+        let base = lower.rsplit('/').next().unwrap_or(&lower);
+        self.entries
+            .iter()
+            .find(|(p, pattern, _)| {
+                p.as_deref().is_none_or(|p| p == provider)
+                    && (glob_match(pattern, &lower) || glob_match(pattern, base))
+            })
+            .map(|(_, _, price)| *price)
+            .or_else(|| default_price(model))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn common_models_have_prices_and_the_most_specific_wins() {
+        assert_eq!(default_price("gpt-4o-mini").map(|p| p.input), Some(0.15));
+        assert_eq!(
+            default_price("gpt-4o-2024-08-06").map(|p| p.output),
+            Some(10.0)
+        );
+        assert_eq!(
+            default_price("openai/gpt-4.1-mini").map(|p| p.input),
+            Some(0.40)
+        );
+        assert_eq!(
+            default_price("claude-sonnet-4-5").map(|p| p.output),
+            Some(15.0)
+        );
+        assert_eq!(
+            default_price("qwen2.5:7b"),
+            None,
+            "a local model has no list price"
+        );
+        assert_eq!(default_price("scripted:chain_3_steps"), None);
+    }
+
+    #[test]
+    fn the_operators_prices_win_per_provider() {
+        let mut table = PriceTable::default();
+        let free = Price {
+            input: 0.0,
+            output: 0.0,
+        };
+        let discounted = Price {
+            input: 1.0,
+            output: 4.0,
+        };
+        table.add(Some("azure"), "gpt-4o*", discounted);
+        table.add(None, "qwen*", free);
+        assert_eq!(table.price("azure", "gpt-4o"), Some(discounted));
+        assert_eq!(table.price("openai", "gpt-4o").map(|p| p.input), Some(2.5));
+        assert_eq!(table.price("ollama", "qwen2.5:7b"), Some(free));
+        assert_eq!(table.price("ollama", "llama3"), None);
+    }
+}
