@@ -7,6 +7,7 @@
 mod arguments;
 mod cost;
 mod event;
+mod exact_json;
 mod message;
 mod provider;
 mod skill;
@@ -16,6 +17,7 @@ mod token;
 pub use arguments::Arguments;
 pub use cost::{Price, Usd};
 pub use event::{ChatEvent, Evidence, GuardAction, GuardKind, PendingCall};
+pub use exact_json::{json_exact, json_len};
 pub use message::{Message, ToolCall, ToolSpec};
 pub use provider::{
     CallPurpose, Completion, CompletionRequest, Provider, ProviderError, ToolChoice,

@@ -408,27 +408,13 @@ async fn read_up_to(response: reqwest::Response, cap: usize) -> (Vec<u8>, BodyEn
     (bytes, BodyEnd::Complete)
 }
 
-/// The message of an HTTP error: the API's own `error.message` when the body has one.
 /// `value` as JSON in a buffer of exactly its length: a request that carries megabytes of
-/// tool-call arguments costs its size once (a growing buffer can take twice).
+/// tool-call arguments costs its size once.
 fn json_exact(value: &impl serde::Serialize) -> Result<Bytes, serde_json::Error> {
-    struct Counter(usize);
-    impl std::io::Write for Counter {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0 += bytes.len();
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut counter = Counter(0);
-    serde_json::to_writer(&mut counter, value)?;
-    let mut out = Vec::with_capacity(counter.0);
-    serde_json::to_writer(&mut out, value)?;
-    Ok(Bytes::from(out))
+    buddy_core::json_exact(value, 0).map(Bytes::from)
 }
 
+/// The message of an HTTP error: the API's own `error.message` when the body has one.
 fn http_error_message(status: u16, body: &str) -> String {
     let from_json = serde_json::from_str::<serde_json::Value>(body)
         .ok()

@@ -14,35 +14,18 @@ use serde::Serialize;
 /// How long a stream may be quiet before a keep-alive comment.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
-/// Counts the bytes a serialisation writes.
-struct Counter(usize);
-
-impl std::io::Write for Counter {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0 += bytes.len();
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// `event: NAME` (when named) and `data: JSON` of `data`, as one frame. Compact JSON has
 /// no line breaks, so it is one data line.
 pub(crate) fn json_frame(name: Option<&str>, data: &impl Serialize) -> Bytes {
-    let mut counter = Counter(0);
-    if serde_json::to_writer(&mut counter, data).is_err() {
+    let head = match name {
+        Some(name) => format!("event: {name}\ndata: "),
+        None => "data: ".to_owned(),
+    };
+    let Ok(len) = buddy_core::json_len(data) else {
         return text_frame(Some("error"), "unencodable event");
-    }
-    let head = name.map_or(0, |n| "event: ".len() + n.len() + 1);
-    let mut out = Vec::with_capacity(head + "data: ".len() + counter.0 + 2);
-    if let Some(name) = name {
-        out.extend_from_slice(b"event: ");
-        out.extend_from_slice(name.as_bytes());
-        out.push(b'\n');
-    }
-    out.extend_from_slice(b"data: ");
+    };
+    let mut out = Vec::with_capacity(head.len() + len + 2);
+    out.extend_from_slice(head.as_bytes());
     if serde_json::to_writer(&mut out, data).is_err() {
         return text_frame(Some("error"), "unencodable event");
     }

@@ -4,31 +4,14 @@
 
 use buddy_core::Message;
 
-/// Counts the bytes a serialisation writes.
-struct Counter(usize);
-
-impl std::io::Write for Counter {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0 += bytes.len();
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// The length of `message`'s JSON text, counted without writing it.
 pub(crate) fn json_len(message: &Message) -> Result<usize, serde_json::Error> {
-    let mut counter = Counter(0);
-    serde_json::to_writer(&mut counter, message)?;
-    Ok(counter.0)
+    buddy_core::json_len(message)
 }
 
 /// The JSON text of `message`, in a buffer of exactly its length.
 pub(crate) fn message_json(message: &Message) -> Result<String, serde_json::Error> {
-    let mut out = Vec::with_capacity(json_len(message)?);
-    serde_json::to_writer(&mut out, message)?;
+    let out = buddy_core::json_exact(message, 0)?;
     // serde_json writes UTF-8 only.
     Ok(String::from_utf8(out).unwrap_or_default())
 }
