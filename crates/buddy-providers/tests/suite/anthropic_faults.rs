@@ -3,25 +3,16 @@
 //! as `input_json_delta`). Each turn ends with one terminal event, the right stop reason
 //! and a message naming what went wrong, having read no more than its bounds allow.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use buddy_core::{ChatEvent, GuardKind, Message, ProviderError, StopReason, ToolOutcome};
-use buddy_engine::{Engine, LoopPolicy, TurnOutcome, TurnRequest};
+use buddy_core::{ChatEvent, GuardKind, ProviderError, StopReason};
+use buddy_engine::LoopPolicy;
 use buddy_providers::{AnthropicOptions, AnthropicProvider, HttpSettings};
-use buddy_testkit::{
-    MockResponse, MockServer, Piece, TestTool, TestToolbox, anthropic_sse, assert_event_order,
-    assert_history_valid,
-};
+use buddy_testkit::{MockResponse, MockServer, Piece, anthropic_sse};
 use serde_json::json;
 
+use super::faults::{assert_bounded, ending, turn};
 use super::{endless, quick_http, tokens};
-
-/// The longest any of these turns may take before the test itself gives up.
-const ENDS_WITHIN: Duration = Duration::from_secs(60);
-
-/// What the loopback socket buffers may hold beyond a bound when buddy stops reading.
-const SOCKET_SLACK: usize = 16 * 1024 * 1024;
 
 const PING: &str = "event: ping\ndata: {\"type\": \"ping\"}\n\n";
 
@@ -84,60 +75,6 @@ fn json_delta(partial: &str) -> String {
     )
 }
 
-fn toolbox() -> TestToolbox {
-    TestToolbox::new().with(
-        "get_weather",
-        TestTool::new(|_, _| ToolOutcome::ok("14°C and rain")),
-    )
-}
-
-/// Runs one turn to its end and checks what every turn must hold.
-async fn turn(provider: AnthropicProvider, policy: LoopPolicy) -> (Vec<ChatEvent>, TurnOutcome) {
-    let engine = Engine::new(Arc::new(provider), Arc::new(toolbox()));
-    let request = TurnRequest::new("claude-x", "Umbrella in Paris today?")
-        .with_history(vec![Message::system("Be brief.")])
-        .with_policy(policy);
-    let (events, outcome) = tokio::time::timeout(ENDS_WITHIN, engine.run_collect(request))
-        .await
-        .expect("the turn must end by itself");
-    assert_event_order(&events);
-    assert_history_valid(&outcome.messages);
-    (events, outcome)
-}
-
-/// The terminal event's reason and its message (or answer).
-fn ending(events: &[ChatEvent]) -> (StopReason, String) {
-    match events.last() {
-        Some(ChatEvent::Error {
-            reason, message, ..
-        }) => (*reason, message.clone()),
-        Some(ChatEvent::Done { reason, answer, .. }) => (*reason, answer.clone()),
-        other => panic!("no terminal event: {other:?}"),
-    }
-}
-
-/// Checks a turn that ended on a bound: a provider error naming it, with few bytes read.
-fn assert_bounded(
-    events: &[ChatEvent],
-    outcome: &TurnOutcome,
-    server: &MockServer,
-    bound_name: &str,
-    bound: usize,
-) {
-    let (reason, message) = ending(events);
-    assert_eq!(reason, StopReason::ProviderError, "{message}");
-    assert!(
-        message.contains(&format!("{bound_name} = {bound}")),
-        "the message names the bound and its value: {message}"
-    );
-    let sent = server.body_bytes_sent();
-    assert!(
-        sent < bound + SOCKET_SLACK,
-        "buddy read on: {sent} bytes sent for a bound of {bound}"
-    );
-    assert_eq!(outcome.stats.model_calls, 1, "one model call, not retried");
-}
-
 #[tokio::test]
 async fn endless_text_deltas_end_the_turn_at_max_reply_bytes() {
     let delta = text_delta(&"a".repeat(1000));
@@ -151,7 +88,13 @@ async fn endless_text_deltas_end_the_turn_at_max_reply_bytes() {
         ..LoopPolicy::default()
     };
     let (events, outcome) = turn(provider(&server, http, true), policy).await;
-    assert_bounded(&events, &outcome, &server, "max_reply_bytes", 256 * 1024);
+    assert_bounded(
+        &events,
+        &server,
+        "max_reply_bytes",
+        256 * 1024,
+        outcome.stats.model_calls,
+    );
 }
 
 #[tokio::test]
@@ -163,7 +106,13 @@ async fn data_lines_without_a_blank_line_end_the_turn_at_max_event_bytes() {
         ..quick_http()
     };
     let (events, outcome) = turn(provider(&server, http, true), LoopPolicy::default()).await;
-    assert_bounded(&events, &outcome, &server, "max_event_bytes", 64 * 1024);
+    assert_bounded(
+        &events,
+        &server,
+        "max_event_bytes",
+        64 * 1024,
+        outcome.stats.model_calls,
+    );
 }
 
 #[tokio::test]
@@ -183,10 +132,10 @@ async fn endless_tool_input_ends_the_turn_at_max_reply_bytes_and_runs_nothing() 
     let (events, outcome) = turn(provider(&server, http, true), LoopPolicy::default()).await;
     assert_bounded(
         &events,
-        &outcome,
         &server,
         "max_reply_bytes",
         8 * 1024 * 1024,
+        outcome.stats.model_calls,
     );
     assert_eq!(
         outcome.stats.tool_calls, 0,
@@ -212,7 +161,13 @@ async fn a_non_streamed_body_that_never_ends_ends_the_turn_at_max_body_bytes() {
         ..quick_http()
     };
     let (events, outcome) = turn(provider(&server, http, false), LoopPolicy::default()).await;
-    assert_bounded(&events, &outcome, &server, "max_body_bytes", 1024 * 1024);
+    assert_bounded(
+        &events,
+        &server,
+        "max_body_bytes",
+        1024 * 1024,
+        outcome.stats.model_calls,
+    );
 }
 
 #[tokio::test]

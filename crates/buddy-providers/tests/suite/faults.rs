@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use buddy_core::{ChatEvent, GuardKind, Message, StopReason, ToolOutcome};
+use buddy_core::{ChatEvent, GuardKind, Message, Provider, StopReason, ToolOutcome};
 use buddy_engine::{Engine, LoopPolicy, TurnOutcome, TurnRequest};
 use buddy_providers::{HttpSettings, OpenAiOptions, OpenAiProvider};
 use buddy_testkit::{
@@ -20,7 +20,7 @@ use super::{endless, quick_http, text_chunk};
 const ENDS_WITHIN: Duration = Duration::from_secs(60);
 
 /// What the loopback socket buffers may hold beyond a bound when buddy stops reading.
-const SOCKET_SLACK: usize = 16 * 1024 * 1024;
+pub(super) const SOCKET_SLACK: usize = 16 * 1024 * 1024;
 
 fn provider(server: &MockServer, http: HttpSettings, stream: bool) -> OpenAiProvider {
     OpenAiProvider::new(OpenAiOptions {
@@ -41,7 +41,10 @@ fn toolbox() -> TestToolbox {
 }
 
 /// Runs one turn to its end and checks what every turn must hold.
-async fn turn(provider: OpenAiProvider, policy: LoopPolicy) -> (Vec<ChatEvent>, TurnOutcome) {
+pub(super) async fn turn(
+    provider: impl Provider + 'static,
+    policy: LoopPolicy,
+) -> (Vec<ChatEvent>, TurnOutcome) {
     let engine = Engine::new(Arc::new(provider), Arc::new(toolbox()));
     let request = TurnRequest::new("model-x", "Umbrella in Paris today?")
         .with_history(vec![Message::system("Be brief.")])
@@ -55,7 +58,7 @@ async fn turn(provider: OpenAiProvider, policy: LoopPolicy) -> (Vec<ChatEvent>, 
 }
 
 /// The terminal event's reason and its message (or answer).
-fn ending(events: &[ChatEvent]) -> (StopReason, String) {
+pub(super) fn ending(events: &[ChatEvent]) -> (StopReason, String) {
     match events.last() {
         Some(ChatEvent::Error {
             reason, message, ..
@@ -73,13 +76,14 @@ fn arguments_chunk(arguments: &str) -> String {
 
 const CALL_HEAD: &str = "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"arguments\":\"\"}}]},\"finish_reason\":null}]}\n\n";
 
-/// Checks a turn that ended on a bound: a provider error naming it, with few bytes read.
-fn assert_bounded(
+/// Checks a turn that ended on a bound: a provider error naming it, with few bytes read,
+/// after `model_calls` (one: not retried).
+pub(super) fn assert_bounded(
     events: &[ChatEvent],
     server: &MockServer,
     bound_name: &str,
     bound: usize,
-    mut outcome_stats: impl FnMut() -> u32,
+    model_calls: u32,
 ) {
     let (reason, message) = ending(events);
     assert_eq!(reason, StopReason::ProviderError, "{message}");
@@ -92,7 +96,7 @@ fn assert_bounded(
         sent < bound + SOCKET_SLACK,
         "buddy read on: {sent} bytes sent for a bound of {bound}"
     );
-    assert_eq!(outcome_stats(), 1, "one model call, not retried");
+    assert_eq!(model_calls, 1, "one model call, not retried");
 }
 
 #[tokio::test]
@@ -110,9 +114,13 @@ async fn endless_valid_text_ends_the_turn_at_max_reply_bytes() {
         ..LoopPolicy::default()
     };
     let (events, outcome) = turn(provider(&server, http, true), policy).await;
-    assert_bounded(&events, &server, "max_reply_bytes", 256 * 1024, || {
-        outcome.stats.model_calls
-    });
+    assert_bounded(
+        &events,
+        &server,
+        "max_reply_bytes",
+        256 * 1024,
+        outcome.stats.model_calls,
+    );
 }
 
 #[tokio::test]
@@ -136,9 +144,13 @@ async fn data_lines_without_a_blank_line_end_the_turn_at_max_event_bytes() {
         ..quick_http()
     };
     let (events, outcome) = turn(provider(&server, http, true), LoopPolicy::default()).await;
-    assert_bounded(&events, &server, "max_event_bytes", 64 * 1024, || {
-        outcome.stats.model_calls
-    });
+    assert_bounded(
+        &events,
+        &server,
+        "max_event_bytes",
+        64 * 1024,
+        outcome.stats.model_calls,
+    );
 }
 
 #[tokio::test]
@@ -150,9 +162,13 @@ async fn endless_tool_call_arguments_end_the_turn_at_max_reply_bytes() {
         ..quick_http()
     };
     let (events, outcome) = turn(provider(&server, http, true), LoopPolicy::default()).await;
-    assert_bounded(&events, &server, "max_reply_bytes", 256 * 1024, || {
-        outcome.stats.model_calls
-    });
+    assert_bounded(
+        &events,
+        &server,
+        "max_reply_bytes",
+        256 * 1024,
+        outcome.stats.model_calls,
+    );
     assert!(
         !events
             .iter()
@@ -179,9 +195,13 @@ async fn a_non_streamed_body_that_never_ends_ends_the_turn_at_max_body_bytes() {
         ..quick_http()
     };
     let (events, outcome) = turn(provider(&server, http, false), LoopPolicy::default()).await;
-    assert_bounded(&events, &server, "max_body_bytes", 1024 * 1024, || {
-        outcome.stats.model_calls
-    });
+    assert_bounded(
+        &events,
+        &server,
+        "max_body_bytes",
+        1024 * 1024,
+        outcome.stats.model_calls,
+    );
 }
 
 #[tokio::test]
@@ -310,9 +330,13 @@ async fn ten_megabytes_of_arguments_end_at_max_reply_bytes_not_context_overflow(
         ..quick_http()
     };
     let (events, outcome) = turn(provider(&server, http, true), LoopPolicy::default()).await;
-    assert_bounded(&events, &server, "max_reply_bytes", 8 * 1024 * 1024, || {
-        outcome.stats.model_calls
-    });
+    assert_bounded(
+        &events,
+        &server,
+        "max_reply_bytes",
+        8 * 1024 * 1024,
+        outcome.stats.model_calls,
+    );
 }
 
 #[tokio::test]
