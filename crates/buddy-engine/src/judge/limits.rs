@@ -47,8 +47,7 @@ pub(crate) fn limit_cause(
             OnLimit::Finalize => 2,
             OnLimit::Error => 1,
         };
-        let reserved = Usd::from_nanos(next.nanos().saturating_mul(calls));
-        if spent.saturating_add(reserved) > budget || spent >= budget {
+        if !affords(policy, stats, last_call, calls) || spent >= budget {
             return Some(FinalizeCause::new(
                 StopReason::CostBudget,
                 GuardKind::CostBudget,
@@ -63,6 +62,23 @@ pub(crate) fn limit_cause(
         }
     }
     None
+}
+
+/// Whether `calls` more model calls, each estimated at `last_call`'s cost, stay within
+/// the turn's money budget (always, without a budget or before any call was priced).
+pub(crate) fn affords(
+    policy: &LoopPolicy,
+    stats: &TurnStats,
+    last_call: Option<Usd>,
+    calls: u64,
+) -> bool {
+    match (policy.max_turn_cost_usd, last_call) {
+        (Some(budget), Some(next)) => {
+            let reserved = Usd::from_nanos(next.nanos().saturating_mul(calls));
+            stats.cost_usd.unwrap_or_default().saturating_add(reserved) <= budget
+        }
+        _ => true,
+    }
 }
 
 /// What the next model call may offer.

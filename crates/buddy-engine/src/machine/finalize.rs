@@ -6,6 +6,7 @@ use tracing::{debug, warn};
 
 use super::{End, State, Turn};
 use crate::judge::answer::{FinalCheck, check_final};
+use crate::judge::limits::affords;
 use crate::judge::verdict::{FinalizeCause, Trip};
 use crate::model_call::CallEnd;
 use crate::policy::OnLimit;
@@ -30,7 +31,7 @@ impl Turn<'_> {
             });
         }
         self.announce(cause.trip(GuardAction::Finalize)).await;
-        if !self.answer_call_affordable() {
+        if !affords(&self.judge.policy, &self.stats, self.last_call_cost, 1) {
             // The money budget has no room for one more call: buddy answers from the
             // tool results rather than pass it.
             debug!(%reason, "finalize: no money left for the answer call");
@@ -104,19 +105,6 @@ impl Turn<'_> {
                     .await;
                 answered(reason, answer)
             }
-        }
-    }
-}
-
-impl Turn<'_> {
-    /// Whether one more call, estimated at the latest call's cost, stays within the
-    /// turn's money budget (always, when there is none).
-    fn answer_call_affordable(&self) -> bool {
-        match (self.judge.policy.max_turn_cost_usd, self.last_call_cost) {
-            (Some(budget), Some(next)) => {
-                self.stats.cost_usd.unwrap_or_default().saturating_add(next) <= budget
-            }
-            _ => true,
         }
     }
 }
