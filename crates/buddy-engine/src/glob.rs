@@ -24,6 +24,12 @@ pub fn glob_match(pattern: &str, name: &str) -> bool {
     p[pi..].iter().all(|c| *c == '*')
 }
 
+/// A lower-cased model name without its org prefix, as the built-in tables know it:
+/// `openai/gpt-4o` names `gpt-4o` (Ollama-style tags such as `qwen2.5:7b` stay).
+pub(crate) fn without_org(lower: &str) -> &str {
+    lower.rsplit('/').next().unwrap_or(lower)
+}
+
 #[cfg(test)]
 mod tests {
     use super::glob_match;

@@ -3,7 +3,7 @@
 
 use buddy_core::Price;
 
-use crate::glob::glob_match;
+use crate::glob::{glob_match, without_org};
 
 /// (model-name pattern, dollars per million input tokens, per million output tokens),
 /// most specific first. Sources: OpenAI's, Anthropic's and Google's published list
@@ -35,8 +35,11 @@ const PRICES: &[(&str, f64, f64)] = &[
 
 /// The built-in price of `model`, if buddy knows it (`openai/gpt-4o` names `gpt-4o`).
 pub fn default_price(model: &str) -> Option<Price> {
-    let lower = model.to_ascii_lowercase();
-    let base = lower.rsplit('/').next().unwrap_or(&lower);
+    builtin(without_org(&model.to_ascii_lowercase()))
+}
+
+/// The built-in price of the model named `base` (lower case, no org prefix).
+fn builtin(base: &str) -> Option<Price> {
     PRICES
         .iter()
         .find(|(pattern, _, _)| glob_match(pattern, base))
@@ -64,7 +67,7 @@ impl PriceTable {
     /// The price of `model` on `provider`: the operator's, else the built-in one.
     pub fn price(&self, provider: &str, model: &str) -> Option<Price> {
         let lower = model.to_ascii_lowercase();
-        let base = lower.rsplit('/').next().unwrap_or(&lower);
+        let base = without_org(&lower);
         self.entries
             .iter()
             .find(|(p, pattern, _)| {
@@ -72,7 +75,7 @@ impl PriceTable {
                     && (glob_match(pattern, &lower) || glob_match(pattern, base))
             })
             .map(|(_, _, price)| *price)
-            .or_else(|| default_price(model))
+            .or_else(|| builtin(base))
     }
 }
 

@@ -1,6 +1,6 @@
 //! Built-in context windows of common models; `context_window` in the policy overrides.
 
-use crate::glob::glob_match;
+use crate::glob::{glob_match, without_org};
 
 /// (model-name pattern, context window in tokens), most specific first. Sources: each
 /// vendor's model documentation.
@@ -35,7 +35,7 @@ pub const UNKNOWN_MODEL_WINDOW: u64 = 32_768;
 pub fn default_window(model: &str) -> u64 {
     let lower = model.to_ascii_lowercase();
     // Ollama-style tags (`qwen2.5:7b`) and org prefixes (`openai/gpt-4o`) name the same models.
-    let base = lower.rsplit('/').next().unwrap_or(&lower);
+    let base = without_org(&lower);
     WINDOWS
         .iter()
         .find(|(pattern, _)| glob_match(pattern, base))
