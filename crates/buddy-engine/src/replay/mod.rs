@@ -137,7 +137,7 @@ pub async fn replay(
         .with_subscriber(tracing::subscriber::NoSubscriber::default())
         .await;
     let beyond = shared.finish();
-    let recorded = recorded_side(tape, &events_free_stop(tape));
+    let recorded = side_of(tape, events_free_stop(tape));
     let mut replayed = side_of(&outcome.tape, stopped_by(&events));
     if let Some(b) = &beyond {
         // What the replay did after it left the recording is not the policy's doing. A
@@ -188,17 +188,6 @@ fn events_free_stop(tape: &Tape) -> Option<StoppedBy> {
         }),
         _ => None,
     })
-}
-
-/// The side a tape records.
-fn recorded_side(tape: &Tape, stopped_by: &Option<StoppedBy>) -> Side {
-    let mut side = side_of(tape, stopped_by.clone());
-    if let Some(end) = &tape.ended {
-        side.reason = Some(end.reason);
-        side.model_calls = end.model_calls;
-        side.tool_calls = end.tool_calls;
-    }
-    side
 }
 
 /// A side from a tape (the replay's own tape records what it did).
