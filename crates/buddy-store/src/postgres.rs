@@ -92,20 +92,25 @@ fn backend(e: sqlx::Error) -> StoreError {
     StoreError::Backend(format!("postgres: {e}"))
 }
 
+/// A pool of at most `connections` to `url`; an error says what to check.
+async fn pool(url: &str, connections: u32) -> Result<PgPool, StoreError> {
+    PgPoolOptions::new()
+        .max_connections(connections)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect(url)
+        .await
+        .map_err(|e| {
+            StoreError::Backend(format!(
+                "cannot connect to PostgreSQL ({e}); check `store` (postgres://user:password@host:port/database) and that the server runs"
+            ))
+        })
+}
+
 impl PgStore {
     /// Connects to `url` (`postgres://user:password@host:port/db`), applies the schema,
     /// registers this instance, and starts its heartbeat and cancel listener.
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
-        let pool = PgPoolOptions::new()
-            .max_connections(16)
-            .acquire_timeout(Duration::from_secs(10))
-            .connect(url)
-            .await
-            .map_err(|e| {
-                StoreError::Backend(format!(
-                    "cannot connect to PostgreSQL ({e}); check `store` (postgres://user:password@host:port/database) and that the server runs"
-                ))
-            })?;
+        let pool = pool(url, 16).await?;
         let mut tx = pool.begin().await.map_err(backend)?;
         sqlx::query("SELECT pg_advisory_xact_lock(7271001)")
             .execute(&mut *tx)
@@ -137,16 +142,7 @@ impl PgStore {
     /// Connects to `url` to read only (`buddy replay` beside running servers): no schema
     /// change, no instance registered, nothing written.
     pub async fn connect_reader(url: &str) -> Result<Self, StoreError> {
-        let pool = PgPoolOptions::new()
-            .max_connections(4)
-            .acquire_timeout(Duration::from_secs(10))
-            .connect(url)
-            .await
-            .map_err(|e| {
-                StoreError::Backend(format!(
-                    "cannot connect to PostgreSQL ({e}); check `store` (postgres://user:password@host:port/database) and that the server runs"
-                ))
-            })?;
+        let pool = pool(url, 4).await?;
         Ok(PgStore {
             inner: Arc::new(Inner {
                 pool,
