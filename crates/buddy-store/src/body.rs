@@ -4,11 +4,6 @@
 
 use buddy_core::Message;
 
-/// The length of `message`'s JSON text, counted without writing it.
-pub(crate) fn json_len(message: &Message) -> Result<usize, serde_json::Error> {
-    buddy_core::json_len(message)
-}
-
 /// The JSON text of `message`, in a buffer of exactly its length.
 pub(crate) fn message_json(message: &Message) -> Result<String, serde_json::Error> {
     let out = buddy_core::json_exact(message, 0)?;

@@ -6,7 +6,7 @@ use std::sync::mpsc;
 use buddy_core::{BoxFuture, Message, StopReason, TurnStats};
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::body::{json_len, message_json};
+use crate::body::message_json;
 use crate::store::{
     ConversationDetail, ConversationInfo, ConversationSummary, Store, StoreError, TurnRecord,
     decode, first_user_title, new_id, now_ms, role, title,
@@ -301,7 +301,7 @@ impl Store for SqliteStore {
                     .map_err(backend)?;
                 for message in &messages {
                     let encode = |e: serde_json::Error| StoreError::Backend(e.to_string());
-                    let length = json_len(message).map_err(encode)?;
+                    let length = buddy_core::json_len(message).map_err(encode)?;
                     if length <= INLINE_BODY_MAX {
                         let body = message_json(message).map_err(encode)?;
                         insert
