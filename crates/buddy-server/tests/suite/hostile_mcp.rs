@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::Json;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use buddy_core::ToolOutcome;
@@ -111,7 +111,7 @@ async fn fake_mcp(mode: Mode) -> FakeMcp {
     let counted = Arc::clone(&calls);
     let app = axum::Router::new().route(
         "/mcp",
-        post(move |_: HeaderMap, Json(body): Json<Value>| answer(mode, Arc::clone(&counted), body))
+        post(move |Json(body): Json<Value>| answer(mode, Arc::clone(&counted), body))
             .get(|| async { StatusCode::METHOD_NOT_ALLOWED })
             .delete(|| async { StatusCode::METHOD_NOT_ALLOWED }),
     );
