@@ -7,6 +7,7 @@ desktop and phone width.
 """
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -200,6 +201,30 @@ def test_a_loop_shows_the_guard_notices_and_still_an_answer(page, server):
     expect(notices.first).to_contain_text("buddy gave back the earlier result")
     expect(page.locator(".msg.assistant").last).to_contain_text("umbrella")
     shoot(page, "loop")
+
+
+def test_a_turn_sent_while_the_list_loads_is_not_drawn_again(page, server):
+    # The conversation list is held back until the turn runs: when it arrives, the page
+    # must not redraw the streaming turn from the store (where it has no end yet).
+    held = []
+
+    def hold_first_list(route):
+        if route.request.method == "GET" and not held:
+            held.append(route)
+        else:
+            route.continue_()
+
+    page.route(re.compile(r".*/v1/conversations$"), hold_first_list)
+    open_page(page, server)
+    ask(page, "scripted:slow", "take your time")
+    expect(page.locator(".card.running")).to_have_count(1)
+    assert held, "the list request was held"
+    held[0].continue_()
+    page.wait_for_timeout(500)
+    expect(page.locator(".card.running")).to_have_count(1)
+    expect(page.locator(".turn-end")).to_have_count(0)
+    page.click("#stop")
+    expect(turn_end(page)).to_have_attribute("data-reason", "cancelled")
 
 
 def test_stop_cancels_the_running_turn(page, server):

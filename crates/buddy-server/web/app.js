@@ -759,13 +759,18 @@ function start() {
   document.addEventListener("keydown", (e) => {
     if (e.key === "Escape" && state.running) stop();
   });
+  // The conversation the address named when the page loaded: once a turn starts, the
+  // address names that turn's conversation, which must not be drawn again from the
+  // store while it streams.
+  const wanted = location.hash.slice(1);
   withKey(async () => {
     await loadModels();
     await loadConversations();
   })
     .then(() => {
-      const id = location.hash.slice(1);
-      if (id) return openConversation(id).catch((e) => { showError(e); newConversation(); });
+      // A person who sent a message while the list loaded has already begun.
+      if (state.running || state.conversation) return null;
+      if (wanted) return openConversation(wanted).catch((e) => { showError(e); newConversation(); });
       newConversation();
       return null;
     })
