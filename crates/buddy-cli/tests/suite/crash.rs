@@ -11,7 +11,7 @@ use super::server::{all_scenarios, client, sse_events, start_slow_turn};
 
 /// Starts `buddy ARGS` (a `serve`) in `cwd` with `env` set; returns the child and the
 /// base URL it printed.
-pub fn spawn_buddy(args: &[&std::ffi::OsStr], cwd: &Path, env: &[(&str, &str)]) -> (Child, String) {
+fn spawn_buddy(args: &[&std::ffi::OsStr], cwd: &Path, env: &[(&str, &str)]) -> (Child, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_buddy"))
         .args(args)
         .current_dir(cwd)
@@ -36,8 +36,13 @@ pub fn spawn_buddy(args: &[&std::ffi::OsStr], cwd: &Path, env: &[(&str, &str)]) 
     (child, url)
 }
 
-/// Starts `buddy serve` on a free port; returns the child and its base URL.
-pub fn spawn_server(db: &Path, scenarios: &Path, cwd: &Path) -> (Child, String) {
+/// Starts `buddy serve` on a free port with `env` set; returns the child and its base URL.
+pub fn spawn_server(
+    db: &Path,
+    scenarios: &Path,
+    cwd: &Path,
+    env: &[(&str, &str)],
+) -> (Child, String) {
     let args = [
         "serve".as_ref(),
         "--listen".as_ref(),
@@ -47,14 +52,14 @@ pub fn spawn_server(db: &Path, scenarios: &Path, cwd: &Path) -> (Child, String) 
         "--scenarios".as_ref(),
         scenarios.as_os_str(),
     ];
-    spawn_buddy(&args, cwd, &[])
+    spawn_buddy(&args, cwd, env)
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn killing_the_server_mid_turn_loses_nothing_already_produced() {
     let (dir, scenarios) = (tempfile::tempdir().unwrap(), all_scenarios());
     let db = dir.path().join("crash.db");
-    let (mut server, url) = spawn_server(&db, scenarios.path(), dir.path());
+    let (mut server, url) = spawn_server(&db, scenarios.path(), dir.path(), &[]);
 
     let (response, id) = start_slow_turn(&url).await;
     // The model asked for the slow tool; the engine has recorded its message before running it.
@@ -62,7 +67,7 @@ async fn killing_the_server_mid_turn_loses_nothing_already_produced() {
     server.wait().unwrap();
     drop(response);
 
-    let (mut server, url) = spawn_server(&db, scenarios.path(), dir.path());
+    let (mut server, url) = spawn_server(&db, scenarios.path(), dir.path(), &[]);
     let detail: Value = client()
         .get(format!("{url}/v1/conversations/{id}"))
         .send()

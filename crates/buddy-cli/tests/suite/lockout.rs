@@ -12,7 +12,7 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 
-use super::crash::spawn_buddy;
+use super::crash::spawn_server;
 use super::server::{all_scenarios, client, sse_events};
 
 const KEY: &str = "sk-lockout-test";
@@ -126,16 +126,12 @@ async fn held_idle_slow_and_trickling_connections_lock_nobody_out() {
     raise_open_files();
     let (dir, scenarios) = (tempfile::tempdir().unwrap(), all_scenarios());
     let db = dir.path().join("lockout.db");
-    let args = [
-        "serve".as_ref(),
-        "--listen".as_ref(),
-        "127.0.0.1:0".as_ref(),
-        "--db".as_ref(),
-        db.as_os_str(),
-        "--scenarios".as_ref(),
-        scenarios.path().as_os_str(),
-    ];
-    let (mut server, url) = spawn_buddy(&args, dir.path(), &[("BUDDY_API_KEYS", KEY)]);
+    let (mut server, url) = spawn_server(
+        &db,
+        scenarios.path(),
+        dir.path(),
+        &[("BUDDY_API_KEYS", KEY)],
+    );
     let addr: std::net::SocketAddr = url.trim_start_matches("http://").parse().unwrap();
 
     let stop = Arc::new(AtomicBool::new(false));

@@ -20,7 +20,7 @@ async fn every_scenario_turn_a_server_stored_replays_exactly() {
     let db = dir.path().join("buddy.db");
     let scenarios = all_scenarios();
     // A server of its own (a process): its turns stay out of this process's metrics.
-    let (mut server, url) = spawn_server(&db, scenarios.path(), dir.path());
+    let (mut server, url) = spawn_server(&db, scenarios.path(), dir.path(), &[]);
     let files = scenario_files(&scenarios_dir()).unwrap();
     for file in &files {
         let scenario = Scenario::load(file).unwrap();
