@@ -49,6 +49,9 @@ pub struct BuddyConfig {
     /// `[[mcp]]`: MCP servers whose tools are offered beside the skills.
     #[serde(default)]
     pub mcp: Vec<McpServerConfig>,
+    /// `[telemetry]`: export turns' spans over OTLP (also switched on by `OTEL_*`).
+    #[serde(default)]
+    pub telemetry: Option<buddy_telemetry::TelemetryConfig>,
 }
 
 /// The `[approval]` section.

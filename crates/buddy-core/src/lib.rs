@@ -9,6 +9,7 @@ mod cost;
 mod event;
 mod exact_json;
 mod message;
+mod observe;
 mod provider;
 mod skill;
 mod stop;
@@ -19,6 +20,7 @@ pub use cost::{Price, Usd};
 pub use event::{ChatEvent, Evidence, GuardAction, GuardKind, PendingCall};
 pub use exact_json::{json_exact, json_len};
 pub use message::{Message, ToolCall, ToolSpec};
+pub use observe::{ModelCallEnd, TurnObserver};
 pub use provider::{
     CallPurpose, Completion, CompletionRequest, Provider, ProviderError, ToolChoice,
 };

@@ -47,6 +47,8 @@ pub struct CompletionRequest<'a> {
     pub max_output_tokens: Option<u32>,
     /// Why the call is made.
     pub purpose: CallPurpose,
+    /// The W3C `traceparent` of the call's span, sent as a header when tracing is on.
+    pub traceparent: Option<&'a str>,
 }
 
 impl<'a> CompletionRequest<'a> {
@@ -59,6 +61,7 @@ impl<'a> CompletionRequest<'a> {
             tool_choice: None,
             max_output_tokens: None,
             purpose: CallPurpose::Turn,
+            traceparent: None,
         }
     }
 

@@ -35,6 +35,9 @@ pub struct SkillContext {
     /// arguments on as text (a command's stdin) sends these instead of encoding `args`
     /// again.
     pub arguments: crate::Arguments,
+    /// The W3C `traceparent` of the call's span when tracing is on: a skill that calls
+    /// another service (MCP's `params._meta`) sends it on.
+    pub traceparent: Option<String>,
 }
 
 /// A skill's failure. `Failed` becomes an error tool result the model sees and can

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use buddy_core::{Message, MessageSink, Price, StopReason, TurnStats};
+use buddy_core::{Message, MessageSink, Price, StopReason, TurnObserver, TurnStats};
 use tokio_util::sync::CancellationToken;
 
 use crate::approval::{ApprovalRules, Resume};
@@ -29,6 +29,8 @@ pub struct TurnRequest {
     /// What the model charges (by default buddy's list price for `model`, if known):
     /// the turn's cost, and what `max_turn_cost_usd` is checked against.
     pub price: Option<Price>,
+    /// Watches the turn for tracing (`None`, the default, costs nothing).
+    pub observer: Option<Arc<dyn TurnObserver>>,
 }
 
 impl std::fmt::Debug for TurnRequest {
@@ -42,6 +44,7 @@ impl std::fmt::Debug for TurnRequest {
             .field("approval", &self.approval)
             .field("resume", &self.resume)
             .field("price", &self.price)
+            .field("observer", &self.observer.is_some())
             .finish()
     }
 }
@@ -60,6 +63,7 @@ impl TurnRequest {
             recorder: None,
             approval: ApprovalRules::default(),
             resume: None,
+            observer: None,
         }
     }
 
@@ -98,6 +102,12 @@ impl TurnRequest {
     /// Sets what the model charges (`None`: unknown, so the turn has no cost).
     pub fn with_price(mut self, price: Option<Price>) -> Self {
         self.price = price;
+        self
+    }
+
+    /// Has `observer` watch the turn (a tracer: see `buddy-telemetry`).
+    pub fn with_observer(mut self, observer: Arc<dyn TurnObserver>) -> Self {
+        self.observer = Some(observer);
         self
     }
 

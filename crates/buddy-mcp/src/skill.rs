@@ -76,8 +76,12 @@ impl Skill for McpSkill {
     fn execute<'a>(
         &'a self,
         args: Value,
-        _ctx: SkillContext,
+        ctx: SkillContext,
     ) -> BoxFuture<'a, Result<String, SkillError>> {
-        Box::pin(async move { self.source.call(&self.tool.name, args).await })
+        Box::pin(async move {
+            self.source
+                .call_traced(&self.tool.name, args, ctx.traceparent.as_deref())
+                .await
+        })
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use buddy_core::SkillError;
 use reqwest::header::{HeaderName, HeaderValue};
-use rmcp::model::CallToolRequestParams;
+use rmcp::model::{CallToolRequestParams, RequestMetaObject};
 use rmcp::service::{NotificationContext, RoleClient, RunningService, ServiceError};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
@@ -342,6 +342,17 @@ impl McpSource {
     /// Calls `tool` with `arguments`. Every failure is an error result the model reads;
     /// a crash or a hang also restarts the server for the next call.
     pub async fn call(&self, tool: &str, arguments: Value) -> Result<String, SkillError> {
+        self.call_traced(tool, arguments, None).await
+    }
+
+    /// [`McpSource::call`] as part of a trace: `traceparent` goes in the request's
+    /// `params._meta`, as the MCP semantic conventions (SEP-414) describe.
+    pub async fn call_traced(
+        &self,
+        tool: &str,
+        arguments: Value,
+        traceparent: Option<&str>,
+    ) -> Result<String, SkillError> {
         let name = &self.config.name;
         if let ServerState::GaveUp(why) = self.state() {
             return Err(SkillError::Failed(format!(
@@ -356,6 +367,11 @@ impl McpSource {
         let mut params = CallToolRequestParams::new(tool.to_owned());
         if let Value::Object(map) = arguments {
             params = params.with_arguments(map);
+        }
+        if let Some(traceparent) = traceparent {
+            let mut meta = RequestMetaObject::new();
+            meta.set_traceparent(traceparent);
+            params.meta = Some(meta);
         }
         let secs = self.config.call_timeout_secs;
         match tokio::time::timeout(Duration::from_secs_f64(secs), client.call_tool(params)).await {

@@ -163,7 +163,11 @@ impl Endpoint {
 
     /// Sends `body` once and checks the status; an HTTP error comes back typed. The body
     /// is shared between attempts, never copied.
-    async fn send(&self, body: &Bytes) -> Result<reqwest::Response, ProviderError> {
+    async fn send(
+        &self,
+        body: &Bytes,
+        traceparent: Option<&str>,
+    ) -> Result<reqwest::Response, ProviderError> {
         let mut request = self
             .client
             .post(&self.url)
@@ -171,6 +175,9 @@ impl Endpoint {
             .body(body.clone());
         for (name, value) in &self.headers {
             request = request.header(name, value);
+        }
+        if let Some(traceparent) = traceparent {
+            request = request.header("traceparent", traceparent);
         }
         let first_byte = secs(self.settings.first_byte_timeout_secs);
         let response = match tokio::time::timeout(first_byte, request.send()).await {
@@ -227,12 +234,13 @@ impl Endpoint {
     pub(crate) async fn stream<P: EventParser>(
         &self,
         body: Bytes,
+        traceparent: Option<&str>,
         make_parser: impl Fn() -> P,
     ) -> Result<TokenStream, ProviderError> {
         let mut attempt = 0;
         loop {
             let result = async {
-                let response = self.send(&body).await?;
+                let response = self.send(&body, traceparent).await?;
                 let mut state = BodyState::new(self, response, make_parser());
                 // Pull until the first token so errors before it can still be retried.
                 match state.next_token().await {
@@ -262,11 +270,12 @@ impl Endpoint {
 
     /// One model call: encodes `body`, then streams it through a parser from
     /// `make_parser`, or (non-streaming) parses the whole response with `parse_whole`.
-    /// Either way the caller gets the same tokens.
+    /// Either way the caller gets the same tokens. `traceparent` goes out as its header.
     pub(crate) async fn call<P: EventParser>(
         &self,
         body: &impl serde::Serialize,
         stream: bool,
+        traceparent: Option<&str>,
         make_parser: impl Fn() -> P,
         parse_whole: fn(&str, &str, &str) -> Result<Vec<Token>, ProviderError>,
     ) -> Result<TokenStream, ProviderError> {
@@ -275,19 +284,23 @@ impl Endpoint {
             message: format!("cannot encode the request: {e}"),
         })?;
         if stream {
-            return self.stream(body, make_parser).await;
+            return self.stream(body, traceparent, make_parser).await;
         }
-        let text = self.request_json(body).await?;
+        let text = self.request_json(body, traceparent).await?;
         let tokens = parse_whole(&self.provider, &self.url, &text)?;
         Ok(Box::pin(futures::stream::iter(tokens.into_iter().map(Ok))) as TokenStream)
     }
 
     /// Sends `body` (non-streaming) and returns the whole response text, with the same retries.
-    pub(crate) async fn request_json(&self, body: Bytes) -> Result<String, ProviderError> {
+    pub(crate) async fn request_json(
+        &self,
+        body: Bytes,
+        traceparent: Option<&str>,
+    ) -> Result<String, ProviderError> {
         let mut attempt = 0;
         loop {
             let result = async {
-                let response = self.send(&body).await?;
+                let response = self.send(&body, traceparent).await?;
                 let limit = secs(self.settings.call_timeout_secs);
                 tokio::time::timeout(limit, self.read_body(response))
                     .await

@@ -72,6 +72,28 @@ pub(crate) struct Caller {
     /// Conversations and quotas belong to this (a key hash, or `anonymous`).
     pub owner: String,
     pub admin: bool,
+    /// The request's W3C trace context (`traceparent`, `tracestate`), when it sent a
+    /// valid one: the turns it starts join that trace.
+    pub trace: Option<TraceHeaders>,
+}
+
+/// A request's W3C trace context headers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct TraceHeaders {
+    pub traceparent: String,
+    pub tracestate: Option<String>,
+}
+
+impl TraceHeaders {
+    /// The trace context a request carries, if its `traceparent` is valid.
+    fn of(headers: &axum::http::HeaderMap) -> Option<Self> {
+        let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+        let traceparent = text("traceparent").filter(|v| buddy_telemetry::valid_traceparent(v))?;
+        Some(TraceHeaders {
+            traceparent: traceparent.to_owned(),
+            tracestate: text("tracestate").map(str::to_owned),
+        })
+    }
 }
 
 impl Caller {
@@ -94,6 +116,7 @@ pub(crate) async fn require_key(
             name: "anonymous".into(),
             owner: "anonymous".into(),
             admin: false,
+            trace: TraceHeaders::of(request.headers()),
         }
     } else {
         match key_for(request.headers(), keys) {
@@ -101,6 +124,7 @@ pub(crate) async fn require_key(
                 name: key.name.clone(),
                 owner: key.owner(),
                 admin: key.admin,
+                trace: TraceHeaders::of(request.headers()),
             },
             None => return Err(AppError::Unauthorized),
         }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use buddy_engine::{ApprovalRules, PolicyConfig, PriceTable};
 use buddy_store::{Claim, ClaimError, Coordinator, LocalCoordinator, Store};
+use buddy_telemetry::Telemetry;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -50,6 +51,8 @@ pub struct ServerSettings {
     pub openai_approval: ApprovalRules,
     /// What the models cost (buddy.toml's `prices`, then buddy's list prices).
     pub prices: PriceTable,
+    /// Where turns' spans go (`[telemetry]`); `None`: no tracing.
+    pub telemetry: Option<Arc<Telemetry>>,
 }
 
 impl Default for ServerSettings {
@@ -68,6 +71,7 @@ impl Default for ServerSettings {
             allow_request_mcp: false,
             openai_approval: ApprovalRules::default(),
             prices: PriceTable::default(),
+            telemetry: None,
         }
     }
 }

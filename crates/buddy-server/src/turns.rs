@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use buddy_core::{BoxFuture, ChatEvent, Message, MessageSink, RecordError, StopReason, TurnStats};
 use buddy_engine::{Engine, PolicyPatch, Resume, TurnRequest};
 use buddy_store::{Store, StoreError, new_id};
+use buddy_telemetry::TurnScope;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -305,6 +306,16 @@ pub(crate) async fn start_turn(
         .with_approval(approval);
     request.user_message = user_message;
     request.resume = prelude.resume;
+    if let Some(telemetry) = &state.inner.settings.telemetry {
+        let trace = caller.trace.as_ref();
+        request = request.with_observer(telemetry.turn(TurnScope {
+            traceparent: trace.map(|t| t.traceparent.as_str()),
+            tracestate: trace.and_then(|t| t.tracestate.as_deref()),
+            provider: resolved.provider.name(),
+            model: &resolved.model,
+            conversation: conversation_id.as_deref(),
+        }));
+    }
     let sink = conversation_id.as_ref().map(|id| {
         Arc::new(StoreSink {
             store: Arc::clone(&store),

@@ -55,5 +55,6 @@ pub async fn chat(config: Option<&Path>, args: ChatArgs) -> anyhow::Result<u8> {
         let outcome = offer_continue(&setup, outcome).await?;
         history = outcome.messages;
     }
+    setup.flush_telemetry().await;
     Ok(0)
 }

@@ -37,6 +37,7 @@ pub async fn run(config: Option<&Path>, args: RunArgs) -> anyhow::Result<u8> {
         .with_history(setup.history.clone())
         .with_policy(setup.policy.clone())
         .with_price(setup.price);
-    let outcome = drive_turn(&setup, request, args.json).await?;
-    Ok(exit_code(outcome.reason))
+    let outcome = drive_turn(&setup, request, args.json).await;
+    setup.flush_telemetry().await;
+    Ok(exit_code(outcome?.reason))
 }

@@ -102,6 +102,7 @@ pub async fn serve(config_path: Option<&Path>, args: ServeArgs) -> anyhow::Resul
             OpenAiApproval::Run => ApprovalRules::default(),
         },
         prices: super::setup::price_table(&config),
+        telemetry: super::setup::start_telemetry(&config)?,
     };
     open_files_for(settings.max_connections);
     return_large_buffers();
@@ -155,6 +156,7 @@ pub async fn serve(config_path: Option<&Path>, args: ServeArgs) -> anyhow::Resul
         backend = backend.with_toolbox(toolbox);
     }
     let settings_grace = settings.shutdown_grace;
+    let settings_telemetry = settings.telemetry.clone();
     let state = AppState::shared(
         store,
         coordinator,
@@ -173,7 +175,11 @@ pub async fn serve(config_path: Option<&Path>, args: ServeArgs) -> anyhow::Resul
             grace.as_secs_f64()
         );
     };
+    let telemetry = settings_telemetry;
     buddy_server::serve(state, listener, announced).await?;
+    if let Some(telemetry) = telemetry {
+        telemetry.shutdown().await;
+    }
     eprintln!("buddy: stopped; every turn is recorded");
     Ok(0)
 }

@@ -16,6 +16,7 @@ use buddy_engine::{
 };
 use buddy_providers::{ProviderConfig, ProviderKind, Scenario, ScriptedProvider};
 use buddy_skills::Sandbox;
+use buddy_telemetry::{Telemetry, TelemetryConfig, TurnScope};
 
 use super::{ProviderFlags, TurnArgs};
 
@@ -31,6 +32,47 @@ pub struct Setup {
     pub scenario: Option<Scenario>,
     /// What the model charges (buddy.toml's `prices`, else the built-in list price).
     pub price: Option<Price>,
+    /// The provider's name, for traces.
+    pub provider: String,
+    /// Where the turns' spans go, when telemetry is on.
+    pub telemetry: Option<Arc<Telemetry>>,
+}
+
+impl Setup {
+    /// `request`, traced when telemetry is on: its spans join the trace that `TRACEPARENT`
+    /// names (the environment carrier of W3C trace context), if set.
+    fn traced(&self, request: TurnRequest) -> TurnRequest {
+        let Some(telemetry) = &self.telemetry else {
+            return request;
+        };
+        let traceparent = std::env::var("TRACEPARENT").ok();
+        let tracestate = std::env::var("TRACESTATE").ok();
+        let observer = telemetry.turn(TurnScope {
+            traceparent: traceparent.as_deref(),
+            tracestate: tracestate.as_deref(),
+            provider: &self.provider,
+            model: &self.model,
+            conversation: None,
+        });
+        request.with_observer(observer)
+    }
+
+    /// Sends the spans still waiting (before the command exits).
+    pub async fn flush_telemetry(&self) {
+        if let Some(telemetry) = &self.telemetry {
+            telemetry.shutdown().await;
+        }
+    }
+}
+
+/// Starts telemetry when `[telemetry]` or the `OTEL_*` variables ask for it.
+pub fn start_telemetry(config: &BuddyConfig) -> anyhow::Result<Option<Arc<Telemetry>>> {
+    let resolved =
+        TelemetryConfig::resolve(config.telemetry.clone(), |var| std::env::var(var).ok())?;
+    Ok(match resolved {
+        Some(config) => Some(Arc::new(Telemetry::start(&config)?)),
+        None => None,
+    })
 }
 
 /// Every provider's `prices` from buddy.toml, in front of buddy's built-in table.
@@ -187,6 +229,8 @@ pub async fn setup(
     Ok(Setup {
         engine,
         price,
+        telemetry: start_telemetry(&config)?,
+        provider: name,
         model,
         policy,
         approval,
@@ -222,7 +266,7 @@ pub async fn drive_turn(
     request: TurnRequest,
     json: bool,
 ) -> anyhow::Result<TurnOutcome> {
-    let mut request = request.with_approval(setup.approval.clone());
+    let mut request = setup.traced(request.with_approval(setup.approval.clone()));
     loop {
         let (outcome, pending) = drive_once(&setup.engine, request, json).await?;
         if outcome.reason != buddy_core::StopReason::ApprovalRequired || pending.is_empty() {
@@ -230,14 +274,16 @@ pub async fn drive_turn(
         }
         let decisions =
             tokio::task::spawn_blocking(move || super::approve::decide(&pending)).await?;
-        request = TurnRequest::resume(
-            setup.model.clone(),
-            outcome.messages,
-            Resume::Decisions(decisions),
-        )
-        .with_policy(setup.policy.clone())
-        .with_approval(setup.approval.clone())
-        .with_price(setup.price);
+        request = setup.traced(
+            TurnRequest::resume(
+                setup.model.clone(),
+                outcome.messages,
+                Resume::Decisions(decisions),
+            )
+            .with_policy(setup.policy.clone())
+            .with_approval(setup.approval.clone())
+            .with_price(setup.price),
+        );
     }
 }
 

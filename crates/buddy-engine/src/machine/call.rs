@@ -5,8 +5,8 @@ use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
 use buddy_core::{
-    CallPurpose, ChatEvent, CompletionRequest, GuardAction, GuardKind, Message, ProviderError,
-    StopReason, ToolChoice, ToolSpec, Usage,
+    CallPurpose, ChatEvent, CompletionRequest, GuardAction, GuardKind, Message, ModelCallEnd,
+    ProviderError, StopReason, ToolChoice, ToolSpec, Usage,
 };
 use tracing::{debug, warn};
 
@@ -322,14 +322,20 @@ impl<'e> Turn<'e> {
             Cow::Owned(sent) => check_history(sent).map_err(CallEnd::Invalid)?,
         }
         self.window.last_sent_tokens = context_tokens as u64;
-        let request = CompletionRequest {
+        let mut request = CompletionRequest {
             model: &self.model,
             messages: &messages,
             tools,
             tool_choice: finalize_instruction.and(tools).map(|_| ToolChoice::None),
             max_output_tokens: None,
             purpose,
+            traceparent: None,
         };
+        let traceparent = self
+            .events
+            .observer()
+            .and_then(|o| o.model_call_started(&request));
+        request.traceparent = traceparent.as_deref();
         // The Finalize call has its own short grace, so that a turn past its deadline (or a
         // server that never ends a reply) still ends by deadline + grace.
         let deadline = match finalize_instruction {
@@ -355,7 +361,15 @@ impl<'e> Turn<'e> {
         .await;
         drop(messages);
         self.stats.model_calls += 1;
-        let mut reply = result?;
+        let mut reply = match result {
+            Ok(reply) => reply,
+            Err(end) => {
+                if let Some(observer) = self.events.observer() {
+                    observer.model_call_ended(&ended_without_reply(&end));
+                }
+                return Err(end);
+            }
+        };
         let usage = reply.usage.unwrap_or_else(|| Usage {
             input_tokens: context_tokens as u64,
             output_tokens: (self.ledger.counter().text(&reply.text)
@@ -382,6 +396,17 @@ impl<'e> Turn<'e> {
             let spent = self.stats.cost_usd.unwrap_or_default();
             self.stats.cost_usd = Some(spent.saturating_add(cost));
             self.last_call_cost = Some(cost);
+        }
+        if let Some(observer) = self.events.observer() {
+            observer.model_call_ended(&ModelCallEnd {
+                text: &reply.text,
+                tool_calls: &reply.tool_calls,
+                finish: reply.finish.as_ref(),
+                usage: Some(usage),
+                cost,
+                error: None,
+                message: None,
+            });
         }
         self.events
             .emit(ChatEvent::IterationStats {
@@ -503,5 +528,22 @@ pub(super) fn finish_tool_spec() -> ToolSpec {
             "properties": {"answer": {"type": "string", "description": words::FINISH_ANSWER_DESCRIPTION}},
             "required": ["answer"],
         }),
+    }
+}
+
+/// A model call that produced no reply, as an observer sees it.
+fn ended_without_reply(end: &CallEnd) -> ModelCallEnd<'static> {
+    let (error, message) = match end {
+        CallEnd::Cancelled => ("cancelled", None),
+        CallEnd::Deadline => ("deadline", None),
+        CallEnd::Invalid(e) => ("invalid_request", Some(e.to_string())),
+        CallEnd::Overflow(m) => ("context_overflow", Some(m.clone())),
+        CallEnd::ContextRefused(e) => ("context_overflow", Some(e.to_string())),
+        CallEnd::Provider(e) => ("provider_error", Some(e.to_string())),
+    };
+    ModelCallEnd {
+        error: Some(error),
+        message,
+        ..ModelCallEnd::default()
     }
 }

@@ -244,7 +244,7 @@ impl<'e> Turn<'e> {
             base_toolbox: toolbox,
             live: None,
             model: request.model,
-            events: Emitter::new(events),
+            events: Emitter::new(events, request.observer),
             cancel: request.cancel,
             started,
             deadline,

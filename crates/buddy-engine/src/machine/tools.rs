@@ -103,10 +103,12 @@ impl Turn<'_> {
             .map(|s| s.call.clone())
             .collect();
         let mut pending: Vec<buddy_core::BoxFuture<'_, ToolOutcome>> = Vec::new();
+        let observer = self.events.observer();
         for call in &to_run {
             let ctx = SkillContext {
                 call_id: call.id.clone(),
                 arguments: call.arguments.clone(),
+                traceparent: observer.and_then(|o| o.tool_traceparent(&call.id)),
             };
             pending.push(toolbox.invoke(call, ctx));
         }

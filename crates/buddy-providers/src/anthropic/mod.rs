@@ -84,6 +84,7 @@ impl Provider for AnthropicProvider {
                 .call(
                     &body,
                     self.stream,
+                    request.traceparent,
                     || AnthropicStreamParser::new(&endpoint.provider, &endpoint.url),
                     response::parse_response,
                 )

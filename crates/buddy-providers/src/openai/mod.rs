@@ -132,6 +132,7 @@ impl Provider for OpenAiProvider {
                 .call(
                     &body,
                     self.stream,
+                    request.traceparent,
                     || OpenAiStreamParser::new(&endpoint.provider, &endpoint.url),
                     response::parse_response,
                 )

@@ -9,6 +9,7 @@ mod replay;
 mod request_mcp;
 mod responses;
 mod sharing;
+mod telemetry;
 mod web;
 
 use std::sync::Arc;

@@ -21,6 +21,7 @@ pub async fn invoke(registry: &SkillRegistry, name: &str, args: &str) -> ToolOut
             SkillContext {
                 call_id: "call_1".into(),
                 arguments: args.into(),
+                ..SkillContext::default()
             },
         )
         .await

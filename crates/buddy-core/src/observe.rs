@@ -1,0 +1,39 @@
+//! What a tracer sees of a turn: the engine tells an observer when a model call starts
+//! and ends and hands it every event, and sends the trace context it gets back on to the
+//! model server and the tools. The engine knows this trait, never a tracing library.
+
+use crate::{ChatEvent, CompletionRequest, FinishReason, ToolCall, Usage, Usd};
+
+/// Watches one turn, for tracing. Every method is called on the turn's own task, in the
+/// order things happen; an observer must not block.
+pub trait TurnObserver: Send + Sync {
+    /// A model call is about to be sent; returns the W3C `traceparent` to send with it.
+    fn model_call_started(&self, request: &CompletionRequest<'_>) -> Option<String>;
+
+    /// The model call started last is over, with a reply or not.
+    fn model_call_ended(&self, end: &ModelCallEnd<'_>);
+
+    /// An event of the turn, as it is emitted (tool calls start and end, guard trips, the
+    /// terminal event).
+    fn event(&self, event: &ChatEvent);
+
+    /// The W3C `traceparent` to send with tool call `call_id` (started by its event).
+    fn tool_traceparent(&self, call_id: &str) -> Option<String>;
+}
+
+/// How a model call ended, for an observer.
+#[derive(Clone, Debug, Default)]
+pub struct ModelCallEnd<'a> {
+    /// The reply's text (empty when there was no reply).
+    pub text: &'a str,
+    pub tool_calls: &'a [ToolCall],
+    pub finish: Option<&'a FinishReason>,
+    /// This call's usage (as reported, or as buddy counted it).
+    pub usage: Option<Usage>,
+    pub cost: Option<Usd>,
+    /// Why there was no reply, low-cardinality (`cancelled`, `deadline`, `provider_error`,
+    /// `context_overflow`, `invalid_request`); `None` when there was one.
+    pub error: Option<&'static str>,
+    /// The error in words, when there was one.
+    pub message: Option<String>,
+}

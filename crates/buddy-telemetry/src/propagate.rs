@@ -1,0 +1,69 @@
+//! W3C trace context in and out: the parent a caller's `traceparent` names, and the
+//! `traceparent` of one of buddy's spans.
+
+use std::collections::HashMap;
+
+use opentelemetry::Context;
+use opentelemetry::propagation::TextMapPropagator;
+use opentelemetry::trace::TraceContextExt;
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+
+/// The context a caller's `traceparent` (and `tracestate`) names; an empty context when
+/// it is absent or malformed (the turn then starts a trace of its own).
+pub(crate) fn extract(traceparent: Option<&str>, tracestate: Option<&str>) -> Context {
+    let mut carrier = HashMap::new();
+    if let Some(value) = traceparent {
+        carrier.insert("traceparent".to_owned(), value.to_owned());
+    }
+    if let Some(value) = tracestate {
+        carrier.insert("tracestate".to_owned(), value.to_owned());
+    }
+    TraceContextPropagator::new().extract(&carrier)
+}
+
+/// The `traceparent` that names the span of `cx`.
+pub(crate) fn inject(cx: &Context) -> Option<String> {
+    let mut carrier = HashMap::new();
+    TraceContextPropagator::new().inject_context(cx, &mut carrier);
+    carrier.remove("traceparent")
+}
+
+/// True when `value` is a `traceparent` header buddy can continue a trace from.
+pub fn valid_traceparent(value: &str) -> bool {
+    extract(Some(value), None).span().span_context().is_valid()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_traceparent_goes_in_and_comes_out_with_the_same_trace() {
+        let given = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        assert!(valid_traceparent(given));
+        let cx = extract(Some(given), Some("rojo=00f067aa0ba902b7"));
+        let span = cx.span();
+        let parent = span.span_context();
+        assert_eq!(
+            parent.trace_id().to_string(),
+            "4bf92f3577b34da6a3ce929d0e0e4736"
+        );
+        assert!(parent.is_remote());
+        assert_eq!(inject(&cx).as_deref(), Some(given));
+    }
+
+    #[test]
+    fn malformed_or_zero_traceparents_are_not_continued() {
+        for bad in [
+            "",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+            "zz-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01",
+            "not a header",
+        ] {
+            assert!(!valid_traceparent(bad), "{bad}");
+        }
+        assert_eq!(inject(&extract(None, None)), None);
+    }
+}
