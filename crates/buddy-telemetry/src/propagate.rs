@@ -12,7 +12,7 @@ use opentelemetry_sdk::propagation::TraceContextPropagator;
 /// it is absent or malformed (the turn then starts a trace of its own).
 pub(crate) fn extract(traceparent: Option<&str>, tracestate: Option<&str>) -> Context {
     let mut carrier = HashMap::new();
-    if let Some(value) = traceparent {
+    if let Some(value) = traceparent.filter(|v| well_formed(v)) {
         carrier.insert("traceparent".to_owned(), value.to_owned());
     }
     if let Some(value) = tracestate {
@@ -26,6 +26,24 @@ pub(crate) fn inject(cx: &Context) -> Option<String> {
     let mut carrier = HashMap::new();
     TraceContextPropagator::new().inject_context(cx, &mut carrier);
     carrier.remove("traceparent")
+}
+
+/// The W3C shape: `version-traceid-parentid-flags`, lower-case hex of 2, 32, 16 and 2
+/// digits (the propagator alone accepts shorter ids).
+fn well_formed(value: &str) -> bool {
+    let parts: Vec<&str> = value.trim().split('-').collect();
+    let hex = |s: &str, n: usize| {
+        s.len() == n
+            && s.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    };
+    parts.len() >= 4
+        && hex(parts[0], 2)
+        && parts[0] != "ff"
+        && hex(parts[1], 32)
+        && hex(parts[2], 16)
+        && hex(parts[3], 2)
+        && (parts[0] != "00" || parts.len() == 4)
 }
 
 /// True when `value` is a `traceparent` header buddy can continue a trace from.
@@ -61,6 +79,9 @@ mod tests {
             "zz-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
             "00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01",
             "not a header",
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra",
+            "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
         ] {
             assert!(!valid_traceparent(bad), "{bad}");
         }

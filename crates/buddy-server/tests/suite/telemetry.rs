@@ -643,3 +643,49 @@ async fn content_goes_on_the_spans_only_when_the_operator_opts_in() {
             .contains("is paid")
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_collector_that_is_down_costs_the_turns_nothing() {
+    let model = model_server().await;
+    // A port that was free a moment ago: every export is refused.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let telemetry = Arc::new(
+        Telemetry::start(&TelemetryConfig {
+            endpoint: Some(format!("http://127.0.0.1:{port}")),
+            timeout_secs: Some(2.0),
+            ..TelemetryConfig::default()
+        })
+        .unwrap(),
+    );
+    let state = AppState::new(
+        Arc::new(SqliteStore::in_memory().unwrap()),
+        Arc::new(Modelled {
+            base_url: model.url(),
+        }),
+        PolicyConfig::default(),
+        ServerSettings {
+            telemetry: Some(Arc::clone(&telemetry)),
+            ..ServerSettings::default()
+        },
+    );
+    for _ in 0..3 {
+        let (status, body) = send(
+            &state,
+            traced_post(
+                "/v1/chat",
+                json!({"message": "look up two invoices"}),
+                &caller("9af92f3577b34da6a3ce929d0e0e473b"),
+            ),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert!(body.contains("\"reason\":\"completed\""), "{body}");
+    }
+    tokio::time::timeout(std::time::Duration::from_secs(60), telemetry.shutdown())
+        .await
+        .expect("shutting telemetry down ends even when nothing can be sent");
+}
