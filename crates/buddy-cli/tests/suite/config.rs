@@ -196,3 +196,84 @@ fn prices_in_buddy_toml_show_the_cost_and_cap_the_turn() {
         "{text}"
     );
 }
+
+/// `[telemetry]` (or `OTEL_EXPORTER_OTLP_ENDPOINT`) makes `buddy run` export its turn over
+/// OTLP/HTTP before it exits, in the trace `TRACEPARENT` names; a bad endpoint is refused
+/// with what to change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_exports_its_spans_in_the_callers_trace_before_it_exits() {
+    let collector = buddy_testkit::MockServer::always(buddy_testkit::MockResponse::status(
+        200,
+        "application/x-protobuf",
+        Vec::new(),
+    ))
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    for (toml, env) in [
+        (
+            format!("[telemetry]\nendpoint = \"{}\"\n", collector.url()),
+            None,
+        ),
+        (String::new(), Some(collector.url())),
+    ] {
+        std::fs::write(dir.path().join("buddy.toml"), toml).unwrap();
+        let before = collector.requests().len();
+        let mut command = super::buddy(dir.path());
+        command
+            .args(["run", "What time is it?"])
+            .env("TRACEPARENT", format!("00-{trace}-00f067aa0ba902b7-01"));
+        if let Some(url) = env {
+            command.env("OTEL_EXPORTER_OTLP_ENDPOINT", url);
+        }
+        let out = tokio::task::spawn_blocking(move || command.output().unwrap())
+            .await
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        let exports: Vec<_> = collector.requests()[before..].to_vec();
+        assert!(!exports.is_empty(), "nothing was exported");
+        let export = &exports[0];
+        assert_eq!(export.path, "/v1/traces");
+        assert_eq!(
+            export.header("content-type"),
+            Some("application/x-protobuf")
+        );
+        let body = exports
+            .iter()
+            .flat_map(|e| e.body.clone())
+            .collect::<Vec<u8>>();
+        let trace_bytes: Vec<u8> = (0..16)
+            .map(|i| u8::from_str_radix(&trace[2 * i..2 * i + 2], 16).unwrap())
+            .collect();
+        assert!(
+            body.windows(16).any(|w| w == trace_bytes),
+            "the caller's trace id is in the export"
+        );
+        for name in [
+            "invoke_agent buddy",
+            "chat scripted:",
+            "execute_tool get_time",
+        ] {
+            assert!(
+                body.windows(name.len()).any(|w| w == name.as_bytes()),
+                "{name} is exported"
+            );
+        }
+    }
+    std::fs::write(
+        dir.path().join("buddy.toml"),
+        "[telemetry]\nendpoint = \"127.0.0.1:4318\"\n",
+    )
+    .unwrap();
+    let mut command = super::buddy(dir.path());
+    command.args(["run", "hi"]);
+    let out = tokio::task::spawn_blocking(move || command.output().unwrap())
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("[telemetry] endpoint") && stderr.contains("http://"),
+        "{stderr}"
+    );
+}
