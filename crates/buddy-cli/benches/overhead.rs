@@ -7,6 +7,7 @@
 //!   messages with 10 KB tool results. The difference between the 20- and the 10-call
 //!   turn, divided by 10, is the cost of one iteration (turn setup cancels out); the
 //!   allocation profiler counts allocations the same way.
+//! - `engine_traced`: the same with telemetry on (spans exported to a loopback collector).
 //! - `http_*`: one chat completion through buddy's OpenAI provider, the same request
 //!   with a bare reqwest client, and a whole one-call engine turn, all against
 //!   `buddy mock-server` on 127.0.0.1.
@@ -126,6 +127,42 @@ fn engine_alone<const CALLS: usize>(bencher: Bencher, history_len: usize) {
             assert_eq!(outcome.stats.model_calls as usize, CALLS);
             outcome
         });
+}
+
+/// `engine_alone` with history 10 and telemetry on: every turn's spans recorded and
+/// exported over OTLP/HTTP to a collector on 127.0.0.1 (the cost of tracing when it is on).
+#[divan::bench(consts = [10, 20])]
+fn engine_traced<const CALLS: usize>(bencher: Bencher) {
+    let rt = runtime();
+    let _entered = rt.enter();
+    let collector = rt.block_on(buddy_testkit::MockServer::always(
+        buddy_testkit::MockResponse::status(200, "application/x-protobuf", Vec::new()),
+    ));
+    let telemetry = buddy_telemetry::Telemetry::start(&buddy_telemetry::TelemetryConfig {
+        endpoint: Some(collector.url()),
+        ..Default::default()
+    })
+    .unwrap();
+    let engine = engine(CALLS - 1);
+    let request = TurnRequest::new("bench", "And now?")
+        .with_history(history(10))
+        .with_policy(policy());
+    bencher
+        .with_inputs(|| {
+            request
+                .clone()
+                .with_observer(telemetry.turn(buddy_telemetry::TurnScope {
+                    provider: "bench",
+                    model: "bench",
+                    ..Default::default()
+                }))
+        })
+        .bench_local_values(|request| {
+            let (_, outcome) = rt.block_on(engine.run_collect(request));
+            assert_eq!(outcome.stats.model_calls as usize, CALLS);
+            outcome
+        });
+    rt.block_on(telemetry.shutdown());
 }
 
 /// The mock server on 127.0.0.1 and a runtime to talk to it.

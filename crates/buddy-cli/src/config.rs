@@ -136,6 +136,10 @@ pub struct ServerConfig {
     pub header_timeout_secs: f64,
     /// Seconds a client has to send a request's whole body.
     pub body_timeout_secs: f64,
+    /// What each key's turns may cost per UTC day / calendar month, in US dollars, unless
+    /// the key sets its own; at the ceiling new turns get 429 (unset: no ceiling).
+    pub max_daily_cost_usd: Option<buddy_core::Usd>,
+    pub max_monthly_cost_usd: Option<buddy_core::Usd>,
 }
 
 /// One `[[server.keys]]` entry: a named API key, given by the environment variable that
@@ -153,6 +157,11 @@ pub struct KeyConfig {
     /// May list, read and delete every conversation.
     #[serde(default)]
     pub admin: bool,
+    /// This key's own spend ceilings (US dollars per UTC day / calendar month).
+    #[serde(default)]
+    pub max_daily_cost_usd: Option<buddy_core::Usd>,
+    #[serde(default)]
+    pub max_monthly_cost_usd: Option<buddy_core::Usd>,
 }
 
 impl Default for ServerConfig {
@@ -172,6 +181,8 @@ impl Default for ServerConfig {
             max_connections_per_address: 256,
             header_timeout_secs: 10.0,
             body_timeout_secs: 30.0,
+            max_daily_cost_usd: None,
+            max_monthly_cost_usd: None,
         }
     }
 }

@@ -7,6 +7,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 
 use crate::error::AppError;
+use crate::spend::SpendCeiling;
 use crate::state::AppState;
 
 /// One accepted API key, as the server holds it: a name, the key's hash, admin or not.
@@ -17,6 +18,8 @@ pub struct ApiKey {
     hash: [u8; 32],
     /// An admin key may list, read and delete every conversation.
     pub admin: bool,
+    /// What this key's turns may cost per day and month (unset: the server's default).
+    pub spend: Option<SpendCeiling>,
 }
 
 /// A configured key hash that is not 64 hex digits.
@@ -34,7 +37,14 @@ impl ApiKey {
             name: name.map_or_else(|| format!("key-{}", &hex(&hash)[..8]), str::to_owned),
             hash,
             admin,
+            spend: None,
         }
+    }
+
+    /// The same key with its own spend ceiling.
+    pub fn with_spend(mut self, spend: SpendCeiling) -> Self {
+        self.spend = (!spend.is_none()).then_some(spend);
+        self
     }
 
     /// A key given only as the hex SHA-256 of its text (so buddy.toml holds no secret).
@@ -55,6 +65,7 @@ impl ApiKey {
             name: name.to_owned(),
             hash,
             admin,
+            spend: None,
         })
     }
 
@@ -72,6 +83,8 @@ pub(crate) struct Caller {
     /// Conversations and quotas belong to this (a key hash, or `anonymous`).
     pub owner: String,
     pub admin: bool,
+    /// What the caller's turns may cost per day and month.
+    pub spend: SpendCeiling,
     /// The request's W3C trace context (`traceparent`, `tracestate`), when it sent a
     /// valid one: the turns it starts join that trace.
     pub trace: Option<TraceHeaders>,
@@ -116,6 +129,7 @@ pub(crate) async fn require_key(
             name: "anonymous".into(),
             owner: "anonymous".into(),
             admin: false,
+            spend: state.inner.settings.key_spend,
             trace: TraceHeaders::of(request.headers()),
         }
     } else {
@@ -124,6 +138,7 @@ pub(crate) async fn require_key(
                 name: key.name.clone(),
                 owner: key.owner(),
                 admin: key.admin,
+                spend: key.spend.unwrap_or(state.inner.settings.key_spend),
                 trace: TraceHeaders::of(request.headers()),
             },
             None => return Err(AppError::Unauthorized),

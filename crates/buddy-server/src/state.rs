@@ -13,6 +13,7 @@ use tokio_util::task::TaskTracker;
 use crate::auth::ApiKey;
 use crate::backend::Backend;
 use crate::error::AppError;
+use crate::spend::SpendCeiling;
 
 /// Operating limits of a server.
 #[derive(Clone, Debug)]
@@ -51,6 +52,9 @@ pub struct ServerSettings {
     pub openai_approval: ApprovalRules,
     /// What the models cost (buddy.toml's `prices`, then buddy's list prices).
     pub prices: PriceTable,
+    /// What each key's turns may cost per UTC day and month, for keys without a ceiling
+    /// of their own (and for every caller when there are no keys).
+    pub key_spend: SpendCeiling,
     /// Where turns' spans go (`[telemetry]`); `None`: no tracing.
     pub telemetry: Option<Arc<Telemetry>>,
 }
@@ -72,6 +76,7 @@ impl Default for ServerSettings {
             openai_approval: ApprovalRules::default(),
             prices: PriceTable::default(),
             telemetry: None,
+            key_spend: SpendCeiling::default(),
         }
     }
 }

@@ -3,7 +3,9 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
-use buddy_core::{BoxFuture, ChatEvent, Message, MessageSink, RecordError, StopReason, TurnStats};
+use buddy_core::{
+    BoxFuture, ChatEvent, Message, MessageSink, RecordError, StopReason, TurnStats, Usd,
+};
 use buddy_engine::{Engine, PolicyPatch, Resume, TurnRequest};
 use buddy_store::{Store, StoreError, new_id};
 use buddy_telemetry::TurnScope;
@@ -14,6 +16,7 @@ use crate::auth::Caller;
 use crate::backend::Resolved;
 use crate::error::AppError;
 use crate::metrics::{TimedProvider, observe_event, observe_turn};
+use crate::spend;
 use crate::state::AppState;
 
 /// Writes a turn's messages to the store. An assistant message that calls tools is
@@ -217,8 +220,26 @@ pub(crate) async fn start_turn(
     request_policy: &PolicyPatch,
     prelude: Prelude,
 ) -> Result<StartedTurn, AppError> {
-    let policy = turn_policy(state, &resolved, request_policy)?;
+    let mut policy = turn_policy(state, &resolved, request_policy)?;
     let store = Arc::clone(&state.inner.store);
+    let price = state
+        .inner
+        .settings
+        .prices
+        .price(resolved.provider.name(), &resolved.model);
+    let room = spend::room(
+        &*store,
+        &caller.owner,
+        &caller.name,
+        caller.spend,
+        time::OffsetDateTime::now_utc(),
+    )
+    .await?;
+    // A turn may not spend past the key's ceiling: the room left is its money budget
+    // (when the model's price is known; a turn without a price has no cost to count).
+    if let (Some(room), Some(_)) = (room, price) {
+        policy.max_turn_cost_usd = Some(policy.max_turn_cost_usd.map_or(room, |b| b.min(room)));
+    }
     let turn_id = new_id("turn");
     let cancel = state.inner.shutdown.child_token();
     let (conversation_id, history, lease, created) = match conversation {
@@ -293,11 +314,6 @@ pub(crate) async fn start_turn(
     } else {
         state.inner.settings.approval.clone()
     };
-    let price = state
-        .inner
-        .settings
-        .prices
-        .price(resolved.provider.name(), &resolved.model);
     let mut request = TurnRequest::new(resolved.model.clone(), String::new())
         .with_price(price)
         .with_history(history)
@@ -338,6 +354,7 @@ pub(crate) async fn start_turn(
     let (tx, rx) = mpsc::channel(EVENT_BUFFER);
     let recorded_turn = turn_id.clone();
     let key_name = caller.name.clone();
+    let owner = caller.owner.clone();
     state.inner.turns.spawn(async move {
         let (inner_tx, mut inner_rx) = mpsc::channel(EVENT_BUFFER);
         let forward = async {
@@ -386,6 +403,12 @@ pub(crate) async fn start_turn(
             }
         }
         observe_turn(reason, &outcome.stats, &provider_name, &model_name, &key_name);
+        if let Some(cost) = outcome.stats.cost_usd.filter(|c| *c > Usd::ZERO) {
+            let today = spend::day(time::OffsetDateTime::now_utc());
+            if let Err(e) = store.add_spend(&owner, &today, cost).await {
+                tracing::error!(key = %key_name, error = %e, "the turn's cost was not added to the key's spend");
+            }
+        }
         tracing::info!(turn = %recorded_turn, conversation = ?sink.as_ref().map(|s| &s.conversation), key = %key_name,
             reason = %reason, model_calls = outcome.stats.model_calls, tool_calls = outcome.stats.tool_calls, "turn ended");
         // Free the conversation and the key's slot before the client hears the turn

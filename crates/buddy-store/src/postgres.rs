@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use buddy_core::{BoxFuture, Message, StopReason, TurnStats};
+use buddy_core::{BoxFuture, Message, StopReason, TurnStats, Usd};
 use sqlx::Row;
 use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
 use tokio::sync::mpsc;
@@ -64,6 +64,12 @@ CREATE TABLE IF NOT EXISTS buddy_running_turns (
 CREATE TABLE IF NOT EXISTS buddy_owner_turns (
     owner TEXT PRIMARY KEY,
     running BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS buddy_spend (
+    owner TEXT NOT NULL,
+    day TEXT NOT NULL,
+    nanos BIGINT NOT NULL,
+    PRIMARY KEY (owner, day)
 );
 "#;
 
@@ -538,6 +544,46 @@ impl Store for PgStore {
                 .await
                 .map_err(backend)?;
             Ok(done.rows_affected() > 0)
+        })
+    }
+
+    fn add_spend<'a>(
+        &'a self,
+        owner: &'a str,
+        day: &'a str,
+        amount: Usd,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            sqlx::query(
+                "INSERT INTO buddy_spend (owner, day, nanos) VALUES ($1, $2, $3)
+                 ON CONFLICT (owner, day) DO UPDATE SET nanos = buddy_spend.nanos + excluded.nanos",
+            )
+            .bind(owner)
+            .bind(day)
+            .bind(i64::try_from(amount.nanos()).unwrap_or(i64::MAX))
+            .execute(&self.inner.pool)
+            .await
+            .map_err(backend)?;
+            Ok(())
+        })
+    }
+
+    fn spend_since<'a>(
+        &'a self,
+        owner: &'a str,
+        first_day: &'a str,
+    ) -> BoxFuture<'a, Result<Usd, StoreError>> {
+        Box::pin(async move {
+            let row = sqlx::query(
+                "SELECT COALESCE(SUM(nanos), 0)::BIGINT FROM buddy_spend WHERE owner = $1 AND day >= $2",
+            )
+            .bind(owner)
+            .bind(first_day)
+            .fetch_one(&self.inner.pool)
+            .await
+            .map_err(backend)?;
+            let nanos: i64 = row.try_get(0).map_err(backend)?;
+            Ok(Usd::from_nanos(u64::try_from(nanos).unwrap_or(0)))
         })
     }
 }

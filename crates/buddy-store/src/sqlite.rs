@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 
-use buddy_core::{BoxFuture, Message, StopReason, TurnStats};
+use buddy_core::{BoxFuture, Message, StopReason, TurnStats, Usd};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::body::message_json;
@@ -50,6 +50,14 @@ ALTER TABLE conversations ADD COLUMN title TEXT;
 "#,
     r#"
 ALTER TABLE turns ADD COLUMN tape TEXT;
+"#,
+    r#"
+CREATE TABLE spend (
+    owner TEXT NOT NULL,
+    day TEXT NOT NULL,
+    nanos INTEGER NOT NULL,
+    PRIMARY KEY (owner, day)
+);
 "#,
 ];
 
@@ -539,12 +547,79 @@ impl Store for SqliteStore {
             Ok(n > 0)
         })
     }
+
+    fn add_spend<'a>(
+        &'a self,
+        owner: &'a str,
+        day: &'a str,
+        amount: Usd,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let (owner, day) = (owner.to_owned(), day.to_owned());
+        let nanos = i64::try_from(amount.nanos()).unwrap_or(i64::MAX);
+        self.run(move |conn| {
+            conn.execute(
+                "INSERT INTO spend (owner, day, nanos) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (owner, day) DO UPDATE SET nanos = nanos + excluded.nanos",
+                params![owner, day, nanos],
+            )
+            .map_err(backend)?;
+            Ok(())
+        })
+    }
+
+    fn spend_since<'a>(
+        &'a self,
+        owner: &'a str,
+        first_day: &'a str,
+    ) -> BoxFuture<'a, Result<Usd, StoreError>> {
+        let (owner, first_day) = (owner.to_owned(), first_day.to_owned());
+        self.run(move |conn| {
+            let nanos: i64 = conn
+                .query_row(
+                    "SELECT COALESCE(SUM(nanos), 0) FROM spend WHERE owner = ?1 AND day >= ?2",
+                    params![owner, first_day],
+                    |r| r.get(0),
+                )
+                .map_err(backend)?;
+            Ok(Usd::from_nanos(u64::try_from(nanos).unwrap_or(0)))
+        })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use buddy_core::ToolCall;
+
+    #[tokio::test]
+    async fn spend_adds_up_per_owner_and_day_and_outlives_conversations() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("buddy.db");
+        let store = SqliteStore::open(&path).unwrap();
+        let cents = |n: u64| Usd::from_nanos(n * 10_000_000);
+        store.add_spend("a", "2026-10-31", cents(5)).await.unwrap();
+        store.add_spend("a", "2026-11-01", cents(2)).await.unwrap();
+        store.add_spend("a", "2026-11-01", cents(3)).await.unwrap();
+        store.add_spend("b", "2026-11-01", cents(7)).await.unwrap();
+        assert_eq!(
+            store.spend_since("a", "2026-11-01").await.unwrap(),
+            cents(5)
+        );
+        assert_eq!(
+            store.spend_since("a", "2026-10-01").await.unwrap(),
+            cents(10)
+        );
+        assert_eq!(
+            store.spend_since("c", "2026-10-01").await.unwrap(),
+            Usd::ZERO
+        );
+        drop(store);
+        let reopened = SqliteStore::open(&path).unwrap();
+        assert_eq!(
+            reopened.spend_since("b", "2026-11-01").await.unwrap(),
+            cents(7)
+        );
+    }
 
     #[tokio::test]
     async fn a_conversation_round_trips_and_survives_reopening() {

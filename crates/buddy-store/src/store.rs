@@ -1,6 +1,6 @@
 //! The store trait and its records.
 
-use buddy_core::{BoxFuture, Message, StopReason, TurnStats};
+use buddy_core::{BoxFuture, Message, StopReason, TurnStats, Usd};
 use serde::{Deserialize, Serialize};
 
 /// A store operation failed.
@@ -135,6 +135,20 @@ pub trait Store: Send + Sync {
     ) -> BoxFuture<'a, Result<bool, StoreError>>;
     /// Deletes a conversation; `false` if it did not exist.
     fn delete_conversation<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>>;
+    /// Adds `amount` to what `owner` spent on `day` (a UTC date, `YYYY-MM-DD`): the
+    /// ledger the server's per-key spend ceilings read. It outlives conversations.
+    fn add_spend<'a>(
+        &'a self,
+        owner: &'a str,
+        day: &'a str,
+        amount: Usd,
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
+    /// What `owner` spent from `first_day` (inclusive, `YYYY-MM-DD`) on.
+    fn spend_since<'a>(
+        &'a self,
+        owner: &'a str,
+        first_day: &'a str,
+    ) -> BoxFuture<'a, Result<Usd, StoreError>>;
 }
 
 /// A new random id with a prefix (`conv_…`, `turn_…`): 128 bits, hex.

@@ -9,7 +9,7 @@ use buddy_cli::backend::ConfiguredBackend;
 use buddy_cli::config::OpenAiApproval;
 use buddy_cli::toolbox::build_toolbox;
 use buddy_engine::{ApprovalRules, PolicyPatch};
-use buddy_server::{ApiKey, AppState, ServerSettings};
+use buddy_server::{ApiKey, AppState, ServerSettings, SpendCeiling};
 use buddy_store::{Coordinator, LocalCoordinator, PgStore, SqliteStore, Store};
 use clap::Args;
 
@@ -103,6 +103,10 @@ pub async fn serve(config_path: Option<&Path>, args: ServeArgs) -> anyhow::Resul
         },
         prices: super::setup::price_table(&config),
         telemetry: super::setup::start_telemetry(&config)?,
+        key_spend: SpendCeiling {
+            daily: server.max_daily_cost_usd,
+            monthly: server.max_monthly_cost_usd,
+        },
     };
     open_files_for(settings.max_connections);
     return_large_buffers();
@@ -214,6 +218,10 @@ pub fn api_keys(
             _ => anyhow::bail!(
                 "[[server.keys]] `{name}`: give exactly one of key_env (the variable holding the key) or key_sha256"
             ),
+        };
+        let key = match (declared.max_daily_cost_usd, declared.max_monthly_cost_usd) {
+            (None, None) => key,
+            (daily, monthly) => key.with_spend(SpendCeiling { daily, monthly }),
         };
         if keys.iter().any(|k| k.name == key.name) {
             anyhow::bail!("[[server.keys]]: two keys are named `{name}`; names must differ");

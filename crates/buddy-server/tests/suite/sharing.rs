@@ -9,10 +9,12 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use buddy_core::{
     BoxFuture, CompletionRequest, Message, Provider, ProviderError, StopReason, TokenStream,
-    ToolCall, ToolOutcome, TurnStats,
+    ToolCall, ToolOutcome, TurnStats, Usd,
 };
 use buddy_engine::{PolicyConfig, PolicyPatch};
-use buddy_server::{ApiKey, AppState, Backend, BackendError, Resolved, ServerSettings, app};
+use buddy_server::{
+    ApiKey, AppState, Backend, BackendError, Resolved, ServerSettings, SpendCeiling, app,
+};
 use buddy_store::{
     ConversationDetail, ConversationInfo, ConversationSummary, SqliteStore, Store, StoreError,
 };
@@ -213,6 +215,21 @@ impl Store for Failing {
     }
     fn delete_conversation<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
         self.inner.delete_conversation(id)
+    }
+    fn add_spend<'a>(
+        &'a self,
+        owner: &'a str,
+        day: &'a str,
+        amount: buddy_core::Usd,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.inner.add_spend(owner, day, amount)
+    }
+    fn spend_since<'a>(
+        &'a self,
+        owner: &'a str,
+        first_day: &'a str,
+    ) -> BoxFuture<'a, Result<buddy_core::Usd, StoreError>> {
+        self.inner.spend_since(owner, first_day)
     }
 }
 
@@ -923,4 +940,85 @@ async fn a_turn_reports_what_it_cost_and_a_request_may_cap_it() {
         assert_eq!(status, StatusCode::BAD_REQUEST, "{text}");
         assert!(text.contains("max_turn_cost_usd"), "{text}");
     }
+}
+
+#[tokio::test]
+async fn a_key_at_its_spend_ceiling_is_refused_new_turns_with_429() {
+    // Each call costs $0.02 (10 + 5 tokens at $1,000 / $2,000 per million); a turn of a
+    // call and its answer, $0.04. Alice may spend $0.10 a day; keys without a ceiling of
+    // their own (Bob) get the server's $0.03.
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::in_memory().unwrap());
+    let priced = |settings: &mut ServerSettings| {
+        settings.prices.add(
+            None,
+            "*",
+            buddy_core::Price {
+                input: 1_000.0,
+                output: 2_000.0,
+            },
+        );
+        settings.api_keys[0] = ApiKey::new(ALICE, None, false).with_spend(SpendCeiling {
+            daily: Usd::from_dollars(0.10),
+            monthly: None,
+        });
+        settings.key_spend = SpendCeiling {
+            daily: Usd::from_dollars(0.03),
+            monthly: Usd::from_dollars(100.0),
+        };
+    };
+    let s = setup(Arc::clone(&store), PolicyConfig::default(), priced);
+    for _ in 0..2 {
+        let (_, (_, data)) = turn(&s.state, json!({"message": "look it up"}), ALICE).await;
+        assert_eq!(data["reason"], "completed", "{data}");
+        assert_eq!(data["stats"]["cost_usd"], 0.04, "{data}");
+    }
+    // $0.02 of room left: the turn's money budget, so it ends cost_budget with an answer
+    // instead of passing the ceiling.
+    let (_, (_, data)) = turn(&s.state, json!({"message": "look it up"}), ALICE).await;
+    assert_eq!(data["reason"], "cost_budget", "{data}");
+    assert_eq!(data["stats"]["cost_usd"], 0.02, "{data}");
+    let refused = |key: &'static str, state: AppState| async move {
+        let (status, text) = send(
+            &state,
+            post("/v1/chat", json!({"message": "look it up"}), Some(key)),
+        )
+        .await;
+        assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{text}");
+        let error: Value = serde_json::from_str(&text).unwrap();
+        error["error"]["message"].as_str().unwrap().to_owned()
+    };
+    let message = refused(ALICE, s.state.clone()).await;
+    assert!(
+        message.contains("has spent $0.1000 today")
+            && message.contains("daily ceiling is $0.1000")
+            && message.contains("00:00 UTC"),
+        "{message}"
+    );
+    // The OpenAI endpoint is refused the same way.
+    let (status, _) = send(
+        &s.state,
+        post(
+            "/v1/chat/completions",
+            json!({"model": "model-a", "messages": [{"role": "user", "content": "hi"}]}),
+            Some(ALICE),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    // Bob has the server's ceiling, $0.03: a turn capped at it ($0.02), then one with
+    // $0.01 left — a turn's first call is always made (its cost is known only after it),
+    // so the key passes its ceiling by at most that call — then refused.
+    for _ in 0..2 {
+        let (_, (_, data)) = turn(&s.state, json!({"message": "look it up"}), BOB).await;
+        assert_eq!(data["reason"], "cost_budget", "{data}");
+        assert_eq!(data["stats"]["model_calls"], 1, "{data}");
+    }
+    let message = refused(BOB, s.state.clone()).await;
+    assert!(message.contains("key `bob`"), "{message}");
+    // The ledger is in the store: a restarted server still refuses.
+    let restarted = setup(Arc::clone(&store), PolicyConfig::default(), priced);
+    refused(ALICE, restarted.state.clone()).await;
+    // The admin key has the server's ceiling too, and has spent nothing.
+    let (_, (end, _)) = turn(&restarted.state, json!({"message": "look it up"}), ADMIN).await;
+    assert_eq!(end, "done");
 }

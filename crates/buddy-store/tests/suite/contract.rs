@@ -1,7 +1,33 @@
 //! What every store must do, the same for SQLite and PostgreSQL.
 
-use buddy_core::{Message, StopReason, ToolCall, TurnStats};
+use buddy_core::{Message, StopReason, ToolCall, TurnStats, Usd};
 use buddy_store::{PgStore, SqliteStore, Store, StoreError};
+
+/// The spend ledger: sums per owner over days, concurrent additions all counted.
+async fn spend(store: &dyn Store) {
+    let owner = buddy_store::new_id("owner");
+    let other = buddy_store::new_id("owner");
+    let cent = Usd::from_nanos(10_000_000);
+    store.add_spend(&owner, "2026-10-31", cent).await.unwrap();
+    let adds = (0..20).map(|_| store.add_spend(&owner, "2026-11-01", cent));
+    for added in futures::future::join_all(adds).await {
+        added.unwrap();
+    }
+    store.add_spend(&other, "2026-11-01", cent).await.unwrap();
+    let cents = |n: u64| Usd::from_nanos(n * 10_000_000);
+    assert_eq!(
+        store.spend_since(&owner, "2026-11-01").await.unwrap(),
+        cents(20)
+    );
+    assert_eq!(
+        store.spend_since(&owner, "2026-10-01").await.unwrap(),
+        cents(21)
+    );
+    assert_eq!(
+        store.spend_since(&owner, "2026-11-02").await.unwrap(),
+        Usd::ZERO
+    );
+}
 
 async fn contract(store: &dyn Store) {
     // Create, append in rounds, finish, read back.
@@ -161,6 +187,7 @@ async fn concurrent_appends(store: &dyn Store) {
 async fn sqlite_keeps_the_store_contract() {
     let store = SqliteStore::in_memory().unwrap();
     contract(&store).await;
+    spend(&store).await;
     concurrent_appends(&store).await;
     long_messages(&store).await;
     // Read back through a file as well (the long rows are blobs on disk).
@@ -173,6 +200,7 @@ async fn sqlite_keeps_the_store_contract() {
 async fn postgres_keeps_the_store_contract() {
     let store = PgStore::connect(&super::postgres_url()).await.unwrap();
     contract(&store).await;
+    spend(&store).await;
     concurrent_appends(&store).await;
     long_messages(&store).await;
 }
