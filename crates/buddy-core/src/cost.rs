@@ -77,12 +77,17 @@ pub struct Price {
     pub input: f64,
     /// Per million output (completion) tokens, reasoning included.
     pub output: f64,
+    /// Per million input tokens read from the prompt cache (unset: the input price).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_input: Option<f64>,
 }
 
 impl Price {
     /// What one call with `usage` costs.
     pub fn cost(&self, usage: &Usage) -> Usd {
-        let dollars = (usage.input_tokens as f64 * self.input
+        let cached = usage.cached_input_tokens.min(usage.input_tokens);
+        let dollars = ((usage.input_tokens - cached) as f64 * self.input
+            + cached as f64 * self.cached_input.unwrap_or(self.input)
             + usage.output_tokens as f64 * self.output)
             / 1e6;
         Usd::from_dollars(dollars).unwrap_or_default()
@@ -93,6 +98,7 @@ impl Price {
         self.cost(&Usage {
             input_tokens: input,
             output_tokens: output,
+            cached_input_tokens: 0,
         })
     }
 }
@@ -124,12 +130,26 @@ mod tests {
         let price = Price {
             input: 2.5,
             output: 10.0,
+            cached_input: None,
         };
-        let usage = Usage {
+        let mut usage = Usage {
             input_tokens: 12_000,
             output_tokens: 500,
+            cached_input_tokens: 0,
         };
         // 12,000 × 2.5 / 1e6 + 500 × 10 / 1e6 = 0.03 + 0.005
         assert_eq!(price.cost(&usage), Usd::from_dollars(0.035).unwrap());
+        // 10,000 of the input read from the cache: at the input price unless the price
+        // says otherwise, then 2,000 × 2.5 + 10,000 × 1.25 + 500 × 10, per million.
+        usage.cached_input_tokens = 10_000;
+        assert_eq!(price.cost(&usage), Usd::from_dollars(0.035).unwrap());
+        let cached = Price {
+            cached_input: Some(1.25),
+            ..price
+        };
+        assert_eq!(cached.cost(&usage), Usd::from_dollars(0.0225).unwrap());
+        // A cache count above the input (a confused server) never costs less than zero.
+        usage.cached_input_tokens = 99_999;
+        assert_eq!(cached.cost(&usage), Usd::from_dollars(0.02).unwrap());
     }
 }

@@ -5,32 +5,32 @@ use buddy_core::Price;
 
 use crate::glob::{glob_match, without_org};
 
-/// (model-name pattern, dollars per million input tokens, per million output tokens),
-/// most specific first. Sources: OpenAI's, Anthropic's and Google's published list
-/// prices (standard tier, no cache discounts) as of 2025; set your own in buddy.toml
-/// when yours differ.
-const PRICES: &[(&str, f64, f64)] = &[
-    ("gpt-5-nano*", 0.05, 0.40),
-    ("gpt-5-mini*", 0.25, 2.00),
-    ("gpt-5*", 1.25, 10.00),
-    ("gpt-4.1-nano*", 0.10, 0.40),
-    ("gpt-4.1-mini*", 0.40, 1.60),
-    ("gpt-4.1*", 2.00, 8.00),
-    ("gpt-4o-mini*", 0.15, 0.60),
-    ("gpt-4o*", 2.50, 10.00),
-    ("o4-mini*", 1.10, 4.40),
-    ("o3-mini*", 1.10, 4.40),
-    ("o3*", 2.00, 8.00),
-    ("o1*", 15.00, 60.00),
-    ("claude-opus-4-5*", 5.00, 25.00),
-    ("claude-opus-4*", 15.00, 75.00),
-    ("claude-sonnet-4*", 3.00, 15.00),
-    ("claude-3-7-sonnet*", 3.00, 15.00),
-    ("claude-haiku-4-5*", 1.00, 5.00),
-    ("claude-3-5-haiku*", 0.80, 4.00),
-    ("gemini-2.5-pro*", 1.25, 10.00),
-    ("gemini-2.5-flash-lite*", 0.10, 0.40),
-    ("gemini-2.5-flash*", 0.30, 2.50),
+/// (model-name pattern, dollars per million input tokens, per million output tokens, per
+/// million cached input tokens read), most specific first. Sources: OpenAI's,
+/// Anthropic's (cache reads) and Google's published list prices (standard tier) as of
+/// 2025; set your own in buddy.toml when yours differ.
+const PRICES: &[(&str, f64, f64, f64)] = &[
+    ("gpt-5-nano*", 0.05, 0.40, 0.005),
+    ("gpt-5-mini*", 0.25, 2.00, 0.025),
+    ("gpt-5*", 1.25, 10.00, 0.125),
+    ("gpt-4.1-nano*", 0.10, 0.40, 0.025),
+    ("gpt-4.1-mini*", 0.40, 1.60, 0.1),
+    ("gpt-4.1*", 2.00, 8.00, 0.5),
+    ("gpt-4o-mini*", 0.15, 0.60, 0.075),
+    ("gpt-4o*", 2.50, 10.00, 1.25),
+    ("o4-mini*", 1.10, 4.40, 0.275),
+    ("o3-mini*", 1.10, 4.40, 0.55),
+    ("o3*", 2.00, 8.00, 0.5),
+    ("o1*", 15.00, 60.00, 7.5),
+    ("claude-opus-4-5*", 5.00, 25.00, 0.5),
+    ("claude-opus-4*", 15.00, 75.00, 1.5),
+    ("claude-sonnet-4*", 3.00, 15.00, 0.3),
+    ("claude-3-7-sonnet*", 3.00, 15.00, 0.3),
+    ("claude-haiku-4-5*", 1.00, 5.00, 0.1),
+    ("claude-3-5-haiku*", 0.80, 4.00, 0.08),
+    ("gemini-2.5-pro*", 1.25, 10.00, 0.31),
+    ("gemini-2.5-flash-lite*", 0.10, 0.40, 0.025),
+    ("gemini-2.5-flash*", 0.30, 2.50, 0.075),
 ];
 
 /// The built-in price of `model`, if buddy knows it (`openai/gpt-4o` names `gpt-4o`).
@@ -42,8 +42,12 @@ pub fn default_price(model: &str) -> Option<Price> {
 fn builtin(base: &str) -> Option<Price> {
     PRICES
         .iter()
-        .find(|(pattern, _, _)| glob_match(pattern, base))
-        .map(|&(_, input, output)| Price { input, output })
+        .find(|(pattern, ..)| glob_match(pattern, base))
+        .map(|&(_, input, output, cached)| Price {
+            input,
+            output,
+            cached_input: Some(cached),
+        })
 }
 
 /// The operator's prices, by provider and model pattern, in front of the built-in table.
@@ -112,10 +116,12 @@ mod tests {
         let free = Price {
             input: 0.0,
             output: 0.0,
+            cached_input: None,
         };
         let discounted = Price {
             input: 1.0,
             output: 4.0,
+            cached_input: None,
         };
         table.add(Some("azure"), "gpt-4o*", discounted);
         table.add(None, "qwen*", free);

@@ -151,6 +151,14 @@ impl WireUsage {
         self.prompt_tokens.map(|n| n + cached)
     }
 
+    /// The input tokens read from the prompt cache: Anthropic's `cache_read_input_tokens`,
+    /// OpenAI's `prompt_tokens_details.cached_tokens`.
+    pub fn cached(&self) -> u64 {
+        self.cache_read_input_tokens
+            .or(self.prompt_tokens_details.and_then(|d| d.cached_tokens))
+            .unwrap_or(0)
+    }
+
     /// All output tokens. Some OpenAI-compatible servers (xAI) leave reasoning tokens out
     /// of `completion_tokens` and report them in `completion_tokens_details`; OpenAI
     /// counts them in. `total_tokens` tells which: they are added only when the total
@@ -178,6 +186,7 @@ impl From<WireUsage> for buddy_core::Usage {
         buddy_core::Usage {
             input_tokens: usage.input().unwrap_or(0),
             output_tokens: usage.output().unwrap_or(0),
+            cached_input_tokens: usage.cached(),
         }
     }
 }
@@ -197,6 +206,15 @@ pub(crate) struct WireUsage {
     pub cache_creation_input_tokens: Option<u64>,
     #[serde(default)]
     pub cache_read_input_tokens: Option<u64>,
+    #[serde(default)]
+    pub prompt_tokens_details: Option<PromptDetails>,
+}
+
+/// `usage.prompt_tokens_details` of OpenAI.
+#[derive(Clone, Copy, Debug, Default, Deserialize)]
+pub(crate) struct PromptDetails {
+    #[serde(default)]
+    pub cached_tokens: Option<u64>,
 }
 
 /// `usage.completion_tokens_details` of OpenAI-compatible servers.
@@ -237,6 +255,16 @@ mod tests {
             r#"{"input_tokens":12,"cache_creation_input_tokens":300,"cache_read_input_tokens":1000,"output_tokens":5}"#,
         );
         assert_eq!((anthropic.input_tokens, anthropic.output_tokens), (1312, 5));
+        assert_eq!(anthropic.cached_input_tokens, 1000);
+        // OpenAI: cached tokens are part of prompt_tokens.
+        let cached = usage(
+            r#"{"prompt_tokens":2006,"completion_tokens":300,"total_tokens":2306,"prompt_tokens_details":{"cached_tokens":1920}}"#,
+        );
+        assert_eq!(
+            (cached.input_tokens, cached.cached_input_tokens),
+            (2006, 1920)
+        );
+        assert_eq!(openai.cached_input_tokens, 0);
     }
 
     #[test]

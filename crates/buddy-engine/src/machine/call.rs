@@ -381,6 +381,7 @@ impl<'e> Turn<'e> {
                             + self.ledger.counter().text(&c.arguments)
                     })
                     .sum::<usize>()) as u64,
+            cached_input_tokens: 0,
         });
         reply.tape_step = self.tape.reply(
             purpose,

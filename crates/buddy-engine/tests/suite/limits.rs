@@ -282,6 +282,7 @@ async fn a_money_budget_stops_the_turn_with_an_answer_within_it() {
     let price = Price {
         input: 1_000.0,
         output: 2_000.0,
+        cached_input: None,
     };
     let budget = Usd::from_dollars(0.10).unwrap();
     let policy = LoopPolicy {
@@ -342,4 +343,68 @@ async fn a_known_model_reports_its_cost_and_an_unknown_one_none() {
     );
     let (_, unknown) = priced_turn("my-local-model", None, policy).await;
     assert_eq!(unknown.stats.cost_usd, None);
+}
+
+/// A recorded stream (`../shared/fixtures`) as one model reply.
+fn recorded(name: &str) -> buddy_testkit::MockResponse {
+    let path = format!(
+        "{}/../buddy-providers/tests/fixtures/streams/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    buddy_testkit::MockResponse::sse(std::fs::read(&path).unwrap())
+}
+
+#[tokio::test]
+async fn a_turns_cost_is_its_recorded_usage_at_the_models_list_price() {
+    use buddy_providers::{HttpSettings, OpenAiCompat, OpenAiOptions, OpenAiProvider};
+    // OpenAI's recorded replies: a tool call (48 in, 19 out), then text (9 in, 2 out);
+    // the second with 1,920 of 2,006 input tokens read from the cache (the same stream
+    // with OpenAI's `prompt_tokens_details`).
+    let cached_text = String::from_utf8(
+        std::fs::read(format!(
+            "{}/../buddy-providers/tests/fixtures/streams/openai_text_usage.sse",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap(),
+    )
+    .unwrap()
+    .replace(
+        r#""usage":{"prompt_tokens":9,"completion_tokens":2,"total_tokens":11"#,
+        r#""usage":{"prompt_tokens":2006,"prompt_tokens_details":{"cached_tokens":1920},"completion_tokens":2,"total_tokens":2008"#,
+    );
+    let server = buddy_testkit::MockServer::sequence(vec![
+        recorded("openai_single_tool_call_usage.sse"),
+        buddy_testkit::MockResponse::sse(cached_text),
+    ])
+    .await;
+    let provider = OpenAiProvider::new(OpenAiOptions {
+        name: "openai".into(),
+        base_url: server.url(),
+        api_key: None,
+        headers: Default::default(),
+        http: HttpSettings::default(),
+        stream: true,
+        max_output_tokens: None,
+        compat: OpenAiCompat::default(),
+    })
+    .unwrap();
+    let toolbox = TestToolbox::new().with("get_weather", TestTool::echo());
+    let engine = Engine::new(Arc::new(provider), Arc::new(toolbox));
+    // The recordings are gpt-4o's: $2.50 in, $10 out, $1.25 cached in, per million.
+    let (events, outcome) = engine
+        .run_collect(TurnRequest::new("gpt-4o-2024-08-06", "Weather in SF?"))
+        .await;
+    assert_eq!(outcome.reason, StopReason::Completed, "{events:?}");
+    let first = Usd::from_dollars((48.0 * 2.5 + 19.0 * 10.0) / 1e6).unwrap();
+    let second = Usd::from_dollars((86.0 * 2.5 + 1920.0 * 1.25 + 2.0 * 10.0) / 1e6).unwrap();
+    let per_call: Vec<Option<Usd>> = events
+        .iter()
+        .filter_map(|e| match e {
+            ChatEvent::IterationStats { cost_usd, .. } => Some(*cost_usd),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(per_call, vec![Some(first), Some(second)]);
+    assert_eq!(outcome.stats.cost_usd, Some(first.saturating_add(second)));
+    assert_eq!(outcome.stats.input_tokens, 48 + 2006);
 }

@@ -867,6 +867,7 @@ async fn a_turn_reports_what_it_cost_and_a_request_may_cap_it() {
                 buddy_core::Price {
                     input: 1_000.0,
                     output: 2_000.0,
+                    cached_input: None,
                 },
             );
         },
@@ -923,6 +924,7 @@ async fn a_turn_reports_what_it_cost_and_a_request_may_cap_it() {
                 buddy_core::Price {
                     input: 1.0,
                     output: 1.0,
+                    cached_input: None,
                 },
             );
         },
@@ -955,6 +957,7 @@ async fn a_key_at_its_spend_ceiling_is_refused_new_turns_with_429() {
             buddy_core::Price {
                 input: 1_000.0,
                 output: 2_000.0,
+                cached_input: None,
             },
         );
         settings.api_keys[0] = ApiKey::new(ALICE, None, false).with_spend(SpendCeiling {
