@@ -34,7 +34,7 @@ impl<'e> Turn<'e> {
             &self.judge.policy,
             &self.stats,
             self.deadline_passed(),
-            self.last_call_cost,
+            self.next_call_estimate(),
         ) {
             return State::Finalize(cause);
         }

@@ -31,7 +31,12 @@ impl Turn<'_> {
             });
         }
         self.announce(cause.trip(GuardAction::Finalize)).await;
-        if !affords(&self.judge.policy, &self.stats, self.last_call_cost, 1) {
+        if !affords(
+            &self.judge.policy,
+            &self.stats,
+            self.next_call_estimate(),
+            1,
+        ) {
             // The money budget has no room for one more call: buddy answers from the
             // tool results rather than pass it.
             debug!(%reason, "finalize: no money left for the answer call");

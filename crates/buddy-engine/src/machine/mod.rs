@@ -345,6 +345,15 @@ impl<'e> Turn<'e> {
             .await;
     }
 
+    /// What the next model call will cost, about: the last call's cost, or before any
+    /// call the history's input tokens at the model's price (a lower bound: no output).
+    fn next_call_estimate(&self) -> Option<Usd> {
+        self.last_call_cost.or_else(|| {
+            self.price
+                .map(|p| p.estimate(u64::try_from(self.ledger.tokens()).unwrap_or(u64::MAX), 0))
+        })
+    }
+
     /// Milliseconds since the turn started.
     fn elapsed_ms(&self) -> u64 {
         u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)

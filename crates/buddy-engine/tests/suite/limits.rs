@@ -408,3 +408,38 @@ async fn a_turns_cost_is_its_recorded_usage_at_the_models_list_price() {
     assert_eq!(outcome.stats.cost_usd, Some(first.saturating_add(second)));
     assert_eq!(outcome.stats.input_tokens, 48 + 2006);
 }
+
+#[tokio::test]
+async fn a_budget_smaller_than_the_first_calls_input_makes_no_call() {
+    // "please help" is a few tokens: at $1,000 per million input tokens, a few tenths of
+    // a cent before any output. A budget of a tenth of a cent cannot hold it.
+    let price = Price {
+        input: 1_000.0,
+        output: 2_000.0,
+        cached_input: None,
+    };
+    let policy = LoopPolicy {
+        max_turn_cost_usd: Usd::from_dollars(0.001),
+        ..LoopPolicy::default()
+    };
+    let (events, outcome) = priced_turn("test-model", Some(price), policy).await;
+    assert_eq!(outcome.reason, StopReason::CostBudget, "{events:?}");
+    assert_eq!(outcome.stats.model_calls, 0);
+    assert_eq!(outcome.stats.cost_usd, None, "nothing was spent");
+    assert!(
+        outcome.answer.is_some_and(|a| !a.is_empty()),
+        "buddy says why"
+    );
+    let detail = events
+        .iter()
+        .find_map(|e| match e {
+            ChatEvent::GuardTripped {
+                guard: GuardKind::CostBudget,
+                detail,
+                ..
+            } => Some(detail.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(detail.contains("of $0.0010 spent"), "{detail}");
+}
