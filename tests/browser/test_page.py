@@ -77,6 +77,11 @@ def server():
         (scenarios / f"{name}.json").write_text(json.dumps(scenario))
     sandbox = work / "sandbox"
     sandbox.mkdir()
+    # One scenario has a price, so its turns show what they cost.
+    (work / "buddy.toml").write_text(
+        '[providers.scripted]\nkind = "scripted"\n'
+        '[providers.scripted.prices]\n"scripted:chain_3_steps" = { input = 1000, output = 2000 }\n'
+    )
     port = free_port()
     proc = subprocess.Popen(
         [str(BUDDY), "serve", "--listen", f"127.0.0.1:{port}", "--db", str(work / "buddy.db"),
@@ -160,6 +165,8 @@ def test_a_multi_tool_turn_renders_its_cards_in_order_and_its_stop_reason(page, 
     expect(end).to_have_attribute("data-reason", "completed")
     expect(end.locator(".reason")).to_have_text("Answered")
     expect(end.locator(".stats")).to_contain_text("4 model calls · 3 tool calls")
+    # The turn's cost at the configured price, as the server reported it.
+    expect(end.locator(".stats")).to_contain_text(re.compile(r" · \$\d+\.\d{4}$"))
     names = page.locator(".card .name").all_inner_texts()
     assert names == ["find_user", "get_orders", "get_invoice"], names
     expect(page.locator(".card.done")).to_have_count(3)
@@ -195,6 +202,8 @@ def test_a_loop_shows_the_guard_notices_and_still_an_answer(page, server):
     end = turn_end(page)
     expect(end).to_have_attribute("data-reason", "loop_detected")
     expect(end.locator(".reason")).to_contain_text("Stopped a loop")
+    # No price for this model: no cost is shown (never a made-up $0).
+    expect(end.locator(".stats")).not_to_contain_text("$")
     notices = page.locator(".notice")
     assert notices.count() >= 2
     expect(notices.first).to_contain_text("Calls going round in circles")

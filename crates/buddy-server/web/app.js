@@ -26,6 +26,7 @@ const STOP_WORDS = {
   loop_detected: "Stopped a loop: the model kept going round in circles, so buddy asked it for its final answer",
   tools_exhausted: "The tools could not help (they kept failing or were switched off)",
   token_budget: "Stopped at the turn's token budget",
+  cost_budget: "Stopped at the turn's money budget; buddy gave the best answer it had",
   deadline: "Stopped at the turn's time limit",
   cancelled: "Cancelled",
   context_overflow: "The conversation no longer fits in what the model can read at once",
@@ -40,7 +41,7 @@ const STOP_WORDS = {
   interrupted: "Interrupted (the server stopped during this turn)",
 };
 const CLEAN = new Set(["completed", "finish_tool", "client_tool_calls", "approval_required"]);
-const CAPPED = new Set(["max_model_calls", "max_tool_calls", "token_budget", "deadline"]);
+const CAPPED = new Set(["max_model_calls", "max_tool_calls", "token_budget", "cost_budget", "deadline"]);
 
 const GUARD_WORDS = {
   model_call_limit: "Model call limit reached",
@@ -91,12 +92,20 @@ function statsLine(stats) {
   const tokens = (stats.input_tokens || 0) + (stats.output_tokens || 0);
   const ms = stats.elapsed_ms || 0;
   const time = ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(1)} s`;
-  return [
+  const parts = [
     plural(stats.model_calls || 0, "model call"),
     plural(stats.tool_calls || 0, "tool call"),
     plural(tokens, "token"),
     time,
-  ].join(" · ");
+  ];
+  // Present only when the model's price is known (buddy.toml's prices or buddy's list).
+  if (typeof stats.cost_usd === "number") parts.push(money(stats.cost_usd));
+  return parts.join(" · ");
+}
+
+/** Dollars as the CLI writes them: four decimals, more under a hundredth of a cent. */
+function money(dollars) {
+  return dollars !== 0 && dollars < 0.0001 ? `$${dollars.toFixed(7)}` : `$${dollars.toFixed(4)}`;
 }
 
 // ---------- small DOM helpers ----------
