@@ -65,14 +65,15 @@ fn history(len: usize) -> Vec<Message> {
 }
 
 fn engine(rounds: usize) -> Engine {
-    // Stateless, like a real model: the round is the number of results since the user spoke.
+    // Stateless, like a real model: the round is the number of its replies since the user spoke.
     let provider = ReplyProvider::new(move |request, _| {
+        // Replies since the user spoke (buddy's notes in between do not count).
         let messages = request.messages;
-        let since_user = messages
+        let after_user = messages.iter().rposition(Message::is_user).map_or(0, |u| u + 1);
+        let i = messages[after_user..]
             .iter()
-            .rposition(Message::is_user)
-            .map_or(0, |u| messages.len() - u - 1);
-        let i = since_user / 2;
+            .filter(|m| matches!(m, Message::Assistant { .. }))
+            .count();
         Ok(if i < rounds {
             reply_tokens(
                 "",
