@@ -69,7 +69,10 @@ fn engine(rounds: usize) -> Engine {
     let provider = ReplyProvider::new(move |request, _| {
         // Replies since the user spoke (buddy's notes in between do not count).
         let messages = request.messages;
-        let after_user = messages.iter().rposition(Message::is_user).map_or(0, |u| u + 1);
+        let after_user = messages
+            .iter()
+            .rposition(Message::is_user)
+            .map_or(0, |u| u + 1);
         let i = messages[after_user..]
             .iter()
             .filter(|m| matches!(m, Message::Assistant { .. }))

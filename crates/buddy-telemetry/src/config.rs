@@ -91,6 +91,14 @@ impl TelemetryConfig {
         if let Some(endpoint) = &config.endpoint {
             config.endpoint = Some(traces_url(endpoint)?);
         }
+        for (name, value) in &config.headers {
+            let valid_name = reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_ok();
+            if !valid_name || reqwest::header::HeaderValue::from_str(value).is_err() {
+                return Err(TelemetryError::Config(format!(
+                    "headers: `{name}` is not a valid HTTP header (name or value); header names are                      letters, digits and -, values printable text"
+                )));
+            }
+        }
         if let Some(secs) = config.timeout_secs
             && !(secs.is_finite() && secs > 0.0 && secs <= 600.0)
         {
@@ -197,9 +205,17 @@ mod tests {
         assert!(message.contains("http://"), "{message}");
         let slow = TelemetryConfig {
             timeout_secs: Some(0.0),
-            ..file
+            ..file.clone()
         };
         assert!(TelemetryConfig::resolve(Some(slow), env(&[])).is_err());
+        let header = TelemetryConfig {
+            headers: [("bad header".to_owned(), "x".to_owned())].into(),
+            ..file
+        };
+        let message = TelemetryConfig::resolve(Some(header), env(&[]))
+            .unwrap_err()
+            .to_string();
+        assert!(message.contains("`bad header`"), "{message}");
     }
 
     #[test]
