@@ -2,7 +2,8 @@
 # The whole test suite. Prepares a Python virtualenv with the official openai SDK (the
 # OpenAI-compatibility conformance test drives buddy's server with it), then runs every
 # Rust test against a throw-away PostgreSQL cluster (scripts/postgres.sh), then the web
-# page's browser tests (scripts/browser-tests.sh). Extra arguments go to `cargo test`.
+# page's browser tests (scripts/browser-tests.sh) and the Open Responses compliance suite
+# (scripts/openresponses.sh). Extra arguments go to `cargo test`.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv="$root/target/sdk-venv"
@@ -40,3 +41,5 @@ cd "$root"
 cargo test --workspace --locked "$@"
 # The web page in a real browser (chromium from Debian, Playwright from PyPI).
 bash "$root/scripts/browser-tests.sh"
+# The Open Responses compliance suite (Node: tsx and zod from npm) against buddy serve.
+bash "$root/scripts/openresponses.sh"

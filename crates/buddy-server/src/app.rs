@@ -10,7 +10,9 @@ use tower_http::trace::TraceLayer;
 
 use crate::error::AppError;
 use crate::state::AppState;
-use crate::{auth, body, chat, conversations, fork, metrics, openai, replay, responses, web};
+use crate::{
+    auth, body, chat, compact, conversations, fork, metrics, openai, replay, responses, web,
+};
 
 /// Every route of the server, over `state`. Tests drive it with `oneshot`, no socket needed.
 pub fn app(state: AppState) -> Router {
@@ -21,6 +23,7 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/chat", post(chat::chat))
         .route("/v1/chat/completions", post(openai::completions))
         .route("/v1/responses", post(responses::responses))
+        .route("/v1/responses/compact", post(compact::compact))
         .route("/v1/models", get(openai::models))
         .route("/v1/conversations", get(conversations::list))
         .route(

@@ -17,6 +17,7 @@ mod backend;
 mod body;
 mod chat;
 mod client_tools;
+mod compact;
 mod conn;
 mod conversations;
 mod error;

@@ -46,8 +46,51 @@ struct ResponsesRequest {
     stream: bool,
     max_tool_calls: Option<u64>,
     store: Option<bool>,
+    tool_choice: Option<Value>,
+    prompt_cache_key: Option<String>,
+    safety_identifier: Option<String>,
+    metadata: Option<Value>,
     /// buddy's own extension: policy overrides for this request.
     buddy_policy: Option<Value>,
+}
+
+/// What the response object repeats of its request.
+#[derive(Clone, Debug, Default)]
+struct Echo {
+    /// The client's function tools, in the response's tool shape.
+    tools: Vec<Value>,
+    tool_choice: Option<Value>,
+    max_tool_calls: Option<u64>,
+    prompt_cache_key: Option<String>,
+    safety_identifier: Option<String>,
+    metadata: Option<Value>,
+}
+
+impl Echo {
+    fn of(body: &ResponsesRequest) -> Self {
+        let tools = body
+            .tools
+            .iter()
+            .filter(|t| t["type"] == "function")
+            .map(|t| {
+                json!({
+                    "type": "function",
+                    "name": t["name"],
+                    "description": t.get("description").cloned().unwrap_or(Value::Null),
+                    "parameters": t.get("parameters").cloned().unwrap_or(Value::Null),
+                    "strict": t.get("strict").cloned().unwrap_or(Value::Null),
+                })
+            })
+            .collect();
+        Echo {
+            tools,
+            tool_choice: body.tool_choice.clone(),
+            max_tool_calls: body.max_tool_calls,
+            prompt_cache_key: body.prompt_cache_key.clone(),
+            safety_identifier: body.safety_identifier.clone(),
+            metadata: body.metadata.clone(),
+        }
+    }
 }
 
 pub(crate) async fn responses(
@@ -56,6 +99,7 @@ pub(crate) async fn responses(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, AppError> {
     let body: ResponsesRequest = parse_body(&state, body)?;
+    let echo = Echo::of(&body);
     let input = input_messages(&caller.owner, body.input.unwrap_or(Value::Null))
         .map_err(AppError::BadRequest)?;
     let tools = function_tools(body.tools).map_err(AppError::BadRequest)?;
@@ -127,13 +171,14 @@ pub(crate) async fn responses(
     )
     .await?;
     let id = response_id(turn.conversation_id.as_deref(), &turn.turn_id);
-    let builder = Builder::new(
+    let mut builder = Builder::new(
         id,
         caller.owner.clone(),
         turn.model.clone(),
         body.instructions,
         body.previous_response_id,
     );
+    builder.echo = echo;
     if body.stream {
         return Ok(stream(turn, builder));
     }
@@ -141,7 +186,6 @@ pub(crate) async fn responses(
         mut events, cancel, ..
     } = turn;
     let guard = CancelOnDrop(cancel);
-    let mut builder = builder;
     while let Some(event) = events.recv().await {
         if let ChatEvent::Error {
             reason, message, ..
@@ -223,7 +267,7 @@ fn response_id(conversation: Option<&str>, turn: &str) -> String {
 }
 
 /// The stored conversation a response id belongs to.
-fn conversation_of(response: &str) -> Option<String> {
+pub(crate) fn conversation_of(response: &str) -> Option<String> {
     let hex = response.strip_prefix("resp_")?;
     (hex.len() == 64 && hex.chars().all(|c| c.is_ascii_hexdigit()))
         .then(|| format!("conv_{}", &hex[..32]))
@@ -231,7 +275,7 @@ fn conversation_of(response: &str) -> Option<String> {
 
 /// buddy's messages for `input` (references resolved among `owner`'s items), or what is
 /// wrong with an item.
-fn input_messages(owner: &str, input: Value) -> Result<Vec<Message>, String> {
+pub(crate) fn input_messages(owner: &str, input: Value) -> Result<Vec<Message>, String> {
     let items = match input {
         Value::Null => return Ok(Vec::new()),
         Value::String(text) => return Ok(vec![Message::user(text)]),
@@ -312,9 +356,16 @@ fn input_messages(owner: &str, input: Value) -> Result<Vec<Message>, String> {
             }
             // The model's reasoning summaries are the provider's business, not buddy's.
             "reasoning" => {}
+            // A conversation compacted by /v1/responses/compact: its summary.
+            "compaction" => {
+                let content = field("encrypted_content")?;
+                messages.push(crate::compact::decode(&content).map_err(|e| {
+                    format!("input[{i}]: this `compaction` item cannot be read: {e}")
+                })?);
+            }
             other => {
                 return Err(format!(
-                    "input[{i}]: items of type `{other}` are not supported; buddy takes message, function_call and function_call_output items"
+                    "input[{i}]: items of type `{other}` are not supported; buddy takes message, function_call, function_call_output and compaction items"
                 ));
             }
         }
@@ -388,6 +439,9 @@ struct Builder {
     incomplete: Option<&'static str>,
     stats: TurnStats,
     reason: Option<StopReason>,
+    /// When the response ended (Unix seconds).
+    completed_at: Option<u64>,
+    echo: Echo,
 }
 
 impl Builder {
@@ -414,6 +468,8 @@ impl Builder {
             incomplete: None,
             stats: TurnStats::default(),
             reason: None,
+            completed_at: None,
+            echo: Echo::default(),
         }
     }
 
@@ -428,30 +484,40 @@ impl Builder {
                 "total_tokens": self.stats.input_tokens + self.stats.output_tokens,
             })
         });
+        let echo = &self.echo;
         json!({
             "id": self.id,
             "object": "response",
             "created_at": self.created_at,
+            "completed_at": self.completed_at,
             "status": self.status,
             "error": null,
             "incomplete_details": self.incomplete.map(|reason| json!({"reason": reason})),
             "instructions": self.instructions,
             "max_output_tokens": null,
+            "max_tool_calls": echo.max_tool_calls,
             "model": self.model,
             "output": self.output,
             "parallel_tool_calls": true,
             "previous_response_id": self.previous_response_id,
             "reasoning": {"effort": null, "summary": null},
             "store": self.stored,
+            "background": false,
+            "service_tier": "default",
             "temperature": 1.0,
-            "text": {"format": {"type": "text"}},
-            "tool_choice": "auto",
-            "tools": [],
             "top_p": 1.0,
+            "presence_penalty": 0.0,
+            "frequency_penalty": 0.0,
+            "top_logprobs": 0,
+            "text": {"format": {"type": "text"}},
+            "tool_choice": echo.tool_choice.clone().unwrap_or_else(|| json!("auto")),
+            "tools": echo.tools,
             "truncation": "disabled",
             "usage": usage,
             "user": null,
-            "metadata": {},
+            "safety_identifier": echo.safety_identifier,
+            "prompt_cache_key": echo.prompt_cache_key,
+            "metadata": echo.metadata.clone().unwrap_or_else(|| json!({})),
             "buddy": {
                 "stop_reason": self.reason,
                 "model_calls": self.stats.model_calls,
@@ -624,6 +690,7 @@ impl Builder {
                     _ => ("completed", "response.completed"),
                 };
                 self.status = status;
+                self.completed_at = Some(unix_now());
                 let response = self.response();
                 out.push(self.event(kind, json!({"response": response})));
             }

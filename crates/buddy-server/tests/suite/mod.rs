@@ -2,6 +2,7 @@
 
 mod approvals;
 mod client_tools;
+mod compact;
 mod connections;
 mod hostile_mcp;
 mod instances;

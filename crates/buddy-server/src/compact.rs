@@ -1,0 +1,280 @@
+//! `POST /v1/responses/compact`: a conversation made short. Its user messages are kept
+//! as they are; everything else is summarised by the model into one `compaction` item,
+//! which later requests send back as input (buddy reads it as a system message holding
+//! the summary).
+//!
+//! The item's `encrypted_content` is opaque to clients: base64 of a small JSON document
+//! that only buddy reads. It is not encrypted — a client could write one itself, as it
+//! could write any message — so it carries nothing the client may not see.
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use buddy_core::{CompletionRequest, Message, Usage, Usd};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::auth::Caller;
+use crate::error::AppError;
+use crate::openai::unix_now;
+use crate::request::{owned_conversation, parse_body};
+use crate::responses::{conversation_of, input_messages};
+use crate::spend;
+use crate::state::AppState;
+
+/// The body of `POST /v1/responses/compact`.
+#[derive(Deserialize)]
+struct CompactRequest {
+    model: Option<String>,
+    #[serde(default)]
+    input: Option<Value>,
+    previous_response_id: Option<String>,
+    instructions: Option<String>,
+    /// Accepted (a cache hint for providers that have one); buddy has no prompt cache.
+    #[allow(dead_code)]
+    prompt_cache_key: Option<String>,
+}
+
+/// What a `compaction` item holds, before encoding.
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
+struct Compacted {
+    /// The format's version.
+    buddy_compaction: u32,
+    summary: String,
+}
+
+/// The instruction the summarising call gets.
+const SUMMARISE: &str = "You compact conversations. Below is a conversation between a user \
+and an assistant, with the tools the assistant called and what they returned. Write a summary \
+that lets the assistant carry on as if it had read all of it: every fact, number, name, \
+decision, agreement and open question, what the tools found, and what the user still \
+expects. Write only the summary, in the conversation's language.";
+
+/// Largest summary accepted from the model (the item must stay small).
+const MAX_SUMMARY_CHARS: usize = 64 * 1024;
+
+pub(crate) async fn compact(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, AppError> {
+    let body: CompactRequest = parse_body(&state, body)?;
+    let model = body.model.filter(|m| !m.trim().is_empty()).ok_or_else(|| {
+        AppError::BadRequest(
+            "`model` is required: name the model that writes the compaction summary".into(),
+        )
+    })?;
+    let mut messages = match &body.previous_response_id {
+        Some(previous) => {
+            let not_found = || {
+                AppError::NotFound(format!(
+                    "response `{previous}` does not exist or was not stored; send the conversation as `input`"
+                ))
+            };
+            let id = conversation_of(previous).ok_or_else(not_found)?;
+            owned_conversation(&state, &caller, &id)
+                .await
+                .map_err(|_| not_found())?;
+            state.inner.store.load_messages(&id).await?
+        }
+        None => Vec::new(),
+    };
+    messages.extend(
+        input_messages(&caller.owner, body.input.unwrap_or(Value::Null))
+            .map_err(AppError::BadRequest)?,
+    );
+    if let Some(instructions) = body.instructions {
+        messages.insert(0, Message::system(instructions));
+    }
+    if !messages
+        .iter()
+        .any(|m| !matches!(m, Message::System { .. }))
+    {
+        return Err(AppError::BadRequest(
+            "there is nothing to compact: send the conversation as `input` (or previous_response_id)"
+                .into(),
+        ));
+    }
+    let resolved = state
+        .inner
+        .backend
+        .resolve(None, Some(&model))
+        .map_err(|e| AppError::BadRequest(e.to_string()))?;
+    let price = state
+        .inner
+        .settings
+        .prices
+        .price(resolved.provider.name(), &resolved.model);
+    // The summarising call is spend like any other: a key at its ceiling gets 429.
+    spend::room(
+        &*state.inner.store,
+        &caller.owner,
+        &caller.name,
+        caller.spend,
+        time::OffsetDateTime::now_utc(),
+    )
+    .await?;
+    let request = [
+        Message::system(SUMMARISE),
+        Message::user(transcript(&messages)),
+    ];
+    let completion = resolved
+        .provider
+        .complete(CompletionRequest::new(&resolved.model, &request))
+        .await
+        .map_err(|e| AppError::TurnFailed {
+            reason: buddy_core::StopReason::ProviderError,
+            message: format!("the model could not write the summary: {e}"),
+        })?;
+    let summary: String = completion
+        .text
+        .trim()
+        .chars()
+        .take(MAX_SUMMARY_CHARS)
+        .collect();
+    if summary.is_empty() {
+        return Err(AppError::TurnFailed {
+            reason: buddy_core::StopReason::NoAnswer,
+            message: "the model wrote an empty summary; try again or with another model".into(),
+        });
+    }
+    let usage = completion.usage.unwrap_or_default();
+    if let Some(cost) = price.map(|p| p.cost(&usage)).filter(|c| *c > Usd::ZERO) {
+        let today = spend::day(time::OffsetDateTime::now_utc());
+        if let Err(e) = state
+            .inner
+            .store
+            .add_spend(&caller.owner, &today, cost)
+            .await
+        {
+            tracing::error!(key = %caller.name, error = %e, "the compaction's cost was not added to the key's spend");
+        }
+    }
+    let id = buddy_store::new_id("cmp");
+    let id = id.trim_start_matches("cmp_");
+    let mut output: Vec<Value> = messages
+        .iter()
+        .enumerate()
+        .filter_map(|(i, m)| match m {
+            Message::User { content } => Some(json!({
+                "type": "message",
+                "id": format!("msg_{id}_{i}"),
+                "status": "completed",
+                "role": "user",
+                "content": [{"type": "input_text", "text": content}],
+            })),
+            _ => None,
+        })
+        .collect();
+    output.push(json!({
+        "type": "compaction",
+        "id": format!("cmp_{id}"),
+        "encrypted_content": encode(&summary),
+        "created_by": "buddy",
+    }));
+    Ok(Json(json!({
+        "id": format!("resp_cmp_{id}"),
+        "object": "response.compaction",
+        "created_at": unix_now(),
+        "output": output,
+        "usage": usage_json(&usage),
+    }))
+    .into_response())
+}
+
+/// The conversation as plain text for the summarising call: works with every provider,
+/// whatever tool calls the history holds.
+fn transcript(messages: &[Message]) -> String {
+    let mut out = String::new();
+    for message in messages {
+        let line = match message {
+            Message::System { content } => format!("[Instructions] {content}"),
+            Message::User { content } => format!("User: {content}"),
+            Message::Note { content } => format!("[Note] {content}"),
+            Message::Assistant {
+                content,
+                tool_calls,
+            } => {
+                let mut line = format!("Assistant: {}", content.as_deref().unwrap_or_default());
+                for call in tool_calls {
+                    line.push_str(&format!(
+                        "\n  (called {} with {})",
+                        call.name, call.arguments
+                    ));
+                }
+                line
+            }
+            Message::Tool {
+                content, is_error, ..
+            } => format!(
+                "Tool {}: {content}",
+                if *is_error { "error" } else { "result" }
+            ),
+        };
+        out.push_str(&line);
+        out.push_str("\n\n");
+    }
+    out
+}
+
+fn usage_json(usage: &Usage) -> Value {
+    json!({
+        "input_tokens": usage.input_tokens,
+        "input_tokens_details": {"cached_tokens": usage.cached_input_tokens},
+        "output_tokens": usage.output_tokens,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": usage.input_tokens + usage.output_tokens,
+    })
+}
+
+/// A `compaction` item's `encrypted_content` for `summary`.
+fn encode(summary: &str) -> String {
+    let doc = Compacted {
+        buddy_compaction: 1,
+        summary: summary.to_owned(),
+    };
+    URL_SAFE_NO_PAD.encode(serde_json::to_vec(&doc).unwrap_or_default())
+}
+
+/// The message a `compaction` item stands for, or what is wrong with it.
+pub(crate) fn decode(encrypted_content: &str) -> Result<Message, String> {
+    let bytes = URL_SAFE_NO_PAD
+        .decode(encrypted_content.trim())
+        .map_err(|_| {
+            "it was not made by buddy's /v1/responses/compact (not base64url)".to_owned()
+        })?;
+    let doc: Compacted = serde_json::from_slice(&bytes)
+        .map_err(|_| "it was not made by buddy's /v1/responses/compact".to_owned())?;
+    if doc.buddy_compaction != 1 {
+        return Err(format!(
+            "its format version {} is newer than this buddy reads (1)",
+            doc.buddy_compaction
+        ));
+    }
+    Ok(Message::system(format!(
+        "Summary of the conversation before this point (compacted):\n{}",
+        doc.summary
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_summary_goes_into_an_item_and_comes_back_as_a_system_message() {
+        let item = encode("The launch is on Tuesday; support is told first.");
+        assert!(!item.contains(' '), "opaque: {item}");
+        let Message::System { content } = decode(&item).unwrap() else {
+            panic!("a system message")
+        };
+        assert!(content.ends_with("The launch is on Tuesday; support is told first."));
+        assert!(decode("not base64!").unwrap_err().contains("not base64url"));
+        let other = URL_SAFE_NO_PAD.encode(br#"{"buddy_compaction":2,"summary":"x"}"#);
+        assert!(decode(&other).unwrap_err().contains("version 2"));
+    }
+}
