@@ -39,8 +39,13 @@ for _ in $(seq 1 100); do
 done
 
 echo "== Open Responses compliance suite (openresponses/openresponses@92c12d9) against buddy serve"
+# Node 20 has a WebSocket client only behind a flag; later ones have it on by default.
+node_options="--no-warnings"
+if [ "$(node -e 'process.stdout.write(typeof WebSocket)')" != function ]; then
+  node_options="$node_options --experimental-websocket"
+fi
 set +e
-(cd "$suite" && NODE_OPTIONS="--experimental-websocket --no-warnings" node_modules/.bin/tsx bin/compliance-test.ts \
+(cd "$suite" && NODE_OPTIONS="$node_options" node_modules/.bin/tsx bin/compliance-test.ts \
   --base-url "http://127.0.0.1:$port/v1" --api-key sk-openresponses --model scripted:openresponses --json "$@") \
   >"$work/results.json"
 set -e

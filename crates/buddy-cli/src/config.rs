@@ -136,6 +136,8 @@ pub struct ServerConfig {
     pub header_timeout_secs: f64,
     /// Seconds a client has to send a request's whole body.
     pub body_timeout_secs: f64,
+    /// Seconds a `/v1/responses` WebSocket may stay silent between requests.
+    pub websocket_idle_secs: f64,
     /// What each key's turns may cost per UTC day / calendar month, in US dollars, unless
     /// the key sets its own; at the ceiling new turns get 429 (unset: no ceiling).
     pub max_daily_cost_usd: Option<buddy_core::Usd>,
@@ -181,6 +183,7 @@ impl Default for ServerConfig {
             max_connections_per_address: 256,
             header_timeout_secs: 10.0,
             body_timeout_secs: 30.0,
+            websocket_idle_secs: 300.0,
             max_daily_cost_usd: None,
             max_monthly_cost_usd: None,
         }

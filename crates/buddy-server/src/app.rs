@@ -11,7 +11,8 @@ use tower_http::trace::TraceLayer;
 use crate::error::AppError;
 use crate::state::AppState;
 use crate::{
-    auth, body, chat, compact, conversations, fork, metrics, openai, replay, responses, web,
+    auth, body, chat, compact, conversations, fork, metrics, openai, replay, responses,
+    responses_ws, web,
 };
 
 /// Every route of the server, over `state`. Tests drive it with `oneshot`, no socket needed.
@@ -22,7 +23,10 @@ pub fn app(state: AppState) -> Router {
     let protected = Router::new()
         .route("/v1/chat", post(chat::chat))
         .route("/v1/chat/completions", post(openai::completions))
-        .route("/v1/responses", post(responses::responses))
+        .route(
+            "/v1/responses",
+            post(responses::responses).get(responses_ws::upgrade),
+        )
         .route("/v1/responses/compact", post(compact::compact))
         .route("/v1/models", get(openai::models))
         .route("/v1/conversations", get(conversations::list))

@@ -97,6 +97,16 @@ impl AppError {
         }
     }
 
+    /// The error as a WebSocket `error` event (the Open Responses WebSocket mode):
+    /// `code` names it for machines (default: its type).
+    pub fn websocket_event(&self, code: Option<&str>) -> serde_json::Value {
+        json!({"type": "error", "status": self.status().as_u16(), "error": {
+            "type": self.kind(),
+            "code": code.unwrap_or(self.kind()),
+            "message": self.to_string(),
+        }})
+    }
+
     /// The JSON error object (`{"error": {...}}`), also used inside streams.
     pub fn body(&self) -> serde_json::Value {
         json!({"error": {"message": self.to_string(), "type": self.kind(), "code": self.status().as_u16()}})

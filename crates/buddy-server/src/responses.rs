@@ -34,18 +34,18 @@ use crate::turns::{CancelOnDrop, Conversation, Prelude, StartedTurn, start_turn}
 
 /// The body of `POST /v1/responses` (fields buddy does not use are accepted and ignored).
 #[derive(Deserialize)]
-struct ResponsesRequest {
+pub(crate) struct ResponsesRequest {
     model: Option<String>,
     #[serde(default)]
     input: Option<Value>,
     instructions: Option<String>,
     #[serde(default)]
     tools: Vec<Value>,
-    previous_response_id: Option<String>,
+    pub previous_response_id: Option<String>,
     #[serde(default)]
     stream: bool,
     max_tool_calls: Option<u64>,
-    store: Option<bool>,
+    pub store: Option<bool>,
     tool_choice: Option<Value>,
     prompt_cache_key: Option<String>,
     safety_identifier: Option<String>,
@@ -99,6 +99,48 @@ pub(crate) async fn responses(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, AppError> {
     let body: ResponsesRequest = parse_body(&state, body)?;
+    let streamed = body.stream;
+    let (turn, builder) = begin(&state, &caller, body, None).await?;
+    if streamed {
+        return Ok(stream(turn, builder));
+    }
+    let StartedTurn {
+        mut events, cancel, ..
+    } = turn;
+    let guard = CancelOnDrop(cancel);
+    let mut builder = builder;
+    while let Some(event) = events.recv().await {
+        if let ChatEvent::Error {
+            reason, message, ..
+        } = &event
+        {
+            return Err(AppError::TurnFailed {
+                reason: *reason,
+                message: message.clone(),
+            });
+        }
+        builder.on_event(event);
+    }
+    drop(guard);
+    Ok(Json(builder.response()).into_response())
+}
+
+/// A response whose conversation the caller holds itself (`store: false` over a
+/// WebSocket): its id and the whole conversation after it.
+pub(crate) struct Unstored {
+    pub id: String,
+    pub history: Vec<Message>,
+}
+
+/// Starts the turn a request asks for; `unstored` is the conversation of a `store: false`
+/// response its `previous_response_id` names (the WebSocket mode keeps the last one). A
+/// turn started with `keep` set hands its whole conversation back when it ends.
+pub(crate) async fn begin(
+    state: &AppState,
+    caller: &Caller,
+    body: ResponsesRequest,
+    unstored: Option<Unstored>,
+) -> Result<(StartedTurn, Builder), AppError> {
     let echo = Echo::of(&body);
     let input = input_messages(&caller.owner, body.input.unwrap_or(Value::Null))
         .map_err(AppError::BadRequest)?;
@@ -110,14 +152,15 @@ pub(crate) async fn responses(
             .map_err(|e| AppError::BadRequest(format!("max_tool_calls: {e}")))?;
     }
     let mut model = body.model;
-    let conversation = match &body.previous_response_id {
-        Some(previous) => {
+    let conversation = match (&body.previous_response_id, &unstored) {
+        (Some(_), Some(_)) | (None, _) => None,
+        (Some(previous), None) => {
             let id = conversation_of(previous).ok_or_else(|| {
                 AppError::NotFound(format!(
                     "response `{previous}` does not exist or was not stored (store: false); send the whole input instead"
                 ))
             })?;
-            let info = owned_conversation(&state, &caller, &id)
+            let info = owned_conversation(state, caller, &id)
                 .await
                 .map_err(|_| AppError::NotFound(format!("response `{previous}` does not exist")))?;
             if model.is_none() {
@@ -125,9 +168,9 @@ pub(crate) async fn responses(
             }
             Some(id)
         }
-        None => None,
     };
-    if conversation.is_none() && !input.iter().any(Message::is_user) {
+    let continued = conversation.is_some() || unstored.is_some();
+    if !continued && !input.iter().any(Message::is_user) {
         return Err(AppError::BadRequest(
             "`input` has no user message; send the user's text (or continue with previous_response_id)".into(),
         ));
@@ -138,21 +181,28 @@ pub(crate) async fn responses(
         .resolve(None, model.as_deref())
         .map_err(|e| AppError::BadRequest(e.to_string()))?;
     resolved.toolbox = with_client_tools(resolved.toolbox, tools).map_err(AppError::BadRequest)?;
+    let keep = body.store == Some(false);
     let prelude = Prelude {
         instructions: body.instructions.clone(),
         openai: true,
+        keep_messages: keep,
         ..Prelude::default()
     };
-    let (conversation, prelude) = match (conversation, body.store) {
-        (Some(id), _) => (
+    let (conversation, prelude) = match (conversation, unstored, body.store) {
+        (Some(id), _, _) => (
             Conversation::Stored(Some(id)),
             Prelude {
                 append: input,
                 ..prelude
             },
         ),
-        (None, Some(false)) => (Conversation::Ephemeral(input), prelude),
-        (None, _) => (
+        (None, Some(unstored), _) => {
+            let mut history = unstored.history;
+            history.extend(input);
+            (Conversation::Ephemeral(history), prelude)
+        }
+        (None, None, Some(false)) => (Conversation::Ephemeral(input), prelude),
+        (None, None, _) => (
             Conversation::Stored(None),
             Prelude {
                 append: input,
@@ -161,8 +211,8 @@ pub(crate) async fn responses(
         ),
     };
     let turn = start_turn(
-        &state,
-        &caller,
+        state,
+        caller,
         conversation,
         None,
         resolved,
@@ -179,27 +229,7 @@ pub(crate) async fn responses(
         body.previous_response_id,
     );
     builder.echo = echo;
-    if body.stream {
-        return Ok(stream(turn, builder));
-    }
-    let StartedTurn {
-        mut events, cancel, ..
-    } = turn;
-    let guard = CancelOnDrop(cancel);
-    while let Some(event) = events.recv().await {
-        if let ChatEvent::Error {
-            reason, message, ..
-        } = &event
-        {
-            return Err(AppError::TurnFailed {
-                reason: *reason,
-                message: message.clone(),
-            });
-        }
-        builder.on_event(event);
-    }
-    drop(guard);
-    Ok(Json(builder.response()).into_response())
+    Ok((turn, builder))
 }
 
 /// Output items this process produced, by key and id, so that a client may send them
@@ -419,8 +449,8 @@ fn function_tools(tools: Vec<Value>) -> Result<Vec<ToolSpec>, String> {
 }
 
 /// Builds a response, and the stream's events, from a turn's events.
-struct Builder {
-    id: String,
+pub(crate) struct Builder {
+    pub id: String,
     model: String,
     created_at: u64,
     instructions: Option<String>,
@@ -474,7 +504,7 @@ impl Builder {
     }
 
     /// The response object as it stands.
-    fn response(&self) -> Value {
+    pub(crate) fn response(&self) -> Value {
         let usage = (self.status != "in_progress").then(|| {
             json!({
                 "input_tokens": self.stats.input_tokens,
@@ -535,7 +565,7 @@ impl Builder {
     }
 
     /// The stream's opening events.
-    fn opening(&mut self) -> Vec<(String, Value)> {
+    pub(crate) fn opening(&mut self) -> Vec<(String, Value)> {
         let response = self.response();
         vec![
             self.event("response.created", json!({"response": response})),
@@ -607,7 +637,7 @@ impl Builder {
     }
 
     /// What one turn event adds to the response, as stream events.
-    fn on_event(&mut self, event: ChatEvent) -> Vec<(String, Value)> {
+    pub(crate) fn on_event(&mut self, event: ChatEvent) -> Vec<(String, Value)> {
         let mut out = Vec::new();
         match event {
             ChatEvent::TextDelta { text } => {

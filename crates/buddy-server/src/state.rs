@@ -55,6 +55,8 @@ pub struct ServerSettings {
     /// What each key's turns may cost per UTC day and month, for keys without a ceiling
     /// of their own (and for every caller when there are no keys).
     pub key_spend: SpendCeiling,
+    /// How long a `/v1/responses` WebSocket may go without a request before it is closed.
+    pub websocket_idle_timeout: Duration,
     /// Where turns' spans go (`[telemetry]`); `None`: no tracing.
     pub telemetry: Option<Arc<Telemetry>>,
 }
@@ -76,6 +78,7 @@ impl Default for ServerSettings {
             openai_approval: ApprovalRules::default(),
             prices: PriceTable::default(),
             telemetry: None,
+            websocket_idle_timeout: Duration::from_secs(300),
             key_spend: SpendCeiling::default(),
         }
     }
@@ -100,6 +103,9 @@ pub(crate) struct Inner {
     pub shutdown: CancellationToken,
     /// Every running turn, so shutdown can wait for them to be recorded.
     pub turns: TaskTracker,
+    /// WebSocket sessions of `/v1/responses` open at once: an upgraded connection leaves
+    /// the connection table, so these are bounded on their own (`max_connections`).
+    pub websockets: Arc<tokio::sync::Semaphore>,
 }
 
 /// A turn running in this process.
@@ -135,6 +141,7 @@ impl AppState {
         settings: ServerSettings,
     ) -> Self {
         let mut cancels = coordinator.cancellations();
+        let websockets = Arc::new(tokio::sync::Semaphore::new(settings.max_connections.max(1)));
         let state = AppState {
             inner: Arc::new(Inner {
                 store,
@@ -143,6 +150,7 @@ impl AppState {
                 settings,
                 coordinator,
                 local: Mutex::new(HashMap::new()),
+                websockets,
                 shutdown: CancellationToken::new(),
                 turns: TaskTracker::new(),
             }),

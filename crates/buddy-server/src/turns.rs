@@ -118,6 +118,9 @@ pub(crate) struct Prelude {
     pub resume: Option<Resume>,
     /// An OpenAI-compatible endpoint: no client can answer an approval question.
     pub openai: bool,
+    /// Hand the turn's whole conversation back when it ends (`StartedTurn::messages`):
+    /// for a conversation the caller holds itself.
+    pub keep_messages: bool,
 }
 
 /// A running turn, as an endpoint sees it.
@@ -128,6 +131,9 @@ pub(crate) struct StartedTurn {
     pub conversation_id: Option<String>,
     pub turn_id: String,
     pub model: String,
+    /// The whole conversation once the turn has ended (asked for with
+    /// `Prelude::keep_messages`).
+    pub messages: Option<tokio::sync::oneshot::Receiver<Vec<Message>>>,
 }
 
 /// Room between the engine and a slow client before the engine waits.
@@ -221,6 +227,7 @@ pub(crate) async fn start_turn(
     prelude: Prelude,
 ) -> Result<StartedTurn, AppError> {
     let mut policy = turn_policy(state, &resolved, request_policy)?;
+    let prelude_keeps = prelude.keep_messages;
     let store = Arc::clone(&state.inner.store);
     let price = state
         .inner
@@ -352,6 +359,13 @@ pub(crate) async fn start_turn(
         resolved.toolbox,
     );
     let (tx, rx) = mpsc::channel(EVENT_BUFFER);
+    let (kept_tx, kept_rx) = match prelude_keeps {
+        true => {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            (Some(tx), Some(rx))
+        }
+        false => (None, None),
+    };
     let recorded_turn = turn_id.clone();
     let key_name = caller.name.clone();
     let owner = caller.owner.clone();
@@ -403,6 +417,9 @@ pub(crate) async fn start_turn(
             }
         }
         observe_turn(reason, &outcome.stats, &provider_name, &model_name, &key_name);
+        if let Some(kept) = kept_tx {
+            let _ = kept.send(outcome.messages.clone());
+        }
         if let Some(cost) = outcome.stats.cost_usd.filter(|c| *c > Usd::ZERO) {
             let today = spend::day(time::OffsetDateTime::now_utc());
             if let Err(e) = store.add_spend(&owner, &today, cost).await {
@@ -424,6 +441,7 @@ pub(crate) async fn start_turn(
         conversation_id,
         turn_id,
         model: resolved.model,
+        messages: kept_rx,
     })
 }
 

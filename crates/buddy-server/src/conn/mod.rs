@@ -51,7 +51,7 @@ pub(crate) async fn serve_one(shared: Arc<Shared>, stream: TcpStream, place: Adm
         ));
         let connection = shared
             .builder
-            .serve_connection(TokioIo::new(stream), service);
+            .serve_connection_with_upgrades(TokioIo::new(stream), service);
         tokio::pin!(connection);
         tokio::select! {
             _ = connection.as_mut() => {}

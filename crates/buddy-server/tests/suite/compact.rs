@@ -38,7 +38,10 @@ impl Backend for Summariser {
                     Some(Message::User { content }) => content.clone(),
                     _ => String::new(),
                 };
-                assert!(transcript.contains("User: We launch on Tuesday."), "{transcript}");
+                assert!(
+                    transcript.contains("User: We launch on Tuesday."),
+                    "{transcript}"
+                );
                 assert!(transcript.contains("called lookup"), "{transcript}");
                 reply_tokens("Launch on Tuesday; tell support first.", vec![])
             } else {
@@ -66,7 +69,10 @@ fn state() -> AppState {
 
 async fn call(state: &AppState, uri: &str, body: Value) -> (StatusCode, Value) {
     let (status, text) = send(state, post(uri, body, None)).await;
-    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
 }
 
 #[tokio::test]
@@ -89,7 +95,12 @@ async fn a_compacted_conversation_carries_on_from_its_summary() {
     let output = compacted["output"].as_array().unwrap();
     let kinds: Vec<(&str, &str)> = output
         .iter()
-        .map(|i| (i["type"].as_str().unwrap(), i["role"].as_str().unwrap_or("")))
+        .map(|i| {
+            (
+                i["type"].as_str().unwrap(),
+                i["role"].as_str().unwrap_or(""),
+            )
+        })
         .collect();
     // The user's own words stay as they were; the rest is the compaction item.
     assert_eq!(
@@ -109,7 +120,9 @@ async fn a_compacted_conversation_carries_on_from_its_summary() {
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{response}");
-    let text = response["output"][0]["content"][0]["text"].as_str().unwrap();
+    let text = response["output"][0]["content"][0]["text"]
+        .as_str()
+        .unwrap();
     assert!(
         text.contains("compacted") && text.contains("Launch on Tuesday; tell support first."),
         "{text}"
@@ -126,7 +139,12 @@ async fn bad_compaction_requests_are_named() {
     )
     .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
-    assert!(error["error"]["message"].as_str().unwrap().contains("`model` is required"));
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`model` is required")
+    );
     let (status, error) = call(
         &state,
         "/v1/responses/compact",
@@ -134,7 +152,12 @@ async fn bad_compaction_requests_are_named() {
     )
     .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
-    assert!(error["error"]["message"].as_str().unwrap().contains("nothing to compact"));
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("nothing to compact")
+    );
     // A forged or foreign compaction item is refused by name, not read.
     let (status, error) = call(
         &state,

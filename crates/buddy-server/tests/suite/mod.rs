@@ -9,6 +9,7 @@ mod instances;
 mod replay;
 mod request_mcp;
 mod responses;
+mod responses_ws;
 mod sharing;
 mod telemetry;
 mod web;
