@@ -6,7 +6,8 @@
 # (clients/openresponses/scenario.json) calls the suite's get_weather tool and otherwise
 # answers. Installs tsx and zod (pinned in package-lock.json) with npm.
 # Prints one line per test and `openresponses: N passed, M failed` last; exits non-zero
-# when a test fails. Extra arguments go to the suite (e.g. --filter basic-response -v).
+# when a test fails. Extra arguments go to the suite (e.g. --filter basic-response -v). The
+# suite runs its tests at once with one key: the server allows 64 concurrent turns per key.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 suite="$root/clients/openresponses"
@@ -29,7 +30,8 @@ mkdir -p "$work/scenarios" "$work/sandbox"
 cp "$suite/scenario.json" "$work/scenarios/openresponses.json"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 (cd "$work" && exec "$buddy" serve --listen "127.0.0.1:$port" --db "$work/buddy.db" \
-  --scenarios "$work/scenarios" --sandbox "$work/sandbox" --api-key sk-openresponses) \
+  --scenarios "$work/scenarios" --sandbox "$work/sandbox" --api-key sk-openresponses \
+  --max-concurrent-turns 64) \
   >"$work/serve.log" 2>&1 &
 server_pid=$!
 for _ in $(seq 1 100); do
