@@ -138,6 +138,9 @@ pub struct ServerConfig {
     pub body_timeout_secs: f64,
     /// Seconds a `/v1/responses` WebSocket may stay silent between requests.
     pub websocket_idle_secs: f64,
+    /// How `/v1/responses` shows buddy's own skill calls: `mcp_call` items (the default,
+    /// what OpenAI clients read) or `buddy:skill_call` extension items.
+    pub responses_skill_calls: buddy_server::SkillCalls,
     /// What each key's turns may cost per UTC day / calendar month, in US dollars, unless
     /// the key sets its own; at the ceiling new turns get 429 (unset: no ceiling).
     pub max_daily_cost_usd: Option<buddy_core::Usd>,
@@ -184,6 +187,7 @@ impl Default for ServerConfig {
             header_timeout_secs: 10.0,
             body_timeout_secs: 30.0,
             websocket_idle_secs: 300.0,
+            responses_skill_calls: buddy_server::SkillCalls::default(),
             max_daily_cost_usd: None,
             max_monthly_cost_usd: None,
         }

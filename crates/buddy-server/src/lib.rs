@@ -42,6 +42,7 @@ pub use auth::{ApiKey, BadKeyHash};
 pub use backend::{Backend, BackendError, Resolved};
 pub use error::AppError;
 pub use replay::{PolicyFrom, StoredTurn, replay_policy, stored_turns};
+pub use responses::SkillCalls;
 pub use serve::{ServeError, serve};
 pub use spend::SpendCeiling;
 pub use state::{AppState, ServerSettings};

@@ -6,7 +6,8 @@
 //!   `function_call` output items, and the client resumes with `function_call_output`
 //!   items (after `previous_response_id`, or with the whole input again);
 //! - buddy's own skills run server-side; each call appears as an `mcp_call` output item
-//!   (`server_label: "buddy"`) carrying its arguments and output;
+//!   (`server_label: "buddy"`) carrying its arguments and output, or as a
+//!   `buddy:skill_call` extension item when the request or the server asks for it;
 //! - `previous_response_id` continues the stored conversation the response belongs to
 //!   (`store: false` keeps nothing, and such a response cannot be continued);
 //! - `max_tool_calls` lowers the turn's tool-call limit; usage, errors and the stream's
@@ -52,6 +53,22 @@ pub(crate) struct ResponsesRequest {
     metadata: Option<Value>,
     /// buddy's own extension: policy overrides for this request.
     buddy_policy: Option<Value>,
+    /// buddy's own extension: how server-side skill calls appear in `output`.
+    buddy_skill_calls: Option<SkillCalls>,
+}
+
+/// How buddy's server-side skill calls appear among a response's output items.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+pub enum SkillCalls {
+    /// `mcp_call` items (`server_label: "buddy"`): what the OpenAI SDKs and the clients
+    /// built on them read.
+    #[default]
+    #[serde(rename = "mcp_call")]
+    McpCall,
+    /// `buddy:skill_call` items: an implementor-prefixed extension item, as the Open
+    /// Responses specification asks of items it does not define.
+    #[serde(rename = "buddy:skill_call")]
+    Extension,
 }
 
 /// What the response object repeats of its request.
@@ -142,6 +159,9 @@ pub(crate) async fn begin(
     unstored: Option<Unstored>,
 ) -> Result<(StartedTurn, Builder), AppError> {
     let echo = Echo::of(&body);
+    let skill_calls = body
+        .buddy_skill_calls
+        .unwrap_or(state.inner.settings.responses_skill_calls);
     let input = input_messages(&caller.owner, body.input.unwrap_or(Value::Null))
         .map_err(AppError::BadRequest)?;
     let tools = function_tools(body.tools).map_err(AppError::BadRequest)?;
@@ -229,6 +249,7 @@ pub(crate) async fn begin(
         body.previous_response_id,
     );
     builder.echo = echo;
+    builder.skill_calls = skill_calls;
     Ok((turn, builder))
 }
 
@@ -359,9 +380,12 @@ pub(crate) fn input_messages(owner: &str, input: Value) -> Result<Vec<Message>, 
                 add_call(&mut messages, call);
             }
             // A call buddy ran itself, sent back: the call and its result.
-            "mcp_call" => {
+            "mcp_call" | "buddy:skill_call" => {
                 let id = field("id")?;
-                let call_id = id.trim_start_matches("mcp_").to_owned();
+                let call_id = match item.get("call_id").and_then(Value::as_str) {
+                    Some(call_id) => call_id.to_owned(),
+                    None => id.trim_start_matches("mcp_").to_owned(),
+                };
                 add_call(
                     &mut messages,
                     ToolCall::new(call_id.clone(), field("name")?, field("arguments")?),
@@ -472,6 +496,7 @@ pub(crate) struct Builder {
     /// When the response ended (Unix seconds).
     completed_at: Option<u64>,
     echo: Echo,
+    skill_calls: SkillCalls,
 }
 
 impl Builder {
@@ -500,6 +525,7 @@ impl Builder {
             reason: None,
             completed_at: None,
             echo: Echo::default(),
+            skill_calls: SkillCalls::default(),
         }
     }
 
@@ -682,7 +708,7 @@ impl Builder {
             } => {
                 if let Some(at) = self.pending.iter().position(|c| c.id == id) {
                     let call = self.pending.remove(at);
-                    let item = json!({
+                    let mut item = json!({
                         "type": "mcp_call",
                         "id": self.item_id("mcp"),
                         "server_label": "buddy",
@@ -692,6 +718,13 @@ impl Builder {
                         "error": if is_error { json!(content) } else { Value::Null },
                         "status": "completed",
                     });
+                    if self.skill_calls == SkillCalls::Extension {
+                        item["type"] = json!("buddy:skill_call");
+                        item["call_id"] = json!(call.id);
+                        if let Some(object) = item.as_object_mut() {
+                            object.remove("server_label");
+                        }
+                    }
                     self.whole_item(item, &mut out);
                 }
             }

@@ -55,6 +55,9 @@ pub struct ServerSettings {
     /// What each key's turns may cost per UTC day and month, for keys without a ceiling
     /// of their own (and for every caller when there are no keys).
     pub key_spend: SpendCeiling,
+    /// How `/v1/responses` shows buddy's own skill calls (a request's
+    /// `buddy_skill_calls` overrides it).
+    pub responses_skill_calls: crate::responses::SkillCalls,
     /// How long a `/v1/responses` WebSocket may go without a request before it is closed.
     pub websocket_idle_timeout: Duration,
     /// Where turns' spans go (`[telemetry]`); `None`: no tracing.
@@ -79,6 +82,7 @@ impl Default for ServerSettings {
             prices: PriceTable::default(),
             telemetry: None,
             websocket_idle_timeout: Duration::from_secs(300),
+            responses_skill_calls: crate::responses::SkillCalls::default(),
             key_spend: SpendCeiling::default(),
         }
     }

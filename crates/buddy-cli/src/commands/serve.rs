@@ -95,6 +95,7 @@ pub async fn serve(config_path: Option<&Path>, args: ServeArgs) -> anyhow::Resul
         header_timeout: secs(server.header_timeout_secs, "[server] header_timeout_secs")?,
         body_timeout: secs(server.body_timeout_secs, "[server] body_timeout_secs")?,
         websocket_idle_timeout: secs(server.websocket_idle_secs, "[server] websocket_idle_secs")?,
+        responses_skill_calls: server.responses_skill_calls,
         // `/v1/chat` pauses for approval; the OpenAI endpoints cannot resume, so they
         // refuse such calls (the model reads why) unless the operator lets them run.
         approval: config.approval.rules(None, false),

@@ -65,6 +65,46 @@ async fn a_response_lists_server_side_calls_and_the_answer() {
 }
 
 #[tokio::test]
+async fn skill_calls_can_be_spec_extension_items_and_come_back_as_input() {
+    let state = state();
+    let (status, response) = respond(
+        &state,
+        json!({"model": "model-a", "input": "find it", "store": false,
+               "buddy_skill_calls": "buddy:skill_call"}),
+        ALICE,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{response}");
+    let call = &response["output"][0];
+    assert_eq!(call["type"], "buddy:skill_call", "{response}");
+    assert_eq!(
+        (call["name"].as_str(), call["output"].as_str()),
+        (Some("lookup"), Some("42"))
+    );
+    assert!(call["call_id"].as_str().is_some_and(|id| !id.is_empty()));
+    assert!(call.get("server_label").is_none());
+    // The whole output sent back (store: false) is a valid history: the call and its result.
+    let mut input = vec![json!({"role": "user", "content": "find it"})];
+    input.extend(response["output"].as_array().unwrap().iter().cloned());
+    input.push(json!({"role": "user", "content": "and now?"}));
+    let (status, again) = respond(
+        &state,
+        json!({"model": "model-a", "input": input, "store": false}),
+        ALICE,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{again}");
+    assert_eq!(again["output"][0]["type"], "mcp_call", "the default form");
+    let (status, bad) = respond(
+        &state,
+        json!({"model": "model-a", "input": "x", "buddy_skill_calls": "tool_call"}),
+        ALICE,
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
+}
+
+#[tokio::test]
 async fn the_stream_sends_the_apis_events_in_order() {
     let state = state();
     let (status, body) = send(
