@@ -1,6 +1,7 @@
 """Drives a running `buddy serve` with LangChain's ChatOpenAI, in both of its modes
 (Chat Completions, and the Responses API with use_responses_api=True): invoke, stream,
-and a tool bound with bind_tools, run by the client and sent back.
+a tool bound with bind_tools, run by the client and sent back, and
+with_structured_output.
 
 Usage: python langchain_check.py BASE_URL API_KEY
 Run by the Rust test `the_node_and_langchain_clients_work_against_the_server`.
@@ -10,6 +11,7 @@ import sys
 from langchain_core.messages import HumanMessage
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
+from pydantic import BaseModel
 
 base_url, api_key = sys.argv[1] + "/v1", sys.argv[2]
 checks = 0
@@ -27,6 +29,11 @@ def text(message):
     if isinstance(content, str):
         return content
     return "".join(part.get("text", "") if isinstance(part, dict) else str(part) for part in content)
+
+
+class Person(BaseModel):
+    name: str
+    age: int
 
 
 @tool
@@ -54,5 +61,9 @@ for responses in (False, True):
     result = lookup_customer.invoke(asked.tool_calls[0])
     final = with_tools.invoke([question, asked, result])
     check("Ada Lovelace" in text(final), f"{mode} after the tool: {text(final)!r}")
+
+    # Structured output: a JSON schema goes to the model, the answer comes back parsed.
+    person = model("scripted:structured").with_structured_output(Person).invoke("Who wrote the first program?")
+    check(person == Person(name="Ada Lovelace", age=36), f"{mode} with_structured_output: {person!r}")
 
 print(f"langchain: {checks} checks passed")

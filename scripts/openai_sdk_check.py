@@ -155,6 +155,24 @@ try:
 except openai.BadRequestError as error:
     check("call_nowhere" in str(error), f"error text: {error}")
 
+# Structured output: parse() sends a JSON schema (response_format / text.format), and
+# reads the answer back into the class.
+from pydantic import BaseModel
+
+
+class Person(BaseModel):
+    name: str
+    age: int
+
+
+who = [{"role": "user", "content": "Who wrote the first program?"}]
+parsed = client.chat.completions.parse(model="scripted:structured", messages=who, response_format=Person)
+check(parsed.choices[0].message.parsed == Person(name="Ada Lovelace", age=36), f"parse: {parsed}")
+parsed = client.responses.parse(model="scripted:structured", input="Who wrote the first program?", text_format=Person)
+check(parsed.output_parsed == Person(name="Ada Lovelace", age=36), f"responses.parse: {parsed}")
+check(parsed.text.format.type == "json_schema", f"the response says its format: {parsed.text}")
+check(parsed.temperature == 1.0, "default temperature echoed")
+
 models = [m.id for m in client.models.list()]
 check("scripted:chain_3_steps" in models, "models list")
 print(f"openai sdk: all checks passed ({checks})")

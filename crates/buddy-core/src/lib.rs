@@ -11,6 +11,7 @@ mod exact_json;
 mod message;
 mod observe;
 mod provider;
+mod sampling;
 mod skill;
 mod stop;
 mod token;
@@ -24,6 +25,7 @@ pub use observe::{ModelCallEnd, TurnObserver};
 pub use provider::{
     CallPurpose, Completion, CompletionRequest, Provider, ProviderError, ToolChoice,
 };
+pub use sampling::{MAX_STOP_SEQUENCES, ResponseFormat, Sampling};
 pub use skill::{
     MessageSink, RecordError, RepeatSemantics, Skill, SkillContext, SkillError, ToolOutcome,
     Toolbox,

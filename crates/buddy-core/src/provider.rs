@@ -4,7 +4,9 @@ use std::time::Duration;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
-use crate::{BoxFuture, FinishReason, Message, Token, TokenStream, ToolCall, ToolSpec, Usage};
+use crate::{
+    BoxFuture, FinishReason, Message, Sampling, Token, TokenStream, ToolCall, ToolSpec, Usage,
+};
 
 /// How the model may use the offered tools.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -49,6 +51,8 @@ pub struct CompletionRequest<'a> {
     pub purpose: CallPurpose,
     /// The W3C `traceparent` of the call's span, sent as a header when tracing is on.
     pub traceparent: Option<&'a str>,
+    /// Sampling and output settings the client asked for (`None`: the provider's own).
+    pub sampling: Option<&'a Sampling>,
 }
 
 impl<'a> CompletionRequest<'a> {
@@ -62,6 +66,7 @@ impl<'a> CompletionRequest<'a> {
             max_output_tokens: None,
             purpose: CallPurpose::Turn,
             traceparent: None,
+            sampling: None,
         }
     }
 
@@ -101,6 +106,15 @@ pub trait Provider: Send + Sync {
     /// A short name for logs and errors (`openai`, `anthropic`, `scripted`).
     fn name(&self) -> &str;
 
+    /// The first of `sampling`'s settings this provider cannot honour, in words (`None`:
+    /// it honours them all). The default honours none: a provider must say what it sends.
+    fn unsupported(&self, sampling: &Sampling) -> Option<String> {
+        sampling
+            .set_fields()
+            .first()
+            .map(|field| format!("provider `{}` does not take `{field}`", self.name()))
+    }
+
     /// Starts a model call and returns its token stream.
     fn stream<'a>(
         &'a self,
@@ -135,6 +149,10 @@ pub trait Provider: Send + Sync {
 impl<P: Provider + ?Sized> Provider for Arc<P> {
     fn name(&self) -> &str {
         (**self).name()
+    }
+
+    fn unsupported(&self, sampling: &Sampling) -> Option<String> {
+        (**self).unsupported(sampling)
     }
 
     fn stream<'a>(

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use buddy_core::{Message, MessageSink, Price, StopReason, TurnObserver, TurnStats};
+use buddy_core::{Message, MessageSink, Price, Sampling, StopReason, TurnObserver, TurnStats};
 use tokio_util::sync::CancellationToken;
 
 use crate::approval::{ApprovalRules, Resume};
@@ -31,6 +31,9 @@ pub struct TurnRequest {
     pub price: Option<Price>,
     /// Watches the turn for tracing (`None`, the default, costs nothing).
     pub observer: Option<Arc<dyn TurnObserver>>,
+    /// Sampling and output settings for every model call of the turn (temperature,
+    /// structured output, …); the provider refuses what it cannot honour.
+    pub sampling: Sampling,
 }
 
 impl std::fmt::Debug for TurnRequest {
@@ -45,6 +48,7 @@ impl std::fmt::Debug for TurnRequest {
             .field("resume", &self.resume)
             .field("price", &self.price)
             .field("observer", &self.observer.is_some())
+            .field("sampling", &self.sampling)
             .finish()
     }
 }
@@ -64,6 +68,7 @@ impl TurnRequest {
             approval: ApprovalRules::default(),
             resume: None,
             observer: None,
+            sampling: Sampling::default(),
         }
     }
 
@@ -108,6 +113,12 @@ impl TurnRequest {
     /// Has `observer` watch the turn (a tracer: see `buddy-telemetry`).
     pub fn with_observer(mut self, observer: Arc<dyn TurnObserver>) -> Self {
         self.observer = Some(observer);
+        self
+    }
+
+    /// Sets the sampling and output settings of the turn's model calls.
+    pub fn with_sampling(mut self, sampling: Sampling) -> Self {
+        self.sampling = sampling;
         self
     }
 

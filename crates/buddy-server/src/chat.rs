@@ -31,6 +31,10 @@ struct ChatBody {
     /// MCP servers for this turn (when the operator allows it).
     #[serde(default)]
     mcp: Vec<RequestMcp>,
+    /// Sampling and output settings (temperature, top_p, max_output_tokens, seed, stop,
+    /// response_format).
+    #[serde(default)]
+    sampling: buddy_core::Sampling,
 }
 
 pub(crate) async fn chat(
@@ -66,7 +70,10 @@ pub(crate) async fn chat(
         Some(body.message),
         resolved,
         &policy,
-        Prelude::default(),
+        Prelude {
+            sampling: body.sampling,
+            ..Prelude::default()
+        },
     )
     .await?;
     sse_turn(turn)

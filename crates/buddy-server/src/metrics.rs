@@ -140,6 +140,10 @@ impl buddy_core::Provider for TimedProvider {
         self.inner.name()
     }
 
+    fn unsupported(&self, sampling: &buddy_core::Sampling) -> Option<String> {
+        self.inner.unsupported(sampling)
+    }
+
     fn stream<'a>(
         &'a self,
         request: buddy_core::CompletionRequest<'a>,

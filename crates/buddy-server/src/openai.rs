@@ -54,14 +54,15 @@ pub(crate) async fn completions(
     Extension(caller): Extension<Caller>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, AppError> {
-    let body: ChatCompletionRequest = parse_body(&state, body)?;
-    let history = to_messages(body.messages).map_err(AppError::BadRequest)?;
+    let mut body: ChatCompletionRequest = parse_body(&state, body)?;
+    let sampling = body.sampling().map_err(AppError::BadRequest)?;
+    let history = to_messages(std::mem::take(&mut body.messages)).map_err(AppError::BadRequest)?;
     if !history.iter().any(Message::is_user) {
         return Err(AppError::BadRequest(
             "`messages` has no user message".into(),
         ));
     }
-    let policy = request_policy(body.buddy_policy)?;
+    let policy = request_policy(body.buddy_policy.take())?;
     let mut resolved = state
         .inner
         .backend
@@ -80,6 +81,7 @@ pub(crate) async fn completions(
         &policy,
         Prelude {
             openai: true,
+            sampling,
             ..Prelude::default()
         },
     )

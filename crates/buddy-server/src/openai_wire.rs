@@ -1,7 +1,7 @@
 //! The OpenAI Chat Completions request as clients send it, and its translation into
 //! buddy's messages. Shared by the OpenAI-compatible endpoint and `buddy mock-server`.
 
-use buddy_core::{Message, ToolCall, ToolSpec};
+use buddy_core::{Message, ResponseFormat, Sampling, ToolCall, ToolSpec};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -22,6 +22,73 @@ pub struct ChatCompletionRequest {
     /// buddy's own extension: policy overrides for this request.
     #[serde(default)]
     pub buddy_policy: Option<Value>,
+    #[serde(default)]
+    pub temperature: Option<f64>,
+    #[serde(default)]
+    pub top_p: Option<f64>,
+    /// The older name of `max_completion_tokens`.
+    #[serde(default)]
+    pub max_tokens: Option<u32>,
+    #[serde(default)]
+    pub max_completion_tokens: Option<u32>,
+    #[serde(default)]
+    pub seed: Option<i64>,
+    /// A string or a list of strings.
+    #[serde(default)]
+    pub stop: Option<Value>,
+    #[serde(default)]
+    pub response_format: Option<Value>,
+}
+
+impl ChatCompletionRequest {
+    /// The sampling and output settings the request asks for, or what is wrong with them.
+    pub fn sampling(&self) -> Result<Sampling, String> {
+        let stop = match &self.stop {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::String(one)) => vec![one.clone()],
+            Some(Value::Array(many)) => many
+                .iter()
+                .map(|s| s.as_str().map(str::to_owned))
+                .collect::<Option<Vec<String>>>()
+                .ok_or("`stop` must be a string or a list of strings")?,
+            Some(_) => return Err("`stop` must be a string or a list of strings".into()),
+        };
+        let response_format = match &self.response_format {
+            None | Some(Value::Null) => None,
+            Some(format) => Some(chat_response_format(format)?),
+        };
+        Ok(Sampling {
+            temperature: self.temperature,
+            top_p: self.top_p,
+            max_output_tokens: self.max_completion_tokens.or(self.max_tokens),
+            seed: self.seed,
+            stop,
+            response_format,
+        })
+    }
+}
+
+/// Chat Completions' `response_format` (`{"type": "json_schema", "json_schema": {…}}`).
+fn chat_response_format(format: &Value) -> Result<ResponseFormat, String> {
+    let mut flat = format.clone();
+    if format["type"] == "json_schema" {
+        let spec = format.get("json_schema").and_then(Value::as_object).ok_or(
+            "`response_format` of type json_schema needs a `json_schema` object with `name` and `schema`",
+        )?;
+        if let Some(object) = flat.as_object_mut() {
+            object.remove("json_schema");
+            object.extend(spec.clone());
+        }
+    }
+    response_format(flat).map_err(|e| format!("`response_format`: {e}"))
+}
+
+/// A response format in the flat form (`{"type": "json_schema", "name", "schema", …}`,
+/// the Responses API's `text.format`), or what is wrong with it.
+pub fn response_format(format: Value) -> Result<ResponseFormat, String> {
+    serde_json::from_value(format).map_err(|e| {
+        format!("{e}; use {{\"type\": \"text\"}}, {{\"type\": \"json_object\"}} or a json_schema with `name` and `schema`")
+    })
 }
 
 /// `stream_options` of a streamed request.

@@ -18,7 +18,7 @@ use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
-use buddy_core::{ChatEvent, Message, StopReason, ToolCall, ToolSpec, TurnStats};
+use buddy_core::{ChatEvent, Message, Sampling, StopReason, ToolCall, ToolSpec, TurnStats};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -55,6 +55,31 @@ pub(crate) struct ResponsesRequest {
     buddy_policy: Option<Value>,
     /// buddy's own extension: how server-side skill calls appear in `output`.
     buddy_skill_calls: Option<SkillCalls>,
+    temperature: Option<f64>,
+    top_p: Option<f64>,
+    max_output_tokens: Option<u32>,
+    /// `{"format": {"type": "text" | "json_object" | "json_schema", …}}`.
+    text: Option<Value>,
+}
+
+impl ResponsesRequest {
+    /// The sampling and output settings the request asks for, or what is wrong with them.
+    fn sampling(&self) -> Result<Sampling, String> {
+        let response_format = match self.text.as_ref().and_then(|t| t.get("format")) {
+            None | Some(Value::Null) => None,
+            Some(format) => Some(
+                crate::openai_wire::response_format(format.clone())
+                    .map_err(|e| format!("`text.format`: {e}"))?,
+            ),
+        };
+        Ok(Sampling {
+            temperature: self.temperature,
+            top_p: self.top_p,
+            max_output_tokens: self.max_output_tokens,
+            response_format,
+            ..Sampling::default()
+        })
+    }
 }
 
 /// How buddy's server-side skill calls appear among a response's output items.
@@ -74,6 +99,8 @@ pub enum SkillCalls {
 /// What the response object repeats of its request.
 #[derive(Clone, Debug, Default)]
 struct Echo {
+    /// The settings the response was made with.
+    sampling: Sampling,
     /// The client's function tools, in the response's tool shape.
     tools: Vec<Value>,
     tool_choice: Option<Value>,
@@ -100,6 +127,7 @@ impl Echo {
             })
             .collect();
         Echo {
+            sampling: body.sampling().unwrap_or_default(),
             tools,
             tool_choice: body.tool_choice.clone(),
             max_tool_calls: body.max_tool_calls,
@@ -158,6 +186,7 @@ pub(crate) async fn begin(
     body: ResponsesRequest,
     unstored: Option<Unstored>,
 ) -> Result<(StartedTurn, Builder), AppError> {
+    let sampling = body.sampling().map_err(AppError::BadRequest)?;
     let echo = Echo::of(&body);
     let skill_calls = body
         .buddy_skill_calls
@@ -206,6 +235,7 @@ pub(crate) async fn begin(
         instructions: body.instructions.clone(),
         openai: true,
         keep_messages: keep,
+        sampling,
         ..Prelude::default()
     };
     let (conversation, prelude) = match (conversation, unstored, body.store) {
@@ -550,7 +580,7 @@ impl Builder {
             "error": null,
             "incomplete_details": self.incomplete.map(|reason| json!({"reason": reason})),
             "instructions": self.instructions,
-            "max_output_tokens": null,
+            "max_output_tokens": echo.sampling.max_output_tokens,
             "max_tool_calls": echo.max_tool_calls,
             "model": self.model,
             "output": self.output,
@@ -560,12 +590,15 @@ impl Builder {
             "store": self.stored,
             "background": false,
             "service_tier": "default",
-            "temperature": 1.0,
-            "top_p": 1.0,
+            "temperature": echo.sampling.temperature.unwrap_or(1.0),
+            "top_p": echo.sampling.top_p.unwrap_or(1.0),
             "presence_penalty": 0.0,
             "frequency_penalty": 0.0,
             "top_logprobs": 0,
-            "text": {"format": {"type": "text"}},
+            "text": {"format": match &echo.sampling.response_format {
+                Some(format) => serde_json::to_value(format).unwrap_or_else(|_| json!({"type": "text"})),
+                None => json!({"type": "text"}),
+            }},
             "tool_choice": echo.tool_choice.clone().unwrap_or_else(|| json!("auto")),
             "tools": echo.tools,
             "truncation": "disabled",

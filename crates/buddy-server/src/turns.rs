@@ -121,6 +121,8 @@ pub(crate) struct Prelude {
     /// Hand the turn's whole conversation back when it ends (`StartedTurn::messages`):
     /// for a conversation the caller holds itself.
     pub keep_messages: bool,
+    /// The client's sampling and output settings (temperature, structured output, …).
+    pub sampling: buddy_core::Sampling,
 }
 
 /// A running turn, as an endpoint sees it.
@@ -228,6 +230,16 @@ pub(crate) async fn start_turn(
 ) -> Result<StartedTurn, AppError> {
     let mut policy = turn_policy(state, &resolved, request_policy)?;
     let prelude_keeps = prelude.keep_messages;
+    // Refused before anything is claimed or stored: a setting the model cannot honour is
+    // a 400 naming it, never dropped.
+    if let Some(wrong) = prelude
+        .sampling
+        .validate()
+        .err()
+        .or_else(|| resolved.provider.unsupported(&prelude.sampling))
+    {
+        return Err(AppError::BadRequest(wrong));
+    }
     let store = Arc::clone(&state.inner.store);
     let price = state
         .inner
@@ -329,6 +341,7 @@ pub(crate) async fn start_turn(
         .with_approval(approval);
     request.user_message = user_message;
     request.resume = prelude.resume;
+    request.sampling = prelude.sampling;
     if let Some(telemetry) = &state.inner.settings.telemetry {
         let trace = caller.trace.as_ref();
         request = request.with_observer(telemetry.turn(TurnScope {

@@ -40,6 +40,10 @@ impl<P: Provider> Provider for RecordingProvider<P> {
         self.inner.name()
     }
 
+    fn unsupported(&self, sampling: &buddy_core::Sampling) -> Option<String> {
+        self.inner.unsupported(sampling)
+    }
+
     fn stream<'a>(
         &'a self,
         request: CompletionRequest<'a>,
@@ -113,6 +117,11 @@ impl ReplyProvider {
 impl Provider for ReplyProvider {
     fn name(&self) -> &str {
         "reply"
+    }
+
+    /// A test model: every setting is accepted (the reply function decides).
+    fn unsupported(&self, _: &buddy_core::Sampling) -> Option<String> {
+        None
     }
 
     fn stream<'a>(

@@ -652,7 +652,7 @@ async fn the_node_and_langchain_clients_work_against_the_server() {
         "/../../scripts/langchain_check.py"
     );
     let chain = run_client(langchain, vec![script.into(), server.url.clone(), key]).await;
-    assert!(chain.contains("langchain: 8 checks passed"), "{chain}");
+    assert!(chain.contains("langchain: 10 checks passed"), "{chain}");
     server.stop().await;
 }
 

@@ -327,9 +327,10 @@ impl<'e> Turn<'e> {
             messages: &messages,
             tools,
             tool_choice: finalize_instruction.and(tools).map(|_| ToolChoice::None),
-            max_output_tokens: None,
+            max_output_tokens: self.sampling.max_output_tokens,
             purpose,
             traceparent: None,
+            sampling: (!self.sampling.is_default()).then_some(&self.sampling),
         };
         let traceparent = self
             .events

@@ -172,6 +172,8 @@ pub(crate) struct Turn<'e> {
     stats: TurnStats,
     /// What the model charges, if known.
     price: Option<Price>,
+    /// The client's sampling and output settings, sent with every model call.
+    sampling: buddy_core::Sampling,
     /// What the latest model call cost: the estimate of the next one.
     last_call_cost: Option<Usd>,
     judge: Judge,
@@ -250,6 +252,7 @@ impl<'e> Turn<'e> {
             deadline,
             stats: TurnStats::default(),
             price: request.price,
+            sampling: request.sampling,
             last_call_cost: None,
             judge: Judge::new(policy),
             ledger,
@@ -270,7 +273,17 @@ impl<'e> Turn<'e> {
 
     /// Runs the state machine from `entry` to its one terminal event.
     pub(crate) async fn run(mut self, entry: Entry) -> TurnOutcome {
+        let refused = self
+            .sampling
+            .validate()
+            .err()
+            .or_else(|| self.provider.unsupported(&self.sampling));
         let mut state = match (self.judge.policy.max_turn_cost_usd, self.price) {
+            // A setting the model cannot honour is refused, never dropped.
+            _ if refused.is_some() => State::End(End::Failed {
+                reason: StopReason::InvalidRequest,
+                message: refused.unwrap_or_default(),
+            }),
             // A money budget that cannot be checked is refused, never ignored.
             (Some(budget), None) => State::End(End::Failed {
                 reason: StopReason::InvalidRequest,

@@ -305,6 +305,11 @@ impl Provider for PlaybackModel {
         "replay"
     }
 
+    /// Recorded replies are played back whatever the settings.
+    fn unsupported(&self, _: &buddy_core::Sampling) -> Option<String> {
+        None
+    }
+
     fn stream<'a>(
         &'a self,
         request: CompletionRequest<'a>,

@@ -73,6 +73,10 @@ impl Provider for AnthropicProvider {
         &self.endpoint.provider
     }
 
+    fn unsupported(&self, sampling: &buddy_core::Sampling) -> Option<String> {
+        request::unsupported(&self.endpoint.provider, sampling)
+    }
+
     fn stream<'a>(
         &'a self,
         request: CompletionRequest<'a>,

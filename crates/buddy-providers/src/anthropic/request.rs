@@ -2,7 +2,7 @@
 //! results as `tool_result` blocks in user messages (consecutive ones merged, as the
 //! API wants strictly alternating roles).
 
-use buddy_core::{CompletionRequest, Message, ToolChoice};
+use buddy_core::{CompletionRequest, Message, ResponseFormat, Sampling, ToolChoice};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -18,6 +18,15 @@ pub(crate) struct MessagesRequest<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_choice: Option<WireToolChoice>,
     stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_p: Option<f64>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    stop_sequences: &'a [String],
+    /// Structured output (`output_config.format`, generally available).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output_config: Option<serde_json::Value>,
 }
 
 #[derive(Serialize)]
@@ -150,5 +159,32 @@ pub(crate) fn messages_request<'a>(
         tools,
         tool_choice,
         stream,
+        temperature: request.sampling.and_then(|s| s.temperature),
+        top_p: request.sampling.and_then(|s| s.top_p),
+        stop_sequences: request.sampling.map_or(&[], |s| s.stop.as_slice()),
+        output_config: request
+            .sampling
+            .and_then(|s| s.response_format.as_ref())
+            .and_then(|format| match format {
+                ResponseFormat::JsonSchema { schema, .. } => {
+                    Some(serde_json::json!({"format": {"type": "json_schema", "schema": schema}}))
+                }
+                ResponseFormat::Text | ResponseFormat::JsonObject => None,
+            }),
     }
+}
+
+/// The first setting of `sampling` Anthropic's Messages API cannot honour, in words.
+pub(crate) fn unsupported(provider: &str, sampling: &Sampling) -> Option<String> {
+    if sampling.seed.is_some() {
+        return Some(format!(
+            "provider `{provider}` (Anthropic Messages API) does not take `seed`; leave it out"
+        ));
+    }
+    if sampling.response_format == Some(ResponseFormat::JsonObject) {
+        return Some(format!(
+            "provider `{provider}` (Anthropic Messages API) does not take `response_format` of type              json_object; give a json_schema instead"
+        ));
+    }
+    None
 }

@@ -120,6 +120,11 @@ impl Provider for OpenAiProvider {
         &self.endpoint.provider
     }
 
+    /// The Chat Completions API takes every setting buddy knows.
+    fn unsupported(&self, _: &buddy_core::Sampling) -> Option<String> {
+        None
+    }
+
     fn stream<'a>(
         &'a self,
         request: CompletionRequest<'a>,

@@ -1,7 +1,8 @@
 //! The Chat Completions request body, borrowing from the history (no copies).
 
-use buddy_core::{CompletionRequest, Message, ToolChoice};
+use buddy_core::{CompletionRequest, Message, ResponseFormat, ToolChoice};
 use serde::Serialize;
+use serde_json::{Value, json};
 
 use super::OpenAiCompat;
 
@@ -18,6 +19,39 @@ pub(crate) struct ChatRequest<'a> {
     stream_options: Option<StreamOptions>,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_p: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    seed: Option<i64>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    stop: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_format: Option<Value>,
+}
+
+/// OpenAI's `response_format` for a requested shape.
+fn response_format(format: &ResponseFormat) -> Value {
+    match format {
+        ResponseFormat::Text => json!({"type": "text"}),
+        ResponseFormat::JsonObject => json!({"type": "json_object"}),
+        ResponseFormat::JsonSchema {
+            name,
+            schema,
+            description,
+            strict,
+        } => {
+            let mut spec = json!({"name": name, "schema": schema});
+            if let Some(description) = description {
+                spec["description"] = json!(description);
+            }
+            if let Some(strict) = strict {
+                spec["strict"] = json!(strict);
+            }
+            json!({"type": "json_schema", "json_schema": spec})
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -152,5 +186,13 @@ pub(crate) fn chat_request<'a>(
             include_usage: true,
         }),
         max_tokens: request.max_output_tokens.or(max_tokens),
+        temperature: request.sampling.and_then(|s| s.temperature),
+        top_p: request.sampling.and_then(|s| s.top_p),
+        seed: request.sampling.and_then(|s| s.seed),
+        stop: request.sampling.map_or(&[], |s| s.stop.as_slice()),
+        response_format: request
+            .sampling
+            .and_then(|s| s.response_format.as_ref())
+            .map(response_format),
     }
 }

@@ -48,6 +48,11 @@ impl Provider for ScriptedProvider {
         "scripted"
     }
 
+    /// The script decides the reply: every setting is accepted (and has no effect).
+    fn unsupported(&self, _: &buddy_core::Sampling) -> Option<String> {
+        None
+    }
+
     fn stream<'a>(
         &'a self,
         request: CompletionRequest<'a>,

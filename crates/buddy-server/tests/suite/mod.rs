@@ -10,6 +10,7 @@ mod replay;
 mod request_mcp;
 mod responses;
 mod responses_ws;
+mod sampling;
 mod sharing;
 mod telemetry;
 mod web;
