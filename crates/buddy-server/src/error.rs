@@ -102,14 +102,39 @@ impl AppError {
     pub fn websocket_event(&self, code: Option<&str>) -> serde_json::Value {
         json!({"type": "error", "status": self.status().as_u16(), "error": {
             "type": self.kind(),
-            "code": code.unwrap_or(self.kind()),
+            "code": code.unwrap_or(self.code()),
             "message": self.to_string(),
         }})
     }
 
-    /// The JSON error object (`{"error": {...}}`), also used inside streams.
+    /// A short machine-readable name of the error (the `code` of the error object, a
+    /// string as in OpenAI's and Open Responses' errors): for a failed turn, its stop reason.
+    pub fn code(&self) -> &'static str {
+        match self {
+            AppError::BadRequest(_) => "invalid_request",
+            AppError::Unauthorized => "invalid_api_key",
+            AppError::NotFound(_) => "not_found",
+            AppError::TooLarge(_) => "request_too_large",
+            AppError::BodyTimeout(_) => "request_timeout",
+            AppError::TooManyTurns(_) => "rate_limit_exceeded",
+            AppError::Conflict(_) => "conflict",
+            AppError::ShuttingDown => "shutting_down",
+            AppError::Store(_) => "store_error",
+            AppError::Internal(_) => "internal_error",
+            AppError::TurnFailed { reason, .. } => reason.as_str(),
+        }
+    }
+
+    /// The JSON error object (`{"error": {...}}`), also used inside streams; `status` is
+    /// the HTTP status it comes with.
     pub fn body(&self) -> serde_json::Value {
-        json!({"error": {"message": self.to_string(), "type": self.kind(), "code": self.status().as_u16()}})
+        json!({"error": {
+            "message": self.to_string(),
+            "type": self.kind(),
+            "code": self.code(),
+            "param": null,
+            "status": self.status().as_u16(),
+        }})
     }
 }
 

@@ -799,8 +799,15 @@ impl Builder {
                 self.stats = stats;
                 self.reason = Some(reason);
                 self.status = "failed";
+                self.completed_at = Some(unix_now());
+                let text = format!("turn ended ({reason}): {message}");
+                // The error itself first, then the failed response that carries it.
+                out.push(self.event(
+                    "error",
+                    json!({"error": {"type": "turn_failed", "code": reason.as_str(), "message": text, "param": null}}),
+                ));
                 let mut response = self.response();
-                response["error"] = json!({"code": "server_error", "message": format!("turn ended ({reason}): {message}")});
+                response["error"] = json!({"code": reason.as_str(), "message": text});
                 out.push(self.event("response.failed", json!({"response": response})));
             }
             _ => {}

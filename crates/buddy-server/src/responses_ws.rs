@@ -171,7 +171,12 @@ async fn run(
         if let ChatEvent::Done { .. } = &event {
             completed = true;
         }
-        for (_, data) in builder.on_event(event) {
+        for (kind, data) in builder.on_event(event) {
+            // Over a WebSocket an `error` event ends the client's wait for this response;
+            // a failed turn's `response.failed` (which carries the error) does that here.
+            if kind == "error" {
+                continue;
+            }
             send(socket, &data).await?;
         }
     }

@@ -277,3 +277,81 @@ async fn item_references_find_only_the_keys_own_items() {
     let (status, _) = respond(&state, with_reference(&message), BOB).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
 }
+
+/// A model server that fails every call.
+struct Broken;
+
+impl buddy_server::Backend for Broken {
+    fn models(&self) -> Vec<String> {
+        vec!["broken".into()]
+    }
+
+    fn resolve(
+        &self,
+        _: Option<&str>,
+        _: Option<&str>,
+    ) -> Result<buddy_server::Resolved, buddy_server::BackendError> {
+        let provider = buddy_testkit::ReplyProvider::new(|_, _| {
+            Err(buddy_core::ProviderError::Stream {
+                provider: "broken".into(),
+                url: "http://127.0.0.1:9/v1".into(),
+                message: "the model server broke off".into(),
+                retryable: false,
+            })
+        });
+        Ok(buddy_server::Resolved {
+            provider: Arc::new(provider),
+            toolbox: Arc::new(buddy_testkit::TestToolbox::new()),
+            model: "broken".into(),
+            policy: buddy_engine::PolicyPatch::default(),
+            system: None,
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_failing_stream_sends_an_error_event_then_response_failed_and_codes_are_strings() {
+    let state = AppState::new(
+        Arc::new(SqliteStore::in_memory().unwrap()),
+        Arc::new(Broken),
+        PolicyConfig::default(),
+        ServerSettings::default(),
+    );
+    let (status, body) = send(
+        &state,
+        post(
+            "/v1/responses",
+            json!({"input": "hi", "stream": true}),
+            None,
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let events = events(&body);
+    let kinds: Vec<&str> = events.iter().map(|(k, _)| k.as_str()).collect();
+    let n = kinds.len();
+    assert_eq!(&kinds[n - 2..], ["error", "response.failed"], "{kinds:?}");
+    let (_, error) = &events[n - 2];
+    assert_eq!(error["error"]["code"], "provider_error");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("broke off")
+    );
+    let (_, failed) = &events[n - 1];
+    assert_eq!(failed["response"]["status"], "failed");
+    assert_eq!(failed["response"]["error"]["code"], "provider_error");
+    assert!(failed["response"]["completed_at"].is_u64());
+    assert!(failed["sequence_number"].as_u64() > error["sequence_number"].as_u64());
+    // Not streamed: the HTTP error's code is a string too, the status beside it.
+    let (status, text) = send(&state, post("/v1/responses", json!({"input": "hi"}), None)).await;
+    let error: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(status, StatusCode::BAD_GATEWAY);
+    assert_eq!(error["error"]["code"], "provider_error", "{error}");
+    assert_eq!(error["error"]["status"], 502);
+    let (status, text) = send(&state, post("/v1/responses", json!({"input": []}), None)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let error: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(error["error"]["code"], "invalid_request", "{error}");
+}
