@@ -93,6 +93,10 @@ response = client.responses.create(model="scripted:chain_3_steps", input="How mu
 check(response.status == "completed", f"response status {response.status}")
 check("129.90" in response.output_text, f"response text: {response.output_text!r}")
 check(any(item.type == "mcp_call" for item in response.output), "server-side calls as mcp_call items")
+# Narration and the answer are separate messages, labelled by phase; joined, they keep apart.
+phases = [item.phase for item in response.output if item.type == "message"]
+check(phases == ["commentary"] * 3 + ["final_answer"], f"message phases {phases}")
+check("the invoice.\n\nAda's latest order" in response.output_text, f"output_text: {response.output_text!r}")
 check(response.usage is not None and response.usage.total_tokens > 0, "response usage")
 with client.responses.stream(model="scripted:chain_3_steps", input="How much was Ada's latest order?") as stream:
     kinds = [event.type for event in stream]

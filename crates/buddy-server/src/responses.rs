@@ -632,13 +632,28 @@ impl Builder {
         ]
     }
 
-    fn close_message(&mut self, out: &mut Vec<(String, Value)>) {
-        let Some((id, text)) = self.open.take() else {
+    /// Ends the message being streamed. `phase` labels it (Open Responses): `commentary`
+    /// for the narration of a model call that went on to call tools — which ends with a
+    /// blank line, so that clients joining every message's text (`output_text`) keep
+    /// the narration apart from the answer — and `final_answer` for the answer.
+    fn close_message(&mut self, out: &mut Vec<(String, Value)>, phase: Option<&'static str>) {
+        let Some((id, mut text)) = self.open.take() else {
             return;
         };
         let index = self.output.len();
+        if phase == Some("commentary") && !text.ends_with("\n\n") {
+            let separator = if text.ends_with('\n') { "\n" } else { "\n\n" };
+            text.push_str(separator);
+            out.push(self.event(
+                "response.output_text.delta",
+                json!({"item_id": id, "output_index": index, "content_index": 0, "delta": separator, "logprobs": []}),
+            ));
+        }
         let part = json!({"type": "output_text", "text": text, "annotations": []});
-        let item = json!({"type": "message", "id": id, "status": "completed", "role": "assistant", "content": [part]});
+        let mut item = json!({"type": "message", "id": id, "status": "completed", "role": "assistant", "content": [part]});
+        if let Some(phase) = phase {
+            item["phase"] = json!(phase);
+        }
         out.push(self.event(
             "response.output_text.done",
             json!({"item_id": id, "output_index": index, "content_index": 0, "text": text, "logprobs": []}),
@@ -724,13 +739,22 @@ impl Builder {
                 }
             }
             // One model call is over: its text is one message.
-            ChatEvent::IterationStats { .. } => self.close_message(&mut out),
+            ChatEvent::IterationStats {
+                tool_calls_requested,
+                ..
+            } => {
+                let phase = match tool_calls_requested {
+                    0 => "final_answer",
+                    _ => "commentary",
+                };
+                self.close_message(&mut out, Some(phase));
+            }
             ChatEvent::ToolCallStart {
                 id,
                 name,
                 arguments,
             } => {
-                self.close_message(&mut out);
+                self.close_message(&mut out, None);
                 self.pending.push(ToolCall::new(id, name, arguments));
             }
             ChatEvent::ToolCallResult {
@@ -762,7 +786,7 @@ impl Builder {
                 }
             }
             ChatEvent::Done { reason, stats, .. } => {
-                self.close_message(&mut out);
+                self.close_message(&mut out, None);
                 if reason == StopReason::ClientToolCalls {
                     for call in std::mem::take(&mut self.pending) {
                         let item = json!({
@@ -795,7 +819,7 @@ impl Builder {
                 message,
                 stats,
             } => {
-                self.close_message(&mut out);
+                self.close_message(&mut out, None);
                 self.stats = stats;
                 self.reason = Some(reason);
                 self.status = "failed";
