@@ -98,6 +98,18 @@ phases = [item.phase for item in response.output if item.type == "message"]
 check(phases == ["commentary"] * 3 + ["final_answer"], f"message phases {phases}")
 check("the invoice.\n\nAda's latest order" in response.output_text, f"output_text: {response.output_text!r}")
 check(response.usage is not None and response.usage.total_tokens > 0, "response usage")
+# Stored responses: retrieve, their input items, delete.
+again = client.responses.retrieve(response.id)
+check(again.id == response.id and again.output_text == response.output_text, f"retrieve: {again}")
+inputs = client.responses.input_items.list(response.id)
+check(inputs.data[0].role == "user", f"input items: {inputs}")
+deleted = client.responses.delete(response.id)
+check(deleted is None or getattr(deleted, "deleted", True), f"delete: {deleted!r}")
+try:
+    client.responses.retrieve(response.id)
+    check(False, "a deleted response must be gone")
+except openai.NotFoundError:
+    checks += 1
 with client.responses.stream(model="scripted:chain_3_steps", input="How much was Ada's latest order?") as stream:
     kinds = [event.type for event in stream]
     streamed = stream.get_final_response()

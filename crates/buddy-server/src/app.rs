@@ -12,7 +12,7 @@ use crate::error::AppError;
 use crate::state::AppState;
 use crate::{
     auth, body, chat, compact, conversations, fork, metrics, openai, replay, responses,
-    responses_ws, web,
+    responses_stored, responses_ws, web,
 };
 
 /// Every route of the server, over `state`. Tests drive it with `oneshot`, no socket needed.
@@ -28,6 +28,15 @@ pub fn app(state: AppState) -> Router {
             post(responses::responses).get(responses_ws::upgrade),
         )
         .route("/v1/responses/compact", post(compact::compact))
+        .route(
+            "/v1/responses/{id}",
+            get(responses_stored::retrieve).delete(responses_stored::delete),
+        )
+        .route(
+            "/v1/responses/{id}/input_items",
+            get(responses_stored::input_items),
+        )
+        .route("/v1/responses/{id}/cancel", post(responses_stored::cancel))
         .route("/v1/models", get(openai::models))
         .route("/v1/conversations", get(conversations::list))
         .route(

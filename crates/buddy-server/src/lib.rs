@@ -29,6 +29,7 @@ mod replay;
 mod request;
 mod request_mcp;
 mod responses;
+mod responses_stored;
 mod responses_ws;
 mod serve;
 mod spend;

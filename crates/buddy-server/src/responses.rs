@@ -506,7 +506,7 @@ fn function_tools(tools: Vec<Value>) -> Result<Vec<ToolSpec>, String> {
 pub(crate) struct Builder {
     pub id: String,
     model: String,
-    created_at: u64,
+    pub created_at: u64,
     instructions: Option<String>,
     previous_response_id: Option<String>,
     /// Whether the response was kept (it can be continued).
@@ -524,13 +524,13 @@ pub(crate) struct Builder {
     stats: TurnStats,
     reason: Option<StopReason>,
     /// When the response ended (Unix seconds).
-    completed_at: Option<u64>,
+    pub completed_at: Option<u64>,
     echo: Echo,
     skill_calls: SkillCalls,
 }
 
 impl Builder {
-    fn new(
+    pub(crate) fn new(
         id: String,
         owner: String,
         model: String,

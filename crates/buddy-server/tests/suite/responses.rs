@@ -355,3 +355,103 @@ async fn a_failing_stream_sends_an_error_event_then_response_failed_and_codes_ar
     let error: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(error["error"]["code"], "invalid_request", "{error}");
 }
+
+#[tokio::test]
+async fn a_stored_response_can_be_retrieved_listed_and_deleted_by_its_key_only() {
+    let state = state();
+    let (status, created) = respond(
+        &state,
+        json!({"model": "model-a", "input": "find it"}),
+        ALICE,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{created}");
+    let id = created["id"].as_str().unwrap().to_owned();
+    let get = |uri: String, key: &'static str| {
+        let state = state.clone();
+        async move {
+            let request = axum::http::Request::get(uri)
+                .header("authorization", format!("Bearer {key}"))
+                .body(axum::body::Body::empty())
+                .unwrap();
+            let (status, text) = send(&state, request).await;
+            (
+                status,
+                serde_json::from_str::<Value>(&text).unwrap_or(Value::Null),
+            )
+        }
+    };
+    let (status, got) = get(format!("/v1/responses/{id}"), ALICE).await;
+    assert_eq!(status, StatusCode::OK, "{got}");
+    for field in ["id", "status", "model", "usage"] {
+        assert_eq!(got[field], created[field], "{field}: {got}");
+    }
+    // Times come from the stored turn: the same second, or the next.
+    for field in ["created_at", "completed_at"] {
+        let (a, b) = (
+            got[field].as_u64().unwrap(),
+            created[field].as_u64().unwrap(),
+        );
+        assert!(a.abs_diff(b) <= 1, "{field}: {a} vs {b}");
+    }
+    let kinds = |r: &Value| -> Vec<String> {
+        r["output"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["type"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(kinds(&got), kinds(&created));
+    assert_eq!(got["output"][0]["output"], "42");
+    assert_eq!(got["output"][1]["content"][0]["text"], "Found it.");
+
+    let (status, items) = get(format!("/v1/responses/{id}/input_items"), ALICE).await;
+    assert_eq!(status, StatusCode::OK, "{items}");
+    assert_eq!(items["object"], "list");
+    assert_eq!(items["data"][0]["role"], "user");
+    assert_eq!(items["data"][0]["content"][0]["text"], "find it");
+
+    // Another key finds nothing, as if the response never was.
+    let (status, _) = get(format!("/v1/responses/{id}"), BOB).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = get("/v1/responses/resp_nothing".into(), ALICE).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    // A finished response cannot be cancelled.
+    let (status, _) = send(
+        &state,
+        post(
+            &format!("/v1/responses/{id}/cancel"),
+            json!({}),
+            Some(ALICE),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+
+    let delete = |key: &'static str| {
+        let state = state.clone();
+        let id = id.clone();
+        async move {
+            let request = axum::http::Request::delete(format!("/v1/responses/{id}"))
+                .header("authorization", format!("Bearer {key}"))
+                .body(axum::body::Body::empty())
+                .unwrap();
+            let (status, text) = send(&state, request).await;
+            (
+                status,
+                serde_json::from_str::<Value>(&text).unwrap_or(Value::Null),
+            )
+        }
+    };
+    assert_eq!(delete(BOB).await.0, StatusCode::NOT_FOUND);
+    let (status, deleted) = delete(ALICE).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        deleted,
+        json!({"id": id, "object": "response", "deleted": true})
+    );
+    let (status, _) = get(format!("/v1/responses/{id}"), ALICE).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}

@@ -1,0 +1,278 @@
+//! The stored-response routes of the Responses API, over buddy's own store: a response
+//! is one turn of a stored conversation, so it is rebuilt from that turn's messages and
+//! record.
+//!
+//! - `GET /v1/responses/{id}`: the response as it was returned (its output items, usage,
+//!   status), or `in_progress` while its turn runs;
+//! - `GET /v1/responses/{id}/input_items`: what the request added before the turn ran;
+//! - `DELETE /v1/responses/{id}`: a response and the ones it continues or that continue it
+//!   are one conversation in buddy: deleting a response deletes that conversation;
+//! - `POST /v1/responses/{id}/cancel`: stops the response's turn while it runs.
+//!
+//! Every route answers `404` for a response of another key, as for one that never was.
+
+use axum::Json;
+use axum::extract::{Extension, Path, State};
+use buddy_core::{ChatEvent, FinishReason, Message, StopReason};
+use buddy_store::ConversationDetail;
+use serde_json::{Value, json};
+
+use crate::auth::Caller;
+use crate::error::AppError;
+use crate::request::owned_conversation;
+use crate::responses::{Builder, conversation_of};
+use crate::state::AppState;
+
+/// A stored response's conversation and turn.
+struct Located {
+    conversation: String,
+    turn: String,
+    detail: ConversationDetail,
+}
+
+fn not_found(id: &str) -> AppError {
+    AppError::NotFound(format!(
+        "response `{id}` does not exist (or was not stored: store: false keeps nothing)"
+    ))
+}
+
+/// Finds response `id` among the caller's stored conversations.
+async fn locate(state: &AppState, caller: &Caller, id: &str) -> Result<Located, AppError> {
+    let conversation = conversation_of(id).ok_or_else(|| not_found(id))?;
+    owned_conversation(state, caller, &conversation)
+        .await
+        .map_err(|_| not_found(id))?;
+    let turn = format!("turn_{}", &id.trim_start_matches("resp_")[32..]);
+    let detail = state
+        .inner
+        .store
+        .get_conversation(&conversation)
+        .await?
+        .ok_or_else(|| not_found(id))?;
+    if !detail.turns.iter().any(|t| t.id == turn) {
+        return Err(not_found(id));
+    }
+    Ok(Located {
+        conversation,
+        turn,
+        detail,
+    })
+}
+
+impl Located {
+    /// The turn's messages, in order.
+    fn messages(&self) -> Vec<&Message> {
+        self.detail
+            .messages
+            .iter()
+            .zip(&self.detail.message_turns)
+            .filter(|(_, turn)| **turn == self.turn)
+            .map(|(m, _)| m)
+            .collect()
+    }
+
+    /// Where the turn's output starts: its first assistant message.
+    fn output_start(&self) -> usize {
+        let messages = self.messages();
+        messages
+            .iter()
+            .position(|m| matches!(m, Message::Assistant { .. }))
+            .unwrap_or(messages.len())
+    }
+}
+
+/// `GET /v1/responses/{id}`.
+pub(crate) async fn retrieve(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, AppError> {
+    let found = locate(&state, &caller, &id).await?;
+    let record = found
+        .detail
+        .turns
+        .iter()
+        .find(|t| t.id == found.turn)
+        .ok_or_else(|| not_found(&id))?;
+    let mut builder = Builder::new(
+        id.clone(),
+        caller.owner.clone(),
+        record.model.clone(),
+        None,
+        None,
+    );
+    builder.created_at = u64::try_from(record.started_at_ms / 1000).unwrap_or(0);
+    let messages = found.messages();
+    let start = found.output_start();
+    for message in &messages[start..] {
+        match message {
+            Message::Assistant {
+                content,
+                tool_calls,
+            } => {
+                if let Some(text) = content.as_deref().filter(|t| !t.is_empty()) {
+                    builder.on_event(ChatEvent::TextDelta {
+                        text: text.to_owned(),
+                    });
+                }
+                builder.on_event(stats_event(tool_calls.len()));
+                for call in tool_calls {
+                    builder.on_event(ChatEvent::ToolCallStart {
+                        id: call.id.clone(),
+                        name: call.name.clone(),
+                        arguments: call.arguments.clone(),
+                    });
+                }
+            }
+            Message::Tool {
+                tool_call_id,
+                content,
+                is_error,
+            } => {
+                builder.on_event(ChatEvent::ToolCallResult {
+                    id: tool_call_id.clone(),
+                    name: String::new(),
+                    content: content.clone(),
+                    is_error: *is_error,
+                });
+            }
+            _ => {}
+        }
+    }
+    let stats = record.stats.unwrap_or_default();
+    let reason = record
+        .stop_reason
+        .as_deref()
+        .and_then(|r| serde_json::from_value::<StopReason>(json!(r)).ok());
+    match (reason, record.finished_at_ms) {
+        (Some(reason), Some(_)) if record.error.is_none() => {
+            builder.on_event(ChatEvent::Done {
+                reason,
+                answer: String::new(),
+                stats,
+            });
+        }
+        (Some(reason), Some(_)) => {
+            builder.on_event(ChatEvent::Error {
+                reason,
+                message: record.error.clone().unwrap_or_default(),
+                stats,
+            });
+        }
+        // Still running: the response as it stands.
+        _ => {}
+    }
+    if let Some(finished) = record.finished_at_ms {
+        builder.completed_at = Some(u64::try_from(finished / 1000).unwrap_or(0));
+    }
+    Ok(Json(builder.response()))
+}
+
+/// The `iteration_stats` that closes a rebuilt model call (only its tool-call count is read).
+fn stats_event(calls: usize) -> ChatEvent {
+    ChatEvent::IterationStats {
+        model_call: 0,
+        finish_reason: Some(match calls {
+            0 => FinishReason::Stop,
+            _ => FinishReason::ToolCalls,
+        }),
+        tool_calls_requested: u32::try_from(calls).unwrap_or(u32::MAX),
+        tools_offered: 0,
+        input_tokens: 0,
+        output_tokens: 0,
+        context_tokens: 0,
+        context_window: 0,
+        elapsed_ms: 0,
+        cost_usd: None,
+    }
+}
+
+/// `GET /v1/responses/{id}/input_items`: the items the request added, oldest first.
+pub(crate) async fn input_items(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, AppError> {
+    let found = locate(&state, &caller, &id).await?;
+    let messages = found.messages();
+    let start = found.output_start();
+    let hex = id.trim_start_matches("resp_");
+    let items: Vec<Value> = messages[..start]
+        .iter()
+        .enumerate()
+        .filter_map(|(i, message)| {
+            let item_id = format!("in_{hex}_{i}");
+            match message {
+                Message::User { content } => Some(json!({
+                    "type": "message", "id": item_id, "role": "user", "status": "completed",
+                    "content": [{"type": "input_text", "text": content}],
+                })),
+                Message::System { content } => Some(json!({
+                    "type": "message", "id": item_id, "role": "system", "status": "completed",
+                    "content": [{"type": "input_text", "text": content}],
+                })),
+                Message::Tool {
+                    tool_call_id,
+                    content,
+                    ..
+                } => Some(json!({
+                    "type": "function_call_output", "id": item_id, "call_id": tool_call_id,
+                    "output": content, "status": "completed",
+                })),
+                _ => None,
+            }
+        })
+        .collect();
+    Ok(Json(json!({
+        "object": "list",
+        "first_id": items.first().map(|i| i["id"].clone()),
+        "last_id": items.last().map(|i| i["id"].clone()),
+        "has_more": false,
+        "data": items,
+    })))
+}
+
+/// `DELETE /v1/responses/{id}`: deletes the conversation the response belongs to.
+pub(crate) async fn delete(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, AppError> {
+    let found = locate(&state, &caller, &id).await?;
+    if let Some(turn) = state
+        .inner
+        .coordinator
+        .running_on(&found.conversation)
+        .await?
+    {
+        return Err(AppError::Conflict(format!(
+            "response `{id}` belongs to a conversation with a turn running ({turn}); delete it once that has ended"
+        )));
+    }
+    state
+        .inner
+        .store
+        .delete_conversation(&found.conversation)
+        .await?;
+    Ok(Json(
+        json!({"id": id, "object": "response", "deleted": true}),
+    ))
+}
+
+/// `POST /v1/responses/{id}/cancel`: stops the response's turn while it runs.
+pub(crate) async fn cancel(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, AppError> {
+    let found = locate(&state, &caller, &id).await?;
+    let owner = (!caller.admin).then_some(caller.owner.as_str());
+    if !state.cancel_turn(&found.turn, owner).await? {
+        return Err(AppError::Conflict(format!(
+            "response `{id}` is not in progress: only a running response can be cancelled"
+        )));
+    }
+    Ok(Json(
+        json!({"id": id, "object": "response", "status": "cancelled"}),
+    ))
+}
