@@ -189,6 +189,18 @@ check(parsed.output_parsed == Person(name="Ada Lovelace", age=36), f"responses.p
 check(parsed.text.format.type == "json_schema", f"the response says its format: {parsed.text}")
 check(parsed.temperature == 1.0, "default temperature echoed")
 
+# The Conversations API: a conversation with items, a response in it, its items, delete.
+conversation = client.conversations.create(items=[{"type": "message", "role": "user", "content": "I am Ada."}])
+check(conversation.object == "conversation", f"conversation: {conversation}")
+in_it = client.responses.create(
+    model="scripted:chain_3_steps", conversation=conversation.id, input="How much was Ada's latest order?"
+)
+check("129.90" in in_it.output_text, f"response in a conversation: {in_it.output_text!r}")
+listed = client.conversations.items.list(conversation.id, order="asc")
+check(listed.data[0].content[0].text == "I am Ada." and len(listed.data) > 3, f"items: {listed}")
+check(client.conversations.retrieve(conversation.id).id == conversation.id, "retrieve a conversation")
+check(client.conversations.delete(conversation.id).deleted, "delete a conversation")
+
 models = [m.id for m in client.models.list()]
 check("scripted:chain_3_steps" in models, "models list")
 print(f"openai sdk: all checks passed ({checks})")

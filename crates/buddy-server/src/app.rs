@@ -11,8 +11,8 @@ use tower_http::trace::TraceLayer;
 use crate::error::AppError;
 use crate::state::AppState;
 use crate::{
-    auth, body, chat, compact, conversations, fork, metrics, openai, replay, responses,
-    responses_stored, responses_ws, web,
+    auth, body, chat, compact, conversations, conversations_openai, fork, metrics, openai, replay,
+    responses, responses_stored, responses_ws, web,
 };
 
 /// Every route of the server, over `state`. Tests drive it with `oneshot`, no socket needed.
@@ -38,7 +38,14 @@ pub fn app(state: AppState) -> Router {
         )
         .route("/v1/responses/{id}/cancel", post(responses_stored::cancel))
         .route("/v1/models", get(openai::models))
-        .route("/v1/conversations", get(conversations::list))
+        .route(
+            "/v1/conversations",
+            get(conversations::list).post(conversations_openai::create),
+        )
+        .route(
+            "/v1/conversations/{id}/items",
+            get(conversations_openai::items).post(conversations_openai::add_items),
+        )
         .route(
             "/v1/conversations/{id}",
             get(conversations::get)

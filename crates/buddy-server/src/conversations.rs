@@ -26,9 +26,16 @@ pub(crate) async fn get(
 ) -> Result<Json<Value>, AppError> {
     owned_conversation(&state, &caller, &id).await?;
     match state.inner.store.get_conversation(&id).await? {
-        Some(detail) => Ok(Json(
-            serde_json::to_value(detail).map_err(|e| AppError::Internal(e.to_string()))?,
-        )),
+        Some(detail) => {
+            let created = detail.created_at_ms / 1000;
+            let mut body =
+                serde_json::to_value(detail).map_err(|e| AppError::Internal(e.to_string()))?;
+            // The fields of OpenAI's conversation object, beside buddy's own.
+            body["object"] = json!("conversation");
+            body["created_at"] = json!(created);
+            body["metadata"] = json!({});
+            Ok(Json(body))
+        }
         None => Err(AppError::NotFound(format!(
             "conversation `{id}` does not exist"
         ))),
@@ -73,7 +80,7 @@ pub(crate) async fn delete(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
-) -> Result<StatusCode, AppError> {
+) -> Result<Json<Value>, AppError> {
     owned_conversation(&state, &caller, &id).await?;
     if let Some(turn) = state.inner.coordinator.running_on(&id).await? {
         return Err(AppError::Conflict(format!(
@@ -81,7 +88,9 @@ pub(crate) async fn delete(
         )));
     }
     if state.inner.store.delete_conversation(&id).await? {
-        Ok(StatusCode::NO_CONTENT)
+        Ok(Json(
+            json!({"id": id, "object": "conversation.deleted", "deleted": true}),
+        ))
     } else {
         Err(AppError::NotFound(format!(
             "conversation `{id}` does not exist"

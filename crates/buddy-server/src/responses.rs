@@ -55,6 +55,9 @@ pub(crate) struct ResponsesRequest {
     buddy_policy: Option<Value>,
     /// buddy's own extension: how server-side skill calls appear in `output`.
     buddy_skill_calls: Option<SkillCalls>,
+    /// A conversation (OpenAI's Conversations API) this response continues: its id, or
+    /// `{"id": …}`.
+    conversation: Option<Value>,
     temperature: Option<f64>,
     top_p: Option<f64>,
     max_output_tokens: Option<u32>,
@@ -201,7 +204,27 @@ pub(crate) async fn begin(
             .map_err(|e| AppError::BadRequest(format!("max_tool_calls: {e}")))?;
     }
     let mut model = body.model;
+    let named = match &body.conversation {
+        None | Some(Value::Null) => None,
+        Some(Value::String(id)) => Some(id.clone()),
+        Some(other) => Some(other["id"].as_str().map(str::to_owned).ok_or_else(|| {
+            AppError::BadRequest("`conversation` must be a conversation id or {\"id\": …}".into())
+        })?),
+    };
+    if named.is_some() && body.previous_response_id.is_some() {
+        return Err(AppError::BadRequest(
+            "give `conversation` or `previous_response_id`, not both".into(),
+        ));
+    }
     let conversation = match (&body.previous_response_id, &unstored) {
+        _ if named.is_some() => {
+            let id = named.unwrap_or_default();
+            let info = owned_conversation(state, caller, &id).await?;
+            if model.is_none() {
+                model = info.last_model;
+            }
+            Some(id)
+        }
         (Some(_), Some(_)) | (None, _) => None,
         (Some(previous), None) => {
             let id = conversation_of(previous).ok_or_else(|| {

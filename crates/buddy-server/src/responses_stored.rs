@@ -200,36 +200,9 @@ pub(crate) async fn input_items(
     let items: Vec<Value> = messages[..start]
         .iter()
         .enumerate()
-        .filter_map(|(i, message)| {
-            let item_id = format!("in_{hex}_{i}");
-            match message {
-                Message::User { content } => Some(json!({
-                    "type": "message", "id": item_id, "role": "user", "status": "completed",
-                    "content": [{"type": "input_text", "text": content}],
-                })),
-                Message::System { content } => Some(json!({
-                    "type": "message", "id": item_id, "role": "system", "status": "completed",
-                    "content": [{"type": "input_text", "text": content}],
-                })),
-                Message::Tool {
-                    tool_call_id,
-                    content,
-                    ..
-                } => Some(json!({
-                    "type": "function_call_output", "id": item_id, "call_id": tool_call_id,
-                    "output": content, "status": "completed",
-                })),
-                _ => None,
-            }
-        })
+        .flat_map(|(i, message)| crate::items::message_items(message, &format!("in_{hex}_{i}")))
         .collect();
-    Ok(Json(json!({
-        "object": "list",
-        "first_id": items.first().map(|i| i["id"].clone()),
-        "last_id": items.last().map(|i| i["id"].clone()),
-        "has_more": false,
-        "data": items,
-    })))
+    Ok(Json(crate::items::list(items)))
 }
 
 /// `DELETE /v1/responses/{id}`: deletes the conversation the response belongs to.

@@ -254,7 +254,9 @@ async fn a_conversation_resumes_after_a_restart_with_the_same_database() {
         .send()
         .await
         .unwrap();
-    assert_eq!(deleted.status(), 204);
+    assert_eq!(deleted.status(), 200);
+    let deleted: Value = deleted.json().await.unwrap();
+    assert_eq!(deleted["deleted"], true);
     let gone = client()
         .get(format!("{}/v1/conversations/{id}", server.url))
         .send()

@@ -455,3 +455,113 @@ async fn a_stored_response_can_be_retrieved_listed_and_deleted_by_its_key_only()
     let (status, _) = get(format!("/v1/responses/{id}"), ALICE).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
+
+#[tokio::test]
+async fn the_conversations_api_creates_lists_and_continues_a_keys_conversation() {
+    let state = state();
+    let (status, created) = send(
+        &state,
+        post(
+            "/v1/conversations",
+            json!({"items": [{"type": "message", "role": "user", "content": "My name is Ada."},
+                             {"type": "message", "role": "assistant", "content": "Hello Ada."}]}),
+            Some(ALICE),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{created}");
+    let created: Value = serde_json::from_str(&created).unwrap();
+    assert_eq!(created["object"], "conversation");
+    let id = created["id"].as_str().unwrap().to_owned();
+
+    // A response in that conversation: it sees the items, and joins them.
+    let (status, response) = respond(
+        &state,
+        json!({"model": "model-a", "conversation": id, "input": "find it"}),
+        ALICE,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{response}");
+    let get = |uri: String, key: &'static str| {
+        let state = state.clone();
+        async move {
+            let request = axum::http::Request::get(uri)
+                .header("authorization", format!("Bearer {key}"))
+                .body(axum::body::Body::empty())
+                .unwrap();
+            let (status, text) = send(&state, request).await;
+            (
+                status,
+                serde_json::from_str::<Value>(&text).unwrap_or(Value::Null),
+            )
+        }
+    };
+    let (status, items) = get(format!("/v1/conversations/{id}/items?order=asc"), ALICE).await;
+    assert_eq!(status, StatusCode::OK, "{items}");
+    let kinds: Vec<String> = items["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            format!(
+                "{}:{}",
+                i["type"].as_str().unwrap(),
+                i["role"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "message:user",
+            "message:assistant",
+            "message:user",
+            "function_call:",
+            "function_call_output:",
+            "message:assistant"
+        ],
+        "{items}"
+    );
+    let (_, newest_first) = get(format!("/v1/conversations/{id}/items?limit=1"), ALICE).await;
+    assert_eq!(newest_first["data"][0]["content"][0]["text"], "Found it.");
+    assert_eq!(newest_first["has_more"], true);
+    let (status, object) = get(format!("/v1/conversations/{id}"), ALICE).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(object["object"], "conversation");
+    assert!(object["created_at"].is_i64());
+
+    // Items added by hand, then the key boundary: another key finds nothing.
+    let (status, added) = send(
+        &state,
+        post(
+            &format!("/v1/conversations/{id}/items"),
+            json!({"items": [{"type": "message", "role": "user", "content": "One more thing."}]}),
+            Some(ALICE),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{added}");
+    let (status, _) = get(format!("/v1/conversations/{id}/items"), BOB).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, refused) = respond(
+        &state,
+        json!({"model": "model-a", "conversation": id, "input": "mine now"}),
+        BOB,
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{refused}");
+    let (status, _) = send(
+        &state,
+        post(
+            "/v1/conversations",
+            json!({"metadata": {"topic": "x"}}),
+            Some(ALICE),
+        ),
+    )
+    .await;
+    assert_eq!(
+        status,
+        StatusCode::BAD_REQUEST,
+        "metadata is not kept, so it is refused"
+    );
+}

@@ -1,0 +1,54 @@
+//! buddy's messages as Responses / Conversations API items (`message`,
+//! `function_call`, `function_call_output`), for the routes that list them.
+
+use buddy_core::Message;
+use serde_json::{Value, json};
+
+/// The items of `message`, with ids from `id` (an assistant message that calls tools is
+/// its text, then one `function_call` per call). buddy's own notes to the model are not
+/// items.
+pub(crate) fn message_items(message: &Message, id: &str) -> Vec<Value> {
+    let text = |role: &str, kind: &str, content: &str| {
+        json!({"type": "message", "id": id, "role": role, "status": "completed",
+               "content": [{"type": kind, "text": content}]})
+    };
+    match message {
+        Message::User { content } => vec![text("user", "input_text", content)],
+        Message::System { content } => vec![text("system", "input_text", content)],
+        Message::Note { .. } => Vec::new(),
+        Message::Assistant {
+            content,
+            tool_calls,
+        } => {
+            let mut items = Vec::new();
+            if let Some(content) = content.as_deref().filter(|c| !c.is_empty()) {
+                let mut item = text("assistant", "output_text", content);
+                item["content"][0]["annotations"] = json!([]);
+                items.push(item);
+            }
+            for (n, call) in tool_calls.iter().enumerate() {
+                items.push(json!({"type": "function_call", "id": format!("{id}_fc{n}"),
+                    "call_id": call.id, "name": call.name, "arguments": call.arguments,
+                    "status": "completed"}));
+            }
+            items
+        }
+        Message::Tool {
+            tool_call_id,
+            content,
+            ..
+        } => vec![json!({"type": "function_call_output", "id": id,
+                         "call_id": tool_call_id, "output": content, "status": "completed"})],
+    }
+}
+
+/// A list page of `items` (all of them: `has_more` is false).
+pub(crate) fn list(items: Vec<Value>) -> Value {
+    json!({
+        "object": "list",
+        "first_id": items.first().map(|i| i["id"].clone()),
+        "last_id": items.last().map(|i| i["id"].clone()),
+        "has_more": false,
+        "data": items,
+    })
+}
