@@ -31,6 +31,16 @@ fn state() -> AppState {
     )
 }
 
+/// `GET uri` with `key`, and its JSON (`Null` when it is none).
+async fn get_json(state: &AppState, uri: String, key: &str) -> (StatusCode, Value) {
+    let request = axum::http::Request::get(uri)
+        .header("authorization", format!("Bearer {key}"))
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let (status, text) = send(state, request).await;
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
 async fn respond(state: &AppState, body: Value, key: &str) -> (StatusCode, Value) {
     let (status, text) = send(state, post("/v1/responses", body, Some(key))).await;
     (
@@ -367,21 +377,7 @@ async fn a_stored_response_can_be_retrieved_listed_and_deleted_by_its_key_only()
     .await;
     assert_eq!(status, StatusCode::OK, "{created}");
     let id = created["id"].as_str().unwrap().to_owned();
-    let get = |uri: String, key: &'static str| {
-        let state = state.clone();
-        async move {
-            let request = axum::http::Request::get(uri)
-                .header("authorization", format!("Bearer {key}"))
-                .body(axum::body::Body::empty())
-                .unwrap();
-            let (status, text) = send(&state, request).await;
-            (
-                status,
-                serde_json::from_str::<Value>(&text).unwrap_or(Value::Null),
-            )
-        }
-    };
-    let (status, got) = get(format!("/v1/responses/{id}"), ALICE).await;
+    let (status, got) = get_json(&state, format!("/v1/responses/{id}"), ALICE).await;
     assert_eq!(status, StatusCode::OK, "{got}");
     for field in ["id", "status", "model", "usage"] {
         assert_eq!(got[field], created[field], "{field}: {got}");
@@ -406,16 +402,16 @@ async fn a_stored_response_can_be_retrieved_listed_and_deleted_by_its_key_only()
     assert_eq!(got["output"][0]["output"], "42");
     assert_eq!(got["output"][1]["content"][0]["text"], "Found it.");
 
-    let (status, items) = get(format!("/v1/responses/{id}/input_items"), ALICE).await;
+    let (status, items) = get_json(&state, format!("/v1/responses/{id}/input_items"), ALICE).await;
     assert_eq!(status, StatusCode::OK, "{items}");
     assert_eq!(items["object"], "list");
     assert_eq!(items["data"][0]["role"], "user");
     assert_eq!(items["data"][0]["content"][0]["text"], "find it");
 
     // Another key finds nothing, as if the response never was.
-    let (status, _) = get(format!("/v1/responses/{id}"), BOB).await;
+    let (status, _) = get_json(&state, format!("/v1/responses/{id}"), BOB).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
-    let (status, _) = get("/v1/responses/resp_nothing".into(), ALICE).await;
+    let (status, _) = get_json(&state, "/v1/responses/resp_nothing".into(), ALICE).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 
     // A finished response cannot be cancelled.
@@ -452,7 +448,7 @@ async fn a_stored_response_can_be_retrieved_listed_and_deleted_by_its_key_only()
         deleted,
         json!({"id": id, "object": "response", "deleted": true})
     );
-    let (status, _) = get(format!("/v1/responses/{id}"), ALICE).await;
+    let (status, _) = get_json(&state, format!("/v1/responses/{id}"), ALICE).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
 
@@ -482,21 +478,12 @@ async fn the_conversations_api_creates_lists_and_continues_a_keys_conversation()
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{response}");
-    let get = |uri: String, key: &'static str| {
-        let state = state.clone();
-        async move {
-            let request = axum::http::Request::get(uri)
-                .header("authorization", format!("Bearer {key}"))
-                .body(axum::body::Body::empty())
-                .unwrap();
-            let (status, text) = send(&state, request).await;
-            (
-                status,
-                serde_json::from_str::<Value>(&text).unwrap_or(Value::Null),
-            )
-        }
-    };
-    let (status, items) = get(format!("/v1/conversations/{id}/items?order=asc"), ALICE).await;
+    let (status, items) = get_json(
+        &state,
+        format!("/v1/conversations/{id}/items?order=asc"),
+        ALICE,
+    )
+    .await;
     assert_eq!(status, StatusCode::OK, "{items}");
     let kinds: Vec<String> = items["data"]
         .as_array()
@@ -522,10 +509,15 @@ async fn the_conversations_api_creates_lists_and_continues_a_keys_conversation()
         ],
         "{items}"
     );
-    let (_, newest_first) = get(format!("/v1/conversations/{id}/items?limit=1"), ALICE).await;
+    let (_, newest_first) = get_json(
+        &state,
+        format!("/v1/conversations/{id}/items?limit=1"),
+        ALICE,
+    )
+    .await;
     assert_eq!(newest_first["data"][0]["content"][0]["text"], "Found it.");
     assert_eq!(newest_first["has_more"], true);
-    let (status, object) = get(format!("/v1/conversations/{id}"), ALICE).await;
+    let (status, object) = get_json(&state, format!("/v1/conversations/{id}"), ALICE).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(object["object"], "conversation");
     assert!(object["created_at"].is_i64());
@@ -541,7 +533,7 @@ async fn the_conversations_api_creates_lists_and_continues_a_keys_conversation()
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{added}");
-    let (status, _) = get(format!("/v1/conversations/{id}/items"), BOB).await;
+    let (status, _) = get_json(&state, format!("/v1/conversations/{id}/items"), BOB).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     let (status, refused) = respond(
         &state,

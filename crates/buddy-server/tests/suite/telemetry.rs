@@ -275,6 +275,30 @@ async fn mcp_server() -> (String, Arc<Mutex<Vec<Value>>>, tokio::task::JoinHandl
     (url, metas, task)
 }
 
+/// Telemetry started from `config`, and a server over the `model` server that traces
+/// every turn with it (`tweak` sets more).
+fn traced(
+    config: TelemetryConfig,
+    model: &MockServer,
+    tweak: impl FnOnce(&mut ServerSettings),
+) -> (Arc<Telemetry>, AppState) {
+    let telemetry = Arc::new(Telemetry::start(&config).unwrap());
+    let mut settings = ServerSettings {
+        telemetry: Some(Arc::clone(&telemetry)),
+        ..ServerSettings::default()
+    };
+    tweak(&mut settings);
+    let state = AppState::new(
+        Arc::new(SqliteStore::in_memory().unwrap()),
+        Arc::new(Modelled {
+            base_url: model.url(),
+        }),
+        PolicyConfig::default(),
+        settings,
+    );
+    (telemetry, state)
+}
+
 /// `uri` with `body` and the caller's `traceparent`.
 fn traced_post(uri: &str, body: Value, traceparent: &str) -> Request<Body> {
     Request::post(uri)
@@ -313,25 +337,14 @@ async fn a_turns_spans_reach_an_otlp_receiver_in_the_callers_trace() {
     let receiver = receiver().await;
     let model = model_server().await;
     let (mcp_url, metas, mcp_task) = mcp_server().await;
-    let telemetry = Arc::new(
-        Telemetry::start(&TelemetryConfig {
+    let (telemetry, state) = traced(
+        TelemetryConfig {
             endpoint: Some(format!("{}/v1/traces", receiver.url)),
             service_name: Some("buddy-test".into()),
             ..TelemetryConfig::default()
-        })
-        .unwrap(),
-    );
-    let state = AppState::new(
-        Arc::new(SqliteStore::in_memory().unwrap()),
-        Arc::new(Modelled {
-            base_url: model.url(),
-        }),
-        PolicyConfig::default(),
-        ServerSettings {
-            telemetry: Some(Arc::clone(&telemetry)),
-            allow_request_mcp: true,
-            ..ServerSettings::default()
         },
+        &model,
+        |settings| settings.allow_request_mcp = true,
     );
 
     // 1. Two tools in one round, then the answer: one invoke_agent, two chats, two
@@ -584,24 +597,14 @@ async fn a_turns_spans_reach_an_otlp_receiver_in_the_callers_trace() {
 async fn content_goes_on_the_spans_only_when_the_operator_opts_in() {
     let receiver = receiver().await;
     let model = model_server().await;
-    let telemetry = Arc::new(
-        Telemetry::start(&TelemetryConfig {
+    let (telemetry, state) = traced(
+        TelemetryConfig {
             endpoint: Some(format!("{}/v1/traces", receiver.url)),
             capture_content: true,
             ..TelemetryConfig::default()
-        })
-        .unwrap(),
-    );
-    let state = AppState::new(
-        Arc::new(SqliteStore::in_memory().unwrap()),
-        Arc::new(Modelled {
-            base_url: model.url(),
-        }),
-        PolicyConfig::default(),
-        ServerSettings {
-            telemetry: Some(Arc::clone(&telemetry)),
-            ..ServerSettings::default()
         },
+        &model,
+        |_| {},
     );
     let trace = "8ff92f3577b34da6a3ce929d0e0e473a";
     let (status, _) = send(
@@ -653,24 +656,14 @@ async fn a_collector_that_is_down_costs_the_turns_nothing() {
         .local_addr()
         .unwrap()
         .port();
-    let telemetry = Arc::new(
-        Telemetry::start(&TelemetryConfig {
+    let (telemetry, state) = traced(
+        TelemetryConfig {
             endpoint: Some(format!("http://127.0.0.1:{port}")),
             timeout_secs: Some(2.0),
             ..TelemetryConfig::default()
-        })
-        .unwrap(),
-    );
-    let state = AppState::new(
-        Arc::new(SqliteStore::in_memory().unwrap()),
-        Arc::new(Modelled {
-            base_url: model.url(),
-        }),
-        PolicyConfig::default(),
-        ServerSettings {
-            telemetry: Some(Arc::clone(&telemetry)),
-            ..ServerSettings::default()
         },
+        &model,
+        |_| {},
     );
     for _ in 0..3 {
         let (status, body) = send(
