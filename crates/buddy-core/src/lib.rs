@@ -20,7 +20,7 @@ pub use arguments::Arguments;
 pub use cost::{Price, Usd};
 pub use event::{ChatEvent, Evidence, GuardAction, GuardKind, PendingCall};
 pub use exact_json::{json_exact, json_len};
-pub use message::{Message, ToolCall, ToolSpec};
+pub use message::{Attachment, Message, ToolCall, ToolSpec};
 pub use observe::{ModelCallEnd, TurnObserver};
 pub use provider::{
     CallPurpose, Completion, CompletionRequest, Provider, ProviderError, ToolChoice,

@@ -11,8 +11,12 @@ use crate::Arguments;
 pub enum Message {
     /// Instructions for the model; never trimmed away.
     System { content: String },
-    /// What the user said.
-    User { content: String },
+    /// What the user said, and the images and files sent with it.
+    User {
+        content: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        attachments: Vec<Attachment>,
+    },
     /// A model reply: optional text and any tool calls it asked for.
     Assistant {
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -44,6 +48,7 @@ impl Message {
     pub fn user(content: impl Into<String>) -> Self {
         Message::User {
             content: content.into(),
+            attachments: Vec::new(),
         }
     }
 
@@ -79,6 +84,22 @@ impl Message {
         }
     }
 
+    /// A user message with images or files.
+    pub fn user_with(content: impl Into<String>, attachments: Vec<Attachment>) -> Self {
+        Message::User {
+            content: content.into(),
+            attachments,
+        }
+    }
+
+    /// The images and files sent with the message (only a user message has any).
+    pub fn attachments(&self) -> &[Attachment] {
+        match self {
+            Message::User { attachments, .. } => attachments,
+            _ => &[],
+        }
+    }
+
     /// True for a user message.
     pub fn is_user(&self) -> bool {
         matches!(self, Message::User { .. })
@@ -88,11 +109,44 @@ impl Message {
     pub fn text(&self) -> Option<&str> {
         match self {
             Message::System { content }
-            | Message::User { content }
+            | Message::User { content, .. }
             | Message::Note { content }
             | Message::Tool { content, .. } => Some(content),
             Message::Assistant { content, .. } => content.as_deref(),
         }
+    }
+}
+
+/// An image or a file a user sent with a message; it goes to providers that take them
+/// (a provider that cannot is refused with a clear error, never sent text alone).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Attachment {
+    /// An image: an `https:` URL, or a `data:image/…;base64,…` URL.
+    Image {
+        url: String,
+        /// `low`, `high` or `auto`, where the provider has it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        detail: Option<String>,
+    },
+    /// A file (a PDF, typically) as a `data:…;base64,…` URL.
+    File {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        filename: Option<String>,
+        data: String,
+    },
+}
+
+impl Attachment {
+    /// Tokens an attachment is counted as when buddy fits a request to the model's
+    /// window (providers count images by size; this is a round, cautious figure).
+    pub const TOKENS: usize = 1_000;
+
+    /// The media type and base64 data of a `data:` URL (`None` for another URL).
+    pub fn data_parts(url: &str) -> Option<(&str, &str)> {
+        let rest = url.strip_prefix("data:")?;
+        let (media, data) = rest.split_once(";base64,")?;
+        Some((media, data))
     }
 }
 

@@ -5,7 +5,8 @@ use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    BoxFuture, FinishReason, Message, Sampling, Token, TokenStream, ToolCall, ToolSpec, Usage,
+    Attachment, BoxFuture, FinishReason, Message, Sampling, Token, TokenStream, ToolCall, ToolSpec,
+    Usage,
 };
 
 /// How the model may use the offered tools.
@@ -115,6 +116,27 @@ pub trait Provider: Send + Sync {
             .map(|field| format!("provider `{}` does not take `{field}`", self.name()))
     }
 
+    /// Why this provider cannot take `attachment` (an image or a file), in words; `None`
+    /// when it can. The default takes none: a provider must say what it sends.
+    fn refuses(&self, attachment: &Attachment) -> Option<String> {
+        let kind = match attachment {
+            Attachment::Image { .. } => "images",
+            Attachment::File { .. } => "files",
+        };
+        Some(format!(
+            "provider `{}` does not take {kind}; send text, or use a provider that reads {kind}",
+            self.name()
+        ))
+    }
+
+    /// The first attachment in `messages` this provider cannot take, in words.
+    fn refuses_any(&self, messages: &[Message]) -> Option<String> {
+        messages
+            .iter()
+            .flat_map(Message::attachments)
+            .find_map(|a| self.refuses(a))
+    }
+
     /// Starts a model call and returns its token stream.
     fn stream<'a>(
         &'a self,
@@ -153,6 +175,10 @@ impl<P: Provider + ?Sized> Provider for Arc<P> {
 
     fn unsupported(&self, sampling: &Sampling) -> Option<String> {
         (**self).unsupported(sampling)
+    }
+
+    fn refuses(&self, attachment: &Attachment) -> Option<String> {
+        (**self).refuses(attachment)
     }
 
     fn stream<'a>(

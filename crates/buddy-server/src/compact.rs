@@ -160,7 +160,7 @@ pub(crate) async fn compact(
         .iter()
         .enumerate()
         .filter_map(|(i, m)| match m {
-            Message::User { content } => Some(json!({
+            Message::User { content, .. } => Some(json!({
                 "type": "message",
                 "id": format!("msg_{id}_{i}"),
                 "status": "completed",
@@ -193,7 +193,7 @@ fn transcript(messages: &[Message]) -> String {
     for message in messages {
         let line = match message {
             Message::System { content } => format!("[Instructions] {content}"),
-            Message::User { content } => format!("User: {content}"),
+            Message::User { content, .. } => format!("User: {content}"),
             Message::Note { content } => format!("[Note] {content}"),
             Message::Assistant {
                 content,

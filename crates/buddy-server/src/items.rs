@@ -1,7 +1,7 @@
 //! buddy's messages as Responses / Conversations API items (`message`,
 //! `function_call`, `function_call_output`), for the routes that list them.
 
-use buddy_core::Message;
+use buddy_core::{Attachment, Message};
 use serde_json::{Value, json};
 
 /// The items of `message`, with ids from `id` (an assistant message that calls tools is
@@ -13,7 +13,16 @@ pub(crate) fn message_items(message: &Message, id: &str) -> Vec<Value> {
                "content": [{"type": kind, "text": content}]})
     };
     match message {
-        Message::User { content } => vec![text("user", "input_text", content)],
+        Message::User {
+            content,
+            attachments,
+        } => {
+            let mut item = text("user", "input_text", content);
+            if let Some(parts) = item["content"].as_array_mut() {
+                parts.extend(attachments.iter().map(attachment_part));
+            }
+            vec![item]
+        }
         Message::System { content } => vec![text("system", "input_text", content)],
         Message::Note { .. } => Vec::new(),
         Message::Assistant {
@@ -39,6 +48,18 @@ pub(crate) fn message_items(message: &Message, id: &str) -> Vec<Value> {
             ..
         } => vec![json!({"type": "function_call_output", "id": id,
                          "call_id": tool_call_id, "output": content, "status": "completed"})],
+    }
+}
+
+/// An attachment as a Responses content part (`input_image`, `input_file`).
+fn attachment_part(attachment: &Attachment) -> Value {
+    match attachment {
+        Attachment::Image { url, detail } => {
+            json!({"type": "input_image", "image_url": url, "detail": detail.as_deref().unwrap_or("auto")})
+        }
+        Attachment::File { filename, data } => {
+            json!({"type": "input_file", "filename": filename, "file_data": data})
+        }
     }
 }
 

@@ -144,6 +144,10 @@ impl buddy_core::Provider for TimedProvider {
         self.inner.unsupported(sampling)
     }
 
+    fn refuses(&self, attachment: &buddy_core::Attachment) -> Option<String> {
+        self.inner.refuses(attachment)
+    }
+
     fn stream<'a>(
         &'a self,
         request: buddy_core::CompletionRequest<'a>,

@@ -1,7 +1,7 @@
 //! The OpenAI Chat Completions request as clients send it, and its translation into
 //! buddy's messages. Shared by the OpenAI-compatible endpoint and `buddy mock-server`.
 
-use buddy_core::{Message, ResponseFormat, Sampling, ToolCall, ToolSpec};
+use buddy_core::{Attachment, Message, ResponseFormat, Sampling, ToolCall, ToolSpec};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -170,6 +170,72 @@ pub(crate) fn text_of(content: &Value) -> Option<String> {
     }
 }
 
+/// A user message's text and attachments, from a string or content parts of either
+/// OpenAI API: `text` / `input_text`, `image_url` / `input_image`, `file` / `input_file`
+/// (as `file_data`). A part buddy cannot pass on (audio, a `file_id` of a Files API
+/// buddy does not have) is refused by name, never dropped.
+pub fn user_content(content: &Value) -> Result<(String, Vec<Attachment>), String> {
+    let parts = match content {
+        Value::String(text) => return Ok((text.clone(), Vec::new())),
+        Value::Null => return Ok((String::new(), Vec::new())),
+        Value::Array(parts) => parts,
+        other => {
+            return Err(format!(
+                "`content` must be text or a list of parts, got {other}"
+            ));
+        }
+    };
+    let mut texts = Vec::new();
+    let mut attachments = Vec::new();
+    for (n, part) in parts.iter().enumerate() {
+        let kind = part.get("type").and_then(Value::as_str).unwrap_or("text");
+        let string = |v: &Value| v.as_str().map(str::to_owned);
+        match kind {
+            "text" | "input_text" => {
+                texts.push(part.get("text").and_then(string).unwrap_or_default())
+            }
+            "image_url" | "input_image" => {
+                if part.get("file_id").is_some_and(|f| !f.is_null()) {
+                    return Err(format!(
+                        "part {n}: images by `file_id` need a Files API buddy does not have; send `image_url` (an https: or data: URL)"
+                    ));
+                }
+                // Chat Completions nests it ({"image_url": {"url", "detail"}}); Responses does not.
+                let nested = part.get("image_url").filter(|v| v.is_object());
+                let url = nested
+                    .and_then(|v| v.get("url"))
+                    .or_else(|| part.get("image_url"))
+                    .and_then(string)
+                    .ok_or_else(|| format!("part {n}: an image needs its URL (`image_url`)"))?;
+                let detail = nested
+                    .and_then(|v| v.get("detail"))
+                    .or_else(|| part.get("detail"))
+                    .and_then(string);
+                attachments.push(Attachment::Image { url, detail });
+            }
+            "file" | "input_file" => {
+                let file = part.get("file").filter(|v| v.is_object()).unwrap_or(part);
+                if file.get("file_id").is_some_and(|f| !f.is_null()) {
+                    return Err(format!(
+                        "part {n}: files by `file_id` need a Files API buddy does not have; send `file_data` (a data: URL)"
+                    ));
+                }
+                let data = file.get("file_data").and_then(string).ok_or_else(|| {
+                    format!("part {n}: a file needs `file_data` (data:<media type>;base64,…); file URLs are not fetched")
+                })?;
+                let filename = file.get("filename").and_then(string);
+                attachments.push(Attachment::File { filename, data });
+            }
+            other => {
+                return Err(format!(
+                    "part {n}: content of type `{other}` is not supported; buddy takes text, images and files"
+                ));
+            }
+        }
+    }
+    Ok((texts.join("\n"), attachments))
+}
+
 /// buddy's messages for a request's `messages`, or what is wrong with one of them.
 pub fn to_messages(wire: Vec<WireMessage>) -> Result<Vec<Message>, String> {
     wire.into_iter()
@@ -178,13 +244,17 @@ pub fn to_messages(wire: Vec<WireMessage>) -> Result<Vec<Message>, String> {
             Ok(match m.role.as_str() {
                 "system" | "developer" => Message::system(m.content.as_ref().and_then(text_of).unwrap_or_default()),
                 "user" => {
-                    let text = m.content.as_ref().and_then(text_of).unwrap_or_default();
+                    let (text, attachments) = match &m.content {
+                        Some(content) => user_content(content)
+                            .map_err(|e| format!("messages[{i}]: {e}"))?,
+                        None => (String::new(), Vec::new()),
+                    };
                     // buddy's own notes (guard and budget notes) travel as user text
                     // marked `[buddy]`; read them back as notes, not as the user speaking.
-                    if text.starts_with(Message::NOTE_MARK) {
+                    if text.starts_with(Message::NOTE_MARK) && attachments.is_empty() {
                         Message::note(text)
                     } else {
-                        Message::user(text)
+                        Message::user_with(text, attachments)
                     }
                 }
                 "assistant" => Message::Assistant {

@@ -418,7 +418,12 @@ pub(crate) fn input_messages(owner: &str, input: Value) -> Result<Vec<Message>, 
                 let role = field("role")?;
                 let text = item.get("content").and_then(text_of).unwrap_or_default();
                 messages.push(match role.as_str() {
-                    "user" => Message::user(text),
+                    "user" => {
+                        let (text, attachments) =
+                            crate::openai_wire::user_content(item.get("content").unwrap_or(&Value::Null))
+                                .map_err(|e| format!("input[{i}]: {e}"))?;
+                        Message::user_with(text, attachments)
+                    }
                     "system" | "developer" => Message::system(text),
                     "assistant" => Message::assistant(text),
                     other => {

@@ -237,6 +237,11 @@ pub(crate) async fn start_turn(
         .validate()
         .err()
         .or_else(|| resolved.provider.unsupported(&prelude.sampling))
+        .or_else(|| resolved.provider.refuses_any(&prelude.append))
+        .or_else(|| match &conversation {
+            Conversation::Ephemeral(history) => resolved.provider.refuses_any(history),
+            Conversation::Stored(_) => None,
+        })
     {
         return Err(AppError::BadRequest(wrong));
     }

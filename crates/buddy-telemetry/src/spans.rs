@@ -345,7 +345,9 @@ fn input_messages(messages: &[Message]) -> String {
         .iter()
         .map(|m| match m {
             Message::System { content } => text_message("system", content),
-            Message::User { content } | Message::Note { content } => text_message("user", content),
+            Message::User { content, .. } | Message::Note { content } => {
+                text_message("user", content)
+            }
             Message::Assistant {
                 content,
                 tool_calls,

@@ -44,6 +44,10 @@ impl<P: Provider> Provider for RecordingProvider<P> {
         self.inner.unsupported(sampling)
     }
 
+    fn refuses(&self, attachment: &buddy_core::Attachment) -> Option<String> {
+        self.inner.refuses(attachment)
+    }
+
     fn stream<'a>(
         &'a self,
         request: CompletionRequest<'a>,
@@ -121,6 +125,10 @@ impl Provider for ReplyProvider {
 
     /// A test model: every setting is accepted (the reply function decides).
     fn unsupported(&self, _: &buddy_core::Sampling) -> Option<String> {
+        None
+    }
+
+    fn refuses(&self, _: &buddy_core::Attachment) -> Option<String> {
         None
     }
 

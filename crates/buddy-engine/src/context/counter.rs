@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use buddy_core::{Message, ToolSpec};
+use buddy_core::{Attachment, Message, ToolSpec};
 use serde_json::Value;
 use tiktoken_rs::CoreBPE;
 use tiktoken_rs::tokenizer::{Tokenizer, get_tokenizer};
@@ -123,9 +123,13 @@ impl TokenCounter for BpeCounter {
     fn message(&self, message: &Message) -> usize {
         match message {
             Message::System { content } => TOKENS_PER_MESSAGE + 1 + self.text(content),
-            Message::User { content } | Message::Note { content } => {
-                TOKENS_PER_MESSAGE + 1 + self.text(content)
+            Message::User {
+                content,
+                attachments,
+            } => {
+                TOKENS_PER_MESSAGE + 1 + self.text(content) + attachments.len() * Attachment::TOKENS
             }
+            Message::Note { content } => TOKENS_PER_MESSAGE + 1 + self.text(content),
             Message::Tool { content, .. } => TOKENS_PER_MESSAGE + 1 + self.text(content),
             Message::Assistant {
                 content,
@@ -245,7 +249,10 @@ impl TokenCounter for EstimateCounter {
                         .map(|c| 4 + self.text(&c.name) + self.text(&c.arguments))
                         .sum::<usize>()
             }
-            other => other.text().map_or(0, |t| self.text(t)),
+            other => {
+                other.text().map_or(0, |t| self.text(t))
+                    + other.attachments().len() * Attachment::TOKENS
+            }
         };
         4 + body
     }

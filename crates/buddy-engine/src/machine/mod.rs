@@ -277,9 +277,10 @@ impl<'e> Turn<'e> {
             .sampling
             .validate()
             .err()
-            .or_else(|| self.provider.unsupported(&self.sampling));
+            .or_else(|| self.provider.unsupported(&self.sampling))
+            .or_else(|| self.provider.refuses_any(self.ledger.messages()));
         let mut state = match (self.judge.policy.max_turn_cost_usd, self.price) {
-            // A setting the model cannot honour is refused, never dropped.
+            // A setting or an attachment the model cannot take is refused, never dropped.
             _ if refused.is_some() => State::End(End::Failed {
                 reason: StopReason::InvalidRequest,
                 message: refused.unwrap_or_default(),

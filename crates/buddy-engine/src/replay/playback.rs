@@ -310,6 +310,10 @@ impl Provider for PlaybackModel {
         None
     }
 
+    fn refuses(&self, _: &buddy_core::Attachment) -> Option<String> {
+        None
+    }
+
     fn stream<'a>(
         &'a self,
         request: CompletionRequest<'a>,

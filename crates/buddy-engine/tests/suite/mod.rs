@@ -6,6 +6,7 @@ mod cancellation;
 mod context;
 mod limits;
 mod property;
+mod refusals;
 mod replay;
 mod routing;
 mod tool_changes;

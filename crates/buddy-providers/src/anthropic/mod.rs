@@ -77,6 +77,10 @@ impl Provider for AnthropicProvider {
         request::unsupported(&self.endpoint.provider, sampling)
     }
 
+    fn refuses(&self, attachment: &buddy_core::Attachment) -> Option<String> {
+        request::refuses(&self.endpoint.provider, attachment)
+    }
+
     fn stream<'a>(
         &'a self,
         request: CompletionRequest<'a>,

@@ -2,7 +2,7 @@
 //! results as `tool_result` blocks in user messages (consecutive ones merged, as the
 //! API wants strictly alternating roles).
 
-use buddy_core::{CompletionRequest, Message, ResponseFormat, Sampling, ToolChoice};
+use buddy_core::{Attachment, CompletionRequest, Message, ResponseFormat, Sampling, ToolChoice};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -40,6 +40,14 @@ struct WireMessage<'a> {
 enum Block<'a> {
     Text {
         text: &'a str,
+    },
+    Image {
+        source: Value,
+    },
+    Document {
+        source: Value,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        title: Option<&'a str>,
     },
     ToolUse {
         id: &'a str,
@@ -98,9 +106,18 @@ pub(crate) fn messages_request<'a>(
         match message {
             Message::System { content } => system.push(content),
             // A note joins the user message that holds the tool results, as a text block after them.
-            Message::User { content } | Message::Note { content } => {
-                push("user", Block::Text { text: content })
+            Message::User {
+                content,
+                attachments,
+            } => {
+                for attachment in attachments {
+                    push("user", attachment_block(attachment));
+                }
+                if !content.is_empty() || attachments.is_empty() {
+                    push("user", Block::Text { text: content });
+                }
             }
+            Message::Note { content } => push("user", Block::Text { text: content }),
             Message::Tool {
                 tool_call_id,
                 content,
@@ -171,6 +188,43 @@ pub(crate) fn messages_request<'a>(
                 }
                 ResponseFormat::Text | ResponseFormat::JsonObject => None,
             }),
+    }
+}
+
+/// An image or a file as a Messages API content block: base64 from a `data:` URL, or
+/// the URL itself. Images go before the text, as Anthropic recommends.
+fn attachment_block(attachment: &Attachment) -> Block<'_> {
+    let source = |url: &str| match Attachment::data_parts(url) {
+        Some((media_type, data)) => {
+            serde_json::json!({"type": "base64", "media_type": media_type, "data": data})
+        }
+        None => serde_json::json!({"type": "url", "url": url}),
+    };
+    match attachment {
+        Attachment::Image { url, .. } => Block::Image {
+            source: source(url),
+        },
+        Attachment::File { filename, data } => Block::Document {
+            source: source(data),
+            title: filename.as_deref(),
+        },
+    }
+}
+
+/// Why the Messages API cannot take `attachment`: it reads images and PDF documents.
+pub(crate) fn refuses(provider: &str, attachment: &Attachment) -> Option<String> {
+    let Attachment::File { data, filename } = attachment else {
+        return None;
+    };
+    match Attachment::data_parts(data) {
+        Some(("application/pdf", _)) => None,
+        Some((media, _)) => Some(format!(
+            "provider `{provider}` (Anthropic Messages API) reads PDF files, not `{media}` ({})",
+            filename.as_deref().unwrap_or("the file")
+        )),
+        None => Some(format!(
+            "provider `{provider}` needs a file as a data: URL (data:application/pdf;base64,…)"
+        )),
     }
 }
 

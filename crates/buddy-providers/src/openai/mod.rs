@@ -125,6 +125,11 @@ impl Provider for OpenAiProvider {
         None
     }
 
+    /// Images and files go as content parts; a model that cannot read them says so itself.
+    fn refuses(&self, _: &buddy_core::Attachment) -> Option<String> {
+        None
+    }
+
     fn stream<'a>(
         &'a self,
         request: CompletionRequest<'a>,

@@ -1,6 +1,6 @@
 //! The Chat Completions request body, borrowing from the history (no copies).
 
-use buddy_core::{CompletionRequest, Message, ResponseFormat, ToolChoice};
+use buddy_core::{Attachment, CompletionRequest, Message, ResponseFormat, ToolChoice};
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -29,6 +29,36 @@ pub(crate) struct ChatRequest<'a> {
     stop: &'a [String],
     #[serde(skip_serializing_if = "Option::is_none")]
     response_format: Option<Value>,
+}
+
+/// A user message's content: its text, or (with images or files) content parts.
+fn user_content(text: &str, attachments: &[Attachment]) -> Value {
+    if attachments.is_empty() {
+        return json!(text);
+    }
+    let mut parts = Vec::with_capacity(attachments.len() + 1);
+    if !text.is_empty() {
+        parts.push(json!({"type": "text", "text": text}));
+    }
+    for attachment in attachments {
+        parts.push(match attachment {
+            Attachment::Image { url, detail } => {
+                let mut image = json!({"url": url});
+                if let Some(detail) = detail {
+                    image["detail"] = json!(detail);
+                }
+                json!({"type": "image_url", "image_url": image})
+            }
+            Attachment::File { filename, data } => {
+                let mut file = json!({"file_data": data});
+                if let Some(filename) = filename {
+                    file["filename"] = json!(filename);
+                }
+                json!({"type": "file", "file": file})
+            }
+        });
+    }
+    Value::Array(parts)
 }
 
 /// OpenAI's `response_format` for a requested shape.
@@ -66,7 +96,8 @@ enum WireMessage<'a> {
         content: &'a str,
     },
     User {
-        content: &'a str,
+        /// Text, or parts when images or files come with it.
+        content: Value,
     },
     Assistant {
         /// `null` when the message only calls tools (or `""` for servers that need it).
@@ -123,7 +154,15 @@ pub(crate) fn chat_request<'a>(
             Message::System { content } => WireMessage::System { content },
             // buddy's notes go as user text: every OpenAI-compatible server accepts a user
             // message after tool results, while mid-conversation system messages are refused by some.
-            Message::User { content } | Message::Note { content } => WireMessage::User { content },
+            Message::User {
+                content,
+                attachments,
+            } => WireMessage::User {
+                content: user_content(content, attachments),
+            },
+            Message::Note { content } => WireMessage::User {
+                content: json!(content),
+            },
             Message::Assistant {
                 content,
                 tool_calls,

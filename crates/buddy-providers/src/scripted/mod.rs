@@ -53,6 +53,11 @@ impl Provider for ScriptedProvider {
         None
     }
 
+    /// The script reads only text: attachments are accepted and not looked at.
+    fn refuses(&self, _: &buddy_core::Attachment) -> Option<String> {
+        None
+    }
+
     fn stream<'a>(
         &'a self,
         request: CompletionRequest<'a>,

@@ -35,7 +35,7 @@ impl Backend for Summariser {
             let asked_to_compact = systems.iter().any(|s| s.starts_with("You compact"));
             Ok(if asked_to_compact {
                 let transcript = match request.messages.last() {
-                    Some(Message::User { content }) => content.clone(),
+                    Some(Message::User { content, .. }) => content.clone(),
                     _ => String::new(),
                 };
                 assert!(

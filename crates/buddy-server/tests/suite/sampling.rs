@@ -255,3 +255,93 @@ async fn responses_and_chat_settings_reach_the_model_server_and_are_echoed() {
     .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{error}");
 }
+
+const PIXEL: &str = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+const PDF: &str = "data:application/pdf;base64,JVBERi0xLjQK";
+
+#[tokio::test]
+async fn images_and_files_reach_the_model_in_each_servers_form() {
+    let s = servers().await;
+    // Chat Completions parts, to an OpenAI-compatible server: passed on as parts.
+    let (status, reply) = call(
+        &s.state,
+        "/v1/chat/completions",
+        json!({"model": "gpt-test", "messages": [{"role": "user", "content": [
+            {"type": "text", "text": "What is this?"},
+            {"type": "image_url", "image_url": {"url": PIXEL, "detail": "low"}},
+            {"type": "file", "file": {"filename": "a.pdf", "file_data": PDF}}]}]}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    let sent = last_body(&s.openai);
+    assert_eq!(
+        sent["messages"][0]["content"],
+        json!([{"type": "text", "text": "What is this?"},
+               {"type": "image_url", "image_url": {"url": PIXEL, "detail": "low"}},
+               {"type": "file", "file": {"filename": "a.pdf", "file_data": PDF}}])
+    );
+
+    // Responses parts, to Anthropic: image and document blocks (base64), then the text.
+    let (status, response) = call(
+        &s.state,
+        "/v1/responses",
+        json!({"model": "claude-test", "input": [{"role": "user", "content": [
+            {"type": "input_text", "text": "What is this?"},
+            {"type": "input_image", "image_url": PIXEL},
+            {"type": "input_image", "image_url": "https://example.com/cat.png"},
+            {"type": "input_file", "filename": "a.pdf", "file_data": PDF}]}]}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{response}");
+    let blocks = last_body(&s.anthropic)["messages"][0]["content"].clone();
+    assert_eq!(blocks[0]["type"], "image");
+    assert_eq!(blocks[0]["source"]["media_type"], "image/png");
+    assert_eq!(
+        blocks[1]["source"],
+        json!({"type": "url", "url": "https://example.com/cat.png"})
+    );
+    assert_eq!(blocks[2]["type"], "document");
+    assert_eq!(blocks[2]["source"]["media_type"], "application/pdf");
+    assert_eq!(blocks[3], json!({"type": "text", "text": "What is this?"}));
+
+    // What cannot be passed on is a 400 naming it, and nothing is sent.
+    let before = (s.openai.requests().len(), s.anthropic.requests().len());
+    for (model, part, named) in [
+        (
+            "claude-test",
+            json!({"type": "input_file", "filename": "t.txt", "file_data": "data:text/plain;base64,aGk="}),
+            "reads PDF files",
+        ),
+        (
+            "gpt-test",
+            json!({"type": "input_audio", "input_audio": {"data": "x", "format": "wav"}}),
+            "`input_audio`",
+        ),
+        (
+            "gpt-test",
+            json!({"type": "input_image", "file_id": "file-123"}),
+            "file_id",
+        ),
+        (
+            "gpt-test",
+            json!({"type": "input_file", "file_url": "https://example.com/a.pdf"}),
+            "file_data",
+        ),
+    ] {
+        let (status, error) = call(
+            &s.state,
+            "/v1/responses",
+            json!({"model": model, "input": [{"role": "user", "content": [{"type": "input_text", "text": "hi"}, part]}]}),
+        )
+        .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{error}");
+        assert!(
+            error["error"]["message"].as_str().unwrap().contains(named),
+            "{error}"
+        );
+    }
+    assert_eq!(
+        before,
+        (s.openai.requests().len(), s.anthropic.requests().len())
+    );
+}
