@@ -27,6 +27,10 @@ pub struct OpenAiCompat {
     /// Send `tool_choice: "auto"` explicitly whenever tools are offered
     /// (llama-cpp-python's `chatml-function-calling` ignores tools without it).
     pub tool_choice_auto: bool,
+    /// The model reads no images: a request with one is refused (400) instead of sent.
+    pub no_images: bool,
+    /// The model reads no files: a request with one is refused (400) instead of sent.
+    pub no_files: bool,
 }
 
 /// Everything an [`OpenAiProvider`] needs. The `Default` is OpenAI's own API, streaming;
@@ -125,9 +129,19 @@ impl Provider for OpenAiProvider {
         None
     }
 
-    /// Images and files go as content parts; a model that cannot read them says so itself.
-    fn refuses(&self, _: &buddy_core::Attachment) -> Option<String> {
-        None
+    /// Images and files go as content parts, unless `[providers.NAME.compat]` says the
+    /// model reads none (`no_images`, `no_files`).
+    fn refuses(&self, attachment: &buddy_core::Attachment) -> Option<String> {
+        let (refused, kind, switch) = match attachment {
+            buddy_core::Attachment::Image { .. } => (self.compat.no_images, "images", "no_images"),
+            buddy_core::Attachment::File { .. } => (self.compat.no_files, "files", "no_files"),
+        };
+        refused.then(|| {
+            format!(
+                "provider `{}` does not take {kind} (its compat switch {switch} is set): send text only",
+                self.endpoint.provider
+            )
+        })
     }
 
     fn stream<'a>(
@@ -148,5 +162,44 @@ impl Provider for OpenAiProvider {
                 )
                 .await
         })
+    }
+}
+
+#[cfg(test)]
+mod attachment_tests {
+    use buddy_core::{Attachment, Provider};
+
+    use super::*;
+
+    #[test]
+    fn a_model_without_eyes_refuses_images_by_its_compat_switch() {
+        let image = Attachment::Image {
+            url: "https://example.com/cat.png".into(),
+            detail: None,
+        };
+        let file = Attachment::File {
+            filename: None,
+            data: "data:application/pdf;base64,JVBERi0=".into(),
+        };
+        let seeing = OpenAiProvider::new(OpenAiOptions::default()).unwrap();
+        assert_eq!(
+            (seeing.refuses(&image), seeing.refuses(&file)),
+            (None, None)
+        );
+        let blind = OpenAiProvider::new(OpenAiOptions {
+            name: "llama".into(),
+            compat: OpenAiCompat {
+                no_images: true,
+                ..OpenAiCompat::default()
+            },
+            ..OpenAiOptions::default()
+        })
+        .unwrap();
+        let why = blind.refuses(&image).unwrap();
+        assert!(
+            why.contains("`llama`") && why.contains("no_images"),
+            "{why}"
+        );
+        assert_eq!(blind.refuses(&file), None);
     }
 }

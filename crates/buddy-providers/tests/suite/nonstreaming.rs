@@ -95,6 +95,7 @@ async fn openai_compat_switches_change_only_what_they_name() {
                 assistant_content_empty_string: true,
                 no_stream_options: true,
                 tool_choice_auto: true,
+                ..OpenAiCompat::default()
             },
             json!(""),
             Some("auto"),
