@@ -25,6 +25,7 @@ use serde_json::{Value, json};
 use crate::auth::Caller;
 use crate::client_tools::with_client_tools;
 use crate::error::AppError;
+use crate::items::SkillCalls;
 use crate::openai::unix_now;
 use crate::openai_wire::text_of;
 use crate::request::owned_conversation;
@@ -83,20 +84,6 @@ impl ResponsesRequest {
             ..Sampling::default()
         })
     }
-}
-
-/// How buddy's server-side skill calls appear among a response's output items.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
-pub enum SkillCalls {
-    /// `mcp_call` items (`server_label: "buddy"`): what the OpenAI SDKs and the clients
-    /// built on them read.
-    #[default]
-    #[serde(rename = "mcp_call")]
-    McpCall,
-    /// `buddy:skill_call` items: an implementor-prefixed extension item, as the Open
-    /// Responses specification asks of items it does not define.
-    #[serde(rename = "buddy:skill_call")]
-    Extension,
 }
 
 /// What the response object repeats of its request.
@@ -471,7 +458,7 @@ pub(crate) fn input_messages(owner: &str, input: Value) -> Result<Vec<Message>, 
             // A conversation compacted by /v1/responses/compact: its summary.
             "compaction" => {
                 let content = field("encrypted_content")?;
-                messages.push(crate::compact::decode(&content).map_err(|e| {
+                messages.push(crate::compaction_item::decode(&content).map_err(|e| {
                     format!("input[{i}]: this `compaction` item cannot be read: {e}")
                 })?);
             }

@@ -57,7 +57,7 @@ pub struct ServerSettings {
     pub key_spend: SpendCeiling,
     /// How `/v1/responses` shows buddy's own skill calls (a request's
     /// `buddy_skill_calls` overrides it).
-    pub responses_skill_calls: crate::responses::SkillCalls,
+    pub responses_skill_calls: crate::items::SkillCalls,
     /// How long a `/v1/responses` WebSocket may go without a request before it is closed.
     pub websocket_idle_timeout: Duration,
     /// Where turns' spans go (`[telemetry]`); `None`: no tracing.
@@ -82,7 +82,7 @@ impl Default for ServerSettings {
             prices: PriceTable::default(),
             telemetry: None,
             websocket_idle_timeout: Duration::from_secs(300),
-            responses_skill_calls: crate::responses::SkillCalls::default(),
+            responses_skill_calls: crate::items::SkillCalls::default(),
             key_spend: SpendCeiling::default(),
         }
     }

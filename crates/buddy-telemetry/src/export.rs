@@ -17,7 +17,7 @@ use tokio::runtime::Handle;
 
 use crate::config::{TelemetryConfig, TelemetryError};
 use crate::semconv;
-use crate::spans::TurnSpans;
+use crate::spans::{TurnScope, TurnSpans};
 
 /// buddy's tracing, started from a [`TelemetryConfig`]. Cheap to share behind an `Arc`.
 pub struct Telemetry {
@@ -32,21 +32,6 @@ impl std::fmt::Debug for Telemetry {
             .field("capture_content", &self.capture_content)
             .finish_non_exhaustive()
     }
-}
-
-/// Who a turn's spans describe.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct TurnScope<'a> {
-    /// The caller's W3C `traceparent` (an HTTP header): the turn's span becomes its child.
-    pub traceparent: Option<&'a str>,
-    /// The caller's W3C `tracestate`, kept with the parent.
-    pub tracestate: Option<&'a str>,
-    /// `gen_ai.provider.name`: `openai`, `anthropic`, or the configured provider's name.
-    pub provider: &'a str,
-    /// The model the turn asks for.
-    pub model: &'a str,
-    /// The stored conversation the turn belongs to.
-    pub conversation: Option<&'a str>,
 }
 
 /// Time one export may take when the configuration does not say.

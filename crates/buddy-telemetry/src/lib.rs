@@ -11,5 +11,6 @@ pub mod semconv;
 mod spans;
 
 pub use config::{TelemetryConfig, TelemetryError};
-pub use export::{Telemetry, TurnScope};
+pub use export::Telemetry;
 pub use propagate::valid_traceparent;
+pub use spans::TurnScope;

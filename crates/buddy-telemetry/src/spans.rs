@@ -14,9 +14,23 @@ use opentelemetry::{Array, Context, KeyValue, StringValue, Value};
 use opentelemetry_sdk::trace::SdkTracer;
 use serde_json::json;
 
-use crate::export::TurnScope;
 use crate::propagate::{extract, inject};
 use crate::semconv as sc;
+
+/// Who a turn's spans describe.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TurnScope<'a> {
+    /// The caller's W3C `traceparent` (an HTTP header): the turn's span becomes its child.
+    pub traceparent: Option<&'a str>,
+    /// The caller's W3C `tracestate`, kept with the parent.
+    pub tracestate: Option<&'a str>,
+    /// `gen_ai.provider.name`: `openai`, `anthropic`, or the configured provider's name.
+    pub provider: &'a str,
+    /// The model the turn asks for.
+    pub model: &'a str,
+    /// The stored conversation the turn belongs to.
+    pub conversation: Option<&'a str>,
+}
 
 /// The name buddy's agent spans carry (`gen_ai.agent.name`).
 const AGENT: &str = "buddy";
