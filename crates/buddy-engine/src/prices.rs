@@ -71,6 +71,15 @@ impl PriceTable {
     /// The price of `model` on `provider`: the operator's, else the built-in one.
     pub fn price(&self, provider: &str, model: &str) -> Option<Price> {
         let lower = model.to_ascii_lowercase();
+        self.configured(provider, model)
+            .or_else(|| builtin(without_org(&lower)))
+    }
+
+    /// The operator's own price of `model` on `provider`, never a list price: for a
+    /// model that costs nothing unless the operator says so (buddy's scripted model,
+    /// whatever name it answers under).
+    pub fn configured(&self, provider: &str, model: &str) -> Option<Price> {
+        let lower = model.to_ascii_lowercase();
         let base = without_org(&lower);
         self.entries
             .iter()
@@ -79,7 +88,6 @@ impl PriceTable {
                     && (glob_match(pattern, &lower) || glob_match(pattern, base))
             })
             .map(|(_, _, price)| *price)
-            .or_else(|| builtin(base))
     }
 }
 

@@ -180,6 +180,14 @@ pub async fn setup(
     let (provider, toolbox, model, scenario): (Arc<dyn Provider>, _, String, Option<Scenario>) =
         match chosen.kind {
             ProviderKind::Scripted => {
+                if let (Some(model), None) = (&args.model, &args.target.provider)
+                    && config.default_provider.is_none()
+                {
+                    eprintln!(
+                        "buddy: --model {model} names no provider, so buddy's built-in scripted model answers \
+                         (under that name); pass --provider (openai, anthropic or one in buddy.toml) to call {model}"
+                    );
+                }
                 let scenario = match args.scenario.as_ref().or(chosen.scenario.as_ref()) {
                     Some(path) => Scenario::load(path)?,
                     None => Scenario::parse(DEFAULT_SCENARIO, "built-in offline_assistant")?,
@@ -225,7 +233,12 @@ pub async fn setup(
         .system
         .clone()
         .or_else(|| scenario.as_ref().and_then(|s| s.system.clone()));
-    let price = price_table(&config).price(&name, &model);
+    // The scripted model costs nothing unless buddy.toml prices it, whatever name it
+    // answers under (`--model gpt-4o` must not bill it at gpt-4o's list price).
+    let price = match chosen.kind {
+        ProviderKind::Scripted => price_table(&config).configured(&name, &model),
+        _ => price_table(&config).price(&name, &model),
+    };
     Ok(Setup {
         engine,
         price,

@@ -277,3 +277,28 @@ async fn a_run_exports_its_spans_in_the_callers_trace_before_it_exits() {
         "{stderr}"
     );
 }
+
+/// `--model` without a provider is answered by the scripted model: buddy says so, and
+/// does not bill the scripted model at that model's list price.
+#[test]
+fn a_model_without_a_provider_is_the_scripted_model_and_buddy_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = super::buddy(dir.path())
+        .args(["run", "--model", "gpt-4o", "hi"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("--model gpt-4o names no provider") && stderr.contains("--provider"),
+        "{stderr}"
+    );
+    let stop = stderr
+        .lines()
+        .find(|l| l.starts_with("■ stop:"))
+        .unwrap_or_default();
+    assert!(
+        stop.starts_with("■ stop: completed") && !stop.contains('$'),
+        "{stop}"
+    );
+}
