@@ -5,7 +5,7 @@ mod commands;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 
 use commands::{
     BenchArgs, ChatArgs, DemoArgs, DoctorArgs, McpArgs, MockServerArgs, ReplayArgs, RunArgs,
@@ -68,6 +68,26 @@ enum Command {
     /// Replay recorded turns under another policy, without calling the model or any tool:
     /// what happened beside what the policy would have done (exit 1 when a stop changes).
     Replay(ReplayArgs),
+    /// Print a completion script for a shell (`buddy completions bash > /etc/bash_completion.d/buddy`).
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+    /// Print buddy's man page in roff (`buddy man > buddy.1; man ./buddy.1`).
+    Man,
+}
+
+/// Prints what `completions` and `man` make from the command line's own definitions.
+fn describe(command: &Command) -> Option<std::io::Result<()>> {
+    let mut stdout = std::io::stdout();
+    match command {
+        Command::Completions { shell } => {
+            clap_complete::generate(*shell, &mut Cli::command(), "buddy", &mut stdout);
+            Some(Ok(()))
+        }
+        Command::Man => Some(clap_mangen::Man::new(Cli::command()).render(&mut stdout)),
+        _ => None,
+    }
 }
 
 fn init_logging(verbose: u8, format: LogFormat) {
@@ -128,6 +148,18 @@ fn report(error: &anyhow::Error) -> String {
 fn main() -> ExitCode {
     quiet_on_broken_pipe();
     let cli = Cli::parse();
+    if let Some(written) = describe(&cli.command) {
+        return match written {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                ExitCode::from(BROKEN_PIPE_EXIT as u8)
+            }
+            Err(e) => {
+                eprintln!("error: cannot write to stdout: {e}");
+                ExitCode::from(1)
+            }
+        };
+    }
     init_logging(cli.verbose, cli.log_format);
     // Skills and MCP servers run as this user: they must not read its API keys.
     if let Err(e) = buddy_skills::hide_own_environment() {
@@ -155,6 +187,8 @@ fn main() -> ExitCode {
             Command::Doctor(args) => commands::doctor(config, args).await,
             Command::Mcp(args) => commands::mcp(config, args).await,
             Command::Replay(args) => commands::replay(config, args).await,
+            // Answered before the runtime started.
+            Command::Completions { .. } | Command::Man => Ok(0),
         }
     });
     match result {

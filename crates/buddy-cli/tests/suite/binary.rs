@@ -564,3 +564,37 @@ fn a_capped_chain_answers_with_what_it_found() {
         "the results found are quoted: {answer}"
     );
 }
+
+#[test]
+fn completions_and_the_man_page_come_from_the_command_line_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    for (shell, marker) in [
+        ("bash", "complete -F _buddy"),
+        ("zsh", "#compdef buddy"),
+        ("fish", "complete -c buddy"),
+    ] {
+        let out = run(buddy(dir.path()).args(["completions", shell]));
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let script = text(&out.stdout);
+        assert!(script.contains(marker), "{shell}: {script}");
+        // Every subcommand completes, the new ones too.
+        for sub in ["run", "serve", "doctor", "replay", "completions"] {
+            assert!(script.contains(sub), "{shell} lacks {sub}");
+        }
+    }
+    let out = run(buddy(dir.path()).args(["completions", "tcsh"]));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("possible values"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let out = run(buddy(dir.path()).arg("man"));
+    assert_eq!(out.status.code(), Some(0));
+    let page = text(&out.stdout);
+    assert!(
+        page.contains(".TH buddy 1") && page.contains("Exit codes"),
+        "{page}"
+    );
+}
