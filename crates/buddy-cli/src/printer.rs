@@ -106,6 +106,10 @@ pub struct Printer<O: Write, E: Write> {
     err: E,
     /// Whether stdout's last text ended without a newline.
     open_line: bool,
+    /// Whether stdout has had any text this turn.
+    wrote_text: bool,
+    /// A model call ended since the last text: the next text starts a new round.
+    new_round: bool,
 }
 
 impl<O: Write, E: Write> Printer<O, E> {
@@ -116,6 +120,8 @@ impl<O: Write, E: Write> Printer<O, E> {
             out,
             err,
             open_line: false,
+            wrote_text: false,
+            new_round: false,
         }
     }
 
@@ -129,10 +135,19 @@ impl<O: Write, E: Write> Printer<O, E> {
             return;
         }
         if let ChatEvent::TextDelta { text } = event {
+            // Each round's text is a paragraph of its own: one blank line between them.
+            if self.new_round && self.wrote_text {
+                let _ = write!(self.out, "{}", if self.open_line { "\n\n" } else { "\n" });
+            }
+            self.new_round = false;
+            self.wrote_text |= !text.is_empty();
             let _ = write!(self.out, "{text}");
             let _ = self.out.flush();
             self.open_line = !text.ends_with('\n');
             return;
+        }
+        if matches!(event, ChatEvent::IterationStats { .. }) {
+            self.new_round = true;
         }
         if let Some(line) = human_line(event) {
             if self.open_line {
@@ -170,5 +185,53 @@ mod tests {
         assert_eq!(String::from_utf8(out).unwrap(), "Hi\n");
         let err = String::from_utf8(err).unwrap();
         assert!(err.starts_with("→ get_time {}\n■ stop: completed"), "{err}");
+    }
+
+    fn stats() -> ChatEvent {
+        ChatEvent::IterationStats {
+            model_call: 1,
+            finish_reason: None,
+            tool_calls_requested: 1,
+            tools_offered: 1,
+            input_tokens: 0,
+            output_tokens: 0,
+            context_tokens: 0,
+            context_window: 0,
+            elapsed_ms: 0,
+            cost_usd: None,
+        }
+    }
+
+    #[test]
+    fn each_rounds_text_is_a_paragraph_of_its_own() {
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        {
+            let mut p = Printer::new(false, &mut out, &mut err);
+            // A silent round first: nothing to separate from.
+            p.print(&stats());
+            p.print(&ChatEvent::TextDelta {
+                text: "Let me ".into(),
+            });
+            p.print(&ChatEvent::TextDelta {
+                text: "look.".into(),
+            });
+            p.print(&stats());
+            p.print(&ChatEvent::ToolCallStart {
+                id: "c".into(),
+                name: "find".into(),
+                arguments: "{}".into(),
+            });
+            p.print(&ChatEvent::TextDelta {
+                text: "Found it.\n".into(),
+            });
+            p.print(&stats());
+            p.print(&ChatEvent::TextDelta {
+                text: "Done.".into(),
+            });
+        }
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "Let me look.\n\nFound it.\n\nDone."
+        );
     }
 }
