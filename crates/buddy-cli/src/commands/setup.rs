@@ -226,9 +226,21 @@ pub async fn setup(
         .resolve(&model, &[&scenario_patch, &env_patch, &flag_patch])
         .context("policy")?;
     let engine = Arc::new(Engine::new(provider, toolbox));
-    let approval = config
+    let mut approval = config
         .approval
         .rules(args.approval.map(Into::into), !attended);
+    // A scenario's stub tools touch nothing: they never wait for a person's yes, unless
+    // buddy.toml's [approval.skills] names them (built-in skills keep their rules).
+    if let (Some(scenario), None) = (&scenario, args.approval) {
+        for tool in &scenario.tools {
+            if let buddy_providers::scripted::ScenarioTool::Stub(stub) = tool {
+                approval
+                    .skills
+                    .entry(stub.name.clone())
+                    .or_insert(buddy_engine::ApprovalMode::Never);
+            }
+        }
+    }
     let system = args
         .system
         .clone()

@@ -302,3 +302,36 @@ fn a_model_without_a_provider_is_the_scripted_model_and_buddy_says_so() {
         "{stop}"
     );
 }
+
+/// A scenario's stub tools touch nothing: an unattended `buddy run --scenario` runs them
+/// (the README's polling example), while `--approval` still governs when given.
+#[test]
+fn scenario_stubs_do_not_wait_for_approval_unless_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let polling = super::scenarios_dir().join("polling.json");
+    let run = |extra: &[&str]| {
+        let out = super::buddy(dir.path())
+            .args(["run", "--scenario"])
+            .arg(&polling)
+            .args(extra)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, stdout, stderr) = run(&[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains("← start_export:"),
+        "start_export ran: {stderr}"
+    );
+    assert!(!stderr.contains("approval"), "{stderr}");
+    assert!(stdout.contains("48,213 rows"), "{stdout}");
+    // Asked for on the command line, approval applies to stubs too (refused unattended).
+    let (_, _, stderr) = run(&["--approval", "always"]);
+    assert!(stderr.contains("needs a person's approval"), "{stderr}");
+}
