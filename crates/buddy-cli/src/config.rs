@@ -49,6 +49,11 @@ pub struct BuddyConfig {
     /// `[[mcp]]`: MCP servers whose tools are offered beside the skills.
     #[serde(default)]
     pub mcp: Vec<McpServerConfig>,
+    /// MCP client configurations to take servers from (Claude Desktop's
+    /// `claude_desktop_config.json`, Cursor's or Claude Code's `mcp.json`: `mcpServers`,
+    /// or VS Code's `servers`), beside the `[[mcp]]` entries; relative to buddy.toml.
+    #[serde(default)]
+    pub mcp_import: Vec<PathBuf>,
     /// `[telemetry]`: export turns' spans over OTLP (also switched on by `OTEL_*`).
     #[serde(default)]
     pub telemetry: Option<buddy_telemetry::TelemetryConfig>,
@@ -273,6 +278,32 @@ impl BuddyConfig {
                 && cwd.is_relative()
             {
                 command.cwd = Some(base.join(cwd));
+            }
+        }
+        for file in &config.mcp_import {
+            let file = base.join(file);
+            let shown = file.display().to_string();
+            let text = std::fs::read_to_string(&file).map_err(|source| ConfigError::Read {
+                path: shown.clone(),
+                source,
+            })?;
+            let servers = buddy_mcp::import_mcp_servers(&text, &shown).map_err(|message| {
+                ConfigError::Invalid {
+                    path: shown.clone(),
+                    message,
+                }
+            })?;
+            for server in servers {
+                if config.mcp.iter().any(|s| s.name == server.name) {
+                    return Err(ConfigError::Invalid {
+                        path: shown.clone(),
+                        message: format!(
+                            "server `{}` is also an [[mcp]] entry of buddy.toml; keep one of them",
+                            server.name
+                        ),
+                    });
+                }
+                config.mcp.push(server);
             }
         }
         Ok(config)

@@ -12,9 +12,13 @@ use serde::Deserialize;
 pub struct McpServerConfig {
     /// The server's name in buddy: the default prefix of its tools and the name in errors.
     pub name: String,
-    /// A stdio server: the program and its arguments, e.g. `["uvx", "mcp-server-time"]`.
-    #[serde(default)]
+    /// A stdio server: the program and its arguments, e.g. `["uvx", "mcp-server-time"]`;
+    /// or the program alone (`command = "uvx"`) with `args`, as MCP clients write it.
+    #[serde(default, deserialize_with = "program_or_list")]
     pub command: Vec<String>,
+    /// The program's arguments, when `command` names the program alone.
+    #[serde(default)]
+    pub args: Vec<String>,
     /// A Streamable HTTP server: its endpoint, e.g. `http://127.0.0.1:3001/mcp`.
     #[serde(default)]
     pub url: Option<String>,
@@ -65,6 +69,32 @@ pub enum Transport<'a> {
     Http { url: &'a str },
 }
 
+/// `command` as buddy.toml may give it: a list, or one string naming the program.
+fn program_or_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum ProgramOrList {
+        Program(String),
+        List(Vec<String>),
+    }
+    Ok(match ProgramOrList::deserialize(d)? {
+        ProgramOrList::Program(program) => vec![program],
+        ProgramOrList::List(list) => list,
+    })
+}
+
+impl McpServerConfig {
+    /// The command line, as shown to people: the program and every argument.
+    pub fn command_line(&self) -> String {
+        self.command
+            .iter()
+            .chain(&self.args)
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
 /// What buddy.toml says about one MCP tool.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -92,6 +122,7 @@ impl McpServerConfig {
         McpServerConfig {
             name: name.to_owned(),
             command: command.iter().map(|s| (*s).to_owned()).collect(),
+            args: Vec::new(),
             url: None,
             headers: BTreeMap::new(),
             headers_env: BTreeMap::new(),
@@ -116,6 +147,25 @@ impl McpServerConfig {
 
     /// How the server is reached, or why the entry names neither or both ways.
     pub fn transport(&self) -> Result<Transport<'_>, String> {
+        if self.command.len() > 1 && !self.args.is_empty() {
+            return Err(format!(
+                "MCP server `{}` has arguments in both `command` and `args`; give the program alone in \
+                 `command` with `args`, or everything in `command`",
+                self.name
+            ));
+        }
+        if self.command.len() == 1 && !self.args.is_empty() {
+            return match &self.url {
+                Some(_) => Err(format!(
+                    "MCP server `{}` has both `command` and `url`; give one: a command for a stdio server, a url for an HTTP one",
+                    self.name
+                )),
+                None => Ok(Transport::Stdio {
+                    program: &self.command[0],
+                    args: &self.args,
+                }),
+            };
+        }
         match (self.command.split_first(), &self.url) {
             (Some(_), Some(_)) => Err(format!(
                 "MCP server `{}` has both `command` and `url`; give one: a command for a stdio server, a url for an HTTP one",

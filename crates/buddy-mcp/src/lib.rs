@@ -6,6 +6,7 @@
 
 mod annotations;
 mod config;
+mod import;
 mod result;
 mod skill;
 mod source;
@@ -13,6 +14,7 @@ mod toolbox;
 
 pub use annotations::semantics_of;
 pub use config::{McpServerConfig, ToolOverride, Transport};
+pub use import::{import_mcp_servers, to_toml};
 pub use result::result_text;
 pub use skill::McpSkill;
 pub use source::{McpError, McpSource, McpTool, ServerState};

@@ -281,7 +281,7 @@ impl McpSource {
                     .spawn()
                     .map_err(|e| McpError::Spawn {
                         server: name.clone(),
-                        command: self.config.command.join(" "),
+                        command: self.config.command_line(),
                         message: e.to_string(),
                     })?;
                 if let Some(stderr) = stderr {

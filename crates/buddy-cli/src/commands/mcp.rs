@@ -20,11 +20,30 @@ enum McpCommand {
     /// Start each [[mcp]] server of buddy.toml and show its state and tools: the names
     /// the model calls them by, their repeat semantics and whether a call asks first.
     List,
+    /// Print the servers of an MCP client's configuration (Claude Desktop, Cursor, Claude
+    /// Code, VS Code) as [[mcp]] entries for buddy.toml.
+    Import {
+        /// The client's JSON file (`claude_desktop_config.json`, `.cursor/mcp.json`, …).
+        file: std::path::PathBuf,
+    },
 }
 
-/// Runs `buddy mcp list`: exit 0 when every server started, 1 when one did not.
+/// Runs `buddy mcp list` (exit 0 when every server started, 1 when one did not) or
+/// `buddy mcp import FILE`.
 pub async fn mcp(config_path: Option<&Path>, args: McpArgs) -> anyhow::Result<u8> {
-    let McpCommand::List = args.command;
+    if let McpCommand::Import { file } = &args.command {
+        let shown = file.display().to_string();
+        let text = std::fs::read_to_string(file)
+            .map_err(|e| anyhow::anyhow!("cannot read {shown}: {e}"))?;
+        let servers = buddy_mcp::import_mcp_servers(&text, &shown).map_err(anyhow::Error::msg)?;
+        print!("{}", buddy_mcp::to_toml(&servers));
+        eprintln!(
+            "buddy: {} server(s) from {shown}; add them to buddy.toml, or keep the file and set mcp_import = [{:?}]",
+            servers.len(),
+            shown
+        );
+        return Ok(0);
+    }
     let config = load_config(config_path)?;
     if config.mcp.is_empty() {
         println!(
@@ -38,7 +57,7 @@ pub async fn mcp(config_path: Option<&Path>, args: McpArgs) -> anyhow::Result<u8
         let source = McpSource::new(server.clone());
         let where_ = match &server.url {
             Some(url) => url.clone(),
-            None => server.command.join(" "),
+            None => server.command_line(),
         };
         match McpSkill::all(std::sync::Arc::clone(&source)).await {
             Ok(skills) => {

@@ -98,3 +98,75 @@ fn a_bad_mcp_entry_is_refused_with_its_reason() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("both `command` and `url`"), "{stderr}");
 }
+
+/// A Claude Desktop configuration with two servers: `mcp_import` takes both into
+/// buddy (their tools listed by `buddy mcp list`), and `buddy mcp import` prints them as
+/// `[[mcp]]` entries that buddy.toml accepts as they are.
+#[test]
+fn servers_come_from_a_claude_desktop_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let claude = serde_json::json!({"mcpServers": {
+        "time": {"command": time_server(), "args": []},
+        "clock": {"command": time_server(), "args": ["--local-timezone", "Europe/Paris"],
+                  "env": {"TZ": "Europe/Paris"}},
+    }});
+    std::fs::write(
+        dir.path().join("claude_desktop_config.json"),
+        claude.to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("buddy.toml"),
+        "mcp_import = [\"claude_desktop_config.json\"]\n",
+    )
+    .unwrap();
+    let out = buddy(dir.path(), &["mcp", "list"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    for tool in ["time__get_current_time", "clock__get_current_time"] {
+        assert!(stdout.contains(tool), "{tool} missing:\n{stdout}");
+    }
+    assert!(stdout.contains("--local-timezone Europe/Paris"), "{stdout}");
+
+    let out = buddy(dir.path(), &["mcp", "import", "claude_desktop_config.json"]);
+    let toml = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{toml}");
+    assert_eq!(toml.matches("[[mcp]]").count(), 2, "{toml}");
+    std::fs::write(dir.path().join("buddy.toml"), &toml).unwrap();
+    let out = buddy(dir.path(), &["mcp", "list"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+
+    // The same server in both places is refused by name.
+    std::fs::write(
+        dir.path().join("buddy.toml"),
+        format!("mcp_import = [\"claude_desktop_config.json\"]\n{toml}"),
+    )
+    .unwrap();
+    let out = buddy(dir.path(), &["mcp", "list"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("also an [[mcp]] entry"), "{stderr}");
+}
+
+/// `command` may name the program alone, with `args`, as MCP clients write it.
+#[test]
+fn command_and_args_work_in_buddy_toml() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("buddy.toml"),
+        format!(
+            "[[mcp]]\nname = \"time\"\ncommand = {:?}\nargs = [\"--local-timezone\", \"UTC\"]\n",
+            time_server()
+        ),
+    )
+    .unwrap();
+    let out = buddy(dir.path(), &["mcp", "list"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("time__get_current_time"), "{stdout}");
+}
