@@ -41,9 +41,29 @@ impl ClientHandler for Listener {
 /// Longest line of a server's stderr passed to the log.
 const STDERR_LINE_BYTES: usize = 4096;
 
+/// The last lines a stdio server wrote to stderr, kept to explain why it failed.
+type StderrTail = Arc<Mutex<std::collections::VecDeque<String>>>;
+
+/// Lines of a server's stderr kept for its errors.
+const STDERR_TAIL_LINES: usize = 8;
+
+fn keep_line(tail: &StderrTail, line: &[u8]) {
+    let text = String::from_utf8_lossy(line).trim_end().to_owned();
+    if text.is_empty() {
+        return;
+    }
+    if let Ok(mut tail) = tail.lock() {
+        if tail.len() == STDERR_TAIL_LINES {
+            tail.pop_front();
+        }
+        tail.push_back(text);
+    }
+}
+
 /// Passes a stdio server's stderr to buddy's log, a line at a time and bounded, so a
-/// server that writes without end neither fills memory nor blocks on a full pipe.
-async fn log_stderr(server: String, stderr: tokio::process::ChildStderr) {
+/// server that writes without end neither fills memory nor blocks on a full pipe; the
+/// last lines are kept in `tail`.
+async fn log_stderr(server: String, stderr: tokio::process::ChildStderr, tail: StderrTail) {
     use tokio::io::AsyncReadExt;
     let mut reader = tokio::io::BufReader::new(stderr);
     let mut chunk = vec![0u8; STDERR_LINE_BYTES];
@@ -56,6 +76,7 @@ async fn log_stderr(server: String, stderr: tokio::process::ChildStderr) {
         for &byte in &chunk[..n] {
             if byte == b'\n' || line.len() >= STDERR_LINE_BYTES {
                 tracing::debug!(server = %server, "MCP server stderr: {}", String::from_utf8_lossy(&line));
+                keep_line(&tail, &line);
                 line.clear();
             }
             if byte != b'\n' {
@@ -65,6 +86,7 @@ async fn log_stderr(server: String, stderr: tokio::process::ChildStderr) {
     }
     if !line.is_empty() {
         tracing::debug!(server = %server, "MCP server stderr: {}", String::from_utf8_lossy(&line));
+        keep_line(&tail, &line);
     }
 }
 
@@ -127,6 +149,8 @@ pub enum McpError {
         secs: f64,
         message: String,
     },
+    #[error("MCP server `{server}` failed to start: {message}; check its [[mcp]] entry")]
+    Failed { server: String, message: String },
     #[error("{message}")]
     NoCommand { server: String, message: String },
 }
@@ -164,6 +188,8 @@ pub struct McpSource {
     changed: Arc<AtomicBool>,
     /// Tool list changes the server announced since buddy started.
     changes_seen: Arc<AtomicU32>,
+    /// The last lines a stdio server wrote to stderr.
+    stderr_tail: StderrTail,
 }
 
 impl McpSource {
@@ -176,7 +202,25 @@ impl McpSource {
             state: Mutex::new(ServerState::Idle),
             changed: Arc::new(AtomicBool::new(false)),
             changes_seen: Arc::new(AtomicU32::new(0)),
+            stderr_tail: Arc::default(),
         })
+    }
+
+    /// What the server last wrote to stderr (a stdio server), oldest line first.
+    pub fn stderr_tail(&self) -> Vec<String> {
+        self.stderr_tail
+            .lock()
+            .map(|t| t.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// `; the server said: …` with its last stderr lines, or nothing.
+    fn said(&self) -> String {
+        let tail = self.stderr_tail();
+        match tail.is_empty() {
+            true => String::new(),
+            false => format!("; the server said: {}", tail.join(" | ")),
+        }
     }
 
     /// Its configuration.
@@ -285,7 +329,14 @@ impl McpSource {
                         message: e.to_string(),
                     })?;
                 if let Some(stderr) = stderr {
-                    tokio::spawn(log_stderr(name.clone(), stderr));
+                    if let Ok(mut tail) = self.stderr_tail.lock() {
+                        tail.clear();
+                    }
+                    tokio::spawn(log_stderr(
+                        name.clone(),
+                        stderr,
+                        Arc::clone(&self.stderr_tail),
+                    ));
                 }
                 tokio::time::timeout(Duration::from_secs_f64(secs), listener.serve(transport)).await
             }
@@ -301,8 +352,20 @@ impl McpSource {
         };
         let client = match started {
             Ok(Ok(client)) => client,
-            Ok(Err(e)) => return Err(self.down_at_startup(format!("initialize failed: {e}"))),
-            Err(_) => return Err(self.down_at_startup("no answer to initialize".to_owned())),
+            Ok(Err(e)) => {
+                // It ended or answered wrongly at once: not a timeout. Give its stderr a
+                // moment to arrive, then quote it.
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                let message = format!("initialize failed ({e}){}", self.said());
+                self.set_state(ServerState::Down(message.clone()));
+                return Err(McpError::Failed {
+                    server: name,
+                    message,
+                });
+            }
+            Err(_) => {
+                return Err(self.down_at_startup(format!("no answer to initialize{}", self.said())));
+            }
         };
         let (server, protocol) = match client.peer_info() {
             Some(info) => (

@@ -64,12 +64,13 @@ pub async fn doctor(config_path: Option<&Path>, args: DoctorArgs) -> anyhow::Res
         sandbox.resolution()
     );
 
+    let mcp_ok = check_mcp_servers(&config.mcp).await;
     let (name, chosen) = choose_provider(&config, &args.target)?;
     if chosen.kind == ProviderKind::Scripted {
         println!(
             "provider  scripted: buddy's offline model, nothing to probe (name one: --provider NAME)"
         );
-        return Ok(0);
+        return Ok(if mcp_ok { 0 } else { NEEDS_CHANGES });
     }
     let model = args.model.clone().or_else(|| chosen.model.clone()).with_context(|| {
         format!("provider `{name}` needs a model to probe: pass --model or set `model` under [providers.{name}]")
@@ -95,7 +96,7 @@ pub async fn doctor(config_path: Option<&Path>, args: DoctorArgs) -> anyhow::Res
     }
     if report.healthy() {
         println!("ok: `{name}` streams, calls tools and takes tool results as configured");
-        return Ok(0);
+        return Ok(if mcp_ok { 0 } else { NEEDS_CHANGES });
     }
     if !report.switches.is_empty() {
         let declared = config.providers.contains_key(&name);
@@ -113,4 +114,32 @@ pub async fn doctor(config_path: Option<&Path>, args: DoctorArgs) -> anyhow::Res
         println!("\nor pass, for one run: {}", flags.join(" "));
     }
     Ok(NEEDS_CHANGES)
+}
+
+/// Starts every `[[mcp]]` server and lists its tools, one line each; a server that does
+/// not start is named with its error and what it printed. True when all started.
+async fn check_mcp_servers(servers: &[buddy_mcp::McpServerConfig]) -> bool {
+    let mut ok = true;
+    for server in servers {
+        let source = buddy_mcp::McpSource::new(server.clone());
+        match buddy_mcp::McpSkill::all(std::sync::Arc::clone(&source)).await {
+            Ok(skills) => {
+                let names: Vec<&str> = skills
+                    .iter()
+                    .map(|s| buddy_core::Skill::name(&**s))
+                    .collect();
+                println!(
+                    "mcp       {}: ok, {} tool(s): {}",
+                    server.name,
+                    names.len(),
+                    names.join(", ")
+                );
+            }
+            Err(e) => {
+                ok = false;
+                println!("mcp       {}: ✗ {e}", server.name);
+            }
+        }
+    }
+    ok
 }

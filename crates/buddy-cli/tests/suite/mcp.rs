@@ -170,3 +170,38 @@ fn command_and_args_work_in_buddy_toml() {
     assert_eq!(out.status.code(), Some(0), "{stdout}");
     assert!(stdout.contains("time__get_current_time"), "{stdout}");
 }
+
+/// `buddy doctor` starts every `[[mcp]]` server: a good one is listed with its tools, one
+/// that exits at once is named with what it printed, and the exit code says so.
+#[test]
+fn doctor_checks_every_mcp_server_and_quotes_a_failing_ones_error() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("buddy.toml"),
+        format!(
+            "[[mcp]]\nname = \"broken\"\ncommand = [\"sh\", \"-c\", \"echo 'ModuleNotFoundError: no module named mcp_thing' >&2; exit 3\"]\n\n\
+             [[mcp]]\nname = \"time\"\ncommand = [{:?}]\n",
+            time_server()
+        ),
+    )
+    .unwrap();
+    let out = buddy(dir.path(), &["doctor"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let broken = stdout
+        .lines()
+        .find(|l| l.contains("broken:"))
+        .unwrap_or_default();
+    assert!(
+        broken.contains("failed to start") && broken.contains("no module named mcp_thing"),
+        "{stdout}"
+    );
+    assert!(
+        !broken.contains("within"),
+        "an exit is not a timeout: {broken}"
+    );
+    assert!(
+        stdout.contains("time: ok, 2 tool(s): time__get_current_time"),
+        "{stdout}"
+    );
+}
