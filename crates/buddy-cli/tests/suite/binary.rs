@@ -598,3 +598,81 @@ fn completions_and_the_man_page_come_from_the_command_line_itself() {
         "{page}"
     );
 }
+
+/// `buddy init` writes a buddy.toml buddy reads and runs with: the scripted model when
+/// nothing is found, a local server when one answers (`--local`), the key's provider
+/// when `OPENAI_API_KEY` is set; it never overwrites a file unless told to.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn init_writes_a_config_that_works_and_fills_in_what_it_finds() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_owned();
+    let init = move |args: Vec<String>, key: Option<&'static str>| {
+        let path = path.clone();
+        async move {
+            tokio::task::spawn_blocking(move || {
+                let mut cmd = buddy(&path);
+                cmd.arg("init")
+                    .args(args)
+                    .env_remove("OPENAI_API_KEY")
+                    .env_remove("ANTHROPIC_API_KEY");
+                if let Some(key) = key {
+                    cmd.env("OPENAI_API_KEY", key);
+                }
+                cmd.stdin(Stdio::null()).output().unwrap()
+            })
+            .await
+            .unwrap()
+        }
+    };
+    let out = init(vec!["--local".into(), "http://127.0.0.1:9/v1".into()], None).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let written = std::fs::read_to_string(dir.path().join("buddy.toml")).unwrap();
+    assert!(written.contains("# default_provider"), "{written}");
+    let turn = run(buddy(dir.path()).args(["run", "What time is it?"]));
+    assert_eq!(turn.status.code(), Some(0), "{}", text(&turn.stderr));
+
+    let again = init(vec![], None).await;
+    assert_eq!(again.status.code(), Some(2));
+    assert!(
+        text(&again.stderr).contains("--force"),
+        "{}",
+        text(&again.stderr)
+    );
+
+    let models = buddy_testkit::MockServer::always(buddy_testkit::MockResponse::json(
+        200,
+        &serde_json::json!({"object": "list", "data": [{"id": "qwen2.5:7b", "object": "model"}]}),
+    ))
+    .await;
+    let local = format!("{}/v1", models.url());
+    let out = init(
+        vec!["--force".into(), "--local".into(), local.clone()],
+        None,
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let written = std::fs::read_to_string(dir.path().join("buddy.toml")).unwrap();
+    assert!(
+        written.contains("default_provider = \"local\"")
+            && written.contains(&format!("base_url = {local:?}"))
+            && written.contains("model = \"qwen2.5:7b\""),
+        "{written}"
+    );
+    assert!(models.requests().iter().any(|r| r.path == "/v1/models"));
+
+    let out = init(
+        vec![
+            "--force".into(),
+            "--local".into(),
+            "http://127.0.0.1:9/v1".into(),
+        ],
+        Some("sk-test"),
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0));
+    let written = std::fs::read_to_string(dir.path().join("buddy.toml")).unwrap();
+    assert!(
+        written.contains("default_provider = \"openai\""),
+        "{written}"
+    );
+}
