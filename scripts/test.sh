@@ -3,7 +3,8 @@
 # OpenAI-compatibility conformance test drives buddy's server with it), then runs every
 # Rust test against a throw-away PostgreSQL cluster (scripts/postgres.sh), then the web
 # page's browser tests (scripts/browser-tests.sh) and the Open Responses compliance suite
-# (scripts/openresponses.sh). Extra arguments go to `cargo test`.
+# (scripts/openresponses.sh), then the installed binary's first commands
+# (scripts/install-check.sh). Extra arguments go to `cargo test`.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv="$root/target/sdk-venv"
@@ -43,3 +44,5 @@ cargo test --workspace --locked "$@"
 bash "$root/scripts/browser-tests.sh"
 # The Open Responses compliance suite (Node: tsx and zod from npm) against buddy serve.
 bash "$root/scripts/openresponses.sh"
+# A new user's first commands from an installed binary, with no checkout around.
+bash "$root/scripts/install-check.sh"
