@@ -10,6 +10,7 @@ mod lockout;
 mod mcp;
 mod mock;
 mod providers;
+mod readme;
 mod replay;
 mod scenarios;
 mod secrets;

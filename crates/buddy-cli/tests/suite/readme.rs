@@ -1,0 +1,122 @@
+//! The README's `buddy …` command lines that run offline are run, so the README cannot
+//! drift from the binary: each must be a valid command line (no usage or config error,
+//! exit 2) in a fresh directory beside the repository's `scenarios/`. Lines that need a
+//! model server, a running server, a terminal or files of the reader's are left out, by
+//! rule (below), not by a list.
+
+use std::path::Path;
+use std::process::Stdio;
+
+/// Every `buddy …` line of the README's shell blocks, comments and redirections cut.
+fn readme_commands() -> Vec<String> {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let mut out = Vec::new();
+    let mut in_shell = false;
+    for line in readme.lines() {
+        if line.starts_with("```") {
+            in_shell = !in_shell && (line == "```sh" || line == "```bash");
+            continue;
+        }
+        if !in_shell {
+            continue;
+        }
+        let Some(command) = line.trim().strip_prefix("buddy ") else {
+            continue;
+        };
+        // Cut a trailing comment, a redirection or a pipe, and optional [parts].
+        let mut command = command
+            .split(" #")
+            .next()
+            .unwrap_or_default()
+            .split(['>', '|'])
+            .next()
+            .unwrap_or_default()
+            .split("&&")
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        while let (Some(a), Some(b)) = (command.find('['), command.find(']')) {
+            if b < a {
+                break;
+            }
+            command.replace_range(a..=b, "");
+        }
+        out.push(command.trim().to_owned());
+    }
+    out
+}
+
+/// Why a line cannot run here, if it cannot.
+fn offline_skip(command: &str) -> Option<&'static str> {
+    let first = command.split_whitespace().next().unwrap_or_default();
+    if command.contains("--provider") || command.contains("--base-url") {
+        return Some("calls a model server");
+    }
+    match first {
+        "serve" | "mock-server" => Some("runs until stopped"),
+        "chat" => Some("needs a terminal"),
+        "bench" => Some("a benchmark (minutes)"),
+        "replay" | "mcp" => Some("needs the reader's stored turns or servers"),
+        _ if command.contains('…') || command.contains('$') => Some("a placeholder"),
+        _ => None,
+    }
+}
+
+fn run(command: &str, scenarios: &Path) -> std::process::Output {
+    let dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(scenarios, dir.path().join("scenarios")).unwrap();
+    let mut args = Vec::new();
+    // Quoted arguments ("What time is it?") stay whole.
+    let mut rest = command;
+    while !rest.is_empty() {
+        rest = rest.trim_start();
+        if let Some(quoted) = rest.strip_prefix('"') {
+            let end = quoted.find('"').unwrap_or(quoted.len());
+            args.push(quoted[..end].to_owned());
+            rest = quoted.get(end + 1..).unwrap_or_default();
+        } else {
+            let end = rest.find(' ').unwrap_or(rest.len());
+            args.push(rest[..end].to_owned());
+            rest = &rest[end..];
+        }
+    }
+    super::buddy(dir.path())
+        .args(args.iter().filter(|a| !a.is_empty()))
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("ANTHROPIC_API_KEY")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn every_offline_readme_command_line_is_one_buddy_takes() {
+    let commands = readme_commands();
+    assert!(commands.len() >= 20, "{commands:?}");
+    let scenarios = super::scenarios_dir().canonicalize().unwrap();
+    let mut ran = 0;
+    for command in &commands {
+        if offline_skip(command).is_some() {
+            continue;
+        }
+        let out = run(command, &scenarios);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(
+            out.status.code(),
+            Some(2),
+            "README: `buddy {command}` is refused:\n{stderr}"
+        );
+        assert!(
+            out.status.code().is_some(),
+            "README: `buddy {command}` died: {stderr}"
+        );
+        eprintln!(
+            "README line ran: buddy {command} (exit {:?})",
+            out.status.code()
+        );
+        ran += 1;
+    }
+    // run (3), demo, --help, init, completions, man at least.
+    assert!(ran >= 8, "only {ran} README lines ran: {commands:?}");
+}
