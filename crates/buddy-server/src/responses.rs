@@ -873,7 +873,9 @@ fn stream(turn: StartedTurn, mut builder: Builder) -> Response {
             }
         },
     );
-    sse::respond(stream)
+    // The Open Responses specification ends a stream with the literal `[DONE]`.
+    let done = futures::stream::once(async { sse::text_frame(None, "[DONE]") });
+    sse::respond(futures::StreamExt::chain(stream, done))
 }
 
 #[cfg(test)]

@@ -127,7 +127,10 @@ async fn the_stream_sends_the_apis_events_in_order() {
     )
     .await;
     assert_eq!(status, StatusCode::OK);
-    let events = events(&body);
+    // The stream ends with the literal [DONE], as the Open Responses specification asks.
+    assert!(body.ends_with("data: [DONE]\n\n"), "{body}");
+    let body = body.trim_end_matches("data: [DONE]\n\n");
+    let events = events(body);
     let kinds: Vec<&str> = events.iter().map(|(k, _)| k.as_str()).collect();
     assert_eq!(
         kinds,
@@ -337,7 +340,7 @@ async fn a_failing_stream_sends_an_error_event_then_response_failed_and_codes_ar
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let events = events(&body);
+    let events = events(body.trim_end_matches("data: [DONE]\n\n"));
     let kinds: Vec<&str> = events.iter().map(|(k, _)| k.as_str()).collect();
     let n = kinds.len();
     assert_eq!(&kinds[n - 2..], ["error", "response.failed"], "{kinds:?}");
