@@ -150,6 +150,11 @@ pub struct ServerConfig {
     /// the key sets its own; at the ceiling new turns get 429 (unset: no ceiling).
     pub max_daily_cost_usd: Option<buddy_core::Usd>,
     pub max_monthly_cost_usd: Option<buddy_core::Usd>,
+    /// Whether a client that drops a turn's stream cancels the turn (off: the turn runs
+    /// on and the client may reattach at `GET /v1/turns/{id}/events`).
+    pub cancel_on_disconnect: bool,
+    /// Seconds a turn's events are kept after it ends, for clients reattaching late.
+    pub turn_events_grace_secs: f64,
 }
 
 /// One `[[server.keys]]` entry: a named API key, given by the environment variable that
@@ -195,6 +200,8 @@ impl Default for ServerConfig {
             responses_skill_calls: buddy_server::SkillCalls::default(),
             max_daily_cost_usd: None,
             max_monthly_cost_usd: None,
+            cancel_on_disconnect: false,
+            turn_events_grace_secs: 300.0,
         }
     }
 }

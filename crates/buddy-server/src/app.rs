@@ -11,8 +11,8 @@ use tower_http::trace::TraceLayer;
 use crate::error::AppError;
 use crate::state::AppState;
 use crate::{
-    auth, body, chat, compact, conversations, conversations_openai, fork, metrics, openai, replay,
-    responses, responses_stored, responses_ws, web,
+    auth, body, chat, compact, conversations, conversations_openai, fork, metrics, openai,
+    reattach, replay, responses, responses_stored, responses_ws, web,
 };
 
 /// Every route of the server, over `state`. Tests drive it with `oneshot`, no socket needed.
@@ -59,6 +59,7 @@ pub fn app(state: AppState) -> Router {
         )
         .route("/v1/conversations/{id}/fork", post(fork::fork))
         .route("/v1/turns/{id}/cancel", post(conversations::cancel_turn))
+        .route("/v1/turns/{id}/events", get(reattach::events))
         .route("/metrics", get(render_metrics))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),

@@ -17,7 +17,7 @@ use crate::request::{owned_conversation, parse_body, request_policy};
 use crate::request_mcp::{RequestMcp, with_request_mcp};
 use crate::sse;
 use crate::state::AppState;
-use crate::turns::{CancelOnDrop, Conversation, Prelude, start_turn};
+use crate::turns::{Conversation, Prelude, disconnect_guard, start_turn};
 
 /// The body of `POST /v1/chat`.
 #[derive(Deserialize)]
@@ -76,7 +76,7 @@ pub(crate) async fn chat(
         },
     )
     .await?;
-    sse_turn(turn)
+    Ok(sse_turn(&state, turn))
 }
 
 /// The body of `POST /v1/conversations/{id}/resume`.
@@ -137,21 +137,17 @@ pub(crate) async fn resume(
         },
     )
     .await?;
-    sse_turn(turn)
+    Ok(sse_turn(&state, turn))
 }
 
-/// Streams a started turn as SSE: a `conversation` event first, then every ChatEvent.
-fn sse_turn(turn: crate::turns::StartedTurn) -> Result<Response, AppError> {
+/// Streams a started turn as SSE: a `conversation` event first, then every ChatEvent
+/// with its number (`id:`), from which `GET /v1/turns/{id}/events` picks up again.
+fn sse_turn(state: &AppState, turn: crate::turns::StartedTurn) -> Response {
     let opening = sse::json_frame(
         Some("conversation"),
         &json!({"conversation_id": turn.conversation_id, "turn_id": turn.turn_id, "model": turn.model}),
     );
-    let guard = CancelOnDrop(turn.cancel);
-    let events = futures::stream::unfold((turn.events, guard), |(mut rx, guard)| async move {
-        let event = rx.recv().await?;
-        Some((sse::json_frame(Some(event.kind()), &event), (rx, guard)))
-    });
-    Ok(sse::respond(
-        futures::stream::once(async move { opening }).chain(events),
-    ))
+    let guard = disconnect_guard(state, turn.cancel);
+    let events = crate::reattach::log_frames(turn.events, guard);
+    sse::respond(futures::stream::once(async move { opening }).chain(events))
 }

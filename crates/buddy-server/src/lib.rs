@@ -28,6 +28,7 @@ mod items;
 mod metrics;
 mod openai;
 pub mod openai_wire;
+mod reattach;
 mod replay;
 mod request;
 mod request_mcp;
@@ -38,6 +39,7 @@ mod serve;
 mod spend;
 mod sse;
 mod state;
+mod turn_log;
 mod turns;
 mod web;
 

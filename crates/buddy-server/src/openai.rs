@@ -26,7 +26,7 @@ use crate::openai_wire::{ChatCompletionRequest, to_messages};
 use crate::request::{parse_body, request_policy};
 use crate::sse;
 use crate::state::AppState;
-use crate::turns::{CancelOnDrop, Conversation, Prelude, start_turn};
+use crate::turns::{CancelOnDrop, Conversation, Prelude, disconnect_guard, start_turn};
 
 /// Seconds since the Unix epoch (the `created` fields).
 pub(crate) fn unix_now() -> u64 {
@@ -89,7 +89,7 @@ pub(crate) async fn completions(
     let id = format!("chatcmpl-{}", turn.turn_id.trim_start_matches("turn_"));
     if body.stream {
         let include_usage = body.stream_options.is_some_and(|o| o.include_usage);
-        return Ok(stream_response(turn, id, model, include_usage));
+        return Ok(stream_response(&state, turn, id, model, include_usage));
     }
     let guard = CancelOnDrop(turn.cancel);
     let mut events = turn.events;
@@ -172,12 +172,14 @@ fn usage(stats: &TurnStats) -> Value {
 
 /// The streamed form: text as it comes, client tool calls at the end, usage, `[DONE]`.
 fn stream_response(
+    state: &AppState,
     turn: crate::turns::StartedTurn,
     id: String,
     model: String,
     include_usage: bool,
 ) -> Response {
     let created = unix_now();
+    let turn_id = turn.turn_id.clone();
     let chunk = move |choices: Value, usage: Option<Value>| {
         let mut chunk = json!({"id": id, "object": "chat.completion.chunk", "created": created, "model": model, "choices": choices});
         if include_usage {
@@ -186,8 +188,8 @@ fn stream_response(
         sse::json_frame(None, &chunk)
     };
     struct Streaming {
-        events: tokio::sync::mpsc::Receiver<ChatEvent>,
-        _guard: CancelOnDrop,
+        events: crate::turn_log::Watch<ChatEvent>,
+        _guard: Option<CancelOnDrop>,
         pending: Vec<ToolCall>,
         queued: std::collections::VecDeque<Bytes>,
         narrated: bool,
@@ -200,7 +202,7 @@ fn stream_response(
     );
     let state = Streaming {
         events: turn.events,
-        _guard: CancelOnDrop(turn.cancel),
+        _guard: disconnect_guard(state, turn.cancel),
         pending: Vec::new(),
         queued: std::collections::VecDeque::from([first]),
         narrated: false,
@@ -269,5 +271,14 @@ fn stream_response(
             }
         }
     });
-    sse::respond(stream)
+    with_turn_header(sse::respond(stream), &turn_id)
+}
+
+/// Names the turn a streamed response watches (`buddy-turn-id`), so a client whose
+/// stream broke can reattach at `GET /v1/turns/{id}/events`.
+pub(crate) fn with_turn_header(mut response: Response, turn_id: &str) -> Response {
+    if let Ok(value) = axum::http::HeaderValue::from_str(turn_id) {
+        response.headers_mut().insert("buddy-turn-id", value);
+    }
+    response
 }

@@ -32,7 +32,11 @@ use crate::request::owned_conversation;
 use crate::request::{parse_body, request_policy};
 use crate::sse;
 use crate::state::AppState;
-use crate::turns::{CancelOnDrop, Conversation, Prelude, StartedTurn, start_turn};
+use crate::turn_log::{EventLog, Frame};
+use crate::turns::{
+    CancelOnDrop, Conversation, Prelude, StartedTurn, disconnect_guard, start_turn,
+};
+use std::sync::Arc;
 
 /// The body of `POST /v1/responses` (fields buddy does not use are accepted and ignored).
 #[derive(Deserialize)]
@@ -46,6 +50,10 @@ pub(crate) struct ResponsesRequest {
     pub previous_response_id: Option<String>,
     #[serde(default)]
     stream: bool,
+    /// Run the response on its own: the request returns at once (or streams), and the
+    /// response is read later with `GET /v1/responses/{id}`.
+    #[serde(default)]
+    background: bool,
     max_tool_calls: Option<u64>,
     pub store: Option<bool>,
     tool_choice: Option<Value>,
@@ -135,15 +143,34 @@ pub(crate) async fn responses(
 ) -> Result<Response, AppError> {
     let body: ResponsesRequest = parse_body(&state, body)?;
     let streamed = body.stream;
-    let (turn, builder) = begin(&state, &caller, body, None).await?;
-    if streamed {
-        return Ok(stream(turn, builder));
+    let background = body.background;
+    if background && body.store == Some(false) {
+        return Err(AppError::BadRequest(
+            "`background: true` needs a stored response (a background response is read later \
+             with GET /v1/responses/{id}); leave `store` out or set it to true"
+                .into(),
+        ));
+    }
+    let (turn, mut builder) = begin(&state, &caller, body, None).await?;
+    builder.background = background;
+    if streamed || background {
+        let guard = match background {
+            true => None,
+            false => disconnect_guard(&state, turn.cancel.clone()),
+        };
+        let turn_id = turn.turn_id.clone();
+        let response = builder.response();
+        let log = response_log(&state, turn, builder);
+        if !streamed {
+            return Ok(Json(response).into_response());
+        }
+        let frames = crate::reattach::log_frames(log.watch(0), guard);
+        return Ok(crate::openai::with_turn_header(stream(frames), &turn_id));
     }
     let StartedTurn {
         mut events, cancel, ..
     } = turn;
     let guard = CancelOnDrop(cancel);
-    let mut builder = builder;
     while let Some(event) = events.recv().await {
         if let ChatEvent::Error {
             reason, message, ..
@@ -542,6 +569,8 @@ pub(crate) struct Builder {
     pub completed_at: Option<u64>,
     echo: Echo,
     skill_calls: SkillCalls,
+    /// Whether the response runs in the background (`background: true`).
+    pub background: bool,
 }
 
 impl Builder {
@@ -571,6 +600,7 @@ impl Builder {
             completed_at: None,
             echo: Echo::default(),
             skill_calls: SkillCalls::default(),
+            background: false,
         }
     }
 
@@ -603,7 +633,7 @@ impl Builder {
             "previous_response_id": self.previous_response_id,
             "reasoning": {"effort": null, "summary": null},
             "store": self.stored,
-            "background": false,
+            "background": self.background,
             "service_tier": "default",
             "temperature": echo.sampling.temperature.unwrap_or(1.0),
             "top_p": echo.sampling.top_p.unwrap_or(1.0),
@@ -855,27 +885,39 @@ impl Builder {
     }
 }
 
-/// The streamed form: the API's events, in its order, ending with the terminal one.
-fn stream(turn: StartedTurn, mut builder: Builder) -> Response {
-    let StartedTurn { events, cancel, .. } = turn;
-    let opening: std::collections::VecDeque<(String, Value)> = builder.opening().into();
-    let state = (events, CancelOnDrop(cancel), builder, opening);
-    let stream = futures::stream::unfold(
-        state,
-        |(mut events, guard, mut builder, mut queued)| async move {
-            loop {
-                if let Some((kind, data)) = queued.pop_front() {
-                    let frame = sse::json_frame(Some(&kind), &data);
-                    return Some((frame, (events, guard, builder, queued)));
-                }
-                let event = events.recv().await?;
-                queued.extend(builder.on_event(event));
-            }
-        },
-    );
-    // The Open Responses specification ends a stream with the literal `[DONE]`.
+/// The response's own events (the API's, in its order, numbered as its
+/// `sequence_number` + 1) in a log of their own, made from the turn's as it runs, so that
+/// `GET /v1/responses/{id}?stream=true&starting_after=N` can pick the stream up again.
+fn response_log(state: &AppState, turn: StartedTurn, mut builder: Builder) -> Arc<EventLog<Frame>> {
+    let log = EventLog::new(builder.id.clone(), builder.owner.clone());
+    state.keep_response_log(&log);
+    let persisting = state.persist_log(&log);
+    let frames = Arc::clone(&log);
+    let keeper = state.clone();
+    let mut events = turn.events;
+    state.inner.turns.spawn(async move {
+        let push = |(name, data): (String, Value)| {
+            let size = name.len() + data.to_string().len();
+            frames.push(Frame { name, data }, size);
+        };
+        builder.opening().into_iter().for_each(push);
+        while let Some(event) = events.recv().await {
+            builder.on_event(event).into_iter().for_each(push);
+        }
+        frames.close();
+        if let Some(persisting) = persisting {
+            let _ = persisting.await;
+        }
+        keeper.forget_log_later(&frames.id, true);
+    });
+    log
+}
+
+/// The streamed form of a response's frames, ending with `[DONE]` as the Open Responses
+/// specification asks.
+pub(crate) fn stream(frames: impl futures::Stream<Item = Bytes> + Send + 'static) -> Response {
     let done = futures::stream::once(async { sse::text_frame(None, "[DONE]") });
-    sse::respond(futures::StreamExt::chain(stream, done))
+    sse::respond(futures::StreamExt::chain(frames, done))
 }
 
 #[cfg(test)]

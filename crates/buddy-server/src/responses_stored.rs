@@ -12,7 +12,8 @@
 //! Every route answers `404` for a response of another key, as for one that never was.
 
 use axum::Json;
-use axum::extract::{Extension, Path, State};
+use axum::extract::{Extension, Path, Query, State};
+use axum::response::{IntoResponse, Response};
 use buddy_core::{ChatEvent, FinishReason, Message, StopReason};
 use buddy_store::ConversationDetail;
 use serde_json::{Value, json};
@@ -81,13 +82,47 @@ impl Located {
     }
 }
 
-/// `GET /v1/responses/{id}`.
+/// The query of `GET /v1/responses/{id}`.
+#[derive(serde::Deserialize)]
+pub(crate) struct RetrieveQuery {
+    /// Stream the response's events (while it runs, and for a while after it ends).
+    #[serde(default)]
+    stream: Option<String>,
+    /// With `stream`: only the events whose `sequence_number` is above this.
+    starting_after: Option<String>,
+}
+
+/// `GET /v1/responses/{id}`: the response as it stands, or (`?stream=true`) its events
+/// from the start or after `starting_after`, then the live ones.
 pub(crate) async fn retrieve(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
-) -> Result<Json<Value>, AppError> {
+    Query(query): Query<RetrieveQuery>,
+) -> Result<Response, AppError> {
     let found = locate(&state, &caller, &id).await?;
+    if query
+        .stream
+        .as_deref()
+        .is_some_and(|s| s == "true" || s == "1")
+    {
+        // The log's numbers are the events' sequence numbers + 1.
+        let after = match query.starting_after.as_deref() {
+            None => 0,
+            Some(n) => n.trim().parse::<u64>().map(|n| n + 1).map_err(|_| {
+                AppError::BadRequest(format!(
+                    "`starting_after` must be a sequence number, not `{n}`"
+                ))
+            })?,
+        };
+        if let Some(log) = state.inner.logs.response(&id) {
+            let frames = crate::reattach::log_frames(log.watch(after), None);
+            return Ok(crate::responses::stream(frames));
+        }
+        let frames =
+            crate::reattach::remote_frames(&state, &caller, &id, &found.turn, after).await?;
+        return Ok(crate::responses::stream(frames));
+    }
     let record = found
         .detail
         .turns
@@ -165,7 +200,7 @@ pub(crate) async fn retrieve(
     if let Some(finished) = record.finished_at_ms {
         builder.completed_at = Some(u64::try_from(finished / 1000).unwrap_or(0));
     }
-    Ok(Json(builder.response()))
+    Ok(Json(builder.response()).into_response())
 }
 
 /// The `iteration_stats` that closes a rebuilt model call (only its tool-call count is read).

@@ -33,6 +33,16 @@ pub(crate) fn json_frame(name: Option<&str>, data: &impl Serialize) -> Bytes {
     Bytes::from(out)
 }
 
+/// A numbered frame (`id: SEQ`) of an event already in JSON, as a client reattaching
+/// with `Last-Event-ID` expects.
+pub(crate) fn numbered_frame(seq: u64, name: &str, json: &str) -> Bytes {
+    let mut out = Vec::with_capacity(json.len() + name.len() + 40);
+    out.extend_from_slice(format!("id: {seq}\nevent: {name}\ndata: ").as_bytes());
+    out.extend_from_slice(json.as_bytes());
+    out.extend_from_slice(b"\n\n");
+    Bytes::from(out)
+}
+
 /// A frame of plain text (`[DONE]`); each line of it is a data line.
 pub(crate) fn text_frame(name: Option<&str>, data: &str) -> Bytes {
     let mut out = String::new();

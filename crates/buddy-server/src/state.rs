@@ -14,6 +14,7 @@ use crate::auth::ApiKey;
 use crate::backend::Backend;
 use crate::error::AppError;
 use crate::spend::SpendCeiling;
+use crate::turn_log::Logs;
 
 /// Operating limits of a server.
 #[derive(Clone, Debug)]
@@ -62,6 +63,12 @@ pub struct ServerSettings {
     pub websocket_idle_timeout: Duration,
     /// Where turns' spans go (`[telemetry]`); `None`: no tracing.
     pub telemetry: Option<Arc<Telemetry>>,
+    /// Whether a client that drops a turn's stream cancels the turn (buddy's behaviour
+    /// before turns ran on their own). By default the turn goes on, and the client may
+    /// reattach at `GET /v1/turns/{id}/events`.
+    pub cancel_on_disconnect: bool,
+    /// How long a turn's events are kept after it ends, for clients reattaching late.
+    pub turn_events_grace: Duration,
 }
 
 impl Default for ServerSettings {
@@ -84,6 +91,8 @@ impl Default for ServerSettings {
             websocket_idle_timeout: Duration::from_secs(300),
             responses_skill_calls: crate::items::SkillCalls::default(),
             key_spend: SpendCeiling::default(),
+            cancel_on_disconnect: false,
+            turn_events_grace: Duration::from_secs(300),
         }
     }
 }
@@ -107,6 +116,8 @@ pub(crate) struct Inner {
     pub shutdown: CancellationToken,
     /// Every running turn, so shutdown can wait for them to be recorded.
     pub turns: TaskTracker,
+    /// The events of running and recently ended turns, by turn (and response) id.
+    pub logs: Logs,
     /// WebSocket sessions of `/v1/responses` open at once: an upgraded connection leaves
     /// the connection table, so these are bounded on their own (`max_connections`).
     pub websockets: Arc<tokio::sync::Semaphore>,
@@ -154,6 +165,7 @@ impl AppState {
                 settings,
                 coordinator,
                 local: Mutex::new(HashMap::new()),
+                logs: Logs::default(),
                 websockets,
                 shutdown: CancellationToken::new(),
                 turns: TaskTracker::new(),
@@ -172,6 +184,11 @@ impl AppState {
                     }
                 }
             });
+            if state.inner.coordinator.shares_events() {
+                runtime.spawn(crate::reattach::prune_kept_events(Arc::downgrade(
+                    &state.inner,
+                )));
+            }
         }
         state
     }

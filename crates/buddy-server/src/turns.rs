@@ -18,6 +18,7 @@ use crate::error::AppError;
 use crate::metrics::{TimedProvider, observe_event, observe_turn};
 use crate::spend;
 use crate::state::AppState;
+use crate::turn_log::{EventLog, Watch, event_size};
 
 /// Writes a turn's messages to the store. An assistant message that calls tools is
 /// written at once (so a crash mid-tool still shows what was running); the results of
@@ -127,8 +128,9 @@ pub(crate) struct Prelude {
 
 /// A running turn, as an endpoint sees it.
 pub(crate) struct StartedTurn {
-    pub events: mpsc::Receiver<ChatEvent>,
-    /// Cancels the turn (a client that went away).
+    /// The turn's events from the first: this request's watch of the turn's log.
+    pub events: Watch<ChatEvent>,
+    /// Cancels the turn (a client that went away, where the server is set to).
     pub cancel: CancellationToken,
     pub conversation_id: Option<String>,
     pub turn_id: String,
@@ -138,7 +140,7 @@ pub(crate) struct StartedTurn {
     pub messages: Option<tokio::sync::oneshot::Receiver<Vec<Message>>>,
 }
 
-/// Room between the engine and a slow client before the engine waits.
+/// Room between the engine and the turn's log.
 const EVENT_BUFFER: usize = 256;
 
 /// The policy of a turn: the operator's for this model, lowered (never raised) by the
@@ -376,7 +378,12 @@ pub(crate) async fn start_turn(
         }),
         resolved.toolbox,
     );
-    let (tx, rx) = mpsc::channel(EVENT_BUFFER);
+    let log = EventLog::new(turn_id.clone(), caller.owner.clone());
+    state.keep_turn_log(&log);
+    let persisting = state.persist_log(&log);
+    let watch = log.watch(0);
+    let turn_log = Arc::clone(&log);
+    let logs_state = state.clone();
     let (kept_tx, kept_rx) = match prelude_keeps {
         true => {
             let (tx, rx) = tokio::sync::oneshot::channel();
@@ -397,8 +404,8 @@ pub(crate) async fn start_turn(
                     terminal = Some(event);
                     continue;
                 }
-                // A client that left stops receiving; the turn itself was cancelled.
-                let _ = tx.send(event).await;
+                let size = event_size(&event);
+                turn_log.push(event, size);
             }
             terminal
         };
@@ -449,12 +456,20 @@ pub(crate) async fn start_turn(
         // Free the conversation and the key's slot before the client hears the turn
         // ended, so that its next message is never refused as concurrent.
         lease.release().await;
-        if let Some(terminal) = terminal {
-            let _ = tx.send(terminal).await;
+        match terminal {
+            Some(terminal) => {
+                let size = event_size(&terminal);
+                turn_log.push(terminal, size);
+            }
+            None => turn_log.close(),
         }
+        if let Some(persisting) = persisting {
+            let _ = persisting.await;
+        }
+        logs_state.forget_log_later(&turn_log.id, false);
     });
     Ok(StartedTurn {
-        events: rx,
+        events: watch,
         cancel,
         conversation_id,
         turn_id,
@@ -496,6 +511,19 @@ async fn resumable(
              limit (max_model_calls, max_tool_calls, token_budget, deadline)"
         ),
     }))
+}
+
+/// What a streaming endpoint holds of its turn: the turn runs on when the client goes,
+/// unless the server is set to cancel on disconnect (`[server] cancel_on_disconnect`).
+pub(crate) fn disconnect_guard(
+    state: &AppState,
+    cancel: CancellationToken,
+) -> Option<CancelOnDrop> {
+    state
+        .inner
+        .settings
+        .cancel_on_disconnect
+        .then(|| CancelOnDrop(cancel))
 }
 
 /// Cancels a turn when dropped: the response stream holding it went away.

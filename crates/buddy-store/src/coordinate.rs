@@ -57,6 +57,64 @@ pub trait Coordinator: Send + Sync {
     ) -> BoxFuture<'a, Result<bool, StoreError>>;
     /// Cancel requests sent by other instances, as turn ids. Called once, by the server.
     fn cancellations(&self) -> mpsc::UnboundedReceiver<String>;
+    /// Whether `turn_id` runs now, on any instance.
+    fn is_running<'a>(&'a self, turn_id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>>;
+    /// Whether turns' events are kept where every instance reads them, so that a client
+    /// may reattach to a turn through any instance. One process keeps them in memory.
+    fn shares_events(&self) -> bool {
+        false
+    }
+    /// Appends events to log `log_id` (a turn's or a response's) of `owner`; `ended`
+    /// marks the log complete.
+    fn append_events<'a>(
+        &'a self,
+        _log_id: &'a str,
+        _owner: &'a str,
+        _events: &'a [StoredEvent],
+        _ended: bool,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async { Ok(()) })
+    }
+    /// The events of log `log_id` numbered above `after` (at most `limit`), or `None`
+    /// when no such log is kept.
+    fn events_after<'a>(
+        &'a self,
+        _log_id: &'a str,
+        _after: u64,
+        _limit: usize,
+    ) -> BoxFuture<'a, Result<Option<StoredEvents>, StoreError>> {
+        Box::pin(async { Ok(None) })
+    }
+    /// Forgets the logs that ended before `ended_before_ms` (and those never ended that
+    /// began before `abandoned_before_ms`: their instance died); returns how many.
+    fn prune_events(
+        &self,
+        _ended_before_ms: i64,
+        _abandoned_before_ms: i64,
+    ) -> BoxFuture<'_, Result<u64, StoreError>> {
+        Box::pin(async { Ok(0) })
+    }
+}
+
+/// One event of a turn's log, as kept for other instances.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredEvent {
+    /// Its number in the log, from 1.
+    pub seq: u64,
+    /// The SSE event name.
+    pub name: String,
+    /// Its JSON.
+    pub data: String,
+}
+
+/// A slice of a kept log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredEvents {
+    /// The key identity whose turn it is.
+    pub owner: String,
+    /// Whether the log is complete (its last event is terminal).
+    pub ended: bool,
+    pub events: Vec<StoredEvent>,
 }
 
 /// The coordinator of a single process: every turn is local, so cancels never need to
@@ -154,6 +212,17 @@ impl Coordinator for LocalCoordinator {
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
         // Every turn of this process is cancelled by the server directly.
         Box::pin(async { Ok(false) })
+    }
+
+    fn is_running<'a>(&'a self, turn_id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(async move {
+            Ok(self
+                .running
+                .lock()
+                .map_err(|_| poisoned())?
+                .turns
+                .contains_key(turn_id))
+        })
     }
 
     fn cancellations(&self) -> mpsc::UnboundedReceiver<String> {

@@ -8,7 +8,7 @@ mod postgres;
 mod sqlite;
 mod store;
 
-pub use coordinate::{Claim, ClaimError, Coordinator, LocalCoordinator};
+pub use coordinate::{Claim, ClaimError, Coordinator, LocalCoordinator, StoredEvent, StoredEvents};
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 pub use store::{

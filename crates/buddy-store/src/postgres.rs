@@ -11,7 +11,7 @@ use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
 use tokio::sync::mpsc;
 
 use crate::body::message_json;
-use crate::coordinate::{Claim, ClaimError, Coordinator};
+use crate::coordinate::{Claim, ClaimError, Coordinator, StoredEvent, StoredEvents};
 use crate::store::{
     ConversationDetail, ConversationInfo, ConversationSummary, Store, StoreError, TurnRecord,
     decode, first_user_title, new_id, now_ms, role, title,
@@ -64,6 +64,19 @@ CREATE TABLE IF NOT EXISTS buddy_running_turns (
 CREATE TABLE IF NOT EXISTS buddy_owner_turns (
     owner TEXT PRIMARY KEY,
     running BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS buddy_turn_logs (
+    log_id TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    started_at_ms BIGINT NOT NULL,
+    ended_at_ms BIGINT
+);
+CREATE TABLE IF NOT EXISTS buddy_turn_events (
+    log_id TEXT NOT NULL,
+    seq BIGINT NOT NULL,
+    name TEXT NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (log_id, seq)
 );
 CREATE TABLE IF NOT EXISTS buddy_spend (
     owner TEXT NOT NULL,
@@ -723,4 +736,126 @@ impl Coordinator for PgStore {
         }
         rx
     }
+
+    fn is_running<'a>(&'a self, turn_id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(async move {
+            let row = sqlx::query("SELECT 1 FROM buddy_running_turns WHERE turn_id = $1")
+                .bind(turn_id)
+                .fetch_optional(&self.inner.pool)
+                .await
+                .map_err(backend)?;
+            Ok(row.is_some())
+        })
+    }
+
+    fn shares_events(&self) -> bool {
+        true
+    }
+
+    fn append_events<'a>(
+        &'a self,
+        log_id: &'a str,
+        owner: &'a str,
+        events: &'a [StoredEvent],
+        ended: bool,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            let seqs: Vec<i64> = events
+                .iter()
+                .map(|e| i64::try_from(e.seq).unwrap_or(i64::MAX))
+                .collect();
+            let names: Vec<&str> = events.iter().map(|e| e.name.as_str()).collect();
+            let bodies: Vec<&str> = events.iter().map(|e| e.data.as_str()).collect();
+            let now = now_ms();
+            sqlx::query(APPEND_EVENTS)
+                .bind(log_id)
+                .bind(owner)
+                .bind(now)
+                .bind(ended.then_some(now))
+                .bind(&seqs)
+                .bind(&names)
+                .bind(&bodies)
+                .execute(&self.inner.pool)
+                .await
+                .map_err(backend)?;
+            Ok(())
+        })
+    }
+
+    fn events_after<'a>(
+        &'a self,
+        log_id: &'a str,
+        after: u64,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Option<StoredEvents>, StoreError>> {
+        Box::pin(async move {
+            let rows = sqlx::query(
+                "SELECT l.owner, l.ended_at_ms, e.seq, e.name, e.body FROM buddy_turn_logs l
+                 LEFT JOIN LATERAL (SELECT seq, name, body FROM buddy_turn_events
+                     WHERE log_id = l.log_id AND seq > $2 ORDER BY seq LIMIT $3) e ON TRUE
+                 WHERE l.log_id = $1 ORDER BY e.seq",
+            )
+            .bind(log_id)
+            .bind(i64::try_from(after).unwrap_or(i64::MAX))
+            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+            .fetch_all(&self.inner.pool)
+            .await
+            .map_err(backend)?;
+            let Some(first) = rows.first() else {
+                return Ok(None);
+            };
+            let owner: String = first.try_get(0).map_err(backend)?;
+            let ended: Option<i64> = first.try_get(1).map_err(backend)?;
+            let mut events = Vec::with_capacity(rows.len());
+            for row in &rows {
+                let Some(seq) = row.try_get::<Option<i64>, _>(2).map_err(backend)? else {
+                    continue;
+                };
+                events.push(StoredEvent {
+                    seq: u64::try_from(seq).unwrap_or(0),
+                    name: row.try_get(3).map_err(backend)?,
+                    data: row.try_get(4).map_err(backend)?,
+                });
+            }
+            Ok(Some(StoredEvents {
+                owner,
+                ended: ended.is_some(),
+                events,
+            }))
+        })
+    }
+
+    fn prune_events(
+        &self,
+        ended_before_ms: i64,
+        abandoned_before_ms: i64,
+    ) -> BoxFuture<'_, Result<u64, StoreError>> {
+        Box::pin(async move {
+            let row = sqlx::query(
+                "WITH gone AS (DELETE FROM buddy_turn_logs
+                     WHERE ended_at_ms < $1 OR (ended_at_ms IS NULL AND started_at_ms < $2)
+                     RETURNING log_id),
+                 events AS (DELETE FROM buddy_turn_events WHERE log_id IN (SELECT log_id FROM gone))
+                 SELECT COUNT(*) FROM gone",
+            )
+            .bind(ended_before_ms)
+            .bind(abandoned_before_ms)
+            .fetch_one(&self.inner.pool)
+            .await
+            .map_err(backend)?;
+            let count: i64 = row.try_get(0).map_err(backend)?;
+            Ok(u64::try_from(count).unwrap_or(0))
+        })
+    }
 }
+
+/// A batch of a log's events in one statement: the log's row goes in with the first
+/// batch (and is marked ended with the last), the events with every batch.
+const APPEND_EVENTS: &str = "
+WITH log AS (
+    INSERT INTO buddy_turn_logs (log_id, owner, started_at_ms, ended_at_ms) VALUES ($1, $2, $3, $4)
+    ON CONFLICT (log_id) DO UPDATE SET ended_at_ms = COALESCE(EXCLUDED.ended_at_ms, buddy_turn_logs.ended_at_ms)
+)
+INSERT INTO buddy_turn_events (log_id, seq, name, body)
+SELECT $1, * FROM UNNEST($5::BIGINT[], $6::TEXT[], $7::TEXT[])
+ON CONFLICT (log_id, seq) DO NOTHING";

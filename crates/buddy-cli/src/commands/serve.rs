@@ -96,6 +96,11 @@ pub async fn serve(config_path: Option<&Path>, args: ServeArgs) -> anyhow::Resul
         body_timeout: secs(server.body_timeout_secs, "[server] body_timeout_secs")?,
         websocket_idle_timeout: secs(server.websocket_idle_secs, "[server] websocket_idle_secs")?,
         responses_skill_calls: server.responses_skill_calls,
+        cancel_on_disconnect: server.cancel_on_disconnect,
+        turn_events_grace: secs(
+            server.turn_events_grace_secs,
+            "[server] turn_events_grace_secs",
+        )?,
         // `/v1/chat` pauses for approval; the OpenAI endpoints cannot resume, so they
         // refuse such calls (the model reads why) unless the operator lets them run.
         approval: config.approval.rules(None, false),

@@ -436,14 +436,13 @@ async fn last_stop_reason(url: &str, id: &str) -> Option<String> {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_client_that_disconnects_mid_turn_cancels_it_and_it_is_recorded() {
+async fn set_to_cancel_on_disconnect_a_client_that_leaves_mid_turn_cancels_it_and_it_is_recorded() {
     let (db, scenarios) = (tempfile::tempdir().unwrap(), all_scenarios());
-    let server = TestServer::start(
-        &db.path().join("b.db"),
-        scenarios.path(),
-        ServerSettings::default(),
-    )
-    .await;
+    let settings = ServerSettings {
+        cancel_on_disconnect: true,
+        ..ServerSettings::default()
+    };
+    let server = TestServer::start(&db.path().join("b.db"), scenarios.path(), settings).await;
     let (response, id) = start_slow_turn(&server.url).await;
     drop(response);
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -465,6 +464,7 @@ async fn a_key_past_its_concurrent_turn_cap_gets_429() {
     let settings = ServerSettings {
         max_concurrent_turns_per_key: 1,
         shutdown_grace: Duration::from_millis(200),
+        cancel_on_disconnect: true,
         ..ServerSettings::default()
     };
     let server = TestServer::start(&db.path().join("b.db"), scenarios.path(), settings).await;

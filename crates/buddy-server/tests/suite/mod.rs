@@ -6,6 +6,7 @@ mod compact;
 mod connections;
 mod hostile_mcp;
 mod instances;
+mod reattach;
 mod replay;
 mod request_mcp;
 mod responses;

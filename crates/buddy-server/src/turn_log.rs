@@ -1,0 +1,326 @@
+//! A turn's events, numbered from 1 and kept while the turn runs and for a grace period
+//! after, so that a client whose stream broke can reattach and receive exactly what it
+//! missed, then the live events. The HTTP stream that started a turn is only one watcher
+//! of its log; the turn does not depend on it.
+//!
+//! A log holds at most [`MAX_LOG_BYTES`] of events in memory; past that the oldest go,
+//! and a watcher that had not read them is told how many it missed (a gap), never given
+//! a wrong sequence.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use buddy_core::ChatEvent;
+use serde_json::Value;
+use tokio::sync::watch;
+
+/// Bytes of events one log keeps in memory (about a long turn with large tool results).
+pub(crate) const MAX_LOG_BYTES: usize = 32 * 1024 * 1024;
+
+/// What a log can hold: a named event with a JSON form.
+pub(crate) trait LogItem: Send + Sync + 'static {
+    /// The SSE event name.
+    fn name(&self) -> &str;
+    /// Whether it ends its log.
+    fn is_terminal(&self) -> bool;
+    /// The JSON form, as sent and as stored.
+    fn json(&self) -> String;
+}
+
+impl LogItem for ChatEvent {
+    fn name(&self) -> &str {
+        self.kind()
+    }
+    fn is_terminal(&self) -> bool {
+        ChatEvent::is_terminal(self)
+    }
+    fn json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|_| "{}".into())
+    }
+}
+
+/// An event of another wire format (the Responses API's), already shaped.
+#[derive(Clone, Debug)]
+pub(crate) struct Frame {
+    pub name: String,
+    pub data: Value,
+}
+
+/// The Responses API's events that end a response.
+const TERMINAL_FRAMES: [&str; 4] = [
+    "response.completed",
+    "response.failed",
+    "response.incomplete",
+    "response.cancelled",
+];
+
+impl LogItem for Frame {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn is_terminal(&self) -> bool {
+        TERMINAL_FRAMES.contains(&self.name.as_str())
+    }
+    fn json(&self) -> String {
+        self.data.to_string()
+    }
+}
+
+/// The numbered events of one turn (or one response).
+pub(crate) struct EventLog<T> {
+    /// The turn's (or response's) id.
+    pub id: String,
+    /// The key identity the turn runs for: only it may watch.
+    pub owner: String,
+    state: Mutex<LogState<T>>,
+    /// The number of the last event pushed, for watchers waiting on the next.
+    last: watch::Sender<u64>,
+}
+
+struct LogState<T> {
+    /// The number of `entries[0]`.
+    first: u64,
+    entries: VecDeque<(Arc<T>, usize)>,
+    bytes: usize,
+    ended: bool,
+}
+
+/// What a watcher reads next.
+pub(crate) enum Next<T> {
+    /// Event number `seq`.
+    Event(u64, Arc<T>),
+    /// Events the log no longer holds (it outgrew [`MAX_LOG_BYTES`]).
+    Gap { missed: u64 },
+}
+
+impl<T: LogItem> EventLog<T> {
+    pub(crate) fn new(id: String, owner: String) -> Arc<Self> {
+        Arc::new(EventLog {
+            id,
+            owner,
+            state: Mutex::new(LogState {
+                first: 1,
+                entries: VecDeque::new(),
+                bytes: 0,
+                ended: false,
+            }),
+            last: watch::channel(0).0,
+        })
+    }
+
+    /// Adds an event and wakes its watchers; returns its number. A terminal event ends
+    /// the log; nothing is added after it.
+    pub(crate) fn push(&self, item: T, size: usize) -> Option<u64> {
+        let terminal = item.is_terminal();
+        let seq = {
+            let mut state = self.state.lock().ok()?;
+            if state.ended {
+                return None;
+            }
+            state.entries.push_back((Arc::new(item), size));
+            state.bytes += size;
+            while state.bytes > MAX_LOG_BYTES && state.entries.len() > 1 {
+                if let Some((_, gone)) = state.entries.pop_front() {
+                    state.bytes -= gone;
+                    state.first += 1;
+                }
+            }
+            state.ended = terminal;
+            state.first + state.entries.len() as u64 - 1
+        };
+        self.last.send_replace(seq);
+        Some(seq)
+    }
+
+    /// Ends the log without a terminal event (its turn's task went away).
+    pub(crate) fn close(&self) {
+        if let Ok(mut state) = self.state.lock() {
+            state.ended = true;
+        }
+        self.last.send_modify(|_| {});
+    }
+
+    /// A watcher that reads the events numbered above `after`.
+    pub(crate) fn watch(self: &Arc<Self>, after: u64) -> Watch<T> {
+        Watch {
+            log: Arc::clone(self),
+            after,
+            changed: self.last.subscribe(),
+        }
+    }
+}
+
+/// One reader of a log, at its own pace.
+pub(crate) struct Watch<T> {
+    log: Arc<EventLog<T>>,
+    after: u64,
+    changed: watch::Receiver<u64>,
+}
+
+impl<T: LogItem> Watch<T> {
+    /// The next event, waiting for it; `None` once the log has ended and all is read.
+    pub(crate) async fn next(&mut self) -> Option<Next<T>> {
+        loop {
+            // Marked seen before looking, so a push after the look always wakes us.
+            self.changed.borrow_and_update();
+            match self.now() {
+                Ready::Item(next) => return Some(next),
+                Ready::Ended => return None,
+                Ready::Wait => {}
+            }
+            if self.changed.changed().await.is_err() {
+                return match self.now() {
+                    Ready::Item(next) => Some(next),
+                    _ => None,
+                };
+            }
+        }
+    }
+
+    /// The next event if it is already there.
+    pub(crate) fn try_next(&mut self) -> Option<Next<T>> {
+        match self.now() {
+            Ready::Item(next) => Some(next),
+            _ => None,
+        }
+    }
+
+    /// The next event itself, skipping gaps: for endpoints that translate events.
+    pub(crate) async fn recv(&mut self) -> Option<T>
+    where
+        T: Clone,
+    {
+        loop {
+            match self.next().await? {
+                Next::Event(_, item) => return Some(Arc::unwrap_or_clone(item)),
+                Next::Gap { .. } => continue,
+            }
+        }
+    }
+
+    fn now(&mut self) -> Ready<T> {
+        let Ok(state) = self.log.state.lock() else {
+            return Ready::Ended;
+        };
+        if self.after + 1 < state.first {
+            let missed = state.first - 1 - self.after;
+            self.after = state.first - 1;
+            return Ready::Item(Next::Gap { missed });
+        }
+        let index = (self.after + 1 - state.first) as usize;
+        match state.entries.get(index) {
+            Some((item, _)) => {
+                self.after += 1;
+                Ready::Item(Next::Event(self.after, Arc::clone(item)))
+            }
+            None if state.ended => Ready::Ended,
+            None => Ready::Wait,
+        }
+    }
+}
+
+enum Ready<T> {
+    Item(Next<T>),
+    Ended,
+    Wait,
+}
+
+/// The logs of this process's turns, and of responses, by id: running ones and those
+/// that ended less than the grace period ago.
+#[derive(Default)]
+pub(crate) struct Logs {
+    pub turns: Mutex<HashMap<String, Arc<EventLog<ChatEvent>>>>,
+    pub responses: Mutex<HashMap<String, Arc<EventLog<Frame>>>>,
+}
+
+impl Logs {
+    /// The log of turn `id`, when this process has it.
+    pub(crate) fn turn(&self, id: &str) -> Option<Arc<EventLog<ChatEvent>>> {
+        self.turns.lock().ok()?.get(id).cloned()
+    }
+
+    /// The log of response `id`, when this process has it.
+    pub(crate) fn response(&self, id: &str) -> Option<Arc<EventLog<Frame>>> {
+        self.responses.lock().ok()?.get(id).cloned()
+    }
+}
+
+/// The size a ChatEvent takes in a log: its text, not its JSON (counting that would
+/// serialise every event once more).
+pub(crate) fn event_size(event: &ChatEvent) -> usize {
+    const BASE: usize = 64;
+    BASE + match event {
+        ChatEvent::TextDelta { text } => text.len(),
+        ChatEvent::ToolCallStart { arguments, .. } => arguments.as_str().len(),
+        ChatEvent::ToolCallResult { content, .. } => content.len(),
+        ChatEvent::Done { answer, .. } => answer.len(),
+        ChatEvent::Error { message, .. } => message.len(),
+        _ => 256,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn delta(text: &str) -> ChatEvent {
+        ChatEvent::TextDelta { text: text.into() }
+    }
+
+    #[tokio::test]
+    async fn watchers_read_every_event_once_in_order_from_where_they_ask() {
+        let log = EventLog::new("turn_1".into(), "me".into());
+        let mut early = log.watch(0);
+        log.push(delta("a"), 1);
+        log.push(delta("b"), 1);
+        let mut late = log.watch(1);
+        let reader = tokio::spawn(async move {
+            let mut seen = Vec::new();
+            while let Some(Next::Event(seq, event)) = early.next().await {
+                seen.push((seq, event.kind().to_owned()));
+            }
+            seen
+        });
+        log.push(delta("c"), 1);
+        log.push(
+            ChatEvent::Error {
+                reason: buddy_core::StopReason::Cancelled,
+                message: "x".into(),
+                stats: Default::default(),
+            },
+            1,
+        );
+        assert_eq!(log.push(delta("after the end"), 1), None);
+        let seen = reader.await.unwrap();
+        assert_eq!(
+            seen.iter().map(|(s, _)| *s).collect::<Vec<_>>(),
+            [1, 2, 3, 4]
+        );
+        assert_eq!(seen[3].1, "error");
+        let mut from_late = Vec::new();
+        while let Some(Next::Event(seq, _)) = late.next().await {
+            from_late.push(seq);
+        }
+        assert_eq!(from_late, [2, 3, 4]);
+    }
+
+    #[tokio::test]
+    async fn a_log_past_its_bound_drops_its_oldest_and_says_how_many_were_missed() {
+        let log = EventLog::new("turn_2".into(), "me".into());
+        let mut watcher = log.watch(0);
+        for _ in 0..5 {
+            log.push(delta("x"), MAX_LOG_BYTES / 2);
+        }
+        match watcher.next().await {
+            Some(Next::Gap { missed }) => assert_eq!(missed, 3),
+            _ => panic!("expected a gap"),
+        }
+        match watcher.next().await {
+            Some(Next::Event(seq, _)) => assert_eq!(seq, 4),
+            _ => panic!("expected event 4"),
+        }
+        log.close();
+        assert!(matches!(watcher.next().await, Some(Next::Event(5, _))));
+        assert!(watcher.next().await.is_none());
+    }
+}
