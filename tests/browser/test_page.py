@@ -48,6 +48,16 @@ SCENARIOS = {
             {"when": {}, "reply": {"text": "done"}},
         ],
     },
+    # Three slow steps, narrated: long enough to reload or lose the connection mid-turn.
+    "steps": {
+        "name": "steps", "prompt": "go step by step",
+        "tools": [{"name": f"step_{n}", "template": f"step {n} done", "delay_ms": 1200} for n in (1, 2, 3)],
+        "expect": {"stop_reason": "completed", "model_calls": 4, "tool_calls": 3},
+        "rules": [
+            {"when": {"round": n}, "reply": {"text": f"Working on step {n}.", "tool_calls": [{"name": f"step_{n}", "arguments": {"n": n}}]}}
+            for n in (1, 2, 3)
+        ] + [{"when": {}, "reply": {"text": "All three steps are done."}}],
+    },
     # Writes a file: waits for approval.
     "writer": {
         "name": "writer", "prompt": "write a haiku",
@@ -406,3 +416,61 @@ def test_edit_and_resend_forks_the_conversation_and_keeps_the_original(page, ser
     expect(page.locator(".msg.user")).to_have_text("What time is it?")
     expect(page.locator("#conversations li", has_text="List the files, please")).to_have_count(1)
     assert not page.errors, page.errors
+
+
+def assert_steps_drawn_once(page):
+    """The `steps` turn on the page: every event drawn once, in order, and its end."""
+    expect(turn_end(page)).to_have_attribute("data-reason", "completed")
+    expect(page.locator(".turn-end")).to_have_count(1)
+    assert page.locator(".card .name").all_text_contents() == ["step_1", "step_2", "step_3"]
+    texts = [t.strip() for t in page.locator(".msg.assistant").all_text_contents()]
+    assert texts == ["Working on step 1.", "Working on step 2.", "Working on step 3.", "All three steps are done."], texts
+    expect(page.locator(".msg.user")).to_have_count(1)
+    expect(page.locator(".reconnecting")).to_have_count(0)
+    expect(page.locator("#send")).to_be_visible()
+
+
+def test_a_reload_mid_turn_reattaches_and_completes_with_nothing_lost_or_doubled(page, server):
+    open_page(page, server)
+    ask(page, "scripted:steps", "go step by step")
+    expect(page.locator(".card.done")).to_have_count(1, timeout=10000)
+    expect(page).to_have_url(re.compile(r"#conv_"))
+    page.reload()
+    # The key is kept for the tab; the turn is picked up where it is, shown running.
+    expect(page.locator("#stop")).to_be_visible()
+    assert_steps_drawn_once(page)
+    assert page.locator("#model").input_value() == "scripted:steps"
+    assert not page.errors, page.errors
+
+
+def test_a_killed_connection_reattaches_from_the_last_event_it_had(page, server):
+    open_page(page, server)
+    asked = []
+    page.on("request", lambda r: asked.append(r.headers.get("last-event-id")) if "/events" in r.url else None)
+
+    def cut_short(route):
+        # The stream breaks after the opening and two events: the page must fetch the rest.
+        body = route.fetch().text()
+        kept = "\n\n".join(body.split("\n\n")[:3]) + "\n\n"
+        route.fulfill(status=200, headers={"content-type": "text/event-stream"}, body=kept)
+
+    page.route("**/v1/chat", cut_short)
+    ask(page, "scripted:steps", "go step by step")
+    assert_steps_drawn_once(page)
+    assert asked and asked[0] == "2", asked
+    assert not page.errors, page.errors
+
+
+def test_the_model_picker_keeps_the_conversations_model(page, server):
+    open_page(page, server)
+    ask(page, "scripted:chain_3_steps", "How much was Ada's latest order?")
+    turn_end(page)
+    page.select_option("#model", "scripted:offline_assistant")
+    page.reload()
+    expect(page.locator(".turn-end")).to_have_count(1)
+    expect(page.locator("#model")).to_have_value("scripted:chain_3_steps")
+    # A conversation opened from the list brings its model too.
+    page.click("#new-chat")
+    page.select_option("#model", "scripted:offline_assistant")
+    page.locator("#conversations li .open").first.click()
+    expect(page.locator("#model")).to_have_value("scripted:chain_3_steps")

@@ -292,6 +292,10 @@ function newConversation() {
 async function openConversation(id) {
   const detail = await withKey(() => apiJson(`/v1/conversations/${encodeURIComponent(id)}`));
   state.conversation = id;
+  // The picker shows the model the conversation runs on, so the next message keeps it.
+  const turns = detail.turns || [];
+  const model = turns.length ? turns[turns.length - 1].model : null;
+  if (model && state.models.includes(model)) $("model").value = model;
   history.replaceState(null, "", `#${id}`);
   renderStored(detail);
   closeSidebar();
@@ -309,6 +313,8 @@ function renderStored(detail) {
   const turns = detail.turns || [];
   const byId = new Map(turns.map((t) => [t.id, t]));
   const last = turns[turns.length - 1];
+  // A turn still running is drawn from its events (reattached below), not its stored rounds.
+  const running = last && !last.finished_at_ms && !last.stop_reason ? last : null;
   const shown = new Set();
   const finish = (view, turn) => {
     if (!turn) return;
@@ -325,14 +331,20 @@ function renderStored(detail) {
       view = new TurnView(transcript);
       current = turnOf[i];
     }
+    if (running && current === running.id && message.role !== "user") return;
     view.stored(message);
   });
-  if (view) finish(view, byId.get(current));
+  if (view && !(running && current === running.id)) finish(view, byId.get(current));
   // Turns that stored no message at all still say how they ended.
+  if (running) shown.add(running.id);
   for (const turn of turns) if (!shown.has(turn.id)) finish(new TurnView(transcript), turn);
   // An empty conversation (a fork before its first message) stays the open one.
   if (!messages.length && !turns.length) transcript.append(emptyHint());
   scrollDown();
+  if (running && !state.running) {
+    const live = view && current === running.id ? view : new TurnView(transcript);
+    attachRunning(live, running.id);
+  }
 }
 
 /** Edit and resend: a new conversation holding the history before the `n`-th user
@@ -508,7 +520,20 @@ class TurnView {
     }
   }
 
+  /** Says the stream broke and buddy is reattaching (the turn runs on meanwhile). */
+  reconnecting(on) {
+    if (on && !this.lost) {
+      this.lost = el("div", { class: "notice reconnecting", role: "status", text: "Connection lost; the turn runs on. Reconnecting…" });
+      this.parent.append(this.lost);
+      scrollDown();
+    } else if (!on && this.lost) {
+      this.lost.remove();
+      this.lost = null;
+    }
+  }
+
   end(reason, stats, message) {
+    this.reconnecting(false);
     this.answer = null;
     this.cardRow = null;
     const words = STOP_WORDS[reason] || reason;
@@ -611,7 +636,7 @@ function setRunning(running) {
   if (!running) $("message").focus();
 }
 
-/** Reads an SSE response, calling `onEvent(name, data)` for each event. */
+/** Reads an SSE response, calling `onEvent(name, data, id)` for each event. */
 async function readEvents(response, onEvent) {
   const reader = response.body.getReader();
   const decoder = new TextDecoder();
@@ -625,9 +650,11 @@ async function readEvents(response, onEvent) {
       const block = buffer.slice(0, cut);
       buffer = buffer.slice(cut + 2);
       let name = "message";
+      let id = null;
       const data = [];
       for (const line of block.split("\n")) {
         if (line.startsWith("event:")) name = line.slice(6).trim();
+        else if (line.startsWith("id:")) id = line.slice(3).trim();
         else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
       }
       if (!data.length) continue;
@@ -637,14 +664,106 @@ async function readEvents(response, onEvent) {
       } catch {
         continue;
       }
-      onEvent(name, parsed);
+      onEvent(name, parsed, id);
     }
   }
 }
 
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** One event of a turn, drawn into `view`. */
+function drawEvent(view, name, data) {
+  switch (name) {
+    case "conversation":
+      state.turnId = data.turn_id;
+      if (data.conversation_id && data.conversation_id !== state.conversation) {
+        state.conversation = data.conversation_id;
+        history.replaceState(null, "", `#${data.conversation_id}`);
+      }
+      break;
+    case "text_delta":
+      view.text(data.text);
+      break;
+    case "tool_call_start":
+      view.callStart(data.id, data.name, data.arguments);
+      break;
+    case "tool_call_result":
+      view.callResult(data.id, data.name, data.content, data.is_error);
+      break;
+    case "guard_tripped":
+      view.notice(data.guard, data.action, data.skill, data.detail);
+      break;
+    case "iteration_stats":
+      view.context = { used: data.context_tokens, window: data.context_window };
+      break;
+    case "approval_required":
+      view.pending = data.calls;
+      break;
+    case "done":
+    case "error":
+      view.end(data.reason, data.stats, name === "error" ? data.message : null);
+      if (data.reason === "approval_required" && view.pending) view.offerApproval(view.pending);
+      if (CAPPED.has(data.reason)) view.offerContinue();
+      break;
+    default:
+      break;
+  }
+  scrollDown();
+}
+
+/** Tries to reattach to the running turn this long before saying the stream is lost. */
+const REATTACH_TRIES = 40;
+
+/** Follows a turn to its end: the events of `response` (none: reattach at once), then,
+ * whenever the stream breaks before the turn's last event (a dropped connection, a
+ * proxy timeout), the events it missed from /v1/turns/{id}/events, numbered so that
+ * none is drawn twice. The turn runs on the server meanwhile. */
+async function followTurn(view, response) {
+  const streamed = response !== null;
+  let last = 0;
+  let ended = false;
+  const onEvent = (name, data, id) => {
+    if (id !== null) {
+      const n = Number(id);
+      if (n <= last) return;
+      last = n;
+    }
+    if (name === "done" || name === "error") ended = true;
+    if (name === "interrupted") {
+      ended = true;
+      view.end("interrupted", null, data.message);
+      return;
+    }
+    view.reconnecting(false);
+    drawEvent(view, name, data);
+  };
+  for (let tries = 0; ; tries++) {
+    if (response) {
+      try {
+        await readEvents(response, onEvent);
+      } catch {
+        // The connection broke mid-stream: reattach below.
+      }
+    }
+    if (ended) return;
+    if (!state.turnId || tries >= REATTACH_TRIES) break;
+    if (streamed || tries > 0) view.reconnecting(true);
+    if (tries > 0) await sleep(Math.min(250 * tries, 3000));
+    response = null;
+    try {
+      const r = await api(`/v1/turns/${encodeURIComponent(state.turnId)}/events`, { headers: { "last-event-id": String(last) } });
+      if (r.status === 404) break;
+      if (r.ok) response = r;
+    } catch (e) {
+      if (e instanceof AuthError) throw e;
+    }
+  }
+  view.reconnecting(false);
+  view.end("interrupted", null, "the connection to the turn was lost; open the conversation again to see what it stored");
+}
+
 async function streamTurn(path, body, view) {
   setRunning(true);
-  let ended = false;
   try {
     const response = await withKey(async () => {
       const r = await api(path, { method: "POST", json: body });
@@ -654,43 +773,22 @@ async function streamTurn(path, body, view) {
       }
       return r;
     });
-    await readEvents(response, (name, data) => {
-      switch (name) {
-        case "conversation":
-          state.turnId = data.turn_id;
-          if (data.conversation_id && data.conversation_id !== state.conversation) {
-            state.conversation = data.conversation_id;
-            history.replaceState(null, "", `#${data.conversation_id}`);
-          }
-          break;
-        case "text_delta":
-          view.text(data.text);
-          break;
-        case "tool_call_start":
-          view.callStart(data.id, data.name, data.arguments);
-          break;
-        case "tool_call_result":
-          view.callResult(data.id, data.name, data.content, data.is_error);
-          break;
-        case "guard_tripped":
-          view.notice(data.guard, data.action, data.skill, data.detail);
-          break;
-        case "approval_required":
-          view.pending = data.calls;
-          break;
-        case "done":
-        case "error":
-          ended = true;
-          view.end(data.reason, data.stats, name === "error" ? data.message : null);
-          if (data.reason === "approval_required" && view.pending) view.offerApproval(view.pending);
-          if (CAPPED.has(data.reason)) view.offerContinue();
-          break;
-        default:
-          break;
-      }
-      scrollDown();
-    });
-    if (!ended) view.end("cancelled", null, "the stream ended before the turn did");
+    await followTurn(view, response);
+  } catch (e) {
+    showError(e);
+  } finally {
+    state.turnId = null;
+    setRunning(false);
+    loadConversations().catch(() => {});
+  }
+}
+
+/** Picks up a turn that was running when the page (re)loaded: its events from the first. */
+async function attachRunning(view, turnId) {
+  state.turnId = turnId;
+  setRunning(true);
+  try {
+    await followTurn(view, null);
   } catch (e) {
     showError(e);
   } finally {
