@@ -27,6 +27,8 @@ SHOTS = os.environ.get("BUDDY_SCREENSHOTS")
 
 HOSTILE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
 
+CODE_ANSWER = 'Here:\n\n```rust\nfn main() {\n    println!("hi"); // greet\n}\n```'
+
 SCENARIOS = {
     # A tool result and an answer that try to run code.
     "hostile": {
@@ -57,6 +59,12 @@ SCENARIOS = {
             {"when": {"round": n}, "reply": {"text": f"Working on step {n}.", "tool_calls": [{"name": f"step_{n}", "arguments": {"n": n}}]}}
             for n in (1, 2, 3)
         ] + [{"when": {}, "reply": {"text": "All three steps are done."}}],
+    },
+    # An answer with a code block.
+    "code": {
+        "name": "code", "prompt": "show me the code",
+        "expect": {"stop_reason": "completed", "model_calls": 1, "tool_calls": 0},
+        "rules": [{"when": {}, "reply": {"text": CODE_ANSWER}}],
     },
     # Writes a file: waits for approval.
     "writer": {
@@ -219,6 +227,9 @@ def test_a_loop_shows_the_guard_notices_and_still_an_answer(page, server):
     expect(notices.first).to_contain_text("Calls going round in circles")
     expect(notices.first).to_contain_text("buddy gave back the earlier result")
     expect(page.locator(".msg.assistant").last).to_contain_text("umbrella")
+    # Calls buddy withdrew are shown as not run, not as red errors of the tool.
+    expect(page.locator(".card.skipped .status").first).to_have_text("not run")
+    expect(page.locator(".card.failed")).to_have_count(0)
     shoot(page, "loop")
 
 
@@ -474,3 +485,115 @@ def test_the_model_picker_keeps_the_conversations_model(page, server):
     page.select_option("#model", "scripted:offline_assistant")
     page.locator("#conversations li .open").first.click()
     expect(page.locator("#model")).to_have_value("scripted:chain_3_steps")
+
+
+def test_regenerate_answers_again_in_a_fork_and_keeps_the_original(page, server):
+    open_page(page, server)
+    ask(page, "scripted:offline_assistant", "What time is it?")
+    turn_end(page)
+    original = page.evaluate("location.hash")
+    page.get_by_role("button", name="Regenerate this answer").click()
+    expect(page).not_to_have_url(re.compile(re.escape(original) + "$"))
+    end = turn_end(page)
+    expect(end).to_have_attribute("data-reason", "completed")
+    # One question, asked again: the fork holds it once, with its new answer.
+    expect(page.locator(".msg.user")).to_have_count(1)
+    expect(page.locator(".msg.user")).to_have_text("What time is it?")
+    expect(page.locator(f"#conversations li[data-id='{original[1:]}']")).to_have_count(1)
+    assert not page.errors, page.errors
+
+
+def test_search_finds_conversations_by_title_and_by_text(page, server):
+    open_page(page, server)
+    ask(page, "scripted:chain_3_steps", "How much was Ada's latest order?")
+    turn_end(page)
+    ada = page.evaluate("location.hash")[1:]
+    page.click("#new-chat")
+    ask(page, "scripted:offline_assistant", "What time is it?")
+    turn_end(page, 1)
+    clock = page.evaluate("location.hash")[1:]
+    # Words only the first conversation's answer holds (not its title).
+    page.fill("#search", "129.90 EUR")
+    expect(page.locator(f"#conversations li[data-id='{ada}']")).to_have_count(1)
+    expect(page.locator(f"#conversations li[data-id='{clock}']")).to_have_count(0)
+    page.fill("#search", "WHAT TIME")
+    expect(page.locator("#conversations li .open").first).to_contain_text("What time is it?")
+    page.fill("#search", "zebra-unicorn")
+    expect(page.locator("#conversations li.none")).to_contain_text("No conversation")
+    page.fill("#search", "")
+    expect(page.locator("#conversations li .open").nth(1)).to_be_attached()
+
+
+def test_a_conversation_exports_as_markdown_and_json(page, server):
+    open_page(page, server)
+    ask(page, "scripted:chain_3_steps", "How much was Ada's latest order?")
+    turn_end(page)
+    with page.expect_download() as info:
+        page.click("#export-md")
+    markdown = Path(info.value.path()).read_text()
+    assert info.value.suggested_filename.endswith(".md")
+    assert "## You\n\nHow much was Ada's latest order?" in markdown
+    assert "**Tool call `find_user`**" in markdown and "129.90" in markdown
+    assert "Turn ended: Answered (completed)" in markdown
+    with page.expect_download() as info:
+        page.click("#export-json")
+    exported = json.loads(Path(info.value.path()).read_text())
+    assert exported["id"] == page.evaluate("location.hash")[1:]
+    assert [m["role"] for m in exported["messages"]][0] == "user"
+    assert exported["turns"][0]["stop_reason"] == "completed"
+
+
+def test_copy_puts_an_answer_and_a_code_block_on_the_clipboard(browser, server):
+    context = browser.new_context()
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server["url"])
+    page = context.new_page()
+    open_page(page, server)
+    ask(page, "scripted:code", "show me the code")
+    turn_end(page)
+    page.get_by_role("button", name="Copy this answer").click()
+    expect(page.get_by_role("button", name="Copy this answer")).to_have_attribute("data-copied", "yes")
+    assert page.evaluate("navigator.clipboard.readText()") == CODE_ANSWER
+    page.get_by_role("button", name="Copy this code").click()
+    assert page.evaluate("navigator.clipboard.readText()").strip() == 'fn main() {\n    println!("hi"); // greet\n}'
+    # The code is highlighted, as text: keywords, strings and comments in spans.
+    assert page.locator(".msg.assistant pre .hl-keyword").first.text_content() == "fn"
+    assert page.locator(".msg.assistant pre .hl-string").first.text_content() == '"hi"'
+    assert page.locator(".msg.assistant pre .hl-comment").first.text_content() == "// greet"
+    context.close()
+
+
+def test_the_theme_toggle_goes_light_dark_and_back_to_the_system_and_is_kept(browser, server):
+    context = browser.new_context(color_scheme="light")
+    page = context.new_page()
+    open_page(page, server)
+    background = lambda: luminance(page.locator("body").evaluate("e => getComputedStyle(e).backgroundColor"))
+    expect(page.locator("#theme")).to_have_text("Theme: system")
+    assert background() > 0.8
+    page.click("#theme")
+    expect(page.locator("#theme")).to_have_text("Theme: light")
+    assert background() > 0.8
+    page.click("#theme")
+    expect(page.locator("#theme")).to_have_text("Theme: dark")
+    assert background() < 0.2
+    page.reload()
+    expect(page.locator("#theme")).to_have_text("Theme: dark")
+    assert background() < 0.2
+    page.click("#theme")
+    expect(page.locator("#theme")).to_have_text("Theme: system")
+    assert background() > 0.8
+    context.close()
+
+
+def test_the_page_has_an_icon_and_a_skip_link(page, server):
+    icon = urllib.request.urlopen(server["url"] + "/favicon.ico", timeout=5)
+    assert icon.status == 200 and icon.headers["content-type"] == "image/svg+xml"
+    open_page(page, server)
+    # The first thing a keyboard reaches, shown when focused, and it leads to the message box.
+    first = page.evaluate("document.querySelector('a, button, input, select, textarea').className")
+    assert first == "skip-link"
+    page.locator(".skip-link").focus()
+    expect(page.locator(".skip-link")).to_be_in_viewport()
+    hash = page.evaluate("location.hash")
+    page.keyboard.press("Enter")
+    expect(page.locator("#message")).to_be_focused()
+    assert page.evaluate("location.hash") == hash

@@ -1,6 +1,6 @@
 //! Conversations: list, read, delete — each key sees only its own (an admin key, all).
 
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
 use serde_json::{Value, json};
@@ -10,12 +10,50 @@ use crate::error::AppError;
 use crate::request::{owned_conversation, parse_body};
 use crate::state::AppState;
 
+/// The query of `GET /v1/conversations`.
+#[derive(serde::Deserialize)]
+pub(crate) struct ListQuery {
+    /// Only conversations whose title or text (what people, the model and tools wrote)
+    /// contains this, ignoring case.
+    q: Option<String>,
+}
+
+/// Conversations a search reads through, newest first: a person's search, not an
+/// archive query.
+const SEARCHED: usize = 1000;
+
+/// `GET /v1/conversations[?q=…]`: the caller's conversations, newest first.
 pub(crate) async fn list(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
+    Query(query): Query<ListQuery>,
 ) -> Result<Json<Value>, AppError> {
     let owner = (!caller.admin).then_some(caller.owner.as_str());
-    let conversations = state.inner.store.list_conversations(owner).await?;
+    let mut conversations = state.inner.store.list_conversations(owner).await?;
+    if let Some(wanted) = query
+        .q
+        .map(|q| q.trim().to_lowercase())
+        .filter(|q| !q.is_empty())
+    {
+        conversations.truncate(SEARCHED);
+        let mut found = Vec::new();
+        for summary in conversations {
+            let hit = summary.title.to_lowercase().contains(&wanted)
+                || state
+                    .inner
+                    .store
+                    .load_messages(&summary.id)
+                    .await?
+                    .iter()
+                    .filter(|m| !matches!(m, buddy_core::Message::System { .. }))
+                    .filter_map(buddy_core::Message::text)
+                    .any(|text| text.to_lowercase().contains(&wanted));
+            if hit {
+                found.push(summary);
+            }
+        }
+        conversations = found;
+    }
     Ok(Json(json!({"object": "list", "data": conversations})))
 }
 

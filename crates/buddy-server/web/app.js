@@ -141,6 +141,47 @@ function renderMarkdown(node, text) {
     a.setAttribute("rel", "noopener noreferrer");
     a.setAttribute("target", "_blank");
   }
+  for (const pre of node.querySelectorAll("pre")) {
+    const code = pre.querySelector("code");
+    if (code) highlight(code);
+    // The button's words are CSS (::before), so the answer's text stays the answer's.
+    pre.before(el("button", { type: "button", class: "copy-code", "aria-label": "Copy this code", onclick: (e) => copyText(e.currentTarget, pre.textContent) }));
+  }
+}
+
+/** Puts `text` on the clipboard and says so on `button` for a moment. */
+async function copyText(button, text) {
+  try {
+    await navigator.clipboard.writeText(text);
+    button.dataset.copied = "yes";
+    setTimeout(() => delete button.dataset.copied, 1500);
+  } catch (e) {
+    showError(new Error(`could not copy (${e.message || e})`));
+  }
+}
+
+/** Words of the languages people paste most, for a light highlight (not a parser). */
+const KEYWORDS = new Set(("as async await break case catch class const continue def default del do elif else enum export extends false " +
+  "fn for from func function go if impl import in interface let loop match mod mut new nil none null package pass pub raise return " +
+  "select self static struct super switch this throw true try type use var where while with yield").split(" "));
+
+/** Colours a code block's keywords, strings, numbers and comments. Built from text nodes
+ * (never HTML), so nothing in the code can become markup. */
+function highlight(code) {
+  const text = code.textContent;
+  if (text.length > 100000) return;
+  const token = /(\/\/[^\n]*|#[^\n]*|\/\*[\s\S]*?\*\/)|("(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'|`(?:\\.|[^`\\])*`)|(\b\d[\d_.]*\b)|([A-Za-z_][A-Za-z0-9_]*)/g;
+  const out = document.createDocumentFragment();
+  let at = 0;
+  for (const m of text.matchAll(token)) {
+    const kind = m[1] ? "comment" : m[2] ? "string" : m[3] ? "number" : KEYWORDS.has(m[4]) ? "keyword" : null;
+    if (!kind) continue;
+    if (m.index > at) out.append(text.slice(at, m.index));
+    out.append(el("span", { class: `hl-${kind}`, text: m[0] }));
+    at = m.index + m[0].length;
+  }
+  out.append(text.slice(at));
+  code.replaceChildren(out);
 }
 
 function scrollDown() {
@@ -225,7 +266,8 @@ async function loadModels() {
 }
 
 async function loadConversations() {
-  const body = await apiJson("/v1/conversations");
+  const q = $("search").value.trim();
+  const body = await apiJson(q ? `/v1/conversations?q=${encodeURIComponent(q)}` : "/v1/conversations");
   const list = $("conversations");
   list.replaceChildren();
   for (const c of body.data || []) {
@@ -242,6 +284,62 @@ async function loadConversations() {
     if (c.id === state.conversation) item.classList.add("current");
     list.append(item);
   }
+  if (q && !list.children.length) list.append(el("li", { class: "none", text: `No conversation mentions “${q}”.` }));
+}
+
+// ---------- export ----------
+
+/** A conversation as Markdown: who said what, each tool call with its result, and how
+ * each turn ended. */
+function toMarkdown(detail) {
+  const lines = [`# ${detail.title || detail.id}`, ""];
+  const fence = (text) => "~~~~\n" + text.replace(/~~~~/g, "~ ~ ~ ~") + "\n~~~~";
+  const names = new Map();
+  const turnOf = detail.message_turns || [];
+  const ended = new Map((detail.turns || []).map((t) => [t.id, t]));
+  (detail.messages || []).forEach((m, i) => {
+    if (m.role === "user") lines.push("## You", "", m.content, "");
+    else if (m.role === "assistant") {
+      if (m.content) lines.push("## buddy", "", m.content, "");
+      for (const c of m.tool_calls || []) {
+        names.set(c.id, c.name);
+        lines.push(`**Tool call \`${c.name}\`**`, "", fence(pretty(c.arguments)), "");
+      }
+    } else if (m.role === "tool") lines.push(`**Result of \`${names.get(m.tool_call_id) || "tool"}\`${m.is_error ? " (error)" : ""}**`, "", fence(m.content), "");
+    else if (m.role === "note") lines.push(`> buddy told the model: ${m.content}`, "");
+    const next = turnOf[i + 1];
+    const turn = ended.get(turnOf[i]);
+    if (turn && next !== turnOf[i] && turn.stop_reason) lines.push(`*Turn ended: ${STOP_WORDS[turn.stop_reason] || turn.stop_reason} (${turn.stop_reason})${turn.stats ? ` · ${statsLine(turn.stats)}` : ""}*`, "");
+  });
+  return lines.join("\n");
+}
+
+/** Downloads the open conversation as Markdown or as buddy's JSON. */
+async function exportConversation(format) {
+  if (!state.conversation) return;
+  const detail = await withKey(() => apiJson(`/v1/conversations/${encodeURIComponent(state.conversation)}`));
+  const [body, type, ext] = format === "json"
+    ? [JSON.stringify(detail, null, 2), "application/json", "json"]
+    : [toMarkdown(detail), "text/markdown", "md"];
+  const name = (detail.title || detail.id).replace(/[^\w.-]+/g, "-").replace(/^-+|-+$/g, "").slice(0, 60) || detail.id;
+  const link = el("a", { href: URL.createObjectURL(new Blob([body], { type })), download: `${name}.${ext}` });
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(link.href), 1000);
+}
+
+// ---------- theme ----------
+
+const THEME_SLOT = "buddy-theme";
+const THEMES = ["system", "light", "dark"];
+
+/** Light, dark, or as the system says; kept in this browser. */
+function applyTheme(theme) {
+  if (theme === "system") delete document.documentElement.dataset.theme;
+  else document.documentElement.dataset.theme = theme;
+  $("theme").textContent = `Theme: ${theme}`;
+  $("theme").setAttribute("aria-label", `Theme: ${theme} (change)`);
 }
 
 function renameConversation(id, current) {
@@ -319,7 +417,7 @@ function renderStored(detail) {
   const finish = (view, turn) => {
     if (!turn) return;
     shown.add(turn.id);
-    view.end(turn.stop_reason || "interrupted", turn.stats, turn.error);
+    view.end(turn.stop_reason || "interrupted", turn.stats, turn.error, turn.started_at_ms);
     if (turn === last && turn.stop_reason === "approval_required") view.offerApproval(detail);
     if (turn === last && CAPPED.has(turn.stop_reason)) view.offerContinue();
   };
@@ -367,6 +465,7 @@ async function editAndResend(n, text) {
 class TurnView {
   constructor(parent) {
     this.parent = parent;
+    this.startedAt = Date.now();
     this.answer = null; // the assistant block text is streaming into (its Markdown in .markdown)
     this.cards = new Map(); // call id -> { node, started }
     this.cardRow = null;
@@ -402,13 +501,17 @@ class TurnView {
     row.append(bubble, edit);
     this.parent.append(row);
     this.answer = null;
+    this.userRow = row;
+    this.userText = text;
   }
 
   text(delta) {
     if (!this.answer) {
-      this.answer = el("div", { class: "msg assistant" });
-      this.answer.markdown = "";
-      this.parent.append(this.answer);
+      const answer = el("div", { class: "msg assistant" });
+      answer.markdown = "";
+      const copy = el("button", { type: "button", class: "copy-answer", "aria-label": "Copy this answer", onclick: (e) => copyText(e.currentTarget, answer.markdown) });
+      this.parent.append(el("div", { class: "answer-row" }, answer, copy));
+      this.answer = answer;
       this.cardRow = null;
     }
     const node = this.answer;
@@ -457,14 +560,18 @@ class TurnView {
       card = this.cards.get(id);
     }
     const node = card.node;
-    node.className = `card ${isError ? "failed" : "done"}`;
-    const ms = live ? Math.round(performance.now() - card.started) : null;
+    // A call buddy did not run (withdrawn, refused, rejected) or did not finish (the turn
+    // was cancelled) is no failure of the tool: it is shown apart from real errors.
+    const skipped = isError && /^not (run|finished):/.test(content);
+    const outcome = skipped ? (content.startsWith("not finished") ? "not finished" : "not run") : isError ? "error" : "done";
+    node.className = `card ${skipped ? "skipped" : isError ? "failed" : "done"}`;
+    const ms = live && !skipped ? Math.round(performance.now() - card.started) : null;
     const status = node.querySelector(".status");
-    status.textContent = `${isError ? "error" : "done"}${ms !== null ? ` · ${ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(1)} s`}` : ""}`;
+    status.textContent = `${outcome}${ms !== null ? ` · ${ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(1)} s`}` : ""}`;
     node.querySelector(".approval")?.remove();
     const result = el("pre", { class: "result", text: content });
     const long = content.length > 600 || content.split("\n").length > 12;
-    node.append(el("div", { class: "label", text: isError ? "error" : "result" }));
+    node.append(el("div", { class: "label", text: skipped ? "why" : isError ? "error" : "result" }));
     node.append(long ? el("details", {}, el("summary", { text: `show the result (${plural(content.length, "character")})` }), result) : result);
   }
 
@@ -532,19 +639,40 @@ class TurnView {
     }
   }
 
-  end(reason, stats, message) {
+  end(reason, stats, message, startedAtMs = null) {
     this.reconnecting(false);
     this.answer = null;
     this.cardRow = null;
     const words = STOP_WORDS[reason] || reason;
+    const at = new Date(startedAtMs || this.startedAt || Date.now());
+    const context = this.context && this.context.window ? `context ${Math.round((100 * this.context.used) / this.context.window)}% (${plural(this.context.used, "token")} of ${this.context.window.toLocaleString()})` : "";
     const footer = el(
       "div",
       { class: `turn-end ${CLEAN.has(reason) ? "clean" : "bad"}`, "data-reason": reason },
       el("span", { class: "reason", text: words }),
       el("span", { class: "code", text: `(${reason})` }),
       el("span", { class: "stats", text: statsLine(stats) }),
+      context ? el("span", { class: "context", title: "How full the model's context window was at the turn's last call", text: context }) : null,
+      el("time", { datetime: at.toISOString(), text: at.toLocaleString([], { dateStyle: "medium", timeStyle: "short" }) }),
     );
     if (message) footer.append(el("span", { class: "error", text: message }));
+    if (this.userRow) {
+      const row = this.userRow;
+      const text = this.userText;
+      footer.append(
+        el("button", {
+          type: "button",
+          class: "small regenerate",
+          text: "Regenerate",
+          "aria-label": "Regenerate this answer",
+          onclick: () => {
+            if (state.running) return;
+            const n = [...document.querySelectorAll("#transcript .user-row")].indexOf(row);
+            editAndResend(n, text).catch(showError);
+          },
+        }),
+      );
+    }
     this.parent.append(footer);
     this.footer = footer;
     scrollDown();
@@ -854,6 +982,26 @@ function start() {
     }
   });
   $("stop").addEventListener("click", stop);
+  // The address names the open conversation: the skip link moves focus, not the address.
+  document.querySelector(".skip-link").addEventListener("click", (e) => {
+    e.preventDefault();
+    $("message").focus();
+  });
+  $("export-md").addEventListener("click", () => exportConversation("md").catch(showError));
+  $("export-json").addEventListener("click", () => exportConversation("json").catch(showError));
+  let searching = null;
+  $("search").addEventListener("input", () => {
+    clearTimeout(searching);
+    searching = setTimeout(() => loadConversations().catch(showError), 200);
+  });
+  let theme = localStorage.getItem(THEME_SLOT);
+  if (!THEMES.includes(theme)) theme = "system";
+  applyTheme(theme);
+  $("theme").addEventListener("click", () => {
+    theme = THEMES[(THEMES.indexOf(theme) + 1) % THEMES.length];
+    localStorage.setItem(THEME_SLOT, theme);
+    applyTheme(theme);
+  });
   $("new-chat").addEventListener("click", newConversation);
   $("open-sidebar").addEventListener("click", () => $("sidebar").classList.add("open"));
   $("close-sidebar").addEventListener("click", closeSidebar);
