@@ -204,14 +204,25 @@ def test_a_multi_tool_turn_renders_its_cards_in_order_and_its_stop_reason(page, 
     assert not page.errors, page.errors
 
 
-def test_parallel_calls_sit_side_by_side_in_call_order(page, server):
+def test_parallel_calls_are_compact_rows_in_call_order_that_open_to_their_details(page, server):
     open_page(page, server)
     ask(page, "scripted:parallel_3", "What's the weather in Paris, London and Tokyo?")
     turn_end(page)
     row = page.locator(".cards").first
     expect(row.locator(".card")).to_have_count(3)
-    args = row.locator(".card .args").all_inner_texts()
-    assert ["Paris" in args[0], "London" in args[1], "Tokyo" in args[2]] == [True, True, True], args
+    # Each row says which call it is without opening it: name, arguments in brief, status.
+    briefs = row.locator(".card .brief").all_inner_texts()
+    assert ["Paris" in briefs[0], "London" in briefs[1], "Tokyo" in briefs[2]] == [True, True, True], briefs
+    expect(row.locator(".card .status").first).to_contain_text("done")
+    expect(row.locator(".card .result").first).not_to_be_visible()
+    row.locator(".card .head").first.click()
+    expect(row.locator(".card .args").first).to_be_visible()
+    expect(row.locator(".card .result").first).to_be_visible()
+    # Opened by keyboard too.
+    row.locator(".card .head").nth(1).focus()
+    page.keyboard.press("Enter")
+    expect(row.locator(".card .args").nth(1)).to_contain_text("London")
+    expect(row.locator(".card .args").nth(1)).to_be_visible()
 
 
 def test_a_loop_shows_the_guard_notices_and_still_an_answer(page, server):

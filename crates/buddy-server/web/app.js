@@ -122,6 +122,21 @@ function el(tag, attrs = {}, ...children) {
   return node;
 }
 
+/** Arguments in one short line (`city: Paris, days: 2`), for a tool row's summary. */
+function brief(json) {
+  let text;
+  try {
+    const value = JSON.parse(json);
+    text = value && typeof value === "object" && !Array.isArray(value)
+      ? Object.entries(value).map(([k, v]) => `${k}: ${typeof v === "string" ? v : JSON.stringify(v)}`).join(", ")
+      : JSON.stringify(value);
+  } catch {
+    text = String(json);
+  }
+  text = text.replace(/\s+/g, " ");
+  return text.length > 80 ? `${text.slice(0, 79)}…` : text;
+}
+
 function pretty(json) {
   try {
     return JSON.stringify(JSON.parse(json), null, 2);
@@ -539,7 +554,9 @@ class TurnView {
     this.answer = null;
     let card = this.cards.get(id);
     if (!card) {
-      const node = el("article", { class: "card running", "aria-label": `Tool call ${name}` });
+      // A compact row: name, a short summary of the arguments, status and duration;
+      // it opens to show the arguments and the result.
+      const node = el("details", { class: "card running", "aria-label": `Tool call ${name}` });
       card = { node, started: performance.now() };
       this.cards.set(id, card);
       this.row().append(node);
@@ -547,7 +564,7 @@ class TurnView {
     card.started = performance.now();
     card.node.className = "card running";
     card.node.replaceChildren(
-      el("div", { class: "head" }, el("span", { class: "name", text: name }), el("span", { class: "status", text: "running…" })),
+      el("summary", { class: "head" }, el("span", { class: "name", text: name }), el("span", { class: "brief", text: brief(args) }), el("span", { class: "status", text: "running…" })),
       el("div", { class: "label", text: "arguments" }),
       el("pre", { class: "args", text: pretty(args) }),
     );
@@ -569,10 +586,8 @@ class TurnView {
     const status = node.querySelector(".status");
     status.textContent = `${outcome}${ms !== null ? ` · ${ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(1)} s`}` : ""}`;
     node.querySelector(".approval")?.remove();
-    const result = el("pre", { class: "result", text: content });
-    const long = content.length > 600 || content.split("\n").length > 12;
-    node.append(el("div", { class: "label", text: skipped ? "why" : isError ? "error" : "result" }));
-    node.append(long ? el("details", {}, el("summary", { text: `show the result (${plural(content.length, "character")})` }), result) : result);
+    node.append(el("div", { class: "label", text: skipped ? "why" : isError ? "error" : `result (${plural(content.length, "character")})` }));
+    node.append(el("pre", { class: "result", text: content }));
   }
 
   notice(guard, action, skill, detail) {
@@ -692,6 +707,7 @@ class TurnView {
         card = this.cards.get(call.id);
       }
       card.node.className = "card waiting";
+      card.node.open = true;
       card.node.querySelector(".status").textContent = "waiting for your approval";
       const box = el("div", { class: "approval" });
       if (call.why) box.append(el("span", { class: "why", text: call.why }));

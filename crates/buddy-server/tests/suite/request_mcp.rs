@@ -57,8 +57,9 @@ fn everything_http() -> EverythingHttp {
     let started = std::time::Instant::now();
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
         assert!(
-            started.elapsed().as_secs() < 20,
-            "server-everything did not start"
+            // Generous: Node starts slowly on a loaded 2-core machine.
+            started.elapsed().as_secs() < 60,
+            "server-everything did not start within 60 s"
         );
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
