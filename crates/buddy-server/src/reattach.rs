@@ -308,8 +308,17 @@ impl AppState {
     }
 }
 
-/// Forgets kept events whose grace period is over, every minute, while the server runs.
-pub(crate) async fn prune_kept_events(inner: Weak<Inner>) {
+impl AppState {
+    /// With several instances, forgets kept events whose grace period is over, every
+    /// minute, while the server runs.
+    pub(crate) fn prune_kept_events_every_minute(&self) {
+        if self.inner.coordinator.shares_events() {
+            tokio::spawn(prune_kept_events(Arc::downgrade(&self.inner)));
+        }
+    }
+}
+
+async fn prune_kept_events(inner: Weak<Inner>) {
     let mut every = tokio::time::interval(Duration::from_secs(60));
     loop {
         every.tick().await;

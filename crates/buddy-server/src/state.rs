@@ -184,11 +184,7 @@ impl AppState {
                     }
                 }
             });
-            if state.inner.coordinator.shares_events() {
-                runtime.spawn(crate::reattach::prune_kept_events(Arc::downgrade(
-                    &state.inner,
-                )));
-            }
+            state.prune_kept_events_every_minute();
         }
         state
     }

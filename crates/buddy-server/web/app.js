@@ -906,18 +906,11 @@ async function followTurn(view, response) {
   view.end("interrupted", null, "the connection to the turn was lost; open the conversation again to see what it stored");
 }
 
-async function streamTurn(path, body, view) {
+/** Runs `job` (which follows one turn) with the page in its running state. */
+async function whileRunning(job) {
   setRunning(true);
   try {
-    const response = await withKey(async () => {
-      const r = await api(path, { method: "POST", json: body });
-      if (!r.ok) {
-        const err = await r.json().catch(() => null);
-        throw new Error(err && err.error ? err.error.message : `HTTP ${r.status}`);
-      }
-      return r;
-    });
-    await followTurn(view, response);
+    await job();
   } catch (e) {
     showError(e);
   } finally {
@@ -927,19 +920,24 @@ async function streamTurn(path, body, view) {
   }
 }
 
+async function streamTurn(path, body, view) {
+  await whileRunning(async () => {
+    const response = await withKey(async () => {
+      const r = await api(path, { method: "POST", json: body });
+      if (!r.ok) {
+        const err = await r.json().catch(() => null);
+        throw new Error(err && err.error ? err.error.message : `HTTP ${r.status}`);
+      }
+      return r;
+    });
+    await followTurn(view, response);
+  });
+}
+
 /** Picks up a turn that was running when the page (re)loaded: its events from the first. */
 async function attachRunning(view, turnId) {
   state.turnId = turnId;
-  setRunning(true);
-  try {
-    await followTurn(view, null);
-  } catch (e) {
-    showError(e);
-  } finally {
-    state.turnId = null;
-    setRunning(false);
-    loadConversations().catch(() => {});
-  }
+  await whileRunning(() => followTurn(view, null));
 }
 
 async function send(text) {
