@@ -12,6 +12,7 @@ use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
+use buddy_core::ChatEvent;
 use buddy_store::{Coordinator, StoredEvent};
 use futures::Stream;
 use serde::Deserialize;
@@ -22,7 +23,7 @@ use crate::auth::Caller;
 use crate::error::AppError;
 use crate::sse;
 use crate::state::{AppState, Inner};
-use crate::turn_log::{EventLog, Frame, LogItem, Next, Watch};
+use crate::turn_log::{EventLog, LogItem, Next, Watch};
 use crate::turns::CancelOnDrop;
 
 /// How often a watcher of another instance's turn looks for new events.
@@ -68,7 +69,7 @@ pub(crate) async fn events(
     headers: HeaderMap,
 ) -> Result<Response, AppError> {
     let after = start_after(&headers, query.after.as_deref())?;
-    if let Some(log) = state.inner.logs.turn(&id) {
+    if let Some(log) = state.inner.logs.get::<ChatEvent>(&id) {
         if !may_watch(&caller, &log.owner) {
             return Err(gone(&state, &id));
         }
@@ -218,47 +219,21 @@ impl Remote {
 }
 
 impl AppState {
-    /// Keeps a turn's log where reattaching clients find it.
-    pub(crate) fn keep_turn_log(&self, log: &Arc<EventLog<buddy_core::ChatEvent>>) {
-        if let Ok(mut logs) = self.inner.logs.turns.lock() {
-            logs.insert(log.id.clone(), Arc::clone(log));
+    /// Keeps a log where reattaching clients find it (and, with several instances, in the
+    /// database too) until [`KeptLog::ended`] and the grace period after.
+    pub(crate) fn keep_log<T: LogItem>(&self, log: &Arc<EventLog<T>>) -> KeptLog<T> {
+        T::registry(&self.inner.logs).insert(log);
+        KeptLog {
+            state: self.clone(),
+            log: Arc::clone(log),
+            persisting: self.persist_log(log),
         }
-    }
-
-    /// Keeps a response's log (its Responses API events) where reattaching clients find it.
-    pub(crate) fn keep_response_log(&self, log: &Arc<EventLog<Frame>>) {
-        if let Ok(mut logs) = self.inner.logs.responses.lock() {
-            logs.insert(log.id.clone(), Arc::clone(log));
-        }
-    }
-
-    /// Forgets log `id` once the grace period has passed.
-    pub(crate) fn forget_log_later(&self, id: &str, response: bool) {
-        let weak = Arc::downgrade(&self.inner);
-        let grace = self.inner.settings.turn_events_grace;
-        let id = id.to_owned();
-        tokio::spawn(async move {
-            tokio::time::sleep(grace).await;
-            let Some(inner) = weak.upgrade() else { return };
-            match response {
-                true => {
-                    if let Ok(mut logs) = inner.logs.responses.lock() {
-                        logs.remove(&id);
-                    }
-                }
-                false => {
-                    if let Ok(mut logs) = inner.logs.turns.lock() {
-                        logs.remove(&id);
-                    }
-                }
-            }
-        });
     }
 
     /// With several instances, copies a log's events into the database as they come
     /// (in batches: whatever arrived while the last batch was written), so any instance
     /// can serve a reattaching client. The handle ends once the log's end is written.
-    pub(crate) fn persist_log<T: LogItem>(&self, log: &Arc<EventLog<T>>) -> Option<JoinHandle<()>> {
+    fn persist_log<T: LogItem>(&self, log: &Arc<EventLog<T>>) -> Option<JoinHandle<()>> {
         let coordinator = Arc::clone(&self.inner.coordinator);
         if !coordinator.shares_events() {
             return None;
@@ -270,6 +245,7 @@ impl AppState {
             loop {
                 let first = watch.next().await;
                 let mut batch = Vec::new();
+                // A log that closed without a terminal event is marked ended all the same.
                 let mut ended = first.is_none();
                 let mut add = |next: Next<T>, batch: &mut Vec<StoredEvent>| {
                     if let Next::Event(seq, item) = next {
@@ -277,7 +253,7 @@ impl AppState {
                         batch.push(StoredEvent {
                             seq,
                             name: item.name().to_owned(),
-                            data: item.json(),
+                            data: item.json().into_owned(),
                         });
                     }
                 };
@@ -290,7 +266,10 @@ impl AppState {
                         None => break,
                     }
                 }
-                ended |= batch.is_empty();
+                if batch.is_empty() && !ended {
+                    // Only a gap (this copy fell a whole log's bound behind): nothing to write.
+                    continue;
+                }
                 let mut tries = 0;
                 while let Err(e) = coordinator.append_events(&id, &owner, &batch, ended).await {
                     tries += 1;
@@ -305,6 +284,32 @@ impl AppState {
                 }
             }
         }))
+    }
+}
+
+/// A log kept for reattaching clients.
+pub(crate) struct KeptLog<T> {
+    state: AppState,
+    log: Arc<EventLog<T>>,
+    persisting: Option<JoinHandle<()>>,
+}
+
+impl<T: LogItem> KeptLog<T> {
+    /// Once the log has ended: waits until its end is in the database (with several
+    /// instances), then forgets it when the grace period has passed.
+    pub(crate) async fn ended(self) {
+        if let Some(persisting) = self.persisting {
+            let _ = persisting.await;
+        }
+        let weak = Arc::downgrade(&self.state.inner);
+        let grace = self.state.inner.settings.turn_events_grace;
+        let id = self.log.id.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(grace).await;
+            if let Some(inner) = weak.upgrade() {
+                T::registry(&inner.logs).remove(&id);
+            }
+        });
     }
 }
 

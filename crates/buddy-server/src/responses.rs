@@ -386,9 +386,18 @@ fn response_id(conversation: Option<&str>, turn: &str) -> String {
 
 /// The stored conversation a response id belongs to.
 pub(crate) fn conversation_of(response: &str) -> Option<String> {
+    stored_hex(response).map(|hex| format!("conv_{}", &hex[..32]))
+}
+
+/// The turn a stored response is, from its id (see [`response_id`]).
+pub(crate) fn turn_of(response: &str) -> Option<String> {
+    stored_hex(response).map(|hex| format!("turn_{}", &hex[32..]))
+}
+
+/// The 64 hex digits of a stored response's id: its conversation's, then its turn's.
+fn stored_hex(response: &str) -> Option<&str> {
     let hex = response.strip_prefix("resp_")?;
-    (hex.len() == 64 && hex.chars().all(|c| c.is_ascii_hexdigit()))
-        .then(|| format!("conv_{}", &hex[..32]))
+    (hex.len() == 64 && hex.chars().all(|c| c.is_ascii_hexdigit())).then_some(hex)
 }
 
 /// buddy's messages for `input` (references resolved among `owner`'s items), or what is
@@ -890,25 +899,19 @@ impl Builder {
 /// `GET /v1/responses/{id}?stream=true&starting_after=N` can pick the stream up again.
 fn response_log(state: &AppState, turn: StartedTurn, mut builder: Builder) -> Arc<EventLog<Frame>> {
     let log = EventLog::new(builder.id.clone(), builder.owner.clone());
-    state.keep_response_log(&log);
-    let persisting = state.persist_log(&log);
+    let kept = state.keep_log(&log);
     let frames = Arc::clone(&log);
-    let keeper = state.clone();
     let mut events = turn.events;
     state.inner.turns.spawn(async move {
         let push = |(name, data): (String, Value)| {
-            let size = name.len() + data.to_string().len();
-            frames.push(Frame { name, data }, size);
+            frames.push(Frame::new(name, &data));
         };
         builder.opening().into_iter().for_each(push);
         while let Some(event) = events.recv().await {
             builder.on_event(event).into_iter().for_each(push);
         }
         frames.close();
-        if let Some(persisting) = persisting {
-            let _ = persisting.await;
-        }
-        keeper.forget_log_later(&frames.id, true);
+        kept.ended().await;
     });
     log
 }

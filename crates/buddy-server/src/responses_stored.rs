@@ -21,8 +21,9 @@ use serde_json::{Value, json};
 use crate::auth::Caller;
 use crate::error::AppError;
 use crate::request::owned_conversation;
-use crate::responses::{Builder, conversation_of};
+use crate::responses::{Builder, conversation_of, turn_of};
 use crate::state::AppState;
+use crate::turn_log::Frame;
 
 /// A stored response's conversation and turn.
 struct Located {
@@ -43,7 +44,7 @@ async fn locate(state: &AppState, caller: &Caller, id: &str) -> Result<Located, 
     owned_conversation(state, caller, &conversation)
         .await
         .map_err(|_| not_found(id))?;
-    let turn = format!("turn_{}", &id.trim_start_matches("resp_")[32..]);
+    let turn = turn_of(id).ok_or_else(|| not_found(id))?;
     let detail = state
         .inner
         .store
@@ -100,7 +101,6 @@ pub(crate) async fn retrieve(
     Path(id): Path<String>,
     Query(query): Query<RetrieveQuery>,
 ) -> Result<Response, AppError> {
-    let found = locate(&state, &caller, &id).await?;
     if query
         .stream
         .as_deref()
@@ -115,14 +115,19 @@ pub(crate) async fn retrieve(
                 ))
             })?,
         };
-        if let Some(log) = state.inner.logs.response(&id) {
+        // Whose response it is, its log says: the conversation need not be read.
+        if let Some(log) = state.inner.logs.get::<Frame>(&id) {
+            if !crate::reattach::may_watch(&caller, &log.owner) {
+                return Err(not_found(&id));
+            }
             let frames = crate::reattach::log_frames(log.watch(after), None);
             return Ok(crate::responses::stream(frames));
         }
-        let frames =
-            crate::reattach::remote_frames(&state, &caller, &id, &found.turn, after).await?;
+        let turn = turn_of(&id).ok_or_else(|| not_found(&id))?;
+        let frames = crate::reattach::remote_frames(&state, &caller, &id, &turn, after).await?;
         return Ok(crate::responses::stream(frames));
     }
+    let found = locate(&state, &caller, &id).await?;
     let record = found
         .detail
         .turns

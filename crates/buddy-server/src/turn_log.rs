@@ -7,6 +7,7 @@
 //! and a watcher that had not read them is told how many it missed (a gap), never given
 //! a wrong sequence.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
@@ -18,13 +19,17 @@ use tokio::sync::watch;
 pub(crate) const MAX_LOG_BYTES: usize = 32 * 1024 * 1024;
 
 /// What a log can hold: a named event with a JSON form.
-pub(crate) trait LogItem: Send + Sync + 'static {
+pub(crate) trait LogItem: Send + Sync + Sized + 'static {
     /// The SSE event name.
     fn name(&self) -> &str;
     /// Whether it ends its log.
     fn is_terminal(&self) -> bool;
     /// The JSON form, as sent and as stored.
-    fn json(&self) -> String;
+    fn json(&self) -> Cow<'_, str>;
+    /// About the bytes it holds, for the log's bound.
+    fn size(&self) -> usize;
+    /// Where this process keeps logs of this kind.
+    fn registry(logs: &Logs) -> &Registry<Self>;
 }
 
 impl LogItem for ChatEvent {
@@ -34,16 +39,40 @@ impl LogItem for ChatEvent {
     fn is_terminal(&self) -> bool {
         ChatEvent::is_terminal(self)
     }
-    fn json(&self) -> String {
-        serde_json::to_string(self).unwrap_or_else(|_| "{}".into())
+    fn json(&self) -> Cow<'_, str> {
+        Cow::Owned(serde_json::to_string(self).unwrap_or_else(|_| "{}".into()))
+    }
+    /// Its text, not its JSON (counting that would serialise every event once more).
+    fn size(&self) -> usize {
+        const BASE: usize = 64;
+        BASE + match self {
+            ChatEvent::TextDelta { text } => text.len(),
+            ChatEvent::ToolCallStart { arguments, .. } => arguments.as_str().len(),
+            ChatEvent::ToolCallResult { content, .. } => content.len(),
+            ChatEvent::Done { answer, .. } => answer.len(),
+            ChatEvent::Error { message, .. } => message.len(),
+            _ => 256,
+        }
+    }
+    fn registry(logs: &Logs) -> &Registry<Self> {
+        &logs.turns
     }
 }
 
-/// An event of another wire format (the Responses API's), already shaped.
+/// An event of another wire format (the Responses API's), its JSON written once.
 #[derive(Clone, Debug)]
 pub(crate) struct Frame {
-    pub name: String,
-    pub data: Value,
+    name: String,
+    json: String,
+}
+
+impl Frame {
+    pub(crate) fn new(name: String, data: &Value) -> Self {
+        Frame {
+            name,
+            json: data.to_string(),
+        }
+    }
 }
 
 /// The Responses API's events that end a response.
@@ -61,8 +90,14 @@ impl LogItem for Frame {
     fn is_terminal(&self) -> bool {
         TERMINAL_FRAMES.contains(&self.name.as_str())
     }
-    fn json(&self) -> String {
-        self.data.to_string()
+    fn json(&self) -> Cow<'_, str> {
+        Cow::Borrowed(&self.json)
+    }
+    fn size(&self) -> usize {
+        self.name.len() + self.json.len()
+    }
+    fn registry(logs: &Logs) -> &Registry<Self> {
+        &logs.responses
     }
 }
 
@@ -110,7 +145,12 @@ impl<T: LogItem> EventLog<T> {
 
     /// Adds an event and wakes its watchers; returns its number. A terminal event ends
     /// the log; nothing is added after it.
-    pub(crate) fn push(&self, item: T, size: usize) -> Option<u64> {
+    pub(crate) fn push(&self, item: T) -> Option<u64> {
+        let size = item.size();
+        self.push_sized(item, size)
+    }
+
+    fn push_sized(&self, item: T, size: usize) -> Option<u64> {
         let terminal = item.is_terminal();
         let seq = {
             let mut state = self.state.lock().ok()?;
@@ -225,37 +265,45 @@ enum Ready<T> {
     Wait,
 }
 
+/// Logs of one kind by id.
+pub(crate) struct Registry<T>(Mutex<HashMap<String, Arc<EventLog<T>>>>);
+
+impl<T> Default for Registry<T> {
+    fn default() -> Self {
+        Registry(Mutex::default())
+    }
+}
+
+impl<T> Registry<T> {
+    pub(crate) fn get(&self, id: &str) -> Option<Arc<EventLog<T>>> {
+        self.0.lock().ok()?.get(id).cloned()
+    }
+
+    pub(crate) fn insert(&self, log: &Arc<EventLog<T>>) {
+        if let Ok(mut logs) = self.0.lock() {
+            logs.insert(log.id.clone(), Arc::clone(log));
+        }
+    }
+
+    pub(crate) fn remove(&self, id: &str) {
+        if let Ok(mut logs) = self.0.lock() {
+            logs.remove(id);
+        }
+    }
+}
+
 /// The logs of this process's turns, and of responses, by id: running ones and those
 /// that ended less than the grace period ago.
 #[derive(Default)]
 pub(crate) struct Logs {
-    pub turns: Mutex<HashMap<String, Arc<EventLog<ChatEvent>>>>,
-    pub responses: Mutex<HashMap<String, Arc<EventLog<Frame>>>>,
+    turns: Registry<ChatEvent>,
+    responses: Registry<Frame>,
 }
 
 impl Logs {
-    /// The log of turn `id`, when this process has it.
-    pub(crate) fn turn(&self, id: &str) -> Option<Arc<EventLog<ChatEvent>>> {
-        self.turns.lock().ok()?.get(id).cloned()
-    }
-
-    /// The log of response `id`, when this process has it.
-    pub(crate) fn response(&self, id: &str) -> Option<Arc<EventLog<Frame>>> {
-        self.responses.lock().ok()?.get(id).cloned()
-    }
-}
-
-/// The size a ChatEvent takes in a log: its text, not its JSON (counting that would
-/// serialise every event once more).
-pub(crate) fn event_size(event: &ChatEvent) -> usize {
-    const BASE: usize = 64;
-    BASE + match event {
-        ChatEvent::TextDelta { text } => text.len(),
-        ChatEvent::ToolCallStart { arguments, .. } => arguments.as_str().len(),
-        ChatEvent::ToolCallResult { content, .. } => content.len(),
-        ChatEvent::Done { answer, .. } => answer.len(),
-        ChatEvent::Error { message, .. } => message.len(),
-        _ => 256,
+    /// The log of turn (or response) `id`, when this process has it.
+    pub(crate) fn get<T: LogItem>(&self, id: &str) -> Option<Arc<EventLog<T>>> {
+        T::registry(self).get(id)
     }
 }
 
@@ -271,8 +319,8 @@ mod tests {
     async fn watchers_read_every_event_once_in_order_from_where_they_ask() {
         let log = EventLog::new("turn_1".into(), "me".into());
         let mut early = log.watch(0);
-        log.push(delta("a"), 1);
-        log.push(delta("b"), 1);
+        log.push(delta("a"));
+        log.push(delta("b"));
         let mut late = log.watch(1);
         let reader = tokio::spawn(async move {
             let mut seen = Vec::new();
@@ -281,16 +329,13 @@ mod tests {
             }
             seen
         });
-        log.push(delta("c"), 1);
-        log.push(
-            ChatEvent::Error {
-                reason: buddy_core::StopReason::Cancelled,
-                message: "x".into(),
-                stats: Default::default(),
-            },
-            1,
-        );
-        assert_eq!(log.push(delta("after the end"), 1), None);
+        log.push(delta("c"));
+        log.push(ChatEvent::Error {
+            reason: buddy_core::StopReason::Cancelled,
+            message: "x".into(),
+            stats: Default::default(),
+        });
+        assert_eq!(log.push(delta("after the end")), None);
         let seen = reader.await.unwrap();
         assert_eq!(
             seen.iter().map(|(s, _)| *s).collect::<Vec<_>>(),
@@ -309,7 +354,7 @@ mod tests {
         let log = EventLog::new("turn_2".into(), "me".into());
         let mut watcher = log.watch(0);
         for _ in 0..5 {
-            log.push(delta("x"), MAX_LOG_BYTES / 2);
+            log.push_sized(delta("x"), MAX_LOG_BYTES / 2);
         }
         match watcher.next().await {
             Some(Next::Gap { missed }) => assert_eq!(missed, 3),

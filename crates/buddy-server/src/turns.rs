@@ -18,7 +18,7 @@ use crate::error::AppError;
 use crate::metrics::{TimedProvider, observe_event, observe_turn};
 use crate::spend;
 use crate::state::AppState;
-use crate::turn_log::{EventLog, Watch, event_size};
+use crate::turn_log::{EventLog, Watch};
 
 /// Writes a turn's messages to the store. An assistant message that calls tools is
 /// written at once (so a crash mid-tool still shows what was running); the results of
@@ -378,12 +378,9 @@ pub(crate) async fn start_turn(
         }),
         resolved.toolbox,
     );
-    let log = EventLog::new(turn_id.clone(), caller.owner.clone());
-    state.keep_turn_log(&log);
-    let persisting = state.persist_log(&log);
-    let watch = log.watch(0);
-    let turn_log = Arc::clone(&log);
-    let logs_state = state.clone();
+    let turn_log = EventLog::new(turn_id.clone(), caller.owner.clone());
+    let kept = state.keep_log(&turn_log);
+    let watch = turn_log.watch(0);
     let (kept_tx, kept_rx) = match prelude_keeps {
         true => {
             let (tx, rx) = tokio::sync::oneshot::channel();
@@ -404,8 +401,7 @@ pub(crate) async fn start_turn(
                     terminal = Some(event);
                     continue;
                 }
-                let size = event_size(&event);
-                turn_log.push(event, size);
+                turn_log.push(event);
             }
             terminal
         };
@@ -458,15 +454,11 @@ pub(crate) async fn start_turn(
         lease.release().await;
         match terminal {
             Some(terminal) => {
-                let size = event_size(&terminal);
-                turn_log.push(terminal, size);
+                turn_log.push(terminal);
             }
             None => turn_log.close(),
         }
-        if let Some(persisting) = persisting {
-            let _ = persisting.await;
-        }
-        logs_state.forget_log_later(&turn_log.id, false);
+        kept.ended().await;
     });
     Ok(StartedTurn {
         events: watch,
