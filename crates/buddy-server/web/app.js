@@ -91,16 +91,20 @@ function statsLine(stats) {
   if (!stats) return "";
   const tokens = (stats.input_tokens || 0) + (stats.output_tokens || 0);
   const ms = stats.elapsed_ms || 0;
-  const time = ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(1)} s`;
   const parts = [
     plural(stats.model_calls || 0, "model call"),
     plural(stats.tool_calls || 0, "tool call"),
     plural(tokens, "token"),
-    time,
+    duration(ms),
   ];
   // Present only when the model's price is known (buddy.toml's prices or buddy's list).
   if (typeof stats.cost_usd === "number") parts.push(money(stats.cost_usd));
   return parts.join(" · ");
+}
+
+/** Milliseconds as people read them: `12 ms`, `3.4 s`. */
+function duration(ms) {
+  return ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(1)} s`;
 }
 
 /** Dollars as the CLI writes them: four decimals, more under a hundredth of a cent. */
@@ -477,6 +481,11 @@ async function editAndResend(n, text) {
 
 // ---------- one turn on the page ----------
 
+/** Which user message of the transcript `row` is (0 for the first): the one a fork starts before. */
+function userIndex(row) {
+  return [...document.querySelectorAll("#transcript .user-row")].indexOf(row);
+}
+
 class TurnView {
   constructor(parent) {
     this.parent = parent;
@@ -496,7 +505,7 @@ class TurnView {
       "aria-label": "Edit and resend this message",
       onclick: () => {
         if (state.running) return;
-        const n = [...document.querySelectorAll("#transcript .user-row")].indexOf(row);
+        const n = userIndex(row);
         const area = el("textarea", { rows: "3", "aria-label": "Your message, edited" });
         area.value = text;
         const resend = el("button", {
@@ -584,7 +593,7 @@ class TurnView {
     node.className = `card ${skipped ? "skipped" : isError ? "failed" : "done"}`;
     const ms = live && !skipped ? Math.round(performance.now() - card.started) : null;
     const status = node.querySelector(".status");
-    status.textContent = `${outcome}${ms !== null ? ` · ${ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(1)} s`}` : ""}`;
+    status.textContent = ms !== null ? `${outcome} · ${duration(ms)}` : outcome;
     node.querySelector(".approval")?.remove();
     node.append(el("div", { class: "label", text: skipped ? "why" : isError ? "error" : `result (${plural(content.length, "character")})` }));
     node.append(el("pre", { class: "result", text: content }));
@@ -659,7 +668,7 @@ class TurnView {
     this.answer = null;
     this.cardRow = null;
     const words = STOP_WORDS[reason] || reason;
-    const at = new Date(startedAtMs || this.startedAt || Date.now());
+    const at = new Date(startedAtMs || this.startedAt);
     const context = this.context && this.context.window ? `context ${Math.round((100 * this.context.used) / this.context.window)}% (${plural(this.context.used, "token")} of ${this.context.window.toLocaleString()})` : "";
     const footer = el(
       "div",
@@ -682,8 +691,7 @@ class TurnView {
           "aria-label": "Regenerate this answer",
           onclick: () => {
             if (state.running) return;
-            const n = [...document.querySelectorAll("#transcript .user-row")].indexOf(row);
-            editAndResend(n, text).catch(showError);
+            editAndResend(userIndex(row), text).catch(showError);
           },
         }),
       );
