@@ -154,24 +154,20 @@ impl McpServerConfig {
                 self.name
             ));
         }
-        if self.command.len() == 1 && !self.args.is_empty() {
-            return match &self.url {
-                Some(_) => Err(format!(
-                    "MCP server `{}` has both `command` and `url`; give one: a command for a stdio server, a url for an HTTP one",
-                    self.name
-                )),
-                None => Ok(Transport::Stdio {
-                    program: &self.command[0],
-                    args: &self.args,
-                }),
-            };
-        }
         match (self.command.split_first(), &self.url) {
             (Some(_), Some(_)) => Err(format!(
                 "MCP server `{}` has both `command` and `url`; give one: a command for a stdio server, a url for an HTTP one",
                 self.name
             )),
-            (Some((program, args)), None) => Ok(Transport::Stdio { program, args }),
+            // Everything in `command`, or the program alone there and its arguments in `args`.
+            (Some((program, rest)), None) => Ok(Transport::Stdio {
+                program,
+                args: if self.args.is_empty() {
+                    rest
+                } else {
+                    &self.args
+                },
+            }),
             (None, Some(url)) => Ok(Transport::Http { url }),
             (None, None) => Err(format!(
                 "MCP server `{}` has no `command` (a stdio server: command = [\"program\", \"arg\"]) and no `url` (a Streamable HTTP server)",
