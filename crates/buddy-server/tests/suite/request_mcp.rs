@@ -42,31 +42,54 @@ fn everything_http() -> EverythingHttp {
         "{} is missing: run scripts/test.sh (or scripts/mcp-servers.sh)",
         bin.display()
     );
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = std::process::Command::new(bin)
-        .arg("streamableHttp")
-        .env("PORT", port.to_string())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let started = std::time::Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            // Generous: Node starts slowly on a loaded 2-core machine.
-            started.elapsed().as_secs() < 60,
-            "server-everything did not start within 60 s"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(100));
+    // A port found free may be taken again before Node binds it (by any socket of the
+    // tests running beside this one): a server that exits at once is started again on
+    // another port. What it wrote is kept to say why it never listened.
+    for _ in 0..5 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let log = tempfile::tempfile().unwrap();
+        let mut child = std::process::Command::new(&bin)
+            .arg("streamableHttp")
+            .env("PORT", port.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(log.try_clone().unwrap())
+            .spawn()
+            .unwrap();
+        let started = std::time::Instant::now();
+        loop {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return EverythingHttp {
+                    child,
+                    url: format!("http://127.0.0.1:{port}/mcp"),
+                };
+            }
+            if child.try_wait().ok().flatten().is_some() {
+                break;
+            }
+            if started.elapsed().as_secs() >= 60 {
+                let _ = child.kill();
+                panic!(
+                    "server-everything did not start within 60 s; it wrote: {}",
+                    written(log)
+                );
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
     }
-    EverythingHttp {
-        child,
-        url: format!("http://127.0.0.1:{port}/mcp"),
-    }
+    panic!("server-everything exited at start five times over")
+}
+
+/// What a child process wrote to `log`.
+fn written(mut log: std::fs::File) -> String {
+    use std::io::{Read, Seek};
+    let mut text = String::new();
+    let _ = log.rewind();
+    let _ = log.read_to_string(&mut text);
+    text
 }
 
 /// `scripted:writer`'s script, but calling server-everything's `echo`.
