@@ -608,3 +608,61 @@ def test_the_page_has_an_icon_and_a_skip_link(page, server):
     page.keyboard.press("Enter")
     expect(page.locator("#message")).to_be_focused()
     assert page.evaluate("location.hash") == hash
+
+
+def conversation_settings(page):
+    """The open conversation's settings, as the server keeps them."""
+    return page.evaluate(
+        """async (key) => {
+            const r = await fetch(`/v1/conversations/${location.hash.slice(1)}`, {headers: {authorization: `Bearer ${key}`}});
+            return (await r.json()).settings;
+        }""",
+        KEY,
+    )
+
+
+def test_conversation_settings_stay_with_the_conversation_and_limit_its_turns(page, server):
+    open_page(page, server)
+    # Set before the first message: they go with it and stay with the conversation.
+    page.get_by_role("button", name="Conversation settings").click()
+    page.fill("#settings-system", "Answer like a ship's log.")
+    page.fill("#settings-max_tool_calls", "1")
+    page.fill("#settings-deadline_s", "120")
+    page.locator("#settings-form").get_by_role("button", name="Save").click()
+    expect(page.locator("#settings-dialog")).not_to_be_visible()
+    expect(page.locator("#settings")).to_have_class(re.compile(r"\bset\b"))
+    ask(page, "scripted:chain_3_steps", "How much was Ada's latest order?")
+    expect(turn_end(page)).to_have_attribute("data-reason", "max_tool_calls")
+    expect(page.locator(".card.done")).to_have_count(1)
+    assert conversation_settings(page) == {
+        "system": "Answer like a ship's log.",
+        "policy": {"max_tool_calls": 1, "deadline_ms": 120000},
+    }
+    # After a reload the dialog shows them; a limit above the server's is refused in it.
+    page.reload()
+    turn_end(page)
+    page.get_by_role("button", name="Conversation settings (some set)").click()
+    expect(page.locator("#settings-system")).to_have_value("Answer like a ship's log.")
+    expect(page.locator("#settings-max_tool_calls")).to_have_value("1")
+    expect(page.locator("#settings-deadline_s")).to_have_value("120")
+    page.fill("#settings-max_tool_calls", "5000")
+    page.locator("#settings-form").get_by_role("button", name="Save").click()
+    expect(page.locator("#settings-error")).to_contain_text("max_tool_calls")
+    expect(page.locator("#settings-dialog")).to_be_visible()
+    # Lifted: the next turn in the same conversation runs its three steps.
+    page.fill("#settings-max_tool_calls", "")
+    page.locator("#settings-form").get_by_role("button", name="Save").click()
+    expect(page.locator("#settings-dialog")).not_to_be_visible()
+    ask(page, "scripted:chain_3_steps", "And the order before?")
+    expect(turn_end(page, 2)).to_have_attribute("data-reason", "completed")
+    assert conversation_settings(page) == {"system": "Answer like a ship's log.", "policy": {"deadline_ms": 120000}}
+    # Regenerate: the fork keeps them. A new chat starts with none.
+    page.get_by_role("button", name="Regenerate this answer").last.click()
+    expect(turn_end(page, 2)).to_have_attribute("data-reason", "completed")
+    assert conversation_settings(page)["system"] == "Answer like a ship's log."
+    page.click("#new-chat")
+    expect(page.get_by_role("button", name="Conversation settings", exact=True)).to_be_visible()
+    page.get_by_role("button", name="Conversation settings", exact=True).click()
+    expect(page.locator("#settings-system")).to_have_value("")
+    page.click("#settings-cancel")
+    assert not page.errors, page.errors

@@ -49,7 +49,7 @@ pub fn app(state: AppState) -> Router {
         .route(
             "/v1/conversations/{id}",
             get(conversations::get)
-                .patch(conversations::rename)
+                .patch(conversations::update)
                 .delete(conversations::delete),
         )
         .route("/v1/conversations/{id}/resume", post(chat::resume))

@@ -12,6 +12,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::auth::Caller;
+use crate::conversation_settings::ConversationSettings;
 use crate::error::AppError;
 use crate::request::{owned_conversation, parse_body, request_policy};
 use crate::request_mcp::{RequestMcp, with_request_mcp};
@@ -35,6 +36,8 @@ struct ChatBody {
     /// response_format).
     #[serde(default)]
     sampling: buddy_core::Sampling,
+    /// The conversation's own system prompt and policy, kept for this and later turns.
+    settings: Option<serde_json::Value>,
 }
 
 pub(crate) async fn chat(
@@ -48,15 +51,22 @@ pub(crate) async fn chat(
             "`message` is empty; send what the user said".into(),
         ));
     }
-    let policy = request_policy(body.policy)?;
-    // A continued conversation keeps its model unless the request names another.
+    let asked = request_policy(body.policy)?;
+    let new_settings = body.settings.map(ConversationSettings::parse).transpose()?;
+    // A continued conversation keeps its model and settings unless the request names others.
     let mut model = body.model;
+    let mut settings = ConversationSettings::default();
     if let Some(id) = &body.conversation_id {
         let info = owned_conversation(&state, &caller, id).await?;
         if model.is_none() && body.provider.is_none() {
             model = info.last_model;
         }
+        if new_settings.is_none() {
+            settings = ConversationSettings::stored(&info.settings)?;
+        }
     }
+    let settings = new_settings.as_ref().unwrap_or(&settings);
+    let policy = settings.policy_with(&asked);
     let mut resolved = state
         .inner
         .backend
@@ -72,6 +82,8 @@ pub(crate) async fn chat(
         &policy,
         Prelude {
             sampling: body.sampling,
+            instructions: settings.system.clone(),
+            settings: new_settings.as_ref().map(ConversationSettings::to_value),
             ..Prelude::default()
         },
     )
@@ -116,8 +128,9 @@ pub(crate) async fn resume(
             ));
         }
     };
-    let policy = request_policy(body.policy)?;
     let info = owned_conversation(&state, &caller, &id).await?;
+    let settings = ConversationSettings::stored(&info.settings)?;
+    let policy = settings.policy_with(&request_policy(body.policy)?);
     let mut resolved = state
         .inner
         .backend
@@ -133,6 +146,7 @@ pub(crate) async fn resume(
         &policy,
         Prelude {
             resume: Some(resume),
+            instructions: settings.system,
             ..Prelude::default()
         },
     )

@@ -1,4 +1,4 @@
-//! Conversations: list, read, delete — each key sees only its own (an admin key, all).
+//! Conversations: list, read, rename and set up, delete — each key sees only its own (an admin key, all).
 
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -6,9 +6,11 @@ use axum::{Extension, Json};
 use serde_json::{Value, json};
 
 use crate::auth::Caller;
+use crate::conversation_settings::ConversationSettings;
 use crate::error::AppError;
 use crate::request::{owned_conversation, parse_body};
 use crate::state::AppState;
+use crate::turns::turn_policy;
 
 /// The query of `GET /v1/conversations`.
 #[derive(serde::Deserialize)]
@@ -80,38 +82,65 @@ pub(crate) async fn get(
     }
 }
 
-/// The body of `PATCH /v1/conversations/{id}`.
+/// The body of `PATCH /v1/conversations/{id}`: a new title, new settings, or both.
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct RenameBody {
-    title: String,
+pub(crate) struct PatchBody {
+    title: Option<String>,
+    settings: Option<Value>,
 }
 
 /// Longest title, in characters.
 const MAX_TITLE_CHARS: usize = 200;
 
-/// `PATCH /v1/conversations/{id}` with `{"title": "…"}`: names a conversation.
-pub(crate) async fn rename(
+/// `PATCH /v1/conversations/{id}` with `{"title": "…"}` and/or `{"settings": {"system":
+/// "…", "policy": {…}}}`: names a conversation, or sets what its next turns run with.
+pub(crate) async fn update(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
     body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Result<Json<Value>, AppError> {
-    let body: RenameBody = parse_body(&state, body)?;
-    let title = body.title.trim();
-    if title.is_empty() || title.chars().count() > MAX_TITLE_CHARS {
+    let body: PatchBody = parse_body(&state, body)?;
+    if body.title.is_none() && body.settings.is_none() {
+        return Err(AppError::BadRequest(
+            "send `title` (a new name), `settings` ({\"system\": …, \"policy\": …}) or both".into(),
+        ));
+    }
+    let title = body.title.as_deref().map(str::trim);
+    if let Some(title) = title
+        && (title.is_empty() || title.chars().count() > MAX_TITLE_CHARS)
+    {
         return Err(AppError::BadRequest(format!(
             "`title` must have 1 to {MAX_TITLE_CHARS} characters"
         )));
     }
-    owned_conversation(&state, &caller, &id).await?;
-    if state.inner.store.rename_conversation(&id, title).await? {
-        Ok(Json(json!({"id": id, "title": title})))
-    } else {
-        Err(AppError::NotFound(format!(
-            "conversation `{id}` does not exist"
-        )))
+    let settings = body.settings.map(ConversationSettings::parse).transpose()?;
+    let info = owned_conversation(&state, &caller, &id).await?;
+    let gone = || AppError::NotFound(format!("conversation `{id}` does not exist"));
+    let mut answer = json!({"id": id});
+    if let Some(settings) = settings {
+        // Refused now, not at the next turn: a policy above what the conversation's model
+        // may run with.
+        let resolved = state
+            .inner
+            .backend
+            .resolve(None, info.last_model.as_deref())
+            .map_err(|e| AppError::BadRequest(e.to_string()))?;
+        turn_policy(&state, &resolved, &settings.policy)?;
+        let kept = settings.to_value();
+        if !state.inner.store.set_settings(&id, &kept).await? {
+            return Err(gone());
+        }
+        answer["settings"] = kept;
     }
+    if let Some(title) = title {
+        if !state.inner.store.rename_conversation(&id, title).await? {
+            return Err(gone());
+        }
+        answer["title"] = json!(title);
+    }
+    Ok(Json(answer))
 }
 
 pub(crate) async fn delete(

@@ -1,5 +1,6 @@
 //! `POST /v1/conversations/{id}/fork`: a new conversation holding the history before one
-//! message of another (edit and resend, regenerate); the original is untouched.
+//! message of another (edit and resend, regenerate), with its settings; the original is
+//! untouched.
 
 use std::collections::HashSet;
 
@@ -86,6 +87,12 @@ pub(crate) async fn fork(
         return Err(AppError::BadRequest(why));
     }
     let new_id = store.create_conversation(&caller.owner).await?;
+    // The copy runs as the original did: its system prompt and policy go with it.
+    let has_settings = detail.settings.as_object().is_some_and(|s| !s.is_empty());
+    if has_settings && let Err(e) = store.set_settings(&new_id, &detail.settings).await {
+        let _ = store.delete_conversation(&new_id).await;
+        return Err(e.into());
+    }
     // Each message keeps the turn that added it, so the copy reads like the original.
     let mut start = 0;
     while start < body.before {

@@ -20,6 +20,7 @@ mod client_tools;
 mod compact;
 mod compaction_item;
 mod conn;
+mod conversation_settings;
 mod conversations;
 mod conversations_openai;
 mod error;

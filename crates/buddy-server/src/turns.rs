@@ -124,6 +124,8 @@ pub(crate) struct Prelude {
     pub keep_messages: bool,
     /// The client's sampling and output settings (temperature, structured output, …).
     pub sampling: buddy_core::Sampling,
+    /// New settings (checked) kept with the conversation for this and later turns.
+    pub settings: Option<serde_json::Value>,
 }
 
 /// A running turn, as an endpoint sees it.
@@ -144,8 +146,8 @@ pub(crate) struct StartedTurn {
 const EVENT_BUFFER: usize = 256;
 
 /// The policy of a turn: the operator's for this model, lowered (never raised) by the
-/// request's own.
-fn turn_policy(
+/// request's own; one that would raise a limit is a 400 naming it.
+pub(crate) fn turn_policy(
     state: &AppState,
     resolved: &Resolved,
     request_policy: &PolicyPatch,
@@ -183,9 +185,18 @@ struct Opening<'a> {
 }
 
 impl Opening<'_> {
-    /// Writes a new conversation's `system` messages, the turn record and the request's
-    /// `append`; a turn record written before a failure is closed with `store_error`.
-    async fn write(&self, system: &[Message], append: &[Message]) -> Result<(), StoreError> {
+    /// Writes a new conversation's `system` messages, settings the request gave, the turn
+    /// record and the request's `append`; a turn record written before a failure is
+    /// closed with `store_error`.
+    async fn write(
+        &self,
+        system: &[Message],
+        settings: Option<&serde_json::Value>,
+        append: &[Message],
+    ) -> Result<(), StoreError> {
+        if let Some(settings) = settings {
+            self.store.set_settings(self.conversation, settings).await?;
+        }
         if !system.is_empty() {
             self.store
                 .append_messages(self.conversation, self.turn, system)
@@ -317,7 +328,10 @@ pub(crate) async fn start_turn(
             model: &resolved.model,
         };
         let system = if created { history.as_slice() } else { &[] };
-        if let Err(e) = opening.write(system, &prelude.append).await {
+        if let Err(e) = opening
+            .write(system, prelude.settings.as_ref(), &prelude.append)
+            .await
+        {
             // Nothing ran: a conversation made for this turn goes, the claim is freed.
             if created {
                 let _ = store.delete_conversation(id).await;

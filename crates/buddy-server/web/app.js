@@ -12,6 +12,7 @@ const state = {
   turnId: null, // the running turn, for Stop
   running: false,
   models: [],
+  settings: {}, // the open conversation's system prompt and policy (or a new one's, until its first turn)
 };
 
 // ---------- words for people ----------
@@ -393,12 +394,83 @@ async function deleteConversation(id, title) {
   await loadConversations();
 }
 
+// ---------- conversation settings ----------
+
+/** The limits the settings dialog edits: the policy field and its input (seconds shown
+ * for milliseconds kept). */
+const LIMITS = [
+  { field: "max_model_calls", input: "settings-max_model_calls" },
+  { field: "max_tool_calls", input: "settings-max_tool_calls" },
+  { field: "max_turn_tokens", input: "settings-max_turn_tokens" },
+  { field: "max_turn_cost_usd", input: "settings-max_turn_cost_usd" },
+  { field: "deadline_ms", input: "settings-deadline_s", scale: 1000 },
+];
+
+function hasSettings(settings) {
+  return Boolean(settings.system) || Object.keys(settings.policy || {}).length > 0;
+}
+
+/** Makes `settings` the open conversation's, and says on the button whether any are set. */
+function useSettings(settings) {
+  state.settings = settings || {};
+  const set = hasSettings(state.settings);
+  $("settings").classList.toggle("set", set);
+  $("settings").setAttribute("aria-label", set ? "Conversation settings (some set)" : "Conversation settings");
+}
+
+function openSettings() {
+  const policy = state.settings.policy || {};
+  $("settings-system").value = state.settings.system || "";
+  for (const limit of LIMITS) {
+    const value = policy[limit.field];
+    $(limit.input).value = typeof value === "number" ? String(value / (limit.scale || 1)) : "";
+  }
+  $("settings-error").hidden = true;
+  $("settings-dialog").showModal();
+  $("settings-system").focus();
+}
+
+/** What the dialog holds; policy fields it does not show (set through the API) are kept. */
+function settingsFromDialog() {
+  const policy = { ...(state.settings.policy || {}) };
+  for (const limit of LIMITS) {
+    const text = $(limit.input).value.trim();
+    if (text === "") delete policy[limit.field];
+    else policy[limit.field] = limit.scale ? Math.round(Number(text) * limit.scale) : Number(text);
+  }
+  const settings = {};
+  const system = $("settings-system").value.trim();
+  if (system) settings.system = system;
+  if (Object.keys(policy).length) settings.policy = policy;
+  return settings;
+}
+
+/** Saves the dialog's settings with the open conversation (a new one takes them with its
+ * first message); the server's refusal shows in the dialog, which stays open. */
+async function saveSettings() {
+  const settings = settingsFromDialog();
+  try {
+    if (state.conversation) {
+      const id = state.conversation;
+      const body = await withKey(() => apiJson(`/v1/conversations/${encodeURIComponent(id)}`, { method: "PATCH", json: { settings } }));
+      useSettings(body.settings);
+    } else {
+      useSettings(settings);
+    }
+    $("settings-dialog").close();
+  } catch (e) {
+    $("settings-error").textContent = e.message || String(e);
+    $("settings-error").hidden = false;
+  }
+}
+
 function emptyHint() {
   return el("p", { class: "empty-hint", text: "Ask something. Every step of the turn shows here: the answer as it streams, each tool call with its result, what buddy's guards did, and why the turn ended." });
 }
 
 function newConversation() {
   state.conversation = null;
+  useSettings({});
   history.replaceState(null, "", location.pathname);
   $("transcript").replaceChildren(emptyHint());
   closeSidebar();
@@ -409,6 +481,7 @@ function newConversation() {
 async function openConversation(id) {
   const detail = await withKey(() => apiJson(`/v1/conversations/${encodeURIComponent(id)}`));
   state.conversation = id;
+  useSettings(detail.settings);
   // The picker shows the model the conversation runs on, so the next message keeps it.
   const turns = detail.turns || [];
   const model = turns.length ? turns[turns.length - 1].model : null;
@@ -475,7 +548,9 @@ async function editAndResend(n, text) {
   const fork = await withKey(() => apiJson(`/v1/conversations/${encodeURIComponent(id)}/fork`, { method: "POST", json: { before: users[n] } }));
   state.conversation = fork.id;
   history.replaceState(null, "", `#${fork.id}`);
-  renderStored(await withKey(() => apiJson(`/v1/conversations/${encodeURIComponent(fork.id)}`)));
+  const copy = await withKey(() => apiJson(`/v1/conversations/${encodeURIComponent(fork.id)}`));
+  useSettings(copy.settings);
+  renderStored(copy);
   await send(text);
 }
 
@@ -956,6 +1031,7 @@ async function send(text) {
   scrollDown();
   const body = { message: text, model: $("model").value || undefined };
   if (state.conversation) body.conversation_id = state.conversation;
+  else if (hasSettings(state.settings)) body.settings = state.settings;
   await streamTurn("/v1/chat", body, view);
 }
 
@@ -1027,6 +1103,12 @@ function start() {
   $("new-chat").addEventListener("click", newConversation);
   $("open-sidebar").addEventListener("click", () => $("sidebar").classList.add("open"));
   $("close-sidebar").addEventListener("click", closeSidebar);
+  $("settings").addEventListener("click", openSettings);
+  $("settings-cancel").addEventListener("click", () => $("settings-dialog").close());
+  $("settings-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    saveSettings();
+  });
   $("rename-cancel").addEventListener("click", () => $("rename-dialog").close("cancel"));
   $("forget-key").addEventListener("click", () => {
     sessionStorage.removeItem(KEY_SLOT);

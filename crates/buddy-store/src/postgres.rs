@@ -14,7 +14,7 @@ use crate::body::message_json;
 use crate::coordinate::{Claim, ClaimError, Coordinator, StoredEvent, StoredEvents};
 use crate::store::{
     ConversationDetail, ConversationInfo, ConversationSummary, Store, StoreError, TurnRecord,
-    decode, first_user_title, new_id, now_ms, role, title,
+    decode, first_user_title, new_id, now_ms, role, settings, title,
 };
 
 /// The schema; every statement is idempotent, and instances starting together take
@@ -28,6 +28,7 @@ CREATE TABLE IF NOT EXISTS buddy_conversations (
 );
 CREATE INDEX IF NOT EXISTS buddy_conversations_by_owner ON buddy_conversations(owner, updated_at_ms);
 ALTER TABLE buddy_conversations ADD COLUMN IF NOT EXISTS title TEXT;
+ALTER TABLE buddy_conversations ADD COLUMN IF NOT EXISTS settings TEXT;
 CREATE TABLE IF NOT EXISTS buddy_messages (
     conversation_id TEXT NOT NULL REFERENCES buddy_conversations(id) ON DELETE CASCADE,
     seq BIGINT NOT NULL,
@@ -286,7 +287,8 @@ impl Store for PgStore {
         Box::pin(async move {
             let row = sqlx::query(
                 "SELECT owner,
-                    (SELECT model FROM buddy_turns t WHERE t.conversation_id = c.id ORDER BY started_at_ms DESC, id DESC LIMIT 1)
+                    (SELECT model FROM buddy_turns t WHERE t.conversation_id = c.id ORDER BY started_at_ms DESC, id DESC LIMIT 1),
+                    settings
                  FROM buddy_conversations c WHERE id = $1",
             )
             .bind(id)
@@ -297,6 +299,11 @@ impl Store for PgStore {
                 Ok(ConversationInfo {
                     owner: row.try_get(0).map_err(backend)?,
                     last_model: row.try_get(1).map_err(backend)?,
+                    settings: settings(
+                        row.try_get::<Option<String>, _>(2)
+                            .map_err(backend)?
+                            .as_deref(),
+                    )?,
                 })
             })
             .transpose()
@@ -474,12 +481,13 @@ impl Store for PgStore {
     ) -> BoxFuture<'a, Result<Option<ConversationDetail>, StoreError>> {
         Box::pin(async move {
             let pool = &self.inner.pool;
-            let created =
-                sqlx::query("SELECT created_at_ms, title FROM buddy_conversations WHERE id = $1")
-                    .bind(id)
-                    .fetch_optional(pool)
-                    .await
-                    .map_err(backend)?;
+            let created = sqlx::query(
+                "SELECT created_at_ms, title, settings FROM buddy_conversations WHERE id = $1",
+            )
+            .bind(id)
+            .fetch_optional(pool)
+            .await
+            .map_err(backend)?;
             let Some(created) = created else {
                 return Ok(None);
             };
@@ -529,6 +537,12 @@ impl Store for PgStore {
                 messages,
                 message_turns,
                 turns,
+                settings: settings(
+                    created
+                        .try_get::<Option<String>, _>(2)
+                        .map_err(backend)?
+                        .as_deref(),
+                )?,
             }))
         })
     }
@@ -542,6 +556,22 @@ impl Store for PgStore {
             let done = sqlx::query("UPDATE buddy_conversations SET title = $2 WHERE id = $1")
                 .bind(id)
                 .bind(title)
+                .execute(&self.inner.pool)
+                .await
+                .map_err(backend)?;
+            Ok(done.rows_affected() > 0)
+        })
+    }
+
+    fn set_settings<'a>(
+        &'a self,
+        id: &'a str,
+        settings: &'a serde_json::Value,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(async move {
+            let done = sqlx::query("UPDATE buddy_conversations SET settings = $2 WHERE id = $1")
+                .bind(id)
+                .bind(settings.to_string())
                 .execute(&self.inner.pool)
                 .await
                 .map_err(backend)?;

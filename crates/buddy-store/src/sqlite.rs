@@ -9,7 +9,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use crate::body::message_json;
 use crate::store::{
     ConversationDetail, ConversationInfo, ConversationSummary, Store, StoreError, TurnRecord,
-    decode, first_user_title, new_id, now_ms, role, title,
+    decode, first_user_title, new_id, now_ms, role, settings, title,
 };
 
 /// Schema migrations, applied in order; `PRAGMA user_version` records how many ran.
@@ -58,6 +58,9 @@ CREATE TABLE spend (
     nanos INTEGER NOT NULL,
     PRIMARY KEY (owner, day)
 );
+"#,
+    r#"
+ALTER TABLE conversations ADD COLUMN settings TEXT;
 "#,
 ];
 
@@ -256,18 +259,28 @@ impl Store for SqliteStore {
         self.run(move |conn| {
             conn.query_row(
                 "SELECT owner,
-                    (SELECT model FROM turns t WHERE t.conversation_id = c.id ORDER BY started_at_ms DESC, rowid DESC LIMIT 1)
+                    (SELECT model FROM turns t WHERE t.conversation_id = c.id ORDER BY started_at_ms DESC, rowid DESC LIMIT 1),
+                    settings
                  FROM conversations c WHERE id = ?1",
                 params![id],
                 |r| {
-                    Ok(ConversationInfo {
-                        owner: r.get(0)?,
-                        last_model: r.get(1)?,
-                    })
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, Option<String>>(1)?,
+                        r.get::<_, Option<String>>(2)?,
+                    ))
                 },
             )
             .optional()
-            .map_err(backend)
+            .map_err(backend)?
+            .map(|(owner, last_model, stored)| {
+                Ok(ConversationInfo {
+                    owner,
+                    last_model,
+                    settings: settings(stored.as_deref())?,
+                })
+            })
+            .transpose()
         })
     }
 
@@ -461,15 +474,15 @@ impl Store for SqliteStore {
     ) -> BoxFuture<'a, Result<Option<ConversationDetail>, StoreError>> {
         let id = id.to_owned();
         self.run(move |conn| {
-            let created: Option<(i64, Option<String>)> = conn
+            let created: Option<(i64, Option<String>, Option<String>)> = conn
                 .query_row(
-                    "SELECT created_at_ms, title FROM conversations WHERE id = ?1",
+                    "SELECT created_at_ms, title, settings FROM conversations WHERE id = ?1",
                     params![id],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
                 )
                 .optional()
                 .map_err(backend)?;
-            let Some((created_at_ms, named)) = created else {
+            let Some((created_at_ms, named, stored)) = created else {
                 return Ok(None);
             };
             let (messages, message_turns) = load_with_turns(conn, &id)?;
@@ -517,6 +530,7 @@ impl Store for SqliteStore {
                 messages,
                 message_turns,
                 turns,
+                settings: settings(stored.as_deref())?,
             }))
         })
     }
@@ -532,6 +546,23 @@ impl Store for SqliteStore {
                 .execute(
                     "UPDATE conversations SET title = ?2 WHERE id = ?1",
                     params![id, title],
+                )
+                .map_err(backend)?;
+            Ok(n > 0)
+        })
+    }
+
+    fn set_settings<'a>(
+        &'a self,
+        id: &'a str,
+        settings: &'a serde_json::Value,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        let (id, text) = (id.to_owned(), settings.to_string());
+        self.run(move |conn| {
+            let n = conn
+                .execute(
+                    "UPDATE conversations SET settings = ?2 WHERE id = ?1",
+                    params![id, text],
                 )
                 .map_err(backend)?;
             Ok(n > 0)

@@ -54,15 +54,26 @@ pub struct ConversationDetail {
     #[serde(default)]
     pub message_turns: Vec<String>,
     pub turns: Vec<TurnRecord>,
+    /// What the conversation's owner set for all its turns (a JSON object; see
+    /// [`Store::set_settings`]); empty when nothing was set.
+    #[serde(default = "empty_object")]
+    pub settings: serde_json::Value,
+}
+
+/// `{}`: the settings of a conversation nobody set any for.
+fn empty_object() -> serde_json::Value {
+    serde_json::Value::Object(serde_json::Map::new())
 }
 
 /// Who a conversation belongs to and how it was last run.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ConversationInfo {
     /// The owner's identity: a hash of the API key that created it, never the key.
     pub owner: String,
     /// The model of its latest turn, so a continued conversation keeps it.
     pub last_model: Option<String>,
+    /// Its settings (a JSON object, `{}` when none were set), applied to each of its turns.
+    pub settings: serde_json::Value,
 }
 
 /// Where conversations are kept. Messages are appended as the turn produces them, a
@@ -132,6 +143,13 @@ pub trait Store: Send + Sync {
         &'a self,
         id: &'a str,
         title: &'a str,
+    ) -> BoxFuture<'a, Result<bool, StoreError>>;
+    /// Replaces a conversation's settings (a JSON object the server checked: system
+    /// prompt, policy) kept for all its turns; `false` if it does not exist.
+    fn set_settings<'a>(
+        &'a self,
+        id: &'a str,
+        settings: &'a serde_json::Value,
     ) -> BoxFuture<'a, Result<bool, StoreError>>;
     /// Deletes a conversation; `false` if it did not exist.
     fn delete_conversation<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>>;
@@ -206,6 +224,14 @@ pub(crate) fn first_user_title(messages: &[Message]) -> String {
         .chars()
         .take(80)
         .collect()
+}
+
+/// Stored settings text as JSON: `{}` for none.
+pub(crate) fn settings(text: Option<&str>) -> Result<serde_json::Value, StoreError> {
+    match text {
+        Some(text) => decode(text),
+        None => Ok(empty_object()),
+    }
 }
 
 /// A stored JSON record; one that does not parse is reported as corrupt.

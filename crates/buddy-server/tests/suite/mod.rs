@@ -12,6 +12,7 @@ mod request_mcp;
 mod responses;
 mod responses_ws;
 mod sampling;
+mod settings;
 mod sharing;
 mod telemetry;
 mod web;

@@ -213,6 +213,16 @@ impl Store for Failing {
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
         self.inner.rename_conversation(id, title)
     }
+    fn set_settings<'a>(
+        &'a self,
+        id: &'a str,
+        settings: &'a serde_json::Value,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        match self.check("set_settings") {
+            Ok(()) => self.inner.set_settings(id, settings),
+            Err(e) => Box::pin(async move { Err(e) }),
+        }
+    }
     fn delete_conversation<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
         self.inner.delete_conversation(id)
     }

@@ -130,6 +130,27 @@ async fn contract(store: &dyn Store) {
         Some("Renamed")
     );
 
+    // Settings: none at first, then kept whole and replaced whole, in the detail and the
+    // info a turn starts from.
+    assert_eq!(after.settings, serde_json::json!({}));
+    assert_eq!(
+        store.conversation_info(&id).await.unwrap().unwrap().settings,
+        serde_json::json!({})
+    );
+    let settings = serde_json::json!({"system": "Be brief.", "policy": {"max_tool_calls": 3}});
+    assert!(store.set_settings(&id, &settings).await.unwrap());
+    assert!(!store.set_settings("conv_missing", &settings).await.unwrap());
+    assert_eq!(
+        store.get_conversation(&id).await.unwrap().unwrap().settings,
+        settings
+    );
+    let replaced = serde_json::json!({"system": "Be thorough."});
+    assert!(store.set_settings(&id, &replaced).await.unwrap());
+    assert_eq!(
+        store.conversation_info(&id).await.unwrap().unwrap().settings,
+        replaced
+    );
+
     // Delete takes messages and turns with it.
     assert!(store.delete_conversation(&id).await.unwrap());
     assert!(!store.delete_conversation(&id).await.unwrap());
