@@ -314,7 +314,7 @@ impl RoundJudge {
             Rung::Withdraw => {
                 let mut names = members;
                 if !names.contains(&skill) && !skill.is_empty() {
-                    names.push(skill);
+                    names.push(skill.clone());
                 }
                 let why = match guard {
                     GuardKind::Cycle => "it kept being called in a cycle with other calls",
@@ -326,8 +326,14 @@ impl RoundJudge {
                 };
                 for name in &names {
                     judge.memory.withdraw(name, why.to_owned(), guard);
+                    // Each withdrawal speaks of its own tool: another member of a cycle
+                    // is named as one, beside the call that closed it.
+                    let detail = match name == &skill {
+                        true => what.clone(),
+                        false => format!("`{name}` was part of that loop: {what}"),
+                    };
                     trips.push(
-                        Trip::new(guard, GuardAction::WithdrewSkill, what.clone())
+                        Trip::new(guard, GuardAction::WithdrewSkill, detail)
                             .on(name)
                             .with_evidence(evidence.clone()),
                     );

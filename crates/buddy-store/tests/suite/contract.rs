@@ -134,7 +134,12 @@ async fn contract(store: &dyn Store) {
     // info a turn starts from.
     assert_eq!(after.settings, serde_json::json!({}));
     assert_eq!(
-        store.conversation_info(&id).await.unwrap().unwrap().settings,
+        store
+            .conversation_info(&id)
+            .await
+            .unwrap()
+            .unwrap()
+            .settings,
         serde_json::json!({})
     );
     let settings = serde_json::json!({"system": "Be brief.", "policy": {"max_tool_calls": 3}});
@@ -147,7 +152,12 @@ async fn contract(store: &dyn Store) {
     let replaced = serde_json::json!({"system": "Be thorough."});
     assert!(store.set_settings(&id, &replaced).await.unwrap());
     assert_eq!(
-        store.conversation_info(&id).await.unwrap().unwrap().settings,
+        store
+            .conversation_info(&id)
+            .await
+            .unwrap()
+            .unwrap()
+            .settings,
         replaced
     );
 

@@ -137,6 +137,16 @@ fn a_cycle_is_signalled_when_a_call_comes_back_with_the_same_result() {
         ],
         "the ladder's second rung withdraws both members"
     );
+    // Each withdrawal names its own tool first: the member that did not close the cycle
+    // is told apart from the call that did.
+    for trip in &fourth.trips {
+        let skill = trip.skill.as_deref().expect("a withdrawal names its tool");
+        assert!(
+            trip.detail.starts_with(&format!("`{skill}` ")),
+            "{skill}: {}",
+            trip.detail
+        );
+    }
 }
 
 #[test]
