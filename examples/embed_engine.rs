@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use buddy_core::ChatEvent;
 use buddy_engine::{Engine, LoopPolicy, TurnOutcome, TurnRequest};
-use buddy_providers::{Scenario, ScriptedProvider};
+use buddy_scripted::{Scenario, ScriptedProvider};
 use buddy_skills::builtin::{FileLimits, builtin_skills};
 use buddy_skills::{Sandbox, SkillRegistry};
 

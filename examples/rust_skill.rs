@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use buddy_core::{BoxFuture, RepeatSemantics, Skill, SkillContext, SkillError};
 use buddy_engine::{Engine, TurnOutcome, TurnRequest};
-use buddy_providers::{Scenario, ScriptedProvider};
+use buddy_scripted::{Scenario, ScriptedProvider};
 use buddy_skills::SkillRegistry;
 use serde_json::{Value, json};
 

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::routing::get;
 use buddy_engine::PolicyConfig;
-use buddy_providers::{Scenario, ScriptedProvider};
+use buddy_scripted::{Scenario, ScriptedProvider};
 use buddy_server::{AppState, Backend, BackendError, Resolved, ServerSettings};
 use buddy_skills::builtin::{FileLimits, builtin_skill};
 use buddy_skills::{Sandbox, SkillRegistry};

@@ -1,40 +1,10 @@
-//! Embeds the repository's `scenarios/*.json`, so `buddy serve` (and the demo) offer
-//! the scripted models wherever the binary runs, not only inside the checkout.
+//! Records the checkout's commit (`BUDDY_COMMIT`) for `buddy --version`.
 
-use std::error::Error;
 use std::path::Path;
 
-fn main() -> Result<(), Box<dyn Error>> {
-    let manifest = std::env::var("CARGO_MANIFEST_DIR")?;
-    let dir = Path::new(&manifest)
-        .join("../../scenarios")
-        .canonicalize()?;
-    println!("cargo:rerun-if-changed={}", dir.display());
-    let mut files: Vec<_> = std::fs::read_dir(&dir)?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .collect();
-    files.sort();
-    let mut out = String::from(
-        "/// The repository's scenarios, embedded at build time: (file name, JSON text).\n\
-         pub const BUILTIN_SCENARIOS: &[(&str, &str)] = &[\n",
-    );
-    for file in &files {
-        println!("cargo:rerun-if-changed={}", file.display());
-        let name = file
-            .file_name()
-            .and_then(|n| n.to_str())
-            .ok_or("a scenario file name is not UTF-8")?;
-        out.push_str(&format!(
-            "    ({name:?}, include_str!({:?})),\n",
-            file.display().to_string()
-        ));
-    }
-    out.push_str("];\n");
-    let target = Path::new(&std::env::var("OUT_DIR")?).join("builtin_scenarios.rs");
-    std::fs::write(target, out)?;
+fn main() {
+    let manifest = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".to_owned());
     commit(Path::new(&manifest));
-    Ok(())
 }
 
 /// `BUDDY_COMMIT`: the checkout's commit (`unknown` outside a git checkout).

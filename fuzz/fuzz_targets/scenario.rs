@@ -5,6 +5,6 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(text) = std::str::from_utf8(data) {
-        let _ = buddy_providers::Scenario::parse(text, "fuzz.json");
+        let _ = buddy_scripted::Scenario::parse(text, "fuzz.json");
     }
 });

@@ -18,10 +18,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use buddy_cli::mock_server::MockServer;
 use buddy_core::{CompletionRequest, Message, Provider, ToolCall, ToolOutcome};
 use buddy_engine::{Engine, LoopPolicy, TurnRequest};
-use buddy_providers::{OpenAiCompat, OpenAiOptions, OpenAiProvider, Scenario};
+use buddy_providers::{OpenAiCompat, OpenAiOptions, OpenAiProvider};
+use buddy_scripted::Scenario;
+use buddy_scripted::mock_server::MockServer;
 use buddy_testkit::{ReplyProvider, TestTool, TestToolbox, reply_tokens};
 use divan::{AllocProfiler, Bencher};
 

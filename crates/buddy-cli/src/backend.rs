@@ -7,13 +7,13 @@ use std::sync::Arc;
 
 use buddy_core::{Provider, Toolbox};
 use buddy_engine::PolicyPatch;
-use buddy_providers::{ProviderKind, Scenario, ScriptedProvider};
+use buddy_providers::ProviderKind;
+use buddy_scripted::library::{builtin, default_scenario, scenario_files};
+use buddy_scripted::{Scenario, ScriptedProvider};
 use buddy_server::{Backend, BackendError, Resolved};
 use buddy_skills::Sandbox;
 
-use crate::DEFAULT_SCENARIO;
 use crate::config::{BuddyConfig, SkillsConfig};
-use crate::scenario_run::scenario_files;
 use crate::toolbox::build_registry;
 
 struct HttpProvider {
@@ -89,9 +89,9 @@ impl ConfiguredBackend {
             let provider = Arc::new(ScriptedProvider::new(Arc::new(scenario.clone())));
             scripted.insert(scenario.name.clone(), ScriptedModel { scenario, provider });
         };
-        add(Scenario::parse(DEFAULT_SCENARIO, "built-in offline_assistant").map_err(|e| err(&e))?);
-        for (file, text) in crate::BUILTIN_SCENARIOS {
-            add(Scenario::parse(text, &format!("built-in {file}")).map_err(|e| err(&e))?);
+        add(default_scenario().map_err(|e| err(&e))?);
+        for scenario in builtin().map_err(|e| err(&e))? {
+            add(scenario);
         }
         // A scenarios directory adds its own and replaces built-ins of the same name.
         if let Some(dir) = scenarios_dir.filter(|d| d.is_dir()) {

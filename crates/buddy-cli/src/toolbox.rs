@@ -3,7 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use buddy_providers::Scenario;
+use buddy_scripted::Scenario;
+use buddy_scripted::tools::scenario_skills;
 use buddy_skills::builtin::{FileLimits, builtin_skill};
 use buddy_skills::{CommandSkill, RegistryError, Sandbox, SkillRegistry};
 
@@ -17,8 +18,8 @@ use crate::config::{BuddyConfig, SkillsConfig};
 pub enum ToolboxError {
     #[error(transparent)]
     Registry(#[from] RegistryError),
-    #[error("scenario `{scenario}` uses `{name}`, which is not a built-in skill")]
-    UnknownBuiltin { scenario: String, name: String },
+    #[error(transparent)]
+    UnknownBuiltin(#[from] buddy_scripted::tools::UnknownBuiltin),
     #[error("{0}")]
     Command(String),
     #[error(transparent)]
@@ -78,18 +79,7 @@ pub fn build_skills(
     let mut registry: Vec<Arc<dyn Skill>> = Vec::new();
     let limits = FileLimits::default();
     match scenario {
-        Some(scenario) => {
-            for name in scenario.builtin_tools() {
-                let skill = builtin_skill(name, sandbox, limits).ok_or_else(|| {
-                    ToolboxError::UnknownBuiltin {
-                        scenario: scenario.name.clone(),
-                        name: name.to_owned(),
-                    }
-                })?;
-                registry.push(skill);
-            }
-            registry.extend(scenario.stub_skills());
-        }
+        Some(scenario) => registry.extend(scenario_skills(scenario, sandbox)?),
         None => {
             for name in &skills.builtin {
                 if let Some(skill) = builtin_skill(name, sandbox, limits) {

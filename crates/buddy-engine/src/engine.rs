@@ -13,7 +13,7 @@ use crate::request::{TurnOutcome, TurnRequest};
 /// ```
 /// use std::sync::Arc;
 /// use buddy_engine::{Engine, TurnRequest};
-/// use buddy_providers::{Scenario, ScriptedProvider};
+/// use buddy_scripted::{Scenario, ScriptedProvider};
 /// use buddy_skills::{Sandbox, SkillRegistry, builtin::{FileLimits, builtin_skills}};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
@@ -77,7 +77,7 @@ impl Engine {
     /// ```
     /// # use std::sync::Arc;
     /// # use buddy_engine::{Engine, LoopPolicy, TurnRequest};
-    /// # use buddy_providers::{Scenario, ScriptedProvider};
+    /// # use buddy_scripted::{Scenario, ScriptedProvider};
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// let script = r#"{"name": "hi", "prompt": "", "rules": [{"when": {}, "reply": {"text": "Hello!"}}],

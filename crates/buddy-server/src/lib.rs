@@ -11,6 +11,7 @@
 //! [`app`] builds the router (tests drive it without a socket); [`serve`] runs it with
 //! auth, limits and graceful shutdown.
 
+mod api_key;
 mod app;
 mod auth;
 mod backend;
@@ -28,7 +29,6 @@ mod fork;
 mod items;
 mod metrics;
 mod openai;
-pub mod openai_wire;
 mod reattach;
 mod replay;
 mod request;
@@ -44,8 +44,8 @@ mod turn_log;
 mod turns;
 mod web;
 
+pub use api_key::{ApiKey, BadKeyHash};
 pub use app::app;
-pub use auth::{ApiKey, BadKeyHash};
 pub use backend::{Backend, BackendError, Resolved};
 pub use error::AppError;
 pub use items::SkillCalls;

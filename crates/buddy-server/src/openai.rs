@@ -22,11 +22,11 @@ use serde_json::{Value, json};
 use crate::auth::Caller;
 use crate::client_tools::with_client_tools;
 use crate::error::AppError;
-use crate::openai_wire::{ChatCompletionRequest, to_messages};
 use crate::request::{parse_body, request_policy};
 use crate::sse;
 use crate::state::AppState;
 use crate::turns::{CancelOnDrop, Conversation, Prelude, disconnect_guard, start_turn};
+use buddy_providers::openai_wire::{ChatCompletionRequest, to_messages};
 
 /// Seconds since the Unix epoch (the `created` fields).
 pub(crate) fn unix_now() -> u64 {

@@ -27,7 +27,6 @@ use crate::client_tools::with_client_tools;
 use crate::error::AppError;
 use crate::items::SkillCalls;
 use crate::openai::unix_now;
-use crate::openai_wire::text_of;
 use crate::request::owned_conversation;
 use crate::request::{parse_body, request_policy};
 use crate::sse;
@@ -36,6 +35,7 @@ use crate::turn_log::{EventLog, Frame};
 use crate::turns::{
     CancelOnDrop, Conversation, Prelude, StartedTurn, disconnect_guard, start_turn,
 };
+use buddy_providers::openai_wire::text_of;
 use std::sync::Arc;
 
 /// The body of `POST /v1/responses` (fields buddy does not use are accepted and ignored).
@@ -80,7 +80,7 @@ impl ResponsesRequest {
         let response_format = match self.text.as_ref().and_then(|t| t.get("format")) {
             None | Some(Value::Null) => None,
             Some(format) => Some(
-                crate::openai_wire::response_format(format.clone())
+                buddy_providers::openai_wire::response_format(format.clone())
                     .map_err(|e| format!("`text.format`: {e}"))?,
             ),
         };
@@ -443,7 +443,7 @@ pub(crate) fn input_messages(owner: &str, input: Value) -> Result<Vec<Message>, 
                 messages.push(match role.as_str() {
                     "user" => {
                         let (text, attachments) =
-                            crate::openai_wire::user_content(item.get("content").unwrap_or(&Value::Null))
+                            buddy_providers::openai_wire::user_content(item.get("content").unwrap_or(&Value::Null))
                                 .map_err(|e| format!("input[{i}]: {e}"))?;
                         Message::user_with(text, attachments)
                     }

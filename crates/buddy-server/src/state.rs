@@ -10,7 +10,7 @@ use buddy_telemetry::Telemetry;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::auth::ApiKey;
+use crate::api_key::ApiKey;
 use crate::backend::Backend;
 use crate::error::AppError;
 use crate::spend::SpendCeiling;

@@ -4,10 +4,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use buddy_cli::bench_loops::run_loops;
-use buddy_cli::mock_server::MockServer;
-use buddy_cli::scenario_run::{scenario_files, scenarios_dir};
-use buddy_providers::Scenario;
+use buddy_scripted::bench_loops::run_loops;
+use buddy_scripted::library;
+use buddy_scripted::mock_server::MockServer;
+use buddy_scripted::run::scenarios_dir;
 use buddy_skills::Sandbox;
 use clap::{Args, Subcommand};
 
@@ -116,16 +116,14 @@ struct LoopsArgs {
     json: bool,
 }
 
-fn load_all(dir: &std::path::Path) -> anyhow::Result<Vec<Scenario>> {
-    scenario_files(dir)?
-        .iter()
-        .map(|f| Scenario::load(f).map_err(Into::into))
-        .collect()
+/// The scenarios a benchmark runs: `dir`, else ./scenarios, else the built-in ones.
+fn load_all(dir: Option<PathBuf>) -> anyhow::Result<Vec<buddy_scripted::Scenario>> {
+    Ok(library::load(dir.as_deref())?.0)
 }
 
 /// Runs the mock server until Ctrl-C.
 pub async fn mock_server(args: MockServerArgs) -> anyhow::Result<u8> {
-    let scenarios = load_all(&scenarios_dir(args.scenarios))?;
+    let scenarios = load_all(args.scenarios)?;
     let log: Option<Box<dyn std::io::Write + Send>> = match &args.log {
         Some(path) => Some(Box::new(
             std::fs::OpenOptions::new()
@@ -251,14 +249,14 @@ pub async fn bench(args: BenchArgs) -> anyhow::Result<u8> {
         }
         BenchKind::Replay(args) => {
             super::bench_replay::bench_replay(
-                &load_all(&scenarios_dir(args.scenarios))?,
+                &load_all(args.scenarios)?,
                 args.turns,
                 args.repeats.max(1),
             )
             .await
         }
         BenchKind::Loops(args) => {
-            let scenarios = load_all(&scenarios_dir(args.scenarios))?;
+            let scenarios = load_all(args.scenarios)?;
             let sandbox_dir = tempdir_path()?;
             let sandbox = Sandbox::new(&sandbox_dir)?;
             let reports = run_loops(scenarios, &sandbox).await?;

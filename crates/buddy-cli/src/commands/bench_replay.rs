@@ -6,8 +6,8 @@
 use std::time::Instant;
 
 use anyhow::Context;
-use buddy_cli::scenario_run::run_scenario;
-use buddy_providers::Scenario;
+use buddy_scripted::Scenario;
+use buddy_scripted::run::run_scenario;
 use buddy_skills::Sandbox;
 use buddy_store::{SqliteStore, Store, new_id};
 

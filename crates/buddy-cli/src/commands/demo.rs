@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use buddy_cli::scenario_run::{run_scenario, scenario_files, scenarios_dir};
-use buddy_providers::Scenario;
+use buddy_scripted::library;
+use buddy_scripted::run::run_scenario;
 use buddy_skills::Sandbox;
 use clap::Args;
 
@@ -13,7 +13,7 @@ use super::PolicyFlags;
 /// `buddy demo`.
 #[derive(Args, Debug)]
 pub struct DemoArgs {
-    /// Directory of scenario files (default: ./scenarios, else the one buddy was built with).
+    /// Directory of scenario files (default: ./scenarios, else the ones built into buddy).
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
     /// One JSON report per scenario on stdout instead of the table.
@@ -43,17 +43,14 @@ fn first_line(answer: &str) -> String {
 
 /// Runs the scenarios; exit code 1 when any missed its expected outcome.
 pub async fn demo(args: DemoArgs) -> anyhow::Result<u8> {
-    let dir = scenarios_dir(args.dir.clone());
     let sandbox_dir = match args.sandbox {
         Some(dir) => dir,
         None => std::env::current_dir()?,
     };
     let sandbox = Sandbox::new(&sandbox_dir).context("--sandbox")?;
     let flags = args.policy.to_patch()?;
-    let files = scenario_files(&dir)?;
-    if files.is_empty() {
-        anyhow::bail!("no scenario files (*.json) in {}", dir.display());
-    }
+    let (scenarios, _) = library::load(args.dir.as_deref())?;
+    let count = scenarios.len();
     if !args.json {
         println!(
             "{:<27} {:>5} {:>5}  {:<16} {:<ANSWER_WIDTH$}  ok",
@@ -61,8 +58,7 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<u8> {
         );
     }
     let mut failed = 0;
-    for file in &files {
-        let scenario = Scenario::load(file)?;
+    for scenario in scenarios {
         let report = run_scenario(scenario, &sandbox, &[&flags]).await?;
         if !report.passed() {
             failed += 1;
@@ -88,8 +84,8 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<u8> {
     if !args.json {
         println!(
             "\n{} scenarios, {} met their expected outcome, {failed} did not.",
-            files.len(),
-            files.len() - failed
+            count,
+            count - failed
         );
     }
     Ok(u8::from(failed > 0))

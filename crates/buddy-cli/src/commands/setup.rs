@@ -4,7 +4,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
-use buddy_cli::DEFAULT_SCENARIO;
 use buddy_cli::config::{BuddyConfig, SkillsConfig};
 use buddy_cli::printer::Printer;
 use buddy_cli::toolbox::build_toolbox;
@@ -14,7 +13,9 @@ use buddy_engine::{
     ApprovalRules, CancellationToken, Engine, LoopPolicy, PolicyPatch, PriceTable, Resume,
     TurnOutcome, TurnRequest,
 };
-use buddy_providers::{ProviderConfig, ProviderKind, Scenario, ScriptedProvider};
+use buddy_providers::{ProviderConfig, ProviderKind};
+use buddy_scripted::library::default_scenario;
+use buddy_scripted::{Scenario, ScenarioTool, ScriptedProvider};
 use buddy_skills::Sandbox;
 use buddy_telemetry::{Telemetry, TelemetryConfig, TurnScope};
 
@@ -190,7 +191,7 @@ pub async fn setup(
                 }
                 let scenario = match args.scenario.as_ref().or(chosen.scenario.as_ref()) {
                     Some(path) => Scenario::load(path)?,
-                    None => Scenario::parse(DEFAULT_SCENARIO, "built-in offline_assistant")?,
+                    None => default_scenario()?,
                 };
                 let toolbox = build_toolbox(&config, &sandbox, Some(&scenario)).await?;
                 let model = args
@@ -233,7 +234,7 @@ pub async fn setup(
     // buddy.toml's [approval.skills] names them (built-in skills keep their rules).
     if let (Some(scenario), None) = (&scenario, args.approval) {
         for tool in &scenario.tools {
-            if let buddy_providers::scripted::ScenarioTool::Stub(stub) = tool {
+            if let ScenarioTool::Stub(stub) = tool {
                 approval
                     .skills
                     .entry(stub.name.clone())

@@ -4,9 +4,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use buddy_cli::mock_server::{MemoryLog, MockServer};
 use buddy_core::{CompletionRequest, Message, Provider};
-use buddy_providers::{HttpSettings, OpenAiCompat, OpenAiOptions, OpenAiProvider, Scenario};
+use buddy_providers::{HttpSettings, OpenAiCompat, OpenAiOptions, OpenAiProvider};
+use buddy_scripted::Scenario;
+use buddy_scripted::mock_server::{MemoryLog, MockServer};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn hundreds_of_concurrent_calls_share_one_http2_connection() {

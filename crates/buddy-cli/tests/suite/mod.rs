@@ -19,8 +19,9 @@ mod snapshots;
 
 use std::path::PathBuf;
 
-use buddy_cli::scenario_run::{ScenarioReport, run_scenario, scenario_files};
-use buddy_providers::Scenario;
+use buddy_scripted::Scenario;
+use buddy_scripted::library::scenario_files;
+use buddy_scripted::run::{ScenarioReport, run_scenario};
 use buddy_skills::Sandbox;
 
 /// The repository's `scenarios/` directory.

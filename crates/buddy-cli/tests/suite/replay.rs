@@ -2,8 +2,8 @@
 //! the policy it ran with; a `buddy run --json` output replays too, and a larger cap
 //! than the recording's says where it leaves the recording.
 
-use buddy_cli::scenario_run::scenario_files;
-use buddy_providers::Scenario;
+use buddy_scripted::Scenario;
+use buddy_scripted::library::scenario_files;
 use serde_json::{Value, json};
 
 use super::crash::spawn_server;

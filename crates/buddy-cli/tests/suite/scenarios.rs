@@ -1,11 +1,11 @@
 use std::sync::Arc;
 
-use buddy_cli::bench_loops::{LEGITIMATE, LOOP_BOUNDS};
-use buddy_cli::scenario_run::scenario_policy;
 use buddy_cli::toolbox::build_registry;
 use buddy_core::{ChatEvent, StopReason};
 use buddy_engine::{Engine, TurnRequest};
-use buddy_providers::ScriptedProvider;
+use buddy_scripted::ScriptedProvider;
+use buddy_scripted::bench_loops::{LEGITIMATE, LOOP_BOUNDS};
+use buddy_scripted::run::scenario_policy;
 use buddy_skills::Sandbox;
 use buddy_testkit::{RecordingProvider, assert_event_order, assert_history_valid};
 
@@ -221,12 +221,12 @@ async fn with_a_small_window_the_user_message_is_never_trimmed_away() {
 async fn over_http_every_scenario_meets_its_loop_efficiency_target() {
     let dir = tempfile::tempdir().unwrap();
     let sandbox = Sandbox::new(dir.path()).unwrap();
-    let scenarios: Vec<_> = buddy_cli::scenario_run::scenario_files(&super::scenarios_dir())
+    let scenarios: Vec<_> = buddy_scripted::library::scenario_files(&super::scenarios_dir())
         .unwrap()
         .iter()
-        .map(|f| buddy_providers::Scenario::load(f).unwrap())
+        .map(|f| buddy_scripted::Scenario::load(f).unwrap())
         .collect();
-    let reports = buddy_cli::bench_loops::run_loops(scenarios, &sandbox)
+    let reports = buddy_scripted::bench_loops::run_loops(scenarios, &sandbox)
         .await
         .unwrap();
     assert!(reports.len() >= 17);

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use buddy_core::{Message, StopReason, Toolbox};
 use buddy_engine::{Engine, TurnRequest};
 use buddy_mcp::{McpServerConfig, McpSource, McpToolbox, ServerState};
-use buddy_providers::{Scenario, ScriptedProvider};
+use buddy_scripted::{Scenario, ScriptedProvider};
 use buddy_skills::SkillRegistry;
 use serde_json::json;
 

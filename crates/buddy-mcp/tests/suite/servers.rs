@@ -5,7 +5,7 @@ use std::sync::Arc;
 use buddy_core::{Message, RepeatSemantics, Skill, SkillError, StopReason};
 use buddy_engine::{Engine, TurnRequest};
 use buddy_mcp::{McpServerConfig, McpSkill, McpSource, ServerState};
-use buddy_providers::{Scenario, ScriptedProvider};
+use buddy_scripted::{Scenario, ScriptedProvider};
 use buddy_skills::SkillRegistry;
 use serde_json::json;
 

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 
 use buddy_core::{RepeatSemantics, ToolOutcome};
 use buddy_engine::{ApprovalRules, PolicyConfig, PolicyPatch};
-use buddy_providers::{Scenario, ScriptedProvider};
+use buddy_scripted::{Scenario, ScriptedProvider};
 use buddy_server::{AppState, Backend, BackendError, Resolved, ServerSettings};
 use buddy_store::SqliteStore;
 use buddy_testkit::{TestTool, TestToolbox};

@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use buddy_core::ToolOutcome;
 use buddy_engine::{PolicyConfig, PolicyPatch};
-use buddy_providers::{Scenario, ScriptedProvider};
+use buddy_scripted::{Scenario, ScriptedProvider};
 use buddy_server::{AppState, Backend, BackendError, Resolved, ServerSettings};
 use buddy_store::SqliteStore;
 use buddy_testkit::{TestTool, TestToolbox};

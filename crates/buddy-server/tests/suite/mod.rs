@@ -22,7 +22,7 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use buddy_engine::{PolicyConfig, PolicyPatch};
-use buddy_providers::{Scenario, ScriptedProvider};
+use buddy_scripted::{Scenario, ScriptedProvider};
 use buddy_server::{ApiKey, AppState, Backend, BackendError, Resolved, ServerSettings, app};
 use buddy_store::SqliteStore;
 use buddy_testkit::TestToolbox;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use axum::http::StatusCode;
 use buddy_engine::{PolicyConfig, PolicyPatch};
-use buddy_providers::{Scenario, ScriptedProvider};
+use buddy_scripted::{Scenario, ScriptedProvider};
 use buddy_server::{AppState, Backend, BackendError, Resolved, ServerSettings};
 use buddy_store::SqliteStore;
 use buddy_testkit::TestToolbox;

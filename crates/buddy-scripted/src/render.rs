@@ -3,8 +3,8 @@
 use buddy_core::{CompletionRequest, FinishReason, Message, ProviderError, ToolCall};
 use serde_json::Value;
 
-use super::rules::{Condition, ReplyTemplate};
-use super::scenario::Scenario;
+use crate::rules::{Condition, ReplyTemplate};
+use crate::scenario::Scenario;
 
 /// A rendered reply.
 pub(crate) struct Rendered {

@@ -8,14 +8,13 @@ use std::time::Duration;
 
 use buddy_core::{ChatEvent, StopReason};
 use buddy_engine::{Engine, TurnRequest};
-use buddy_providers::{OpenAiCompat, OpenAiOptions, OpenAiProvider, Scenario};
+use buddy_providers::{OpenAiCompat, OpenAiOptions, OpenAiProvider};
 use buddy_skills::Sandbox;
 use serde::Serialize;
 
-use crate::config::SkillsConfig;
 use crate::mock_server::{MemoryLog, MockServer};
-use crate::scenario_run::{RunError, scenario_policy};
-use crate::toolbox::build_registry;
+use crate::run::{RunError, scenario_policy, scenario_registry};
+use crate::scenario::Scenario;
 
 /// Loops and misbehaving models: (scenario, most model calls allowed, Finalize
 /// included). The bounds are those of the termination issues: the same call and
@@ -131,7 +130,7 @@ pub async fn run_loops(
         let policy = scenario_policy(&scenario, &[])?;
         // A scenario whose policy says on_limit = "error" is meant to end without an answer.
         let answer_expected = policy.on_limit != buddy_engine::OnLimit::Error;
-        let registry = build_registry(&SkillsConfig::default(), sandbox, Some(&scenario))?;
+        let registry = scenario_registry(&scenario, sandbox)?;
         let engine = Engine::new(Arc::new(provider), Arc::new(registry));
         let model = format!("scripted:{}", scenario.name);
         let history = scenario

@@ -156,7 +156,7 @@ impl From<WireTool> for ToolSpec {
 }
 
 /// Text of a message's `content`: a string, or the text parts of an array.
-pub(crate) fn text_of(content: &Value) -> Option<String> {
+pub fn text_of(content: &Value) -> Option<String> {
     match content {
         Value::String(s) => Some(s.clone()),
         Value::Array(parts) => Some(

@@ -1,13 +1,9 @@
-//! The scripted model: a deterministic, stateless model driven by a JSON [`Scenario`].
+//! The scripted model: a deterministic, stateless [`Provider`] driven by a JSON
+//! [`Scenario`].
 //!
 //! Each request is answered by the first rule whose conditions match what the request
 //! contains (tools offered, tool results so far, the last result, whether there is a
 //! user message at all), so the same conversation always gets the same reply.
-
-mod render;
-mod rules;
-mod scenario;
-mod stub_skill;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -16,9 +12,8 @@ use buddy_core::{
     BoxFuture, CompletionRequest, FinishReason, Provider, ProviderError, Token, TokenStream, Usage,
 };
 
-pub use rules::{CallTemplate, Condition, ErrorTemplate, ReplyTemplate, Rule};
-pub use scenario::{Expectation, Scenario, ScenarioError, ScenarioTool, StubResult, StubTool};
-pub use stub_skill::StubSkill;
+use crate::render;
+use crate::scenario::Scenario;
 
 /// A [`Provider`] that answers from a scenario's rules.
 #[derive(Debug)]

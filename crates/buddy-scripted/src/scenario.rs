@@ -2,14 +2,12 @@
 //! outcome it expects, and the rules the scripted model follows.
 
 use std::path::Path;
-use std::sync::Arc;
 
-use buddy_core::{RepeatSemantics, Skill, StopReason};
+use buddy_core::{RepeatSemantics, StopReason};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::rules::Rule;
-use super::stub_skill::StubSkill;
+use crate::rules::Rule;
 
 /// A scenario could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -138,19 +136,6 @@ impl Scenario {
             });
         }
         Ok(scenario)
-    }
-
-    /// Fresh instances of the scenario's stub tools (their call counters start at zero).
-    pub fn stub_skills(&self) -> Vec<Arc<dyn Skill>> {
-        self.tools
-            .iter()
-            .filter_map(|tool| match tool {
-                ScenarioTool::Stub(stub) => {
-                    Some(Arc::new(StubSkill::new(stub.clone())) as Arc<dyn Skill>)
-                }
-                ScenarioTool::Builtin { .. } => None,
-            })
-            .collect()
     }
 
     /// Names of the built-in skills the scenario uses.

@@ -17,8 +17,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use buddy_core::{Completion, CompletionRequest, FinishReason, Provider, ToolChoice, ToolSpec};
-use buddy_providers::{Scenario, ScriptedProvider};
-use buddy_server::openai_wire::{ChatCompletionRequest, to_messages};
+use buddy_providers::openai_wire::{ChatCompletionRequest, to_messages};
+
+use crate::provider::ScriptedProvider;
+use crate::scenario::Scenario;
 use serde_json::{Value, json};
 
 /// A request log kept in memory, for reading back what a mock server saw.

@@ -1,17 +1,17 @@
 //! Runs a scenario through the real engine, registry and scripted model, and checks
 //! the outcome it states.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use buddy_core::{ChatEvent, Message, StopReason, TurnStats};
 use buddy_engine::{Engine, LoopPolicy, PolicyError, PolicyPatch, TurnRequest};
-use buddy_providers::{Scenario, ScenarioError, ScriptedProvider};
-use buddy_skills::Sandbox;
+use buddy_skills::{RegistryError, Sandbox, SkillRegistry};
 use serde::Serialize;
 
-use crate::config::SkillsConfig;
-use crate::toolbox::{ToolboxError, build_registry};
+use crate::provider::ScriptedProvider;
+use crate::scenario::{Scenario, ScenarioError};
+use crate::tools::{UnknownBuiltin, scenario_skills};
 
 /// A scenario could not be run at all.
 #[derive(Debug, thiserror::Error)]
@@ -25,15 +25,11 @@ pub enum RunError {
         source: PolicyError,
     },
     #[error(transparent)]
-    Toolbox(#[from] ToolboxError),
+    Tools(#[from] UnknownBuiltin),
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
     #[error("{0}")]
     Setup(String),
-    #[error("cannot list scenarios in `{path}`: {source}")]
-    List {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
 }
 
 /// What one scenario run did, next to what it expected.
@@ -83,6 +79,16 @@ pub fn scenario_policy(
     Ok(policy)
 }
 
+/// A registry holding fresh instances of the scenario's tools (default timeouts).
+pub fn scenario_registry(
+    scenario: &Scenario,
+    sandbox: &Sandbox,
+) -> Result<SkillRegistry, RunError> {
+    let mut registry = SkillRegistry::new();
+    registry.register_all(scenario_skills(scenario, sandbox)?)?;
+    Ok(registry)
+}
+
 /// Runs `scenario` once with fresh tools and checks its expectation.
 pub async fn run_scenario(
     scenario: Scenario,
@@ -90,7 +96,7 @@ pub async fn run_scenario(
     extra: &[&PolicyPatch],
 ) -> Result<ScenarioReport, RunError> {
     let policy = scenario_policy(&scenario, extra)?;
-    let registry = build_registry(&SkillsConfig::default(), sandbox, Some(&scenario))?;
+    let registry = scenario_registry(&scenario, sandbox)?;
     let scenario = Arc::new(scenario);
     let engine = Engine::new(
         Arc::new(ScriptedProvider::new(Arc::clone(&scenario))),
@@ -147,7 +153,8 @@ pub async fn run_scenario(
     })
 }
 
-/// `explicit`, else `./scenarios` when it exists, else the scenarios buddy was built with.
+/// `explicit`, else `./scenarios` when it exists, else the checkout buddy was built from
+/// (for the benchmarks that hand a directory to another process).
 pub fn scenarios_dir(explicit: Option<PathBuf>) -> PathBuf {
     explicit.unwrap_or_else(|| {
         let local = PathBuf::from("scenarios");
@@ -157,18 +164,4 @@ pub fn scenarios_dir(explicit: Option<PathBuf>) -> PathBuf {
             PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios"))
         }
     })
-}
-
-/// The scenario files in `dir`, sorted by name.
-pub fn scenario_files(dir: &Path) -> Result<Vec<PathBuf>, RunError> {
-    let read = std::fs::read_dir(dir).map_err(|source| RunError::List {
-        path: dir.display().to_string(),
-        source,
-    })?;
-    let mut files: Vec<PathBuf> = read
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .collect();
-    files.sort();
-    Ok(files)
 }

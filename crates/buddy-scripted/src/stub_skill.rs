@@ -1,12 +1,13 @@
 //! A scripted tool: canned results in call order, or a template over the arguments.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use buddy_core::{BoxFuture, RepeatSemantics, Skill, SkillContext, SkillError};
 use serde_json::Value;
 
-use super::scenario::{StubResult, StubTool};
+use crate::scenario::{Scenario, ScenarioTool, StubResult, StubTool};
 
 /// A [`Skill`] that plays a [`StubTool`] declaration. Each instance counts its own calls.
 pub struct StubSkill {
@@ -77,5 +78,20 @@ impl Skill for StubSkill {
                 }
             }
         })
+    }
+}
+
+impl Scenario {
+    /// Fresh instances of the scenario's stub tools (their call counters start at zero).
+    pub fn stub_skills(&self) -> Vec<Arc<dyn Skill>> {
+        self.tools
+            .iter()
+            .filter_map(|tool| match tool {
+                ScenarioTool::Stub(stub) => {
+                    Some(Arc::new(StubSkill::new(stub.clone())) as Arc<dyn Skill>)
+                }
+                ScenarioTool::Builtin { .. } => None,
+            })
+            .collect()
     }
 }
