@@ -16,6 +16,9 @@ mod skill;
 mod stop;
 mod token;
 
+/// The `User-Agent` buddy's HTTP clients (model servers, MCP servers) send.
+pub const USER_AGENT: &str = concat!("buddy/", env!("CARGO_PKG_VERSION"));
+
 pub use arguments::Arguments;
 pub use cost::{Price, Usd};
 pub use event::{ChatEvent, Evidence, GuardAction, GuardKind, PendingCall};

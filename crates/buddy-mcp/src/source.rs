@@ -98,7 +98,8 @@ fn http_transport(
     config: &McpServerConfig,
     url: &str,
 ) -> Result<StreamableHttpClientTransport<reqwest::Client>, String> {
-    buddy_providers::install_crypto_provider();
+    // reqwest is built without a TLS crypto provider: ring's, unless one is installed.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let mut headers = HashMap::new();
     let from_env = config.headers_env.iter().map(|(header, var)| {
         std::env::var(var)
@@ -115,7 +116,7 @@ fn http_transport(
         headers.insert(name, value);
     }
     let client = reqwest::Client::builder()
-        .user_agent(buddy_providers::USER_AGENT)
+        .user_agent(buddy_core::USER_AGENT)
         .connect_timeout(Duration::from_secs_f64(config.startup_timeout_secs))
         // A redirect could carry the server's headers (its token) to another host.
         .redirect(reqwest::redirect::Policy::none())

@@ -75,10 +75,10 @@ pub fn install_crypto_provider() {
     });
 }
 
-/// The one place a reqwest client is built.
 /// What buddy calls itself to model servers (their logs and rate limiters see it).
-pub const USER_AGENT: &str = concat!("buddy/", env!("CARGO_PKG_VERSION"));
+pub use buddy_core::USER_AGENT;
 
+/// The one place a reqwest client is built.
 pub(crate) fn build_client(
     provider: &str,
     settings: &HttpSettings,
