@@ -50,7 +50,41 @@ pub enum StopReason {
     ProviderRefusedLoop,
 }
 
+// A variant added to the enum but not to `ALL` fails the build here.
+const _: () = assert!(StopReason::ALL.len() == StopReason::ProviderRefusedLoop as usize + 1);
+
 impl StopReason {
+    /// Every stop reason, in declaration order.
+    pub const ALL: [StopReason; 21] = [
+        StopReason::Completed,
+        StopReason::FinishTool,
+        StopReason::ClientToolCalls,
+        StopReason::Truncated,
+        StopReason::MaxModelCalls,
+        StopReason::MaxToolCalls,
+        StopReason::LoopDetected,
+        StopReason::ToolsExhausted,
+        StopReason::TokenBudget,
+        StopReason::CostBudget,
+        StopReason::Deadline,
+        StopReason::Cancelled,
+        StopReason::ContextOverflow,
+        StopReason::ProviderError,
+        StopReason::SkillFailed,
+        StopReason::InvalidRequest,
+        StopReason::RepetitiveOutput,
+        StopReason::NoAnswer,
+        StopReason::StoreError,
+        StopReason::ApprovalRequired,
+        StopReason::ProviderRefusedLoop,
+    ];
+
+    /// The stop reason named `name` (its [`as_str`](Self::as_str) form), if any; no JSON
+    /// round trip.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.as_str() == name)
+    }
+
     /// The snake_case name used in events, logs and the CLI.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -120,4 +154,25 @@ pub struct TurnStats {
     /// What the model calls cost, in dollars (absent when the model's price is unknown).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_usd: Option<crate::Usd>,
+}
+
+#[cfg(test)]
+mod names {
+    use super::StopReason;
+
+    #[test]
+    fn every_stop_reason_has_one_name_it_is_found_by_and_serialised_as() {
+        let mut names: Vec<&str> = StopReason::ALL.iter().map(|r| r.as_str()).collect();
+        for reason in StopReason::ALL {
+            assert_eq!(StopReason::from_name(reason.as_str()), Some(reason));
+            assert_eq!(
+                serde_json::to_value(reason).ok(),
+                Some(serde_json::Value::from(reason.as_str()))
+            );
+        }
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), StopReason::ALL.len());
+        assert_eq!(StopReason::from_name("interrupted"), None);
+    }
 }

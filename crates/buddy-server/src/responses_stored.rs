@@ -14,8 +14,8 @@
 use axum::Json;
 use axum::extract::{Extension, Path, Query, State};
 use axum::response::{IntoResponse, Response};
-use buddy_core::{ChatEvent, FinishReason, Message, StopReason};
-use buddy_store::ConversationDetail;
+use buddy_core::{ChatEvent, FinishReason, Message};
+use buddy_store::{ConversationDetail, TurnEnd};
 use serde_json::{Value, json};
 
 use crate::auth::Caller;
@@ -180,10 +180,7 @@ pub(crate) async fn retrieve(
         }
     }
     let stats = record.stats.unwrap_or_default();
-    let reason = record
-        .stop_reason
-        .as_deref()
-        .and_then(|r| serde_json::from_value::<StopReason>(json!(r)).ok());
+    let reason = record.stop_reason.and_then(TurnEnd::stop_reason);
     match (reason, record.finished_at_ms) {
         (Some(reason), Some(_)) if record.error.is_none() => {
             builder.on_event(ChatEvent::Done {

@@ -7,7 +7,7 @@ use buddy_core::{
     BoxFuture, ChatEvent, Message, MessageSink, RecordError, StopReason, TurnStats, Usd,
 };
 use buddy_engine::{Engine, PolicyPatch, Resume, TurnRequest};
-use buddy_store::{Store, StoreError, new_id};
+use buddy_store::{Store, StoreError, TurnEnd, new_id};
 use buddy_telemetry::TurnScope;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -496,10 +496,10 @@ async fn resumable(
         .get_conversation(id)
         .await?
         .ok_or_else(|| AppError::NotFound(format!("conversation `{id}` does not exist")))?;
-    let last = detail.turns.last().and_then(|t| t.stop_reason.clone());
-    let ended = last.as_deref().unwrap_or("nothing (no turn has ended)");
+    let last = detail.turns.last().and_then(|t| t.stop_reason);
+    let ended = last.map_or("nothing (no turn has ended)", TurnEnd::as_str);
     // `interrupted` (a turn a crashed server never finished) is no stop reason: it fits neither.
-    let reason = serde_json::from_value::<StopReason>(serde_json::Value::from(ended)).ok();
+    let reason = last.and_then(TurnEnd::stop_reason);
     let fits = match resume {
         Resume::Decisions(_) => reason == Some(StopReason::ApprovalRequired),
         Resume::Continue => reason.is_some_and(StopReason::is_capped),

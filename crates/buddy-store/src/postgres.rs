@@ -14,7 +14,7 @@ use crate::body::message_json;
 use crate::coordinate::{Claim, ClaimError, Coordinator, StoredEvent, StoredEvents};
 use crate::store::{
     ConversationDetail, ConversationInfo, ConversationSummary, Store, StoreError, TurnRecord,
-    decode, first_user_title, new_id, now_ms, role, settings, title,
+    decode, first_user_title, new_id, now_ms, role, settings, title, turn_end,
 };
 
 /// The schema; every statement is idempotent, and instances starting together take
@@ -468,7 +468,7 @@ impl Store for PgStore {
                         updated_at_ms: row.try_get(2).map_err(backend)?,
                         messages: u64::try_from(count).unwrap_or(0),
                         title,
-                        last_stop_reason: row.try_get(5).map_err(backend)?,
+                        last_stop_reason: turn_end(row.try_get(5).map_err(backend)?)?,
                     })
                 })
                 .collect()
@@ -524,7 +524,7 @@ impl Store for PgStore {
                         model: row.try_get(1).map_err(backend)?,
                         started_at_ms: row.try_get(2).map_err(backend)?,
                         finished_at_ms: row.try_get(3).map_err(backend)?,
-                        stop_reason: row.try_get(4).map_err(backend)?,
+                        stop_reason: turn_end(row.try_get(4).map_err(backend)?)?,
                         stats: stats.as_deref().map(decode).transpose()?,
                         error: row.try_get(6).map_err(backend)?,
                     })

@@ -9,7 +9,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use crate::body::message_json;
 use crate::store::{
     ConversationDetail, ConversationInfo, ConversationSummary, Store, StoreError, TurnRecord,
-    decode, first_user_title, new_id, now_ms, role, settings, title,
+    decode, first_user_title, new_id, now_ms, role, settings, title, turn_end,
 };
 
 /// Schema migrations, applied in order; `PRAGMA user_version` records how many ran.
@@ -461,7 +461,7 @@ impl Store for SqliteStore {
                     updated_at_ms: updated,
                     messages: u64::try_from(count).unwrap_or(0),
                     title,
-                    last_stop_reason: reason,
+                    last_stop_reason: turn_end(reason)?,
                 })
             })
             .collect()
@@ -517,7 +517,7 @@ impl Store for SqliteStore {
                         model,
                         started_at_ms: started,
                         finished_at_ms: finished,
-                        stop_reason: reason,
+                        stop_reason: turn_end(reason)?,
                         stats: stats.as_deref().map(decode).transpose()?,
                         error,
                     })
@@ -620,6 +620,7 @@ impl Store for SqliteStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::TurnEnd;
     use buddy_core::ToolCall;
 
     #[tokio::test]
@@ -686,10 +687,13 @@ mod tests {
         let reopened = SqliteStore::open(&path).unwrap();
         assert_eq!(reopened.load_messages(&id).await.unwrap(), messages);
         let detail = reopened.get_conversation(&id).await.unwrap().unwrap();
-        assert_eq!(detail.turns[0].stop_reason.as_deref(), Some("completed"));
+        assert_eq!(
+            detail.turns[0].stop_reason.map(TurnEnd::as_str),
+            Some("completed")
+        );
         assert_eq!(detail.turns[0].stats, Some(stats));
         assert_eq!(
-            detail.turns[1].stop_reason.as_deref(),
+            detail.turns[1].stop_reason.map(TurnEnd::as_str),
             Some("interrupted"),
             "an unfinished turn after a restart"
         );

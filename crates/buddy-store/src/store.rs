@@ -25,7 +25,7 @@ pub struct ConversationSummary {
     pub messages: u64,
     /// The first user message, shortened.
     pub title: String,
-    pub last_stop_reason: Option<String>,
+    pub last_stop_reason: Option<TurnEnd>,
 }
 
 /// One turn of a conversation: when it ran, with which model, and how it ended.
@@ -36,9 +36,67 @@ pub struct TurnRecord {
     pub started_at_ms: i64,
     pub finished_at_ms: Option<i64>,
     /// The stop reason; `interrupted` for a turn the server never finished (a crash).
-    pub stop_reason: Option<String>,
+    pub stop_reason: Option<TurnEnd>,
     pub stats: Option<TurnStats>,
     pub error: Option<String>,
+}
+
+/// How a stored turn ended: one of the engine's stop reasons, or `interrupted` — the
+/// process running it went away before it reached one. Stored and shown as its name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TurnEnd {
+    Stopped(StopReason),
+    Interrupted,
+}
+
+impl TurnEnd {
+    /// Its stored (and shown) name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TurnEnd::Stopped(reason) => reason.as_str(),
+            TurnEnd::Interrupted => "interrupted",
+        }
+    }
+
+    /// The end named `name`, if it is one.
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "interrupted" => Some(TurnEnd::Interrupted),
+            other => StopReason::from_name(other).map(TurnEnd::Stopped),
+        }
+    }
+
+    /// The stop reason, unless the turn was interrupted.
+    pub fn stop_reason(self) -> Option<StopReason> {
+        match self {
+            TurnEnd::Stopped(reason) => Some(reason),
+            TurnEnd::Interrupted => None,
+        }
+    }
+}
+
+impl Serialize for TurnEnd {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for TurnEnd {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        TurnEnd::from_name(&name)
+            .ok_or_else(|| serde::de::Error::custom(format!("`{name}` is no way a turn ends")))
+    }
+}
+
+/// A stored turn end, read back; text that names none is reported as corrupt.
+pub(crate) fn turn_end(text: Option<String>) -> Result<Option<TurnEnd>, StoreError> {
+    text.map(|name| {
+        TurnEnd::from_name(&name).ok_or_else(|| {
+            StoreError::Corrupt(format!("a turn ended `{name}`, which is no stop reason"))
+        })
+    })
+    .transpose()
 }
 
 /// A whole conversation: every message (tool calls and results included) and every turn.
@@ -237,4 +295,31 @@ pub(crate) fn settings(text: Option<&str>) -> Result<serde_json::Value, StoreErr
 /// A stored JSON record; one that does not parse is reported as corrupt.
 pub(crate) fn decode<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, StoreError> {
     serde_json::from_str(text).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+#[cfg(test)]
+mod turn_ends {
+    use super::*;
+
+    #[test]
+    fn turn_ends_read_back_by_name_and_other_text_is_corrupt() {
+        assert_eq!(
+            turn_end(Some("approval_required".into())).ok(),
+            Some(Some(TurnEnd::Stopped(StopReason::ApprovalRequired)))
+        );
+        assert_eq!(
+            turn_end(Some("interrupted".into())).ok(),
+            Some(Some(TurnEnd::Interrupted))
+        );
+        assert_eq!(turn_end(None).ok(), Some(None));
+        assert!(matches!(
+            turn_end(Some("exploded".into())),
+            Err(StoreError::Corrupt(_))
+        ));
+        assert_eq!(
+            serde_json::to_string(&TurnEnd::Interrupted).ok().as_deref(),
+            Some("\"interrupted\"")
+        );
+        assert_eq!(TurnEnd::Interrupted.stop_reason(), None);
+    }
 }

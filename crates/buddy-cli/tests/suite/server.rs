@@ -525,7 +525,12 @@ async fn shutdown_lets_turns_finish_up_to_the_grace_period_then_records_them_can
         .unwrap()
         .unwrap();
     assert_eq!(
-        detail.turns.last().unwrap().stop_reason.as_deref(),
+        detail
+            .turns
+            .last()
+            .unwrap()
+            .stop_reason
+            .map(buddy_store::TurnEnd::as_str),
         Some("cancelled")
     );
 }

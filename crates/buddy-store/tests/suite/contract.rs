@@ -69,7 +69,12 @@ async fn contract(store: &dyn Store) {
     assert_eq!(messages[0], Message::user("time?"));
     assert_eq!(messages[3], Message::assistant("Noon."));
     let detail = store.get_conversation(&id).await.unwrap().unwrap();
-    assert_eq!(detail.turns[0].stop_reason.as_deref(), Some("completed"));
+    assert_eq!(
+        detail.turns[0]
+            .stop_reason
+            .map(buddy_store::TurnEnd::as_str),
+        Some("completed")
+    );
     // The turn's tape is kept for replay; a turn without one keeps none.
     store.begin_turn(&id, "turn_2", "model-x").await.unwrap();
     store
