@@ -1,10 +1,8 @@
 //! `POST /v1/chat`: one turn of a stored conversation, streamed as SSE.
 
 use axum::Extension;
-use axum::body::Bytes;
 use axum::extract::Path;
 use axum::extract::State;
-use axum::extract::rejection::BytesRejection;
 use axum::response::Response;
 use buddy_engine::{CallDecision, Resume};
 use futures::StreamExt;
@@ -14,7 +12,7 @@ use serde_json::json;
 use crate::auth::Caller;
 use crate::conversation_settings::ConversationSettings;
 use crate::error::AppError;
-use crate::request::{owned_conversation, parse_body, request_policy};
+use crate::request::{JsonBody, owned_conversation, request_policy};
 use crate::request_mcp::{RequestMcp, with_request_mcp};
 use crate::sse;
 use crate::state::AppState;
@@ -23,7 +21,7 @@ use crate::turns::{Conversation, Prelude, disconnect_guard, start_turn};
 /// The body of `POST /v1/chat`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ChatBody {
+pub(crate) struct ChatBody {
     conversation_id: Option<String>,
     message: String,
     provider: Option<String>,
@@ -43,9 +41,8 @@ struct ChatBody {
 pub(crate) async fn chat(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
-    body: Result<Bytes, BytesRejection>,
+    JsonBody(body): JsonBody<ChatBody>,
 ) -> Result<Response, AppError> {
-    let body: ChatBody = parse_body(&state, body)?;
     if body.message.trim().is_empty() {
         return Err(AppError::BadRequest(
             "`message` is empty; send what the user said".into(),
@@ -94,7 +91,7 @@ pub(crate) async fn chat(
 /// The body of `POST /v1/conversations/{id}/resume`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ResumeBody {
+pub(crate) struct ResumeBody {
     /// A decision per call waiting for approval.
     #[serde(default)]
     decisions: Option<Vec<CallDecision>>,
@@ -114,9 +111,8 @@ pub(crate) async fn resume(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
-    body: Result<Bytes, BytesRejection>,
+    JsonBody(body): JsonBody<ResumeBody>,
 ) -> Result<Response, AppError> {
-    let body: ResumeBody = parse_body(&state, body)?;
     let resume = match (body.decisions, body.go_on) {
         (Some(decisions), false) if !decisions.is_empty() => Resume::Decisions(decisions),
         (None, true) => Resume::Continue,

@@ -7,9 +7,7 @@
 //! that only buddy reads. It is not encrypted — a client could write one itself, as it
 //! could write any message — so it carries nothing the client may not see.
 
-use axum::body::Bytes;
 use axum::extract::State;
-use axum::extract::rejection::BytesRejection;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use buddy_core::{CompletionRequest, Message, Usage, Usd};
@@ -20,14 +18,14 @@ use crate::auth::Caller;
 use crate::compaction_item::encode;
 use crate::error::AppError;
 use crate::openai::unix_now;
-use crate::request::{owned_conversation, parse_body};
+use crate::request::{JsonBody, owned_conversation};
 use crate::responses::{conversation_of, input_messages};
 use crate::spend;
 use crate::state::AppState;
 
 /// The body of `POST /v1/responses/compact`.
 #[derive(Deserialize)]
-struct CompactRequest {
+pub(crate) struct CompactRequest {
     model: Option<String>,
     #[serde(default)]
     input: Option<Value>,
@@ -51,9 +49,8 @@ const MAX_SUMMARY_CHARS: usize = 64 * 1024;
 pub(crate) async fn compact(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
-    body: Result<Bytes, BytesRejection>,
+    JsonBody(body): JsonBody<CompactRequest>,
 ) -> Result<Response, AppError> {
-    let body: CompactRequest = parse_body(&state, body)?;
     let model = body.model.filter(|m| !m.trim().is_empty()).ok_or_else(|| {
         AppError::BadRequest(
             "`model` is required: name the model that writes the compaction summary".into(),

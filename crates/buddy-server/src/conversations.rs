@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use crate::auth::Caller;
 use crate::conversation_settings::ConversationSettings;
 use crate::error::AppError;
-use crate::request::{owned_conversation, parse_body};
+use crate::request::{JsonBody, owned_conversation};
 use crate::state::AppState;
 use crate::turns::turn_policy;
 
@@ -99,9 +99,8 @@ pub(crate) async fn update(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
-    body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
+    JsonBody(body): JsonBody<PatchBody>,
 ) -> Result<Json<Value>, AppError> {
-    let body: PatchBody = parse_body(&state, body)?;
     if body.title.is_none() && body.settings.is_none() {
         return Err(AppError::BadRequest(
             "send `title` (a new name), `settings` ({\"system\": …, \"policy\": …}) or both".into(),

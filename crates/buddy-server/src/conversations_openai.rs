@@ -4,8 +4,6 @@
 //! carry the fields OpenAI's conversation object has. A response continues one with
 //! `"conversation": "conv_…"`.
 
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, Query, State};
 use axum::{Extension, Json};
 use serde::Deserialize;
@@ -14,7 +12,7 @@ use serde_json::{Value, json};
 use crate::auth::Caller;
 use crate::error::AppError;
 use crate::items::{list, message_items};
-use crate::request::{owned_conversation, parse_body};
+use crate::request::{JsonBody, JsonOrEmpty, owned_conversation};
 use crate::responses::input_messages;
 use crate::state::AppState;
 
@@ -50,13 +48,8 @@ fn conversation_object(id: &str, created_at_ms: i64) -> Value {
 pub(crate) async fn create(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
-    body: Result<Bytes, BytesRejection>,
+    JsonOrEmpty(body): JsonOrEmpty<ItemsBody>,
 ) -> Result<Json<Value>, AppError> {
-    let body: ItemsBody = if body.as_ref().is_ok_and(|b| b.is_empty()) {
-        ItemsBody::default()
-    } else {
-        parse_body(&state, body)?
-    };
     body.check_metadata()?;
     let messages = input_messages(&caller.owner, body.items.unwrap_or(Value::Null))
         .map_err(|e| AppError::BadRequest(e.replace("input[", "items[")))?;
@@ -128,9 +121,8 @@ pub(crate) async fn add_items(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
-    body: Result<Bytes, BytesRejection>,
+    JsonBody(body): JsonBody<ItemsBody>,
 ) -> Result<Json<Value>, AppError> {
-    let body: ItemsBody = parse_body(&state, body)?;
     body.check_metadata()?;
     owned_conversation(&state, &caller, &id).await?;
     if let Some(turn) = state.inner.coordinator.running_on(&id).await? {

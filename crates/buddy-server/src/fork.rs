@@ -4,8 +4,6 @@
 
 use std::collections::HashSet;
 
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
@@ -15,7 +13,7 @@ use serde_json::{Value, json};
 
 use crate::auth::Caller;
 use crate::error::AppError;
-use crate::request::{owned_conversation, parse_body};
+use crate::request::{JsonBody, owned_conversation};
 use crate::state::AppState;
 
 /// The body of a fork: the index (in the conversation's `messages`) of the first message
@@ -67,9 +65,8 @@ pub(crate) async fn fork(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
-    body: Result<Bytes, BytesRejection>,
+    JsonBody(body): JsonBody<ForkBody>,
 ) -> Result<(StatusCode, Json<Value>), AppError> {
-    let body: ForkBody = parse_body(&state, body)?;
     owned_conversation(&state, &caller, &id).await?;
     let store = &state.inner.store;
     let detail = store

@@ -13,7 +13,6 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::extract::rejection::BytesRejection;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use buddy_core::{ChatEvent, Message, StopReason, ToolCall, ToolSpec, TurnStats};
@@ -22,7 +21,7 @@ use serde_json::{Value, json};
 use crate::auth::Caller;
 use crate::client_tools::with_client_tools;
 use crate::error::AppError;
-use crate::request::{parse_body, request_policy};
+use crate::request::{JsonBody, request_policy};
 use crate::sse;
 use crate::state::AppState;
 use crate::turns::{CancelOnDrop, Conversation, Prelude, disconnect_guard, start_turn};
@@ -52,9 +51,8 @@ pub(crate) async fn models(State(state): State<AppState>) -> Json<Value> {
 pub(crate) async fn completions(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
-    body: Result<Bytes, BytesRejection>,
+    JsonBody(mut body): JsonBody<ChatCompletionRequest>,
 ) -> Result<Response, AppError> {
-    let mut body: ChatCompletionRequest = parse_body(&state, body)?;
     let sampling = body.sampling().map_err(AppError::BadRequest)?;
     let history = to_messages(std::mem::take(&mut body.messages)).map_err(AppError::BadRequest)?;
     if !history.iter().any(Message::is_user) {

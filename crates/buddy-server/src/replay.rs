@@ -4,8 +4,6 @@
 
 use std::collections::HashMap;
 
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::{Extension, Json};
 use buddy_engine::{Comparison, LoopPolicy, PolicyConfig, PolicyPatch, Recording, Tape, replay};
@@ -14,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::auth::Caller;
 use crate::error::AppError;
-use crate::request::{owned_conversation, parse_body, request_policy};
+use crate::request::{JsonBody, owned_conversation, request_policy};
 use crate::state::AppState;
 
 /// One stored turn, ready to replay — or why it cannot be.
@@ -131,9 +129,8 @@ pub(crate) async fn replay_conversation(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
-    body: Result<Bytes, BytesRejection>,
+    JsonBody(body): JsonBody<ReplayBody>,
 ) -> Result<Json<serde_json::Value>, AppError> {
-    let body: ReplayBody = parse_body(&state, body)?;
     let patch = request_policy(body.policy)?;
     owned_conversation(&state, &caller, &id).await?;
     let mut turns = stored_turns(&*state.inner.store, &id).await?;

@@ -1,8 +1,10 @@
-//! What every endpoint reads from a request the same way: a JSON body (every way it can
-//! be wrong a 4xx that says how), a request's policy, and a conversation the caller owns.
+//! What every endpoint reads from a request the same way: a JSON body (the [`JsonBody`]
+//! extractor: every way it can be wrong a 4xx that says how), a request's policy, and a
+//! conversation the caller owns.
 
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, FailedToBufferBody};
+use axum::extract::{FromRequest, Request};
 use buddy_engine::PolicyPatch;
 use buddy_store::ConversationInfo;
 
@@ -10,8 +12,36 @@ use crate::auth::Caller;
 use crate::error::AppError;
 use crate::state::AppState;
 
+/// A handler's JSON body of type `T`. A body too large, too slow, or not JSON of that
+/// shape is refused with a 4xx that says how (never axum's plain-text rejection).
+pub(crate) struct JsonBody<T>(pub T);
+
+impl<T: serde::de::DeserializeOwned> FromRequest<AppState> for JsonBody<T> {
+    type Rejection = AppError;
+
+    async fn from_request(request: Request, state: &AppState) -> Result<Self, AppError> {
+        parse_body(state, Bytes::from_request(request, state).await).map(JsonBody)
+    }
+}
+
+/// Like [`JsonBody`], but an empty body is `T::default()` (endpoints whose every field is
+/// optional).
+pub(crate) struct JsonOrEmpty<T>(pub T);
+
+impl<T: serde::de::DeserializeOwned + Default> FromRequest<AppState> for JsonOrEmpty<T> {
+    type Rejection = AppError;
+
+    async fn from_request(request: Request, state: &AppState) -> Result<Self, AppError> {
+        let body = Bytes::from_request(request, state).await;
+        if body.as_ref().is_ok_and(Bytes::is_empty) {
+            return Ok(JsonOrEmpty(T::default()));
+        }
+        parse_body(state, body).map(JsonOrEmpty)
+    }
+}
+
 /// Reads a JSON body, turning every way it can be wrong into a 4xx that says how.
-pub(crate) fn parse_body<T: serde::de::DeserializeOwned>(
+fn parse_body<T: serde::de::DeserializeOwned>(
     state: &AppState,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<T, AppError> {

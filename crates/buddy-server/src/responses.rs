@@ -15,7 +15,6 @@
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::extract::rejection::BytesRejection;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use buddy_core::{ChatEvent, Message, Sampling, StopReason, ToolCall, ToolSpec, TurnStats};
@@ -28,7 +27,7 @@ use crate::error::AppError;
 use crate::items::SkillCalls;
 use crate::openai::unix_now;
 use crate::request::owned_conversation;
-use crate::request::{parse_body, request_policy};
+use crate::request::{JsonBody, request_policy};
 use crate::sse;
 use crate::state::AppState;
 use crate::turn_log::{EventLog, Frame};
@@ -139,9 +138,8 @@ impl Echo {
 pub(crate) async fn responses(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
-    body: Result<Bytes, BytesRejection>,
+    JsonBody(body): JsonBody<ResponsesRequest>,
 ) -> Result<Response, AppError> {
-    let body: ResponsesRequest = parse_body(&state, body)?;
     let streamed = body.stream;
     let background = body.background;
     if background && body.store == Some(false) {
