@@ -1,4 +1,5 @@
-//! MCP servers as tool sources: each `[[mcp]]` server is started (stdio), its tools are
+//! MCP servers as tool sources: each `[[mcp]]` server is started (stdio) or reached
+//! (Streamable HTTP), its tools are
 //! listed, and each becomes a buddy skill named `server__tool`, with its repeat
 //! semantics read from the tool's annotations (overridable per tool). Results become
 //! text the model reads; server errors, crashes and hangs become error results, and a

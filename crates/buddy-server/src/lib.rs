@@ -1,7 +1,10 @@
-//! buddy-server: the engine as a service.
+//! buddy-server: the engine as a service — turns that run on their own, watched (and
+//! reattached to) over SSE, conversations kept in a store, and the chat page.
 //!
 //! - `POST /v1/chat`: one turn as an SSE stream of `ChatEvent`s, conversations kept in a store;
-//! - `GET|DELETE /v1/conversations[/{id}]`, `GET /v1/models`, `GET /healthz`, `GET /metrics`;
+//! - `GET /v1/turns/{id}/events`: a running turn's events again, from any point (reattach);
+//! - `GET|PATCH|DELETE /v1/conversations[/{id}]` (title and settings), `GET /v1/models`,
+//!   `GET /healthz`, `GET /metrics`;
 //! - `POST /v1/chat/completions`: an OpenAI-compatible endpoint, so any OpenAI client gets
 //!   loop-safe tool use by changing its base URL;
 //! - `POST /v1/responses`: the OpenAI Responses API over the same turns;
