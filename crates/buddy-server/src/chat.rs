@@ -69,6 +69,9 @@ pub(crate) async fn chat(
         .backend
         .resolve(body.provider.as_deref(), model.as_deref())
         .map_err(|e| AppError::BadRequest(e.to_string()))?;
+    if let Some(new) = &new_settings {
+        new.check(&state, &resolved)?;
+    }
     resolved.toolbox = with_request_mcp(&state, resolved.toolbox, body.mcp).await?;
     let turn = start_turn(
         &state,

@@ -5,7 +5,10 @@ use buddy_engine::PolicyPatch;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::backend::Resolved;
 use crate::error::AppError;
+use crate::state::AppState;
+use crate::turns::turn_policy;
 
 /// Longest system prompt a conversation keeps, in characters.
 pub(crate) const MAX_SYSTEM_CHARS: usize = 20_000;
@@ -87,6 +90,13 @@ impl ConversationSettings {
             policy,
         })
         .unwrap_or_else(|_| Value::Object(serde_json::Map::new()))
+    }
+
+    /// Refused (a 400 naming the field) when the policy would raise one of the server's
+    /// limits for `resolved`'s model: settings are checked on their own when they are
+    /// saved, not only merged with a request's policy at a turn.
+    pub(crate) fn check(&self, state: &AppState, resolved: &Resolved) -> Result<(), AppError> {
+        turn_policy(state, resolved, &self.policy).map(|_| ())
     }
 
     /// This conversation's policy with a request's own on top (the request's fields win).

@@ -10,7 +10,6 @@ use crate::conversation_settings::ConversationSettings;
 use crate::error::AppError;
 use crate::request::{JsonBody, owned_conversation};
 use crate::state::AppState;
-use crate::turns::turn_policy;
 
 /// The query of `GET /v1/conversations`.
 #[derive(serde::Deserialize)]
@@ -126,7 +125,7 @@ pub(crate) async fn update(
             .backend
             .resolve(None, info.last_model.as_deref())
             .map_err(|e| AppError::BadRequest(e.to_string()))?;
-        turn_policy(&state, &resolved, &settings.policy)?;
+        settings.check(&state, &resolved)?;
         let kept = settings.to_value();
         if !state.inner.store.set_settings(&id, &kept).await? {
             return Err(gone());

@@ -284,6 +284,38 @@ async fn a_conversations_policy_limits_its_turns_but_cannot_raise_the_operators(
     )
     .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{text}");
+    // A request policy that lowers the same limit for this turn does not let raised
+    // settings through: they are checked on their own, as they would be kept.
+    let (status, text) = send(
+        &state,
+        request(
+            "POST",
+            "/v1/chat",
+            Some(json!({"message": "hi", "policy": {"max_model_calls": 2},
+                        "settings": {"policy": {"max_model_calls": 500}}})),
+            BOB,
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{text}");
+    assert!(text.contains("max_model_calls"), "{text}");
+    // Nor on a conversation that exists.
+    let (status, text) = send(
+        &state,
+        request(
+            "POST",
+            "/v1/chat",
+            Some(
+                json!({"message": "more", "conversation_id": id, "policy": {"max_model_calls": 2},
+                        "settings": {"policy": {"max_model_calls": 500}}}),
+            ),
+            ALICE,
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{text}");
+    let (_, detail) = call(&state, "GET", &uri, None, ALICE).await;
+    assert_eq!(detail["settings"]["policy"], json!({"max_model_calls": 3}));
     let (_, list) = call(&state, "GET", "/v1/conversations", None, BOB).await;
     assert_eq!(list["data"], json!([]));
     assert_eq!(model.requests().len(), before);
