@@ -35,7 +35,11 @@ checks=$((checks + 1))
 grep -q "met their expected outcome, 0 did not" demo.txt || fail "buddy demo: $(tail -3 demo.txt)"
 checks=$((checks + 1))
 
-"$buddy" completions bash | grep -q "complete -F _buddy" || fail "buddy completions bash"
+# To a file, not a pipe: `grep -q` leaves at its first match, and buddy, still writing,
+# would end on the closed pipe (exit 141), which pipefail reports as a failure.
+"$buddy" completions bash >completions.bash 2>completions.txt ||
+  fail "buddy completions bash: $(cat completions.txt)"
+grep -q "complete -F _buddy" completions.bash || fail "buddy completions bash wrote no bash script"
 checks=$((checks + 1))
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -49,7 +53,7 @@ done
 reply=$(curl -fsS "http://127.0.0.1:$port/v1/chat/completions" -H 'content-type: application/json' \
   -d '{"model": "scripted:plain_chat", "messages": [{"role": "user", "content": "Say hello."}]}') ||
   fail "buddy mock-server did not answer: $(cat mock.txt)"
-echo "$reply" | grep -q '"choices"' || fail "buddy mock-server answered: $reply"
+grep -q '"choices"' <<<"$reply" || fail "buddy mock-server answered: $reply"
 checks=$((checks + 1))
 
 echo "install check: $checks checks passed"
