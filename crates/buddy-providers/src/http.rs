@@ -11,6 +11,7 @@ use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
 use crate::sse::{SseDecoder, SseEvent};
+use crate::watchdog::Watchdog;
 
 /// Timeouts and retries of one HTTP provider.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -162,12 +163,13 @@ impl Endpoint {
     }
 
     /// Sends `body` once and checks the status; an HTTP error comes back typed. The body
-    /// is shared between attempts, never copied.
+    /// is shared between attempts, never copied. The call's timer comes back with the
+    /// response, for reading its body.
     async fn send(
         &self,
         body: &Bytes,
         traceparent: Option<&str>,
-    ) -> Result<reqwest::Response, ProviderError> {
+    ) -> Result<(reqwest::Response, Watchdog), ProviderError> {
         let mut request = self
             .client
             .post(&self.url)
@@ -180,20 +182,35 @@ impl Endpoint {
             request = request.header("traceparent", traceparent);
         }
         let first_byte = secs(self.settings.first_byte_timeout_secs);
-        let response = match tokio::time::timeout(first_byte, request.send()).await {
-            Err(_) => return Err(self.timeout("response", first_byte)),
-            Ok(Err(e)) => {
+        let idle = secs(self.settings.idle_timeout_secs);
+        let first_byte_by = tokio::time::Instant::now() + first_byte;
+        let mut watchdog = Watchdog::start(first_byte, idle, secs(self.settings.call_timeout_secs));
+        let mut sending = request.send();
+        let sent = loop {
+            if let Some(sent) = watchdog.race(&mut sending).await {
+                break sent;
+            }
+            let now = tokio::time::Instant::now();
+            if now >= first_byte_by {
+                return Err(self.timeout("response", first_byte));
+            }
+            // Headers still due: wait on, but never past where the idle limit of a body
+            // that starts now would fall.
+            watchdog.rearm(first_byte_by.min(now + idle));
+        };
+        let response = match sent {
+            Err(e) => {
                 return Err(ProviderError::Connect {
                     provider: self.provider.clone(),
                     url: self.url.clone(),
                     message: error_chain(&e),
                 });
             }
-            Ok(Ok(response)) => response,
+            Ok(response) => response,
         };
         let status = response.status();
         if status.is_success() {
-            return Ok(response);
+            return Ok((response, watchdog));
         }
         let location = status
             .is_redirection()
@@ -240,8 +257,8 @@ impl Endpoint {
         let mut attempt = 0;
         loop {
             let result = async {
-                let response = self.send(&body, traceparent).await?;
-                let mut state = BodyState::new(self, response, make_parser());
+                let (response, watchdog) = self.send(&body, traceparent).await?;
+                let mut state = BodyState::new(self, response, watchdog, make_parser());
                 // Pull until the first token so errors before it can still be retried.
                 match state.next_token().await {
                     Some(Ok(token)) => {
@@ -300,7 +317,7 @@ impl Endpoint {
         let mut attempt = 0;
         loop {
             let result = async {
-                let response = self.send(&body, traceparent).await?;
+                let (response, _) = self.send(&body, traceparent).await?;
                 let limit = secs(self.settings.call_timeout_secs);
                 tokio::time::timeout(limit, self.read_body(response))
                     .await
@@ -492,6 +509,10 @@ struct BodyState<P> {
     first_byte: Duration,
     idle: Duration,
     got_bytes: bool,
+    /// When reading the body began: the first chunk is due `first_byte` after it.
+    body_from: tokio::time::Instant,
+    /// The call's one timer, checked against the limits when it fires.
+    watchdog: Watchdog,
     endpoint: Endpoint,
     /// The response's content type, quoted when the body is not an event stream.
     content_type: String,
@@ -516,7 +537,7 @@ struct BodyState<P> {
 const HEAD_BYTES: usize = 200;
 
 impl<P: EventParser> BodyState<P> {
-    fn new(endpoint: &Endpoint, response: reqwest::Response, parser: P) -> Self {
+    fn new(endpoint: &Endpoint, response: reqwest::Response, watchdog: Watchdog, parser: P) -> Self {
         let content_type = response
             .headers()
             .get("content-type")
@@ -524,11 +545,14 @@ impl<P: EventParser> BodyState<P> {
             .unwrap_or("(none)")
             .to_owned();
         let html = content_type.to_ascii_lowercase().contains("html");
+        let now = tokio::time::Instant::now();
         BodyState {
             html,
-            ends_by: tokio::time::Instant::now() + secs(endpoint.settings.call_timeout_secs),
+            ends_by: now + secs(endpoint.settings.call_timeout_secs),
             reply_bytes: 0,
-            progress_at: tokio::time::Instant::now(),
+            progress_at: now,
+            body_from: now,
+            watchdog,
             brought_content: false,
             content_type,
             head: Vec::new(),
@@ -563,23 +587,29 @@ impl<P: EventParser> BodyState<P> {
             if self.finished {
                 return None;
             }
-            let wait = if self.got_bytes {
-                self.idle.saturating_sub(self.progress_at.elapsed())
+            // The next chunk is due by the first limit to fall; the timer is never later.
+            let due = if self.got_bytes {
+                self.progress_at + self.idle
             } else {
-                self.first_byte
+                self.body_from + self.first_byte
             };
-            let left = self
-                .ends_by
-                .saturating_duration_since(tokio::time::Instant::now());
-            let result = match tokio::time::timeout(wait.min(left), self.body.next()).await {
-                Err(_) if left <= wait => Err(self.endpoint.bound(
-                    "the reply was still coming when the call's time ran out",
-                    "call_timeout_secs",
-                    self.endpoint.settings.call_timeout_secs,
-                )),
-                Err(_) if self.got_bytes => Err(self.endpoint.timeout("next chunk", self.idle)),
-                Err(_) => Err(self.endpoint.timeout("first chunk", wait)),
-                Ok(Some(Ok(bytes))) => {
+            let result = match self.watchdog.race(&mut self.body.next()).await {
+                None => {
+                    let now = tokio::time::Instant::now();
+                    if now < due.min(self.ends_by) {
+                        // Early: wait on (before any bytes, never past where the idle
+                        // limit would fall if they arrived now).
+                        let at = if self.got_bytes {
+                            due
+                        } else {
+                            due.min(now + self.idle)
+                        };
+                        self.watchdog.rearm(at.min(self.ends_by));
+                        continue;
+                    }
+                    Err(self.limit_reached(due))
+                }
+                Some(Some(Ok(bytes))) => {
                     let before = self.decoder.pending_bytes();
                     self.brought_content = false;
                     let fed = self.feed(&bytes);
@@ -591,16 +621,31 @@ impl<P: EventParser> BodyState<P> {
                     self.got_bytes = true;
                     fed
                 }
-                Ok(Some(Err(e))) => Err(self.endpoint.stream_error(format!(
+                Some(Some(Err(e))) => Err(self.endpoint.stream_error(format!(
                     "the connection broke before the response was complete: {}",
                     error_chain(&e)
                 ))),
-                Ok(None) => self.end_of_body(),
+                Some(None) => self.end_of_body(),
             };
             if let Err(e) = result {
                 self.finished = true;
                 self.error = Some(e);
             }
+        }
+    }
+
+    /// The error for a timer that fired at or past `due` or the call's end.
+    fn limit_reached(&self, due: tokio::time::Instant) -> ProviderError {
+        if self.ends_by <= due {
+            self.endpoint.bound(
+                "the reply was still coming when the call's time ran out",
+                "call_timeout_secs",
+                self.endpoint.settings.call_timeout_secs,
+            )
+        } else if self.got_bytes {
+            self.endpoint.timeout("next chunk", self.idle)
+        } else {
+            self.endpoint.timeout("first chunk", self.first_byte)
         }
     }
 

@@ -11,6 +11,7 @@ pub mod openai;
 pub mod openai_wire;
 pub mod sse;
 pub mod tool_call_assembler;
+mod watchdog;
 
 pub use anthropic::{AnthropicOptions, AnthropicProvider};
 pub use config::{ProviderConfig, ProviderKind};
