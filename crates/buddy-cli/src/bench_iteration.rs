@@ -283,16 +283,12 @@ fn buddy_engine(base: &str, stream: bool) -> Result<Arc<Engine>, String> {
 /// One buddy turn; the model calls it made.
 async fn buddy_run(engine: &Arc<Engine>, model: &str) -> Result<usize, String> {
     // The README's shape: the turn on its own task, its events read as they come.
-    let (events, outcome) = if std::env::var_os("XCOLLECT").is_some() {
-        engine.run_collect(TurnRequest::new(model, PROMPT)).await
-    } else {
     let (mut rx, turn) = engine.spawn(TurnRequest::new(model, PROMPT));
     let mut events = Vec::new();
     while let Some(event) = rx.recv().await {
         events.push(event);
     }
-    (events, turn.await.map_err(|e| e.to_string())?)
-    };
+    let outcome = turn.await.map_err(|e| e.to_string())?;
     if outcome.reason != StopReason::Completed {
         let said: Vec<String> = events
             .iter()

@@ -3,6 +3,7 @@
 //! so tests drive exactly what the binary runs.
 
 pub mod backend;
+pub mod bench_gateway;
 pub mod bench_iteration;
 pub mod bench_load;
 pub mod bench_memory;

@@ -101,6 +101,8 @@ impl MockServer {
                 accepted = listener.accept() => accepted?,
                 () = &mut shutdown => return Ok(()),
             };
+            // Streamed chunks go out at once, not after the client's delayed ACK.
+            let _ = stream.set_nodelay(true);
             let service = hyper_util::service::TowerToHyperService::new(router.clone());
             tokio::spawn(async move {
                 let mut builder = hyper_util::server::conn::auto::Builder::new(

@@ -84,6 +84,11 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
+        // Events go out as they happen, in small writes: without this, Nagle's algorithm
+        // holds each one back until the client's delayed ACK (40 ms on Linux).
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(error = %e, "TCP_NODELAY not set");
+        }
         while connections.try_join_next().is_some() {}
         match table.admit(peer.ip()) {
             Ok((place, shed)) => {
