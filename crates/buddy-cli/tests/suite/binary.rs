@@ -676,3 +676,52 @@ async fn init_writes_a_config_that_works_and_fills_in_what_it_finds() {
         "{written}"
     );
 }
+
+/// The two overhead benchmarks run end to end on loopback, briefly: both loops do the same
+/// work (the run fails when they make different numbers of model calls) and every request
+/// through `buddy serve` is answered. Figures are not checked here (see BENCHMARKS.md);
+/// the exit code is, so the rate stays off the 1,000/s that decides it.
+#[test]
+fn the_iteration_and_gateway_benchmarks_run_and_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(buddy(dir.path()).args([
+        "bench",
+        "iteration",
+        "--runs",
+        "3",
+        "--repeats",
+        "1",
+        "--target-us",
+        "1000000",
+        "--json",
+    ]));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["model_calls_per_run"], 9);
+    assert_eq!(report["batches"].as_array().map(Vec::len), Some(2));
+    assert!(report["added_cpu_us_per_iteration"].is_number(), "{report}");
+
+    let out = run(buddy(dir.path()).args([
+        "bench",
+        "gateway",
+        "--rate",
+        "200",
+        "--secs",
+        "0.5",
+        "--target-ms",
+        "1000000",
+        "--json",
+    ]));
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    let reports: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(reports.len(), 2, "whole and streamed: {stdout}");
+    for r in &reports {
+        assert_eq!(r["buddy"]["errors"], 0, "{r}");
+        assert_eq!(r["buddy"]["ok"], r["buddy"]["sent"], "{r}");
+        assert_eq!(r["direct"]["ok"], r["direct"]["sent"], "{r}");
+    }
+}
