@@ -67,26 +67,12 @@ pub async fn run_gateway(
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let result = async {
-        let (_mock, mock) = spawn(
-            buddy,
-            &["mock-server", "--listen", "127.0.0.1:0"],
-            &dir,
-        )?;
-        let config = format!(
-            r#"default_provider = "mock"
-[providers.mock]
-kind = "openai"
-base_url = "{mock}"
-model = "scripted:plain_chat"
-[providers.mock.http]
-max_retries = 0
-http2_prior_knowledge = true
-[skills]
-builtin = []
-[server]
-max_concurrent_turns_per_key = 1000000
-"#
-        );
+        let (_mock, mock) = spawn(buddy, &["mock-server", "--listen", "127.0.0.1:0"], &dir)?;
+        let config = crate::bench_load::mock_provider(
+            &mock,
+            "scripted:plain_chat",
+            "http2_prior_knowledge = true\n",
+        ) + "[skills]\nbuiltin = []\n[server]\nmax_concurrent_turns_per_key = 1000000\n";
         std::fs::write(dir.join("buddy.toml"), config).map_err(|e| e.to_string())?;
         let (_server, server) = spawn(
             buddy,
@@ -219,7 +205,9 @@ async fn open_loop(
             }
         }
     }
-    let wall = (Instant::now() - start).as_secs_f64().max(length.as_secs_f64());
+    let wall = (Instant::now() - start)
+        .as_secs_f64()
+        .max(length.as_secs_f64());
     latencies.sort_by(f64::total_cmp);
     lags.sort_by(f64::total_cmp);
     Phase {

@@ -14,11 +14,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use buddy_core::{BoxFuture, Skill, SkillContext, SkillError};
 use buddy_core::{ChatEvent, StopReason};
 use buddy_engine::{Engine, TurnRequest};
 use buddy_providers::{HttpSettings, OpenAiCompat, OpenAiOptions, OpenAiProvider};
 use buddy_scripted::Scenario;
-use buddy_core::{BoxFuture, Skill, SkillContext, SkillError};
 use buddy_skills::SkillRegistry;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -144,8 +144,7 @@ pub async fn run_iteration(
     std::fs::create_dir_all(dir.join("scenarios")).map_err(|e| e.to_string())?;
     let scenario = scenario(&options.model, options.calls)?;
     let scenario_json = serde_json::to_string(&scenario).map_err(|e| e.to_string())?;
-    std::fs::write(dir.join("scenarios/model.json"), scenario_json)
-        .map_err(|e| e.to_string())?;
+    std::fs::write(dir.join("scenarios/model.json"), scenario_json).map_err(|e| e.to_string())?;
     let scenarios = dir.join("scenarios").display().to_string();
     let spawned = spawn(
         buddy,
@@ -277,7 +276,10 @@ fn buddy_engine(base: &str, stream: bool) -> Result<Arc<Engine>, String> {
     registry
         .register(Arc::new(Lookup))
         .map_err(|e| e.to_string())?;
-    Ok(Arc::new(Engine::new(Arc::new(provider), Arc::new(registry))))
+    Ok(Arc::new(Engine::new(
+        Arc::new(provider),
+        Arc::new(registry),
+    )))
 }
 
 /// One buddy turn; the model calls it made.
@@ -377,7 +379,9 @@ impl RawLoop {
             for call in &calls {
                 let args: Value = serde_json::from_str(&call.arguments)
                     .map_err(|e| format!("raw loop: bad arguments: {e}"))?;
-                messages.push(json!({"role": "tool", "tool_call_id": call.id, "content": lookup(&args)}));
+                messages.push(
+                    json!({"role": "tool", "tool_call_id": call.id, "content": lookup(&args)}),
+                );
             }
         }
         Err("raw loop: the model never answered".into())
@@ -432,7 +436,10 @@ async fn read_whole(response: reqwest::Response) -> Result<(String, Vec<RawCall>
         .flatten()
         .map(|c| RawCall {
             id: c["id"].as_str().unwrap_or_default().to_owned(),
-            name: c["function"]["name"].as_str().unwrap_or_default().to_owned(),
+            name: c["function"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
             arguments: c["function"]["arguments"]
                 .as_str()
                 .unwrap_or_default()

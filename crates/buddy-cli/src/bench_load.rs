@@ -82,6 +82,14 @@ pub(crate) fn spawn(buddy: &Path, args: &[&str], cwd: &Path) -> Result<(Proc, St
     Ok((Proc(child), url))
 }
 
+/// The start of a benchmark's `buddy.toml`: the mock at `base_url` as the default
+/// provider serving `model`, no retries, then `http` (more `[providers.mock.http]` lines).
+pub(crate) fn mock_provider(base_url: &str, model: &str, http: &str) -> String {
+    format!(
+        "default_provider = \"mock\"\n[providers.mock]\nkind = \"openai\"\nbase_url = \"{base_url}\"\nmodel = \"{model}\"\n[providers.mock.http]\nmax_retries = 0\n{http}"
+    )
+}
+
 /// Resident memory of a process in KiB (Linux).
 pub(crate) fn rss_kib(pid: u32) -> u64 {
     status_kib(pid, "VmRSS:")
@@ -137,23 +145,15 @@ pub async fn run_load(buddy: &Path, options: &LoadOptions) -> Result<LoadReport,
         ],
         &dir,
     )?;
-    let config = format!(
-        r#"default_provider = "mock"
-[providers.mock]
-kind = "openai"
-base_url = "{mock_url}"
-model = "scripted:three_rounds"
-[providers.mock.http]
-max_retries = 0
-http2_prior_knowledge = true
-first_byte_timeout_secs = 600
-idle_timeout_secs = 600
-[skills]
+    let config = mock_provider(
+        &mock_url,
+        "scripted:three_rounds",
+        "http2_prior_knowledge = true\nfirst_byte_timeout_secs = 600\nidle_timeout_secs = 600\n",
+    ) + r#"[skills]
 sandbox = "sandbox"
 [server]
 max_concurrent_turns_per_key = 1000000
-"#
-    );
+"#;
     std::fs::write(dir.join("buddy.toml"), config).map_err(|e| e.to_string())?;
     let instances = match &options.store {
         Some(_) => options.instances.max(1),

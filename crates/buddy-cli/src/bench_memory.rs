@@ -87,17 +87,11 @@ pub async fn run_memory(buddy: &Path, options: &MemoryOptions) -> Result<MemoryR
         ],
         &dir,
     )?;
-    let config = format!(
-        r#"default_provider = "mock"
-[providers.mock]
-kind = "openai"
-base_url = "{mock_url}"
-model = "scripted:big_arguments"
-[providers.mock.http]
-max_retries = 0
-first_byte_timeout_secs = 600
-idle_timeout_secs = 600
-[policy]
+    let config = crate::bench_load::mock_provider(
+        &mock_url,
+        "scripted:big_arguments",
+        "first_byte_timeout_secs = 600\nidle_timeout_secs = 600\n",
+    ) + r#"[policy]
 # Room for the arguments in the next request: the whole turn runs, not only its first call.
 context_window = 16000000
 [skills]
@@ -111,9 +105,8 @@ semantics = "pure"
 [skills.command.parameters]
 type = "object"
 required = ["text"]
-properties.text = {{ type = "string" }}
-"#
-    );
+properties.text = { type = "string" }
+"#;
     std::fs::write(dir.join("buddy.toml"), config).map_err(|e| e.to_string())?;
     let measured = options.server.as_deref().unwrap_or(buddy);
     let (server, url) = spawn(

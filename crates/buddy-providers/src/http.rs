@@ -537,7 +537,12 @@ struct BodyState<P> {
 const HEAD_BYTES: usize = 200;
 
 impl<P: EventParser> BodyState<P> {
-    fn new(endpoint: &Endpoint, response: reqwest::Response, watchdog: Watchdog, parser: P) -> Self {
+    fn new(
+        endpoint: &Endpoint,
+        response: reqwest::Response,
+        watchdog: Watchdog,
+        parser: P,
+    ) -> Self {
         let content_type = response
             .headers()
             .get("content-type")

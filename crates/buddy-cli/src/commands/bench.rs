@@ -330,8 +330,14 @@ pub async fn bench(args: BenchArgs) -> anyhow::Result<u8> {
             }
             println!(
                 "{:>6} {:>6} {:>8} {:>6} | {:>24} | {:>24} | {:>24} | {:>5}",
-                "mode", "rate", "achieved", "errors", "mock p50/p99/p999 ms",
-                "buddy p50/p99/p999 ms", "added p50/p99/p999 ms", "held"
+                "mode",
+                "rate",
+                "achieved",
+                "errors",
+                "mock p50/p99/p999 ms",
+                "buddy p50/p99/p999 ms",
+                "added p50/p99/p999 ms",
+                "held"
             );
             for r in &reports {
                 println!(
@@ -351,7 +357,12 @@ pub async fn bench(args: BenchArgs) -> anyhow::Result<u8> {
                     r.added_p999_ms,
                     if r.held { "yes" } else { "NO" },
                 );
-                if let Some(e) = r.buddy.first_error.as_ref().or(r.direct.first_error.as_ref()) {
+                if let Some(e) = r
+                    .buddy
+                    .first_error
+                    .as_ref()
+                    .or(r.direct.first_error.as_ref())
+                {
                     println!("       first error: {e}");
                 }
             }
@@ -359,7 +370,10 @@ pub async fn bench(args: BenchArgs) -> anyhow::Result<u8> {
                 let mode = if stream { "streamed" } else { "whole" };
                 let runs = reports.iter().filter(|r| r.stream == stream);
                 if let Some(broke) = runs.clone().find(|r| !r.held) {
-                    println!("{mode}: held up to the rate before {} requests/s, which did not hold", broke.rate);
+                    println!(
+                        "{mode}: held up to the rate before {} requests/s, which did not hold",
+                        broke.rate
+                    );
                 } else if let Some(top) = runs.map(|r| r.rate).max() {
                     println!("{mode}: held at every rate measured (up to {top} requests/s)");
                 }
@@ -390,9 +404,16 @@ pub async fn bench(args: BenchArgs) -> anyhow::Result<u8> {
                 "{} model calls per turn, {} turns of each loop per repeat, {}",
                 r.model_calls_per_run,
                 r.runs,
-                if r.stream { "streamed" } else { "whole replies" }
+                if r.stream {
+                    "streamed"
+                } else {
+                    "whole replies"
+                }
             );
-            println!("{:>6} {:>6} {:>12} {:>12}", "repeat", "loop", "CPU/turn", "wall/turn");
+            println!(
+                "{:>6} {:>6} {:>12} {:>12}",
+                "repeat", "loop", "CPU/turn", "wall/turn"
+            );
             for b in &r.batches {
                 let side = match b.side {
                     buddy_cli::bench_iteration::Side::Raw => "raw",

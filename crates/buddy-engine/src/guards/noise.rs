@@ -79,19 +79,24 @@ pub fn denoise(text: &str) -> String {
         if pattern.is_match(&out) {
             out = pattern
                 .replace_all(&out, |caps: &regex::Captures<'_>| {
-                    let found = caps.get(0).map_or("", |m| m.as_str());
-                    // A long run of hex digits only is an id; a plain number is not.
-                    if *placeholder == "<hex>" && !found.bytes().any(|b| b.is_ascii_alphabetic()) {
-                        found.to_owned()
-                    } else {
-                        (*placeholder).to_owned()
-                    }
+                    replacement(caps, placeholder)
                 })
                 .into_owned();
             found = set.map(|set| set.matches(&out));
         }
     }
     out
+}
+
+/// What one match of a noise pattern becomes: its placeholder, except that a long run of
+/// hex digits with no letter is a plain number (information), not an id.
+fn replacement(caps: &regex::Captures<'_>, placeholder: &str) -> String {
+    let found = caps.get(0).map_or("", |m| m.as_str());
+    if placeholder == "<hex>" && !found.bytes().any(|b| b.is_ascii_alphabetic()) {
+        found.to_owned()
+    } else {
+        placeholder.to_owned()
+    }
 }
 
 /// The information of a tool result: the result less what it echoes of its call's own
@@ -200,12 +205,7 @@ mod tests {
         for (pattern, placeholder) in NOISE.iter() {
             out = pattern
                 .replace_all(&out, |caps: &regex::Captures<'_>| {
-                    let found = caps.get(0).map_or("", |m| m.as_str());
-                    if *placeholder == "<hex>" && !found.bytes().any(|b| b.is_ascii_alphabetic()) {
-                        found.to_owned()
-                    } else {
-                        (*placeholder).to_owned()
-                    }
+                    replacement(caps, placeholder)
                 })
                 .into_owned();
         }
