@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use buddy_core::{CompletionRequest, Message, Provider, ToolCall, ToolOutcome};
 use buddy_engine::{Engine, LoopPolicy, TurnRequest};
-use buddy_providers::{OpenAiCompat, OpenAiOptions, OpenAiProvider};
+use buddy_providers::{OpenAiOptions, OpenAiProvider};
 use buddy_scripted::Scenario;
 use buddy_scripted::mock_server::MockServer;
 use buddy_testkit::{ReplyProvider, TestTool, TestToolbox, reply_tokens};
@@ -202,12 +202,7 @@ fn provider(base: &str) -> OpenAiProvider {
     OpenAiProvider::new(OpenAiOptions {
         name: "mock".into(),
         base_url: base.to_owned(),
-        api_key: None,
-        headers: Default::default(),
-        http: Default::default(),
-        stream: true,
-        max_output_tokens: None,
-        compat: OpenAiCompat::default(),
+        ..OpenAiOptions::default()
     })
     .unwrap()
 }

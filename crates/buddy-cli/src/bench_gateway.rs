@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio::time::Instant;
 
-use crate::bench_load::spawn;
+use crate::bench_load::{spawn, spawn_serve};
 
 /// What to run.
 #[derive(Clone, Debug)]
@@ -74,19 +74,7 @@ pub async fn run_gateway(
             "http2_prior_knowledge = true\n",
         ) + "[skills]\nbuiltin = []\n[server]\nmax_concurrent_turns_per_key = 1000000\n";
         std::fs::write(dir.join("buddy.toml"), config).map_err(|e| e.to_string())?;
-        let (_server, server) = spawn(
-            buddy,
-            &[
-                "--config",
-                "buddy.toml",
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--db",
-                "gateway.db",
-            ],
-            &dir,
-        )?;
+        let (_server, server) = spawn_serve(buddy, &["--db", "gateway.db"], &dir)?;
         crate::install_crypto();
         let client = reqwest::Client::builder()
             .timeout(options.timeout)

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use buddy_core::{BoxFuture, Skill, SkillContext, SkillError};
 use buddy_core::{ChatEvent, StopReason};
 use buddy_engine::{Engine, TurnRequest};
-use buddy_providers::{HttpSettings, OpenAiCompat, OpenAiOptions, OpenAiProvider};
+use buddy_providers::{OpenAiOptions, OpenAiProvider};
 use buddy_scripted::Scenario;
 use buddy_skills::SkillRegistry;
 use serde::Serialize;
@@ -72,6 +72,16 @@ pub enum Side {
     Buddy = 1,
 }
 
+impl Side {
+    /// Its name, as `--only` takes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Side::Raw => "raw",
+            Side::Buddy => "buddy",
+        }
+    }
+}
+
 /// One loop's CPU and wall time per turn in one repeat.
 #[derive(Clone, Debug, Serialize)]
 pub struct Batch {
@@ -109,7 +119,7 @@ fn scenario(name: &str, calls: usize) -> Result<Scenario, String> {
         "name": name,
         "description": "Benchmark: one lookup per round, then an answer.",
         "prompt": PROMPT,
-        "tools": [tool_spec(calls)],
+        "tools": [tool_spec()],
         "policy": {},
         "expect": {"stop_reason": "completed", "model_calls": calls + 1, "tool_calls": calls},
         "rules": rules,
@@ -117,15 +127,10 @@ fn scenario(name: &str, calls: usize) -> Result<Scenario, String> {
     Scenario::parse(&text.to_string(), "iteration benchmark").map_err(|e| e.to_string())
 }
 
-fn tool_spec(calls: usize) -> Value {
-    // Only `buddy run --scenario` uses `results`; the benchmark's own skill answers by item.
-    let results: Vec<String> = (1..=calls).map(result).collect();
-    json!({
-        "name": "lookup",
-        "description": "Look an item up in the catalogue.",
-        "parameters": {"type": "object", "properties": {"item": {"type": "string"}}, "required": ["item"]},
-        "results": results,
-    })
+/// The `lookup` tool as both loops offer it (and the scenario declares it).
+fn tool_spec() -> Value {
+    let spec = Lookup.spec();
+    json!({"name": spec.name, "description": spec.description, "parameters": spec.parameters})
 }
 
 /// CPU time of this process, every thread, in seconds.
@@ -176,7 +181,7 @@ async fn measure(base: &str, options: &IterationOptions) -> Result<IterationRepo
     crate::install_crypto();
     let model = options.model.as_str();
     let calls = options.calls + 1;
-    let raw = RawLoop::new(base, model, options.stream, options.calls)?;
+    let raw = RawLoop::new(base, model, options.stream)?;
     let engine = buddy_engine(base, options.stream)?;
     // Warm both: connections, allocator, lazily built tables.
     for _ in 0..3 {
@@ -264,12 +269,8 @@ fn buddy_engine(base: &str, stream: bool) -> Result<Arc<Engine>, String> {
     let provider = OpenAiProvider::new(OpenAiOptions {
         name: "mock".into(),
         base_url: base.to_owned(),
-        api_key: None,
-        headers: Default::default(),
-        http: HttpSettings::default(),
         stream,
-        max_output_tokens: None,
-        compat: OpenAiCompat::default(),
+        ..OpenAiOptions::default()
     })
     .map_err(|e| e.to_string())?;
     let mut registry = SkillRegistry::new();
@@ -328,8 +329,7 @@ struct RawCall {
 }
 
 impl RawLoop {
-    fn new(base: &str, model: &str, stream: bool, calls: usize) -> Result<Self, String> {
-        let spec = tool_spec(calls);
+    fn new(base: &str, model: &str, stream: bool) -> Result<Self, String> {
         Ok(RawLoop {
             client: reqwest::Client::builder()
                 .build()
@@ -337,9 +337,7 @@ impl RawLoop {
             url: format!("{base}/chat/completions"),
             model: model.to_owned(),
             stream,
-            tools: json!([{"type": "function", "function": {
-                "name": spec["name"], "description": spec["description"], "parameters": spec["parameters"]
-            }}]),
+            tools: json!([{"type": "function", "function": tool_spec()}]),
         })
     }
 
@@ -465,7 +463,7 @@ impl Skill for Lookup {
     }
 
     fn parameters(&self) -> Value {
-        tool_spec(0)["parameters"].clone()
+        json!({"type": "object", "properties": {"item": {"type": "string"}}, "required": ["item"]})
     }
 
     fn execute<'a>(

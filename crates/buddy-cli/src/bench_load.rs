@@ -90,6 +90,18 @@ pub(crate) fn mock_provider(base_url: &str, model: &str, http: &str) -> String {
     )
 }
 
+/// Starts `buddy --config buddy.toml serve` on a free loopback port in `dir`, with its
+/// store given by `store` (`["--db", FILE]` or `["--store", URL]`); returns its address.
+pub(crate) fn spawn_serve(
+    buddy: &Path,
+    store: &[&str],
+    dir: &Path,
+) -> Result<(Proc, String), String> {
+    let mut args = vec!["--config", "buddy.toml", "serve", "--listen", "127.0.0.1:0"];
+    args.extend_from_slice(store);
+    spawn(buddy, &args, dir)
+}
+
 /// Resident memory of a process in KiB (Linux).
 pub(crate) fn rss_kib(pid: u32) -> u64 {
     status_kib(pid, "VmRSS:")
@@ -165,12 +177,11 @@ max_concurrent_turns_per_key = 1000000
     let mut servers = Vec::new();
     let mut urls = Vec::new();
     for _ in 0..instances {
-        let mut args = vec!["--config", "buddy.toml", "serve", "--listen", "127.0.0.1:0"];
-        match &options.store {
-            Some(store) => args.extend(["--store", store.as_str()]),
-            None => args.extend(["--db", "load.db"]),
-        }
-        let (server, url) = spawn(buddy, &args, &dir)?;
+        let store = match &options.store {
+            Some(store) => ["--store", store.as_str()],
+            None => ["--db", "load.db"],
+        };
+        let (server, url) = spawn_serve(buddy, &store, &dir)?;
         servers.push(server);
         urls.push(url);
     }

@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::json;
 
-use crate::bench_load::{rss_kib, spawn, status_kib};
+use crate::bench_load::{rss_kib, spawn, spawn_serve, status_kib};
 
 /// What to run.
 #[derive(Clone, Debug)]
@@ -109,19 +109,7 @@ properties.text = { type = "string" }
 "#;
     std::fs::write(dir.join("buddy.toml"), config).map_err(|e| e.to_string())?;
     let measured = options.server.as_deref().unwrap_or(buddy);
-    let (server, url) = spawn(
-        measured,
-        &[
-            "--config",
-            "buddy.toml",
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--db",
-            "memory.db",
-        ],
-        &dir,
-    )?;
+    let (server, url) = spawn_serve(measured, &["--db", "memory.db"], &dir)?;
     let pid = server.0.id();
     tokio::time::sleep(Duration::from_millis(300)).await;
     let size = |file: &str| std::fs::metadata(dir.join(file)).map_or(0, |m| m.len());

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use buddy_core::{ChatEvent, StopReason};
 use buddy_engine::{Engine, TurnRequest};
-use buddy_providers::{OpenAiCompat, OpenAiOptions, OpenAiProvider};
+use buddy_providers::{OpenAiOptions, OpenAiProvider};
 use buddy_skills::Sandbox;
 use serde::Serialize;
 
@@ -119,12 +119,7 @@ pub async fn run_loops(
         let provider = OpenAiProvider::new(OpenAiOptions {
             name: "mock".into(),
             base_url: base.clone(),
-            api_key: None,
-            headers: Default::default(),
-            http: Default::default(),
-            stream: true,
-            max_output_tokens: None,
-            compat: OpenAiCompat::default(),
+            ..OpenAiOptions::default()
         })
         .map_err(|e| RunError::Setup(e.to_string()))?;
         let policy = scenario_policy(&scenario, &[])?;

@@ -116,6 +116,31 @@ impl MockServer {
         }
     }
 
+    /// Logs one request: when, its model, stream flag and sizes, then `outcome`'s fields.
+    fn log_request(
+        &self,
+        model: &str,
+        stream: bool,
+        messages: usize,
+        tools: usize,
+        outcome: Value,
+    ) {
+        if self.log.is_none() {
+            return;
+        }
+        let mut line = json!({
+            "ts_ms": SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0),
+            "model": model,
+            "stream": stream,
+            "messages": messages,
+            "tools": tools,
+        });
+        if let (Some(line), Value::Object(outcome)) = (line.as_object_mut(), outcome) {
+            line.extend(outcome);
+        }
+        self.log(line);
+    }
+
     fn log(&self, line: Value) {
         if let Some(log) = &self.log
             && let Ok(mut out) = log.lock()
@@ -187,28 +212,18 @@ async fn completions(State(server): State<Arc<MockServer>>, body: axum::body::By
         Err(buddy_core::ProviderError::Http {
             status, message, ..
         }) => {
-            server.log(json!({
-                "ts_ms": SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0),
-                "model": model,
-                "stream": body.stream,
-                "messages": messages.len(),
-                "tools": tools.len(),
-                "refused": status,
-            }));
+            let seen = json!({"refused": status});
+            server.log_request(&model, body.stream, messages.len(), tools.len(), seen);
             let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
             return error(status, message);
         }
         Err(e) => return error(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()),
     };
-    server.log(json!({
-        "ts_ms": SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0),
-        "model": model,
-        "stream": body.stream,
-        "messages": messages.len(),
-        "tools": tools.len(),
+    let seen = json!({
         "reply_text_chars": reply.text.chars().count(),
         "reply_tool_calls": reply.tool_calls.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(),
-    }));
+    });
+    server.log_request(&model, body.stream, messages.len(), tools.len(), seen);
     if body.stream {
         streamed(&model, reply)
     } else {

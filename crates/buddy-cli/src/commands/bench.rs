@@ -415,14 +415,10 @@ pub async fn bench(args: BenchArgs) -> anyhow::Result<u8> {
                 "repeat", "loop", "CPU/turn", "wall/turn"
             );
             for b in &r.batches {
-                let side = match b.side {
-                    buddy_cli::bench_iteration::Side::Raw => "raw",
-                    buddy_cli::bench_iteration::Side::Buddy => "buddy",
-                };
                 println!(
                     "{:>6} {:>6} {:>10.3}ms {:>10.3}ms",
                     b.repeat + 1,
-                    side,
+                    b.side.as_str(),
                     b.cpu_ms_per_run,
                     b.wall_ms_per_run
                 );

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use buddy_core::{CompletionRequest, Message, Provider};
-use buddy_providers::{HttpSettings, OpenAiCompat, OpenAiOptions, OpenAiProvider};
+use buddy_providers::{HttpSettings, OpenAiOptions, OpenAiProvider};
 use buddy_scripted::Scenario;
 use buddy_scripted::mock_server::{MemoryLog, MockServer};
 
@@ -30,15 +30,11 @@ async fn hundreds_of_concurrent_calls_share_one_http2_connection() {
         OpenAiProvider::new(OpenAiOptions {
             name: "mock".into(),
             base_url: base,
-            api_key: None,
-            headers: Default::default(),
             http: HttpSettings {
                 http2_prior_knowledge: true,
                 ..HttpSettings::default()
             },
-            stream: true,
-            max_output_tokens: None,
-            compat: OpenAiCompat::default(),
+            ..OpenAiOptions::default()
         })
         .unwrap(),
     );
@@ -65,12 +61,8 @@ async fn hundreds_of_concurrent_calls_share_one_http2_connection() {
     let plain = OpenAiProvider::new(OpenAiOptions {
         name: "mock".into(),
         base_url: base_url.clone(),
-        api_key: None,
-        headers: Default::default(),
-        http: HttpSettings::default(),
         stream: false,
-        max_output_tokens: None,
-        compat: OpenAiCompat::default(),
+        ..OpenAiOptions::default()
     })
     .unwrap();
     let history = [Message::user("Say hello.")];

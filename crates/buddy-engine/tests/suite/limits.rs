@@ -356,7 +356,7 @@ fn recorded(name: &str) -> buddy_testkit::MockResponse {
 
 #[tokio::test]
 async fn a_turns_cost_is_its_recorded_usage_at_the_models_list_price() {
-    use buddy_providers::{HttpSettings, OpenAiCompat, OpenAiOptions, OpenAiProvider};
+    use buddy_providers::{OpenAiOptions, OpenAiProvider};
     // OpenAI's recorded replies: a tool call (48 in, 19 out), then text (9 in, 2 out);
     // the second with 1,920 of 2,006 input tokens read from the cache (the same stream
     // with OpenAI's `prompt_tokens_details`).
@@ -378,14 +378,8 @@ async fn a_turns_cost_is_its_recorded_usage_at_the_models_list_price() {
     ])
     .await;
     let provider = OpenAiProvider::new(OpenAiOptions {
-        name: "openai".into(),
         base_url: server.url(),
-        api_key: None,
-        headers: Default::default(),
-        http: HttpSettings::default(),
-        stream: true,
-        max_output_tokens: None,
-        compat: OpenAiCompat::default(),
+        ..OpenAiOptions::default()
     })
     .unwrap();
     let toolbox = TestToolbox::new().with("get_weather", TestTool::echo());

@@ -17,7 +17,7 @@ use buddy_core::{
     Completion, CompletionRequest, Message, Provider, ProviderError, Token, ToolSpec,
 };
 use buddy_providers::{
-    AnthropicOptions, AnthropicProvider, HttpSettings, OpenAiCompat, OpenAiOptions, OpenAiProvider,
+    AnthropicOptions, AnthropicProvider, HttpSettings, OpenAiOptions, OpenAiProvider,
 };
 use buddy_testkit::{MockResponse, Piece};
 use futures::StreamExt;
@@ -48,14 +48,10 @@ pub fn quick_http() -> HttpSettings {
 
 pub fn openai(base_url: &str, http: HttpSettings) -> OpenAiProvider {
     OpenAiProvider::new(OpenAiOptions {
-        name: "openai".into(),
         base_url: format!("{base_url}/v1"),
         api_key: Some("sk-test".into()),
-        headers: Default::default(),
         http,
-        stream: true,
-        max_output_tokens: None,
-        compat: OpenAiCompat::default(),
+        ..OpenAiOptions::default()
     })
     .unwrap()
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use axum::http::StatusCode;
 use buddy_engine::{PolicyConfig, PolicyPatch};
 use buddy_providers::{
-    AnthropicOptions, AnthropicProvider, HttpSettings, OpenAiCompat, OpenAiOptions, OpenAiProvider,
+    AnthropicOptions, AnthropicProvider, HttpSettings, OpenAiOptions, OpenAiProvider,
 };
 use buddy_server::{AppState, Backend, BackendError, Resolved, ServerSettings};
 use buddy_store::SqliteStore;
@@ -48,14 +48,8 @@ impl Backend for TwoKinds {
         } else {
             Arc::new(
                 OpenAiProvider::new(OpenAiOptions {
-                    name: "openai".into(),
                     base_url: self.openai.clone(),
-                    api_key: None,
-                    headers: Default::default(),
-                    http: HttpSettings::default(),
-                    stream: true,
-                    max_output_tokens: None,
-                    compat: OpenAiCompat::default(),
+                    ..OpenAiOptions::default()
                 })
                 .map_err(|e| BackendError(e.to_string()))?,
             )

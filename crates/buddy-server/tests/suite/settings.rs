@@ -7,7 +7,7 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use buddy_engine::{PolicyConfig, PolicyPatch};
-use buddy_providers::{HttpSettings, OpenAiCompat, OpenAiOptions, OpenAiProvider};
+use buddy_providers::{OpenAiOptions, OpenAiProvider};
 use buddy_server::{ApiKey, AppState, Backend, BackendError, Resolved, ServerSettings};
 use buddy_store::SqliteStore;
 use buddy_testkit::{MockResponse, MockServer, TestTool, TestToolbox, openai_sse};
@@ -32,14 +32,8 @@ impl Backend for Recorded {
 
     fn resolve(&self, _: Option<&str>, _: Option<&str>) -> Result<Resolved, BackendError> {
         let provider = OpenAiProvider::new(OpenAiOptions {
-            name: "openai".into(),
             base_url: self.url.clone(),
-            api_key: None,
-            headers: Default::default(),
-            http: HttpSettings::default(),
-            stream: true,
-            max_output_tokens: None,
-            compat: OpenAiCompat::default(),
+            ..OpenAiOptions::default()
         })
         .map_err(|e| BackendError(e.to_string()))?;
         Ok(Resolved {

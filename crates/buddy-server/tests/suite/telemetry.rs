@@ -13,7 +13,7 @@ use axum::response::IntoResponse;
 use axum::routing::post;
 use buddy_core::ToolOutcome;
 use buddy_engine::{PolicyConfig, PolicyPatch};
-use buddy_providers::{HttpSettings, OpenAiCompat, OpenAiOptions, OpenAiProvider};
+use buddy_providers::{OpenAiOptions, OpenAiProvider};
 use buddy_server::{AppState, Backend, BackendError, Resolved, ServerSettings};
 use buddy_store::SqliteStore;
 use buddy_telemetry::{Telemetry, TelemetryConfig};
@@ -207,14 +207,8 @@ impl Backend for Modelled {
 
     fn resolve(&self, _: Option<&str>, _: Option<&str>) -> Result<Resolved, BackendError> {
         let provider = OpenAiProvider::new(OpenAiOptions {
-            name: "openai".into(),
             base_url: self.base_url.clone(),
-            api_key: None,
-            headers: Default::default(),
-            http: HttpSettings::default(),
-            stream: true,
-            max_output_tokens: None,
-            compat: OpenAiCompat::default(),
+            ..OpenAiOptions::default()
         })
         .map_err(|e| BackendError(e.to_string()))?;
         let toolbox = TestToolbox::new().with(
