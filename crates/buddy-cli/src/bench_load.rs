@@ -165,6 +165,8 @@ pub async fn run_load(buddy: &Path, options: &LoadOptions) -> Result<LoadReport,
 sandbox = "sandbox"
 [server]
 max_concurrent_turns_per_key = 1000000
+# Every chat comes from 127.0.0.1: the per-address cap would refuse all but 256.
+max_connections_per_address = 1000000
 "#;
     std::fs::write(dir.join("buddy.toml"), config).map_err(|e| e.to_string())?;
     let instances = match &options.store {
