@@ -30,6 +30,10 @@ use crate::turns::CancelOnDrop;
 const POLL: Duration = Duration::from_millis(150);
 /// How long a running turn of another instance may take to write its first events.
 const FIRST_EVENTS_WITHIN: Duration = Duration::from_secs(5);
+/// How long a batch of events waits for more before it is written (a model reply's
+/// events come in a burst): far below `POLL`, so a watcher elsewhere sees no delay, and
+/// one statement per burst instead of several. A log's end is written at once.
+const LINGER: Duration = Duration::from_millis(25);
 /// Events read from the database at once.
 const PAGE: usize = 500;
 /// How long a turn may be gone from every instance, its log unfinished, before a
@@ -231,7 +235,7 @@ impl AppState {
     }
 
     /// With several instances, copies a log's events into the database as they come
-    /// (in batches: whatever arrived while the last batch was written), so any instance
+    /// (in batches: whatever arrived within `LINGER` of a batch's first event), so any instance
     /// can serve a reattaching client. The handle ends once the log's end is written.
     fn persist_log<T: LogItem>(&self, log: &Arc<EventLog<T>>) -> Option<JoinHandle<()>> {
         let coordinator = Arc::clone(&self.inner.coordinator);
@@ -257,8 +261,15 @@ impl AppState {
                         });
                     }
                 };
+                let lingers = match &first {
+                    Some(Next::Event(_, item)) => !item.is_terminal(),
+                    _ => false,
+                };
                 if let Some(first) = first {
                     add(first, &mut batch);
+                }
+                if lingers {
+                    tokio::time::sleep(LINGER).await;
                 }
                 while batch.len() < PAGE {
                     match watch.try_next() {

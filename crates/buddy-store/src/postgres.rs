@@ -29,6 +29,9 @@ CREATE TABLE IF NOT EXISTS buddy_conversations (
 CREATE INDEX IF NOT EXISTS buddy_conversations_by_owner ON buddy_conversations(owner, updated_at_ms);
 ALTER TABLE buddy_conversations ADD COLUMN IF NOT EXISTS title TEXT;
 ALTER TABLE buddy_conversations ADD COLUMN IF NOT EXISTS settings TEXT;
+-- The conversation's last message number: an append takes its numbers from this row
+-- (which it locks), so a round goes in as one statement. Filled in for older databases.
+ALTER TABLE buddy_conversations ADD COLUMN IF NOT EXISTS last_seq BIGINT;
 CREATE TABLE IF NOT EXISTS buddy_messages (
     conversation_id TEXT NOT NULL REFERENCES buddy_conversations(id) ON DELETE CASCADE,
     seq BIGINT NOT NULL,
@@ -38,6 +41,11 @@ CREATE TABLE IF NOT EXISTS buddy_messages (
     created_at_ms BIGINT NOT NULL,
     PRIMARY KEY (conversation_id, seq)
 );
+UPDATE buddy_conversations c
+    SET last_seq = (SELECT COALESCE(MAX(seq), 0) FROM buddy_messages m WHERE m.conversation_id = c.id)
+    WHERE last_seq IS NULL;
+ALTER TABLE buddy_conversations ALTER COLUMN last_seq SET DEFAULT 0;
+ALTER TABLE buddy_conversations ALTER COLUMN last_seq SET NOT NULL;
 CREATE TABLE IF NOT EXISTS buddy_turns (
     id TEXT PRIMARY KEY,
     conversation_id TEXT NOT NULL REFERENCES buddy_conversations(id) ON DELETE CASCADE,
@@ -331,35 +339,25 @@ impl Store for PgStore {
         messages: &'a [Message],
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
-            let now = now_ms();
-            let mut tx = self.inner.pool.begin().await.map_err(backend)?;
-            // The row lock also keeps appends to one conversation in order.
-            let updated =
-                sqlx::query("UPDATE buddy_conversations SET updated_at_ms = $2 WHERE id = $1")
-                    .bind(id)
-                    .bind(now)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(backend)?;
-            if updated.rows_affected() == 0 {
-                return Err(StoreError::NotFound(id.to_owned()));
-            }
+            let mut roles = Vec::with_capacity(messages.len());
+            let mut bodies = Vec::with_capacity(messages.len());
             for message in messages {
-                let body = message_json(message).map_err(|e| StoreError::Backend(e.to_string()))?;
-                sqlx::query(
-                    "INSERT INTO buddy_messages (conversation_id, seq, turn_id, role, body, created_at_ms)
-                     VALUES ($1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM buddy_messages WHERE conversation_id = $1), $2, $3, $4, $5)",
-                )
+                roles.push(role(message));
+                bodies.push(message_json(message).map_err(|e| StoreError::Backend(e.to_string()))?);
+            }
+            let done = sqlx::query(APPEND_MESSAGES)
                 .bind(id)
+                .bind(now_ms())
                 .bind(turn_id)
-                .bind(role(message))
-                .bind(body)
-                .bind(now)
-                .execute(&mut *tx)
+                .bind(&roles)
+                .bind(&bodies)
+                .fetch_optional(&self.inner.pool)
                 .await
                 .map_err(backend)?;
+            match done {
+                Some(_) => Ok(()),
+                None => Err(StoreError::NotFound(id.to_owned())),
             }
-            tx.commit().await.map_err(backend)
         })
     }
 
@@ -645,6 +643,21 @@ async fn load(pool: &PgPool, id: &str) -> Result<Vec<Message>, StoreError> {
         })
         .collect()
 }
+
+/// A round's messages in one statement (one round trip, atomic by itself): the
+/// conversation's row is locked and its `last_seq` moved past them, which numbers them
+/// in order even when two appends race; no row back means no such conversation.
+const APPEND_MESSAGES: &str = "
+WITH conv AS (
+    UPDATE buddy_conversations SET updated_at_ms = $2, last_seq = last_seq + cardinality($4::TEXT[])
+    WHERE id = $1
+    RETURNING last_seq - cardinality($4::TEXT[]) AS base
+), added AS (
+    INSERT INTO buddy_messages (conversation_id, seq, turn_id, role, body, created_at_ms)
+    SELECT $1, conv.base + m.n, $3, m.role, m.body, $2
+    FROM conv, UNNEST($4::TEXT[], $5::TEXT[]) WITH ORDINALITY AS m(role, body, n)
+)
+SELECT base FROM conv";
 
 /// A claim in one statement: the owner's counter goes up only while under the cap (its
 /// row is locked just for this statement), and the running-turn row goes in with it; a

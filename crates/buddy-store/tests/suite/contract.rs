@@ -219,12 +219,46 @@ async fn concurrent_appends(store: &dyn Store) {
     assert_eq!(store.load_messages(&id).await.unwrap().len(), 50);
 }
 
+/// Rounds of several messages written at once to one conversation: each comes back
+/// whole and in its own order, none interleaved with another, numbered without gaps.
+async fn concurrent_rounds(store: &dyn Store) {
+    let id = store.create_conversation("owner-r").await.unwrap();
+    let rounds: Vec<Vec<Message>> = (0..20)
+        .map(|r| (0..3).map(|i| Message::user(format!("r{r}-{i}"))).collect())
+        .collect();
+    let writes = rounds
+        .iter()
+        .map(|round| store.append_messages(&id, "t", round));
+    for result in futures::future::join_all(writes).await {
+        result.unwrap();
+    }
+    let back = store.load_messages(&id).await.unwrap();
+    assert_eq!(back.len(), 60);
+    for chunk in back.chunks(3) {
+        let texts: Vec<&str> = chunk.iter().filter_map(Message::text).collect();
+        let round = texts[0].split('-').next().unwrap_or_default();
+        assert_eq!(
+            texts,
+            [0, 1, 2].map(|i| format!("{round}-{i}")),
+            "a round came back split or out of order: {back:?}"
+        );
+    }
+    let missing = store
+        .append_messages("conv_none", "t", &[Message::user("lost?")])
+        .await;
+    assert!(
+        matches!(missing, Err(StoreError::NotFound(_))),
+        "{missing:?}"
+    );
+}
+
 #[tokio::test]
 async fn sqlite_keeps_the_store_contract() {
     let store = SqliteStore::in_memory().unwrap();
     contract(&store).await;
     spend(&store).await;
     concurrent_appends(&store).await;
+    concurrent_rounds(&store).await;
     long_messages(&store).await;
     // Read back through a file as well (the long rows are blobs on disk).
     let dir = tempfile::tempdir().unwrap();
@@ -238,7 +272,61 @@ async fn postgres_keeps_the_store_contract() {
     contract(&store).await;
     spend(&store).await;
     concurrent_appends(&store).await;
+    concurrent_rounds(&store).await;
     long_messages(&store).await;
+}
+
+/// A database written before messages were numbered from the conversation's row: its
+/// conversations go on from their last message after the schema is brought up to date.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgres_database_from_before_last_seq_goes_on_numbering() {
+    let url = super::postgres_url();
+    let schema = buddy_store::new_id("old");
+    let admin = sqlx::PgPool::connect(&url).await.unwrap();
+    // The schema name is our own random id: nothing outside the test reaches this SQL.
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "CREATE SCHEMA {schema};
+         CREATE TABLE {schema}.buddy_conversations (id TEXT PRIMARY KEY, owner TEXT NOT NULL,
+             created_at_ms BIGINT NOT NULL, updated_at_ms BIGINT NOT NULL);
+         CREATE TABLE {schema}.buddy_messages (
+             conversation_id TEXT NOT NULL REFERENCES {schema}.buddy_conversations(id) ON DELETE CASCADE,
+             seq BIGINT NOT NULL, turn_id TEXT NOT NULL, role TEXT NOT NULL, body TEXT NOT NULL,
+             created_at_ms BIGINT NOT NULL, PRIMARY KEY (conversation_id, seq));
+         INSERT INTO {schema}.buddy_conversations VALUES ('conv_old', 'owner-o', 1, 1);
+         INSERT INTO {schema}.buddy_messages VALUES
+             ('conv_old', 1, 't0', 'user', '{{\"role\":\"user\",\"content\":\"first\"}}', 1),
+             ('conv_old', 2, 't0', 'user', '{{\"role\":\"user\",\"content\":\"second\"}}', 1);"
+    )))
+    .execute(&admin)
+    .await
+    .unwrap();
+    let separator = if url.contains('?') { '&' } else { '?' };
+    let store = PgStore::connect(&format!("{url}{separator}options[search_path]={schema}"))
+        .await
+        .unwrap();
+    store
+        .append_messages("conv_old", "t1", &[Message::user("third")])
+        .await
+        .unwrap();
+    let texts: Vec<String> = store
+        .load_messages("conv_old")
+        .await
+        .unwrap()
+        .iter()
+        .filter_map(|m| m.text().map(str::to_owned))
+        .collect();
+    assert_eq!(texts, ["first", "second", "third"]);
+    let fresh = store.create_conversation("owner-o").await.unwrap();
+    store
+        .append_messages(&fresh, "t1", &[Message::user("new")])
+        .await
+        .unwrap();
+    assert_eq!(store.load_messages(&fresh).await.unwrap().len(), 1);
+    drop(store);
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
+        .execute(&admin)
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
