@@ -33,7 +33,7 @@ const FIRST_EVENTS_WITHIN: Duration = Duration::from_secs(5);
 /// How long a batch of events waits for more before it is written (a model reply's
 /// events come in a burst): far below `POLL`, so a watcher elsewhere sees no delay, and
 /// one statement per burst instead of several. A log's end is written at once.
-const LINGER: Duration = Duration::from_millis(25);
+const LINGER: Duration = Duration::from_millis(100);
 /// Events read from the database at once.
 const PAGE: usize = 500;
 /// How long a turn may be gone from every instance, its log unfinished, before a
