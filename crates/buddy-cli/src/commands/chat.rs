@@ -9,7 +9,8 @@ use rustyline::DefaultEditor;
 use rustyline::error::ReadlineError;
 
 use super::TurnArgs;
-use super::setup::{drive_turn, offer_continue, setup};
+use super::drive::{drive_turn, offer_continue};
+use super::wiring::setup;
 
 /// `buddy chat`.
 #[derive(Args, Debug)]

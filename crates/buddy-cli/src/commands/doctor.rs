@@ -10,7 +10,7 @@ use buddy_providers::ProviderKind;
 use clap::Args;
 
 use super::ProviderFlags;
-use super::setup::{choose_provider, load_config, open_sandbox};
+use super::wiring::{choose_provider, load_config, open_sandbox};
 
 /// `buddy doctor`.
 #[derive(Args, Debug)]

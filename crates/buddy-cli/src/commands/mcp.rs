@@ -6,7 +6,7 @@ use buddy_core::Skill;
 use buddy_mcp::{McpSkill, McpSource, ServerState};
 use clap::{Args, Subcommand};
 
-use super::setup::load_config;
+use super::wiring::load_config;
 
 /// `buddy mcp`.
 #[derive(Args, Debug)]

@@ -6,12 +6,13 @@ mod bench_replay;
 mod chat;
 mod demo;
 mod doctor;
+mod drive;
 mod init;
 mod mcp;
 mod replay;
 mod run;
 mod serve;
-mod setup;
+mod wiring;
 
 use std::path::PathBuf;
 

@@ -14,7 +14,7 @@ use buddy_store::{PgStore, SqliteStore, Store};
 use clap::Args;
 
 use super::PolicyFlags;
-use super::setup::load_config;
+use super::wiring::load_config;
 
 /// `buddy replay`.
 #[derive(Args, Debug)]

@@ -8,7 +8,8 @@ use buddy_engine::TurnRequest;
 use clap::Args;
 
 use super::TurnArgs;
-use super::setup::{drive_turn, setup};
+use super::drive::drive_turn;
+use super::wiring::setup;
 
 /// `buddy run [PROMPT]`.
 #[derive(Args, Debug)]

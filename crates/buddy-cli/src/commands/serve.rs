@@ -13,7 +13,7 @@ use buddy_server::{ApiKey, AppState, ServerSettings, SpendCeiling};
 use buddy_store::{Coordinator, LocalCoordinator, PgStore, SqliteStore, Store};
 use clap::Args;
 
-use super::setup::load_config;
+use super::wiring::load_config;
 
 /// `buddy serve`.
 #[derive(Args, Debug)]
@@ -50,7 +50,7 @@ pub struct ServeArgs {
 
 /// SIGTERM or Ctrl-C, both listened for from the start.
 fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
-    let ctrl_c = super::setup::interrupt()?;
+    let ctrl_c = super::drive::interrupt()?;
     #[cfg(unix)]
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("cannot listen for SIGTERM")?;
@@ -108,8 +108,8 @@ pub async fn serve(config_path: Option<&Path>, args: ServeArgs) -> anyhow::Resul
             OpenAiApproval::Refuse => config.approval.rules(None, true),
             OpenAiApproval::Run => ApprovalRules::default(),
         },
-        prices: super::setup::price_table(&config),
-        telemetry: super::setup::start_telemetry(&config)?,
+        prices: super::wiring::price_table(&config),
+        telemetry: super::wiring::start_telemetry(&config)?,
         key_spend: SpendCeiling {
             daily: server.max_daily_cost_usd,
             monthly: server.max_monthly_cost_usd,
@@ -151,7 +151,7 @@ pub async fn serve(config_path: Option<&Path>, args: ServeArgs) -> anyhow::Resul
             )
         }
     };
-    let (_, sandbox) = super::setup::open_sandbox(args.sandbox.as_deref(), &config.skills)?;
+    let (_, sandbox) = super::wiring::open_sandbox(args.sandbox.as_deref(), &config.skills)?;
     let scenarios = args
         .scenarios
         .clone()

@@ -1,23 +1,19 @@
-//! Wiring shared by `run` and `chat`: config, provider, sandbox, registry, policy.
+//! The one path from configuration to a running engine, for every command: config,
+//! provider, sandbox, toolbox, policy, prices and telemetry. Driving a turn is `drive`.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use buddy_cli::config::{BuddyConfig, SkillsConfig};
-use buddy_cli::printer::Printer;
 use buddy_cli::toolbox::build_toolbox;
-use buddy_core::PendingCall;
 use buddy_core::{Message, Price, Provider};
-use buddy_engine::{
-    ApprovalRules, CancellationToken, Engine, LoopPolicy, PolicyPatch, PriceTable, Resume,
-    TurnOutcome, TurnRequest,
-};
+use buddy_engine::{ApprovalRules, Engine, LoopPolicy, PolicyPatch, PriceTable};
 use buddy_providers::{ProviderConfig, ProviderKind};
 use buddy_scripted::library::default_scenario;
 use buddy_scripted::{Scenario, ScenarioTool, ScriptedProvider};
 use buddy_skills::Sandbox;
-use buddy_telemetry::{Telemetry, TelemetryConfig, TurnScope};
+use buddy_telemetry::{Telemetry, TelemetryConfig};
 
 use super::{ProviderFlags, TurnArgs};
 
@@ -40,24 +36,6 @@ pub struct Setup {
 }
 
 impl Setup {
-    /// `request`, traced when telemetry is on: its spans join the trace that `TRACEPARENT`
-    /// names (the environment carrier of W3C trace context), if set.
-    fn traced(&self, request: TurnRequest) -> TurnRequest {
-        let Some(telemetry) = &self.telemetry else {
-            return request;
-        };
-        let traceparent = std::env::var("TRACEPARENT").ok();
-        let tracestate = std::env::var("TRACESTATE").ok();
-        let observer = telemetry.turn(TurnScope {
-            traceparent: traceparent.as_deref(),
-            tracestate: tracestate.as_deref(),
-            provider: &self.provider,
-            model: &self.model,
-            conversation: None,
-        });
-        request.with_observer(observer)
-    }
-
     /// Sends the spans still waiting (before the command exits).
     pub async fn flush_telemetry(&self) {
         if let Some(telemetry) = &self.telemetry {
@@ -263,108 +241,4 @@ pub async fn setup(
         history: system.map(Message::system).into_iter().collect(),
         scenario,
     })
-}
-
-/// Ctrl-C, listened for from the moment this is called: a handler registered lazily (on
-/// first poll) would let an early Ctrl-C kill the process instead of cancelling the turn.
-pub fn interrupt() -> anyhow::Result<impl std::future::Future<Output = ()>> {
-    #[cfg(unix)]
-    {
-        let mut signal = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-            .context("cannot listen for Ctrl-C")?;
-        Ok(async move {
-            signal.recv().await;
-        })
-    }
-    #[cfg(not(unix))]
-    {
-        Ok(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-    }
-}
-
-/// Runs one turn, printing its events as they come; Ctrl-C cancels it (the turn still
-/// ends with its terminal event). A turn that pauses for approval is asked about on
-/// the terminal and resumed, until it ends for another reason.
-pub async fn drive_turn(
-    setup: &Setup,
-    request: TurnRequest,
-    json: bool,
-) -> anyhow::Result<TurnOutcome> {
-    let mut request = setup.traced(request.with_approval(setup.approval.clone()));
-    loop {
-        let (outcome, pending) = drive_once(&setup.engine, request, json).await?;
-        if outcome.reason != buddy_core::StopReason::ApprovalRequired || pending.is_empty() {
-            return Ok(outcome);
-        }
-        let decisions =
-            tokio::task::spawn_blocking(move || super::approve::decide(&pending)).await?;
-        request = setup.traced(
-            TurnRequest::resume(
-                setup.model.clone(),
-                outcome.messages,
-                Resume::Decisions(decisions),
-            )
-            .with_policy(setup.policy.clone())
-            .with_approval(setup.approval.clone())
-            .with_price(setup.price),
-        );
-    }
-}
-
-/// Offers to continue a turn that stopped at a limit; runs the continuation if the
-/// person says yes. Returns the outcome that stands.
-pub async fn offer_continue(setup: &Setup, outcome: TurnOutcome) -> anyhow::Result<TurnOutcome> {
-    let reason = outcome.reason;
-    if !reason.is_capped() {
-        return Ok(outcome);
-    }
-    if !tokio::task::spawn_blocking(move || super::approve::continue_capped(reason)).await? {
-        return Ok(outcome);
-    }
-    let request = TurnRequest::resume(setup.model.clone(), outcome.messages, Resume::Continue)
-        .with_policy(setup.policy.clone())
-        .with_price(setup.price);
-    drive_turn(setup, request, false).await
-}
-
-/// One run of the engine, printing its events; returns the calls it paused for, if any.
-async fn drive_once(
-    engine: &Arc<Engine>,
-    request: TurnRequest,
-    json: bool,
-) -> anyhow::Result<(TurnOutcome, Vec<PendingCall>)> {
-    let cancel: CancellationToken = request.cancel.clone();
-    let ctrl_c = interrupt()?;
-    tokio::pin!(ctrl_c);
-    let (mut events, handle) = engine.spawn(request);
-    let mut printer = Printer::new(json, std::io::stdout(), std::io::stderr());
-    let mut pending = Vec::new();
-    // With --json the terminal event waits for the turn's recording, which goes just
-    // before it (so the output can be replayed) while the terminal event stays last.
-    let mut terminal = None;
-    loop {
-        tokio::select! {
-            event = events.recv() => match event {
-                Some(event) if json && event.is_terminal() => terminal = Some(event),
-                Some(event) => {
-                    printer.print(&event);
-                    if let buddy_core::ChatEvent::ApprovalRequired { calls } = event {
-                        pending = calls;
-                    }
-                }
-                None => break,
-            },
-            _ = &mut ctrl_c, if !cancel.is_cancelled() => cancel.cancel(),
-        }
-    }
-    let outcome = handle.await?;
-    if let Some(terminal) = terminal {
-        if let Ok(recording) = serde_json::to_value(outcome.recording()) {
-            printer.print(&buddy_core::ChatEvent::Recording { recording });
-        }
-        printer.print(&terminal);
-    }
-    Ok((outcome, pending))
 }
