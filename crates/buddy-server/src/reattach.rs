@@ -31,8 +31,9 @@ const POLL: Duration = Duration::from_millis(150);
 /// How long a running turn of another instance may take to write its first events.
 const FIRST_EVENTS_WITHIN: Duration = Duration::from_secs(5);
 /// How long a batch of events waits for more before it is written (a model reply's
-/// events come in a burst): far below `POLL`, so a watcher elsewhere sees no delay, and
-/// one statement per burst instead of several. A log's end is written at once.
+/// events come in a burst): below `POLL`, so a watcher elsewhere is no further behind
+/// than its own polling makes it, and one statement per burst instead of several. A
+/// log's end is written at once.
 const LINGER: Duration = Duration::from_millis(100);
 /// Events read from the database at once.
 const PAGE: usize = 500;
@@ -251,29 +252,27 @@ impl AppState {
                 let mut batch = Vec::new();
                 // A log that closed without a terminal event is marked ended all the same.
                 let mut ended = first.is_none();
-                let mut add = |next: Next<T>, batch: &mut Vec<StoredEvent>| {
-                    if let Next::Event(seq, item) = next {
-                        ended |= item.is_terminal();
-                        batch.push(StoredEvent {
-                            seq,
-                            name: item.name().to_owned(),
-                            data: item.json().into_owned(),
-                        });
-                    }
-                };
-                let lingers = match &first {
-                    Some(Next::Event(_, item)) => !item.is_terminal(),
-                    _ => false,
+                // Adds an event to the batch; true when it is the log's last.
+                let add = |next: Next<T>, batch: &mut Vec<StoredEvent>| {
+                    let Next::Event(seq, item) = next else {
+                        return false;
+                    };
+                    batch.push(StoredEvent {
+                        seq,
+                        name: item.name().to_owned(),
+                        data: item.json().into_owned(),
+                    });
+                    item.is_terminal()
                 };
                 if let Some(first) = first {
-                    add(first, &mut batch);
+                    ended |= add(first, &mut batch);
                 }
-                if lingers {
+                if !ended && !batch.is_empty() {
                     tokio::time::sleep(LINGER).await;
                 }
                 while batch.len() < PAGE {
                     match watch.try_next() {
-                        Some(next) => add(next, &mut batch),
+                        Some(next) => ended |= add(next, &mut batch),
                         None => break,
                     }
                 }
