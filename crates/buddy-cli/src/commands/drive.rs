@@ -1,13 +1,13 @@
 //! Driving a turn at the terminal for `run` and `chat`: its events printed as they come,
 //! Ctrl-C, approval questions and the offer to continue a capped turn.
 
-use anyhow::Context;
 use buddy_cli::printer::Printer;
 use buddy_core::PendingCall;
 use buddy_engine::{CancellationToken, Engine, Resume, TurnOutcome, TurnRequest};
 use buddy_telemetry::TurnScope;
 use std::sync::Arc;
 
+use super::signals::interrupt;
 use super::wiring::Setup;
 
 impl Setup {
@@ -27,25 +27,6 @@ impl Setup {
             conversation: None,
         });
         request.with_observer(observer)
-    }
-}
-
-/// Ctrl-C, listened for from the moment this is called: a handler registered lazily (on
-/// first poll) would let an early Ctrl-C kill the process instead of cancelling the turn.
-pub fn interrupt() -> anyhow::Result<impl std::future::Future<Output = ()>> {
-    #[cfg(unix)]
-    {
-        let mut signal = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-            .context("cannot listen for Ctrl-C")?;
-        Ok(async move {
-            signal.recv().await;
-        })
-    }
-    #[cfg(not(unix))]
-    {
-        Ok(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
     }
 }
 

@@ -12,6 +12,7 @@ mod mcp;
 mod replay;
 mod run;
 mod serve;
+mod signals;
 mod wiring;
 
 use std::path::PathBuf;

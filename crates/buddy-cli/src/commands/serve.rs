@@ -48,23 +48,6 @@ pub struct ServeArgs {
     shutdown_grace_secs: Option<f64>,
 }
 
-/// SIGTERM or Ctrl-C, both listened for from the start.
-fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
-    let ctrl_c = super::drive::interrupt()?;
-    #[cfg(unix)]
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .context("cannot listen for SIGTERM")?;
-    Ok(async move {
-        #[cfg(unix)]
-        tokio::select! {
-            _ = ctrl_c => {},
-            _ = term.recv() => {},
-        }
-        #[cfg(not(unix))]
-        ctrl_c.await;
-    })
-}
-
 /// Runs the server until SIGTERM or Ctrl-C.
 pub async fn serve(config_path: Option<&Path>, args: ServeArgs) -> anyhow::Result<u8> {
     let mut config = load_config(config_path)?;
@@ -176,7 +159,7 @@ pub async fn serve(config_path: Option<&Path>, args: ServeArgs) -> anyhow::Resul
         settings,
     );
     // Listening for signals before saying "serving": a SIGTERM right after is graceful too.
-    let signal = shutdown_signal()?;
+    let signal = super::signals::shutdown()?;
     eprintln!("buddy serving on http://{addr} (store {shown})");
     let grace = settings_grace;
     let announced = async move {
