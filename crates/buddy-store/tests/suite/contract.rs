@@ -29,6 +29,11 @@ async fn spend(store: &dyn Store) {
     );
 }
 
+/// The settings a turn of conversation `id` would start from.
+async fn info_settings(store: &dyn Store, id: &str) -> serde_json::Value {
+    store.conversation_info(id).await.unwrap().unwrap().settings
+}
+
 async fn contract(store: &dyn Store) {
     // Create, append in rounds, finish, read back.
     let id = store.create_conversation("owner-a").await.unwrap();
@@ -138,15 +143,7 @@ async fn contract(store: &dyn Store) {
     // Settings: none at first, then kept whole and replaced whole, in the detail and the
     // info a turn starts from.
     assert_eq!(after.settings, serde_json::json!({}));
-    assert_eq!(
-        store
-            .conversation_info(&id)
-            .await
-            .unwrap()
-            .unwrap()
-            .settings,
-        serde_json::json!({})
-    );
+    assert_eq!(info_settings(store, &id).await, serde_json::json!({}));
     let settings = serde_json::json!({"system": "Be brief.", "policy": {"max_tool_calls": 3}});
     assert!(store.set_settings(&id, &settings).await.unwrap());
     assert!(!store.set_settings("conv_missing", &settings).await.unwrap());
@@ -156,15 +153,7 @@ async fn contract(store: &dyn Store) {
     );
     let replaced = serde_json::json!({"system": "Be thorough."});
     assert!(store.set_settings(&id, &replaced).await.unwrap());
-    assert_eq!(
-        store
-            .conversation_info(&id)
-            .await
-            .unwrap()
-            .unwrap()
-            .settings,
-        replaced
-    );
+    assert_eq!(info_settings(store, &id).await, replaced);
 
     // Delete takes messages and turns with it.
     assert!(store.delete_conversation(&id).await.unwrap());
