@@ -1,7 +1,7 @@
 //! buddy-providers: the model servers buddy talks to over HTTP — OpenAI-compatible and
 //! Anthropic, streaming and not — with buddy's own SSE decoder and tool-call assembly
-//! (every provider's quirks live there), and the OpenAI Chat Completions request as
-//! clients send it ([`openai_wire`]). The offline scripted model is `buddy-scripted`.
+//! (every provider's quirks live there), and both OpenAI APIs as clients send and read
+//! them, typed ([`openai_wire`]). The offline scripted model is `buddy-scripted`.
 
 pub mod anthropic;
 mod config;

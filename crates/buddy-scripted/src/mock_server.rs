@@ -17,6 +17,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use buddy_core::{Completion, CompletionRequest, FinishReason, Provider, ToolChoice, ToolSpec};
+use buddy_providers::openai_wire::completion::{
+    AssistantMessage, ChatCompletion, ChatUsage, Choice, Chunk, Delta, OutputToolCall,
+};
 use buddy_providers::openai_wire::{ChatCompletionRequest, to_messages};
 
 use crate::provider::ScriptedProvider;
@@ -240,25 +243,27 @@ fn finish_wire(reason: Option<&FinishReason>) -> &'static str {
     }
 }
 
-fn usage(reply: &Completion) -> Value {
+fn usage(reply: &Completion) -> ChatUsage {
     let u = reply.usage.unwrap_or_default();
-    json!({"prompt_tokens": u.input_tokens, "completion_tokens": u.output_tokens, "total_tokens": u.input_tokens + u.output_tokens})
+    ChatUsage::new(u.input_tokens, u.output_tokens)
 }
 
 fn whole(model: &str, reply: Completion) -> Response {
-    let mut message = json!({"role": "assistant", "content": if reply.text.is_empty() { Value::Null } else { json!(reply.text) }});
-    if !reply.tool_calls.is_empty() {
-        message["tool_calls"] = reply
-            .tool_calls
-            .iter()
-            .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}))
-            .collect();
-    }
-    Json(json!({
-        "id": "chatcmpl-mock", "object": "chat.completion", "created": 0, "model": model,
-        "choices": [{"index": 0, "message": message, "finish_reason": finish_wire(reply.finish.as_ref())}],
-        "usage": usage(&reply),
-    }))
+    let finish = finish_wire(reply.finish.as_ref());
+    let usage = usage(&reply);
+    let calls = reply
+        .tool_calls
+        .into_iter()
+        .map(|c| OutputToolCall::whole(None, &c.id, &c.name, c.arguments))
+        .collect();
+    let choice = Choice::new(AssistantMessage::new(reply.text, calls), finish);
+    Json(ChatCompletion::new(
+        "chatcmpl-mock",
+        0,
+        model,
+        choice,
+        usage,
+    ))
     .into_response()
 }
 
@@ -284,36 +289,45 @@ fn pieces(text: &str, max: usize) -> Vec<&str> {
 }
 
 fn streamed(model: &str, reply: Completion) -> Response {
-    let chunk = |choices: Value| json!({"id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 0, "model": model, "choices": choices});
-    let mut chunks = vec![chunk(
-        json!([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}]),
-    )];
+    let chunk = |delta: Delta, finish: Option<&'static str>| {
+        serde_json::to_string(&Chunk::new("chatcmpl-mock", 0, model, delta, finish))
+    };
+    let mut chunks = vec![chunk(Delta::opening(), None)];
     let chars: Vec<char> = reply.text.chars().collect();
     for piece in chars.chunks(16) {
-        let piece: String = piece.iter().collect();
-        chunks.push(chunk(
-            json!([{"index": 0, "delta": {"content": piece}, "finish_reason": null}]),
-        ));
+        chunks.push(chunk(Delta::text(piece.iter().collect()), None));
     }
     for (i, call) in reply.tool_calls.iter().enumerate() {
-        chunks.push(chunk(json!([{"index": 0, "delta": {"tool_calls": [{"index": i, "id": call.id, "type": "function",
-            "function": {"name": call.name, "arguments": ""}}]}, "finish_reason": null}])));
+        let opening = OutputToolCall::whole(Some(i), &call.id, &call.name, "".into());
+        chunks.push(chunk(Delta::calls(vec![opening]), None));
         // Long arguments come in pieces, as a real server streams them.
         for piece in pieces(&call.arguments, ARGUMENT_PIECE_BYTES) {
-            chunks.push(chunk(json!([{"index": 0, "delta": {"tool_calls": [{"index": i, "function": {"arguments": piece}}]},
-                "finish_reason": null}])));
+            chunks.push(chunk(
+                Delta::calls(vec![OutputToolCall::piece(i, piece)]),
+                None,
+            ));
         }
     }
     chunks.push(chunk(
-        json!([{"index": 0, "delta": {}, "finish_reason": finish_wire(reply.finish.as_ref())}]),
+        Delta::default(),
+        Some(finish_wire(reply.finish.as_ref())),
     ));
-    let mut last = chunk(json!([]));
-    last["usage"] = usage(&reply);
-    chunks.push(last);
-    let mut events: Vec<Event> = chunks
-        .iter()
-        .map(|c| Event::default().data(c.to_string()))
-        .collect();
+    chunks.push(serde_json::to_string(&Chunk::usage(
+        "chatcmpl-mock",
+        0,
+        model,
+        usage(&reply),
+    )));
+    let chunks = match chunks.into_iter().collect::<Result<Vec<String>, _>>() {
+        Ok(chunks) => chunks,
+        Err(e) => {
+            return error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("the reply could not be written: {e}"),
+            );
+        }
+    };
+    let mut events: Vec<Event> = chunks.iter().map(|c| Event::default().data(c)).collect();
     events.push(Event::default().data("[DONE]"));
     Sse::new(futures::stream::iter(
         events.into_iter().map(Ok::<_, Infallible>),

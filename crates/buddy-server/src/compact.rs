@@ -10,7 +10,8 @@
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
-use buddy_core::{CompletionRequest, Message, Usage, Usd};
+use buddy_core::{CompletionRequest, Message, Usd};
+use buddy_providers::openai_wire::responses::{CompactionItem, Item, MessageItem, ResponseUsage};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -144,32 +145,28 @@ pub(crate) async fn compact(
     }
     let id = buddy_store::new_id("cmp");
     let id = id.trim_start_matches("cmp_");
-    let mut output: Vec<Value> = messages
+    let mut output: Vec<Item> = messages
         .iter()
         .enumerate()
         .filter_map(|(i, m)| match m {
-            Message::User { content, .. } => Some(json!({
-                "type": "message",
-                "id": format!("msg_{id}_{i}"),
-                "status": "completed",
-                "role": "user",
-                "content": [{"type": "input_text", "text": content}],
-            })),
+            Message::User { content, .. } => Some(Item::Message(MessageItem::user(
+                format!("msg_{id}_{i}"),
+                content,
+            ))),
             _ => None,
         })
         .collect();
-    output.push(json!({
-        "type": "compaction",
-        "id": format!("cmp_{id}"),
-        "encrypted_content": encode(&summary),
-        "created_by": "buddy",
+    output.push(Item::Compaction(CompactionItem {
+        id: Some(format!("cmp_{id}")),
+        encrypted_content: encode(&summary),
+        created_by: Some("buddy".into()),
     }));
     Ok(Json(json!({
         "id": format!("resp_cmp_{id}"),
         "object": "response.compaction",
         "created_at": unix_now(),
         "output": output,
-        "usage": usage_json(&usage),
+        "usage": ResponseUsage::new(usage.input_tokens, usage.cached_input_tokens, usage.output_tokens),
     }))
     .into_response())
 }
@@ -207,14 +204,4 @@ fn transcript(messages: &[Message]) -> String {
         out.push_str("\n\n");
     }
     out
-}
-
-fn usage_json(usage: &Usage) -> Value {
-    json!({
-        "input_tokens": usage.input_tokens,
-        "input_tokens_details": {"cached_tokens": usage.cached_input_tokens},
-        "output_tokens": usage.output_tokens,
-        "output_tokens_details": {"reasoning_tokens": 0},
-        "total_tokens": usage.input_tokens + usage.output_tokens,
-    })
 }

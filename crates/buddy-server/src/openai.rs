@@ -15,7 +15,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
-use buddy_core::{ChatEvent, Message, StopReason, ToolCall, ToolSpec, TurnStats};
+use buddy_core::{ChatEvent, Message, StopReason, ToolCall, ToolSpec};
 use serde_json::{Value, json};
 
 use crate::auth::Caller;
@@ -25,7 +25,10 @@ use crate::request::{JsonBody, request_policy};
 use crate::sse;
 use crate::state::AppState;
 use crate::turns::{CancelOnDrop, Conversation, Prelude, disconnect_guard, start_turn};
-use buddy_providers::openai_wire::{ChatCompletionRequest, to_messages};
+use buddy_providers::openai_wire::completion::{
+    AssistantMessage, ChatCompletion, ChatUsage, Choice, Chunk, Delta, OutputToolCall,
+};
+use buddy_providers::openai_wire::{BuddyDetails, ChatCompletionRequest, to_messages};
 
 /// Seconds since the Unix epoch (the `created` fields).
 pub(crate) fn unix_now() -> u64 {
@@ -111,24 +114,24 @@ pub(crate) async fn completions(
             } else {
                 Vec::new()
             };
-            let tool_calls: Vec<Value> = calls
-                .iter()
-                .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}))
+            let tool_calls = calls
+                .into_iter()
+                .map(|c| OutputToolCall::whole(None, &c.id, &c.name, c.arguments))
                 .collect();
-            let mut message = json!({"role": "assistant", "content": if answer.is_empty() { Value::Null } else { json!(answer) }, "refusal": null});
-            if !tool_calls.is_empty() {
-                message["tool_calls"] = json!(tool_calls);
-            }
-            Ok(Json(json!({
-                "id": id,
-                "object": "chat.completion",
-                "created": unix_now(),
-                "model": model,
-                "choices": [{"index": 0, "message": message, "finish_reason": finish_reason(reason), "logprobs": null}],
-                "usage": usage(&stats),
-                "buddy": {"stop_reason": reason, "model_calls": stats.model_calls, "tool_calls": stats.tool_calls},
-            }))
-            .into_response())
+            let choice = Choice::new(
+                AssistantMessage::new(answer, tool_calls),
+                finish_reason(reason),
+            );
+            let usage = ChatUsage::new(stats.input_tokens, stats.output_tokens);
+            let completion = ChatCompletion {
+                buddy: Some(BuddyDetails {
+                    stop_reason: Some(reason),
+                    model_calls: stats.model_calls,
+                    tool_calls: stats.tool_calls,
+                }),
+                ..ChatCompletion::new(&id, unix_now(), &model, choice, usage)
+            };
+            Ok(Json(completion).into_response())
         }
         Some(ChatEvent::Error {
             reason, message, ..
@@ -160,14 +163,6 @@ fn finish_reason(reason: StopReason) -> &'static str {
     }
 }
 
-fn usage(stats: &TurnStats) -> Value {
-    json!({
-        "prompt_tokens": stats.input_tokens,
-        "completion_tokens": stats.output_tokens,
-        "total_tokens": stats.input_tokens + stats.output_tokens,
-    })
-}
-
 /// The streamed form: text as it comes, client tool calls at the end, usage, `[DONE]`.
 fn stream_response(
     state: &AppState,
@@ -178,11 +173,15 @@ fn stream_response(
 ) -> Response {
     let created = unix_now();
     let turn_id = turn.turn_id.clone();
-    let chunk = move |choices: Value, usage: Option<Value>| {
-        let mut chunk = json!({"id": id, "object": "chat.completion.chunk", "created": created, "model": model, "choices": choices});
-        if include_usage {
-            chunk["usage"] = usage.unwrap_or(Value::Null);
-        }
+    let last = {
+        let (id, model) = (id.clone(), model.clone());
+        move |usage: ChatUsage| sse::json_frame(None, &Chunk::usage(&id, created, &model, usage))
+    };
+    let chunk = move |delta: Delta, finish_reason: Option<&'static str>| {
+        let chunk = Chunk {
+            usage: include_usage.then_some(None),
+            ..Chunk::new(&id, created, &model, delta, finish_reason)
+        };
         sse::json_frame(None, &chunk)
     };
     struct Streaming {
@@ -194,10 +193,7 @@ fn stream_response(
         streamed_text: bool,
         done: bool,
     }
-    let first = chunk(
-        json!([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}]),
-        None,
-    );
+    let first = chunk(Delta::opening(), None);
     let state = Streaming {
         events: turn.events,
         _guard: disconnect_guard(state, turn.cancel),
@@ -208,7 +204,7 @@ fn stream_response(
         done: false,
     };
     let stream = futures::stream::unfold(state, move |mut s| {
-        let chunk = chunk.clone();
+        let (chunk, last) = (chunk.clone(), last.clone());
         async move {
             loop {
                 if let Some(event) = s.queued.pop_front() {
@@ -234,7 +230,7 @@ fn stream_response(
                         };
                         s.narrated = false;
                         s.streamed_text = true;
-                        s.queued.push_back(chunk(json!([{"index": 0, "delta": {"content": text}, "finish_reason": null}]), None));
+                        s.queued.push_back(chunk(Delta::text(text), None));
                     }
                     ChatEvent::IterationStats {
                         tool_calls_requested,
@@ -242,20 +238,28 @@ fn stream_response(
                     } => s.narrated |= tool_calls_requested > 0,
                     ChatEvent::Done { reason, stats, .. } => {
                         if reason == StopReason::ClientToolCalls {
-                            let calls: Vec<Value> = s
+                            let calls = s
                                 .pending
                                 .iter()
                                 .enumerate()
                                 .map(|(i, c)| {
-                                    json!({"index": i, "id": c.id, "type": "function",
-                                           "function": {"name": c.name, "arguments": c.arguments}})
+                                    OutputToolCall::whole(
+                                        Some(i),
+                                        &c.id,
+                                        &c.name,
+                                        c.arguments.clone(),
+                                    )
                                 })
                                 .collect();
-                            s.queued.push_back(chunk(json!([{"index": 0, "delta": {"tool_calls": calls}, "finish_reason": null}]), None));
+                            s.queued.push_back(chunk(Delta::calls(calls), None));
                         }
-                        s.queued.push_back(chunk(json!([{"index": 0, "delta": {}, "finish_reason": finish_reason(reason)}]), None));
+                        s.queued
+                            .push_back(chunk(Delta::default(), Some(finish_reason(reason))));
                         if include_usage {
-                            s.queued.push_back(chunk(json!([]), Some(usage(&stats))));
+                            s.queued.push_back(last(ChatUsage::new(
+                                stats.input_tokens,
+                                stats.output_tokens,
+                            )));
                         }
                     }
                     ChatEvent::Error {

@@ -17,7 +17,16 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
-use buddy_core::{ChatEvent, Message, Sampling, StopReason, ToolCall, ToolSpec, TurnStats};
+use buddy_core::{
+    Arguments, ChatEvent, Message, ResponseFormat, Sampling, StopReason, ToolCall, TurnStats,
+};
+use buddy_providers::openai_wire::BuddyDetails;
+use buddy_providers::openai_wire::responses::{
+    FunctionCallItem, FunctionTool, IncompleteDetails, Item, ItemStatus, MessageItem, OutputText,
+    Phase, ReasoningSettings, ResponseError, ResponseObject, ResponseStatus, ResponseUsage,
+    SkillCallItem, StreamError, StreamEvent, TextSettings, function_tools, input_items,
+    items_to_messages,
+};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -34,7 +43,6 @@ use crate::turn_log::{EventLog, Frame};
 use crate::turns::{
     CancelOnDrop, Conversation, Prelude, StartedTurn, disconnect_guard, start_turn,
 };
-use buddy_providers::openai_wire::text_of;
 use std::sync::Arc;
 
 /// The body of `POST /v1/responses` (fields buddy does not use are accepted and ignored).
@@ -98,41 +106,13 @@ impl ResponsesRequest {
 struct Echo {
     /// The settings the response was made with.
     sampling: Sampling,
-    /// The client's function tools, in the response's tool shape.
-    tools: Vec<Value>,
+    /// The client's function tools.
+    tools: Vec<FunctionTool>,
     tool_choice: Option<Value>,
     max_tool_calls: Option<u64>,
     prompt_cache_key: Option<String>,
     safety_identifier: Option<String>,
     metadata: Option<Value>,
-}
-
-impl Echo {
-    fn of(body: &ResponsesRequest) -> Self {
-        let tools = body
-            .tools
-            .iter()
-            .filter(|t| t["type"] == "function")
-            .map(|t| {
-                json!({
-                    "type": "function",
-                    "name": t["name"],
-                    "description": t.get("description").cloned().unwrap_or(Value::Null),
-                    "parameters": t.get("parameters").cloned().unwrap_or(Value::Null),
-                    "strict": t.get("strict").cloned().unwrap_or(Value::Null),
-                })
-            })
-            .collect();
-        Echo {
-            sampling: body.sampling().unwrap_or_default(),
-            tools,
-            tool_choice: body.tool_choice.clone(),
-            max_tool_calls: body.max_tool_calls,
-            prompt_cache_key: body.prompt_cache_key.clone(),
-            safety_identifier: body.safety_identifier.clone(),
-            metadata: body.metadata.clone(),
-        }
-    }
 }
 
 pub(crate) async fn responses(
@@ -202,13 +182,22 @@ pub(crate) async fn begin(
     unstored: Option<Unstored>,
 ) -> Result<(StartedTurn, Builder), AppError> {
     let sampling = body.sampling().map_err(AppError::BadRequest)?;
-    let echo = Echo::of(&body);
     let skill_calls = body
         .buddy_skill_calls
         .unwrap_or(state.inner.settings.responses_skill_calls);
     let input = input_messages(&caller.owner, body.input.unwrap_or(Value::Null))
         .map_err(AppError::BadRequest)?;
     let tools = function_tools(body.tools).map_err(AppError::BadRequest)?;
+    let echo = Echo {
+        sampling: sampling.clone(),
+        tools: tools.clone(),
+        tool_choice: body.tool_choice,
+        max_tool_calls: body.max_tool_calls,
+        prompt_cache_key: body.prompt_cache_key,
+        safety_identifier: body.safety_identifier,
+        metadata: body.metadata,
+    };
+    let tools = tools.into_iter().map(Into::into).collect();
     let mut policy = request_policy(body.buddy_policy)?;
     if let Some(max) = body.max_tool_calls {
         policy
@@ -324,7 +313,7 @@ pub(crate) async fn begin(
 /// guessed either. Bounded: the oldest are forgotten first; a reference to a forgotten
 /// or another key's item is refused alike.
 struct ItemCache {
-    items: std::collections::HashMap<String, Value>,
+    items: std::collections::HashMap<String, Item>,
     order: std::collections::VecDeque<String>,
 }
 
@@ -346,8 +335,8 @@ fn item_key(owner: &str, id: &str) -> String {
     format!("{owner}\u{1f}{id}")
 }
 
-fn remember_item(owner: &str, item: &Value) {
-    let Some(id) = item.get("id").and_then(Value::as_str) else {
+fn remember_item(owner: &str, item: &Item) {
+    let Some(id) = item.id() else {
         return;
     };
     let key = item_key(owner, id);
@@ -363,7 +352,7 @@ fn remember_item(owner: &str, item: &Value) {
     }
 }
 
-fn referenced_item(owner: &str, id: &str) -> Option<Value> {
+fn referenced_item(owner: &str, id: &str) -> Option<Item> {
     item_cache()
         .lock()
         .ok()?
@@ -401,154 +390,18 @@ fn stored_hex(response: &str) -> Option<&str> {
 /// buddy's messages for `input` (references resolved among `owner`'s items), or what is
 /// wrong with an item.
 pub(crate) fn input_messages(owner: &str, input: Value) -> Result<Vec<Message>, String> {
-    let items = match input {
-        Value::Null => return Ok(Vec::new()),
-        Value::String(text) => return Ok(vec![Message::user(text)]),
-        Value::Array(items) => items,
-        other => {
-            return Err(format!(
-                "`input` must be a string or a list of items, got {other}"
-            ));
-        }
-    };
-    let mut messages: Vec<Message> = Vec::new();
-    for (i, item) in items.into_iter().enumerate() {
-        let item = match item.get("type").and_then(Value::as_str) {
-            Some("item_reference") => {
-                let id = item.get("id").and_then(Value::as_str).unwrap_or_default();
-                referenced_item(owner, id).ok_or_else(|| {
-                    format!(
-                        "input[{i}]: item `{id}` is not known here (items are kept a while by the instance that made them); send the item itself"
-                    )
-                })?
-            }
-            _ => item,
-        };
-        let kind = item
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or("message");
-        let field = |name: &str| {
-            item.get(name)
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-                .ok_or_else(|| format!("input[{i}]: a `{kind}` item needs `{name}`"))
-        };
-        match kind {
-            "message" => {
-                let role = field("role")?;
-                let text = item.get("content").and_then(text_of).unwrap_or_default();
-                messages.push(match role.as_str() {
-                    "user" => {
-                        let (text, attachments) =
-                            buddy_providers::openai_wire::user_content(item.get("content").unwrap_or(&Value::Null))
-                                .map_err(|e| format!("input[{i}]: {e}"))?;
-                        Message::user_with(text, attachments)
-                    }
-                    "system" | "developer" => Message::system(text),
-                    "assistant" => Message::assistant(text),
-                    other => {
-                        return Err(format!(
-                            "input[{i}]: unknown role `{other}`; use user, system, developer or assistant"
-                        ));
-                    }
-                });
-            }
-            "function_call" => {
-                let call = ToolCall::new(field("call_id")?, field("name")?, field("arguments")?);
-                add_call(&mut messages, call);
-            }
-            // A call buddy ran itself, sent back: the call and its result.
-            "mcp_call" | "buddy:skill_call" => {
-                let id = field("id")?;
-                let call_id = match item.get("call_id").and_then(Value::as_str) {
-                    Some(call_id) => call_id.to_owned(),
-                    None => id.trim_start_matches("mcp_").to_owned(),
-                };
-                add_call(
-                    &mut messages,
-                    ToolCall::new(call_id.clone(), field("name")?, field("arguments")?),
-                );
-                let (content, is_error) = match item.get("error").and_then(Value::as_str) {
-                    Some(error) => (error.to_owned(), true),
-                    None => (
-                        item.get("output")
-                            .and_then(Value::as_str)
-                            .unwrap_or_default()
-                            .to_owned(),
-                        false,
-                    ),
-                };
-                messages.push(Message::tool_result(call_id, content, is_error));
-            }
-            "function_call_output" => {
-                let output = item.get("output").and_then(text_of).ok_or_else(|| {
-                    format!("input[{i}]: a `function_call_output` item needs `output`")
-                })?;
-                messages.push(Message::tool_result(field("call_id")?, output, false));
-            }
-            // The model's reasoning summaries are the provider's business, not buddy's.
-            "reasoning" => {}
-            // A conversation compacted by /v1/responses/compact: its summary.
-            "compaction" => {
-                let content = field("encrypted_content")?;
-                messages.push(crate::compaction_item::decode(&content).map_err(|e| {
-                    format!("input[{i}]: this `compaction` item cannot be read: {e}")
-                })?);
-            }
-            other => {
-                return Err(format!(
-                    "input[{i}]: items of type `{other}` are not supported; buddy takes message, function_call, function_call_output and compaction items"
-                ));
-            }
+    let mut items = input_items(input)?;
+    for (i, item) in items.iter_mut().enumerate() {
+        if let Item::ItemReference(reference) = item {
+            *item = referenced_item(owner, &reference.id).ok_or_else(|| {
+                format!(
+                    "input[{i}]: item `{}` is not known here (items are kept a while by the instance that made them); send the item itself",
+                    reference.id
+                )
+            })?;
         }
     }
-    Ok(messages)
-}
-
-/// Adds a call to the assistant message it belongs to: the text and calls of one reply
-/// travel as consecutive items.
-fn add_call(messages: &mut Vec<Message>, call: ToolCall) {
-    match messages.last_mut() {
-        Some(Message::Assistant { tool_calls, .. }) => tool_calls.push(call),
-        _ => messages.push(Message::Assistant {
-            content: None,
-            tool_calls: vec![call],
-        }),
-    }
-}
-
-/// The client's function tools; other tool types are refused by name.
-fn function_tools(tools: Vec<Value>) -> Result<Vec<ToolSpec>, String> {
-    tools
-        .into_iter()
-        .enumerate()
-        .map(|(i, tool)| {
-            let kind = tool.get("type").and_then(Value::as_str).unwrap_or_default();
-            if kind != "function" {
-                return Err(format!(
-                    "tools[{i}]: `{kind}` tools are not supported; buddy runs `function` tools through the client and its own skills itself"
-                ));
-            }
-            let name = tool
-                .get("name")
-                .and_then(Value::as_str)
-                .ok_or_else(|| format!("tools[{i}]: a function tool needs `name`"))?;
-            Ok(ToolSpec {
-                name: name.to_owned(),
-                description: tool
-                    .get("description")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned(),
-                parameters: tool
-                    .get("parameters")
-                    .cloned()
-                    .filter(|p| !p.is_null())
-                    .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
-            })
-        })
-        .collect()
+    items_to_messages(items, crate::compaction_item::decode)
 }
 
 /// Builds a response, and the stream's events, from a turn's events.
@@ -563,13 +416,14 @@ pub(crate) struct Builder {
     /// Whose response it is: its items are found again only for this owner.
     owner: String,
     sequence: u64,
-    output: Vec<Value>,
+    output: Vec<Item>,
     /// The message item being streamed: its id and text so far.
     open: Option<(String, String)>,
     /// Calls announced and not yet answered.
     pending: Vec<ToolCall>,
-    status: &'static str,
+    status: ResponseStatus,
     incomplete: Option<&'static str>,
+    error: Option<ResponseError>,
     stats: TurnStats,
     reason: Option<StopReason>,
     /// When the response ended (Unix seconds).
@@ -600,8 +454,9 @@ impl Builder {
             output: Vec::new(),
             open: None,
             pending: Vec::new(),
-            status: "in_progress",
+            status: ResponseStatus::InProgress,
             incomplete: None,
+            error: None,
             stats: TurnStats::default(),
             reason: None,
             completed_at: None,
@@ -612,112 +467,124 @@ impl Builder {
     }
 
     /// The response object as it stands.
-    pub(crate) fn response(&self) -> Value {
-        let usage = (self.status != "in_progress").then(|| {
-            json!({
-                "input_tokens": self.stats.input_tokens,
-                "input_tokens_details": {"cached_tokens": 0},
-                "output_tokens": self.stats.output_tokens,
-                "output_tokens_details": {"reasoning_tokens": 0},
-                "total_tokens": self.stats.input_tokens + self.stats.output_tokens,
-            })
-        });
+    pub(crate) fn response(&self) -> ResponseObject {
+        let usage = (self.status != ResponseStatus::InProgress)
+            .then(|| ResponseUsage::new(self.stats.input_tokens, 0, self.stats.output_tokens));
         let echo = &self.echo;
-        json!({
-            "id": self.id,
-            "object": "response",
-            "created_at": self.created_at,
-            "completed_at": self.completed_at,
-            "status": self.status,
-            "error": null,
-            "incomplete_details": self.incomplete.map(|reason| json!({"reason": reason})),
-            "instructions": self.instructions,
-            "max_output_tokens": echo.sampling.max_output_tokens,
-            "max_tool_calls": echo.max_tool_calls,
-            "model": self.model,
-            "output": self.output,
-            "parallel_tool_calls": true,
-            "previous_response_id": self.previous_response_id,
-            "reasoning": {"effort": null, "summary": null},
-            "store": self.stored,
-            "background": self.background,
-            "service_tier": "default",
-            "temperature": echo.sampling.temperature.unwrap_or(1.0),
-            "top_p": echo.sampling.top_p.unwrap_or(1.0),
-            "presence_penalty": 0.0,
-            "frequency_penalty": 0.0,
-            "top_logprobs": 0,
-            "text": {"format": match &echo.sampling.response_format {
-                Some(format) => serde_json::to_value(format).unwrap_or_else(|_| json!({"type": "text"})),
-                None => json!({"type": "text"}),
-            }},
-            "tool_choice": echo.tool_choice.clone().unwrap_or_else(|| json!("auto")),
-            "tools": echo.tools,
-            "truncation": "disabled",
-            "usage": usage,
-            "user": null,
-            "safety_identifier": echo.safety_identifier,
-            "prompt_cache_key": echo.prompt_cache_key,
-            "metadata": echo.metadata.clone().unwrap_or_else(|| json!({})),
-            "buddy": {
-                "stop_reason": self.reason,
-                "model_calls": self.stats.model_calls,
-                "tool_calls": self.stats.tool_calls,
+        ResponseObject {
+            id: self.id.clone(),
+            object: "response",
+            created_at: self.created_at,
+            completed_at: self.completed_at,
+            status: self.status,
+            error: self.error.clone(),
+            incomplete_details: self.incomplete.map(|reason| IncompleteDetails { reason }),
+            instructions: self.instructions.clone(),
+            max_output_tokens: echo.sampling.max_output_tokens,
+            max_tool_calls: echo.max_tool_calls,
+            model: self.model.clone(),
+            output: self.output.clone(),
+            parallel_tool_calls: true,
+            previous_response_id: self.previous_response_id.clone(),
+            reasoning: ReasoningSettings::default(),
+            store: self.stored,
+            background: self.background,
+            service_tier: "default",
+            temperature: echo.sampling.temperature.unwrap_or(1.0),
+            top_p: echo.sampling.top_p.unwrap_or(1.0),
+            presence_penalty: 0.0,
+            frequency_penalty: 0.0,
+            top_logprobs: 0,
+            text: TextSettings {
+                format: echo
+                    .sampling
+                    .response_format
+                    .clone()
+                    .unwrap_or(ResponseFormat::Text),
             },
-        })
+            tool_choice: echo.tool_choice.clone().unwrap_or_else(|| json!("auto")),
+            tools: echo.tools.clone(),
+            truncation: "disabled",
+            usage,
+            user: None,
+            safety_identifier: echo.safety_identifier.clone(),
+            prompt_cache_key: echo.prompt_cache_key.clone(),
+            metadata: echo.metadata.clone().unwrap_or_else(|| json!({})),
+            buddy: BuddyDetails {
+                stop_reason: self.reason,
+                model_calls: self.stats.model_calls,
+                tool_calls: self.stats.tool_calls,
+            },
+        }
     }
 
-    /// One stream event, numbered.
-    fn event(&mut self, kind: &str, mut data: Value) -> (String, Value) {
-        data["type"] = json!(kind);
+    /// One stream event, numbered: its type (the SSE event name) and its JSON.
+    fn event(&mut self, event: StreamEvent) -> (String, Value) {
+        let mut data = serde_json::to_value(&event).unwrap_or_default();
+        let kind = data["type"].as_str().unwrap_or_default().to_owned();
         data["sequence_number"] = json!(self.sequence);
         self.sequence += 1;
-        (kind.to_owned(), data)
+        (kind, data)
+    }
+
+    /// The response as it stands, for an event that carries it.
+    fn boxed(&self) -> Box<ResponseObject> {
+        Box::new(self.response())
     }
 
     /// The stream's opening events.
     pub(crate) fn opening(&mut self) -> Vec<(String, Value)> {
-        let response = self.response();
-        vec![
-            self.event("response.created", json!({"response": response})),
-            self.event("response.in_progress", json!({"response": self.response()})),
-        ]
+        let created = StreamEvent::Created {
+            response: self.boxed(),
+        };
+        let in_progress = StreamEvent::InProgress {
+            response: self.boxed(),
+        };
+        vec![self.event(created), self.event(in_progress)]
     }
 
     /// Ends the message being streamed. `phase` labels it (Open Responses): `commentary`
     /// for the narration of a model call that went on to call tools — which ends with a
     /// blank line, so that clients joining every message's text (`output_text`) keep
     /// the narration apart from the answer — and `final_answer` for the answer.
-    fn close_message(&mut self, out: &mut Vec<(String, Value)>, phase: Option<&'static str>) {
+    fn close_message(&mut self, out: &mut Vec<(String, Value)>, phase: Option<Phase>) {
         let Some((id, mut text)) = self.open.take() else {
             return;
         };
         let index = self.output.len();
-        if phase == Some("commentary") && !text.ends_with("\n\n") {
+        if phase == Some(Phase::Commentary) && !text.ends_with("\n\n") {
             let separator = if text.ends_with('\n') { "\n" } else { "\n\n" };
             text.push_str(separator);
-            out.push(self.event(
-                "response.output_text.delta",
-                json!({"item_id": id, "output_index": index, "content_index": 0, "delta": separator, "logprobs": []}),
-            ));
+            out.push(self.event(StreamEvent::OutputTextDelta {
+                item_id: id.clone(),
+                output_index: index,
+                content_index: 0,
+                delta: separator.into(),
+                logprobs: Vec::new(),
+            }));
         }
-        let part = json!({"type": "output_text", "text": text, "annotations": []});
-        let mut item = json!({"type": "message", "id": id, "status": "completed", "role": "assistant", "content": [part]});
-        if let Some(phase) = phase {
-            item["phase"] = json!(phase);
-        }
-        out.push(self.event(
-            "response.output_text.done",
-            json!({"item_id": id, "output_index": index, "content_index": 0, "text": text, "logprobs": []}),
-        ));
-        out.push(self.event(
-            "response.content_part.done",
-            json!({"item_id": id, "output_index": index, "content_index": 0, "part": part}),
-        ));
-        out.push(self.event(
-            "response.output_item.done",
-            json!({"output_index": index, "item": item}),
-        ));
+        let part = OutputText::new(text.clone());
+        let item = Item::Message(MessageItem {
+            phase,
+            ..MessageItem::assistant(id.clone(), ItemStatus::Completed, vec![part.clone()])
+        });
+        out.push(self.event(StreamEvent::OutputTextDone {
+            item_id: id.clone(),
+            output_index: index,
+            content_index: 0,
+            text,
+            logprobs: Vec::new(),
+        }));
+        out.push(self.event(StreamEvent::ContentPartDone {
+            item_id: id,
+            output_index: index,
+            content_index: 0,
+            part,
+        }));
+        out.push(self.event(StreamEvent::OutputItemDone {
+            output_index: index,
+            item: item.clone(),
+        }));
         remember_item(&self.owner, &item);
         self.output.push(item);
     }
@@ -732,32 +599,40 @@ impl Builder {
     }
 
     /// An item complete at once (a server-side call, a client call): added, then done.
-    fn whole_item(&mut self, item: Value, out: &mut Vec<(String, Value)>) {
+    fn whole_item(&mut self, item: Item, out: &mut Vec<(String, Value)>) {
         let index = self.output.len();
         let mut added = item.clone();
-        added["status"] = json!("in_progress");
-        if item["type"] == "function_call" {
-            added["arguments"] = json!("");
+        match &mut added {
+            Item::FunctionCall(call) => {
+                call.status = Some(ItemStatus::InProgress);
+                call.arguments = Arguments::default();
+            }
+            Item::McpCall(call) | Item::SkillCall(call) => {
+                call.status = Some(ItemStatus::InProgress)
+            }
+            _ => {}
         }
-        out.push(self.event(
-            "response.output_item.added",
-            json!({"output_index": index, "item": added}),
-        ));
-        if item["type"] == "function_call" {
-            let id = item["id"].clone();
-            out.push(self.event(
-                "response.function_call_arguments.delta",
-                json!({"item_id": id, "output_index": index, "delta": item["arguments"]}),
-            ));
-            out.push(self.event(
-                "response.function_call_arguments.done",
-                json!({"item_id": id, "output_index": index, "name": item["name"], "arguments": item["arguments"]}),
-            ));
+        out.push(self.event(StreamEvent::OutputItemAdded {
+            output_index: index,
+            item: added,
+        }));
+        if let Item::FunctionCall(call) = &item {
+            out.push(self.event(StreamEvent::FunctionCallArgumentsDelta {
+                item_id: call.id.clone(),
+                output_index: index,
+                delta: call.arguments.clone(),
+            }));
+            out.push(self.event(StreamEvent::FunctionCallArgumentsDone {
+                item_id: call.id.clone(),
+                output_index: index,
+                name: call.name.clone(),
+                arguments: call.arguments.clone(),
+            }));
         }
-        out.push(self.event(
-            "response.output_item.done",
-            json!({"output_index": index, "item": item}),
-        ));
+        out.push(self.event(StreamEvent::OutputItemDone {
+            output_index: index,
+            item: item.clone(),
+        }));
         remember_item(&self.owner, &item);
         self.output.push(item);
     }
@@ -767,28 +642,37 @@ impl Builder {
         let mut out = Vec::new();
         match event {
             ChatEvent::TextDelta { text } => {
-                if self.open.is_none() {
-                    let id = self.item_id("msg");
-                    let index = self.output.len();
-                    out.push(self.event(
-                        "response.output_item.added",
-                        json!({"output_index": index, "item": {"type": "message", "id": id, "status": "in_progress", "role": "assistant", "content": []}}),
-                    ));
-                    out.push(self.event(
-                        "response.content_part.added",
-                        json!({"item_id": id, "output_index": index, "content_index": 0, "part": {"type": "output_text", "text": "", "annotations": []}}),
-                    ));
-                    self.open = Some((id, String::new()));
-                }
                 let index = self.output.len();
-                if let Some((id, so_far)) = &mut self.open {
+                let id = match &self.open {
+                    Some((id, _)) => id.clone(),
+                    None => {
+                        let id = self.item_id("msg");
+                        let item =
+                            MessageItem::assistant(id.clone(), ItemStatus::InProgress, Vec::new());
+                        out.push(self.event(StreamEvent::OutputItemAdded {
+                            output_index: index,
+                            item: Item::Message(item),
+                        }));
+                        out.push(self.event(StreamEvent::ContentPartAdded {
+                            item_id: id.clone(),
+                            output_index: index,
+                            content_index: 0,
+                            part: OutputText::new(""),
+                        }));
+                        self.open = Some((id.clone(), String::new()));
+                        id
+                    }
+                };
+                if let Some((_, so_far)) = &mut self.open {
                     so_far.push_str(&text);
-                    let id = id.clone();
-                    out.push(self.event(
-                        "response.output_text.delta",
-                        json!({"item_id": id, "output_index": index, "content_index": 0, "delta": text, "logprobs": []}),
-                    ));
                 }
+                out.push(self.event(StreamEvent::OutputTextDelta {
+                    item_id: id,
+                    output_index: index,
+                    content_index: 0,
+                    delta: text,
+                    logprobs: Vec::new(),
+                }));
             }
             // One model call is over: its text is one message.
             ChatEvent::IterationStats {
@@ -796,8 +680,8 @@ impl Builder {
                 ..
             } => {
                 let phase = match tool_calls_requested {
-                    0 => "final_answer",
-                    _ => "commentary",
+                    0 => Phase::FinalAnswer,
+                    _ => Phase::Commentary,
                 };
                 self.close_message(&mut out, Some(phase));
             }
@@ -817,23 +701,28 @@ impl Builder {
             } => {
                 if let Some(at) = self.pending.iter().position(|c| c.id == id) {
                     let call = self.pending.remove(at);
-                    let mut item = json!({
-                        "type": "mcp_call",
-                        "id": self.item_id("mcp"),
-                        "server_label": "buddy",
-                        "name": call.name,
-                        "arguments": call.arguments,
-                        "output": if is_error { Value::Null } else { json!(content) },
-                        "error": if is_error { json!(content) } else { Value::Null },
-                        "status": "completed",
-                    });
-                    if self.skill_calls == SkillCalls::Extension {
-                        item["type"] = json!("buddy:skill_call");
-                        item["call_id"] = json!(call.id);
-                        if let Some(object) = item.as_object_mut() {
-                            object.remove("server_label");
+                    let (output, error) = match is_error {
+                        true => (None, Some(content)),
+                        false => (Some(content), None),
+                    };
+                    let mut item = SkillCallItem {
+                        id: self.item_id("mcp"),
+                        call_id: None,
+                        server_label: Some("buddy".into()),
+                        name: call.name,
+                        arguments: call.arguments,
+                        output,
+                        error,
+                        status: Some(ItemStatus::Completed),
+                    };
+                    let item = match self.skill_calls {
+                        SkillCalls::Extension => {
+                            item.call_id = Some(call.id);
+                            item.server_label = None;
+                            Item::SkillCall(item)
                         }
-                    }
+                        _ => Item::McpCall(item),
+                    };
                     self.whole_item(item, &mut out);
                 }
             }
@@ -841,30 +730,35 @@ impl Builder {
                 self.close_message(&mut out, None);
                 if reason == StopReason::ClientToolCalls {
                     for call in std::mem::take(&mut self.pending) {
-                        let item = json!({
-                            "type": "function_call",
-                            "id": self.item_id("fc"),
-                            "call_id": call.id,
-                            "name": call.name,
-                            "arguments": call.arguments,
-                            "status": "completed",
+                        let item = Item::FunctionCall(FunctionCallItem {
+                            id: Some(self.item_id("fc")),
+                            call_id: call.id,
+                            name: call.name,
+                            arguments: call.arguments,
+                            status: Some(ItemStatus::Completed),
                         });
                         self.whole_item(item, &mut out);
                     }
                 }
                 self.stats = stats;
                 self.reason = Some(reason);
-                let (status, kind) = match reason {
+                self.completed_at = Some(unix_now());
+                let event = match reason {
                     StopReason::Truncated => {
                         self.incomplete = Some("max_output_tokens");
-                        ("incomplete", "response.incomplete")
+                        self.status = ResponseStatus::Incomplete;
+                        StreamEvent::Incomplete {
+                            response: self.boxed(),
+                        }
                     }
-                    _ => ("completed", "response.completed"),
+                    _ => {
+                        self.status = ResponseStatus::Completed;
+                        StreamEvent::Completed {
+                            response: self.boxed(),
+                        }
+                    }
                 };
-                self.status = status;
-                self.completed_at = Some(unix_now());
-                let response = self.response();
-                out.push(self.event(kind, json!({"response": response})));
+                out.push(self.event(event));
             }
             ChatEvent::Error {
                 reason,
@@ -874,17 +768,26 @@ impl Builder {
                 self.close_message(&mut out, None);
                 self.stats = stats;
                 self.reason = Some(reason);
-                self.status = "failed";
+                self.status = ResponseStatus::Failed;
                 self.completed_at = Some(unix_now());
                 let text = format!("turn ended ({reason}): {message}");
+                self.error = Some(ResponseError {
+                    code: reason.as_str(),
+                    message: text.clone(),
+                });
                 // The error itself first, then the failed response that carries it.
-                out.push(self.event(
-                    "error",
-                    json!({"error": {"type": "turn_failed", "code": reason.as_str(), "message": text, "param": null}}),
-                ));
-                let mut response = self.response();
-                response["error"] = json!({"code": reason.as_str(), "message": text});
-                out.push(self.event("response.failed", json!({"response": response})));
+                out.push(self.event(StreamEvent::Error {
+                    error: StreamError {
+                        kind: "turn_failed",
+                        code: reason.as_str(),
+                        message: text,
+                        param: None,
+                    },
+                }));
+                let failed = StreamEvent::Failed {
+                    response: self.boxed(),
+                };
+                out.push(self.event(failed));
             }
             _ => {}
         }
@@ -943,8 +846,11 @@ mod tests {
         assert!(input_messages("alice", json!([{"type": "item_reference", "id": "x"}])).is_err());
         remember_item(
             "alice",
-            &json!({"type": "message", "id": "msg_known", "role": "assistant",
-            "content": [{"type": "output_text", "text": "Looking.", "annotations": []}]}),
+            &Item::Message(MessageItem::assistant(
+                "msg_known".into(),
+                ItemStatus::Completed,
+                vec![OutputText::new("Looking.")],
+            )),
         );
         let with_reference = json!([
             {"role": "user", "content": "hi"},
@@ -971,6 +877,5 @@ mod tests {
             Some(format!("conv_{}", "a".repeat(32)))
         );
         assert_eq!(conversation_of(&response_id(None, "turn_1234")), None);
-        assert!(function_tools(vec![json!({"type": "web_search"})]).is_err());
     }
 }
