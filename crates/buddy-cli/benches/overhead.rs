@@ -8,6 +8,9 @@
 //!   turn, divided by 10, is the cost of one iteration (turn setup cancels out); the
 //!   allocation profiler counts allocations the same way.
 //! - `engine_traced`: the same with telemetry on (spans exported to a loopback collector).
+//! - `continued_*`: a one-call turn that continues a stored conversation of 10, 100 or
+//!   1,000 messages, its history counted (`counted`) or with the token counts kept with
+//!   it (`kept`, as `buddy serve` stores them): what a continued turn's setup costs.
 //! - `http_*`: one chat completion through buddy's OpenAI provider, the same request
 //!   with a bare reqwest client, and a whole one-call engine turn, all against
 //!   `buddy mock-server` on 127.0.0.1.
@@ -132,6 +135,62 @@ fn engine_alone<const CALLS: usize>(bencher: Bencher, history_len: usize) {
             assert_eq!(outcome.stats.model_calls as usize, CALLS);
             outcome
         });
+}
+
+/// A one-call turn of `model` over `history_len` messages, with the counts a store kept
+/// (`kept`) or none.
+fn continued(bencher: Bencher, model: &str, history_len: usize, kept: bool) {
+    let rt = runtime();
+    let engine = engine(0);
+    let history = history(history_len);
+    let counts = match kept {
+        true => {
+            let counter = buddy_engine::context::counter_for_model(model);
+            let key = buddy_engine::context::count_key(&*counter);
+            history
+                .iter()
+                .map(|m| {
+                    Some(buddy_core::TokenCount {
+                        encoding: key.clone(),
+                        tokens: counter.message(m) as u64,
+                    })
+                })
+                .collect()
+        }
+        false => Vec::new(),
+    };
+    let request = TurnRequest::new(model, "And now?")
+        .with_history(history)
+        .with_history_counts(counts)
+        .with_policy(policy());
+    bencher
+        .with_inputs(|| request.clone())
+        .bench_local_values(|request| {
+            let (_, outcome) = rt.block_on(engine.run_collect(request));
+            assert_eq!(outcome.stats.model_calls, 1);
+            outcome
+        });
+}
+
+#[divan::bench(args = [10, 100, 1000])]
+fn continued_counted(bencher: Bencher, history_len: usize) {
+    continued(bencher, "bench", history_len, false);
+}
+
+#[divan::bench(args = [10, 100, 1000])]
+fn continued_kept(bencher: Bencher, history_len: usize) {
+    continued(bencher, "bench", history_len, true);
+}
+
+/// The same for an OpenAI model (exact BPE counts), over 100 messages (1 MB).
+#[divan::bench(sample_count = 10)]
+fn continued_o200k_counted(bencher: Bencher) {
+    continued(bencher, "gpt-4o", 100, false);
+}
+
+#[divan::bench(sample_count = 10)]
+fn continued_o200k_kept(bencher: Bencher) {
+    continued(bencher, "gpt-4o", 100, true);
 }
 
 /// `engine_alone` with history 10 and telemetry on: every turn's spans recorded and

@@ -34,7 +34,7 @@ pub use skill::{
     Toolbox,
 };
 pub use stop::{StopReason, TurnStats};
-pub use token::{FinishReason, Token, TokenStream, Usage};
+pub use token::{FinishReason, Token, TokenCount, TokenStream, Usage};
 
 /// A boxed, sendable future: the return type of buddy's object-safe async trait methods.
 pub type BoxFuture<'a, T> = futures::future::BoxFuture<'a, T>;

@@ -3,7 +3,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{BoxFuture, Message, ToolCall, ToolSpec};
+use crate::{BoxFuture, Message, TokenCount, ToolCall, ToolSpec};
 
 /// What repeating a call with the same arguments means for a skill; the loop guards
 /// read it to tell a loop from legitimate polling.
@@ -197,6 +197,16 @@ pub trait MessageSink: Send + Sync {
     /// Records `message`; the engine waits for it before going on. An error ends the
     /// turn with `store_error`: a turn whose messages are not kept must not go on.
     fn record<'a>(&'a self, message: &'a Message) -> BoxFuture<'a, Result<(), RecordError>>;
+    /// Records `message` with its token count, which a store may keep so the
+    /// conversation is not counted again next turn. By default the count is dropped.
+    fn record_counted<'a>(
+        &'a self,
+        message: &'a Message,
+        count: TokenCount,
+    ) -> BoxFuture<'a, Result<(), RecordError>> {
+        let _ = count;
+        self.record(message)
+    }
 }
 
 /// Messages of a turn could not be kept; the message says what failed.

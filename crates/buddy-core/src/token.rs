@@ -66,3 +66,14 @@ fn is_zero(n: &u64) -> bool {
 
 /// The stream a provider returns: tokens, or a typed error that ends it.
 pub type TokenStream = futures::stream::BoxStream<'static, Result<Token, ProviderError>>;
+
+/// A message's token count, with the counting it was made by (`o200k_base/1`, …): kept
+/// with a stored message so that a conversation continued under the same counting is
+/// not counted again.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenCount {
+    /// The encoding and the version of buddy's framing formula; a count is reused only
+    /// under exactly the same key.
+    pub encoding: String,
+    pub tokens: u64,
+}

@@ -6,10 +6,10 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use buddy_core::{Message, MessageSink, ToolCall};
+use buddy_core::{Message, MessageSink, TokenCount, ToolCall};
 use tracing::{debug, warn};
 
-use crate::context::TokenCounter;
+use crate::context::{TokenCounter, count_key};
 use crate::history_check::HistoryError;
 
 /// A turn's history and what is known about it.
@@ -20,6 +20,8 @@ pub(crate) struct Ledger {
     /// Sum of `counts`.
     tokens: usize,
     counter: Arc<dyn TokenCounter>,
+    /// What the counts are made by, as kept with stored messages.
+    count_key: String,
     /// Index of the first message this turn added.
     first_new: usize,
     /// Where this turn's own rounds start: `first_new`, or earlier for a turn resumed
@@ -38,18 +40,31 @@ pub(crate) struct Ledger {
 }
 
 impl Ledger {
-    /// The ledger of a turn that starts after `history`.
+    /// The ledger of a turn that starts after `history`; `known[i]`, when made the way
+    /// `counter` counts, is message `i`'s count (the rest are counted).
     pub(crate) fn new(
         history: Vec<Message>,
+        known: &[Option<TokenCount>],
         counter: Arc<dyn TokenCounter>,
         recorder: Option<Arc<dyn MessageSink>>,
     ) -> Self {
-        let counts: Vec<usize> = history.iter().map(|m| counter.message(m)).collect();
+        let count_key = count_key(&*counter);
+        let counts: Vec<usize> = history
+            .iter()
+            .enumerate()
+            .map(|(i, m)| match known.get(i) {
+                Some(Some(count)) if count.encoding == count_key => {
+                    usize::try_from(count.tokens).unwrap_or(usize::MAX)
+                }
+                _ => counter.message(m),
+            })
+            .collect();
         let first_new = history.len();
         let mut ledger = Ledger {
             tokens: counts.iter().sum(),
             counts,
             counter,
+            count_key,
             first_new,
             rounds_from: first_new,
             call_ids: HashSet::new(),
@@ -86,14 +101,19 @@ impl Ledger {
     /// Appends a message and records it (waiting until it is kept). After a failed
     /// record nothing more is recorded, so what is kept is a prefix of the turn.
     pub(crate) async fn push(&mut self, message: Message) {
+        let tokens = self.counter.message(&message);
         if let Some(recorder) = &self.recorder
             && self.record_failed.is_none()
-            && let Err(e) = recorder.record(&message).await
         {
-            warn!(error = %e, "a message of the turn could not be recorded; the turn stops");
-            self.record_failed = Some(e.to_string());
+            let count = TokenCount {
+                encoding: self.count_key.clone(),
+                tokens: tokens as u64,
+            };
+            if let Err(e) = recorder.record_counted(&message, count).await {
+                warn!(error = %e, "a message of the turn could not be recorded; the turn stops");
+                self.record_failed = Some(e.to_string());
+            }
         }
-        let tokens = self.counter.message(&message);
         self.track(&message);
         self.counts.push(tokens);
         self.tokens += tokens;

@@ -2,7 +2,9 @@
 
 use std::sync::Arc;
 
-use buddy_core::{Message, MessageSink, Price, Sampling, StopReason, TurnObserver, TurnStats};
+use buddy_core::{
+    Message, MessageSink, Price, Sampling, StopReason, TokenCount, TurnObserver, TurnStats,
+};
 use tokio_util::sync::CancellationToken;
 
 use crate::approval::{ApprovalRules, Resume};
@@ -16,6 +18,9 @@ pub struct TurnRequest {
     pub model: String,
     /// The conversation before this turn (system prompt, earlier turns).
     pub history: Vec<Message>,
+    /// Token counts kept with `history` (by position; a missing or differently made one
+    /// is counted again): a stored conversation is not recounted every turn.
+    pub history_counts: Vec<Option<TokenCount>>,
     /// The user's new message; `None` when `history` already ends with it.
     pub user_message: Option<String>,
     pub policy: LoopPolicy,
@@ -61,6 +66,7 @@ impl TurnRequest {
             price: crate::prices::default_price(&model),
             model,
             history: Vec::new(),
+            history_counts: Vec::new(),
             user_message: Some(user_message.into()),
             policy: LoopPolicy::default(),
             cancel: CancellationToken::new(),
@@ -95,6 +101,14 @@ impl TurnRequest {
     /// Sets the conversation before this turn.
     pub fn with_history(mut self, history: Vec<Message>) -> Self {
         self.history = history;
+        self
+    }
+
+    /// Sets the token counts kept with the history (as a store gives them back with
+    /// [`MessageSink::record_counted`]'s counts): those made the way this model counts
+    /// are used instead of counting the message again.
+    pub fn with_history_counts(mut self, counts: Vec<Option<TokenCount>>) -> Self {
+        self.history_counts = counts;
         self
     }
 

@@ -4,7 +4,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use buddy_core::{
-    BoxFuture, ChatEvent, Message, MessageSink, RecordError, StopReason, TurnStats, Usd,
+    BoxFuture, ChatEvent, Message, MessageSink, RecordError, StopReason, TokenCount, TurnStats, Usd,
 };
 use buddy_engine::{Engine, PolicyPatch, Resume, TurnRequest};
 use buddy_store::{Store, StoreError, TurnEnd, new_id};
@@ -33,20 +33,33 @@ struct StoreSink {
     pending: Mutex<Round>,
 }
 
-/// Messages waiting for their round to be complete.
+/// Messages waiting for their round to be complete, with their token counts.
 #[derive(Default)]
 struct Round {
     messages: Vec<Message>,
+    counts: Vec<Option<TokenCount>>,
     open_calls: HashSet<String>,
 }
 
+/// Messages (and their counts) to write together.
+type Batch = (Vec<Message>, Vec<Option<TokenCount>>);
+
+impl Round {
+    fn take(&mut self) -> Batch {
+        (
+            std::mem::take(&mut self.messages),
+            std::mem::take(&mut self.counts),
+        )
+    }
+}
+
 impl StoreSink {
-    async fn write(&self, batch: Vec<Message>) -> Result<(), RecordError> {
+    async fn write(&self, (batch, counts): Batch) -> Result<(), RecordError> {
         if batch.is_empty() {
             return Ok(());
         }
         self.store
-            .append_messages(&self.conversation, &self.turn, &batch)
+            .append_counted(&self.conversation, &self.turn, &batch, &counts)
             .await
             .map_err(|e| {
                 tracing::error!(conversation = %self.conversation, turn = %self.turn, error = %e, "messages not stored");
@@ -57,7 +70,7 @@ impl StoreSink {
     /// Writes whatever is still kept back (a turn that ended mid-round).
     async fn flush(&self) -> Result<(), RecordError> {
         let batch = match self.pending.lock() {
-            Ok(mut round) => std::mem::take(&mut round.messages),
+            Ok(mut round) => round.take(),
             Err(_) => return Err(RecordError("the message buffer is poisoned".into())),
         };
         self.write(batch).await
@@ -66,6 +79,25 @@ impl StoreSink {
 
 impl MessageSink for StoreSink {
     fn record<'a>(&'a self, message: &'a Message) -> BoxFuture<'a, Result<(), RecordError>> {
+        self.keep(message, None)
+    }
+
+    fn record_counted<'a>(
+        &'a self,
+        message: &'a Message,
+        count: TokenCount,
+    ) -> BoxFuture<'a, Result<(), RecordError>> {
+        self.keep(message, Some(count))
+    }
+}
+
+impl StoreSink {
+    /// Keeps `message` back until its round is whole, then writes the round.
+    fn keep<'a>(
+        &'a self,
+        message: &'a Message,
+        count: Option<TokenCount>,
+    ) -> BoxFuture<'a, Result<(), RecordError>> {
         Box::pin(async move {
             let batch = {
                 let mut round = self
@@ -73,24 +105,25 @@ impl MessageSink for StoreSink {
                     .lock()
                     .map_err(|_| RecordError("the message buffer is poisoned".into()))?;
                 round.messages.push(message.clone());
+                round.counts.push(count);
                 match message {
                     Message::Assistant { tool_calls, .. } if !tool_calls.is_empty() => {
                         round
                             .open_calls
                             .extend(tool_calls.iter().map(|c| c.id.clone()));
                         // The call message goes out now; its results will follow together.
-                        std::mem::take(&mut round.messages)
+                        round.take()
                     }
                     Message::Tool { tool_call_id, .. } => {
                         round.open_calls.remove(tool_call_id);
                         if round.open_calls.is_empty() {
-                            std::mem::take(&mut round.messages)
+                            round.take()
                         } else {
-                            Vec::new()
+                            Batch::default()
                         }
                     }
-                    _ if round.open_calls.is_empty() => std::mem::take(&mut round.messages),
-                    _ => Vec::new(),
+                    _ if round.open_calls.is_empty() => round.take(),
+                    _ => Batch::default(),
                 }
             };
             self.write(batch).await
@@ -282,7 +315,7 @@ pub(crate) async fn start_turn(
     let (conversation_id, history, lease, created) = match conversation {
         Conversation::Ephemeral(history) => {
             let lease = state.claim(&turn_id, None, &caller.owner, &cancel).await?;
-            (None, history, lease, false)
+            (None, (history, Vec::new()), lease, false)
         }
         Conversation::Stored(Some(id)) => {
             let lease = state
@@ -291,8 +324,15 @@ pub(crate) async fn start_turn(
             let history = match &prelude.resume {
                 // Checked under the claim: of two resumes of one pause, the second finds
                 // the pause already answered.
-                Some(resume) => resumable(&store, &id, resume).await,
-                None => store.load_messages(&id).await.map_err(AppError::from),
+                Some(resume) => resumable(&store, &id, resume)
+                    .await
+                    .map(|messages| (messages, Vec::new())),
+                // With the counts kept with the messages: they are not counted again.
+                None => store
+                    .load_counted(&id)
+                    .await
+                    .map(|h| (h.messages, h.counts))
+                    .map_err(AppError::from),
             };
             match history {
                 Ok(history) => (Some(id), history, lease, false),
@@ -317,9 +357,10 @@ pub(crate) async fn start_turn(
                 }
             };
             let system = resolved.system.iter().map(Message::system).collect();
-            (Some(id), system, lease, true)
+            (Some(id), (system, Vec::new()), lease, true)
         }
     };
+    let (history, mut counts) = history;
     if let Some(id) = &conversation_id {
         let opening = Opening {
             store: &store,
@@ -342,12 +383,14 @@ pub(crate) async fn start_turn(
     }
     let mut history = history;
     history.extend(prelude.append);
+    counts.resize(history.len(), None);
     if let Some(instructions) = prelude.instructions {
         let after_system = history
             .iter()
             .position(|m| !matches!(m, Message::System { .. }))
             .unwrap_or(history.len());
         history.insert(after_system, Message::system(instructions));
+        counts.insert(after_system, None);
     }
     let approval = if prelude.openai {
         state.inner.settings.openai_approval.clone()
@@ -357,6 +400,7 @@ pub(crate) async fn start_turn(
     let mut request = TurnRequest::new(resolved.model.clone(), String::new())
         .with_price(price)
         .with_history(history)
+        .with_history_counts(counts)
         .with_policy(policy)
         .with_cancel(cancel.clone())
         .with_approval(approval);

@@ -12,6 +12,6 @@ pub use coordinate::{Claim, ClaimError, Coordinator, LocalCoordinator, StoredEve
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 pub use store::{
-    ConversationDetail, ConversationInfo, ConversationSummary, Store, StoreError, TurnEnd,
-    TurnRecord, new_id,
+    ConversationDetail, ConversationInfo, ConversationSummary, CountedHistory, Store, StoreError,
+    TurnEnd, TurnRecord, new_id,
 };

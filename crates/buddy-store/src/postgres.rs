@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use buddy_core::{BoxFuture, Message, StopReason, TurnStats, Usd};
+use buddy_core::{BoxFuture, Message, StopReason, TokenCount, TurnStats, Usd};
 use sqlx::Row;
 use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
 use tokio::sync::mpsc;
@@ -13,8 +13,9 @@ use tokio::sync::mpsc;
 use crate::body::message_json;
 use crate::coordinate::{Claim, ClaimError, Coordinator, StoredEvent, StoredEvents};
 use crate::store::{
-    ConversationDetail, ConversationInfo, ConversationSummary, Store, StoreError, TurnRecord,
-    decode, first_user_title, new_id, now_ms, role, settings, title, turn_end,
+    ConversationDetail, ConversationInfo, ConversationSummary, CountedHistory, Store, StoreError,
+    TurnRecord, count_columns, decode, first_user_title, new_id, now_ms, role, settings,
+    stored_count, title, turn_end,
 };
 
 /// The schema; every statement is idempotent, and instances starting together take
@@ -41,6 +42,10 @@ CREATE TABLE IF NOT EXISTS buddy_messages (
     created_at_ms BIGINT NOT NULL,
     PRIMARY KEY (conversation_id, seq)
 );
+-- Each message's token count and the counting it was made by: a continued
+-- conversation is not counted again.
+ALTER TABLE buddy_messages ADD COLUMN IF NOT EXISTS tokens BIGINT;
+ALTER TABLE buddy_messages ADD COLUMN IF NOT EXISTS token_encoding TEXT;
 UPDATE buddy_conversations c
     SET last_seq = (SELECT COALESCE(MAX(seq), 0) FROM buddy_messages m WHERE m.conversation_id = c.id)
     WHERE last_seq IS NULL;
@@ -318,7 +323,10 @@ impl Store for PgStore {
         })
     }
 
-    fn load_messages<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Vec<Message>, StoreError>> {
+    fn load_counted<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<CountedHistory, StoreError>> {
         Box::pin(async move {
             let exists = sqlx::query("SELECT 1 FROM buddy_conversations WHERE id = $1")
                 .bind(id)
@@ -332,18 +340,24 @@ impl Store for PgStore {
         })
     }
 
-    fn append_messages<'a>(
+    fn append_counted<'a>(
         &'a self,
         id: &'a str,
         turn_id: &'a str,
         messages: &'a [Message],
+        counts: &'a [Option<TokenCount>],
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
             let mut roles = Vec::with_capacity(messages.len());
             let mut bodies = Vec::with_capacity(messages.len());
-            for message in messages {
+            let mut tokens = Vec::with_capacity(messages.len());
+            let mut encodings = Vec::with_capacity(messages.len());
+            for (i, message) in messages.iter().enumerate() {
                 roles.push(role(message));
                 bodies.push(message_json(message).map_err(|e| StoreError::Backend(e.to_string()))?);
+                let (count, encoding) = count_columns(counts.get(i));
+                tokens.push(count);
+                encodings.push(encoding);
             }
             let done = sqlx::query(APPEND_MESSAGES)
                 .bind(id)
@@ -351,6 +365,8 @@ impl Store for PgStore {
                 .bind(turn_id)
                 .bind(&roles)
                 .bind(&bodies)
+                .bind(&tokens)
+                .bind(&encodings)
                 .fetch_optional(&self.inner.pool)
                 .await
                 .map_err(backend)?;
@@ -629,19 +645,24 @@ impl Store for PgStore {
     }
 }
 
-async fn load(pool: &PgPool, id: &str) -> Result<Vec<Message>, StoreError> {
-    let rows =
-        sqlx::query("SELECT body FROM buddy_messages WHERE conversation_id = $1 ORDER BY seq")
-            .bind(id)
-            .fetch_all(pool)
-            .await
-            .map_err(backend)?;
-    rows.iter()
-        .map(|row| {
-            let body: String = row.try_get(0).map_err(backend)?;
-            decode(&body)
-        })
-        .collect()
+async fn load(pool: &PgPool, id: &str) -> Result<CountedHistory, StoreError> {
+    let rows = sqlx::query(
+        "SELECT body, tokens, token_encoding FROM buddy_messages WHERE conversation_id = $1 ORDER BY seq",
+    )
+    .bind(id)
+    .fetch_all(pool)
+    .await
+    .map_err(backend)?;
+    let mut history = CountedHistory::default();
+    for row in &rows {
+        let body: String = row.try_get(0).map_err(backend)?;
+        history.messages.push(decode(&body)?);
+        history.counts.push(stored_count(
+            row.try_get(1).map_err(backend)?,
+            row.try_get(2).map_err(backend)?,
+        ));
+    }
+    Ok(history)
 }
 
 /// A round's messages in one statement (one round trip, atomic by itself): the
@@ -653,9 +674,10 @@ WITH conv AS (
     WHERE id = $1
     RETURNING last_seq - cardinality($4::TEXT[]) AS base
 ), added AS (
-    INSERT INTO buddy_messages (conversation_id, seq, turn_id, role, body, created_at_ms)
-    SELECT $1, conv.base + m.n, $3, m.role, m.body, $2
-    FROM conv, UNNEST($4::TEXT[], $5::TEXT[]) WITH ORDINALITY AS m(role, body, n)
+    INSERT INTO buddy_messages (conversation_id, seq, turn_id, role, body, created_at_ms, tokens, token_encoding)
+    SELECT $1, conv.base + m.n, $3, m.role, m.body, $2, m.tokens, m.encoding
+    FROM conv, UNNEST($4::TEXT[], $5::TEXT[], $6::BIGINT[], $7::TEXT[])
+        WITH ORDINALITY AS m(role, body, tokens, encoding, n)
 )
 SELECT base FROM conv";
 

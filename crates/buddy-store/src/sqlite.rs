@@ -3,13 +3,14 @@
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 
-use buddy_core::{BoxFuture, Message, StopReason, TurnStats, Usd};
+use buddy_core::{BoxFuture, Message, StopReason, TokenCount, TurnStats, Usd};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::body::message_json;
 use crate::store::{
-    ConversationDetail, ConversationInfo, ConversationSummary, Store, StoreError, TurnRecord,
-    decode, first_user_title, new_id, now_ms, role, settings, title, turn_end,
+    ConversationDetail, ConversationInfo, ConversationSummary, CountedHistory, Store, StoreError,
+    TurnRecord, count_columns, decode, first_user_title, new_id, now_ms, role, settings,
+    stored_count, title, turn_end,
 };
 
 /// Schema migrations, applied in order; `PRAGMA user_version` records how many ran.
@@ -61,6 +62,12 @@ CREATE TABLE spend (
 "#,
     r#"
 ALTER TABLE conversations ADD COLUMN settings TEXT;
+"#,
+    // Each message's token count and the counting it was made by (issue 30): a
+    // continued conversation is not counted again.
+    r#"
+ALTER TABLE messages ADD COLUMN tokens INTEGER;
+ALTER TABLE messages ADD COLUMN token_encoding TEXT;
 "#,
 ];
 
@@ -209,17 +216,28 @@ fn load_with_turns(conn: &Connection, id: &str) -> Result<(Vec<Message>, Vec<Str
     Ok((messages, turns))
 }
 
-fn load(conn: &Connection, id: &str) -> Result<Vec<Message>, StoreError> {
+fn load(conn: &Connection, id: &str) -> Result<CountedHistory, StoreError> {
     let mut stmt = conn
         .prepare_cached(
-            "SELECT CAST(body AS TEXT) FROM messages WHERE conversation_id = ?1 ORDER BY seq",
+            "SELECT CAST(body AS TEXT), tokens, token_encoding FROM messages WHERE conversation_id = ?1 ORDER BY seq",
         )
         .map_err(backend)?;
     let rows = stmt
-        .query_map(params![id], |r| r.get::<_, String>(0))
+        .query_map(params![id], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, Option<i64>>(1)?,
+                r.get::<_, Option<String>>(2)?,
+            ))
+        })
         .map_err(backend)?;
-    rows.map(|r| r.map_err(backend).and_then(|body| decode(&body)))
-        .collect()
+    let mut history = CountedHistory::default();
+    for row in rows {
+        let (body, tokens, encoding) = row.map_err(backend)?;
+        history.messages.push(decode(&body)?);
+        history.counts.push(stored_count(tokens, encoding));
+    }
+    Ok(history)
 }
 
 fn exists(conn: &Connection, id: &str) -> Result<bool, StoreError> {
@@ -284,7 +302,10 @@ impl Store for SqliteStore {
         })
     }
 
-    fn load_messages<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Vec<Message>, StoreError>> {
+    fn load_counted<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<CountedHistory, StoreError>> {
         let id = id.to_owned();
         self.run(move |conn| {
             if !exists(conn, &id)? {
@@ -294,16 +315,18 @@ impl Store for SqliteStore {
         })
     }
 
-    fn append_messages<'a>(
+    fn append_counted<'a>(
         &'a self,
         id: &'a str,
         turn_id: &'a str,
         messages: &'a [Message],
+        counts: &'a [Option<TokenCount>],
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         let (id, turn_id) = (id.to_owned(), turn_id.to_owned());
         // Cheap clones (arguments are shared); the JSON is written on the store thread,
         // one message at a time, not by every turn at once.
         let messages = messages.to_vec();
+        let counts = counts.to_vec();
         self.run(move |conn| {
             let now = now_ms();
             let tx = conn.transaction().map_err(backend)?;
@@ -316,17 +339,18 @@ impl Store for SqliteStore {
             {
                 let mut insert = tx
                     .prepare_cached(
-                        "INSERT INTO messages (conversation_id, seq, turn_id, role, body, created_at_ms)
-                         VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE conversation_id = ?1), ?2, ?3, ?4, ?5)",
+                        "INSERT INTO messages (conversation_id, seq, turn_id, role, body, created_at_ms, tokens, token_encoding)
+                         VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE conversation_id = ?1), ?2, ?3, ?4, ?5, ?6, ?7)",
                     )
                     .map_err(backend)?;
-                for message in &messages {
+                for (i, message) in messages.iter().enumerate() {
+                    let (tokens, encoding) = count_columns(counts.get(i));
                     let encode = |e: serde_json::Error| StoreError::Backend(e.to_string());
                     let length = buddy_core::json_len(message).map_err(encode)?;
                     if length <= INLINE_BODY_MAX {
                         let body = message_json(message).map_err(encode)?;
                         insert
-                            .execute(params![id, turn_id, role(message), body, now])
+                            .execute(params![id, turn_id, role(message), body, now, tokens, encoding])
                             .map_err(backend)?;
                         continue;
                     }
@@ -335,10 +359,10 @@ impl Store for SqliteStore {
                     let length = i64::try_from(length)
                         .map_err(|_| StoreError::Backend("message too long".into()))?;
                     tx.prepare_cached(
-                        "INSERT INTO messages (conversation_id, seq, turn_id, role, body, created_at_ms)
-                         VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE conversation_id = ?1), ?2, ?3, zeroblob(?4), ?5)",
+                        "INSERT INTO messages (conversation_id, seq, turn_id, role, body, created_at_ms, tokens, token_encoding)
+                         VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE conversation_id = ?1), ?2, ?3, zeroblob(?4), ?5, ?6, ?7)",
                     )
-                    .and_then(|mut long| long.execute(params![id, turn_id, role(message), length, now]))
+                    .and_then(|mut long| long.execute(params![id, turn_id, role(message), length, now, tokens, encoding]))
                     .map_err(backend)?;
                     let mut blob = tx
                         .blob_open(

@@ -1,6 +1,6 @@
 //! The store trait and its records.
 
-use buddy_core::{BoxFuture, Message, StopReason, TurnStats, Usd};
+use buddy_core::{BoxFuture, Message, StopReason, TokenCount, TurnStats, Usd};
 use serde::{Deserialize, Serialize};
 
 /// A store operation failed.
@@ -134,6 +134,14 @@ pub struct ConversationInfo {
     pub settings: serde_json::Value,
 }
 
+/// A conversation's messages and, beside each, the token count kept with it (`None`
+/// for a message stored without one, or before counts were kept).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CountedHistory {
+    pub messages: Vec<Message>,
+    pub counts: Vec<Option<TokenCount>>,
+}
+
 /// Where conversations are kept. Messages are appended as the turn produces them, a
 /// round at a time, so a crash or a failed write never leaves half a round behind.
 pub trait Store: Send + Sync {
@@ -147,15 +155,32 @@ pub trait Store: Send + Sync {
         &'a self,
         id: &'a str,
     ) -> BoxFuture<'a, Result<Option<ConversationInfo>, StoreError>>;
+    /// Every message of a conversation, in order, with the token counts kept with them.
+    fn load_counted<'a>(&'a self, id: &'a str)
+    -> BoxFuture<'a, Result<CountedHistory, StoreError>>;
     /// Every message of a conversation, in order.
-    fn load_messages<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Vec<Message>, StoreError>>;
+    fn load_messages<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Vec<Message>, StoreError>> {
+        Box::pin(async move { self.load_counted(id).await.map(|h| h.messages) })
+    }
     /// Appends messages to a conversation in one transaction: all are kept or none.
+    /// `counts[i]`, when there, is message `i`'s token count (kept so that the next turn
+    /// need not count it again).
+    fn append_counted<'a>(
+        &'a self,
+        id: &'a str,
+        turn_id: &'a str,
+        messages: &'a [Message],
+        counts: &'a [Option<TokenCount>],
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
+    /// Appends messages, uncounted, in one transaction: all are kept or none.
     fn append_messages<'a>(
         &'a self,
         id: &'a str,
         turn_id: &'a str,
         messages: &'a [Message],
-    ) -> BoxFuture<'a, Result<(), StoreError>>;
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.append_counted(id, turn_id, messages, &[])
+    }
     /// Appends one message; returns once it is durable.
     fn append_message<'a>(
         &'a self,
@@ -246,6 +271,25 @@ pub fn new_id(prefix: &str) -> String {
 }
 
 /// Milliseconds since the Unix epoch.
+/// A stored count from its two columns; either missing (or a negative count) is none.
+pub(crate) fn stored_count(tokens: Option<i64>, encoding: Option<String>) -> Option<TokenCount> {
+    Some(TokenCount {
+        tokens: u64::try_from(tokens?).ok()?,
+        encoding: encoding?,
+    })
+}
+
+/// The two columns a message's count is stored in (both null when it has none).
+pub(crate) fn count_columns(count: Option<&Option<TokenCount>>) -> (Option<i64>, Option<&str>) {
+    match count {
+        Some(Some(count)) => (
+            i64::try_from(count.tokens).ok(),
+            Some(count.encoding.as_str()),
+        ),
+        _ => (None, None),
+    }
+}
+
 pub(crate) fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

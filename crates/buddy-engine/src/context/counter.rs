@@ -290,6 +290,17 @@ impl TokenCounter for EstimateCounter {
     }
 }
 
+/// The version of buddy's counting formulas (message framing, tools, the estimate):
+/// raised whenever a count would come out differently, so that counts stored under an
+/// older one are made again.
+pub const COUNT_FORMULA: u32 = 1;
+
+/// What counts made by `counter` are kept under: its encoding and [`COUNT_FORMULA`]
+/// (`o200k_base/1`).
+pub fn count_key(counter: &dyn TokenCounter) -> String {
+    format!("{}/{COUNT_FORMULA}", counter.name())
+}
+
 /// The counter for `model`: o200k_base or cl100k_base for OpenAI model names (as
 /// tiktoken maps them), the estimate otherwise.
 pub fn counter_for_model(model: &str) -> Arc<dyn TokenCounter> {

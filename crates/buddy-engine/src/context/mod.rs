@@ -6,6 +6,8 @@ pub mod shed;
 mod trim;
 mod windows;
 
-pub use counter::{BpeCounter, EstimateCounter, TokenCounter, counter_for_model};
+pub use counter::{
+    BpeCounter, COUNT_FORMULA, EstimateCounter, TokenCounter, count_key, counter_for_model,
+};
 pub use trim::{Fitted, Overflow, fit};
 pub use windows::{default_reserve, default_window};

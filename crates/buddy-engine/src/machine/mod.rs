@@ -210,6 +210,7 @@ impl<'e> Turn<'e> {
         let ends_with_user = matches!(request.history.last(), Some(Message::User { .. }));
         let ledger = Ledger::new(
             request.history,
+            &request.history_counts,
             counter_for_model(&request.model),
             request.recorder,
         );

@@ -468,3 +468,109 @@ async fn an_overflow_names_what_is_too_big() {
         other => panic!("expected an error, got {other:?}"),
     }
 }
+
+/// Keeps what a turn records, with the counts it records them with.
+#[derive(Default)]
+struct CountingSink(std::sync::Mutex<Vec<(Message, Option<buddy_core::TokenCount>)>>);
+
+impl buddy_core::MessageSink for CountingSink {
+    fn record<'a>(
+        &'a self,
+        message: &'a Message,
+    ) -> buddy_core::BoxFuture<'a, Result<(), buddy_core::RecordError>> {
+        self.0.lock().unwrap().push((message.clone(), None));
+        Box::pin(async { Ok(()) })
+    }
+    fn record_counted<'a>(
+        &'a self,
+        message: &'a Message,
+        count: buddy_core::TokenCount,
+    ) -> buddy_core::BoxFuture<'a, Result<(), buddy_core::RecordError>> {
+        self.0.lock().unwrap().push((message.clone(), Some(count)));
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// The context a turn over `history` (with `counts`) reports for its one model call.
+async fn context_of(history: Vec<Message>, counts: Vec<Option<buddy_core::TokenCount>>) -> u64 {
+    let engine = buddy_engine::Engine::new(
+        std::sync::Arc::new(ReplyProvider::new(|_, _| Ok(reply_tokens("ok", vec![])))),
+        std::sync::Arc::new(TestToolbox::new()),
+    );
+    let request = buddy_engine::TurnRequest::new("gpt-4o", "and now?")
+        .with_history(history)
+        .with_history_counts(counts);
+    let (events, _) = engine.run_collect(request).await;
+    events
+        .iter()
+        .find_map(|e| match e {
+            ChatEvent::IterationStats { context_tokens, .. } => Some(*context_tokens),
+            _ => None,
+        })
+        .unwrap()
+}
+
+#[tokio::test]
+async fn counts_kept_with_a_history_are_used_only_when_made_the_same_way() {
+    let o200k = BpeCounter::o200k();
+    let key = buddy_engine::context::count_key(&o200k);
+    assert_eq!(
+        key,
+        format!("o200k_base/{}", buddy_engine::context::COUNT_FORMULA)
+    );
+    let history = vec![
+        Message::user("What is the capital of France?"),
+        Message::assistant("Paris."),
+    ];
+    let counted = context_of(history.clone(), Vec::new()).await;
+    // A kept count is taken as it is (one deliberately far off shows it was not recounted).
+    let kept = |tokens| {
+        Some(buddy_core::TokenCount {
+            encoding: key.clone(),
+            tokens,
+        })
+    };
+    let exact = o200k.message(&history[0]) as u64;
+    assert_eq!(
+        context_of(history.clone(), vec![kept(exact)]).await,
+        counted
+    );
+    assert_eq!(
+        context_of(history.clone(), vec![kept(exact + 1_000)]).await,
+        counted + 1_000
+    );
+    // Counts made another way (another encoding, an older formula) are made again.
+    for other in ["cl100k_base/1", "o200k_base/0", "estimate/1"] {
+        let stale = Some(buddy_core::TokenCount {
+            encoding: other.into(),
+            tokens: exact + 1_000,
+        });
+        assert_eq!(
+            context_of(history.clone(), vec![stale]).await,
+            counted,
+            "{other}"
+        );
+    }
+
+    // Every message the turn adds is recorded with the count it was made with.
+    let sink = std::sync::Arc::new(CountingSink::default());
+    let engine = buddy_engine::Engine::new(
+        std::sync::Arc::new(ReplyProvider::new(|_, i| {
+            Ok(match i {
+                0 => reply_tokens("", vec![ToolCall::new("c1", "echo", r#"{"text":"hi"}"#)]),
+                _ => reply_tokens("done", vec![]),
+            })
+        })),
+        std::sync::Arc::new(TestToolbox::new()),
+    );
+    let request = buddy_engine::TurnRequest::new("gpt-4o", "echo hi")
+        .with_recorder(std::sync::Arc::clone(&sink) as std::sync::Arc<dyn buddy_core::MessageSink>);
+    engine.run_collect(request).await;
+    let recorded = sink.0.lock().unwrap();
+    assert_eq!(recorded.len(), 4, "{recorded:?}");
+    for (message, count) in recorded.iter() {
+        let count = count.as_ref().expect("recorded with its count");
+        assert_eq!(count.encoding, key);
+        assert_eq!(count.tokens, o200k.message(message) as u64, "{message:?}");
+    }
+}

@@ -4,6 +4,7 @@ mod approvals;
 mod client_tools;
 mod compact;
 mod connections;
+mod counts;
 mod hostile_mcp;
 mod instances;
 mod reattach;

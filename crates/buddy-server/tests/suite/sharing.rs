@@ -8,15 +8,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use buddy_core::{
-    BoxFuture, CompletionRequest, Message, Provider, ProviderError, StopReason, TokenStream,
-    ToolCall, ToolOutcome, TurnStats, Usd,
+    BoxFuture, CompletionRequest, Message, Provider, ProviderError, StopReason, TokenCount,
+    TokenStream, ToolCall, ToolOutcome, TurnStats, Usd,
 };
 use buddy_engine::{PolicyConfig, PolicyPatch};
 use buddy_server::{
     ApiKey, AppState, Backend, BackendError, Resolved, ServerSettings, SpendCeiling, app,
 };
 use buddy_store::{
-    ConversationDetail, ConversationInfo, ConversationSummary, SqliteStore, Store, StoreError,
+    ConversationDetail, ConversationInfo, ConversationSummary, CountedHistory, SqliteStore, Store,
+    StoreError,
 };
 use buddy_testkit::{ReplyProvider, TestTool, TestToolbox, assert_history_valid, reply_tokens};
 use serde_json::{Value, json};
@@ -150,20 +151,24 @@ impl Store for Failing {
     ) -> BoxFuture<'a, Result<Option<ConversationInfo>, StoreError>> {
         self.inner.conversation_info(id)
     }
-    fn load_messages<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Vec<Message>, StoreError>> {
+    fn load_counted<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<CountedHistory, StoreError>> {
         match self.check("load_messages") {
-            Ok(()) => self.inner.load_messages(id),
+            Ok(()) => self.inner.load_counted(id),
             Err(e) => Box::pin(async move { Err(e) }),
         }
     }
-    fn append_messages<'a>(
+    fn append_counted<'a>(
         &'a self,
         id: &'a str,
         turn_id: &'a str,
         messages: &'a [Message],
+        counts: &'a [Option<TokenCount>],
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         match self.write() {
-            Ok(()) => self.inner.append_messages(id, turn_id, messages),
+            Ok(()) => self.inner.append_counted(id, turn_id, messages, counts),
             Err(e) => Box::pin(async move { Err(e) }),
         }
     }

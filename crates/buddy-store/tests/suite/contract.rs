@@ -1,6 +1,6 @@
 //! What every store must do, the same for SQLite and PostgreSQL.
 
-use buddy_core::{Message, StopReason, ToolCall, TurnStats, Usd};
+use buddy_core::{Message, StopReason, TokenCount, ToolCall, TurnStats, Usd};
 use buddy_store::{PgStore, SqliteStore, Store, StoreError};
 
 /// The spend ledger: sums per owner over days, concurrent additions all counted.
@@ -192,6 +192,39 @@ async fn long_messages(store: &dyn Store) {
     );
 }
 
+/// Token counts go in and come back beside their messages, a long message's too; a
+/// message appended without one has none.
+async fn counts(store: &dyn Store) {
+    let id = store.create_conversation("owner-t").await.unwrap();
+    let count = |tokens| {
+        Some(TokenCount {
+            encoding: "o200k_base/1".into(),
+            tokens,
+        })
+    };
+    let round = [
+        Message::user("What is the capital of France?"),
+        Message::assistant("x".repeat(300 * 1024)),
+        Message::user("And of Italy?"),
+    ];
+    store
+        .append_counted(&id, "t", &round, &[count(14), count(65_000), None])
+        .await
+        .unwrap();
+    store
+        .append_messages(&id, "t", &[Message::assistant("Rome.")])
+        .await
+        .unwrap();
+    let back = store.load_counted(&id).await.unwrap();
+    assert_eq!(back.messages[..3], round);
+    assert_eq!(back.counts, vec![count(14), count(65_000), None, None]);
+    assert_eq!(store.load_messages(&id).await.unwrap(), back.messages);
+    assert!(matches!(
+        store.load_counted("conv_missing").await,
+        Err(StoreError::NotFound(_))
+    ));
+}
+
 async fn concurrent_appends(store: &dyn Store) {
     let id = store.create_conversation("owner-c").await.unwrap();
     let writes = (0..50).map(|i| {
@@ -249,10 +282,12 @@ async fn sqlite_keeps_the_store_contract() {
     concurrent_appends(&store).await;
     concurrent_rounds(&store).await;
     long_messages(&store).await;
+    counts(&store).await;
     // Read back through a file as well (the long rows are blobs on disk).
     let dir = tempfile::tempdir().unwrap();
     let file = SqliteStore::open(&dir.path().join("long.db")).unwrap();
     long_messages(&file).await;
+    counts(&file).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -263,6 +298,7 @@ async fn postgres_keeps_the_store_contract() {
     concurrent_appends(&store).await;
     concurrent_rounds(&store).await;
     long_messages(&store).await;
+    counts(&store).await;
 }
 
 /// A database written before messages were numbered from the conversation's row: its

@@ -1,0 +1,99 @@
+//! Token counts kept with a stored conversation: a turn stores each message it adds with
+//! its count, and the next turn takes those counts instead of counting again.
+
+use std::sync::Arc;
+
+use buddy_core::{Message, TokenCount};
+use buddy_engine::PolicyConfig;
+use buddy_server::{AppState, ServerSettings};
+use buddy_store::{SqliteStore, Store};
+use serde_json::{Value, json};
+
+use super::{Hello, post, send};
+
+/// The `context_tokens` of each model call of a `/v1/chat` stream.
+fn context_tokens(body: &str) -> Vec<u64> {
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .filter_map(|d| d["context_tokens"].as_u64())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_continued_conversation_is_not_counted_again() {
+    let store = Arc::new(SqliteStore::in_memory().unwrap());
+    let state = AppState::new(
+        Arc::clone(&store) as Arc<dyn Store>,
+        Arc::new(Hello),
+        PolicyConfig::default(),
+        ServerSettings::default(),
+    );
+    // The stream ends once the turn is stored.
+    let (_, first) = send(&state, post("/v1/chat", json!({"message": "hi"}), None)).await;
+    let id = store.list_conversations(None).await.unwrap()[0].id.clone();
+    let kept = store.load_counted(&id).await.unwrap();
+    // The system prompt is written before the turn, uncounted; the turn's own messages
+    // carry the count the engine made.
+    assert_eq!(kept.messages.len(), 3);
+    assert_eq!(kept.counts[0], None);
+    let key = format!("estimate/{}", buddy_engine::context::COUNT_FORMULA);
+    let counter = buddy_engine::context::counter_for_model("scripted:hello");
+    for (message, count) in kept.messages.iter().zip(&kept.counts).skip(1) {
+        assert_eq!(
+            count.as_ref(),
+            Some(&TokenCount {
+                encoding: key.clone(),
+                tokens: counter.message(message) as u64,
+            }),
+            "{message:?}"
+        );
+    }
+
+    // The next turn reads the counts kept: one made far too large shows in its context.
+    let inflated = store.create_conversation("anonymous").await.unwrap();
+    let count = |tokens| {
+        Some(TokenCount {
+            encoding: key.clone(),
+            tokens,
+        })
+    };
+    let history = [Message::user("hi"), Message::assistant("Hello there.")];
+    let exact: Vec<_> = history
+        .iter()
+        .map(|m| count(counter.message(m) as u64))
+        .collect();
+    store
+        .append_counted(&inflated, "t0", &history, &exact)
+        .await
+        .unwrap();
+    let (_, as_counted) = send(
+        &state,
+        post(
+            "/v1/chat",
+            json!({"message": "again", "conversation_id": inflated}),
+            None,
+        ),
+    )
+    .await;
+    let big = store.create_conversation("anonymous").await.unwrap();
+    let wrong = [count(400), exact[1].clone()];
+    store
+        .append_counted(&big, "t0", &history, &wrong)
+        .await
+        .unwrap();
+    let (_, as_kept) = send(
+        &state,
+        post(
+            "/v1/chat",
+            json!({"message": "again", "conversation_id": big}),
+            None,
+        ),
+    )
+    .await;
+    let (as_counted, as_kept) = (context_tokens(&as_counted), context_tokens(&as_kept));
+    assert_eq!(as_counted.len(), 1, "{as_counted:?}");
+    let real = exact[0].as_ref().unwrap().tokens;
+    assert_eq!(as_kept, vec![as_counted[0] + 400 - real]);
+    assert!(!context_tokens(&first).is_empty());
+}
