@@ -259,4 +259,17 @@ impl Ledger {
     pub(crate) fn take_messages(&mut self) -> Vec<Message> {
         std::mem::take(&mut self.history)
     }
+
+    /// Each message's count, as a store keeps it (call before `take_messages`).
+    pub(crate) fn kept_counts(&self) -> Vec<Option<TokenCount>> {
+        self.counts
+            .iter()
+            .map(|&tokens| {
+                Some(TokenCount {
+                    encoding: self.count_key.clone(),
+                    tokens: tokens as u64,
+                })
+            })
+            .collect()
+    }
 }

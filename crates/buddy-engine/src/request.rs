@@ -154,6 +154,9 @@ pub struct TurnOutcome {
     pub stats: TurnStats,
     /// The whole conversation after the turn: always a valid history.
     pub messages: Vec<Message>,
+    /// Each message's token count, beside `messages`: the next turn takes them with
+    /// [`TurnRequest::with_history_counts`] instead of counting the conversation again.
+    pub counts: Vec<Option<TokenCount>>,
     /// Index in `messages` of the first message this turn added (the user message).
     pub first_new: usize,
     /// Everything the turn received from outside, for replay (see [`Tape`]).

@@ -23,6 +23,7 @@ pub struct ChatArgs {
 pub async fn chat(config: Option<&Path>, args: ChatArgs) -> anyhow::Result<u8> {
     let setup = setup(config, &args.turn, true).await?;
     let mut history = setup.history.clone();
+    let mut counts = Vec::new();
     let mut editor = DefaultEditor::new().context("cannot start the line editor")?;
     eprintln!(
         "buddy chat — model {}. Ctrl-C cancels a running turn; Ctrl-C or Ctrl-D at the prompt quits.",
@@ -50,11 +51,13 @@ pub async fn chat(config: Option<&Path>, args: ChatArgs) -> anyhow::Result<u8> {
         let _ = editor.add_history_entry(text);
         let request = TurnRequest::new(setup.model.clone(), text)
             .with_history(history.clone())
+            .with_history_counts(counts.clone())
             .with_policy(setup.policy.clone())
             .with_price(setup.price);
         let outcome = drive_turn(&setup, request, false).await?;
         let outcome = offer_continue(&setup, outcome).await?;
         history = outcome.messages;
+        counts = outcome.counts;
     }
     setup.flush_telemetry().await;
     Ok(0)

@@ -52,6 +52,7 @@ pub async fn drive_turn(
                 outcome.messages,
                 Resume::Decisions(decisions),
             )
+            .with_history_counts(outcome.counts)
             .with_policy(setup.policy.clone())
             .with_approval(setup.approval.clone())
             .with_price(setup.price),
@@ -70,6 +71,7 @@ pub async fn offer_continue(setup: &Setup, outcome: TurnOutcome) -> anyhow::Resu
         return Ok(outcome);
     }
     let request = TurnRequest::resume(setup.model.clone(), outcome.messages, Resume::Continue)
+        .with_history_counts(outcome.counts)
         .with_policy(setup.policy.clone())
         .with_price(setup.price);
     drive_turn(setup, request, false).await

@@ -63,6 +63,7 @@ impl Turn<'_> {
             error,
             stats: self.stats,
             first_new: self.ledger.first_new(),
+            counts: self.ledger.kept_counts(),
             messages: self.ledger.take_messages(),
             tape: self.tape,
         }

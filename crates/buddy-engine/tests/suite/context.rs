@@ -565,7 +565,16 @@ async fn counts_kept_with_a_history_are_used_only_when_made_the_same_way() {
     );
     let request = buddy_engine::TurnRequest::new("gpt-4o", "echo hi")
         .with_recorder(std::sync::Arc::clone(&sink) as std::sync::Arc<dyn buddy_core::MessageSink>);
-    engine.run_collect(request).await;
+    let (_, outcome) = engine.run_collect(request).await;
+    // The outcome carries the same counts beside its messages, for the next turn.
+    assert_eq!(outcome.counts.len(), outcome.messages.len());
+    for (message, count) in outcome.messages.iter().zip(&outcome.counts) {
+        let count = count.as_ref().unwrap();
+        assert_eq!(
+            (count.encoding.as_str(), count.tokens),
+            (key.as_str(), o200k.message(message) as u64)
+        );
+    }
     let recorded = sink.0.lock().unwrap();
     assert_eq!(recorded.len(), 4, "{recorded:?}");
     for (message, count) in recorded.iter() {
