@@ -443,4 +443,56 @@ mod tests {
             );
         }
     }
+
+    /// Counts are stored with messages and reused while [`COUNT_FORMULA`] stays the same:
+    /// if any figure here changes, the formula changed — raise `COUNT_FORMULA` (and this
+    /// table), or conversations stored before would be fitted with stale counts.
+    #[test]
+    fn counts_kept_under_this_formula_stay_the_same() {
+        assert_eq!(COUNT_FORMULA, 1);
+        let messages = [
+            Message::system("You are a careful assistant."),
+            Message::user("Wie spät ist es in Zürich? 🕰"),
+            Message::Assistant {
+                content: Some("Looking.".into()),
+                tool_calls: vec![buddy_core::ToolCall::new(
+                    "call_1",
+                    "clock",
+                    r#"{"city":"Zürich","format":"24h"}"#,
+                )],
+            },
+            Message::tool_result("call_1", "14:05 CET", false),
+            Message::note("[buddy] 2 earlier messages left out"),
+        ];
+        let tools = [ToolSpec {
+            name: "clock".into(),
+            description: "The time in a city.".into(),
+            parameters: serde_json::json!({"type": "object", "properties": {
+                "city": {"type": "string", "description": "The city."},
+                "format": {"type": "string", "enum": ["12h", "24h"]}}}),
+        }];
+        let counters: [&dyn TokenCounter; 3] = [
+            &BpeCounter::o200k(),
+            &BpeCounter::cl100k(),
+            &EstimateCounter,
+        ];
+        let got: Vec<(Vec<usize>, usize)> = counters
+            .iter()
+            .map(|c| {
+                (
+                    messages.iter().map(|m| c.message(m)).collect(),
+                    c.tools(&tools),
+                )
+            })
+            .collect();
+        // o200k_base, cl100k_base, the estimate: each message, then the tool.
+        assert_eq!(
+            got,
+            vec![
+                (vec![10, 14, 23, 8, 13], 48),
+                (vec![10, 17, 23, 8, 13], 51),
+                (vec![13, 17, 36, 10, 15], 100),
+            ]
+        );
+    }
 }
