@@ -50,8 +50,7 @@ async fn a_continued_conversation_is_not_counted_again() {
         );
     }
 
-    // The next turn reads the counts kept: one made far too large shows in its context.
-    let inflated = store.create_conversation("anonymous").await.unwrap();
+    // The next turn reads the counts kept: one made too large shows in its context.
     let count = |tokens| {
         Some(TokenCount {
             encoding: key.clone(),
@@ -63,34 +62,20 @@ async fn a_continued_conversation_is_not_counted_again() {
         .iter()
         .map(|m| count(counter.message(m) as u64))
         .collect();
-    store
-        .append_counted(&inflated, "t0", &history, &exact)
-        .await
-        .unwrap();
-    let (_, as_counted) = send(
-        &state,
-        post(
-            "/v1/chat",
-            json!({"message": "again", "conversation_id": inflated}),
-            None,
-        ),
-    )
-    .await;
-    let big = store.create_conversation("anonymous").await.unwrap();
-    let wrong = [count(400), exact[1].clone()];
-    store
-        .append_counted(&big, "t0", &history, &wrong)
-        .await
-        .unwrap();
-    let (_, as_kept) = send(
-        &state,
-        post(
-            "/v1/chat",
-            json!({"message": "again", "conversation_id": big}),
-            None,
-        ),
-    )
-    .await;
+    let continued = |counts: Vec<Option<TokenCount>>| {
+        let (store, state, history) = (&store, &state, &history);
+        async move {
+            let id = store.create_conversation("anonymous").await.unwrap();
+            store
+                .append_counted(&id, "t0", history, &counts)
+                .await
+                .unwrap();
+            let body = json!({"message": "again", "conversation_id": id});
+            send(state, post("/v1/chat", body, None)).await.1
+        }
+    };
+    let as_counted = continued(exact.clone()).await;
+    let as_kept = continued(vec![count(400), exact[1].clone()]).await;
     let (as_counted, as_kept) = (context_tokens(&as_counted), context_tokens(&as_kept));
     assert_eq!(as_counted.len(), 1, "{as_counted:?}");
     let real = exact[0].as_ref().unwrap().tokens;
