@@ -104,15 +104,10 @@ impl Ledger {
         let tokens = self.counter.message(&message);
         if let Some(recorder) = &self.recorder
             && self.record_failed.is_none()
+            && let Err(e) = recorder.record_counted(&message, self.kept(tokens)).await
         {
-            let count = TokenCount {
-                encoding: self.count_key.clone(),
-                tokens: tokens as u64,
-            };
-            if let Err(e) = recorder.record_counted(&message, count).await {
-                warn!(error = %e, "a message of the turn could not be recorded; the turn stops");
-                self.record_failed = Some(e.to_string());
-            }
+            warn!(error = %e, "a message of the turn could not be recorded; the turn stops");
+            self.record_failed = Some(e.to_string());
         }
         self.track(&message);
         self.counts.push(tokens);
@@ -264,12 +259,15 @@ impl Ledger {
     pub(crate) fn kept_counts(&self) -> Vec<Option<TokenCount>> {
         self.counts
             .iter()
-            .map(|&tokens| {
-                Some(TokenCount {
-                    encoding: self.count_key.clone(),
-                    tokens: tokens as u64,
-                })
-            })
+            .map(|&tokens| Some(self.kept(tokens)))
             .collect()
+    }
+
+    /// A count of `tokens` as it is kept: with what it was made by.
+    fn kept(&self, tokens: usize) -> TokenCount {
+        TokenCount {
+            encoding: self.count_key.clone(),
+            tokens: tokens as u64,
+        }
     }
 }

@@ -124,11 +124,7 @@ pub(crate) async fn completions(
             );
             let usage = ChatUsage::new(stats.input_tokens, stats.output_tokens);
             let completion = ChatCompletion {
-                buddy: Some(BuddyDetails {
-                    stop_reason: Some(reason),
-                    model_calls: stats.model_calls,
-                    tool_calls: stats.tool_calls,
-                }),
+                buddy: Some(BuddyDetails::of(Some(reason), &stats)),
                 ..ChatCompletion::new(&id, unix_now(), &model, choice, usage)
             };
             Ok(Json(completion).into_response())

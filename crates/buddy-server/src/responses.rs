@@ -510,11 +510,7 @@ impl Builder {
             safety_identifier: echo.safety_identifier.clone(),
             prompt_cache_key: echo.prompt_cache_key.clone(),
             metadata: echo.metadata.clone().unwrap_or_else(|| json!({})),
-            buddy: BuddyDetails {
-                stop_reason: self.reason,
-                model_calls: self.stats.model_calls,
-                tool_calls: self.stats.tool_calls,
-            },
+            buddy: BuddyDetails::of(self.reason, &self.stats),
         }
     }
 

@@ -7,7 +7,7 @@ use buddy_core::{
     BoxFuture, ChatEvent, Message, MessageSink, RecordError, StopReason, TokenCount, TurnStats, Usd,
 };
 use buddy_engine::{Engine, PolicyPatch, Resume, TurnRequest};
-use buddy_store::{Store, StoreError, TurnEnd, new_id};
+use buddy_store::{CountedHistory, Store, StoreError, TurnEnd, new_id};
 use buddy_telemetry::TurnScope;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -36,30 +36,28 @@ struct StoreSink {
 /// Messages waiting for their round to be complete, with their token counts.
 #[derive(Default)]
 struct Round {
-    messages: Vec<Message>,
-    counts: Vec<Option<TokenCount>>,
+    kept: CountedHistory,
     open_calls: HashSet<String>,
 }
 
-/// Messages (and their counts) to write together.
-type Batch = (Vec<Message>, Vec<Option<TokenCount>>);
-
 impl Round {
-    fn take(&mut self) -> Batch {
-        (
-            std::mem::take(&mut self.messages),
-            std::mem::take(&mut self.counts),
-        )
+    fn take(&mut self) -> CountedHistory {
+        std::mem::take(&mut self.kept)
     }
 }
 
 impl StoreSink {
-    async fn write(&self, (batch, counts): Batch) -> Result<(), RecordError> {
-        if batch.is_empty() {
+    async fn write(&self, batch: CountedHistory) -> Result<(), RecordError> {
+        if batch.messages.is_empty() {
             return Ok(());
         }
         self.store
-            .append_counted(&self.conversation, &self.turn, &batch, &counts)
+            .append_counted(
+                &self.conversation,
+                &self.turn,
+                &batch.messages,
+                &batch.counts,
+            )
             .await
             .map_err(|e| {
                 tracing::error!(conversation = %self.conversation, turn = %self.turn, error = %e, "messages not stored");
@@ -104,8 +102,8 @@ impl StoreSink {
                     .pending
                     .lock()
                     .map_err(|_| RecordError("the message buffer is poisoned".into()))?;
-                round.messages.push(message.clone());
-                round.counts.push(count);
+                round.kept.messages.push(message.clone());
+                round.kept.counts.push(count);
                 match message {
                     Message::Assistant { tool_calls, .. } if !tool_calls.is_empty() => {
                         round
@@ -119,11 +117,11 @@ impl StoreSink {
                         if round.open_calls.is_empty() {
                             round.take()
                         } else {
-                            Batch::default()
+                            CountedHistory::default()
                         }
                     }
                     _ if round.open_calls.is_empty() => round.take(),
-                    _ => Batch::default(),
+                    _ => CountedHistory::default(),
                 }
             };
             self.write(batch).await
@@ -315,7 +313,11 @@ pub(crate) async fn start_turn(
     let (conversation_id, history, lease, created) = match conversation {
         Conversation::Ephemeral(history) => {
             let lease = state.claim(&turn_id, None, &caller.owner, &cancel).await?;
-            (None, (history, Vec::new()), lease, false)
+            let history = CountedHistory {
+                messages: history,
+                counts: Vec::new(),
+            };
+            (None, history, lease, false)
         }
         Conversation::Stored(Some(id)) => {
             let lease = state
@@ -324,15 +326,16 @@ pub(crate) async fn start_turn(
             let history = match &prelude.resume {
                 // Checked under the claim: of two resumes of one pause, the second finds
                 // the pause already answered.
-                Some(resume) => resumable(&store, &id, resume)
-                    .await
-                    .map(|messages| (messages, Vec::new())),
+                Some(resume) => {
+                    resumable(&store, &id, resume)
+                        .await
+                        .map(|messages| CountedHistory {
+                            messages,
+                            counts: Vec::new(),
+                        })
+                }
                 // With the counts kept with the messages: they are not counted again.
-                None => store
-                    .load_counted(&id)
-                    .await
-                    .map(|h| (h.messages, h.counts))
-                    .map_err(AppError::from),
+                None => store.load_counted(&id).await.map_err(AppError::from),
             };
             match history {
                 Ok(history) => (Some(id), history, lease, false),
@@ -357,10 +360,17 @@ pub(crate) async fn start_turn(
                 }
             };
             let system = resolved.system.iter().map(Message::system).collect();
-            (Some(id), (system, Vec::new()), lease, true)
+            let history = CountedHistory {
+                messages: system,
+                counts: Vec::new(),
+            };
+            (Some(id), history, lease, true)
         }
     };
-    let (history, mut counts) = history;
+    let CountedHistory {
+        messages: history,
+        mut counts,
+    } = history;
     if let Some(id) = &conversation_id {
         let opening = Opening {
             store: &store,

@@ -8,7 +8,7 @@ pub mod completion;
 mod content;
 pub mod responses;
 
-use buddy_core::StopReason;
+use buddy_core::{StopReason, TurnStats};
 use serde::Serialize;
 
 pub use chat::{
@@ -24,4 +24,15 @@ pub struct BuddyDetails {
     pub stop_reason: Option<StopReason>,
     pub model_calls: u32,
     pub tool_calls: u32,
+}
+
+impl BuddyDetails {
+    /// Why a turn ended (`None` while it runs) and what its stats say it did.
+    pub fn of(stop_reason: Option<StopReason>, stats: &TurnStats) -> Self {
+        BuddyDetails {
+            stop_reason,
+            model_calls: stats.model_calls,
+            tool_calls: stats.tool_calls,
+        }
+    }
 }
