@@ -45,7 +45,8 @@ pub enum ChatEvent {
         tools_offered: u32,
         input_tokens: u64,
         output_tokens: u64,
-        /// Tokens of this call's request (messages and tools), as buddy counted them.
+        /// Tokens of this call's request (messages and tools): the provider's own count
+        /// when its reply reports usage, else buddy's count.
         context_tokens: u64,
         /// The model's context window, so a client can show how full it is.
         context_window: u64,

@@ -1,5 +1,6 @@
-//! The ledger of a turn: the history, each message's token count, every tool-call id and
-//! the calls still waiting for their result. It alone appends to the history, recording
+//! The ledger of a turn: the history, each message's token count (exact, or a cheap upper
+//! bound until the window needs the exact one), every tool-call id and the calls still
+//! waiting for their result. It alone appends to the history, recording
 //! each message as it is made, so the request step and the judge read it and never
 //! reach into the turn.
 
@@ -15,8 +16,12 @@ use crate::history_check::HistoryError;
 /// A turn's history and what is known about it.
 pub(crate) struct Ledger {
     history: Vec<Message>,
-    /// Tokens of each message of `history`, counted once when it is added.
+    /// Tokens of each message of `history`: exact where `exact[i]`, else an upper bound
+    /// (a BPE count is made only when the window needs it: it costs far more than the bound).
     counts: Vec<usize>,
+    exact: Vec<bool>,
+    /// Messages counted only by their bound.
+    bounded: usize,
     /// Sum of `counts`.
     tokens: usize,
     counter: Arc<dyn TokenCounter>,
@@ -41,7 +46,7 @@ pub(crate) struct Ledger {
 
 impl Ledger {
     /// The ledger of a turn that starts after `history`; `known[i]`, when made the way
-    /// `counter` counts, is message `i`'s count (the rest are counted).
+    /// `counter` counts, is message `i`'s count (the rest are bounded or counted).
     pub(crate) fn new(
         history: Vec<Message>,
         known: &[Option<TokenCount>],
@@ -49,20 +54,22 @@ impl Ledger {
         recorder: Option<Arc<dyn MessageSink>>,
     ) -> Self {
         let count_key = count_key(&*counter);
-        let counts: Vec<usize> = history
+        let (counts, exact): (Vec<usize>, Vec<bool>) = history
             .iter()
             .enumerate()
             .map(|(i, m)| match known.get(i) {
                 Some(Some(count)) if count.encoding == count_key => {
-                    usize::try_from(count.tokens).unwrap_or(usize::MAX)
+                    (usize::try_from(count.tokens).unwrap_or(usize::MAX), true)
                 }
-                _ => counter.message(m),
+                _ => bound_or_count(&*counter, m),
             })
-            .collect();
+            .unzip();
         let first_new = history.len();
         let mut ledger = Ledger {
             tokens: counts.iter().sum(),
+            bounded: exact.iter().filter(|e| !**e).count(),
             counts,
+            exact,
             counter,
             count_key,
             first_new,
@@ -99,20 +106,48 @@ impl Ledger {
     }
 
     /// Appends a message and records it (waiting until it is kept). After a failed
-    /// record nothing more is recorded, so what is kept is a prefix of the turn.
+    /// record nothing more is recorded, so what is kept is a prefix of the turn. A
+    /// recorder keeps each message with its exact count, so with one every message is
+    /// counted as it comes; without one, a cheap bound stands in until the window needs more.
     pub(crate) async fn push(&mut self, message: Message) {
-        let tokens = self.counter.message(&message);
-        if let Some(recorder) = &self.recorder
-            && self.record_failed.is_none()
-            && let Err(e) = recorder.record_counted(&message, self.kept(tokens)).await
-        {
-            warn!(error = %e, "a message of the turn could not be recorded; the turn stops");
-            self.record_failed = Some(e.to_string());
-        }
+        let (tokens, exact) = match &self.recorder {
+            Some(recorder) if self.record_failed.is_none() => {
+                let tokens = self.counter.message(&message);
+                if let Err(e) = recorder.record_counted(&message, self.kept(tokens)).await {
+                    warn!(error = %e, "a message of the turn could not be recorded; the turn stops");
+                    self.record_failed = Some(e.to_string());
+                }
+                (tokens, true)
+            }
+            _ => bound_or_count(&*self.counter, &message),
+        };
         self.track(&message);
         self.counts.push(tokens);
+        self.exact.push(exact);
+        self.bounded += usize::from(!exact);
         self.tokens += tokens;
         self.history.push(message);
+    }
+
+    /// Counts exactly every message known so far only by its bound.
+    pub(crate) fn count_exactly(&mut self) {
+        if self.bounded == 0 {
+            return;
+        }
+        for (i, message) in self.history.iter().enumerate() {
+            if !self.exact[i] {
+                let tokens = self.counter.message(message);
+                self.tokens = self.tokens - self.counts[i] + tokens;
+                self.counts[i] = tokens;
+                self.exact[i] = true;
+            }
+        }
+        self.bounded = 0;
+    }
+
+    /// True when every count is exact (else some are upper bounds).
+    pub(crate) fn is_exact(&self) -> bool {
+        self.bounded == 0
     }
 
     /// The whole history.
@@ -120,12 +155,12 @@ impl Ledger {
         &self.history
     }
 
-    /// Tokens of each message.
+    /// Tokens of each message (upper bounds where not yet counted exactly).
     pub(crate) fn counts(&self) -> &[usize] {
         &self.counts
     }
 
-    /// Tokens of the whole history.
+    /// Tokens of the whole history (an upper bound until `is_exact`).
     pub(crate) fn tokens(&self) -> usize {
         self.tokens
     }
@@ -255,11 +290,13 @@ impl Ledger {
         std::mem::take(&mut self.history)
     }
 
-    /// Each message's count, as a store keeps it (call before `take_messages`).
+    /// Each message's count, as a store keeps it (call before `take_messages`): none for
+    /// a message the turn never needed counted exactly.
     pub(crate) fn kept_counts(&self) -> Vec<Option<TokenCount>> {
         self.counts
             .iter()
-            .map(|&tokens| Some(self.kept(tokens)))
+            .zip(&self.exact)
+            .map(|(&tokens, &exact)| exact.then(|| self.kept(tokens)))
             .collect()
     }
 
@@ -269,5 +306,14 @@ impl Ledger {
             encoding: self.count_key.clone(),
             tokens: tokens as u64,
         }
+    }
+}
+
+/// A message's upper bound when its counter has a cheap one (false: not exact), else its
+/// count (true).
+fn bound_or_count(counter: &dyn TokenCounter, message: &Message) -> (usize, bool) {
+    match counter.message_bound(message) {
+        Some(bound) => (bound, false),
+        None => (counter.message(message), true),
     }
 }

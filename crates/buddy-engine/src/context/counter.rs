@@ -16,6 +16,11 @@ pub trait TokenCounter: Send + Sync {
     fn text(&self, text: &str) -> usize;
     /// Tokens of one message, with its framing.
     fn message(&self, message: &Message) -> usize;
+    /// A cheap upper bound on [`message`](Self::message), when counting exactly costs
+    /// far more than the bound (BPE); `None` when the count itself is cheap.
+    fn message_bound(&self, _message: &Message) -> Option<usize> {
+        None
+    }
     /// Tokens the tool definitions add to a request.
     fn tools(&self, tools: &[ToolSpec]) -> usize;
     /// Tokens every request adds for the model's reply to start.
@@ -77,6 +82,33 @@ impl BpeCounter {
             + self.reply_priming()
     }
 
+    /// Tokens of `message` under the cookbook's framing, its texts counted by `text`.
+    fn message_with(&self, message: &Message, text: impl Fn(&str) -> usize) -> usize {
+        match message {
+            Message::System { content } => TOKENS_PER_MESSAGE + 1 + text(content),
+            Message::User {
+                content,
+                attachments,
+            } => TOKENS_PER_MESSAGE + 1 + text(content) + attachments.len() * Attachment::TOKENS,
+            Message::Note { content } => TOKENS_PER_MESSAGE + 1 + text(content),
+            Message::Tool { content, .. } => TOKENS_PER_MESSAGE + 1 + text(content),
+            Message::Assistant {
+                content,
+                tool_calls,
+            } => {
+                // The API does not publish its tool-call framing; name, arguments and a
+                // few tokens of structure per call is a close, slightly high estimate.
+                TOKENS_PER_MESSAGE
+                    + 1
+                    + content.as_deref().map_or(0, |c| text(c))
+                    + tool_calls
+                        .iter()
+                        .map(|c| 4 + text(&c.name) + text(&c.arguments))
+                        .sum::<usize>()
+            }
+        }
+    }
+
     fn property_tokens(&self, properties: &serde_json::Map<String, Value>) -> usize {
         let (enum_init, enum_item) = (3usize, 3usize);
         properties
@@ -121,31 +153,13 @@ impl TokenCounter for BpeCounter {
     }
 
     fn message(&self, message: &Message) -> usize {
-        match message {
-            Message::System { content } => TOKENS_PER_MESSAGE + 1 + self.text(content),
-            Message::User {
-                content,
-                attachments,
-            } => {
-                TOKENS_PER_MESSAGE + 1 + self.text(content) + attachments.len() * Attachment::TOKENS
-            }
-            Message::Note { content } => TOKENS_PER_MESSAGE + 1 + self.text(content),
-            Message::Tool { content, .. } => TOKENS_PER_MESSAGE + 1 + self.text(content),
-            Message::Assistant {
-                content,
-                tool_calls,
-            } => {
-                // The API does not publish its tool-call framing; name, arguments and a
-                // few tokens of structure per call is a close, slightly high estimate.
-                TOKENS_PER_MESSAGE
-                    + 1
-                    + content.as_deref().map_or(0, |c| self.text(c))
-                    + tool_calls
-                        .iter()
-                        .map(|c| 4 + self.text(&c.name) + self.text(&c.arguments))
-                        .sum::<usize>()
-            }
-        }
+        self.message_with(message, |text| self.text(text))
+    }
+
+    /// The message formula with every text's tokens taken as its bytes: a BPE token is at
+    /// least one byte, so this is never below the exact count.
+    fn message_bound(&self, message: &Message) -> Option<usize> {
+        Some(self.message_with(message, str::len))
     }
 
     /// The cookbook's formula (API-verified for gpt-4 and gpt-4o families).
@@ -353,6 +367,28 @@ mod tests {
         #[test]
         fn the_byte_loop_counts_as_the_character_loop(text in "\\PC{0,200}") {
             proptest::prop_assert_eq!(EstimateCounter.text(&text), by_chars(&text));
+        }
+
+        /// What lets the engine count a message exactly only when the window needs it.
+        #[test]
+        fn a_bpe_bound_is_never_below_the_exact_count(
+            text in "(\\PC|[ \n\t0-9{}\":,]){0,300}",
+            name in "[a-z_]{1,20}",
+        ) {
+            let messages = [
+                Message::user(text.as_str()),
+                Message::tool_result("c1", text.as_str(), false),
+                Message::Assistant {
+                    content: Some(text.clone()),
+                    tool_calls: vec![buddy_core::ToolCall::new("c1", &name, &text)],
+                },
+            ];
+            for counter in [BpeCounter::o200k(), BpeCounter::cl100k()] {
+                for message in &messages {
+                    let bound = counter.message_bound(message);
+                    proptest::prop_assert!(bound >= Some(counter.message(message)), "{message:?}");
+                }
+            }
         }
     }
 

@@ -30,11 +30,12 @@ impl<'e> Turn<'e> {
         if let Some(end) = self.stopped_before_call() {
             return State::End(end);
         }
+        let estimate = self.next_call_estimate();
         if let Some(cause) = limit_cause(
             &self.judge.policy,
             &self.stats,
             self.deadline_passed(),
-            self.next_call_estimate(),
+            estimate,
         ) {
             return State::Finalize(cause);
         }
@@ -199,6 +200,10 @@ impl<'e> Turn<'e> {
                     retried = true;
                     // The refused request produced no reply; the retry takes its number.
                     self.stats.model_calls = self.stats.model_calls.saturating_sub(1);
+                    if let Some(extra) = self.window.last_sent_extra.take() {
+                        self.ledger.count_exactly();
+                        self.window.last_sent_tokens = (self.ledger.tokens() + extra) as u64;
+                    }
                     let cap = self.window.last_sent_tokens.saturating_mul(6) / 10;
                     self.window.room_cap = Some(cap);
                     let detail = format!(
@@ -264,13 +269,20 @@ impl<'e> Turn<'e> {
                     let total = counts.iter().sum();
                     fit(kept, counts, total, budget, self.ledger.counter()).map(|f| f.into_owned())
                 }
-                None => fit(
-                    self.ledger.messages(),
-                    self.ledger.counts(),
-                    self.ledger.tokens(),
-                    budget,
-                    self.ledger.counter(),
-                ),
+                None => {
+                    // Bounds that fit leave the whole history in; else count exactly and fit.
+                    let priming = self.ledger.counter().reply_priming();
+                    if !self.ledger.is_exact() && self.ledger.tokens() + priming > budget {
+                        self.ledger.count_exactly();
+                    }
+                    fit(
+                        self.ledger.messages(),
+                        self.ledger.counts(),
+                        self.ledger.tokens(),
+                        budget,
+                        self.ledger.counter(),
+                    )
+                }
             };
             match (fitted, shed.next()) {
                 (Ok(fitted), _) => break (room, tools_tokens, fitted),
@@ -305,6 +317,10 @@ impl<'e> Turn<'e> {
             announce_to(&self.events, &mut self.tape, self.stats.model_calls, trip).await;
         }
         let context_tokens = fitted.tokens + instruction_tokens + tools_tokens;
+        // Sized by upper bounds (the whole history went, uncut): what the request holds
+        // beyond the history, to make its exact size from if it is ever needed.
+        let bounded_extra =
+            (!self.ledger.is_exact()).then(|| context_tokens.saturating_sub(self.ledger.tokens()));
         let mut messages = fitted.messages;
         if self.prune_repeats {
             let kept = without_repeated_rounds(&messages);
@@ -322,6 +338,7 @@ impl<'e> Turn<'e> {
             Cow::Owned(sent) => check_history(sent).map_err(CallEnd::Invalid)?,
         }
         self.window.last_sent_tokens = context_tokens as u64;
+        self.window.last_sent_extra = bounded_extra;
         let mut request = CompletionRequest {
             model: &self.model,
             messages: &messages,
@@ -371,8 +388,16 @@ impl<'e> Turn<'e> {
                 return Err(end);
             }
         };
+        // Without the provider's usage, the request's size is buddy's exact count.
+        let counted = match (reply.usage, bounded_extra) {
+            (None, Some(extra)) => {
+                self.ledger.count_exactly();
+                self.ledger.tokens() + extra
+            }
+            _ => context_tokens,
+        };
         let usage = reply.usage.unwrap_or_else(|| Usage {
-            input_tokens: context_tokens as u64,
+            input_tokens: counted as u64,
             output_tokens: (self.ledger.counter().text(&reply.text)
                 + reply
                     .tool_calls
@@ -421,7 +446,7 @@ impl<'e> Turn<'e> {
                 },
                 input_tokens: self.stats.input_tokens,
                 output_tokens: self.stats.output_tokens,
-                context_tokens: context_tokens as u64,
+                context_tokens: usage.input_tokens,
                 context_window: self.window.window,
                 elapsed_ms: self.elapsed_ms(),
                 cost_usd: cost,

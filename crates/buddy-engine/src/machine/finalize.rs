@@ -31,12 +31,8 @@ impl Turn<'_> {
             });
         }
         self.announce(cause.trip(GuardAction::Finalize)).await;
-        if !affords(
-            &self.judge.policy,
-            &self.stats,
-            self.next_call_estimate(),
-            1,
-        ) {
+        let estimate = self.next_call_estimate();
+        if !affords(&self.judge.policy, &self.stats, estimate, 1) {
             // The money budget has no room for one more call: buddy answers from the
             // tool results rather than pass it.
             debug!(%reason, "finalize: no money left for the answer call");

@@ -153,6 +153,9 @@ struct Window {
     tools_cache: Option<(Vec<String>, usize)>,
     /// Estimated tokens of the latest request sent.
     last_sent_tokens: u64,
+    /// Set when the latest request was sized by upper bounds: its tokens beyond the
+    /// history's, so its exact size can be made if the provider refuses it as too long.
+    last_sent_extra: Option<usize>,
     /// A lower ceiling on the request, set when the provider refused one as too long.
     room_cap: Option<u64>,
 }
@@ -262,6 +265,7 @@ impl<'e> Turn<'e> {
                 reserve,
                 tools_cache: None,
                 last_sent_tokens: 0,
+                last_sent_extra: None,
                 room_cap: None,
             },
             approval: request.approval,
@@ -360,13 +364,17 @@ impl<'e> Turn<'e> {
             .await;
     }
 
-    /// What the next model call will cost, about: the last call's cost, or before any
-    /// call the history's input tokens at the model's price (a lower bound: no output).
-    fn next_call_estimate(&self) -> Option<Usd> {
-        self.last_call_cost.or_else(|| {
-            self.price
-                .map(|p| p.estimate(u64::try_from(self.ledger.tokens()).unwrap_or(u64::MAX), 0))
-        })
+    /// What the next model call will cost, about, when a money budget asks: the last
+    /// call's cost, or before any call the history's input tokens (counted exactly) at
+    /// the model's price (a lower bound: no output).
+    fn next_call_estimate(&mut self) -> Option<Usd> {
+        self.judge.policy.max_turn_cost_usd?;
+        if let Some(cost) = self.last_call_cost {
+            return Some(cost);
+        }
+        let price = self.price?;
+        self.ledger.count_exactly();
+        Some(price.estimate(u64::try_from(self.ledger.tokens()).unwrap_or(u64::MAX), 0))
     }
 
     /// Milliseconds since the turn started.

@@ -491,10 +491,22 @@ impl buddy_core::MessageSink for CountingSink {
     }
 }
 
-/// The context a turn over `history` (with `counts`) reports for its one model call.
+/// A reply as `reply_tokens` makes it, less the provider's usage.
+fn without_usage(text: &str) -> Vec<Result<buddy_core::Token, buddy_core::ProviderError>> {
+    let mut tokens = reply_tokens(text, vec![]);
+    for token in &mut tokens {
+        if let Ok(buddy_core::Token::Finish { usage, .. }) = token {
+            *usage = None;
+        }
+    }
+    tokens
+}
+
+/// The context a turn over `history` (with `counts`) reports for its one model call, to a
+/// provider that reports no usage (so the figure is buddy's own count).
 async fn context_of(history: Vec<Message>, counts: Vec<Option<buddy_core::TokenCount>>) -> u64 {
     let engine = buddy_engine::Engine::new(
-        std::sync::Arc::new(ReplyProvider::new(|_, _| Ok(reply_tokens("ok", vec![])))),
+        std::sync::Arc::new(ReplyProvider::new(|_, _| Ok(without_usage("ok")))),
         std::sync::Arc::new(TestToolbox::new()),
     );
     let request = buddy_engine::TurnRequest::new("gpt-4o", "and now?")
@@ -582,4 +594,88 @@ async fn counts_kept_with_a_history_are_used_only_when_made_the_same_way() {
         assert_eq!(count.encoding, key);
         assert_eq!(count.tokens, o200k.message(message) as u64, "{message:?}");
     }
+}
+
+/// One run of a turn: its guard details, history and model calls, and how many of its
+/// messages came back without an exact count.
+type Run = ((Vec<String>, Vec<Message>, u32), usize);
+
+/// A gpt-4o turn (o200k counts) run twice: once with a recorder, which has every message
+/// counted exactly as it comes, once without, where cheap upper bounds stand in until the
+/// window needs exact counts.
+async fn both_ways(provider: fn() -> ReplyProvider, policy: LoopPolicy) -> [Run; 2] {
+    let run = |recorded: bool| {
+        let policy = policy.clone();
+        async move {
+            let engine = buddy_engine::Engine::new(
+                std::sync::Arc::new(provider()),
+                std::sync::Arc::new(big_reader()),
+            );
+            let mut request =
+                buddy_engine::TurnRequest::new("gpt-4o", "please help").with_policy(policy);
+            if recorded {
+                request = request.with_recorder(std::sync::Arc::new(CountingSink::default()));
+            }
+            let (events, outcome) = engine.run_collect(request).await;
+            let guards = events
+                .iter()
+                .filter_map(|e| match e {
+                    ChatEvent::GuardTripped { detail, .. } => Some(detail.clone()),
+                    _ => None,
+                })
+                .collect();
+            let uncounted = outcome.counts.iter().filter(|c| c.is_none()).count();
+            (
+                (guards, outcome.messages, outcome.stats.model_calls),
+                uncounted,
+            )
+        }
+    };
+    [run(true).await, run(false).await]
+}
+
+#[tokio::test]
+async fn bounds_in_place_of_exact_counts_never_change_what_a_turn_does() {
+    // Far from the window; a refusal (the retry is cut to 60 % of the exact size sent);
+    // a window the bounds overflow but the exact counts fit; one that must trim.
+    let providers: [fn() -> ReplyProvider; 4] = [
+        || refusing_model(usize::MAX, 6),
+        || refusing_model(8_000, 6),
+        || refusing_model(usize::MAX, 6),
+        || refusing_model(usize::MAX, 6),
+    ];
+    let windows = [None, None, Some(6_000), Some(2_200)];
+    let mut seen = Vec::new();
+    for (provider, window) in providers.into_iter().zip(windows) {
+        let policy = LoopPolicy {
+            context_window: window,
+            reserve_output_tokens: window.map(|_| 500),
+            ..LoopPolicy::default()
+        };
+        let [(exact, all_counted), (bounded, uncounted)] = both_ways(provider, policy).await;
+        assert_eq!(exact, bounded, "window {window:?}");
+        assert_eq!(all_counted, 0, "a recorder has every message counted");
+        seen.push((exact.0, uncounted));
+    }
+    // Far from the window nothing was counted exactly (14 messages: prompt, 6 rounds, answer).
+    assert_eq!(seen[0], (Vec::new(), 14));
+    assert!(
+        seen[1]
+            .0
+            .iter()
+            .any(|d| d.contains("refused the request as too long")),
+        "{:?}",
+        seen[1]
+    );
+    assert!(seen[2].0.is_empty(), "exact counts fit: {:?}", seen[2]);
+    assert!(
+        seen[2].1 < 14,
+        "the window needed exact counts: {:?}",
+        seen[2]
+    );
+    assert!(
+        seen[3].0.iter().any(|d| d.contains("left out")),
+        "{:?}",
+        seen[3]
+    );
 }
