@@ -100,7 +100,7 @@ impl BpeCounter {
                 // few tokens of structure per call is a close, slightly high estimate.
                 TOKENS_PER_MESSAGE
                     + 1
-                    + content.as_deref().map_or(0, |c| text(c))
+                    + content.as_deref().map_or(0, &text)
                     + tool_calls
                         .iter()
                         .map(|c| 4 + text(&c.name) + text(&c.arguments))
