@@ -13,6 +13,9 @@ use tracing::{debug, warn};
 use crate::context::{TokenCounter, count_key};
 use crate::history_check::HistoryError;
 
+/// The largest kept count taken as given (4 billion tokens: no window is near it).
+const KEPT_MAX: u64 = u32::MAX as u64;
+
 /// A turn's history and what is known about it.
 pub(crate) struct Ledger {
     history: Vec<Message>,
@@ -58,9 +61,11 @@ impl Ledger {
             .iter()
             .enumerate()
             .map(|(i, m)| match known.get(i) {
-                Some(Some(count)) if count.encoding == count_key => {
-                    (usize::try_from(count.tokens).unwrap_or(usize::MAX), true)
-                }
+                // Capped far above any window, so that sums of kept counts cannot overflow.
+                Some(Some(count)) if count.encoding == count_key => (
+                    usize::try_from(count.tokens.min(KEPT_MAX)).unwrap_or(usize::MAX),
+                    true,
+                ),
                 _ => bound_or_count(&*counter, m),
             })
             .unzip();
