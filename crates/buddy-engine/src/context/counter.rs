@@ -23,6 +23,10 @@ pub trait TokenCounter: Send + Sync {
     }
     /// Tokens the tool definitions add to a request.
     fn tools(&self, tools: &[ToolSpec]) -> usize;
+    /// A cheap upper bound on [`tools`](Self::tools), like [`message_bound`](Self::message_bound).
+    fn tools_bound(&self, _tools: &[ToolSpec]) -> Option<usize> {
+        None
+    }
     /// Tokens every request adds for the model's reply to start.
     fn reply_priming(&self) -> usize {
         3
@@ -109,7 +113,11 @@ impl BpeCounter {
         }
     }
 
-    fn property_tokens(&self, properties: &serde_json::Map<String, Value>) -> usize {
+    fn property_tokens(
+        &self,
+        properties: &serde_json::Map<String, Value>,
+        text: &impl Fn(&str) -> usize,
+    ) -> usize {
         let (enum_init, enum_item) = (3usize, 3usize);
         properties
             .iter()
@@ -127,11 +135,11 @@ impl BpeCounter {
                         .map_or(0, |items| {
                             items
                                 .iter()
-                                .map(|item| enum_item + item.as_str().map_or(1, |s| self.text(s)))
+                                .map(|item| enum_item + item.as_str().map_or(1, text))
                                 .sum::<usize>()
                                 .saturating_sub(enum_init)
                         });
-                3 + enum_tokens + self.text(&format!("{key}:{kind}:{description}"))
+                3 + enum_tokens + text(&format!("{key}:{kind}:{description}"))
             })
             .sum()
     }
@@ -164,6 +172,18 @@ impl TokenCounter for BpeCounter {
 
     /// The cookbook's formula (API-verified for gpt-4 and gpt-4o families).
     fn tools(&self, tools: &[ToolSpec]) -> usize {
+        self.tools_with(tools, &|text| self.text(text))
+    }
+
+    /// The tool formula with every text's tokens taken as its bytes (never below it).
+    fn tools_bound(&self, tools: &[ToolSpec]) -> Option<usize> {
+        Some(self.tools_with(tools, &str::len))
+    }
+}
+
+impl BpeCounter {
+    /// Tokens of `tools` under the cookbook's formula, their texts counted by `text`.
+    fn tools_with(&self, tools: &[ToolSpec], text: &impl Fn(&str) -> usize) -> usize {
         if tools.is_empty() {
             return 0;
         }
@@ -181,10 +201,10 @@ impl TokenCounter for BpeCounter {
                     .unwrap_or(&tool.description);
                 let properties = tool.parameters.get("properties").and_then(Value::as_object);
                 func_init
-                    + self.text(&format!("{}:{description}", tool.name))
+                    + text(&format!("{}:{description}", tool.name))
                     + properties
                         .filter(|p| !p.is_empty())
-                        .map_or(0, |p| prop_init + self.property_tokens(p))
+                        .map_or(0, |p| prop_init + self.property_tokens(p, text))
             })
             .sum::<usize>()
             + func_end
@@ -383,11 +403,20 @@ mod tests {
                     tool_calls: vec![buddy_core::ToolCall::new("c1", &name, &text)],
                 },
             ];
+            let tools = [ToolSpec {
+                name: name.clone(),
+                description: text.clone(),
+                parameters: serde_json::json!({"type": "object", "properties": {
+                    "q": {"type": "string", "description": text},
+                    "mode": {"type": "string", "enum": [text, "fast", name]},
+                }}),
+            }];
             for counter in [BpeCounter::o200k(), BpeCounter::cl100k()] {
                 for message in &messages {
                     let bound = counter.message_bound(message);
                     proptest::prop_assert!(bound >= Some(counter.message(message)), "{message:?}");
                 }
+                proptest::prop_assert!(counter.tools_bound(&tools) >= Some(counter.tools(&tools)));
             }
         }
     }

@@ -200,9 +200,11 @@ impl<'e> Turn<'e> {
                     retried = true;
                     // The refused request produced no reply; the retry takes its number.
                     self.stats.model_calls = self.stats.model_calls.saturating_sub(1);
-                    if let Some(extra) = self.window.last_sent_extra.take() {
-                        self.ledger.count_exactly();
-                        self.window.last_sent_tokens = (self.ledger.tokens() + extra) as u64;
+                    if std::mem::take(&mut self.window.last_sent_bounded) {
+                        let instruction = finalize_instruction
+                            .map_or(0, |i| self.ledger.counter().message(&Message::note(i)));
+                        self.window.last_sent_tokens =
+                            self.exact_request(tools, instruction) as u64;
                     }
                     let cap = self.window.last_sent_tokens.saturating_mul(6) / 10;
                     self.window.room_cap = Some(cap);
@@ -232,7 +234,29 @@ impl<'e> Turn<'e> {
         let instruction_tokens = instruction
             .as_ref()
             .map_or(0, |m| self.ledger.counter().message(m));
-        let full_tools_tokens = tools.map_or(0, |t| self.tools_tokens(t));
+        // Upper bounds first: while the whole request fits by them, nothing is counted
+        // exactly (the first fit below then keeps everything, as exact counts would).
+        let (mut full_tools_tokens, mut tools_exact) =
+            tools.map_or((0, true), |t| self.tools_size(t));
+        let whole_room = self
+            .window
+            .window
+            .saturating_sub(self.window.reserve)
+            .min(self.window.room_cap.unwrap_or(u64::MAX));
+        let bounded_size = self.ledger.tokens()
+            + self.ledger.counter().reply_priming()
+            + full_tools_tokens
+            + instruction_tokens;
+        if !(self.ledger.is_exact() && tools_exact)
+            && u64::try_from(bounded_size).unwrap_or(u64::MAX) > whole_room
+        {
+            self.ledger.count_exactly();
+            if let Some(tools) = tools {
+                full_tools_tokens = self.tools_tokens_exact(tools);
+                tools_exact = true;
+            }
+        }
+        let bounded = !(self.ledger.is_exact() && tools_exact);
         // What the request leaves out when even its pinned messages do not fit.
         let mut shed = Shed::Nothing;
         let mut without: Option<(Vec<Message>, Vec<usize>, usize)> = None;
@@ -269,20 +293,13 @@ impl<'e> Turn<'e> {
                     let total = counts.iter().sum();
                     fit(kept, counts, total, budget, self.ledger.counter()).map(|f| f.into_owned())
                 }
-                None => {
-                    // Bounds that fit leave the whole history in; else count exactly and fit.
-                    let priming = self.ledger.counter().reply_priming();
-                    if !self.ledger.is_exact() && self.ledger.tokens() + priming > budget {
-                        self.ledger.count_exactly();
-                    }
-                    fit(
-                        self.ledger.messages(),
-                        self.ledger.counts(),
-                        self.ledger.tokens(),
-                        budget,
-                        self.ledger.counter(),
-                    )
-                }
+                None => fit(
+                    self.ledger.messages(),
+                    self.ledger.counts(),
+                    self.ledger.tokens(),
+                    budget,
+                    self.ledger.counter(),
+                ),
             };
             match (fitted, shed.next()) {
                 (Ok(fitted), _) => break (room, tools_tokens, fitted),
@@ -317,10 +334,6 @@ impl<'e> Turn<'e> {
             announce_to(&self.events, &mut self.tape, self.stats.model_calls, trip).await;
         }
         let context_tokens = fitted.tokens + instruction_tokens + tools_tokens;
-        // Sized by upper bounds (the whole history went, uncut): what the request holds
-        // beyond the history, to make its exact size from if it is ever needed.
-        let bounded_extra =
-            (!self.ledger.is_exact()).then(|| context_tokens.saturating_sub(self.ledger.tokens()));
         let mut messages = fitted.messages;
         if self.prune_repeats {
             let kept = without_repeated_rounds(&messages);
@@ -338,7 +351,7 @@ impl<'e> Turn<'e> {
             Cow::Owned(sent) => check_history(sent).map_err(CallEnd::Invalid)?,
         }
         self.window.last_sent_tokens = context_tokens as u64;
-        self.window.last_sent_extra = bounded_extra;
+        self.window.last_sent_bounded = bounded;
         let mut request = CompletionRequest {
             model: &self.model,
             messages: &messages,
@@ -389,11 +402,8 @@ impl<'e> Turn<'e> {
             }
         };
         // Without the provider's usage, the request's size is buddy's exact count.
-        let counted = match (reply.usage, bounded_extra) {
-            (None, Some(extra)) => {
-                self.ledger.count_exactly();
-                self.ledger.tokens() + extra
-            }
+        let counted = match reply.usage {
+            None if bounded => self.exact_request(tools, instruction_tokens),
             _ => context_tokens,
         };
         let usage = reply.usage.unwrap_or_else(|| Usage {
@@ -490,17 +500,51 @@ impl<'e> Turn<'e> {
         )
     }
 
-    /// Tokens of a tool list, counted once per distinct list.
-    fn tools_tokens(&mut self, tools: &[ToolSpec]) -> usize {
-        if let Some((names, tokens)) = &self.window.tools_cache
+    /// Tokens of a tool list (its upper bound, or its count when counting is cheap or was
+    /// needed) and whether they are exact, made once per distinct list.
+    fn tools_size(&mut self, tools: &[ToolSpec]) -> (usize, bool) {
+        if let Some((names, tokens, exact)) = &self.window.tools_cache
             && names.len() == tools.len()
             && names.iter().zip(tools).all(|(n, t)| *n == t.name)
         {
-            return *tokens;
+            return (*tokens, *exact);
         }
-        let tokens = self.ledger.counter().tools(tools);
-        self.window.tools_cache = Some((tools.iter().map(|t| t.name.clone()).collect(), tokens));
-        tokens
+        let counter = self.ledger.counter();
+        let (tokens, exact) = match counter.tools_bound(tools) {
+            Some(bound) => (bound, false),
+            None => (counter.tools(tools), true),
+        };
+        self.window.tools_cache = Some((
+            tools.iter().map(|t| t.name.clone()).collect(),
+            tokens,
+            exact,
+        ));
+        (tokens, exact)
+    }
+
+    /// Exact tokens of a tool list, counted once per distinct list.
+    fn tools_tokens_exact(&mut self, tools: &[ToolSpec]) -> usize {
+        match self.tools_size(tools) {
+            (tokens, true) => tokens,
+            (_, false) => {
+                let tokens = self.ledger.counter().tools(tools);
+                if let Some(cache) = &mut self.window.tools_cache {
+                    (cache.1, cache.2) = (tokens, true);
+                }
+                tokens
+            }
+        }
+    }
+
+    /// The exact size of a request that held the whole history, `tools` and an
+    /// instruction of `instruction_tokens`: what was only bounded is counted now.
+    fn exact_request(&mut self, tools: Option<&[ToolSpec]>, instruction_tokens: usize) -> usize {
+        self.ledger.count_exactly();
+        let tools_tokens = tools.map_or(0, |t| self.tools_tokens_exact(t));
+        self.ledger.tokens()
+            + self.ledger.counter().reply_priming()
+            + instruction_tokens
+            + tools_tokens
     }
 
     fn overflow_message(&self, overflow: &Overflow, tools_tokens: usize) -> String {

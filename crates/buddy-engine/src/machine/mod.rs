@@ -149,13 +149,13 @@ struct Window {
     /// The model's context window and the part of it kept for the reply.
     window: u64,
     reserve: u64,
-    /// Tokens of the latest tool list, by names.
-    tools_cache: Option<(Vec<String>, usize)>,
+    /// Tokens of the latest tool list, by names, and whether they are exact (else a bound).
+    tools_cache: Option<(Vec<String>, usize, bool)>,
     /// Estimated tokens of the latest request sent.
     last_sent_tokens: u64,
-    /// Set when the latest request was sized by upper bounds: its tokens beyond the
-    /// history's, so its exact size can be made if the provider refuses it as too long.
-    last_sent_extra: Option<usize>,
+    /// The latest request was sized by upper bounds (its exact size is made if the
+    /// provider refuses it as too long).
+    last_sent_bounded: bool,
     /// A lower ceiling on the request, set when the provider refused one as too long.
     room_cap: Option<u64>,
 }
@@ -265,7 +265,7 @@ impl<'e> Turn<'e> {
                 reserve,
                 tools_cache: None,
                 last_sent_tokens: 0,
-                last_sent_extra: None,
+                last_sent_bounded: false,
                 room_cap: None,
             },
             approval: request.approval,
