@@ -46,7 +46,7 @@ pub enum ChatEvent {
         input_tokens: u64,
         output_tokens: u64,
         /// Tokens of this call's request (messages and tools): the provider's own count
-        /// when its reply reports usage, else buddy's count.
+        /// when its reply reports usage (a reported 0 is taken as none), else buddy's count.
         context_tokens: u64,
         /// The model's context window, so a client can show how full it is.
         context_window: u64,

@@ -401,8 +401,11 @@ impl<'e> Turn<'e> {
                 return Err(end);
             }
         };
-        // Without the provider's usage, the request's size is buddy's exact count.
-        let counted = match reply.usage {
+        // The provider's count of the request, when it gives one (a request is never
+        // empty, so a 0 means a server that fills usage without counting); without it, the
+        // request's size is buddy's exact count.
+        let reported = reply.usage.map(|u| u.input_tokens).filter(|&n| n > 0);
+        let counted = match reported {
             None if bounded => self.exact_request(tools, instruction_tokens),
             _ => context_tokens,
         };
@@ -456,7 +459,7 @@ impl<'e> Turn<'e> {
                 },
                 input_tokens: self.stats.input_tokens,
                 output_tokens: self.stats.output_tokens,
-                context_tokens: usage.input_tokens,
+                context_tokens: reported.unwrap_or(counted as u64),
                 context_window: self.window.window,
                 elapsed_ms: self.elapsed_ms(),
                 cost_usd: cost,

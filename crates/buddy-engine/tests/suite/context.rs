@@ -502,6 +502,42 @@ fn without_usage(text: &str) -> Vec<Result<buddy_core::Token, buddy_core::Provid
     tokens
 }
 
+/// The `context_tokens` a gpt-4o turn over a short history reports when its provider's
+/// usage says `input_tokens`.
+async fn context_reported(input_tokens: u64) -> u64 {
+    let engine = buddy_engine::Engine::new(
+        std::sync::Arc::new(ReplyProvider::new(move |_, _| {
+            let mut tokens = reply_tokens("ok", vec![]);
+            for token in &mut tokens {
+                if let Ok(buddy_core::Token::Finish { usage: Some(u), .. }) = token {
+                    u.input_tokens = input_tokens;
+                }
+            }
+            Ok(tokens)
+        })),
+        std::sync::Arc::new(TestToolbox::new()),
+    );
+    let (events, _) = engine
+        .run_collect(buddy_engine::TurnRequest::new("gpt-4o", "and now?"))
+        .await;
+    events
+        .iter()
+        .find_map(|e| match e {
+            ChatEvent::IterationStats { context_tokens, .. } => Some(*context_tokens),
+            _ => None,
+        })
+        .unwrap()
+}
+
+#[tokio::test]
+async fn context_tokens_are_the_providers_count_when_it_gives_one() {
+    assert_eq!(context_reported(1_234).await, 1_234);
+    // A server that fills usage with zeros has not counted: buddy's exact count stands in.
+    let own = context_of(vec![], Vec::new()).await;
+    assert!(own > 0);
+    assert_eq!(context_reported(0).await, own);
+}
+
 /// The context a turn over `history` (with `counts`) reports for its one model call, to a
 /// provider that reports no usage (so the figure is buddy's own count).
 async fn context_of(history: Vec<Message>, counts: Vec<Option<buddy_core::TokenCount>>) -> u64 {
