@@ -238,17 +238,9 @@ impl<'e> Turn<'e> {
         // exactly (the first fit below then keeps everything, as exact counts would).
         let (mut full_tools_tokens, mut tools_exact) =
             tools.map_or((0, true), |t| self.tools_size(t));
-        let whole_room = self
-            .window
-            .window
-            .saturating_sub(self.window.reserve)
-            .min(self.window.room_cap.unwrap_or(u64::MAX));
-        let bounded_size = self.ledger.tokens()
-            + self.ledger.counter().reply_priming()
-            + full_tools_tokens
-            + instruction_tokens;
+        let bounded_size = self.whole_request(full_tools_tokens, instruction_tokens);
         if !(self.ledger.is_exact() && tools_exact)
-            && u64::try_from(bounded_size).unwrap_or(u64::MAX) > whole_room
+            && u64::try_from(bounded_size).unwrap_or(u64::MAX) > self.room(Shed::Nothing)
         {
             self.ledger.count_exactly();
             if let Some(tools) = tools {
@@ -276,15 +268,7 @@ impl<'e> Turn<'e> {
                 compact = Some((small, tokens));
             }
             let tools_tokens = compact.as_ref().map_or(full_tools_tokens, |(_, t)| *t);
-            let reserve = match shed {
-                Shed::Reserve => reserve_floor(self.window.reserve),
-                _ => self.window.reserve,
-            };
-            let room = self
-                .window
-                .window
-                .saturating_sub(reserve)
-                .min(self.window.room_cap.unwrap_or(u64::MAX));
+            let room = self.room(shed);
             let budget = usize::try_from(room)
                 .unwrap_or(usize::MAX)
                 .saturating_sub(tools_tokens + instruction_tokens);
@@ -544,10 +528,29 @@ impl<'e> Turn<'e> {
     fn exact_request(&mut self, tools: Option<&[ToolSpec]>, instruction_tokens: usize) -> usize {
         self.ledger.count_exactly();
         let tools_tokens = tools.map_or(0, |t| self.tools_tokens_exact(t));
+        self.whole_request(tools_tokens, instruction_tokens)
+    }
+
+    /// Tokens of a request that holds the whole history (as the ledger counts it), tools of
+    /// `tools_tokens` and an instruction of `instruction_tokens`.
+    fn whole_request(&self, tools_tokens: usize, instruction_tokens: usize) -> usize {
         self.ledger.tokens()
             + self.ledger.counter().reply_priming()
-            + instruction_tokens
             + tools_tokens
+            + instruction_tokens
+    }
+
+    /// Tokens a request may take at shedding stage `shed`: the window less the reply's
+    /// reserve (cut at `Shed::Reserve`), under the cap a refusal set.
+    fn room(&self, shed: Shed) -> u64 {
+        let reserve = match shed {
+            Shed::Reserve => reserve_floor(self.window.reserve),
+            _ => self.window.reserve,
+        };
+        self.window
+            .window
+            .saturating_sub(reserve)
+            .min(self.window.room_cap.unwrap_or(u64::MAX))
     }
 
     fn overflow_message(&self, overflow: &Overflow, tools_tokens: usize) -> String {

@@ -491,58 +491,33 @@ impl buddy_core::MessageSink for CountingSink {
     }
 }
 
-/// A reply as `reply_tokens` makes it, less the provider's usage.
-fn without_usage(text: &str) -> Vec<Result<buddy_core::Token, buddy_core::ProviderError>> {
-    let mut tokens = reply_tokens(text, vec![]);
+/// A reply as `reply_tokens` makes it, its usage reporting `input_tokens` (none: no usage).
+fn reply_reporting(
+    input_tokens: Option<u64>,
+) -> Vec<Result<buddy_core::Token, buddy_core::ProviderError>> {
+    let mut tokens = reply_tokens("ok", vec![]);
     for token in &mut tokens {
         if let Ok(buddy_core::Token::Finish { usage, .. }) = token {
-            *usage = None;
+            *usage = input_tokens.map(|n| buddy_core::Usage {
+                input_tokens: n,
+                ..usage.unwrap_or_default()
+            });
         }
     }
     tokens
 }
 
-/// The `context_tokens` a gpt-4o turn over a short history reports when its provider's
-/// usage says `input_tokens`.
-async fn context_reported(input_tokens: u64) -> u64 {
+/// The `context_tokens` a gpt-4o turn over `history` (with `counts`) reports for its one
+/// model call, its provider's usage saying `input_tokens` (none: no usage at all).
+async fn context_reported(
+    history: Vec<Message>,
+    counts: Vec<Option<buddy_core::TokenCount>>,
+    input_tokens: Option<u64>,
+) -> u64 {
     let engine = buddy_engine::Engine::new(
         std::sync::Arc::new(ReplyProvider::new(move |_, _| {
-            let mut tokens = reply_tokens("ok", vec![]);
-            for token in &mut tokens {
-                if let Ok(buddy_core::Token::Finish { usage: Some(u), .. }) = token {
-                    u.input_tokens = input_tokens;
-                }
-            }
-            Ok(tokens)
+            Ok(reply_reporting(input_tokens))
         })),
-        std::sync::Arc::new(TestToolbox::new()),
-    );
-    let (events, _) = engine
-        .run_collect(buddy_engine::TurnRequest::new("gpt-4o", "and now?"))
-        .await;
-    events
-        .iter()
-        .find_map(|e| match e {
-            ChatEvent::IterationStats { context_tokens, .. } => Some(*context_tokens),
-            _ => None,
-        })
-        .unwrap()
-}
-
-#[tokio::test]
-async fn context_tokens_are_the_providers_count_when_it_gives_one() {
-    assert_eq!(context_reported(1_234).await, 1_234);
-    // A server that fills usage with zeros has not counted: buddy's exact count stands in.
-    let own = context_of(vec![], Vec::new()).await;
-    assert!(own > 0);
-    assert_eq!(context_reported(0).await, own);
-}
-
-/// The context a turn over `history` (with `counts`) reports for its one model call, to a
-/// provider that reports no usage (so the figure is buddy's own count).
-async fn context_of(history: Vec<Message>, counts: Vec<Option<buddy_core::TokenCount>>) -> u64 {
-    let engine = buddy_engine::Engine::new(
-        std::sync::Arc::new(ReplyProvider::new(|_, _| Ok(without_usage("ok")))),
         std::sync::Arc::new(TestToolbox::new()),
     );
     let request = buddy_engine::TurnRequest::new("gpt-4o", "and now?")
@@ -556,6 +531,24 @@ async fn context_of(history: Vec<Message>, counts: Vec<Option<buddy_core::TokenC
             _ => None,
         })
         .unwrap()
+}
+
+/// The context a turn over `history` (with `counts`) reports to a provider that reports
+/// no usage: buddy's own count.
+async fn context_of(history: Vec<Message>, counts: Vec<Option<buddy_core::TokenCount>>) -> u64 {
+    context_reported(history, counts, None).await
+}
+
+#[tokio::test]
+async fn context_tokens_are_the_providers_count_when_it_gives_one() {
+    assert_eq!(
+        context_reported(vec![], Vec::new(), Some(1_234)).await,
+        1_234
+    );
+    // A server that fills usage with zeros has not counted: buddy's exact count stands in.
+    let own = context_of(vec![], Vec::new()).await;
+    assert!(own > 0);
+    assert_eq!(context_reported(vec![], Vec::new(), Some(0)).await, own);
 }
 
 #[tokio::test]
