@@ -610,6 +610,31 @@ def test_the_page_has_an_icon_and_a_skip_link(page, server):
     assert page.evaluate("location.hash") == hash
 
 
+def test_the_page_leaves_focus_where_a_person_put_it_while_it_loads(page, server):
+    # The list is held back; meanwhile a keyboard user reaches the skip link. When loading
+    # ends, the page must not pull the focus to the message box.
+    held = []
+
+    def hold_first_list(route):
+        if route.request.method == "GET" and not held:
+            held.append(route)
+        else:
+            route.continue_()
+
+    page.route(re.compile(r".*/v1/conversations$"), hold_first_list)
+    open_page(page, server)
+    for _ in range(100):
+        if held:
+            break
+        page.wait_for_timeout(50)
+    assert held, "the list request was held"
+    page.locator(".skip-link").focus()
+    held[0].continue_()
+    expect(page.locator(".empty-hint")).to_be_visible()
+    expect(page.locator(".skip-link")).to_be_focused()
+    expect(page.locator(".skip-link")).to_be_in_viewport()
+
+
 def conversation_settings(page):
     """The open conversation's settings, as the server keeps them."""
     return page.evaluate(

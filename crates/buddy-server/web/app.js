@@ -468,14 +468,15 @@ function emptyHint() {
   return el("p", { class: "empty-hint", text: "Ask something. Every step of the turn shows here: the answer as it streams, each tool call with its result, what buddy's guards did, and why the turn ended." });
 }
 
-function newConversation() {
+/** Starts an empty conversation; `focus: false` leaves the focus where a person put it. */
+function newConversation({ focus = true } = {}) {
   state.conversation = null;
   useSettings({});
   history.replaceState(null, "", location.pathname);
   $("transcript").replaceChildren(emptyHint());
   closeSidebar();
   loadConversations().catch(showError);
-  $("message").focus();
+  if (focus) $("message").focus();
 }
 
 async function openConversation(id) {
@@ -1129,8 +1130,11 @@ function start() {
     .then(() => {
       // A person who sent a message while the list loaded has already begun.
       if (state.running || state.conversation) return null;
-      if (wanted) return openConversation(wanted).catch((e) => { showError(e); newConversation(); });
-      newConversation();
+      // Loading ends after the page is usable: focus a person moved meanwhile (Tab to the
+      // skip link, a click on the list) stays where they put it.
+      const untouched = !document.activeElement || document.activeElement === document.body;
+      if (wanted) return openConversation(wanted).catch((e) => { showError(e); newConversation({ focus: untouched }); });
+      newConversation({ focus: untouched });
       return null;
     })
     .catch(showError);
