@@ -54,7 +54,12 @@ impl CallLog {
     pub fn push(&mut self, record: CallRecord) {
         let i = self.records.len();
         self.last_by_key.insert(record.key.clone(), i);
-        self.last_by_name.insert(record.name.clone(), i);
+        match self.last_by_name.get_mut(&record.name) {
+            Some(last) => *last = i,
+            None => {
+                self.last_by_name.insert(record.name.clone(), i);
+            }
+        }
         self.records.push(record);
     }
 

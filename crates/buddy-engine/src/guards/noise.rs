@@ -69,8 +69,17 @@ static NOISE_SET: LazyLock<Option<RegexSet>> =
 
 /// `text` with its noise replaced by placeholders, and surrounding white space trimmed.
 pub fn denoise(text: &str) -> String {
-    let mut out = text.trim().to_owned();
+    denoise_owned(text.trim().to_owned())
+}
+
+/// [`denoise`] of an already trimmed text it may rewrite in place.
+fn denoise_owned(mut out: String) -> String {
     let set = NOISE_SET.as_ref();
+    // Most results hold no noise: asking whether any pattern matches stops at the first
+    // match, where asking which ones match reads the whole text.
+    if set.is_some_and(|set| !set.is_match(&out)) {
+        return out;
+    }
     let mut found = set.map(|set| set.matches(&out));
     for (i, (pattern, placeholder)) in NOISE.iter().enumerate() {
         if found.as_ref().is_some_and(|f| !f.matched(i)) {
@@ -109,7 +118,11 @@ pub fn fingerprint(result: &str, arg_strings: &[String]) -> u64 {
             text = text.replace(s.as_str(), "");
         }
     }
-    hash(&denoise(&text))
+    let trimmed = text.trim();
+    if trimmed.len() != text.len() {
+        text = trimmed.to_owned();
+    }
+    hash(&denoise_owned(text))
 }
 
 /// A stable 64-bit hash (FNV-1a: the same in every run and build, so a replay judges

@@ -22,6 +22,8 @@ pub fn normalize(text: &str) -> String {
         last_space = false;
         if c.is_ascii_digit() {
             out.push('#');
+        } else if c.is_ascii() {
+            out.push(c.to_ascii_lowercase());
         } else {
             out.extend(c.to_lowercase());
         }

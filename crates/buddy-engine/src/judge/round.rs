@@ -74,6 +74,8 @@ pub(crate) struct RoundJudge {
     text_repeated: bool,
     /// Tokens that first appeared in this round's results.
     pub(super) new_tokens: BTreeSet<u64>,
+    /// The reply's text beside the calls, normalised once for both ends of the round.
+    normalized_text: String,
 }
 
 /// What the driver tells the judge about the round.
@@ -102,9 +104,11 @@ impl RoundJudge {
     /// wait for this round (a person's edit of a call).
     pub(crate) fn begin(judge: &mut Judge, text: &str, pending: Vec<String>) -> RoundJudge {
         judge.memory.rounds += 1;
+        let normalized_text = normalize(text);
         let mut round = RoundJudge {
             number: judge.memory.rounds,
-            text_repeated: judge.policy.loop_detection && answer_repeats(judge, text),
+            text_repeated: judge.policy.loop_detection && answer_repeats(judge, &normalized_text),
+            normalized_text,
             notes: pending,
             ..RoundJudge::default()
         };
@@ -355,7 +359,6 @@ impl RoundJudge {
     pub(crate) fn end(
         mut self,
         judge: &mut Judge,
-        text: &str,
         interrupted: bool,
         model_calls: u32,
         tools: &[&str],
@@ -363,7 +366,7 @@ impl RoundJudge {
         if self.rung.is_none() {
             judge.memory.ladder.clean_round();
         }
-        let normalized = normalize(text);
+        let normalized = std::mem::take(&mut self.normalized_text);
         if normalized.chars().count() >= judge.policy.repeated_answer_min_chars {
             judge.memory.answers.push(normalized);
         }
@@ -439,14 +442,13 @@ fn all_withdrawn(judge: &Judge, tools: &[&str]) -> Option<FinalizeCause> {
 }
 
 /// True when `text` says what an earlier round beside tool calls already said.
-fn answer_repeats(judge: &Judge, text: &str) -> bool {
-    let normalized = normalize(text);
+fn answer_repeats(judge: &Judge, normalized: &str) -> bool {
     normalized.chars().count() >= judge.policy.repeated_answer_min_chars
         && judge
             .memory
             .answers
             .iter()
-            .any(|earlier| text_similarity(earlier, &normalized) >= NEAR_ANSWER)
+            .any(|earlier| text_similarity(earlier, normalized) >= NEAR_ANSWER)
 }
 
 /// The outcome a booked call had, from the results that came with the request.

@@ -3,6 +3,8 @@
 //! keeps failing, rounds that bring nothing new), and what each trip earns: a note, a
 //! withdrawal, or Finalize.
 
+use std::collections::BTreeMap;
+
 use buddy_core::{Evidence, GuardAction, GuardKind, RepeatSemantics, StopReason, ToolOutcome};
 
 use super::memory::Judge;
@@ -47,11 +49,7 @@ impl RoundJudge {
     ) -> Vec<Trip> {
         let mut trips = Vec::new();
         let name = slot.call.name.as_str();
-        *judge
-            .memory
-            .calls_per_skill
-            .entry(name.to_owned())
-            .or_default() += 1;
+        bump(&mut judge.memory.calls_per_skill, name, |n| *n += 1);
         if outcome.fatal {
             self.fatal = Some(format!(
                 "skill `{name}` failed fatally: {}",
@@ -72,7 +70,7 @@ impl RoundJudge {
                 .is_none();
             self.circuit_breaker(judge, name, new_message, &mut trips);
         } else {
-            judge.memory.consecutive_failures.insert(name.to_owned(), 0);
+            bump(&mut judge.memory.consecutive_failures, name, |n| *n = 0);
         }
         let earlier = judge.memory.log.last_with_key(&slot.key).cloned();
         // Nothing new for this call: the same information it got before (after noise and
@@ -462,6 +460,14 @@ fn finalize_guard(
     )
 }
 
+/// Changes the count kept for `name`, allocating its key only the first time.
+fn bump<V: Default>(counts: &mut BTreeMap<String, V>, name: &str, change: impl FnOnce(&mut V)) {
+    match counts.get_mut(name) {
+        Some(count) => change(count),
+        None => change(counts.entry(name.to_owned()).or_default()),
+    }
+}
+
 /// What `observe` found out about a call before judging it.
 struct Facts<'a> {
     /// The latest call with the same arguments.
@@ -545,22 +551,21 @@ fn judge_result(
     // Near-duplicates: compared with this skill's latest call from an earlier round,
     // never with calls of the same response (a parallel batch is not a repeat). Arguments
     // that carry what the latest results said are the model following them: no echo.
-    let prev = judge
-        .memory
-        .log
-        .last_of_before_round(name, judge.memory.rounds)?
-        .clone();
+    let memory = &mut judge.memory;
+    let prev = memory.log.last_of_before_round(name, memory.rounds)?;
+    // The cheap comparisons first: most calls get a result of their own.
     let echo = !prev.is_error
         && !facts.follows
-        && args_near(&prev.canonical_args, &slot.canonical)
-        && prev.fingerprint == facts.fingerprint;
-    let streak = judge.memory.echo_streak.entry(name.to_owned()).or_default();
+        && prev.fingerprint == facts.fingerprint
+        && args_near(&prev.canonical_args, &slot.canonical);
+    let mut streak = 0;
+    bump(&mut memory.echo_streak, name, |n| {
+        *n = if echo { *n + 1 } else { 0 };
+        streak = *n;
+    });
     if !echo {
-        *streak = 0;
         return None;
     }
-    *streak += 1;
-    let streak = *streak;
     (streak >= 2).then(|| Signal {
         guard: GuardKind::NearDuplicate,
         skill: name.to_owned(),
@@ -570,7 +575,7 @@ fn judge_result(
              echoes of them and its timestamps and ids, stayed the same",
             streak + 1
         ),
-        evidence: evidence_with(&prev),
+        evidence: evidence_with(prev),
         members: Vec::new(),
         certain: false,
         ran: true,

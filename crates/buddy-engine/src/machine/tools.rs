@@ -54,7 +54,6 @@ impl Turn<'_> {
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
         let verdict = judged.end(
             &mut self.judge,
-            &text,
             interrupted.is_some(),
             self.stats.model_calls,
             &names,

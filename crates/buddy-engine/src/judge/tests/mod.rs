@@ -103,7 +103,7 @@ impl Turn {
             }
         }
         let names: Vec<&str> = self.tools.iter().map(String::as_str).collect();
-        let verdict = round.end(&mut self.judge, text, false, self.model_calls, &names);
+        let verdict = round.end(&mut self.judge, false, self.model_calls, &names);
         Seen {
             plans: slots.into_iter().map(|s| s.plan).collect(),
             trips,
