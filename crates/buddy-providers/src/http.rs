@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime};
 use buddy_core::{ProviderError, Token, TokenStream};
 use bytes::Bytes;
 use futures::StreamExt;
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde::{Deserialize, Serialize};
 
 use crate::sse::{SseDecoder, SseEvent};
@@ -126,11 +127,61 @@ pub(crate) struct Endpoint {
     pub provider: String,
     pub url: String,
     pub client: reqwest::Client,
-    pub headers: BTreeMap<String, String>,
     pub settings: HttpSettings,
+    /// `url`, parsed once rather than on every call.
+    parsed_url: reqwest::Url,
+    /// The headers every request carries (content type, key, configured extras), checked
+    /// once; a key is marked sensitive so no debug output shows it.
+    headers: HeaderMap,
 }
 
 impl Endpoint {
+    /// An endpoint for `url` with `headers`; a URL or header that cannot be sent is a
+    /// configuration error now, not a failure of every call later.
+    pub(crate) fn new(
+        provider: String,
+        url: String,
+        client: reqwest::Client,
+        headers: BTreeMap<String, String>,
+        settings: HttpSettings,
+    ) -> Result<Self, ProviderError> {
+        let config = |message: String| ProviderError::Config {
+            provider: provider.clone(),
+            message,
+        };
+        let parsed_url = reqwest::Url::parse(&url).map_err(|e| {
+            config(format!(
+                "`{url}` is not a URL buddy can call ({e}); check base_url"
+            ))
+        })?;
+        let mut map = HeaderMap::new();
+        map.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        for (name, value) in &headers {
+            let header = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+                config(format!(
+                    "header name `{name}` is not valid; header names are letters, digits and -"
+                ))
+            })?;
+            let mut value = HeaderValue::from_str(value).map_err(|_| {
+                config(format!(
+                    "the value of header `{name}` is not valid; values are printable text on one line"
+                ))
+            })?;
+            if matches!(header.as_str(), "authorization" | "x-api-key" | "api-key") {
+                value.set_sensitive(true);
+            }
+            map.insert(header, value);
+        }
+        Ok(Endpoint {
+            provider,
+            url,
+            client,
+            settings,
+            parsed_url,
+            headers: map,
+        })
+    }
+
     fn timeout(&self, phase: &str, after: Duration) -> ProviderError {
         ProviderError::Timeout {
             provider: self.provider.clone(),
@@ -172,12 +223,9 @@ impl Endpoint {
     ) -> Result<(reqwest::Response, Watchdog), ProviderError> {
         let mut request = self
             .client
-            .post(&self.url)
-            .header("content-type", "application/json")
+            .post(self.parsed_url.clone())
+            .headers(self.headers.clone())
             .body(body.clone());
-        for (name, value) in &self.headers {
-            request = request.header(name, value);
-        }
         if let Some(traceparent) = traceparent {
             request = request.header("traceparent", traceparent);
         }
@@ -736,5 +784,48 @@ impl<P: EventParser> BodyState<P> {
             let token = state.next_token().await?;
             Some((token, state))
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn endpoint(url: &str, headers: &[(&str, &str)]) -> Result<Endpoint, ProviderError> {
+        let settings = HttpSettings::default();
+        let client = build_client("p", &settings)?;
+        let headers = headers
+            .iter()
+            .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
+            .collect();
+        Endpoint::new("p".to_owned(), url.to_owned(), client, headers, settings)
+    }
+
+    fn config_message(result: Result<Endpoint, ProviderError>) -> String {
+        match result {
+            Err(ProviderError::Config { message, .. }) => message,
+            Err(other) => panic!("expected a configuration error, got {other}"),
+            Ok(_) => panic!("expected a configuration error, got an endpoint"),
+        }
+    }
+
+    #[test]
+    fn headers_are_checked_once_and_keys_are_hidden() {
+        let ok = endpoint(
+            "http://127.0.0.1:9/v1/chat/completions",
+            &[("Authorization", "Bearer sk-1"), ("X-Extra", "yes")],
+        )
+        .expect("a valid endpoint");
+        assert_eq!(ok.headers["content-type"], "application/json");
+        assert!(ok.headers["authorization"].is_sensitive());
+        assert!(!ok.headers["x-extra"].is_sensitive());
+        assert!(!format!("{:?}", ok.headers).contains("sk-1"));
+
+        let name = config_message(endpoint("http://127.0.0.1:9/x", &[("bad name", "v")]));
+        assert!(name.contains("header name `bad name`"), "{name}");
+        let value = config_message(endpoint("http://127.0.0.1:9/x", &[("x-a", "line\nbreak")]));
+        assert!(value.contains("header `x-a`"), "{value}");
+        let url = config_message(endpoint("127.0.0.1:9/chat/completions", &[]));
+        assert!(url.contains("check base_url"), "{url}");
     }
 }

@@ -55,13 +55,7 @@ impl AnthropicProvider {
             format!("{base}/v1/messages")
         };
         Ok(AnthropicProvider {
-            endpoint: Endpoint {
-                provider: options.name,
-                url,
-                client,
-                headers,
-                settings: options.http,
-            },
+            endpoint: Endpoint::new(options.name, url, client, headers, options.http)?,
             stream: options.stream,
             max_tokens: options.max_output_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
         })

@@ -102,16 +102,16 @@ impl OpenAiProvider {
             headers.insert("authorization".to_owned(), format!("Bearer {}", key.trim()));
         }
         Ok(OpenAiProvider {
-            endpoint: Endpoint {
-                provider: options.name,
-                url: format!(
+            endpoint: Endpoint::new(
+                options.name,
+                format!(
                     "{}/chat/completions",
                     options.base_url.trim_end_matches('/')
                 ),
                 client,
                 headers,
-                settings: options.http,
-            },
+                options.http,
+            )?,
             stream: options.stream,
             max_output_tokens: options.max_output_tokens,
             compat: options.compat,
