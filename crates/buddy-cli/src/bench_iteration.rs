@@ -62,6 +62,9 @@ pub struct IterationOptions {
     pub only: Option<Side>,
     /// The model name both loops send (it picks buddy's tokenizer: `gpt-4o…` is o200k).
     pub model: String,
+    /// Both loops on one thread (a `current_thread` runtime) instead of a worker of the
+    /// multi-thread one: no wake-ups of a second worker, so what is left is the work itself.
+    pub single_thread: bool,
 }
 
 /// One of the two loops.
@@ -97,6 +100,8 @@ pub struct IterationReport {
     pub model_calls_per_run: usize,
     pub runs: usize,
     pub stream: bool,
+    /// The loops ran on a `current_thread` runtime.
+    pub single_thread: bool,
     pub batches: Vec<Batch>,
     pub raw_cpu_ms_per_run: Option<f64>,
     pub buddy_cpu_ms_per_run: Option<f64>,
@@ -165,6 +170,18 @@ pub async fn run_iteration(
     let result = match spawned {
         // On a worker thread, like a server's tasks (a `block_on` thread would make every
         // wake-up of the connection's task a hop between threads, for both loops).
+        Ok((_mock, base)) if options.single_thread => {
+            let options = options.clone();
+            tokio::task::spawn_blocking(move || {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| format!("cannot start a current_thread runtime: {e}"))?
+                    .block_on(measure(&base, &options))
+            })
+            .await
+            .map_err(|e| e.to_string())?
+        }
         Ok((_mock, base)) => {
             let options = options.clone();
             tokio::spawn(async move { measure(&base, &options).await })
@@ -248,6 +265,7 @@ async fn measure(base: &str, options: &IterationOptions) -> Result<IterationRepo
         model_calls_per_run: calls,
         runs: options.runs,
         stream: options.stream,
+        single_thread: options.single_thread,
         raw_cpu_ms_per_run: raw_ms,
         buddy_cpu_ms_per_run: buddy_ms,
         added_cpu_us_per_iteration: added.get(added.len() / 2).copied(),

@@ -121,9 +121,23 @@ pub(crate) trait EventParser: Send + 'static {
 /// partial event is progress (a large tool call arriving slowly).
 const KEEP_ALIVE_BYTES: usize = 256;
 
-/// Where a provider sends its requests, and how.
+/// Where a provider sends its requests, and how; shared, so each call's body reader holds
+/// it without copying it.
 #[derive(Clone, Debug)]
 pub(crate) struct Endpoint {
+    parts: std::sync::Arc<EndpointParts>,
+}
+
+impl std::ops::Deref for Endpoint {
+    type Target = EndpointParts;
+    fn deref(&self) -> &EndpointParts {
+        &self.parts
+    }
+}
+
+/// What an [`Endpoint`] holds.
+#[derive(Debug)]
+pub(crate) struct EndpointParts {
     pub provider: String,
     pub url: String,
     pub client: reqwest::Client,
@@ -173,12 +187,14 @@ impl Endpoint {
             map.insert(header, value);
         }
         Ok(Endpoint {
-            provider,
-            url,
-            client,
-            settings,
-            parsed_url,
-            headers: map,
+            parts: std::sync::Arc::new(EndpointParts {
+                provider,
+                url,
+                client,
+                settings,
+                parsed_url,
+                headers: map,
+            }),
         })
     }
 

@@ -90,6 +90,10 @@ struct IterationArgs {
     /// Whole replies instead of streamed ones (buddy streams by default).
     #[arg(long)]
     no_stream: bool,
+    /// Both loops on one thread (a current_thread runtime): no wake-ups of a second
+    /// worker, so the difference left is the work itself
+    #[arg(long)]
+    single_thread: bool,
     /// The model name both loops send (it picks buddy's tokenizer).
     #[arg(long, value_name = "NAME", default_value = "gpt-4o-mini")]
     model: String,
@@ -389,6 +393,7 @@ pub async fn bench(args: BenchArgs) -> anyhow::Result<u8> {
                 stream: !args.no_stream,
                 only: args.only,
                 model: args.model,
+                single_thread: args.single_thread,
             };
             let r = buddy_cli::bench_iteration::run_iteration(&buddy, &options)
                 .await
@@ -401,13 +406,18 @@ pub async fn bench(args: BenchArgs) -> anyhow::Result<u8> {
                 return Ok(u8::from(!met));
             }
             println!(
-                "{} model calls per turn, {} turns of each loop per repeat, {}",
+                "{} model calls per turn, {} turns of each loop per repeat, {}, {}",
                 r.model_calls_per_run,
                 r.runs,
                 if r.stream {
                     "streamed"
                 } else {
                     "whole replies"
+                },
+                if r.single_thread {
+                    "one thread (current_thread runtime)"
+                } else {
+                    "on a worker of the multi-thread runtime"
                 }
             );
             println!(
