@@ -244,18 +244,25 @@ def test_a_loop_shows_the_guard_notices_and_still_an_answer(page, server):
     shoot(page, "loop")
 
 
-def test_a_turn_sent_while_the_list_loads_is_not_drawn_again(page, server):
-    # The conversation list is held back until the turn runs: when it arrives, the page
-    # must not redraw the streaming turn from the store (where it has no end yet).
+def hold_first_list(page):
+    """Holds back the page's first request for the conversation list; the held route is
+    in the returned list once the request is made (call `continue_()` to release it)."""
     held = []
 
-    def hold_first_list(route):
+    def hold(route):
         if route.request.method == "GET" and not held:
             held.append(route)
         else:
             route.continue_()
 
-    page.route(re.compile(r".*/v1/conversations$"), hold_first_list)
+    page.route(re.compile(r".*/v1/conversations$"), hold)
+    return held
+
+
+def test_a_turn_sent_while_the_list_loads_is_not_drawn_again(page, server):
+    # The conversation list is held back until the turn runs: when it arrives, the page
+    # must not redraw the streaming turn from the store (where it has no end yet).
+    held = hold_first_list(page)
     open_page(page, server)
     ask(page, "scripted:slow", "take your time")
     expect(page.locator(".card.running")).to_have_count(1)
@@ -613,15 +620,7 @@ def test_the_page_has_an_icon_and_a_skip_link(page, server):
 def test_the_page_leaves_focus_where_a_person_put_it_while_it_loads(page, server):
     # The list is held back; meanwhile a keyboard user reaches the skip link. When loading
     # ends, the page must not pull the focus to the message box.
-    held = []
-
-    def hold_first_list(route):
-        if route.request.method == "GET" and not held:
-            held.append(route)
-        else:
-            route.continue_()
-
-    page.route(re.compile(r".*/v1/conversations$"), hold_first_list)
+    held = hold_first_list(page)
     open_page(page, server)
     for _ in range(100):
         if held:
