@@ -168,8 +168,7 @@ pub async fn run_iteration(
         &dir,
     );
     let result = match spawned {
-        // On a worker thread, like a server's tasks (a `block_on` thread would make every
-        // wake-up of the connection's task a hop between threads, for both loops).
+        // On a runtime of its own with one thread: nothing to wake on another worker.
         Ok((_mock, base)) if options.single_thread => {
             let options = options.clone();
             tokio::task::spawn_blocking(move || {
@@ -182,6 +181,8 @@ pub async fn run_iteration(
             .await
             .map_err(|e| e.to_string())?
         }
+        // On a worker thread, like a server's tasks (a `block_on` thread would make every
+        // wake-up of the connection's task a hop between threads, for both loops).
         Ok((_mock, base)) => {
             let options = options.clone();
             tokio::spawn(async move { measure(&base, &options).await })

@@ -143,6 +143,34 @@ impl BpeCounter {
             })
             .sum()
     }
+
+    /// Tokens of `tools` under the cookbook's formula, their texts counted by `text`.
+    fn tools_with(&self, tools: &[ToolSpec], text: &impl Fn(&str) -> usize) -> usize {
+        if tools.is_empty() {
+            return 0;
+        }
+        let func_init = match self.family {
+            Family::O200k => 7,
+            Family::Cl100k => 10,
+        };
+        let (prop_init, func_end) = (3, 12);
+        tools
+            .iter()
+            .map(|tool| {
+                let description = tool
+                    .description
+                    .strip_suffix('.')
+                    .unwrap_or(&tool.description);
+                let properties = tool.parameters.get("properties").and_then(Value::as_object);
+                func_init
+                    + text(&format!("{}:{description}", tool.name))
+                    + properties
+                        .filter(|p| !p.is_empty())
+                        .map_or(0, |p| prop_init + self.property_tokens(p, text))
+            })
+            .sum::<usize>()
+            + func_end
+    }
 }
 
 impl TokenCounter for BpeCounter {
@@ -178,36 +206,6 @@ impl TokenCounter for BpeCounter {
     /// The tool formula with every text's tokens taken as its bytes (never below it).
     fn tools_bound(&self, tools: &[ToolSpec]) -> Option<usize> {
         Some(self.tools_with(tools, &str::len))
-    }
-}
-
-impl BpeCounter {
-    /// Tokens of `tools` under the cookbook's formula, their texts counted by `text`.
-    fn tools_with(&self, tools: &[ToolSpec], text: &impl Fn(&str) -> usize) -> usize {
-        if tools.is_empty() {
-            return 0;
-        }
-        let func_init = match self.family {
-            Family::O200k => 7,
-            Family::Cl100k => 10,
-        };
-        let (prop_init, func_end) = (3, 12);
-        tools
-            .iter()
-            .map(|tool| {
-                let description = tool
-                    .description
-                    .strip_suffix('.')
-                    .unwrap_or(&tool.description);
-                let properties = tool.parameters.get("properties").and_then(Value::as_object);
-                func_init
-                    + text(&format!("{}:{description}", tool.name))
-                    + properties
-                        .filter(|p| !p.is_empty())
-                        .map_or(0, |p| prop_init + self.property_tokens(p, text))
-            })
-            .sum::<usize>()
-            + func_end
     }
 }
 
