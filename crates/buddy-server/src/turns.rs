@@ -4,10 +4,10 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use buddy_core::{
-    BoxFuture, ChatEvent, Message, MessageSink, RecordError, StopReason, TokenCount, TurnStats, Usd,
+    BoxFuture, ChatEvent, Message, MessageSink, RecordError, StopReason, TokenCount, Usd,
 };
 use buddy_engine::{Engine, PolicyPatch, Resume, TurnRequest};
-use buddy_store::{CountedHistory, Store, StoreError, TurnEnd, new_id};
+use buddy_store::{CountedHistory, Store, TurnClosing, TurnEnd, TurnOpening, new_id};
 use buddy_telemetry::TurnScope;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -23,7 +23,8 @@ use crate::turn_log::{EventLog, Watch};
 /// Writes a turn's messages to the store. An assistant message that calls tools is
 /// written at once (so a crash mid-tool still shows what was running); the results of
 /// its calls are kept back until all are in, then written together in one transaction.
-/// A failed write is reported to the engine, which stops the turn and writes nothing
+/// The user's message usually went in with the turn's opening, and the answer goes in
+/// with the turn's end, so a turn of n rounds writes 2n + 2 times. A failed write is reported to the engine, which stops the turn and writes nothing
 /// more, so the store holds whole rounds, or a last call message with no results at
 /// all — which the next turn answers as interrupted before going on.
 struct StoreSink {
@@ -38,6 +39,9 @@ struct StoreSink {
 struct Round {
     kept: CountedHistory,
     open_calls: HashSet<String>,
+    /// The user's message went in with the turn's opening: the engine's record of it,
+    /// the turn's first, is already kept.
+    user_stored: bool,
 }
 
 impl Round {
@@ -65,13 +69,13 @@ impl StoreSink {
             })
     }
 
-    /// Writes whatever is still kept back (a turn that ended mid-round).
-    async fn flush(&self) -> Result<(), RecordError> {
-        let batch = match self.pending.lock() {
-            Ok(mut round) => round.take(),
-            Err(_) => return Err(RecordError("the message buffer is poisoned".into())),
-        };
-        self.write(batch).await
+    /// What is still kept back when the turn ends (its answer, or a round the end cut
+    /// short): written with the turn's end.
+    fn rest(&self) -> Result<CountedHistory, RecordError> {
+        match self.pending.lock() {
+            Ok(mut round) => Ok(round.take()),
+            Err(_) => Err(RecordError("the message buffer is poisoned".into())),
+        }
     }
 }
 
@@ -102,6 +106,9 @@ impl StoreSink {
                     .pending
                     .lock()
                     .map_err(|_| RecordError("the message buffer is poisoned".into()))?;
+                if std::mem::take(&mut round.user_stored) && message.is_user() {
+                    return Ok(());
+                }
                 round.kept.messages.push(message.clone());
                 round.kept.counts.push(count);
                 match message {
@@ -120,6 +127,9 @@ impl StoreSink {
                             CountedHistory::default()
                         }
                     }
+                    // An answer waits for the turn's end, to be written with it; a message
+                    // after it (the turn went on) takes it along.
+                    Message::Assistant { .. } => CountedHistory::default(),
                     _ if round.open_calls.is_empty() => round.take(),
                     _ => CountedHistory::default(),
                 }
@@ -207,56 +217,15 @@ pub(crate) fn turn_policy(
     Ok(asked)
 }
 
-/// What a stored turn writes before its engine starts.
-struct Opening<'a> {
-    store: &'a Arc<dyn Store>,
-    conversation: &'a str,
-    turn: &'a str,
-    model: &'a str,
-}
-
-impl Opening<'_> {
-    /// Writes a new conversation's `system` messages, settings the request gave, the turn
-    /// record and the request's `append`; a turn record written before a failure is
-    /// closed with `store_error`.
-    async fn write(
-        &self,
-        system: &[Message],
-        settings: Option<&serde_json::Value>,
-        append: &[Message],
-    ) -> Result<(), StoreError> {
-        if let Some(settings) = settings {
-            self.store.set_settings(self.conversation, settings).await?;
-        }
-        if !system.is_empty() {
-            self.store
-                .append_messages(self.conversation, self.turn, system)
-                .await?;
-        }
-        self.store
-            .begin_turn(self.conversation, self.turn, self.model)
-            .await?;
-        if append.is_empty() {
-            return Ok(());
-        }
-        let appended = self
-            .store
-            .append_messages(self.conversation, self.turn, append)
-            .await;
-        if let Err(e) = &appended {
-            let message = e.to_string();
-            let _ = self
-                .store
-                .finish_turn(
-                    self.turn,
-                    StopReason::StoreError,
-                    &TurnStats::default(),
-                    Some(&message),
-                    None,
-                )
-                .await;
-        }
-        appended
+/// True when the turn's first record is its user message: the history does not end
+/// in a round the engine must first answer as interrupted (a call message, or results
+/// that may leave some of its calls open). Then the user's message can go in with the
+/// turn's opening.
+fn user_message_comes_first(history: &[Message], append: &[Message]) -> bool {
+    match append.last().or(history.last()) {
+        Some(Message::Assistant { tool_calls, .. }) => tool_calls.is_empty(),
+        Some(Message::Tool { .. }) => false,
+        _ => true,
     }
 }
 
@@ -310,6 +279,7 @@ pub(crate) async fn start_turn(
     }
     let turn_id = new_id("turn");
     let cancel = state.inner.shutdown.child_token();
+    let stored = matches!(conversation, Conversation::Stored(_));
     let (conversation_id, history, lease, created) = match conversation {
         Conversation::Ephemeral(history) => {
             let lease = state.claim(&turn_id, None, &caller.owner, &cancel).await?;
@@ -317,7 +287,7 @@ pub(crate) async fn start_turn(
                 messages: history,
                 counts: Vec::new(),
             };
-            (None, history, lease, false)
+            (None, history, Some(lease), false)
         }
         Conversation::Stored(Some(id)) => {
             let lease = state
@@ -338,7 +308,7 @@ pub(crate) async fn start_turn(
                 None => store.load_counted(&id).await.map_err(AppError::from),
             };
             match history {
-                Ok(history) => (Some(id), history, lease, false),
+                Ok(history) => (Some(id), history, Some(lease), false),
                 Err(e) => {
                     // Freed now, not when dropped: the client's next request must find it free.
                     lease.release().await;
@@ -347,50 +317,86 @@ pub(crate) async fn start_turn(
             }
         }
         Conversation::Stored(None) => {
-            let id = store.create_conversation(&caller.owner).await?;
-            let lease = match state
-                .claim(&turn_id, Some(&id), &caller.owner, &cancel)
-                .await
-            {
-                Ok(lease) => lease,
-                Err(e) => {
-                    // Nothing ran: the conversation made for this turn goes too.
-                    let _ = store.delete_conversation(&id).await;
-                    return Err(e);
-                }
-            };
             let system = resolved.system.iter().map(Message::system).collect();
             let history = CountedHistory {
                 messages: system,
                 counts: Vec::new(),
             };
-            (Some(id), history, lease, true)
+            (None, history, None, true)
         }
     };
     let CountedHistory {
         messages: history,
         mut counts,
     } = history;
-    if let Some(id) = &conversation_id {
-        let opening = Opening {
-            store: &store,
-            conversation: id,
-            turn: &turn_id,
-            model: &resolved.model,
-        };
-        let system = if created { history.as_slice() } else { &[] };
-        if let Err(e) = opening
-            .write(system, prelude.settings.as_ref(), &prelude.append)
-            .await
-        {
-            // Nothing ran: a conversation made for this turn goes, the claim is freed.
-            if created {
-                let _ = store.delete_conversation(id).await;
-            }
-            lease.release().await;
-            return Err(e.into());
+    // A stored turn's opening is one write: the conversation (when new), settings, the
+    // turn's record and its first messages. If it fails nothing of it is kept, and no
+    // model was called.
+    let mut user_stored = false;
+    let (conversation_id, lease) = match (stored, lease) {
+        (false, Some(lease)) => (None, lease),
+        (false, None) => {
+            return Err(AppError::Internal(
+                "a turn on a conversation the client holds was not claimed".into(),
+            ));
         }
-    }
+        (true, lease) => {
+            let mut first = match created {
+                true => history.clone(),
+                false => Vec::new(),
+            };
+            first.extend(prelude.append.iter().cloned());
+            let mut first_counts = vec![None; first.len()];
+            if let Some(text) = &user_message
+                && user_message_comes_first(&history, &prelude.append)
+            {
+                // Kept with the count the engine would make, so no later turn counts it.
+                let counter = buddy_engine::context::counter_for_model(&resolved.model);
+                let message = Message::user(text.clone());
+                first_counts.push(Some(TokenCount {
+                    encoding: buddy_engine::context::count_key(&*counter),
+                    tokens: counter.message(&message) as u64,
+                }));
+                first.push(message);
+                user_stored = true;
+            }
+            let opening = TurnOpening {
+                conversation: conversation_id.as_deref(),
+                owner: &caller.owner,
+                turn: &turn_id,
+                model: &resolved.model,
+                settings: prelude.settings.as_ref(),
+                messages: &first,
+                counts: &first_counts,
+            };
+            let id = match store.open_turn(opening).await {
+                Ok(id) => id,
+                Err(e) => {
+                    if let Some(lease) = lease {
+                        // Freed now, not when dropped: the client's next request must find it free.
+                        lease.release().await;
+                    }
+                    return Err(e.into());
+                }
+            };
+            let lease = match lease {
+                Some(lease) => lease,
+                // A new conversation is claimed once it exists; if that is refused, the
+                // conversation made for this turn goes too.
+                None => match state
+                    .claim(&turn_id, Some(&id), &caller.owner, &cancel)
+                    .await
+                {
+                    Ok(lease) => lease,
+                    Err(e) => {
+                        let _ = store.delete_conversation(&id).await;
+                        return Err(e);
+                    }
+                },
+            };
+            (Some(id), lease)
+        }
+    };
     let mut history = history;
     history.extend(prelude.append);
     counts.resize(history.len(), None);
@@ -432,7 +438,10 @@ pub(crate) async fn start_turn(
             store: Arc::clone(&store),
             conversation: id.clone(),
             turn: turn_id.clone(),
-            pending: Mutex::default(),
+            pending: Mutex::new(Round {
+                user_stored,
+                ..Round::default()
+            }),
         })
     });
     if let Some(sink) = &sink {
@@ -479,15 +488,17 @@ pub(crate) async fn start_turn(
         if let Some(sink) = &sink {
             // The tape lets an operator replay the turn under another policy later.
             let tape = serde_json::to_string(&outcome.tape).ok();
-            let stored = match sink.flush().await {
-                Ok(()) => store
-                    .finish_turn(
-                        &recorded_turn,
+            let stored = match sink.rest() {
+                Ok(last) => store
+                    .close_turn(TurnClosing {
+                        conversation: &sink.conversation,
+                        turn: &recorded_turn,
+                        last: &last,
                         reason,
-                        &outcome.stats,
-                        outcome.error.as_deref(),
-                        tape.as_deref(),
-                    )
+                        stats: &outcome.stats,
+                        error: outcome.error.as_deref(),
+                        tape: tape.as_deref(),
+                    })
                     .await
                     .map_err(|e| RecordError(e.to_string())),
                 Err(e) => Err(e),

@@ -13,5 +13,5 @@ pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 pub use store::{
     ConversationDetail, ConversationInfo, ConversationSummary, CountedHistory, Store, StoreError,
-    TurnEnd, TurnRecord, new_id,
+    TurnClosing, TurnEnd, TurnOpening, TurnRecord, new_id,
 };

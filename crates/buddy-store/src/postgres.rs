@@ -14,8 +14,8 @@ use crate::body::message_json;
 use crate::coordinate::{Claim, ClaimError, Coordinator, StoredEvent, StoredEvents};
 use crate::store::{
     ConversationDetail, ConversationInfo, ConversationSummary, CountedHistory, Store, StoreError,
-    TurnRecord, count_columns, decode, first_user_title, new_id, now_ms, role, settings,
-    stored_count, title, turn_end,
+    TurnClosing, TurnOpening, TurnRecord, count_columns, decode, first_user_title, new_id, now_ms,
+    role, settings, stored_count, title, turn_end,
 };
 
 /// The schema; every statement is idempotent, and instances starting together take
@@ -99,6 +99,43 @@ CREATE TABLE IF NOT EXISTS buddy_spend (
     PRIMARY KEY (owner, day)
 );
 "#;
+
+/// The end of every append: the messages (`$4`–`$7`, with the conversation `$1`, the
+/// time `$2` and the turn `$3`) numbered after `conv.base`, and that base sent back (no
+/// row back: no such conversation).
+macro_rules! add_messages {
+    () => {
+        ", added AS (
+    INSERT INTO buddy_messages (conversation_id, seq, turn_id, role, body, created_at_ms, tokens, token_encoding)
+    SELECT $1, conv.base + m.n, $3, m.role, m.body, $2, m.tokens, m.encoding
+    FROM conv, UNNEST($4::TEXT[], $5::TEXT[], $6::BIGINT[], $7::TEXT[])
+        WITH ORDINALITY AS m(role, body, tokens, encoding, n)
+)
+SELECT base FROM conv"
+    };
+}
+
+/// The conversation `$1`'s row, locked, moved to time `$2`, with room for the messages
+/// `$4`: `conv.base` is the number before the first of them.
+macro_rules! lock_conversation {
+    () => {
+        "WITH conv AS (
+    UPDATE buddy_conversations SET updated_at_ms = $2, last_seq = last_seq + cardinality($4::TEXT[])
+    WHERE id = $1
+    RETURNING last_seq - cardinality($4::TEXT[]) AS base
+)"
+    };
+}
+
+/// The turn's record (`$8` the model, `$9` the instance), in an opening.
+macro_rules! add_turn {
+    () => {
+        ", turn AS (
+    INSERT INTO buddy_turns (id, conversation_id, model, instance, started_at_ms)
+    SELECT $3, $1, $8, $9, $2 FROM conv
+)"
+    };
+}
 
 /// The channel cancel requests travel on.
 const CANCEL_CHANNEL: &str = "buddy_cancel";
@@ -348,31 +385,57 @@ impl Store for PgStore {
         counts: &'a [Option<TokenCount>],
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
-            let mut roles = Vec::with_capacity(messages.len());
-            let mut bodies = Vec::with_capacity(messages.len());
-            let mut tokens = Vec::with_capacity(messages.len());
-            let mut encodings = Vec::with_capacity(messages.len());
-            for (i, message) in messages.iter().enumerate() {
-                roles.push(role(message));
-                bodies.push(message_json(message).map_err(|e| StoreError::Backend(e.to_string()))?);
-                let (count, encoding) = count_columns(counts.get(i));
-                tokens.push(count);
-                encodings.push(encoding);
-            }
+            let columns = MessageColumns::of(messages, counts)?;
             let done = sqlx::query(APPEND_MESSAGES)
                 .bind(id)
                 .bind(now_ms())
                 .bind(turn_id)
-                .bind(&roles)
-                .bind(&bodies)
-                .bind(&tokens)
-                .bind(&encodings)
+                .bind(&columns.roles)
+                .bind(&columns.bodies)
+                .bind(&columns.tokens)
+                .bind(&columns.encodings)
                 .fetch_optional(&self.inner.pool)
                 .await
                 .map_err(backend)?;
             match done {
                 Some(_) => Ok(()),
                 None => Err(StoreError::NotFound(id.to_owned())),
+            }
+        })
+    }
+
+    fn open_turn<'a>(
+        &'a self,
+        opening: TurnOpening<'a>,
+    ) -> BoxFuture<'a, Result<String, StoreError>> {
+        Box::pin(async move {
+            let columns = MessageColumns::of(opening.messages, opening.counts)?;
+            let (id, sql) = match opening.conversation {
+                Some(id) => (id.to_owned(), OPEN_TURN),
+                None => (new_id("conv"), OPEN_CONVERSATION),
+            };
+            let query = sqlx::query(sql)
+                .bind(&id)
+                .bind(now_ms())
+                .bind(opening.turn)
+                .bind(&columns.roles)
+                .bind(&columns.bodies)
+                .bind(&columns.tokens)
+                .bind(&columns.encodings)
+                .bind(opening.model)
+                .bind(&self.inner.instance)
+                .bind(opening.settings.map(serde_json::Value::to_string));
+            let query = match opening.conversation {
+                Some(_) => query,
+                None => query.bind(opening.owner),
+            };
+            let done = query
+                .fetch_optional(&self.inner.pool)
+                .await
+                .map_err(backend)?;
+            match done {
+                Some(_) => Ok(id),
+                None => Err(StoreError::NotFound(id)),
             }
         })
     }
@@ -422,6 +485,42 @@ impl Store for PgStore {
             .await
             .map_err(backend)?;
             Ok(())
+        })
+    }
+
+    fn close_turn<'a>(&'a self, closing: TurnClosing<'a>) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            if closing.last.messages.is_empty() {
+                return self
+                    .finish_turn(
+                        closing.turn,
+                        closing.reason,
+                        closing.stats,
+                        closing.error,
+                        closing.tape,
+                    )
+                    .await;
+            }
+            let columns = MessageColumns::of(&closing.last.messages, &closing.last.counts)?;
+            let done = sqlx::query(CLOSE_TURN)
+                .bind(closing.conversation)
+                .bind(now_ms())
+                .bind(closing.turn)
+                .bind(&columns.roles)
+                .bind(&columns.bodies)
+                .bind(&columns.tokens)
+                .bind(&columns.encodings)
+                .bind(closing.reason.as_str())
+                .bind(serde_json::to_string(closing.stats).unwrap_or_default())
+                .bind(closing.error)
+                .bind(closing.tape)
+                .fetch_optional(&self.inner.pool)
+                .await
+                .map_err(backend)?;
+            match done {
+                Some(_) => Ok(()),
+                None => Err(StoreError::NotFound(closing.conversation.to_owned())),
+            }
         })
     }
 
@@ -668,18 +767,73 @@ async fn load(pool: &PgPool, id: &str) -> Result<CountedHistory, StoreError> {
 /// A round's messages in one statement (one round trip, atomic by itself): the
 /// conversation's row is locked and its `last_seq` moved past them, which numbers them
 /// in order even when two appends race; no row back means no such conversation.
-const APPEND_MESSAGES: &str = "
-WITH conv AS (
-    UPDATE buddy_conversations SET updated_at_ms = $2, last_seq = last_seq + cardinality($4::TEXT[])
+const APPEND_MESSAGES: &str = concat!(lock_conversation!(), add_messages!());
+
+/// A turn's last messages and its end in one statement (`$8`–`$11`: stop reason, stats,
+/// error, tape); the end is recorded only with the messages.
+const CLOSE_TURN: &str = concat!(
+    lock_conversation!(),
+    ", finish AS (
+    UPDATE buddy_turns SET finished_at_ms = $2, stop_reason = $8, stats = $9, error = $10, tape = $11
+    WHERE id = $3 AND EXISTS (SELECT 1 FROM conv)
+)",
+    add_messages!()
+);
+
+/// A batch of messages as the column arrays the appends `UNNEST`.
+struct MessageColumns<'m> {
+    roles: Vec<&'static str>,
+    bodies: Vec<String>,
+    tokens: Vec<Option<i64>>,
+    encodings: Vec<Option<&'m str>>,
+}
+
+impl<'m> MessageColumns<'m> {
+    fn of(messages: &[Message], counts: &'m [Option<TokenCount>]) -> Result<Self, StoreError> {
+        let mut columns = MessageColumns {
+            roles: Vec::with_capacity(messages.len()),
+            bodies: Vec::with_capacity(messages.len()),
+            tokens: Vec::with_capacity(messages.len()),
+            encodings: Vec::with_capacity(messages.len()),
+        };
+        for (i, message) in messages.iter().enumerate() {
+            columns.roles.push(role(message));
+            columns
+                .bodies
+                .push(message_json(message).map_err(|e| StoreError::Backend(e.to_string()))?);
+            let (count, encoding) = count_columns(counts.get(i));
+            columns.tokens.push(count);
+            columns.encodings.push(encoding);
+        }
+        Ok(columns)
+    }
+}
+
+/// A turn's opening on an existing conversation in one statement: the conversation's row
+/// (locked, its settings replaced by `$10` when given), the turn's record and its first
+/// messages, numbered as `APPEND_MESSAGES` numbers them.
+const OPEN_TURN: &str = concat!(
+    "WITH conv AS (
+    UPDATE buddy_conversations SET updated_at_ms = $2, last_seq = last_seq + cardinality($4::TEXT[]),
+        settings = COALESCE($10, settings)
     WHERE id = $1
     RETURNING last_seq - cardinality($4::TEXT[]) AS base
-), added AS (
-    INSERT INTO buddy_messages (conversation_id, seq, turn_id, role, body, created_at_ms, tokens, token_encoding)
-    SELECT $1, conv.base + m.n, $3, m.role, m.body, $2, m.tokens, m.encoding
-    FROM conv, UNNEST($4::TEXT[], $5::TEXT[], $6::BIGINT[], $7::TEXT[])
-        WITH ORDINALITY AS m(role, body, tokens, encoding, n)
-)
-SELECT base FROM conv";
+)",
+    add_turn!(),
+    add_messages!()
+);
+
+/// A turn's opening on a new conversation of owner `$11` in one statement: the
+/// conversation, the turn's record and its first messages.
+const OPEN_CONVERSATION: &str = concat!(
+    "WITH conv AS (
+    INSERT INTO buddy_conversations (id, owner, created_at_ms, updated_at_ms, settings, last_seq)
+    VALUES ($1, $11, $2, $2, $10, cardinality($4::TEXT[]))
+    RETURNING 0::BIGINT AS base
+)",
+    add_turn!(),
+    add_messages!()
+);
 
 /// A claim in one statement: the owner's counter goes up only while under the cap (its
 /// row is locked just for this statement), and the running-turn row goes in with it; a

@@ -9,8 +9,8 @@ use rusqlite::{Connection, OptionalExtension, params};
 use crate::body::message_json;
 use crate::store::{
     ConversationDetail, ConversationInfo, ConversationSummary, CountedHistory, Store, StoreError,
-    TurnRecord, count_columns, decode, first_user_title, new_id, now_ms, role, settings,
-    stored_count, title, turn_end,
+    TurnClosing, TurnOpening, TurnRecord, count_columns, decode, first_user_title, new_id, now_ms,
+    role, settings, stored_count, title, turn_end,
 };
 
 /// Schema migrations, applied in order; `PRAGMA user_version` records how many ran.
@@ -251,6 +251,88 @@ fn exists(conn: &Connection, id: &str) -> Result<bool, StoreError> {
     .map_err(backend)
 }
 
+/// Appends `messages` inside `tx` and moves the conversation's time; `NotFound` when
+/// there is no conversation `id`.
+fn append_in(
+    tx: &rusqlite::Transaction<'_>,
+    id: &str,
+    turn_id: &str,
+    messages: &[Message],
+    counts: &[Option<TokenCount>],
+    now: i64,
+) -> Result<(), StoreError> {
+    let updated = tx
+        .execute(
+            "UPDATE conversations SET updated_at_ms = ?2 WHERE id = ?1",
+            params![id, now],
+        )
+        .map_err(backend)?;
+    if updated == 0 {
+        return Err(StoreError::NotFound(id.to_owned()));
+    }
+    insert_messages(tx, id, turn_id, messages, counts, now)
+}
+
+/// Appends `messages` to conversation `id` inside `tx`, numbered after its last one.
+fn insert_messages(
+    tx: &rusqlite::Transaction<'_>,
+    id: &str,
+    turn_id: &str,
+    messages: &[Message],
+    counts: &[Option<TokenCount>],
+    now: i64,
+) -> Result<(), StoreError> {
+    let mut insert = tx
+            .prepare_cached(
+                "INSERT INTO messages (conversation_id, seq, turn_id, role, body, created_at_ms, tokens, token_encoding)
+                 VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE conversation_id = ?1), ?2, ?3, ?4, ?5, ?6, ?7)",
+            )
+            .map_err(backend)?;
+    for (i, message) in messages.iter().enumerate() {
+        let (tokens, encoding) = count_columns(counts.get(i));
+        let encode = |e: serde_json::Error| StoreError::Backend(e.to_string());
+        let length = buddy_core::json_len(message).map_err(encode)?;
+        if length <= INLINE_BODY_MAX {
+            let body = message_json(message).map_err(encode)?;
+            insert
+                .execute(params![
+                    id,
+                    turn_id,
+                    role(message),
+                    body,
+                    now,
+                    tokens,
+                    encoding
+                ])
+                .map_err(backend)?;
+            continue;
+        }
+        // A long message (megabytes of tool-call arguments) is written into
+        // its row piece by piece: never whole in memory, nor copied by SQLite.
+        let length =
+            i64::try_from(length).map_err(|_| StoreError::Backend("message too long".into()))?;
+        tx.prepare_cached(
+                "INSERT INTO messages (conversation_id, seq, turn_id, role, body, created_at_ms, tokens, token_encoding)
+                 VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE conversation_id = ?1), ?2, ?3, zeroblob(?4), ?5, ?6, ?7)",
+            )
+            .and_then(|mut long| long.execute(params![id, turn_id, role(message), length, now, tokens, encoding]))
+            .map_err(backend)?;
+        let mut blob = tx
+            .blob_open(
+                rusqlite::MAIN_DB,
+                "messages",
+                "body",
+                tx.last_insert_rowid(),
+                false,
+            )
+            .map_err(backend)?;
+        let mut writer = std::io::BufWriter::with_capacity(64 * 1024, &mut blob);
+        serde_json::to_writer(&mut writer, message).map_err(encode)?;
+        std::io::Write::flush(&mut writer).map_err(|e| StoreError::Backend(e.to_string()))?;
+    }
+    Ok(())
+}
+
 impl Store for SqliteStore {
     fn create_conversation<'a>(
         &'a self,
@@ -330,56 +412,55 @@ impl Store for SqliteStore {
         self.run(move |conn| {
             let now = now_ms();
             let tx = conn.transaction().map_err(backend)?;
-            let updated = tx
-                .execute("UPDATE conversations SET updated_at_ms = ?2 WHERE id = ?1", params![id, now])
-                .map_err(backend)?;
-            if updated == 0 {
-                return Err(StoreError::NotFound(id));
-            }
-            {
-                let mut insert = tx
-                    .prepare_cached(
-                        "INSERT INTO messages (conversation_id, seq, turn_id, role, body, created_at_ms, tokens, token_encoding)
-                         VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE conversation_id = ?1), ?2, ?3, ?4, ?5, ?6, ?7)",
-                    )
-                    .map_err(backend)?;
-                for (i, message) in messages.iter().enumerate() {
-                    let (tokens, encoding) = count_columns(counts.get(i));
-                    let encode = |e: serde_json::Error| StoreError::Backend(e.to_string());
-                    let length = buddy_core::json_len(message).map_err(encode)?;
-                    if length <= INLINE_BODY_MAX {
-                        let body = message_json(message).map_err(encode)?;
-                        insert
-                            .execute(params![id, turn_id, role(message), body, now, tokens, encoding])
-                            .map_err(backend)?;
-                        continue;
-                    }
-                    // A long message (megabytes of tool-call arguments) is written into
-                    // its row piece by piece: never whole in memory, nor copied by SQLite.
-                    let length = i64::try_from(length)
-                        .map_err(|_| StoreError::Backend("message too long".into()))?;
-                    tx.prepare_cached(
-                        "INSERT INTO messages (conversation_id, seq, turn_id, role, body, created_at_ms, tokens, token_encoding)
-                         VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE conversation_id = ?1), ?2, ?3, zeroblob(?4), ?5, ?6, ?7)",
-                    )
-                    .and_then(|mut long| long.execute(params![id, turn_id, role(message), length, now, tokens, encoding]))
-                    .map_err(backend)?;
-                    let mut blob = tx
-                        .blob_open(
-                            rusqlite::MAIN_DB,
-                            "messages",
-                            "body",
-                            tx.last_insert_rowid(),
-                            false,
+            append_in(&tx, &id, &turn_id, &messages, &counts, now)?;
+            tx.commit().map_err(backend)
+        })
+    }
+
+    fn open_turn<'a>(
+        &'a self,
+        opening: TurnOpening<'a>,
+    ) -> BoxFuture<'a, Result<String, StoreError>> {
+        let id = opening.conversation.map(str::to_owned);
+        let owner = opening.owner.to_owned();
+        let (turn_id, model) = (opening.turn.to_owned(), opening.model.to_owned());
+        let settings = opening.settings.map(serde_json::Value::to_string);
+        let messages = opening.messages.to_vec();
+        let counts = opening.counts.to_vec();
+        self.run(move |conn| {
+            let now = now_ms();
+            let tx = conn.transaction().map_err(backend)?;
+            let id = match id {
+                Some(id) => {
+                    let updated = tx
+                        .execute(
+                            "UPDATE conversations SET updated_at_ms = ?2, settings = COALESCE(?3, settings) WHERE id = ?1",
+                            params![id, now, settings],
                         )
                         .map_err(backend)?;
-                    let mut writer = std::io::BufWriter::with_capacity(64 * 1024, &mut blob);
-                    serde_json::to_writer(&mut writer, message).map_err(encode)?;
-                    std::io::Write::flush(&mut writer)
-                        .map_err(|e| StoreError::Backend(e.to_string()))?;
+                    if updated == 0 {
+                        return Err(StoreError::NotFound(id));
+                    }
+                    id
                 }
-            }
-            tx.commit().map_err(backend)
+                None => {
+                    let id = new_id("conv");
+                    tx.execute(
+                        "INSERT INTO conversations (id, created_at_ms, updated_at_ms, owner, settings) VALUES (?1, ?2, ?2, ?3, ?4)",
+                        params![id, now, owner, settings],
+                    )
+                    .map_err(backend)?;
+                    id
+                }
+            };
+            tx.execute(
+                "INSERT INTO turns (id, conversation_id, model, started_at_ms) VALUES (?1, ?2, ?3, ?4)",
+                params![turn_id, id, model, now],
+            )
+            .map_err(backend)?;
+            insert_messages(&tx, &id, &turn_id, &messages, &counts, now)?;
+            tx.commit().map_err(backend)?;
+            Ok(id)
         })
     }
 
@@ -419,6 +500,28 @@ impl Store for SqliteStore {
             )
             .map_err(backend)?;
             Ok(())
+        })
+    }
+
+    fn close_turn<'a>(&'a self, closing: TurnClosing<'a>) -> BoxFuture<'a, Result<(), StoreError>> {
+        let (id, turn_id) = (closing.conversation.to_owned(), closing.turn.to_owned());
+        let last = closing.last.clone();
+        let reason = closing.reason.as_str();
+        let stats = serde_json::to_string(closing.stats).unwrap_or_default();
+        let error = closing.error.map(str::to_owned);
+        let tape = closing.tape.map(str::to_owned);
+        self.run(move |conn| {
+            let now = now_ms();
+            let tx = conn.transaction().map_err(backend)?;
+            if !last.messages.is_empty() {
+                append_in(&tx, &id, &turn_id, &last.messages, &last.counts, now)?;
+            }
+            tx.execute(
+                "UPDATE turns SET finished_at_ms = ?2, stop_reason = ?3, stats = ?4, error = ?5, tape = ?6 WHERE id = ?1",
+                params![turn_id, now, reason, stats, error, tape],
+            )
+            .map_err(backend)?;
+            tx.commit().map_err(backend)
         })
     }
 

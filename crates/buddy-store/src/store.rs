@@ -142,6 +142,37 @@ pub struct CountedHistory {
     pub counts: Vec<Option<TokenCount>>,
 }
 
+/// What a stored turn writes before its engine starts, as one atomic write: the
+/// conversation (created for `owner` when `conversation` is `None`), settings the request
+/// gave, the turn's record, and the messages that open it (a new conversation's system
+/// prompt, the request's own, the user's message). All of it is kept, or none.
+#[derive(Clone, Copy, Debug)]
+pub struct TurnOpening<'a> {
+    pub conversation: Option<&'a str>,
+    pub owner: &'a str,
+    pub turn: &'a str,
+    pub model: &'a str,
+    pub settings: Option<&'a serde_json::Value>,
+    pub messages: &'a [Message],
+    /// Token counts of `messages`, as in [`Store::append_counted`].
+    pub counts: &'a [Option<TokenCount>],
+}
+
+/// How a turn ended, with the messages it still had to append (its answer, a round the
+/// end cut short): what a stored turn writes last.
+#[derive(Clone, Copy, Debug)]
+pub struct TurnClosing<'a> {
+    pub conversation: &'a str,
+    pub turn: &'a str,
+    /// Appended before the end is recorded; `counts` as in [`Store::append_counted`].
+    pub last: &'a CountedHistory,
+    pub reason: StopReason,
+    pub stats: &'a TurnStats,
+    pub error: Option<&'a str>,
+    /// What replay plays back, when the turn has one.
+    pub tape: Option<&'a str>,
+}
+
 /// Where conversations are kept. Messages are appended as the turn produces them, a
 /// round at a time, so a crash or a failed write never leaves half a round behind.
 pub trait Store: Send + Sync {
@@ -190,6 +221,12 @@ pub trait Store: Send + Sync {
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         self.append_messages(id, turn_id, std::slice::from_ref(message))
     }
+    /// Writes a turn's opening (see [`TurnOpening`]) in one transaction and returns its
+    /// conversation's id; `NotFound` when the conversation named does not exist.
+    fn open_turn<'a>(
+        &'a self,
+        opening: TurnOpening<'a>,
+    ) -> BoxFuture<'a, Result<String, StoreError>>;
     /// Records that a turn started.
     fn begin_turn<'a>(
         &'a self,
@@ -206,6 +243,29 @@ pub trait Store: Send + Sync {
         error: Option<&'a str>,
         tape: Option<&'a str>,
     ) -> BoxFuture<'a, Result<(), StoreError>>;
+    /// Appends a turn's last messages and records how it ended. If the append fails,
+    /// the end is not recorded. A store that can does both in one transaction.
+    fn close_turn<'a>(&'a self, closing: TurnClosing<'a>) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            if !closing.last.messages.is_empty() {
+                self.append_counted(
+                    closing.conversation,
+                    closing.turn,
+                    &closing.last.messages,
+                    &closing.last.counts,
+                )
+                .await?;
+            }
+            self.finish_turn(
+                closing.turn,
+                closing.reason,
+                closing.stats,
+                closing.error,
+                closing.tape,
+            )
+            .await
+        })
+    }
     /// The tapes a conversation's turns kept, as (turn id, tape JSON), oldest turn first.
     fn turn_tapes<'a>(
         &'a self,

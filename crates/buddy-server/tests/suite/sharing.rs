@@ -17,7 +17,7 @@ use buddy_server::{
 };
 use buddy_store::{
     ConversationDetail, ConversationInfo, ConversationSummary, CountedHistory, SqliteStore, Store,
-    StoreError,
+    StoreError, TurnClosing, TurnOpening,
 };
 use buddy_testkit::{ReplyProvider, TestTool, TestToolbox, assert_history_valid, reply_tokens};
 use serde_json::{Value, json};
@@ -103,6 +103,8 @@ struct Failing {
     inner: SqliteStore,
     writes_left: AtomicUsize,
     broken: std::sync::Mutex<Vec<&'static str>>,
+    /// The writing methods called, in order.
+    calls: std::sync::Mutex<Vec<&'static str>>,
 }
 
 impl Failing {
@@ -111,11 +113,22 @@ impl Failing {
             inner: SqliteStore::in_memory().unwrap(),
             writes_left: AtomicUsize::new(usize::MAX),
             broken: std::sync::Mutex::default(),
+            calls: std::sync::Mutex::default(),
         }
     }
 
     fn break_only(&self, methods: &[&'static str]) {
         *self.broken.lock().unwrap() = methods.to_vec();
+    }
+
+    /// Notes a call of a writing method.
+    fn called(&self, method: &'static str) {
+        self.calls.lock().unwrap().push(method);
+    }
+
+    /// The writing methods called since the last look.
+    fn take_calls(&self) -> Vec<&'static str> {
+        std::mem::take(&mut *self.calls.lock().unwrap())
     }
 
     fn check(&self, method: &str) -> Result<(), StoreError> {
@@ -140,6 +153,7 @@ impl Store for Failing {
         &'a self,
         owner: &'a str,
     ) -> BoxFuture<'a, Result<String, StoreError>> {
+        self.called("create_conversation");
         match self.check("create_conversation") {
             Ok(()) => self.inner.create_conversation(owner),
             Err(e) => Box::pin(async move { Err(e) }),
@@ -167,8 +181,32 @@ impl Store for Failing {
         messages: &'a [Message],
         counts: &'a [Option<TokenCount>],
     ) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.called("append_counted");
         match self.write() {
             Ok(()) => self.inner.append_counted(id, turn_id, messages, counts),
+            Err(e) => Box::pin(async move { Err(e) }),
+        }
+    }
+    fn open_turn<'a>(
+        &'a self,
+        opening: TurnOpening<'a>,
+    ) -> BoxFuture<'a, Result<String, StoreError>> {
+        self.called("open_turn");
+        let checked = (|| {
+            if opening.conversation.is_none() {
+                self.check("create_conversation")?;
+            }
+            if opening.settings.is_some() {
+                self.check("set_settings")?;
+            }
+            self.check("begin_turn")?;
+            match opening.messages.is_empty() {
+                true => Ok(()),
+                false => self.write(),
+            }
+        })();
+        match checked {
+            Ok(()) => self.inner.open_turn(opening),
             Err(e) => Box::pin(async move { Err(e) }),
         }
     }
@@ -178,6 +216,7 @@ impl Store for Failing {
         turn_id: &'a str,
         model: &'a str,
     ) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.called("begin_turn");
         match self.check("begin_turn") {
             Ok(()) => self.inner.begin_turn(id, turn_id, model),
             Err(e) => Box::pin(async move { Err(e) }),
@@ -191,7 +230,19 @@ impl Store for Failing {
         error: Option<&'a str>,
         tape: Option<&'a str>,
     ) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.called("finish_turn");
         self.inner.finish_turn(turn_id, reason, stats, error, tape)
+    }
+    fn close_turn<'a>(&'a self, closing: TurnClosing<'a>) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.called("close_turn");
+        let written = match closing.last.messages.is_empty() {
+            true => Ok(()),
+            false => self.write(),
+        };
+        match written {
+            Ok(()) => self.inner.close_turn(closing),
+            Err(e) => Box::pin(async move { Err(e) }),
+        }
     }
     fn turn_tapes<'a>(
         &'a self,
@@ -223,6 +274,7 @@ impl Store for Failing {
         id: &'a str,
         settings: &'a serde_json::Value,
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        self.called("set_settings");
         match self.check("set_settings") {
             Ok(()) => self.inner.set_settings(id, settings),
             Err(e) => Box::pin(async move { Err(e) }),
@@ -617,6 +669,81 @@ async fn a_store_that_fails_mid_turn_ends_it_with_store_error_and_leaves_whole_r
         );
         assert_history_valid(&s.state_messages(&id).await);
     }
+
+    // 3: the round is whole; the answer goes with the turn's end, in the write that fails,
+    // so neither is kept and the turn says so.
+    let before = s.state_messages(&id).await;
+    store.writes_left.store(3, Ordering::SeqCst);
+    let (_, (end, data)) = turn(
+        &s.state,
+        json!({"conversation_id": id, "message": "fourth"}),
+        ALICE,
+    )
+    .await;
+    assert_eq!(
+        (end.as_str(), data["reason"].as_str()),
+        ("error", Some("store_error")),
+        "{data}"
+    );
+    assert_eq!(data["stats"]["model_calls"], 2);
+    let after = s.state_messages(&id).await;
+    assert_eq!(after.len(), before.len() + 3, "{after:#?}");
+    assert!(
+        matches!(after.last(), Some(Message::Tool { .. })),
+        "{after:#?}"
+    );
+    store.writes_left.store(usize::MAX, Ordering::SeqCst);
+    let (_, (end, _)) = turn(
+        &s.state,
+        json!({"conversation_id": id, "message": "fifth"}),
+        ALICE,
+    )
+    .await;
+    assert_eq!(end, "done");
+    assert_history_valid(&s.state_messages(&id).await);
+}
+
+/// A stored turn of n rounds writes 2n + 2 times: its opening (the conversation when new,
+/// the turn, the user's message) in one write, each round's call before its tools run
+/// and its results together, and its answer with its end in one write.
+#[tokio::test]
+async fn a_turn_writes_its_opening_once_each_round_twice_and_its_end_once() {
+    let store = Arc::new(Failing::new());
+    let s = setup(
+        Arc::clone(&store) as Arc<dyn Store>,
+        PolicyConfig::default(),
+        |_| {},
+    );
+    let (id, (end, _)) = turn(&s.state, json!({"message": "first"}), ALICE).await;
+    assert_eq!(end, "done");
+    let one_round = [
+        "open_turn",
+        "append_counted",
+        "append_counted",
+        "close_turn",
+    ];
+    assert_eq!(store.take_calls(), one_round);
+    let (_, (end, _)) = turn(
+        &s.state,
+        json!({"conversation_id": id, "message": "second"}),
+        ALICE,
+    )
+    .await;
+    assert_eq!(end, "done");
+    assert_eq!(store.take_calls(), one_round);
+    // What they wrote is the whole conversation, each message once, in order.
+    let messages = s.state_messages(&id).await;
+    assert_history_valid(&messages);
+    let texts: Vec<Option<&str>> = messages.iter().map(Message::text).collect();
+    assert_eq!(
+        texts.iter().filter(|t| **t == Some("first")).count(),
+        1,
+        "{messages:#?}"
+    );
+    assert_eq!(messages.len(), 8, "{messages:#?}");
+    assert!(messages[0].is_user() && messages[4].is_user());
+    assert_eq!(texts[3], Some("Found it."));
+    assert_eq!(texts[7], Some("Found it."));
 }
 
 #[tokio::test]

@@ -1,7 +1,9 @@
 //! What every store must do, the same for SQLite and PostgreSQL.
 
 use buddy_core::{Message, StopReason, TokenCount, ToolCall, TurnStats, Usd};
-use buddy_store::{PgStore, SqliteStore, Store, StoreError};
+use buddy_store::{
+    CountedHistory, PgStore, SqliteStore, Store, StoreError, TurnClosing, TurnOpening,
+};
 
 /// The spend ledger: sums per owner over days, concurrent additions all counted.
 async fn spend(store: &dyn Store) {
@@ -225,6 +227,166 @@ async fn counts(store: &dyn Store) {
     ));
 }
 
+/// An opening of `turn` on `conversation` (a new one for `None`) by "owner-o".
+fn opening<'a>(
+    conversation: Option<&'a str>,
+    turn: &'a str,
+    settings: Option<&'a serde_json::Value>,
+    messages: &'a [Message],
+) -> TurnOpening<'a> {
+    TurnOpening {
+        conversation,
+        owner: "owner-o",
+        turn,
+        model: turn,
+        settings,
+        messages,
+        counts: &[],
+    }
+}
+
+/// A turn's opening is one write: a new conversation with its settings, the turn's record
+/// and its first messages; on an existing conversation the turn and its messages follow
+/// what is there. A missing conversation is `NotFound`, and an opening that fails keeps
+/// nothing of itself.
+async fn openings(store: &dyn Store) {
+    // Numbered, so that turns started in one millisecond still list in order.
+    let base = buddy_store::new_id("turn");
+    let turns: Vec<String> = (0..4).map(|i| format!("{base}-{i}")).collect();
+    let settings = serde_json::json!({"system_prompt": "Be brief."});
+    let first = [Message::system("Be brief."), Message::user("Hi")];
+    let id = store
+        .open_turn(opening(None, &turns[0], Some(&settings), &first))
+        .await
+        .unwrap();
+    let info = store.conversation_info(&id).await.unwrap().unwrap();
+    assert_eq!(info.owner, "owner-o");
+    assert_eq!(info.last_model.as_deref(), Some(turns[0].as_str()));
+    assert_eq!(info.settings, settings);
+    assert_eq!(store.load_messages(&id).await.unwrap(), first);
+    store
+        .append_message(&id, &turns[0], &Message::assistant("Hello."))
+        .await
+        .unwrap();
+
+    // Continued: the settings stay, the messages go after the earlier ones.
+    let again = [Message::user("Again")];
+    let same = store
+        .open_turn(opening(Some(&id), &turns[1], None, &again))
+        .await
+        .unwrap();
+    assert_eq!(same, id);
+    // And an opening with no message (a resumed turn) still records its turn.
+    store
+        .open_turn(opening(Some(&id), &turns[2], None, &[]))
+        .await
+        .unwrap();
+    let detail = store.get_conversation(&id).await.unwrap().unwrap();
+    assert_eq!(detail.settings, settings);
+    assert_eq!(
+        detail.messages,
+        [&first[..], &[Message::assistant("Hello.")], &again[..]].concat()
+    );
+    assert_eq!(
+        detail.message_turns,
+        [&turns[0], &turns[0], &turns[0], &turns[1]].map(String::clone)
+    );
+    let recorded: Vec<&String> = detail.turns.iter().map(|t| &t.id).collect();
+    assert_eq!(recorded, [&turns[0], &turns[1], &turns[2]]);
+    let info = store.conversation_info(&id).await.unwrap().unwrap();
+    assert_eq!(info.last_model.as_deref(), Some(turns[2].as_str()));
+
+    let missing = store
+        .open_turn(opening(Some("conv_missing"), &turns[3], None, &again))
+        .await;
+    assert!(
+        matches!(missing, Err(StoreError::NotFound(_))),
+        "{missing:?}"
+    );
+    // A turn id already taken fails the whole opening: no new conversation, no message.
+    let listed = store
+        .list_conversations(Some("owner-o"))
+        .await
+        .unwrap()
+        .len();
+    let taken = store
+        .open_turn(opening(None, &turns[0], Some(&settings), &first))
+        .await;
+    assert!(taken.is_err(), "{taken:?}");
+    let taken = store
+        .open_turn(opening(Some(&id), &turns[1], None, &again))
+        .await;
+    assert!(taken.is_err(), "{taken:?}");
+    assert_eq!(
+        store
+            .list_conversations(Some("owner-o"))
+            .await
+            .unwrap()
+            .len(),
+        listed
+    );
+    assert_eq!(store.get_conversation(&id).await.unwrap().unwrap(), detail);
+    // The unused turn id was not recorded by the missing conversation's opening.
+    store
+        .open_turn(opening(Some(&id), &turns[3], None, &[]))
+        .await
+        .unwrap();
+}
+
+/// A turn's end goes in with its last messages: both kept, or (the conversation gone)
+/// neither; with no message left it is the end alone.
+async fn closings(store: &dyn Store) {
+    let turn = buddy_store::new_id("turn");
+    let first = [Message::user("Hi")];
+    let id = store
+        .open_turn(opening(None, &turn, None, &first))
+        .await
+        .unwrap();
+    let last = CountedHistory {
+        messages: vec![Message::assistant("Hello.")],
+        counts: vec![Some(TokenCount {
+            encoding: "o200k_base/1".into(),
+            tokens: 3,
+        })],
+    };
+    let stats = TurnStats {
+        model_calls: 1,
+        ..TurnStats::default()
+    };
+    let closing = |conversation, last| TurnClosing {
+        conversation,
+        turn: &turn,
+        last,
+        reason: StopReason::Completed,
+        stats: &stats,
+        error: None,
+        tape: Some("{}"),
+    };
+    store.close_turn(closing(&id, &last)).await.unwrap();
+    let detail = store.get_conversation(&id).await.unwrap().unwrap();
+    assert_eq!(detail.messages, [&first[..], &last.messages].concat());
+    assert_eq!(
+        store.load_counted(&id).await.unwrap().counts[1],
+        last.counts[0]
+    );
+    let ended = &detail.turns[0];
+    assert_eq!(ended.stop_reason.map(|e| e.as_str()), Some("completed"));
+    assert_eq!(ended.stats.as_ref().map(|s| s.model_calls), Some(1));
+    assert_eq!(
+        store.turn_tapes(&id).await.unwrap(),
+        [(turn.clone(), "{}".to_owned())]
+    );
+
+    // Nothing left to append: the end alone.
+    let empty = CountedHistory::default();
+    store.close_turn(closing(&id, &empty)).await.unwrap();
+    // A conversation deleted under a running turn: not found, nothing written.
+    store.delete_conversation(&id).await.unwrap();
+    let gone = store.close_turn(closing(&id, &last)).await;
+    assert!(matches!(gone, Err(StoreError::NotFound(_))), "{gone:?}");
+    assert!(store.get_conversation(&id).await.unwrap().is_none());
+}
+
 async fn concurrent_appends(store: &dyn Store) {
     let id = store.create_conversation("owner-c").await.unwrap();
     let writes = (0..50).map(|i| {
@@ -278,6 +440,8 @@ async fn concurrent_rounds(store: &dyn Store) {
 async fn sqlite_keeps_the_store_contract() {
     let store = SqliteStore::in_memory().unwrap();
     contract(&store).await;
+    openings(&store).await;
+    closings(&store).await;
     spend(&store).await;
     concurrent_appends(&store).await;
     concurrent_rounds(&store).await;
@@ -294,6 +458,8 @@ async fn sqlite_keeps_the_store_contract() {
 async fn postgres_keeps_the_store_contract() {
     let store = PgStore::connect(&super::postgres_url()).await.unwrap();
     contract(&store).await;
+    openings(&store).await;
+    closings(&store).await;
     spend(&store).await;
     concurrent_appends(&store).await;
     concurrent_rounds(&store).await;
