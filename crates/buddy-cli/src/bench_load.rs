@@ -27,6 +27,9 @@ pub struct LoadOptions {
     pub instances: usize,
     /// A `postgres://` URL every instance shares; `None`: one SQLite file (one instance).
     pub store: Option<String>,
+    /// Chats run (all at once) before the measured ones and not counted: a server's
+    /// steady state, with its database connections open and its statements prepared.
+    pub warmup: usize,
 }
 
 /// What happened.
@@ -34,6 +37,7 @@ pub struct LoadOptions {
 pub struct LoadReport {
     pub instances: usize,
     pub store: &'static str,
+    pub warmup: usize,
     pub conversations: usize,
     pub completed: usize,
     pub errors: usize,
@@ -190,6 +194,21 @@ max_connections_per_address = 1000000
     let pids: Vec<u32> = servers.iter().map(|s| s.0.id()).collect();
     let rss = move || pids.iter().map(|pid| rss_kib(*pid)).sum::<u64>();
     tokio::time::sleep(Duration::from_millis(200)).await;
+    crate::install_crypto();
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .timeout(options.timeout)
+        .build()
+        .map_err(|e| e.to_string())?;
+    if options.warmup > 0 {
+        let warm = chats(&client, &urls, options.warmup).await;
+        if let Some(e) = warm.first_error {
+            return Err(format!(
+                "{} of {} warm-up chats failed: {e}",
+                warm.errors, options.warmup
+            ));
+        }
+    }
     let baseline = rss();
     let peak = Arc::new(AtomicU64::new(baseline));
     let sampling = Arc::new(AtomicBool::new(true));
@@ -202,15 +221,59 @@ max_connections_per_address = 1000000
             }
         })
     };
-    crate::install_crypto();
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(0)
-        .timeout(options.timeout)
-        .build()
-        .map_err(|e| e.to_string())?;
     let started = Instant::now();
+    let Chats {
+        mut firsts,
+        mut dones,
+        errors,
+        first_error,
+    } = chats(&client, &urls, options.conversations).await;
+    let wall = started.elapsed().as_secs_f64();
+    sampling.store(false, Ordering::Relaxed);
+    let _ = sampler.await;
+    drop(servers);
+    let _ = std::fs::remove_dir_all(&dir);
+    firsts.sort_by(f64::total_cmp);
+    dones.sort_by(f64::total_cmp);
+    let peak = peak.load(Ordering::Relaxed);
+    Ok(LoadReport {
+        instances,
+        store: if options.store.is_some() {
+            "postgres"
+        } else {
+            "sqlite"
+        },
+        warmup: options.warmup,
+        conversations: options.conversations,
+        completed: dones.len(),
+        errors,
+        first_error,
+        wall_secs: wall,
+        turns_per_sec: dones.len() as f64 / wall,
+        first_event_p50_ms: percentile(&firsts, 50.0),
+        first_event_p99_ms: percentile(&firsts, 99.0),
+        done_p50_ms: percentile(&dones, 50.0),
+        done_p99_ms: percentile(&dones, 99.0),
+        server_rss_baseline_kib: baseline,
+        server_rss_peak_kib: peak,
+        server_kib_per_conversation: peak.saturating_sub(baseline) as f64
+            / options.conversations.max(1) as f64,
+    })
+}
+
+/// What a burst of chats did: time to the first event and to the end of each one that
+/// completed (ms), and the failures.
+struct Chats {
+    firsts: Vec<f64>,
+    dones: Vec<f64>,
+    errors: usize,
+    first_error: Option<String>,
+}
+
+/// Runs `n` chats at once, spread over `urls` in turn, each to its end.
+async fn chats(client: &reqwest::Client, urls: &[String], n: usize) -> Chats {
     let mut tasks = tokio::task::JoinSet::new();
-    for i in 0..options.conversations {
+    for i in 0..n {
         let (client, url) = (client.clone(), urls[i % urls.len()].clone());
         tasks.spawn(async move {
             let begin = Instant::now();
@@ -237,51 +300,27 @@ max_connections_per_address = 1000000
             Ok((first.unwrap_or_default(), begin.elapsed()))
         });
     }
-    let (mut firsts, mut dones, mut errors, mut first_error) = (Vec::new(), Vec::new(), 0, None);
+    let mut out = Chats {
+        firsts: Vec::new(),
+        dones: Vec::new(),
+        errors: 0,
+        first_error: None,
+    };
     while let Some(joined) = tasks.join_next().await {
         match joined {
             Ok(Ok((first, done))) => {
-                firsts.push(first.as_secs_f64() * 1000.0);
-                dones.push(done.as_secs_f64() * 1000.0);
+                out.firsts.push(first.as_secs_f64() * 1000.0);
+                out.dones.push(done.as_secs_f64() * 1000.0);
             }
             Ok(Err(e)) => {
-                errors += 1;
-                first_error.get_or_insert(e);
+                out.errors += 1;
+                out.first_error.get_or_insert(e);
             }
             Err(e) => {
-                errors += 1;
-                first_error.get_or_insert(e.to_string());
+                out.errors += 1;
+                out.first_error.get_or_insert(e.to_string());
             }
         }
     }
-    let wall = started.elapsed().as_secs_f64();
-    sampling.store(false, Ordering::Relaxed);
-    let _ = sampler.await;
-    drop(servers);
-    let _ = std::fs::remove_dir_all(&dir);
-    firsts.sort_by(f64::total_cmp);
-    dones.sort_by(f64::total_cmp);
-    let peak = peak.load(Ordering::Relaxed);
-    Ok(LoadReport {
-        instances,
-        store: if options.store.is_some() {
-            "postgres"
-        } else {
-            "sqlite"
-        },
-        conversations: options.conversations,
-        completed: dones.len(),
-        errors,
-        first_error,
-        wall_secs: wall,
-        turns_per_sec: dones.len() as f64 / wall,
-        first_event_p50_ms: percentile(&firsts, 50.0),
-        first_event_p99_ms: percentile(&firsts, 99.0),
-        done_p50_ms: percentile(&dones, 50.0),
-        done_p99_ms: percentile(&dones, 99.0),
-        server_rss_baseline_kib: baseline,
-        server_rss_peak_kib: peak,
-        server_kib_per_conversation: peak.saturating_sub(baseline) as f64
-            / options.conversations.max(1) as f64,
-    })
+    out
 }

@@ -24,9 +24,10 @@ use crate::turn_log::{EventLog, Watch};
 /// written at once (so a crash mid-tool still shows what was running); the results of
 /// its calls are kept back until all are in, then written together in one transaction.
 /// The user's message usually went in with the turn's opening, and the answer goes in
-/// with the turn's end, so a turn of n rounds writes 2n + 2 times. A failed write is reported to the engine, which stops the turn and writes nothing
-/// more, so the store holds whole rounds, or a last call message with no results at
-/// all — which the next turn answers as interrupted before going on.
+/// with the turn's end, so a turn of n rounds writes 2n + 2 times. A failed write is
+/// reported to the engine, which stops the turn and writes nothing more, so the store
+/// holds whole rounds, or a last call message with no results at all — which the next
+/// turn answers as interrupted before going on.
 struct StoreSink {
     store: Arc<dyn Store>,
     conversation: String,

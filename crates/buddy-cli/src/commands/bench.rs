@@ -162,6 +162,9 @@ struct LoadArgs {
     /// A postgres:// URL the instances share (default: one SQLite file).
     #[arg(long, value_name = "URL")]
     store: Option<String>,
+    /// Chats run first and not measured (the servers' connections and caches warm up).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    warmup: usize,
     /// One JSON object per run instead of the table.
     #[arg(long)]
     json: bool,
@@ -243,6 +246,7 @@ pub async fn bench(args: BenchArgs) -> anyhow::Result<u8> {
                     scenarios: scenarios.clone(),
                     instances: args.instances,
                     store: args.store.clone(),
+                    warmup: args.warmup,
                 };
                 let r = buddy_cli::bench_load::run_load(&buddy, &options)
                     .await
