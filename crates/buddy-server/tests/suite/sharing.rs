@@ -605,14 +605,20 @@ impl Setup {
     }
 }
 
-#[tokio::test]
-async fn a_store_that_fails_mid_turn_ends_it_with_store_error_and_leaves_whole_rounds() {
+/// A server on a store a test can make fail, under the default policy.
+fn failing_setup() -> (Arc<Failing>, Setup) {
     let store = Arc::new(Failing::new());
     let s = setup(
         Arc::clone(&store) as Arc<dyn Store>,
         PolicyConfig::default(),
         |_| {},
     );
+    (store, s)
+}
+
+#[tokio::test]
+async fn a_store_that_fails_mid_turn_ends_it_with_store_error_and_leaves_whole_rounds() {
+    let (store, s) = failing_setup();
     let (id, (end, _)) = turn(&s.state, json!({"message": "first"}), ALICE).await;
     assert_eq!(end, "done");
 
@@ -708,12 +714,7 @@ async fn a_store_that_fails_mid_turn_ends_it_with_store_error_and_leaves_whole_r
 /// and its results together, and its answer with its end in one write.
 #[tokio::test]
 async fn a_turn_writes_its_opening_once_each_round_twice_and_its_end_once() {
-    let store = Arc::new(Failing::new());
-    let s = setup(
-        Arc::clone(&store) as Arc<dyn Store>,
-        PolicyConfig::default(),
-        |_| {},
-    );
+    let (store, s) = failing_setup();
     let (id, (end, _)) = turn(&s.state, json!({"message": "first"}), ALICE).await;
     assert_eq!(end, "done");
     let one_round = [
@@ -748,12 +749,7 @@ async fn a_turn_writes_its_opening_once_each_round_twice_and_its_end_once() {
 
 #[tokio::test]
 async fn a_store_that_fails_before_the_turn_begins_is_a_retryable_store_error() {
-    let store = Arc::new(Failing::new());
-    let s = setup(
-        Arc::clone(&store) as Arc<dyn Store>,
-        PolicyConfig::default(),
-        |_| {},
-    );
+    let (store, s) = failing_setup();
     let (id, _) = turn(&s.state, json!({"message": "first"}), ALICE).await;
     let listed = || async {
         let (_, list) = send(&s.state, get("/v1/conversations", ADMIN)).await;
