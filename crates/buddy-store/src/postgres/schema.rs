@@ -1,0 +1,83 @@
+//! The schema of the PostgreSQL store.
+
+/// The schema; every statement is idempotent, and instances starting together take
+/// turns (an advisory lock) to apply it.
+pub(super) const SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS buddy_conversations (
+    id TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    created_at_ms BIGINT NOT NULL,
+    updated_at_ms BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS buddy_conversations_by_owner ON buddy_conversations(owner, updated_at_ms);
+ALTER TABLE buddy_conversations ADD COLUMN IF NOT EXISTS title TEXT;
+ALTER TABLE buddy_conversations ADD COLUMN IF NOT EXISTS settings TEXT;
+-- The conversation's last message number: an append takes its numbers from this row
+-- (which it locks), so a round goes in as one statement. Filled in for older databases.
+ALTER TABLE buddy_conversations ADD COLUMN IF NOT EXISTS last_seq BIGINT;
+CREATE TABLE IF NOT EXISTS buddy_messages (
+    conversation_id TEXT NOT NULL REFERENCES buddy_conversations(id) ON DELETE CASCADE,
+    seq BIGINT NOT NULL,
+    turn_id TEXT NOT NULL,
+    role TEXT NOT NULL,
+    body TEXT NOT NULL,
+    created_at_ms BIGINT NOT NULL,
+    PRIMARY KEY (conversation_id, seq)
+);
+-- Each message's token count and the counting it was made by: a continued
+-- conversation is not counted again.
+ALTER TABLE buddy_messages ADD COLUMN IF NOT EXISTS tokens BIGINT;
+ALTER TABLE buddy_messages ADD COLUMN IF NOT EXISTS token_encoding TEXT;
+UPDATE buddy_conversations c
+    SET last_seq = (SELECT COALESCE(MAX(seq), 0) FROM buddy_messages m WHERE m.conversation_id = c.id)
+    WHERE last_seq IS NULL;
+ALTER TABLE buddy_conversations ALTER COLUMN last_seq SET DEFAULT 0;
+ALTER TABLE buddy_conversations ALTER COLUMN last_seq SET NOT NULL;
+CREATE TABLE IF NOT EXISTS buddy_turns (
+    id TEXT PRIMARY KEY,
+    conversation_id TEXT NOT NULL REFERENCES buddy_conversations(id) ON DELETE CASCADE,
+    model TEXT NOT NULL,
+    instance TEXT NOT NULL,
+    started_at_ms BIGINT NOT NULL,
+    finished_at_ms BIGINT,
+    stop_reason TEXT,
+    stats TEXT,
+    error TEXT
+);
+CREATE INDEX IF NOT EXISTS buddy_turns_by_conversation ON buddy_turns(conversation_id, started_at_ms);
+ALTER TABLE buddy_turns ADD COLUMN IF NOT EXISTS tape TEXT;
+CREATE TABLE IF NOT EXISTS buddy_instances (
+    id TEXT PRIMARY KEY,
+    last_seen_ms BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS buddy_running_turns (
+    turn_id TEXT PRIMARY KEY,
+    conversation_id TEXT UNIQUE,
+    owner TEXT NOT NULL,
+    instance TEXT NOT NULL,
+    started_at_ms BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS buddy_owner_turns (
+    owner TEXT PRIMARY KEY,
+    running BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS buddy_turn_logs (
+    log_id TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    started_at_ms BIGINT NOT NULL,
+    ended_at_ms BIGINT
+);
+CREATE TABLE IF NOT EXISTS buddy_turn_events (
+    log_id TEXT NOT NULL,
+    seq BIGINT NOT NULL,
+    name TEXT NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (log_id, seq)
+);
+CREATE TABLE IF NOT EXISTS buddy_spend (
+    owner TEXT NOT NULL,
+    day TEXT NOT NULL,
+    nanos BIGINT NOT NULL,
+    PRIMARY KEY (owner, day)
+);
+"#;

@@ -1,0 +1,118 @@
+//! The statements that write a turn: its opening, each round, its end — each one round
+//! trip, atomic by itself.
+
+use buddy_core::{Message, TokenCount};
+
+use crate::body::message_json;
+use crate::store::{StoreError, count_columns, role};
+
+/// The end of every append: the messages (`$4`–`$7`, with the conversation `$1`, the
+/// time `$2` and the turn `$3`) numbered after `conv.base`, and that base sent back (no
+/// row back: no such conversation).
+macro_rules! add_messages {
+    () => {
+        ", added AS (
+    INSERT INTO buddy_messages (conversation_id, seq, turn_id, role, body, created_at_ms, tokens, token_encoding)
+    SELECT $1, conv.base + m.n, $3, m.role, m.body, $2, m.tokens, m.encoding
+    FROM conv, UNNEST($4::TEXT[], $5::TEXT[], $6::BIGINT[], $7::TEXT[])
+        WITH ORDINALITY AS m(role, body, tokens, encoding, n)
+)
+SELECT base FROM conv"
+    };
+}
+
+/// The conversation `$1`'s row, locked, moved to time `$2`, with room for the messages
+/// `$4`: `conv.base` is the number before the first of them.
+macro_rules! lock_conversation {
+    () => {
+        "WITH conv AS (
+    UPDATE buddy_conversations SET updated_at_ms = $2, last_seq = last_seq + cardinality($4::TEXT[])
+    WHERE id = $1
+    RETURNING last_seq - cardinality($4::TEXT[]) AS base
+)"
+    };
+}
+
+/// The turn's record (`$8` the model, `$9` the instance), in an opening.
+macro_rules! add_turn {
+    () => {
+        ", turn AS (
+    INSERT INTO buddy_turns (id, conversation_id, model, instance, started_at_ms)
+    SELECT $3, $1, $8, $9, $2 FROM conv
+)"
+    };
+}
+
+/// A round's messages in one statement (one round trip, atomic by itself): the
+/// conversation's row is locked and its `last_seq` moved past them, which numbers them
+/// in order even when two appends race; no row back means no such conversation.
+pub(super) const APPEND_MESSAGES: &str = concat!(lock_conversation!(), add_messages!());
+
+/// A turn's last messages and its end in one statement (`$8`–`$11`: stop reason, stats,
+/// error, tape); the end is recorded only with the messages.
+pub(super) const CLOSE_TURN: &str = concat!(
+    lock_conversation!(),
+    ", finish AS (
+    UPDATE buddy_turns SET finished_at_ms = $2, stop_reason = $8, stats = $9, error = $10, tape = $11
+    WHERE id = $3 AND EXISTS (SELECT 1 FROM conv)
+)",
+    add_messages!()
+);
+
+/// A batch of messages as the column arrays the appends `UNNEST`.
+pub(super) struct MessageColumns<'m> {
+    pub(super) roles: Vec<&'static str>,
+    pub(super) bodies: Vec<String>,
+    pub(super) tokens: Vec<Option<i64>>,
+    pub(super) encodings: Vec<Option<&'m str>>,
+}
+
+impl<'m> MessageColumns<'m> {
+    pub(super) fn of(
+        messages: &[Message],
+        counts: &'m [Option<TokenCount>],
+    ) -> Result<Self, StoreError> {
+        let mut columns = MessageColumns {
+            roles: Vec::with_capacity(messages.len()),
+            bodies: Vec::with_capacity(messages.len()),
+            tokens: Vec::with_capacity(messages.len()),
+            encodings: Vec::with_capacity(messages.len()),
+        };
+        for (i, message) in messages.iter().enumerate() {
+            columns.roles.push(role(message));
+            columns
+                .bodies
+                .push(message_json(message).map_err(|e| StoreError::Backend(e.to_string()))?);
+            let (count, encoding) = count_columns(counts.get(i));
+            columns.tokens.push(count);
+            columns.encodings.push(encoding);
+        }
+        Ok(columns)
+    }
+}
+
+/// A turn's opening on an existing conversation in one statement: the conversation's row
+/// (locked, its settings replaced by `$10` when given), the turn's record and its first
+/// messages, numbered as `APPEND_MESSAGES` numbers them.
+pub(super) const OPEN_TURN: &str = concat!(
+    "WITH conv AS (
+    UPDATE buddy_conversations SET updated_at_ms = $2, last_seq = last_seq + cardinality($4::TEXT[]),
+        settings = COALESCE($10, settings)
+    WHERE id = $1
+    RETURNING last_seq - cardinality($4::TEXT[]) AS base
+)",
+    add_turn!(),
+    add_messages!()
+);
+
+/// A turn's opening on a new conversation of owner `$11` in one statement: the
+/// conversation, the turn's record and its first messages.
+pub(super) const OPEN_CONVERSATION: &str = concat!(
+    "WITH conv AS (
+    INSERT INTO buddy_conversations (id, owner, created_at_ms, updated_at_ms, settings, last_seq)
+    VALUES ($1, $11, $2, $2, $10, cardinality($4::TEXT[]))
+    RETURNING 0::BIGINT AS base
+)",
+    add_turn!(),
+    add_messages!()
+);
