@@ -250,17 +250,7 @@ impl Store for PgStore {
         &'a self,
         id: &'a str,
     ) -> BoxFuture<'a, Result<CountedHistory, StoreError>> {
-        Box::pin(async move {
-            let exists = sqlx::query("SELECT 1 FROM buddy_conversations WHERE id = $1")
-                .bind(id)
-                .fetch_optional(&self.inner.pool)
-                .await
-                .map_err(backend)?;
-            if exists.is_none() {
-                return Err(StoreError::NotFound(id.to_owned()));
-            }
-            load(&self.inner.pool, id).await
-        })
+        Box::pin(load(&self.inner.pool, id))
     }
 
     fn append_counted<'a>(
@@ -630,17 +620,27 @@ impl Store for PgStore {
     }
 }
 
+/// A conversation's messages with their counts, in one statement: the conversation's
+/// row joined to its messages (none: no such conversation; one without a message: an
+/// empty one).
 async fn load(pool: &PgPool, id: &str) -> Result<CountedHistory, StoreError> {
     let rows = sqlx::query(
-        "SELECT body, tokens, token_encoding FROM buddy_messages WHERE conversation_id = $1 ORDER BY seq",
+        "SELECT m.body, m.tokens, m.token_encoding FROM buddy_conversations c
+         LEFT JOIN buddy_messages m ON m.conversation_id = c.id
+         WHERE c.id = $1 ORDER BY m.seq",
     )
     .bind(id)
     .fetch_all(pool)
     .await
     .map_err(backend)?;
+    if rows.is_empty() {
+        return Err(StoreError::NotFound(id.to_owned()));
+    }
     let mut history = CountedHistory::default();
     for row in &rows {
-        let body: String = row.try_get(0).map_err(backend)?;
+        let Some(body) = row.try_get::<Option<String>, _>(0).map_err(backend)? else {
+            continue;
+        };
         history.messages.push(decode(&body)?);
         history.counts.push(stored_count(
             row.try_get(1).map_err(backend)?,

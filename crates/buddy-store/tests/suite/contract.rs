@@ -225,6 +225,12 @@ async fn counts(store: &dyn Store) {
         store.load_counted("conv_missing").await,
         Err(StoreError::NotFound(_))
     ));
+    // A conversation with no message yet is empty, not missing.
+    let empty = store.create_conversation("owner-t").await.unwrap();
+    assert_eq!(
+        store.load_counted(&empty).await.unwrap(),
+        CountedHistory::default()
+    );
 }
 
 /// An opening of `turn` on `conversation` (a new one for `None`) by "owner-o".
