@@ -221,12 +221,59 @@ pub trait Store: Send + Sync {
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         self.append_messages(id, turn_id, std::slice::from_ref(message))
     }
-    /// Writes a turn's opening (see [`TurnOpening`]) in one transaction and returns its
-    /// conversation's id; `NotFound` when the conversation named does not exist.
+    /// Writes a turn's opening (see [`TurnOpening`]) and returns its conversation's id;
+    /// `NotFound` when the conversation named does not exist. A store that can does it
+    /// in one transaction; this default writes step by step, deletes a conversation it
+    /// created if a later step fails, and closes a turn it began on an existing one with
+    /// `store_error`.
     fn open_turn<'a>(
         &'a self,
         opening: TurnOpening<'a>,
-    ) -> BoxFuture<'a, Result<String, StoreError>>;
+    ) -> BoxFuture<'a, Result<String, StoreError>> {
+        Box::pin(async move {
+            let id = match opening.conversation {
+                Some(id) if self.conversation_info(id).await?.is_none() => {
+                    return Err(StoreError::NotFound(id.to_owned()));
+                }
+                Some(id) => id.to_owned(),
+                None => self.create_conversation(opening.owner).await?,
+            };
+            let mut begun = false;
+            let written = async {
+                if let Some(settings) = opening.settings
+                    && !self.set_settings(&id, settings).await?
+                {
+                    return Err(StoreError::NotFound(id.clone()));
+                }
+                self.begin_turn(&id, opening.turn, opening.model).await?;
+                begun = true;
+                if !opening.messages.is_empty() {
+                    self.append_counted(&id, opening.turn, opening.messages, opening.counts)
+                        .await?;
+                }
+                Ok(())
+            }
+            .await;
+            if let Err(e) = written {
+                if opening.conversation.is_none() {
+                    let _ = self.delete_conversation(&id).await;
+                } else if begun {
+                    let message = e.to_string();
+                    let _ = self
+                        .finish_turn(
+                            opening.turn,
+                            StopReason::StoreError,
+                            &TurnStats::default(),
+                            Some(&message),
+                            None,
+                        )
+                        .await;
+                }
+                return Err(e);
+            }
+            Ok(id)
+        })
+    }
     /// Records that a turn started.
     fn begin_turn<'a>(
         &'a self,

@@ -460,6 +460,15 @@ async fn sqlite_keeps_the_store_contract() {
     counts(&file).await;
 }
 
+/// The trait's step-by-step opening and closing keep the same contract as the stores'
+/// one-transaction ones.
+#[tokio::test]
+async fn the_step_by_step_opening_and_closing_keep_the_contract() {
+    let store = super::stepwise::Stepwise(SqliteStore::in_memory().unwrap());
+    openings(&store).await;
+    closings(&store).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_keeps_the_store_contract() {
     let store = PgStore::connect(&super::postgres_url()).await.unwrap();

@@ -3,6 +3,7 @@
 
 mod contract;
 mod coordination;
+mod stepwise;
 
 /// The PostgreSQL the test script started.
 pub fn postgres_url() -> String {
