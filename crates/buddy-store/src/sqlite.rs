@@ -251,6 +251,9 @@ fn exists(conn: &Connection, id: &str) -> Result<bool, StoreError> {
     .map_err(backend)
 }
 
+/// Records how turn `?1` ended: at `?2`, stop reason, stats, error and tape.
+const FINISH_TURN: &str = "UPDATE turns SET finished_at_ms = ?2, stop_reason = ?3, stats = ?4, error = ?5, tape = ?6 WHERE id = ?1";
+
 /// Appends `messages` inside `tx` and moves the conversation's time; `NotFound` when
 /// there is no conversation `id`.
 fn append_in(
@@ -283,11 +286,11 @@ fn insert_messages(
     now: i64,
 ) -> Result<(), StoreError> {
     let mut insert = tx
-            .prepare_cached(
-                "INSERT INTO messages (conversation_id, seq, turn_id, role, body, created_at_ms, tokens, token_encoding)
-                 VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE conversation_id = ?1), ?2, ?3, ?4, ?5, ?6, ?7)",
-            )
-            .map_err(backend)?;
+        .prepare_cached(
+            "INSERT INTO messages (conversation_id, seq, turn_id, role, body, created_at_ms, tokens, token_encoding)
+             VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE conversation_id = ?1), ?2, ?3, ?4, ?5, ?6, ?7)",
+        )
+        .map_err(backend)?;
     for (i, message) in messages.iter().enumerate() {
         let (tokens, encoding) = count_columns(counts.get(i));
         let encode = |e: serde_json::Error| StoreError::Backend(e.to_string());
@@ -312,11 +315,11 @@ fn insert_messages(
         let length =
             i64::try_from(length).map_err(|_| StoreError::Backend("message too long".into()))?;
         tx.prepare_cached(
-                "INSERT INTO messages (conversation_id, seq, turn_id, role, body, created_at_ms, tokens, token_encoding)
-                 VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE conversation_id = ?1), ?2, ?3, zeroblob(?4), ?5, ?6, ?7)",
-            )
-            .and_then(|mut long| long.execute(params![id, turn_id, role(message), length, now, tokens, encoding]))
-            .map_err(backend)?;
+            "INSERT INTO messages (conversation_id, seq, turn_id, role, body, created_at_ms, tokens, token_encoding)
+             VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE conversation_id = ?1), ?2, ?3, zeroblob(?4), ?5, ?6, ?7)",
+        )
+        .and_then(|mut long| long.execute(params![id, turn_id, role(message), length, now, tokens, encoding]))
+        .map_err(backend)?;
         let mut blob = tx
             .blob_open(
                 rusqlite::MAIN_DB,
@@ -495,7 +498,7 @@ impl Store for SqliteStore {
         let tape = tape.map(str::to_owned);
         self.run(move |conn| {
             conn.execute(
-                "UPDATE turns SET finished_at_ms = ?2, stop_reason = ?3, stats = ?4, error = ?5, tape = ?6 WHERE id = ?1",
+                FINISH_TURN,
                 params![turn_id, now_ms(), reason.as_str(), stats, error, tape],
             )
             .map_err(backend)?;
@@ -517,7 +520,7 @@ impl Store for SqliteStore {
                 append_in(&tx, &id, &turn_id, &last.messages, &last.counts, now)?;
             }
             tx.execute(
-                "UPDATE turns SET finished_at_ms = ?2, stop_reason = ?3, stats = ?4, error = ?5, tape = ?6 WHERE id = ?1",
+                FINISH_TURN,
                 params![turn_id, now, reason, stats, error, tape],
             )
             .map_err(backend)?;
