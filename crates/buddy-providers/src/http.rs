@@ -12,7 +12,7 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde::{Deserialize, Serialize};
 
 use crate::sse::{SseDecoder, SseEvent};
-use crate::watchdog::Watchdog;
+use crate::watchdog::{Keeper, Watchdog};
 
 /// Timeouts and retries of one HTTP provider.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -64,6 +64,13 @@ impl Default for HttpSettings {
 
 fn secs(value: f64) -> Duration {
     Duration::try_from_secs_f64(value).unwrap_or(Duration::from_secs(60))
+}
+
+/// How soon after a call starts its watchdog can first fire: the shortest of its limits.
+fn shortest_limit(settings: &HttpSettings) -> Duration {
+    secs(settings.first_byte_timeout_secs)
+        .min(secs(settings.idle_timeout_secs))
+        .min(secs(settings.call_timeout_secs))
 }
 
 static INSTALL_RING: Once = Once::new();
@@ -147,6 +154,8 @@ pub(crate) struct EndpointParts {
     /// The headers every request carries (content type, key, configured extras), checked
     /// once; a key is marked sensitive so no debug output shows it.
     headers: HeaderMap,
+    /// Keeps arming a call's watchdog from waking a parked thread.
+    keeper: Keeper,
 }
 
 impl Endpoint {
@@ -191,6 +200,7 @@ impl Endpoint {
                 provider,
                 url,
                 client,
+                keeper: Keeper::new(shortest_limit(&settings)),
                 settings,
                 parsed_url,
                 headers: map,
@@ -248,6 +258,7 @@ impl Endpoint {
         let first_byte = secs(self.settings.first_byte_timeout_secs);
         let idle = secs(self.settings.idle_timeout_secs);
         let first_byte_by = tokio::time::Instant::now() + first_byte;
+        self.keeper.ensure();
         let mut watchdog = Watchdog::start(first_byte, idle, secs(self.settings.call_timeout_secs));
         let mut sending = request.send();
         let sent = loop {

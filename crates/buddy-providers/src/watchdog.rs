@@ -10,6 +10,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::OnceLock;
 use std::task::Poll;
 use std::time::Duration;
 
@@ -52,6 +53,51 @@ impl Watchdog {
     }
 }
 
+/// Keeps the runtime's timer driver waking at least every `period`. tokio wakes the thread
+/// parked on the timer driver whenever a new timer falls due before the driver's next
+/// wake-up; with no other timer pending that is every call's watchdog — a cross-thread
+/// wake-up (an eventfd write and a context switch) per model call. With a timer of its
+/// own always due within `period`, a watchdog due later never wakes anyone. One per
+/// endpoint, started on the first call's runtime; it ends with the endpoint.
+#[derive(Debug)]
+pub(crate) struct Keeper {
+    period: Duration,
+    task: OnceLock<tokio::task::AbortHandle>,
+}
+
+impl Keeper {
+    /// A keeper for calls whose first timer falls `shortest` after they start: it wakes
+    /// every half of that (between 1 s and 30 s; a shorter limit still works, it just
+    /// wakes the driver as before).
+    pub(crate) fn new(shortest: Duration) -> Self {
+        Keeper {
+            period: (shortest / 2).clamp(Duration::from_secs(1), Duration::from_secs(30)),
+            task: OnceLock::new(),
+        }
+    }
+
+    /// Starts the keeper on the current runtime, the first time only.
+    pub(crate) fn ensure(&self) {
+        let period = self.period;
+        self.task.get_or_init(|| {
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(period).await;
+                }
+            })
+            .abort_handle()
+        });
+    }
+}
+
+impl Drop for Keeper {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.get() {
+            task.abort();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -71,5 +117,43 @@ mod tests {
         dog.rearm(Instant::now());
         let mut ready = Box::pin(async { 8 });
         assert_eq!(dog.race(&mut ready).await, Some(8));
+    }
+
+    #[tokio::test]
+    async fn the_keeper_wakes_within_half_the_shortest_limit_starts_once_and_ends_with_its_endpoint()
+     {
+        let secs = Duration::from_secs;
+        assert_eq!(Keeper::new(secs(60)).period, secs(30));
+        assert_eq!(Keeper::new(secs(10)).period, secs(5));
+        assert_eq!(Keeper::new(secs(600)).period, secs(30));
+        assert_eq!(Keeper::new(Duration::from_millis(100)).period, secs(1));
+
+        let keeper = Keeper::new(secs(60));
+        assert!(
+            keeper.task.get().is_none(),
+            "nothing runs before the first call"
+        );
+        keeper.ensure();
+        let task = keeper
+            .task
+            .get()
+            .cloned()
+            .expect("started by the first call");
+        keeper.ensure();
+        assert!(
+            keeper
+                .task
+                .get()
+                .is_some_and(|again| again.id() == task.id())
+        );
+        assert!(!task.is_finished());
+        drop(keeper);
+        for _ in 0..100 {
+            if task.is_finished() {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert!(task.is_finished(), "the keeper ends with its endpoint");
     }
 }
