@@ -7,6 +7,8 @@
 //! are plain instants the caller moves forward as bytes arrive; the one timer is set
 //! when the call starts, never later than the earliest limit could fall, and is only
 //! set again when it fires before a limit is reached, which a healthy call never sees.
+//! Even that one timer would wake the driver's thread per call; an endpoint's [`Keeper`]
+//! keeps an earlier timer pending so it does not.
 
 use std::future::Future;
 use std::pin::Pin;
