@@ -66,13 +66,6 @@ fn secs(value: f64) -> Duration {
     Duration::try_from_secs_f64(value).unwrap_or(Duration::from_secs(60))
 }
 
-/// How soon after a call starts its watchdog can first fire: the shortest of its limits.
-fn shortest_limit(settings: &HttpSettings) -> Duration {
-    secs(settings.first_byte_timeout_secs)
-        .min(secs(settings.idle_timeout_secs))
-        .min(secs(settings.call_timeout_secs))
-}
-
 static INSTALL_RING: Once = Once::new();
 
 /// Installs rustls' ring provider for the process, once. reqwest (built with
@@ -200,7 +193,11 @@ impl Endpoint {
                 provider,
                 url,
                 client,
-                keeper: Keeper::new(shortest_limit(&settings)),
+                keeper: Keeper::new(
+                    secs(settings.first_byte_timeout_secs),
+                    secs(settings.idle_timeout_secs),
+                    secs(settings.call_timeout_secs),
+                ),
                 settings,
                 parsed_url,
                 headers: map,

@@ -18,6 +18,11 @@ use std::time::Duration;
 
 use tokio::time::{Instant, Sleep};
 
+/// How soon after a call starts its timer can first fire: the shortest of its limits.
+fn first_due(first_byte: Duration, idle: Duration, call: Duration) -> Duration {
+    first_byte.min(idle).min(call)
+}
+
 /// A model call's one timer.
 pub(crate) struct Watchdog {
     sleep: Pin<Box<Sleep>>,
@@ -27,7 +32,7 @@ impl Watchdog {
     /// A timer for a call started now: it fires no later than the first of its limits
     /// could fall (`first_byte`, `idle` or the whole call's `call`, whichever is shortest).
     pub(crate) fn start(first_byte: Duration, idle: Duration, call: Duration) -> Self {
-        let first = Instant::now() + first_byte.min(idle).min(call);
+        let first = Instant::now() + first_due(first_byte, idle, call);
         Watchdog {
             sleep: Box::pin(tokio::time::sleep_until(first)),
         }
@@ -68,10 +73,11 @@ pub(crate) struct Keeper {
 }
 
 impl Keeper {
-    /// A keeper for calls whose first timer falls `shortest` after they start: it wakes
-    /// every half of that (between 1 s and 30 s; a shorter limit still works, it just
-    /// wakes the driver as before).
-    pub(crate) fn new(shortest: Duration) -> Self {
+    /// A keeper for calls with these limits (as given to [`Watchdog::start`]): it wakes
+    /// every half of the time their first timer falls after they start (between 1 s and
+    /// 30 s; a shorter limit still works, it just wakes the driver as before).
+    pub(crate) fn new(first_byte: Duration, idle: Duration, call: Duration) -> Self {
+        let shortest = first_due(first_byte, idle, call);
         Keeper {
             period: (shortest / 2).clamp(Duration::from_secs(1), Duration::from_secs(30)),
             task: OnceLock::new(),
@@ -125,12 +131,16 @@ mod tests {
     async fn the_keeper_wakes_within_half_the_shortest_limit_starts_once_and_ends_with_its_endpoint()
      {
         let secs = Duration::from_secs;
-        assert_eq!(Keeper::new(secs(60)).period, secs(30));
-        assert_eq!(Keeper::new(secs(10)).period, secs(5));
-        assert_eq!(Keeper::new(secs(600)).period, secs(30));
-        assert_eq!(Keeper::new(Duration::from_millis(100)).period, secs(1));
+        let period = |first_byte, idle, call| Keeper::new(first_byte, idle, call).period;
+        assert_eq!(period(secs(120), secs(60), secs(600)), secs(30));
+        assert_eq!(period(secs(120), secs(60), secs(10)), secs(5));
+        assert_eq!(period(secs(600), secs(600), secs(600)), secs(30));
+        assert_eq!(
+            period(Duration::from_millis(100), secs(60), secs(600)),
+            secs(1)
+        );
 
-        let keeper = Keeper::new(secs(60));
+        let keeper = Keeper::new(secs(120), secs(60), secs(600));
         assert!(
             keeper.task.get().is_none(),
             "nothing runs before the first call"
