@@ -15,7 +15,9 @@ mod schema;
 mod writes;
 
 use schema::SCHEMA;
-use writes::{APPEND_MESSAGES, CLOSE_TURN, MessageColumns, OPEN_CONVERSATION, OPEN_TURN};
+use writes::{
+    APPEND_MESSAGES, CLOSE_TURN, MessageColumns, OPEN_CONVERSATION, OPEN_TURN, with_messages, write,
+};
 
 use crate::store::{
     ConversationDetail, ConversationInfo, ConversationSummary, CountedHistory, Store, StoreError,
@@ -262,21 +264,8 @@ impl Store for PgStore {
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
             let columns = MessageColumns::of(messages, counts)?;
-            let done = sqlx::query(APPEND_MESSAGES)
-                .bind(id)
-                .bind(now_ms())
-                .bind(turn_id)
-                .bind(&columns.roles)
-                .bind(&columns.bodies)
-                .bind(&columns.tokens)
-                .bind(&columns.encodings)
-                .fetch_optional(&self.inner.pool)
-                .await
-                .map_err(backend)?;
-            match done {
-                Some(_) => Ok(()),
-                None => Err(StoreError::NotFound(id.to_owned())),
-            }
+            let query = with_messages(APPEND_MESSAGES, id, turn_id, &columns);
+            write(query, &self.inner.pool, id).await
         })
     }
 
@@ -290,14 +279,7 @@ impl Store for PgStore {
                 Some(id) => (id.to_owned(), OPEN_TURN),
                 None => (new_id("conv"), OPEN_CONVERSATION),
             };
-            let query = sqlx::query(sql)
-                .bind(&id)
-                .bind(now_ms())
-                .bind(opening.turn)
-                .bind(&columns.roles)
-                .bind(&columns.bodies)
-                .bind(&columns.tokens)
-                .bind(&columns.encodings)
+            let query = with_messages(sql, &id, opening.turn, &columns)
                 .bind(opening.model)
                 .bind(&self.inner.instance)
                 .bind(opening.settings.map(serde_json::Value::to_string));
@@ -305,14 +287,8 @@ impl Store for PgStore {
                 Some(_) => query,
                 None => query.bind(opening.owner),
             };
-            let done = query
-                .fetch_optional(&self.inner.pool)
-                .await
-                .map_err(backend)?;
-            match done {
-                Some(_) => Ok(id),
-                None => Err(StoreError::NotFound(id)),
-            }
+            write(query, &self.inner.pool, &id).await?;
+            Ok(id)
         })
     }
 
@@ -378,25 +354,12 @@ impl Store for PgStore {
                     .await;
             }
             let columns = MessageColumns::of(&closing.last.messages, &closing.last.counts)?;
-            let done = sqlx::query(CLOSE_TURN)
-                .bind(closing.conversation)
-                .bind(now_ms())
-                .bind(closing.turn)
-                .bind(&columns.roles)
-                .bind(&columns.bodies)
-                .bind(&columns.tokens)
-                .bind(&columns.encodings)
+            let query = with_messages(CLOSE_TURN, closing.conversation, closing.turn, &columns)
                 .bind(closing.reason.as_str())
                 .bind(serde_json::to_string(closing.stats).unwrap_or_default())
                 .bind(closing.error)
-                .bind(closing.tape)
-                .fetch_optional(&self.inner.pool)
-                .await
-                .map_err(backend)?;
-            match done {
-                Some(_) => Ok(()),
-                None => Err(StoreError::NotFound(closing.conversation.to_owned())),
-            }
+                .bind(closing.tape);
+            write(query, &self.inner.pool, closing.conversation).await
         })
     }
 

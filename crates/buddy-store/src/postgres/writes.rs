@@ -2,9 +2,13 @@
 //! trip, atomic by itself.
 
 use buddy_core::{Message, TokenCount};
+use sqlx::Postgres;
+use sqlx::postgres::{PgArguments, PgPool};
+use sqlx::query::Query;
 
+use super::backend;
 use crate::body::message_json;
-use crate::store::{StoreError, count_columns, role};
+use crate::store::{StoreError, count_columns, now_ms, role};
 
 /// The end of every append: the messages (`$4`–`$7`, with the conversation `$1`, the
 /// time `$2` and the turn `$3`) numbered after `conv.base`, and that base sent back (no
@@ -88,6 +92,36 @@ impl<'m> MessageColumns<'m> {
             columns.encodings.push(encoding);
         }
         Ok(columns)
+    }
+}
+
+/// `sql`, one of the statements above, with the parameters they all share bound: the
+/// conversation `$1`, the time `$2`, the turn `$3` and the messages' columns `$4`–`$7`.
+pub(super) fn with_messages<'q>(
+    sql: &'static str,
+    conversation: &'q str,
+    turn: &'q str,
+    columns: &'q MessageColumns<'_>,
+) -> Query<'q, Postgres, PgArguments> {
+    sqlx::query(sql)
+        .bind(conversation)
+        .bind(now_ms())
+        .bind(turn)
+        .bind(&columns.roles)
+        .bind(&columns.bodies)
+        .bind(&columns.tokens)
+        .bind(&columns.encodings)
+}
+
+/// Runs one of the statements above; no row back means conversation `id` does not exist.
+pub(super) async fn write(
+    query: Query<'_, Postgres, PgArguments>,
+    pool: &PgPool,
+    id: &str,
+) -> Result<(), StoreError> {
+    match query.fetch_optional(pool).await.map_err(backend)? {
+        Some(_) => Ok(()),
+        None => Err(StoreError::NotFound(id.to_owned())),
     }
 }
 
