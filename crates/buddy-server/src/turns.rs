@@ -17,7 +17,7 @@ use crate::backend::Resolved;
 use crate::error::AppError;
 use crate::metrics::{TimedProvider, observe_event, observe_turn};
 use crate::spend;
-use crate::state::AppState;
+use crate::state::{AppState, TurnLease};
 use crate::turn_log::{EventLog, Watch};
 
 /// Writes a turn's messages to the store. An assistant message that calls tools is
@@ -218,6 +218,46 @@ pub(crate) fn turn_policy(
     Ok(asked)
 }
 
+/// Where a turn's conversation stands before its opening is written.
+enum Place {
+    /// The client holds it (an OpenAI endpoint); the turn is claimed.
+    Ephemeral(TurnLease),
+    /// Stored already, with this id; the turn is claimed.
+    Existing(String, TurnLease),
+    /// Made by the turn's opening, then claimed.
+    New,
+}
+
+/// The messages a stored turn's opening writes: a new conversation's `history` (its
+/// system prompt), the request's `append`, and the user's message with the count the
+/// engine would make (so no later turn counts it) when it comes first; the flag says
+/// whether the user's message is among them.
+fn opening_messages(
+    history: &[Message],
+    created: bool,
+    append: &[Message],
+    user_message: Option<&str>,
+    model: &str,
+) -> (CountedHistory, bool) {
+    let mut first = CountedHistory::default();
+    if created {
+        first.messages.extend_from_slice(history);
+    }
+    first.messages.extend_from_slice(append);
+    first.counts.resize(first.messages.len(), None);
+    let Some(text) = user_message.filter(|_| user_message_comes_first(history, append)) else {
+        return (first, false);
+    };
+    let counter = buddy_engine::context::counter_for_model(model);
+    let message = Message::user(text);
+    first.counts.push(Some(TokenCount {
+        encoding: buddy_engine::context::count_key(&*counter),
+        tokens: counter.message(&message) as u64,
+    }));
+    first.messages.push(message);
+    (first, true)
+}
+
 /// True when the turn's first record is its user message: the history does not end
 /// in a round the engine must first answer as interrupted (a call message, or results
 /// that may leave some of its calls open). Then the user's message can go in with the
@@ -280,15 +320,14 @@ pub(crate) async fn start_turn(
     }
     let turn_id = new_id("turn");
     let cancel = state.inner.shutdown.child_token();
-    let stored = matches!(conversation, Conversation::Stored(_));
-    let (conversation_id, history, lease, created) = match conversation {
+    let (place, history) = match conversation {
         Conversation::Ephemeral(history) => {
             let lease = state.claim(&turn_id, None, &caller.owner, &cancel).await?;
             let history = CountedHistory {
                 messages: history,
                 counts: Vec::new(),
             };
-            (None, history, Some(lease), false)
+            (Place::Ephemeral(lease), history)
         }
         Conversation::Stored(Some(id)) => {
             let lease = state
@@ -309,7 +348,7 @@ pub(crate) async fn start_turn(
                 None => store.load_counted(&id).await.map_err(AppError::from),
             };
             match history {
-                Ok(history) => (Some(id), history, Some(lease), false),
+                Ok(history) => (Place::Existing(id, lease), history),
                 Err(e) => {
                     // Freed now, not when dropped: the client's next request must find it free.
                     lease.release().await;
@@ -323,7 +362,7 @@ pub(crate) async fn start_turn(
                 messages: system,
                 counts: Vec::new(),
             };
-            (None, history, None, true)
+            (Place::New, history)
         }
     };
     let CountedHistory {
@@ -333,69 +372,61 @@ pub(crate) async fn start_turn(
     // A stored turn's opening is one write: the conversation (when new), settings, the
     // turn's record and its first messages. If it fails nothing of it is kept, and no
     // model was called.
-    let mut user_stored = false;
-    let (conversation_id, lease) = match (stored, lease) {
-        (false, Some(lease)) => (None, lease),
-        (false, None) => {
-            return Err(AppError::Internal(
-                "a turn on a conversation the client holds was not claimed".into(),
-            ));
-        }
-        (true, lease) => {
-            let mut first = match created {
-                true => history.clone(),
-                false => Vec::new(),
-            };
-            first.extend(prelude.append.iter().cloned());
-            let mut first_counts = vec![None; first.len()];
-            if let Some(text) = &user_message
-                && user_message_comes_first(&history, &prelude.append)
-            {
-                // Kept with the count the engine would make, so no later turn counts it.
-                let counter = buddy_engine::context::counter_for_model(&resolved.model);
-                let message = Message::user(text.clone());
-                first_counts.push(Some(TokenCount {
-                    encoding: buddy_engine::context::count_key(&*counter),
-                    tokens: counter.message(&message) as u64,
-                }));
-                first.push(message);
-                user_stored = true;
+    let first = |created| {
+        opening_messages(
+            &history,
+            created,
+            &prelude.append,
+            user_message.as_deref(),
+            &resolved.model,
+        )
+    };
+    let opening = TurnOpening {
+        conversation: None,
+        owner: &caller.owner,
+        turn: &turn_id,
+        model: &resolved.model,
+        settings: prelude.settings.as_ref(),
+        messages: &[],
+        counts: &[],
+    };
+    let (conversation_id, lease, user_stored) = match place {
+        Place::Ephemeral(lease) => (None, lease, false),
+        Place::Existing(id, lease) => {
+            let (first, user_stored) = first(false);
+            let opened = store.open_turn(TurnOpening {
+                conversation: Some(&id),
+                messages: &first.messages,
+                counts: &first.counts,
+                ..opening
+            });
+            if let Err(e) = opened.await {
+                // Freed now, not when dropped: the client's next request must find it free.
+                lease.release().await;
+                return Err(e.into());
             }
-            let opening = TurnOpening {
-                conversation: conversation_id.as_deref(),
-                owner: &caller.owner,
-                turn: &turn_id,
-                model: &resolved.model,
-                settings: prelude.settings.as_ref(),
-                messages: &first,
-                counts: &first_counts,
-            };
-            let id = match store.open_turn(opening).await {
-                Ok(id) => id,
+            (Some(id), lease, user_stored)
+        }
+        Place::New => {
+            let (first, user_stored) = first(true);
+            let opened = store.open_turn(TurnOpening {
+                messages: &first.messages,
+                counts: &first.counts,
+                ..opening
+            });
+            let id = opened.await?;
+            // A new conversation is claimed once it exists; if that is refused, the
+            // conversation made for this turn goes too.
+            match state
+                .claim(&turn_id, Some(&id), &caller.owner, &cancel)
+                .await
+            {
+                Ok(lease) => (Some(id), lease, user_stored),
                 Err(e) => {
-                    if let Some(lease) = lease {
-                        // Freed now, not when dropped: the client's next request must find it free.
-                        lease.release().await;
-                    }
-                    return Err(e.into());
+                    let _ = store.delete_conversation(&id).await;
+                    return Err(e);
                 }
-            };
-            let lease = match lease {
-                Some(lease) => lease,
-                // A new conversation is claimed once it exists; if that is refused, the
-                // conversation made for this turn goes too.
-                None => match state
-                    .claim(&turn_id, Some(&id), &caller.owner, &cancel)
-                    .await
-                {
-                    Ok(lease) => lease,
-                    Err(e) => {
-                        let _ = store.delete_conversation(&id).await;
-                        return Err(e);
-                    }
-                },
-            };
-            (Some(id), lease)
+            }
         }
     };
     let mut history = history;
