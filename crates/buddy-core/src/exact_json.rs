@@ -18,13 +18,29 @@ thread_local! {
 /// A writer that refuses to grow past [`ONE_PASS_BYTES`].
 struct Bounded<'a>(&'a mut Vec<u8>);
 
+/// The error that ends a one-pass write; rare, so kept out of the inlined path.
+#[cold]
+fn too_large() -> std::io::Error {
+    std::io::Error::other("larger than the one-pass buffer")
+}
+
+// serde_json writes a request in hundreds of small pieces (each quote, key and
+// separator) through `write_all`; the trait's default loops over `write` with error
+// checks, which cost more than the copying itself.
 impl std::io::Write for Bounded<'_> {
+    #[inline]
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.write_all(bytes)?;
+        Ok(bytes.len())
+    }
+
+    #[inline]
+    fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         if self.0.len() + bytes.len() > ONE_PASS_BYTES {
-            return Err(std::io::Error::other("larger than the one-pass buffer"));
+            return Err(too_large());
         }
         self.0.extend_from_slice(bytes);
-        Ok(bytes.len())
+        Ok(())
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
@@ -36,9 +52,16 @@ impl std::io::Write for Bounded<'_> {
 struct Counter(usize);
 
 impl std::io::Write for Counter {
+    #[inline]
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
         self.0 += bytes.len();
         Ok(bytes.len())
+    }
+
+    #[inline]
+    fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.0 += bytes.len();
+        Ok(())
     }
 
     fn flush(&mut self) -> std::io::Result<()> {

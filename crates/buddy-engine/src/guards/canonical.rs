@@ -114,10 +114,18 @@ impl Sink {
     }
 }
 
+// serde_json writes through `write_all`; the trait's default loops over `write`.
 impl Write for Sink {
+    #[inline]
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
         self.put(bytes);
         Ok(bytes.len())
+    }
+
+    #[inline]
+    fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.put(bytes);
+        Ok(())
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
