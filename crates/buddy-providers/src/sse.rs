@@ -89,7 +89,16 @@ impl SseDecoder {
                     continue;
                 }
             }
-            match rest.iter().position(|b| *b == b'\n' || *b == b'\r') {
+            match memchr::memchr2(b'\n', b'\r', rest) {
+                // A whole line inside this chunk is read where it lies, without a copy.
+                Some(end) if self.line.is_empty() => {
+                    if end > self.max_line {
+                        return Err(SseError::LineTooLong { max: self.max_line });
+                    }
+                    self.after_cr = rest[end] == b'\r';
+                    self.read_line(&rest[..end], out)?;
+                    rest = &rest[end + 1..];
+                }
                 Some(end) => {
                     self.append(&rest[..end])?;
                     self.after_cr = rest[end] == b'\r';
@@ -122,16 +131,23 @@ impl SseDecoder {
         Ok(())
     }
 
+    /// Reads the line gathered across chunks, keeping its allocation for the next one.
     fn end_line(&mut self, out: &mut Vec<SseEvent>) -> Result<(), SseError> {
-        let line = std::mem::take(&mut self.line);
+        let mut line = std::mem::take(&mut self.line);
+        let read = self.read_line(&line, out);
+        line.clear();
+        self.line = line;
+        read
+    }
+
+    /// One complete line, without its terminator.
+    fn read_line(&mut self, line: &[u8], out: &mut Vec<SseEvent>) -> Result<(), SseError> {
         if line.is_empty() {
             self.dispatch(out);
             return Ok(());
         }
-        let text = std::str::from_utf8(&line).map_err(|_| SseError::InvalidUtf8)?;
+        let text = std::str::from_utf8(line).map_err(|_| SseError::InvalidUtf8)?;
         if text.starts_with(':') {
-            self.line = line;
-            self.line.clear();
             return Ok(());
         }
         let (field, value) = match text.split_once(':') {
@@ -154,9 +170,6 @@ impl SseDecoder {
             "event" => self.event = Some(value.to_owned()),
             _ => {}
         }
-        // Reuse the line's allocation.
-        self.line = line;
-        self.line.clear();
         Ok(())
     }
 
