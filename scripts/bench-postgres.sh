@@ -6,7 +6,8 @@
 #   scripts/bench-postgres.sh ROUNDS CHATS BUDDY [BUDDY...]
 #
 # Several binaries (a build from before a change beside one from after) take turns in
-# each round. Prints one line per run and per binary, ready for docs/bench/.
+# each round. Prints one line per run and per binary, ready for docs/bench/: turns per
+# second and the machine's busy CPU per turn (from /proc/stat, everything on it included).
 set -euo pipefail
 rounds=${1:?rounds}
 chats=${2:?chats}
@@ -17,16 +18,28 @@ eval "$("$here/postgres.sh")"
 trap '"$here/postgres.sh" stop "$BUDDY_TEST_POSTGRES_DIR"' EXIT
 as=(); [ "$(id -u)" = 0 ] && as=(runuser -u postgres --)
 psql=("${as[@]}" "$(cat "$BUDDY_TEST_POSTGRES_DIR/bin")/psql" -q -X -At "$BUDDY_TEST_POSTGRES_URL")
-turns_per_sec() {
-  "$@" --json | jq -r '.turns_per_sec | floor'
+# Busy CPU of the whole machine (user, nice, system, irq, softirq), in clock ticks.
+busy_ticks() {
+  awk '/^cpu /{print $2 + $3 + $4 + $7 + $8}' /proc/stat
+}
+# One run: "TURNS_PER_SEC CPU_MS_PER_TURN", the CPU being everything the machine did
+# (servers, PostgreSQL, the mock, the load generator) over the run, per completed turn.
+run() {
+  local before after out
+  before=$(busy_ticks)
+  out=$("$@" --json)
+  after=$(busy_ticks)
+  echo "$out" | jq -r --argjson ticks "$((after - before))" --argjson hz "$(getconf CLK_TCK)" \
+    '"\(.turns_per_sec | floor) \($ticks / $hz * 1000 / .completed * 100 | round / 100)"'
 }
 for round in $(seq "$rounds"); do
   for buddy in "$@"; do
-    sqlite=$(turns_per_sec "$buddy" bench load -n "$chats" --latency-ms 200)
-    pg=$(turns_per_sec "$buddy" bench load -n "$chats" --latency-ms 200 --instances 2 \
+    read -r sqlite sqlite_cpu < <(run "$buddy" bench load -n "$chats" --latency-ms 200)
+    read -r pg pg_cpu < <(run "$buddy" bench load -n "$chats" --latency-ms 200 --instances 2 \
       --store "$BUDDY_TEST_POSTGRES_URL")
     ratio=$(python3 -c "print(f'{$pg / $sqlite:.2f}')")
-    echo "round=$round buddy=$buddy chats=$chats sqlite=$sqlite pg2=$pg ratio=$ratio"
+    echo "round=$round buddy=$buddy chats=$chats sqlite=$sqlite pg2=$pg ratio=$ratio" \
+      "cpu_ms_per_turn: sqlite=$sqlite_cpu pg2=$pg_cpu"
   done
 done
 log="$BUDDY_TEST_POSTGRES_DIR/data/server.log"
