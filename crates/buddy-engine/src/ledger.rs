@@ -36,10 +36,10 @@ pub(crate) struct Ledger {
     /// after client-run tools (their rounds are part of it). Answers quote results from here.
     rounds_from: usize,
     /// Every tool-call id in the history: a provider that reuses one gets it renamed.
-    call_ids: HashSet<String>,
+    call_ids: HashSet<String, foldhash::fast::RandomState>,
     /// Calls in the history still waiting for their result, kept as messages are pushed,
     /// so an untrimmed request is validated without rescanning the history.
-    open_calls: HashSet<String>,
+    open_calls: HashSet<String, foldhash::fast::RandomState>,
     /// A tool result pushed without an open call (a bug): refused at the next call.
     orphan: Option<String>,
     recorder: Option<Arc<dyn MessageSink>>,
@@ -79,8 +79,8 @@ impl Ledger {
             count_key,
             first_new,
             rounds_from: first_new,
-            call_ids: HashSet::new(),
-            open_calls: HashSet::new(),
+            call_ids: HashSet::default(),
+            open_calls: HashSet::default(),
             orphan: None,
             recorder,
             record_failed: None,

@@ -42,7 +42,7 @@ const QUOTED_ARGS_CHARS: usize = 200;
 /// The skills a turn may use, with a compiled schema validator for each.
 pub struct SkillRegistry {
     entries: Vec<Entry>,
-    index: HashMap<String, usize>,
+    index: HashMap<String, usize, foldhash::fast::RandomState>,
     specs: Vec<ToolSpec>,
     default_timeout: Duration,
     max_result_bytes: usize,
@@ -52,7 +52,7 @@ impl Default for SkillRegistry {
     fn default() -> Self {
         SkillRegistry {
             entries: Vec::new(),
-            index: HashMap::new(),
+            index: HashMap::default(),
             specs: Vec::new(),
             default_timeout: DEFAULT_TIMEOUT,
             max_result_bytes: DEFAULT_MAX_RESULT_BYTES,

@@ -2,6 +2,10 @@
 
 use std::collections::HashMap;
 
+/// The call log's indexes are looked up and added to on every call; their keys are the
+/// turn's own, so a fast seeded hash does where SipHash's strength is not needed.
+type Index = HashMap<String, usize, foldhash::fast::RandomState>;
+
 use buddy_core::Evidence;
 use serde::{Deserialize, Serialize};
 
@@ -40,8 +44,8 @@ pub struct CallLog {
     records: Vec<CallRecord>,
     /// Keys of every call the model asked for, run or not, for cycle detection.
     requested: Vec<String>,
-    last_by_key: HashMap<String, usize>,
-    last_by_name: HashMap<String, usize>,
+    last_by_key: Index,
+    last_by_name: Index,
 }
 
 /// The identity of a call for repetition checks: skill name plus canonical arguments.
