@@ -26,14 +26,22 @@ SELECT base FROM conv"
 }
 
 /// The conversation `$1`'s row, locked, moved to time `$2`, with room for the messages
-/// `$4`: `conv.base` is the number before the first of them.
+/// `$4`: `conv.base` is the number before the first of them. An argument adds to what
+/// the update sets.
 macro_rules! lock_conversation {
     () => {
-        "WITH conv AS (
-    UPDATE buddy_conversations SET updated_at_ms = $2, last_seq = last_seq + cardinality($4::TEXT[])
+        lock_conversation!("")
+    };
+    ($also:literal) => {
+        concat!(
+            "WITH conv AS (
+    UPDATE buddy_conversations SET updated_at_ms = $2, last_seq = last_seq + cardinality($4::TEXT[])",
+            $also,
+            "
     WHERE id = $1
     RETURNING last_seq - cardinality($4::TEXT[]) AS base
 )"
+        )
     };
 }
 
@@ -129,12 +137,7 @@ pub(super) async fn write(
 /// (locked, its settings replaced by `$10` when given), the turn's record and its first
 /// messages, numbered as `APPEND_MESSAGES` numbers them.
 pub(super) const OPEN_TURN: &str = concat!(
-    "WITH conv AS (
-    UPDATE buddy_conversations SET updated_at_ms = $2, last_seq = last_seq + cardinality($4::TEXT[]),
-        settings = COALESCE($10, settings)
-    WHERE id = $1
-    RETURNING last_seq - cardinality($4::TEXT[]) AS base
-)",
+    lock_conversation!(",\n        settings = COALESCE($10, settings)"),
     add_turn!(),
     add_messages!()
 );
