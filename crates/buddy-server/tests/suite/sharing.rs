@@ -146,6 +146,25 @@ impl Failing {
             .map(|_| ())
             .map_err(|_| StoreError::Backend("database is locked".into()))
     }
+
+    /// A write of `messages`, when there are any.
+    fn write_any(&self, messages: &[Message]) -> Result<(), StoreError> {
+        match messages.is_empty() {
+            true => Ok(()),
+            false => self.write(),
+        }
+    }
+}
+
+/// The inner store's answer when `checked` passed, else its error.
+fn gated<'a, T: Send + 'a>(
+    checked: Result<(), StoreError>,
+    go: impl FnOnce() -> BoxFuture<'a, Result<T, StoreError>>,
+) -> BoxFuture<'a, Result<T, StoreError>> {
+    match checked {
+        Ok(()) => go(),
+        Err(e) => Box::pin(async move { Err(e) }),
+    }
 }
 
 impl Store for Failing {
@@ -154,10 +173,9 @@ impl Store for Failing {
         owner: &'a str,
     ) -> BoxFuture<'a, Result<String, StoreError>> {
         self.called("create_conversation");
-        match self.check("create_conversation") {
-            Ok(()) => self.inner.create_conversation(owner),
-            Err(e) => Box::pin(async move { Err(e) }),
-        }
+        gated(self.check("create_conversation"), || {
+            self.inner.create_conversation(owner)
+        })
     }
     fn conversation_info<'a>(
         &'a self,
@@ -169,10 +187,7 @@ impl Store for Failing {
         &'a self,
         id: &'a str,
     ) -> BoxFuture<'a, Result<CountedHistory, StoreError>> {
-        match self.check("load_messages") {
-            Ok(()) => self.inner.load_counted(id),
-            Err(e) => Box::pin(async move { Err(e) }),
-        }
+        gated(self.check("load_messages"), || self.inner.load_counted(id))
     }
     fn append_counted<'a>(
         &'a self,
@@ -182,10 +197,9 @@ impl Store for Failing {
         counts: &'a [Option<TokenCount>],
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         self.called("append_counted");
-        match self.write() {
-            Ok(()) => self.inner.append_counted(id, turn_id, messages, counts),
-            Err(e) => Box::pin(async move { Err(e) }),
-        }
+        gated(self.write(), || {
+            self.inner.append_counted(id, turn_id, messages, counts)
+        })
     }
     fn open_turn<'a>(
         &'a self,
@@ -200,15 +214,9 @@ impl Store for Failing {
                 self.check("set_settings")?;
             }
             self.check("begin_turn")?;
-            match opening.messages.is_empty() {
-                true => Ok(()),
-                false => self.write(),
-            }
+            self.write_any(opening.messages)
         })();
-        match checked {
-            Ok(()) => self.inner.open_turn(opening),
-            Err(e) => Box::pin(async move { Err(e) }),
-        }
+        gated(checked, || self.inner.open_turn(opening))
     }
     fn begin_turn<'a>(
         &'a self,
@@ -217,10 +225,9 @@ impl Store for Failing {
         model: &'a str,
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         self.called("begin_turn");
-        match self.check("begin_turn") {
-            Ok(()) => self.inner.begin_turn(id, turn_id, model),
-            Err(e) => Box::pin(async move { Err(e) }),
-        }
+        gated(self.check("begin_turn"), || {
+            self.inner.begin_turn(id, turn_id, model)
+        })
     }
     fn finish_turn<'a>(
         &'a self,
@@ -235,14 +242,9 @@ impl Store for Failing {
     }
     fn close_turn<'a>(&'a self, closing: TurnClosing<'a>) -> BoxFuture<'a, Result<(), StoreError>> {
         self.called("close_turn");
-        let written = match closing.last.messages.is_empty() {
-            true => Ok(()),
-            false => self.write(),
-        };
-        match written {
-            Ok(()) => self.inner.close_turn(closing),
-            Err(e) => Box::pin(async move { Err(e) }),
-        }
+        gated(self.write_any(&closing.last.messages), || {
+            self.inner.close_turn(closing)
+        })
     }
     fn turn_tapes<'a>(
         &'a self,
@@ -275,10 +277,9 @@ impl Store for Failing {
         settings: &'a serde_json::Value,
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
         self.called("set_settings");
-        match self.check("set_settings") {
-            Ok(()) => self.inner.set_settings(id, settings),
-            Err(e) => Box::pin(async move { Err(e) }),
-        }
+        gated(self.check("set_settings"), || {
+            self.inner.set_settings(id, settings)
+        })
     }
     fn delete_conversation<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
         self.inner.delete_conversation(id)
