@@ -263,6 +263,7 @@ max_connections_per_address = 1000000
 
 /// What a burst of chats did: time to the first event and to the end of each one that
 /// completed (ms), and the failures.
+#[derive(Default)]
 struct Chats {
     firsts: Vec<f64>,
     dones: Vec<f64>,
@@ -300,27 +301,19 @@ async fn chats(client: &reqwest::Client, urls: &[String], n: usize) -> Chats {
             Ok((first.unwrap_or_default(), begin.elapsed()))
         });
     }
-    let mut out = Chats {
-        firsts: Vec::new(),
-        dones: Vec::new(),
-        errors: 0,
-        first_error: None,
-    };
+    let mut out = Chats::default();
     while let Some(joined) = tasks.join_next().await {
-        match joined {
+        let failed = match joined {
             Ok(Ok((first, done))) => {
                 out.firsts.push(first.as_secs_f64() * 1000.0);
                 out.dones.push(done.as_secs_f64() * 1000.0);
+                continue;
             }
-            Ok(Err(e)) => {
-                out.errors += 1;
-                out.first_error.get_or_insert(e);
-            }
-            Err(e) => {
-                out.errors += 1;
-                out.first_error.get_or_insert(e.to_string());
-            }
-        }
+            Ok(Err(e)) => e,
+            Err(e) => e.to_string(),
+        };
+        out.errors += 1;
+        out.first_error.get_or_insert(failed);
     }
     out
 }
