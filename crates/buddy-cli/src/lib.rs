@@ -10,6 +10,8 @@ pub mod bench_memory;
 pub mod config;
 pub mod doctor;
 pub mod exit_code;
+pub mod judge_input;
+pub mod judge_view;
 pub mod printer;
 pub mod replay_view;
 pub mod toolbox;

@@ -68,6 +68,9 @@ enum Command {
     /// Replay recorded turns under another policy, without calling the model or any tool:
     /// what happened beside what the policy would have done (exit 1 when a stop changes).
     Replay(ReplayArgs),
+    /// Judge recorded conversations of any agent (OpenAI Chat messages, JSON or JSONL)
+    /// under a policy, executing nothing: where buddy would have stopped each run, and why.
+    Judge(commands::JudgeArgs),
     /// Write a commented buddy.toml to start from, with the provider filled in when a
     /// local model server or an API key is found.
     Init(commands::InitArgs),
@@ -190,6 +193,7 @@ fn main() -> ExitCode {
             Command::Doctor(args) => commands::doctor(config, args).await,
             Command::Mcp(args) => commands::mcp(config, args).await,
             Command::Replay(args) => commands::replay(config, args).await,
+            Command::Judge(args) => commands::judge(config, args).await,
             Command::Init(args) => commands::init(args).await,
             // Answered before the runtime started.
             Command::Completions { .. } | Command::Man => Ok(0),

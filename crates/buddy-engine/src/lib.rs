@@ -36,7 +36,11 @@ pub use policy::{
     PolicyPatch, Raised,
 };
 pub use prices::{PriceTable, default_price};
-pub use replay::{Beyond, Comparison, Side, StoppedBy, TapeError, TripAt, Wanted, replay};
+pub use replay::{
+    Beyond, Comparison, Intervention, JudgeError, LOOP_REPEATS, LoggedConversation, LoggedTurn,
+    NO_RESULT, Outcome, Repairs, Repeats, RunJudgement, Side, StopPoint, StoppedBy, TapeError,
+    TripAt, Wanted, judge_conversation, replay, turns_of,
+};
 pub use request::{TurnOutcome, TurnRequest};
 pub use tape::{
     Interruption, Recording, TAPE_VERSION, Tape, TapeCalls, TapeEnd, TapeEntry, TapeStep, TapeTool,

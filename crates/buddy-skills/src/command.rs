@@ -12,11 +12,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
-use crate::output_cap::cap_text;
 use crate::process_tree::{RUN_TAG_VAR, TreeKiller, kill_group, new_tag};
 
-/// Most bytes of stdout kept (the result is capped again by the registry).
+/// Most bytes of stdout kept, its first and last halves (the result is capped again by
+/// the registry).
 const MAX_STDOUT_BYTES: usize = 256 * 1024;
+/// Most bytes of stdout read before the command is stopped as a runaway (only its first
+/// and last [`MAX_STDOUT_BYTES`] / 2 are kept while it streams).
+const MAX_STDOUT_READ: usize = 8 * 1024 * 1024;
 /// Most bytes of stderr quoted in an error result.
 const MAX_STDERR_BYTES: usize = 4 * 1024;
 /// Timeout when the declaration gives none.
@@ -138,6 +141,7 @@ impl CommandSkill {
     }
 }
 
+/// Reads `pipe` to its end or `cap` bytes, whichever comes first; says whether there was more.
 async fn read_capped(mut pipe: impl AsyncRead + Unpin, cap: usize) -> (Vec<u8>, bool) {
     let mut buf = Vec::new();
     let limit = u64::try_from(cap + 1).unwrap_or(u64::MAX);
@@ -145,6 +149,89 @@ async fn read_capped(mut pipe: impl AsyncRead + Unpin, cap: usize) -> (Vec<u8>, 
     let over = buf.len() > cap;
     buf.truncate(cap);
     (buf, over)
+}
+
+/// What a command printed, as buddy keeps it: all of it when it fits in `keep` bytes,
+/// else its first and last `keep / 2` bytes (the middle dropped as it streams, so the
+/// last lines — where a build or a test run puts its error — survive).
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Printed {
+    head: Vec<u8>,
+    tail: Vec<u8>,
+    /// Bytes read in all, and newlines among those dropped.
+    total: usize,
+    dropped_lines: usize,
+    /// The command printed more than `limit` bytes and was stopped.
+    runaway: bool,
+}
+
+impl Printed {
+    /// The text the model reads, with a marker where the middle was cut.
+    fn text(&self) -> String {
+        let head = String::from_utf8_lossy(&self.head);
+        let tail = String::from_utf8_lossy(&self.tail);
+        let kept = self.head.len() + self.tail.len();
+        if kept == self.total && !self.runaway {
+            return format!("{head}{tail}");
+        }
+        let first_line = head.matches('\n').count() + 1;
+        let stopped = if self.runaway {
+            " The command printed without end and was stopped."
+        } else {
+            ""
+        };
+        format!(
+            "{head}\n[truncated: {} of {} bytes of output cut here (lines {first_line}-{}); the first {} and \
+             the last {} bytes are shown.{stopped} The command printed more than buddy keeps: print less, or \
+             write the output to a file and read the part you need.]\n{tail}",
+            self.total - kept,
+            self.total,
+            first_line + self.dropped_lines,
+            self.head.len(),
+            self.tail.len()
+        )
+    }
+}
+
+/// Reads `pipe` to its end (or `limit` bytes, then stops), keeping its first `keep / 2`
+/// bytes and its last bytes up to `keep` in all.
+async fn read_head_tail(mut pipe: impl AsyncRead + Unpin, keep: usize, limit: usize) -> Printed {
+    let half = keep / 2;
+    let room = keep - half;
+    let mut printed = Printed::default();
+    let mut chunk = vec![0u8; 64 * 1024];
+    // Drops the start of the tail so that at most `room` bytes are left, counting lines.
+    let trim = |printed: &mut Printed| {
+        if printed.tail.len() > room {
+            let drop = printed.tail.len() - room;
+            printed.dropped_lines += printed.tail[..drop].iter().filter(|b| **b == b'\n').count();
+            printed.tail.drain(..drop);
+        }
+    };
+    loop {
+        let n = match pipe.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let mut bytes = &chunk[..n];
+        printed.total += n;
+        if printed.head.len() < half {
+            let take = bytes.len().min(half - printed.head.len());
+            printed.head.extend_from_slice(&bytes[..take]);
+            bytes = &bytes[take..];
+        }
+        printed.tail.extend_from_slice(bytes);
+        // Trimmed now and then, not on every read: one copy per `room` bytes read.
+        if printed.tail.len() > 2 * room {
+            trim(&mut printed);
+        }
+        if printed.total > limit {
+            printed.runaway = true;
+            break;
+        }
+    }
+    trim(&mut printed);
+    printed
 }
 
 impl Skill for CommandSkill {
@@ -227,11 +314,11 @@ impl Skill for CommandSkill {
             };
             let out = async move {
                 let read = match stdout {
-                    Some(pipe) => read_capped(pipe, MAX_STDOUT_BYTES).await,
-                    None => (Vec::new(), false),
+                    Some(pipe) => read_head_tail(pipe, MAX_STDOUT_BYTES, MAX_STDOUT_READ).await,
+                    None => Printed::default(),
                 };
-                if read.1 {
-                    // More than buddy keeps: stop the command rather than wait for it.
+                if read.runaway {
+                    // A runaway printer: stop the command rather than wait for it.
                     kill_group(pgid);
                 }
                 read
@@ -250,20 +337,12 @@ impl Skill for CommandSkill {
                 drop(group);
                 status
             };
-            let (status, (), (stdout, stdout_over), (stderr, _)) =
-                futures::join!(wait, feed, out, err);
+            let (status, (), stdout, (stderr, _)) = futures::join!(wait, feed, out, err);
             let status = status.map_err(|e| {
                 SkillError::Failed(format!("`{name}` could not be waited for: {e}"))
             })?;
-            let mut text = String::from_utf8_lossy(&stdout).into_owned();
-            if stdout_over {
-                text = cap_text(
-                    text + " ",
-                    MAX_STDOUT_BYTES,
-                    "The command printed more than buddy keeps.",
-                );
-            }
-            if !status.success() && !stdout_over {
+            let text = stdout.text();
+            if !status.success() && !stdout.runaway {
                 let code = status
                     .code()
                     .map_or_else(|| "a signal".to_owned(), |c| c.to_string());
@@ -279,5 +358,46 @@ impl Skill for CommandSkill {
             }
             Ok(text)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[tokio::test]
+    async fn long_output_keeps_its_head_and_its_last_lines() {
+        let mut out = "warning: unused\n".repeat(40_000);
+        out.push_str("error: the build failed at the very end\n");
+        let printed = super::read_head_tail(out.as_bytes(), 1000, usize::MAX).await;
+        assert_eq!(printed.total, out.len());
+        assert_eq!(printed.head.len() + printed.tail.len(), 1000);
+        assert!(!printed.runaway);
+        let text = printed.text();
+        assert!(text.starts_with("warning: unused\n"));
+        assert!(
+            text.ends_with("error: the build failed at the very end\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "[truncated: {} of {} bytes of output cut here (lines 32-",
+                out.len() - 1000,
+                out.len()
+            )),
+            "{text}"
+        );
+        let short = super::read_head_tail("all of it\n".as_bytes(), 1000, usize::MAX).await;
+        assert_eq!(short.text(), "all of it\n");
+    }
+
+    #[tokio::test]
+    async fn a_runaway_printer_is_cut_at_the_limit() {
+        let endless = vec![b'y'; 10_000];
+        let printed = super::read_head_tail(&endless[..], 100, 5_000).await;
+        assert!(printed.runaway && printed.total > 5_000);
+        assert!(
+            printed
+                .text()
+                .contains("printed without end and was stopped")
+        );
     }
 }

@@ -1,21 +1,40 @@
-//! Caps text handed to the model, saying clearly what was cut.
+//! Caps text handed to the model, saying clearly what was cut. The head and the tail are
+//! kept and the middle cut: a build log or a test run puts its verdict at the end, a file
+//! its start at the top, and a marker in between says how much is missing and how to get it.
 
-/// `text` cut to at most `max_bytes` (on a char boundary) with a note of what was
-/// dropped and what to do, or `text` unchanged when it fits.
+/// `text` cut to at most `max_bytes` of its own — its first half and its last half, on
+/// char boundaries — with a marker where the middle was (how many bytes and which lines
+/// were cut, and `how_to_see_more`), or `text` unchanged when it fits.
 pub fn cap_text(text: String, max_bytes: usize, how_to_see_more: &str) -> String {
     if text.len() <= max_bytes {
         return text;
     }
-    let mut end = max_bytes;
-    while end > 0 && !text.is_char_boundary(end) {
-        end -= 1;
-    }
     let total = text.len();
-    let mut out = text;
-    out.truncate(end);
-    out.push_str(&format!(
-        "\n[truncated: showing the first {end} of {total} bytes. {how_to_see_more}]"
-    ));
+    let mut head = max_bytes / 2;
+    while head > 0 && !text.is_char_boundary(head) {
+        head -= 1;
+    }
+    let mut tail_start = total - (max_bytes - head);
+    while tail_start < total && !text.is_char_boundary(tail_start) {
+        tail_start += 1;
+    }
+    let cut = tail_start - head;
+    let first_line = text[..head].matches('\n').count() + 1;
+    let last_line = first_line + text[head..tail_start].matches('\n').count();
+    let lines = if first_line == last_line {
+        format!("line {first_line}")
+    } else {
+        format!("lines {first_line}-{last_line}")
+    };
+    let marker = format!(
+        "\n[truncated: {cut} of {total} bytes cut here ({lines}); the first {head} and the last {} \
+         bytes are shown. {how_to_see_more}]\n",
+        total - tail_start
+    );
+    let mut out = String::with_capacity(max_bytes + marker.len());
+    out.push_str(&text[..head]);
+    out.push_str(&marker);
+    out.push_str(&text[tail_start..]);
     out
 }
 
@@ -24,12 +43,36 @@ mod tests {
     use super::cap_text;
 
     #[test]
-    fn cuts_on_a_char_boundary_and_says_so() {
+    fn fitting_text_is_unchanged() {
         assert_eq!(cap_text("short".into(), 10, "x"), "short");
-        let out = cap_text("héllo world".into(), 2, "Ask for less.");
+        assert_eq!(cap_text("exactly10!".into(), 10, "x"), "exactly10!");
+    }
+
+    #[test]
+    fn keeps_the_head_and_the_tail_on_char_boundaries_and_says_what_was_cut() {
+        let out = cap_text("héllo wörld".into(), 4, "Ask for less.");
+        assert_eq!(
+            out,
+            "h\n[truncated: 9 of 13 bytes cut here (line 1); the first 1 and the last 3 bytes are shown. Ask for less.]\nrld"
+        );
+    }
+
+    #[test]
+    fn a_long_log_keeps_its_last_line() {
+        let mut log = "compiling crate\n".repeat(12_500);
+        log.push_str("error[E0425]: cannot find value `x` in this scope\n");
+        let out = cap_text(log.clone(), 64 * 1024, "Ask for a smaller part.");
+        assert!(out.len() < 64 * 1024 + 200, "{}", out.len());
+        assert!(out.starts_with("compiling crate\n"));
+        assert!(out.ends_with("error[E0425]: cannot find value `x` in this scope\n"));
+        let cut = log.len() - 64 * 1024;
         assert!(
-            out.starts_with("h\n[truncated: showing the first 1 of 12 bytes. Ask for less.]"),
-            "{out}"
+            out.contains(&format!(
+                "[truncated: {cut} of {} bytes cut here (lines 2049-",
+                log.len()
+            )),
+            "{}",
+            &out[32 * 1024 - 10..32 * 1024 + 200]
         );
     }
 }

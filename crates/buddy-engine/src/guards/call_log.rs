@@ -27,8 +27,12 @@ pub struct CallRecord {
     /// The model response (round) the call came in, from 1.
     pub round: u32,
     /// How many times in a row a call with these arguments returned nothing it had not
-    /// returned before.
+    /// returned before, with no new action of the turn in between.
     pub unchanged: u32,
+    /// Distinct actions (skill and arguments) the turn had run once this call was booked:
+    /// a repeat after new actions is the model checking again, not going round.
+    #[serde(default)]
+    pub actions_at: u32,
 }
 
 impl CallRecord {
@@ -54,10 +58,11 @@ pub fn call_key(name: &str, canonical_args: &str) -> String {
 }
 
 impl CallLog {
-    /// Appends an executed call.
-    pub fn push(&mut self, record: CallRecord) {
+    /// Appends an executed call (its `actions_at` is set here).
+    pub fn push(&mut self, mut record: CallRecord) {
         let i = self.records.len();
         self.last_by_key.insert(record.key.clone(), i);
+        record.actions_at = self.actions();
         match self.last_by_name.get_mut(&record.name) {
             Some(last) => *last = i,
             None => {
@@ -146,6 +151,11 @@ impl CallLog {
         names
     }
 
+    /// Distinct actions (skill and canonical arguments) executed so far.
+    pub fn actions(&self) -> u32 {
+        u32::try_from(self.last_by_key.len()).unwrap_or(u32::MAX)
+    }
+
     /// Number of executed calls.
     pub fn len(&self) -> usize {
         self.records.len()
@@ -179,6 +189,7 @@ mod tests {
             is_error: false,
             round: 1,
             unchanged: 0,
+            actions_at: 0,
         }
     }
 

@@ -53,6 +53,10 @@ static NOISE: LazyLock<Vec<(Regex, &'static str)>> = LazyLock::new(|| {
             r"(?i)\b(?:checks?|checked|attempts?|tries|try|retry|retries|polls?|polled)\s*(?:#|no\.?|number)?\s*\d+\b|\b\d+(?:st|nd|rd|th)?\s*(?:checks|attempts|tries|retries|polls|times)\b",
             "<count>",
         ),
+        // A shell's own line counter: bash names the line of its input stream in its
+        // errors (`/bin/bash: line 345: javac: command not found`), and an agent's
+        // long-lived shell (SWE-agent's) reads one more line with every command.
+        (r"\b(?:ba|da|z)?sh: line \d+:", "<shell line>"),
         // Long hex ids and hashes: 16 or more hex digits with letters and digits mixed.
         (r"\b[0-9a-fA-F]{16,}\b", "<hex>"),
     ]

@@ -62,22 +62,44 @@ pub fn similarity(a: &str, b: &str) -> f64 {
     }
 }
 
-/// True when two argument strings differ only by a counter, by growing, or by a small shift.
+/// True when two calls' canonical arguments are the same arguments varied a little:
+/// exactly one value differs, and only by a counter (`page 1` -> `page 2`) or by growing
+/// or shrinking around the same text (a query rewritten word by word). Two calls that
+/// differ in two values (a file's name and its content) are two different actions.
 pub fn args_near(a_canonical: &str, b_canonical: &str) -> bool {
     if a_canonical == b_canonical {
         return false;
     }
-    let (na, nb) = (normalize(a_canonical), normalize(b_canonical));
+    let parsed = (
+        serde_json::from_str::<serde_json::Value>(a_canonical),
+        serde_json::from_str::<serde_json::Value>(b_canonical),
+    );
+    match parsed {
+        (Ok(serde_json::Value::Object(a)), Ok(serde_json::Value::Object(b))) => {
+            if a.len() != b.len() || a.keys().any(|k| !b.contains_key(k)) {
+                return false;
+            }
+            let mut differing = a.iter().filter(|(k, v)| b.get(*k) != Some(*v));
+            match (differing.next(), differing.next()) {
+                (Some((key, value)), None) => b
+                    .get(key)
+                    .is_some_and(|other| value_near(&value.to_string(), &other.to_string())),
+                _ => false,
+            }
+        }
+        _ => value_near(a_canonical, b_canonical),
+    }
+}
+
+/// True when two values (as JSON text) differ only by digits, or one grew from the other.
+fn value_near(a: &str, b: &str) -> bool {
+    let (na, nb) = (normalize(a), normalize(b));
     if na == nb {
         return true;
     }
-    let (ga, gb) = (
-        na.trim_end_matches(['}', '"']),
-        nb.trim_end_matches(['}', '"']),
-    );
-    // One value grew (or shrank) around the same prefix; `{` alone says nothing.
-    let grows = ga.len().min(gb.len()) >= 6 && (gb.contains(ga) || ga.contains(gb));
-    grows || similarity(&na, &nb) >= NEAR_ARGS
+    let (ga, gb) = (na.trim_matches('"'), nb.trim_matches('"'));
+    // One value grew (or shrank) around the same text; a short one says nothing.
+    ga.len().min(gb.len()) >= 6 && (gb.contains(ga) || ga.contains(gb))
 }
 
 /// Word pairs of an already normalised text (single words for one-word texts).
@@ -116,8 +138,6 @@ pub fn arg_strings(raw_arguments: &str) -> Vec<String> {
 /// Argument strings shorter than this are not treated as echoes (removing a one-letter
 /// string would take letters out of unrelated words).
 pub(crate) const MIN_ECHO_CHARS: usize = 2;
-/// Argument similarity above which two calls are near-duplicates ("rust" vs "rust async").
-const NEAR_ARGS: f64 = 0.6;
 /// Answer-text similarity (word pairs) above which two rounds said the same thing.
 pub const NEAR_ANSWER: f64 = 0.7;
 
@@ -131,18 +151,32 @@ mod tests {
     }
 
     #[test]
-    fn counters_growth_and_shifts_are_near() {
+    fn one_value_counting_up_or_growing_is_near() {
         assert!(args_near(r#"{"page":1}"#, r#"{"page":2}"#));
-        assert!(args_near(r#"{"q":"rust"}"#, r#"{"q":"rust async"}"#));
         assert!(args_near(
-            r#"{"q":"weather in paris today"}"#,
-            r#"{"q":"weather in paris now"}"#
+            r#"{"q":"libfoo changelog"}"#,
+            r#"{"q":"libfoo changelog 0.4"}"#
         ));
+        assert!(args_near(
+            r#"{"n":10,"q":"attempt 1"}"#,
+            r#"{"n":10,"q":"attempt 2"}"#
+        ));
+        assert!(args_near("attempt 1", "attempt 2"));
         assert!(!args_near(
             r#"{"path":"src/main.rs"}"#,
             r#"{"path":"Cargo.toml"}"#
         ));
         assert!(!args_near(r#"{"page":1}"#, r#"{"page":1}"#));
+        // Rewording is a new question, and two values changed are a new action.
+        assert!(!args_near(
+            r#"{"q":"weather in paris today"}"#,
+            r#"{"q":"weather in paris now"}"#
+        ));
+        assert!(!args_near(
+            r#"{"content":"part 1","path":"part1.txt"}"#,
+            r#"{"content":"part 2","path":"part2.txt"}"#
+        ));
+        assert!(!args_near(r#"{"page":1}"#, r#"{"page":2,"size":5}"#));
     }
 
     #[test]

@@ -256,9 +256,16 @@ fn paraphrases(normalized_answer: &str, said: &Said<'_>) -> bool {
 /// arguments, a chat template's tool-call markup, or `tool_name(...)` / `function.tool_name:`.
 pub(crate) fn looks_like_a_tool_call(text: &str, tools: &[&str]) -> bool {
     let lower = text.to_lowercase();
-    const MARKUP: [&str; 5] = [
-        "<tool_call",
-        "<function",
+    // Chat templates' tool-call markup, whole: `<function-thoughts>` or a `<function>`
+    // word in prose is not a call (Llama 3 agents write their reasoning in such tags).
+    const MARKUP: [&str; 10] = [
+        "<tool_call>",
+        "<tool_call ",
+        "<tool_calls>",
+        "<function=",
+        "<function>",
+        "<function name=",
+        "<function_calls>",
         "[tool_calls]",
         "<|python_tag|>",
         "\"tool_calls\"",
@@ -271,7 +278,8 @@ pub(crate) fn looks_like_a_tool_call(text: &str, tools: &[&str]) -> bool {
     {
         return true;
     }
-    // `function.name: {…}` / `functions.name(…)`, whatever the name (small models invent them).
+    // `function.name: {…}` / `functions.name(…)`, whatever the name (small models invent
+    // them); a name alone is a name mentioned, not a call made.
     for marker in ["function.", "functions."] {
         for (at, _) in lower.match_indices(marker) {
             let rest = &lower[at + marker.len()..];
@@ -288,12 +296,9 @@ pub(crate) fn looks_like_a_tool_call(text: &str, tools: &[&str]) -> bool {
         .trim_start_matches("json")
         .trim_start();
     tools.iter().any(|tool| {
-        let tool = tool.to_lowercase();
-        lower.contains(&format!("function.{tool}"))
-            || lower.contains(&format!("functions.{tool}"))
-            || start
-                .strip_prefix(tool.as_str())
-                .is_some_and(|rest| rest.trim_start().starts_with(['(', ':', '{']))
+        start
+            .strip_prefix(tool.to_lowercase().as_str())
+            .is_some_and(|rest| rest.trim_start().starts_with(['(', ':', '{']))
     })
 }
 
@@ -450,6 +455,15 @@ mod tests {
             None
         );
         assert_eq!(rejected("The function.py module defines it."), None);
+        // Named, not called: reasoning tags and a tool's name in prose are answers.
+        for answer in [
+            "<function-thoughts>I found it.</function-thoughts>\n<answer>2024-06-10 13:00</answer>",
+            "The difference is 1.0; I can use the `send_money` function to pay it.",
+            "functions.get_time",
+            "Use get_time when you need the hour.",
+        ] {
+            assert_eq!(rejected(answer), None, "{answer}");
+        }
     }
 
     #[test]

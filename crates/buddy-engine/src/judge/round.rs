@@ -15,7 +15,9 @@ use crate::approval::{ApprovalRules, Decision};
 use crate::guards::call_log::call_key;
 use crate::guards::canonical;
 use crate::guards::ladder::Rung;
-use crate::guards::similarity::{MIN_ECHO_CHARS, NEAR_ANSWER, normalize, text_similarity};
+use crate::guards::similarity::{
+    MIN_ECHO_CHARS, NEAR_ANSWER, args_near, normalize, text_similarity,
+};
 use crate::judge::route::FINISH_TOOL;
 use crate::words::{self, not_run};
 
@@ -63,8 +65,11 @@ pub(crate) struct RoundJudge {
     pub(super) fatal: Option<String>,
     /// buddy's notes for the model, sent after the results in a message of their own.
     pub(super) notes: Vec<String>,
-    /// Calls whose result was new (not a repeat of an earlier call's).
+    /// Calls that moved the turn on: new actions, and repeats within their patience.
     pub(super) fresh_calls: u32,
+    /// Calls that told the model something new: a result their skill had not given, or
+    /// arguments that carry what the latest results said.
+    pub(super) informative_calls: u32,
     /// Calls that only repeated an earlier call, with the earlier and this call as evidence.
     pub(super) stale: Vec<Evidence>,
     /// Calls that brought nothing new, and how many of those failed.
@@ -74,6 +79,8 @@ pub(crate) struct RoundJudge {
     text_repeated: bool,
     /// Tokens that first appeared in this round's results.
     pub(super) new_tokens: BTreeSet<u64>,
+    /// The calls behind this round's latest withdrawal, named again if it leaves no tools.
+    pub(super) withdrawal_evidence: Vec<Evidence>,
     /// The reply's text beside the calls, normalised once for both ends of the round.
     normalized_text: String,
 }
@@ -187,7 +194,15 @@ impl RoundJudge {
             judge.memory.log.note_requested(&slot.key);
             slots.push(slot);
         }
-        if self.text_repeated {
+        // The same answer beside calls that only vary old ones a little (the same
+        // arguments counting up or growing) is a model that has answered and keeps
+        // calling; beside a new action it is narration of new work, and exact repeats are
+        // judged by their results.
+        let runs = || slots.iter().filter(|s| matches!(s.plan, Plan::Run));
+        if self.text_repeated
+            && runs().any(|s| varies_old_ground(judge, s))
+            && runs().all(|s| varies_old_ground(judge, s) || repeats_old_ground(judge, s))
+        {
             self.repeated_answer(judge, &mut slots, &mut trips);
         }
         (slots, trips)
@@ -383,7 +398,11 @@ impl RoundJudge {
             }
             notes = std::mem::take(&mut self.notes);
         }
-        let cause = self.cause.take().or_else(|| all_withdrawn(judge, tools));
+        let evidence = std::mem::take(&mut self.withdrawal_evidence);
+        let cause = self
+            .cause
+            .take()
+            .or_else(|| all_withdrawn(judge, tools).map(|c| c.with_evidence(evidence)));
         RoundVerdict {
             notes,
             fatal: self.fatal,
@@ -404,13 +423,13 @@ impl RoundJudge {
         self.cause
     }
 
-    /// What this round's results brought becomes the latest results; a round that
-    /// brought something new ends every streak of arguments that changed in vain (the
+    /// What this round's results brought becomes the latest results; a round that told
+    /// the model something new ends every streak of arguments that changed in vain (the
     /// turn is moving: a write that answers as before is no loop when the test after it
     /// fails anew).
     fn close_tokens(&mut self, judge: &mut Judge) {
         judge.memory.latest_tokens = std::mem::take(&mut self.new_tokens);
-        if self.fresh_calls > 0 {
+        if self.informative_calls > 0 {
             judge.memory.echo_streak.clear();
         }
     }
@@ -439,6 +458,24 @@ fn all_withdrawn(judge: &Judge, tools: &[&str]) -> Option<FinalizeCause> {
         guard,
         "every tool has been withdrawn".to_owned(),
     ))
+}
+
+/// True when `slot` repeats a call the turn already ran, with no new action done since
+/// (a test run again after an edit is checking anew).
+fn repeats_old_ground(judge: &Judge, slot: &Slot) -> bool {
+    let log = &judge.memory.log;
+    log.last_with_key(&slot.key)
+        .is_some_and(|prev| log.actions() == prev.actions_at)
+}
+
+/// True when `slot` varies its skill's latest call in one value only, by a counter or
+/// growth, with no other new action done since.
+fn varies_old_ground(judge: &Judge, slot: &Slot) -> bool {
+    let log = &judge.memory.log;
+    log.last_with_key(&slot.key).is_none()
+        && log.last_of(&slot.call.name).is_some_and(|prev| {
+            log.actions() == prev.actions_at && args_near(&prev.canonical_args, &slot.canonical)
+        })
 }
 
 /// True when `text` says what an earlier round beside tool calls already said.

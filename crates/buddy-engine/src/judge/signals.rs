@@ -18,9 +18,16 @@ use crate::guards::tokens::tokens;
 use crate::words::{self, not_run};
 
 /// Unchanged results in a row an undeclared (observed) skill may return for the same
-/// arguments before the repeat is a certain loop: enough for a job polled as "running"
-/// three times before it is done.
-pub(crate) const OBSERVED_PATIENCE: u32 = 3;
+/// arguments, with nothing new done in between, before the repeat is a certain loop:
+/// enough for a job polled as "running" four times before it is done, and the fifth
+/// identical call in a row is stopped (real agents' solved runs repeat a call four times).
+pub(crate) const OBSERVED_PATIENCE: u32 = 4;
+
+/// Calls in a row of one skill whose arguments only varied a little (one value counting
+/// up or growing) while the result stayed the same, after which the next such call is a
+/// loop signal. Slow on purpose: each of them is still a new action, and a false stop
+/// loses the user's task where a missed loop costs a few calls.
+pub(crate) const NEAR_DUPLICATE_STREAK: u32 = 4;
 
 /// A loop signal about one call.
 struct Signal {
@@ -57,11 +64,6 @@ impl RoundJudge {
             ));
         }
         let fingerprint = fingerprint(&outcome.content, &slot.arg_strings);
-        // A failure tells something when it is the skill's first, or when the very same
-        // call failed before and now fails differently (the world changed: a fix cycle).
-        let telling_failure = outcome.is_error
-            && (!judge.memory.log.failed_before(name, None)
-                || judge.memory.log.failed_before(name, Some(&slot.key)));
         if outcome.is_error {
             let new_message = judge
                 .memory
@@ -73,6 +75,11 @@ impl RoundJudge {
             bump(&mut judge.memory.consecutive_failures, name, |n| *n = 0);
         }
         let earlier = judge.memory.log.last_with_key(&slot.key).cloned();
+        // New actions since this one last ran: the model did something else in between,
+        // so running it again is checking anew (a test after a fix), not going round.
+        let moved_on = earlier
+            .as_ref()
+            .is_some_and(|prev| judge.memory.log.actions() > prev.actions_at);
         // Nothing new for this call: the same information it got before (after noise and
         // echo), so values that flip between a few states count as unchanged too.
         let seen_here = judge
@@ -81,7 +88,7 @@ impl RoundJudge {
             .seen_for_key(&slot.key, outcome.is_error, fingerprint)
             .is_some();
         let unchanged = match (&earlier, seen_here) {
-            (Some(prev), true) => prev.unchanged + 1,
+            (Some(prev), true) if !moved_on => prev.unchanged + 1,
             _ => 0,
         };
         let follows = self.follows_latest_results(judge, slot, outcome);
@@ -112,34 +119,32 @@ impl RoundJudge {
             is_error: outcome.is_error,
             round: self.number,
             unchanged,
+            actions_at: 0,
         };
-        // New information: a result (or a failure's message) this skill had not given
-        // before, or arguments that carry what the latest results first said. A pollable
-        // skill waiting within its patience is not "nothing new" either.
-        let waiting =
-            slot.semantics == RepeatSemantics::Pollable && unchanged <= judge.policy.poll_patience;
-        let seen = judge
+        // A new action is progress, whatever it returned (an empty output, `ok`, the same
+        // listing): only the same action again, returning what it returned before past
+        // the patience a job still running is given, brings nothing.
+        let patience = match slot.semantics {
+            RepeatSemantics::Pollable => judge.policy.poll_patience,
+            _ => OBSERVED_PATIENCE - 1,
+        };
+        if earlier.is_some() && unchanged > patience {
+            self.stale_calls += 1;
+            self.failed_calls += u32::from(record.is_error);
+            if let Some(prev) = &earlier {
+                self.stale.extend([prev.evidence(), record.evidence()]);
+            }
+        } else {
+            self.fresh_calls += 1;
+        }
+        // New information (a result the skill had not given, or arguments that carry what
+        // the latest results said) ends every streak of arguments that changed in vain.
+        let new_result = judge
             .memory
             .log
             .seen_for_skill(name, outcome.is_error, fingerprint)
-            .map(CallRecord::evidence);
-        match seen {
-            Some(prev) if !follows && !waiting => {
-                self.stale_calls += 1;
-                self.failed_calls += u32::from(record.is_error);
-                self.stale.extend([prev, record.evidence()]);
-            }
-            // A new message from new arguments that do not follow what the model read:
-            // junk arguments failing each their own way move nothing. The skill's first
-            // failure, the same call failing anew, or arguments that follow the latest
-            // results are the model learning or working on them.
-            None if record.is_error && !follows && !telling_failure => {
-                self.stale_calls += 1;
-                self.failed_calls += 1;
-                self.stale.push(record.evidence());
-            }
-            _ => self.fresh_calls += 1,
-        }
+            .is_none();
+        self.informative_calls += u32::from(new_result || follows);
         judge.memory.log.push(record);
         trips
     }
@@ -322,6 +327,7 @@ impl RoundJudge {
                     }
                     _ => "it kept being called with the same arguments and result",
                 };
+                self.withdrawal_evidence.clone_from(&evidence);
                 for name in &names {
                     judge.memory.withdraw(name, why.to_owned(), guard);
                     // Each withdrawal speaks of its own tool: another member of a cycle
@@ -526,24 +532,23 @@ fn judge_result(
                 ..base
             });
         }
-        // A second and third look are normal (a job still running); a fourth result with
+        // More looks are normal (a job still running; several jobs polled in turn, which
+        // is a cycle of the same calls and results); the fifth result in a row with
         // nothing new, or a repeat after a warning about this very call, is a loop beyond
         // doubt.
         if unchanged >= OBSERVED_PATIENCE || signalled {
+            let in_cycle = slot.cycle.as_ref().filter(|members| members.len() > 1);
             return Some(Signal {
                 certain: true,
+                guard: if in_cycle.is_some() {
+                    GuardKind::Cycle
+                } else {
+                    GuardKind::Repetition
+                },
                 ..base
             });
         }
-        return slot.cycle.as_ref().map(|members| Signal {
-            guard: GuardKind::Cycle,
-            what: format!(
-                "`{name}` was called again with the same arguments and result, in a cycle with {}",
-                members.join(", ")
-            ),
-            members: members.clone(),
-            ..base
-        });
+        return None;
     }
     if outcome.is_error || facts.earlier.is_some() {
         return None;
@@ -566,7 +571,7 @@ fn judge_result(
     if !echo {
         return None;
     }
-    (streak >= 2).then(|| Signal {
+    (streak >= NEAR_DUPLICATE_STREAK).then(|| Signal {
         guard: GuardKind::NearDuplicate,
         skill: name.to_owned(),
         key: String::new(),

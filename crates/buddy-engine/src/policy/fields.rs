@@ -11,13 +11,15 @@ use super::table::{Ceiling, Check, Flag, policy_fields};
 const UP_TO_1000: &str = "1..=1000";
 
 policy_fields! {
-    /// Model calls per turn, the last one reserved for the Finalize call.
-    max_model_calls: u32 = 25;
+    /// Model calls per turn, the last one reserved for the Finalize call. A backstop, not
+    /// the loop detector: sized so real agents' solved runs are not cut (they take up to
+    /// ~150 calls); the deadline and the money budget are the limits to set.
+    max_model_calls: u32 = 150;
         check Check::Range { lo: 2, hi: 1000, expected: "2..=1000 (one call is reserved to answer)" };
         ceiling Ceiling::AtMost;
         flag Flag::Value { value_name: "N", help: "Model calls per turn, the last reserved for the answer." };
-    /// Tool calls per turn; then Finalize.
-    max_tool_calls: u32 = 25;
+    /// Tool calls per turn; then Finalize. Several times the model calls, for fan-out.
+    max_tool_calls: u32 = 600;
         check Check::Range { lo: 1, hi: 10_000, expected: "1..=10000" };
         ceiling Ceiling::AtMost;
         flag Flag::Value { value_name: "N", help: "Tool calls per turn." };

@@ -124,8 +124,8 @@ mod tests {
     #[test]
     fn defaults_match_the_design_table() {
         let p = LoopPolicy::default();
-        assert_eq!(p.max_model_calls, 25);
-        assert_eq!(p.max_tool_calls, 25);
+        assert_eq!(p.max_model_calls, 150);
+        assert_eq!(p.max_tool_calls, 600);
         assert_eq!(p.max_consecutive_failures, 3);
         assert_eq!(p.max_calls_per_skill, None);
         assert_eq!(p.substantive_answer_chars, None);

@@ -4,6 +4,8 @@
 //! which reason and evidence, and which guard trips differ. Where the policy would go on
 //! past the end of the recording, the replay says so instead of inventing replies.
 
+mod conversation;
+mod judged;
 mod playback;
 
 use std::sync::Arc;
@@ -13,6 +15,11 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 use tracing::instrument::WithSubscriber;
 
+pub use conversation::{LoggedConversation, LoggedTurn, NO_RESULT, Repairs, turns_of};
+pub use judged::{
+    Intervention, JudgeError, LOOP_REPEATS, Outcome, Repeats, RunJudgement, StopPoint,
+    judge_conversation,
+};
 pub use playback::{Beyond, TapeError, Wanted};
 
 use crate::approval::Resume;

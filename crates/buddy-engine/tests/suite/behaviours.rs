@@ -345,12 +345,12 @@ fn add_loop(script: &mut Script, kind: &Loop) -> u32 {
                 ToolOutcome::ok("Top result: the borrow checker enforces ownership.")
             })
             .semantics(sem);
-            // A tool that declares nothing gets one more look, so that a job polled as
-            // "running" three times can finish.
+            // A tool that declares nothing is judged by its results: five identical ones in
+            // a row (a job polled as "running" four times can finish), then Finalize.
             (
                 toolbox.with("search_web", tool),
                 if sem == RepeatSemantics::Observed {
-                    5
+                    6
                 } else {
                     4
                 },
@@ -369,7 +369,11 @@ fn add_loop(script: &mut Script, kind: &Loop) -> u32 {
                     TestTool::new(move |_, _| ToolOutcome::ok(said.clone())),
                 )
             });
-            (tb, [6, 8, 10][usize::from(period - 2)])
+            // Calls in turn with the same answers are also jobs polled in turn: each member
+            // gets the patience of a job polled alone (its first look again comes after
+            // something new, and counts nothing), so a member's fifth identical answer in
+            // a row ends it: 5 rounds per member, then Finalize.
+            (tb, 5 * u32::from(period) + 1)
         }
         Loop::Growing { counting, echo } => {
             for r in 1..=FOREVER {
@@ -390,7 +394,10 @@ fn add_loop(script: &mut Script, kind: &Loop) -> u32 {
                     "No results found.".to_owned()
                 })
             });
-            (toolbox.with("search_docs", tool), 6)
+            // Each call is a new action, so slowly: the fifth arguments that barely varied
+            // with the same answer earn a note, the sixth a withdrawal, a call to the
+            // withdrawn tool Finalize.
+            (toolbox.with("search_docs", tool), 8)
         }
         Loop::Failing { echo } => {
             for r in 1..=FOREVER {
@@ -423,8 +430,8 @@ fn add_loop(script: &mut Script, kind: &Loop) -> u32 {
                     n % 256
                 ))
             });
-            // Four looks with nothing new, as for any repeat of a tool that declares nothing.
-            (toolbox.with("build_status", tool), 5)
+            // Five looks with nothing new, as for any repeat of a tool that declares nothing.
+            (toolbox.with("build_status", tool), 6)
         }
         Loop::FlipFlop { states } => {
             for _ in 0..FOREVER {
@@ -435,8 +442,8 @@ fn add_loop(script: &mut Script, kind: &Loop) -> u32 {
             let names = ["running", "queued", "retrying"];
             let count = usize::from(states);
             let tool = TestTool::new(move |_, n| ToolOutcome::ok(names[(n - 1) % count]));
-            // Each state once, then three answers in a row with nothing new.
-            (toolbox.with("job_state", tool), 4 + u32::from(states))
+            // Each state once, then four answers in a row with nothing new, then Finalize.
+            (toolbox.with("job_state", tool), 5 + u32::from(states))
         }
     };
     script.toolbox = toolbox;

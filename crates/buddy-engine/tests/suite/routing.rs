@@ -225,10 +225,10 @@ async fn an_empty_finalize_reply_gets_buddys_own_answer_and_its_calls_are_ignore
     let executed = toolbox.executed();
     let (events, outcome) = run_turn(provider, toolbox, LoopPolicy::default()).await;
     assert_eq!(outcome.reason, StopReason::LoopDetected);
-    // Undeclared: run again three times (a job may say "running" three times), and the
-    // fourth identical result is a certain loop.
-    assert_eq!(executed.load(Ordering::SeqCst), 4);
-    assert_eq!(outcome.stats.model_calls, 5);
+    // Undeclared: run again four times (a job may say "running" four times), and the
+    // fifth identical result is a certain loop.
+    assert_eq!(executed.load(Ordering::SeqCst), 5);
+    assert_eq!(outcome.stats.model_calls, 6);
     let answer = outcome.answer.unwrap();
     assert!(
         answer.contains("the value is 7") && answer.contains("loop_detected"),

@@ -72,7 +72,7 @@ impl Skill for ReadFile {
             Ok(cap_text(
                 selected,
                 self.limits.max_read_bytes,
-                "Read the rest with start_line and max_lines.",
+                "Read the lines cut with start_line and max_lines.",
             ))
         })
     }

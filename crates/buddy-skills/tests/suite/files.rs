@@ -146,7 +146,7 @@ async fn reads_and_listings_are_capped_with_a_clear_note() {
     let out = invoke(&registry, "read_file", r#"{"path":"big.txt"}"#).await;
     assert!(
         out.content
-            .contains("[truncated: showing the first 100 of 650 bytes"),
+            .contains("[truncated: 550 of 650 bytes cut here (lines 4-47)"),
         "{}",
         out.content
     );

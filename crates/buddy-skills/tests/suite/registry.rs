@@ -159,14 +159,19 @@ async fn skill_errors_timeouts_and_panics_become_error_results() {
 }
 
 #[tokio::test]
-async fn long_results_are_capped_with_a_note() {
-    let registry = registry_with(|_| Ok("x".repeat(1000)), Duration::ZERO);
+async fn long_results_keep_their_head_and_tail_with_a_note() {
+    let registry = registry_with(
+        |_| Ok(format!("{}the end", "x".repeat(993))),
+        Duration::ZERO,
+    );
     let out = invoke(&registry, "weather", r#"{"city":"Paris"}"#).await;
     assert!(!out.is_error);
-    assert!(out.content.starts_with(&"x".repeat(64)));
+    assert!(out.content.starts_with(&"x".repeat(32)));
+    assert!(out.content.ends_with("the end"), "{}", out.content);
     assert!(
-        out.content
-            .contains("[truncated: showing the first 64 of 1000 bytes"),
+        out.content.contains(
+            "[truncated: 936 of 1000 bytes cut here (line 1); the first 32 and the last 32"
+        ),
         "{}",
         out.content
     );

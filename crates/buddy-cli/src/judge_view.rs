@@ -1,0 +1,273 @@
+//! What `buddy judge` prints: a line for each run buddy would have stopped (or whose
+//! answer it would not have taken), with the guard and its evidence, and a table per
+//! source — false stops on solved runs, loops caught, model calls saved on unsolved runs.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use buddy_engine::{LOOP_REPEATS, Outcome, RunJudgement};
+use serde::Serialize;
+
+/// One judged run, as `--json` prints it.
+#[derive(Clone, Debug, Serialize)]
+pub struct JudgedRun {
+    pub id: String,
+    pub source: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub success: Option<bool>,
+    #[serde(flatten)]
+    pub judgement: RunJudgement,
+    /// Whether it is a loop of [`LOOP_REPEATS`] identical calls stopped by the last of them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loop_caught: Option<bool>,
+}
+
+/// The figures of one source (or of all).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Tally {
+    pub runs: u32,
+    pub solved: u32,
+    pub unsolved: u32,
+    /// Runs that could not be read or replayed.
+    pub unreadable: u32,
+    /// Solved runs buddy would have stopped, or whose answer it would not have taken.
+    pub false_stops: u32,
+    /// Solved runs where buddy would have withheld a call's run but let the turn go on.
+    pub solved_altered: u32,
+    /// Solved runs that would have hit a model-call or tool-call cap.
+    pub solved_capped: u32,
+    /// Runs with [`LOOP_REPEATS`] or more identical calls in a row, and of those the ones
+    /// stopped by the last of them.
+    pub loops: u32,
+    pub loops_caught: u32,
+    /// Of those, the ones whose repeated calls also got the same result each time.
+    pub loops_same_result: u32,
+    pub loops_same_result_caught: u32,
+    /// Unsolved runs buddy would have stopped, their model calls, and the model calls
+    /// after buddy's stop (less its own Finalize call).
+    pub unsolved_stopped: u32,
+    pub unsolved_model_calls: u64,
+    pub unsolved_calls_saved: u64,
+}
+
+impl Tally {
+    /// Counts one judged run.
+    pub fn add(&mut self, run: &JudgedRun) {
+        let j = &run.judgement;
+        self.runs += 1;
+        match run.success {
+            Some(true) => {
+                self.solved += 1;
+                if j.outcome.breaks_run() {
+                    self.false_stops += 1;
+                } else if j.outcome == Outcome::Altered {
+                    self.solved_altered += 1;
+                }
+                if j.stop.as_ref().is_some_and(|s| {
+                    matches!(
+                        s.guard,
+                        Some(
+                            buddy_core::GuardKind::ModelCallLimit
+                                | buddy_core::GuardKind::ToolCallLimit
+                        )
+                    )
+                }) {
+                    self.solved_capped += 1;
+                }
+            }
+            Some(false) => {
+                self.unsolved += 1;
+                self.unsolved_model_calls += u64::from(j.model_calls);
+                if j.outcome == Outcome::Stopped {
+                    self.unsolved_stopped += 1;
+                    self.unsolved_calls_saved += u64::from(j.model_calls_saved);
+                }
+            }
+            None => {}
+        }
+        if let Some(caught) = run.loop_caught {
+            self.loops += 1;
+            self.loops_caught += u32::from(caught);
+            if j.repeats.same_result {
+                self.loops_same_result += 1;
+                self.loops_same_result_caught += u32::from(caught);
+            }
+        }
+    }
+}
+
+/// Tallies by source, in name order, and over all.
+#[derive(Debug, Default)]
+pub struct Summary {
+    pub by_source: BTreeMap<String, Tally>,
+    pub all: Tally,
+}
+
+impl Summary {
+    /// Counts one judged run.
+    pub fn add(&mut self, run: &JudgedRun) {
+        self.by_source
+            .entry(run.source.clone())
+            .or_default()
+            .add(run);
+        self.all.add(run);
+    }
+
+    /// Counts a run that could not be read or judged.
+    pub fn unreadable(&mut self, source: &str) {
+        self.by_source
+            .entry(source.to_owned())
+            .or_default()
+            .unreadable += 1;
+        self.all.unreadable += 1;
+    }
+
+    /// The table.
+    pub fn table(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "{:<24} {:>6} {:>7} {:>16} {:>8} {:>7} {:>16} {:>12} {:>18} {:>22}",
+            "source",
+            "runs",
+            "solved",
+            "false stops",
+            "altered",
+            "capped",
+            format!("loops ({LOOP_REPEATS}+ same)"),
+            "any results",
+            "unsolved stopped",
+            "calls saved (unsolved)"
+        );
+        let mut rows: Vec<(&str, &Tally)> = self
+            .by_source
+            .iter()
+            .map(|(name, tally)| (name.as_str(), tally))
+            .collect();
+        if self.by_source.len() > 1 {
+            rows.push(("all", &self.all));
+        }
+        for (name, t) in rows {
+            let _ = writeln!(
+                out,
+                "{:<24} {:>6} {:>7} {:>16} {:>8} {:>7} {:>16} {:>12} {:>18} {:>22}",
+                name,
+                t.runs,
+                t.solved,
+                format!(
+                    "{} ({})",
+                    t.false_stops,
+                    percent(t.false_stops.into(), t.solved.into())
+                ),
+                t.solved_altered,
+                t.solved_capped,
+                format!(
+                    "{} of {} caught",
+                    t.loops_same_result_caught, t.loops_same_result
+                ),
+                format!("{} of {}", t.loops_caught, t.loops),
+                format!("{} of {}", t.unsolved_stopped, t.unsolved),
+                format!(
+                    "{} of {} ({})",
+                    t.unsolved_calls_saved,
+                    t.unsolved_model_calls,
+                    percent(t.unsolved_calls_saved, t.unsolved_model_calls)
+                ),
+            );
+        }
+        let unreadable = self.all.unreadable;
+        if unreadable > 0 {
+            let _ = writeln!(
+                out,
+                "{unreadable} run(s) could not be read or replayed (listed above)"
+            );
+        }
+        out
+    }
+}
+
+/// `part` of `whole` as a percentage with one decimal, or `-` for none.
+pub fn percent(part: u64, whole: u64) -> String {
+    if whole == 0 {
+        return "-".to_owned();
+    }
+    format!("{:.1}%", part as f64 * 100.0 / whole as f64)
+}
+
+/// The lines that say what buddy would have done to `run`; empty when it would have let
+/// it be (or only `verbose` shows it).
+pub fn run_lines(run: &JudgedRun, verbose: bool) -> String {
+    let j = &run.judgement;
+    if !verbose && !j.outcome.breaks_run() {
+        return String::new();
+    }
+    let label = match run.success {
+        Some(true) => "solved",
+        Some(false) => "unsolved",
+        None => "unlabelled",
+    };
+    let mut out = format!("[{label}] {}: {}", run.id, j.outcome.as_str());
+    match &j.stop {
+        Some(stop) => {
+            let _ = write!(
+                out,
+                " after model call {} of {} (turn {})",
+                stop.after_model_call, stop.of_model_calls, stop.turn
+            );
+            if let Some(reason) = stop.reason {
+                let _ = write!(out, ", {}", reason.as_str());
+            }
+            if let Some(guard) = stop.guard {
+                let _ = write!(out, " by {}", guard.as_str());
+            }
+            if !stop.detail.is_empty() {
+                let _ = write!(out, ": {}", stop.detail);
+            }
+            out.push('\n');
+            for e in &stop.evidence {
+                let _ = writeln!(
+                    out,
+                    "    {} {} {} -> {}",
+                    e.call_id,
+                    e.name,
+                    one_line(&e.arguments, 100),
+                    one_line(&e.result, 80)
+                );
+            }
+        }
+        None => {
+            let _ = writeln!(out, " ({} model calls)", j.model_calls);
+        }
+    }
+    for i in &j.interventions {
+        if verbose || i.action != buddy_core::GuardAction::Finalize {
+            let skill = i
+                .skill
+                .as_deref()
+                .map(|s| format!(" [{s}]"))
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "    call {}: {} {}{skill}",
+                i.model_call,
+                i.guard.as_str(),
+                i.action.as_str()
+            );
+        }
+    }
+    out
+}
+
+/// `text` on one line, cut to `max` characters.
+fn one_line(text: &str, max: usize) -> String {
+    let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() <= max {
+        return if flat.is_empty() {
+            "(empty)".to_owned()
+        } else {
+            flat
+        };
+    }
+    let cut: String = flat.chars().take(max).collect();
+    format!("{cut}…")
+}

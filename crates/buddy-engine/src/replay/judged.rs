@@ -1,0 +1,415 @@
+//! Judging a recorded conversation of any agent: every turn replayed through buddy under a
+//! policy, nothing executed, and set beside what the agent did — where buddy would have
+//! stopped it (and with which guard and evidence), where it would only have changed what
+//! the model read, and where it would have let it be. This is how a team tells whether
+//! buddy would save or break the agent it runs today (`buddy judge`).
+
+use buddy_core::{Evidence, GuardAction, GuardKind, Message, StopReason, ToolSpec};
+use serde::{Deserialize, Serialize};
+
+use super::conversation::{LoggedTurn, Repairs, turns_of};
+use super::{Comparison, TripAt, Wanted, replay};
+use crate::guards::canonical::canonical_args;
+use crate::guards::noise::fingerprint;
+use crate::guards::similarity::arg_strings;
+use crate::policy::LoopPolicy;
+
+/// Identical calls in a row (same tool, same canonical arguments) that make a run a loop
+/// the judge must stop by the last of them.
+pub const LOOP_REPEATS: u32 = 5;
+
+/// What buddy would have done to a run, from the least to the most.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Nothing: every reply and result reached the model as recorded.
+    Untouched,
+    /// Notes only (a warning beside a result); nothing withheld.
+    Warned,
+    /// Some call was not run (answered from its earlier result, refused, its tool
+    /// withdrawn), or the model was asked again for its answer, or a reply's repeated
+    /// tail was cut: the model would have read something else, but the turn went on (or
+    /// its answer stood).
+    Altered,
+    /// The agent's final answer was replaced by one buddy wrote.
+    AnswerRejected,
+    /// buddy ended a turn before the agent did.
+    Stopped,
+}
+
+impl Outcome {
+    /// The snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Untouched => "untouched",
+            Outcome::Warned => "warned",
+            Outcome::Altered => "altered",
+            Outcome::AnswerRejected => "answer_rejected",
+            Outcome::Stopped => "stopped",
+        }
+    }
+
+    /// True when the run as recorded would not have reached its end: a stop, or its
+    /// answer not taken. On a solved run this is a false stop.
+    pub fn breaks_run(self) -> bool {
+        self >= Outcome::AnswerRejected
+    }
+}
+
+/// Where buddy would have ended a run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StopPoint {
+    /// The turn (1-based) of the conversation.
+    pub turn: u32,
+    /// Model calls of the whole run made when buddy stopped (its Finalize call not counted).
+    pub after_model_call: u32,
+    /// Model calls the run made in all.
+    pub of_model_calls: u32,
+    pub reason: Option<StopReason>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guard: Option<GuardKind>,
+    pub detail: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evidence: Vec<Evidence>,
+}
+
+/// One thing a guard did during the replay of a run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Intervention {
+    pub turn: u32,
+    /// Model calls of the whole run made when it happened.
+    pub model_call: u32,
+    pub guard: GuardKind,
+    pub action: GuardAction,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skill: Option<String>,
+}
+
+/// The longest run of identical calls in a row within one turn.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Repeats {
+    /// How many calls in a row.
+    pub calls: u32,
+    /// The tool.
+    pub tool: String,
+    /// Whether every one of them got the same result (less noise and echo, as the judge
+    /// reads results).
+    pub same_result: bool,
+    /// Model calls of the whole run made by the reply that made the
+    /// [`LOOP_REPEATS`]th of them (when there were that many).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fifth_at_model_call: Option<u32>,
+    /// The first [`LOOP_REPEATS`] of them came in one reply: buddy runs a call a parallel
+    /// batch names twice once, and gives the others its result.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub in_one_reply: bool,
+}
+
+/// How buddy would have treated one recorded run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunJudgement {
+    pub outcome: Outcome,
+    /// Turns replayed (user messages that got replies, and replies that went on after an
+    /// answer).
+    pub turns: u32,
+    /// Model replies and tool calls the run holds.
+    pub model_calls: u32,
+    pub tool_calls: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop: Option<StopPoint>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub interventions: Vec<Intervention>,
+    /// The run's longest streak of identical calls.
+    pub repeats: Repeats,
+    /// Model calls (and tool calls) the recording made after the point where buddy stopped
+    /// the turn, less buddy's own Finalize call.
+    pub model_calls_saved: u32,
+    pub tool_calls_saved: u32,
+    #[serde(default, skip_serializing_if = "Repairs::is_empty")]
+    pub repairs: Repairs,
+}
+
+impl RunJudgement {
+    /// For a run that repeats one call [`LOOP_REPEATS`] times in a row: whether buddy
+    /// stops it by the reply that made the last of them (or runs them once, when one
+    /// reply asked for them all).
+    pub fn loop_caught(&self) -> Option<bool> {
+        let fifth = self.repeats.fifth_at_model_call?;
+        Some(
+            self.repeats.in_one_reply
+                || self
+                    .stop
+                    .as_ref()
+                    .is_some_and(|s| s.after_model_call <= fifth),
+        )
+    }
+}
+
+/// Why a run could not be judged.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JudgeError {
+    #[error("the conversation has no model reply, so nothing to judge")]
+    NoReply,
+    #[error("turn {turn} could not be replayed: {message}")]
+    Replay { turn: u32, message: String },
+}
+
+/// Judges the recorded conversation `messages` of `model` (with the `tools` it was
+/// offered, when the log names them) under `policy`, executing nothing. The context window
+/// is the recorded run's own business: unless `policy` sets one, it is taken as unlimited.
+pub async fn judge_conversation(
+    model: &str,
+    messages: Vec<Message>,
+    tools: &[ToolSpec],
+    policy: &LoopPolicy,
+) -> Result<RunJudgement, JudgeError> {
+    let mut policy = policy.clone();
+    policy.context_window.get_or_insert(100_000_000);
+    let conversation = turns_of(model, messages, tools, &policy);
+    if conversation.turns.is_empty() {
+        return Err(JudgeError::NoReply);
+    }
+    let mut judgement = RunJudgement {
+        outcome: Outcome::Untouched,
+        turns: u32::try_from(conversation.turns.len()).unwrap_or(u32::MAX),
+        model_calls: 0,
+        tool_calls: 0,
+        stop: None,
+        interventions: Vec::new(),
+        repeats: Repeats::default(),
+        model_calls_saved: 0,
+        tool_calls_saved: 0,
+        repairs: conversation.repairs.clone(),
+    };
+    let mut before = 0u32;
+    for (number, turn) in (1u32..).zip(&conversation.turns) {
+        let comparison = replay(&turn.recording, Some(policy.clone()))
+            .await
+            .map_err(|e| JudgeError::Replay {
+                turn: number,
+                message: e.to_string(),
+            })?;
+        let seen = judge_turn(number, before, turn, &comparison)?;
+        judgement.outcome = judgement.outcome.max(seen.outcome);
+        judgement.interventions.extend(seen.interventions);
+        if judgement.stop.is_none()
+            && let Some(stop) = seen.stop
+        {
+            judgement.model_calls_saved = seen.model_calls_saved;
+            judgement.tool_calls_saved = seen.tool_calls_saved;
+            judgement.stop = Some(stop);
+        }
+        let repeats = repeats_of(turn, before);
+        if repeats.calls > judgement.repeats.calls {
+            judgement.repeats = repeats;
+        }
+        judgement.tool_calls += calls_of(turn).len() as u32;
+        before += turn.replies;
+    }
+    judgement.model_calls = before;
+    if let Some(stop) = &mut judgement.stop {
+        stop.of_model_calls = before;
+    }
+    Ok(judgement)
+}
+
+/// What one turn's replay says.
+struct TurnSeen {
+    outcome: Outcome,
+    stop: Option<StopPoint>,
+    interventions: Vec<Intervention>,
+    model_calls_saved: u32,
+    tool_calls_saved: u32,
+}
+
+/// Sets the replay of `turn` (the `number`th; `before` model calls were made before it)
+/// beside the recording.
+fn judge_turn(
+    number: u32,
+    before: u32,
+    turn: &LoggedTurn,
+    comparison: &Comparison,
+) -> Result<TurnSeen, JudgeError> {
+    let replayed = &comparison.replayed;
+    if replayed.reason == Some(StopReason::InvalidRequest) {
+        return Err(JudgeError::Replay {
+            turn: number,
+            message: replayed.stopped_by.as_ref().map_or_else(
+                || "buddy refused the history".to_owned(),
+                |s| s.detail.clone(),
+            ),
+        });
+    }
+    let interventions: Vec<Intervention> = replayed
+        .trips
+        .iter()
+        .map(|t: &TripAt| Intervention {
+            turn: number,
+            model_call: before + t.model_call,
+            guard: t.guard,
+            action: t.action,
+            skill: t.skill.clone(),
+        })
+        .collect();
+    let n = turn.replies;
+    // Where the replay ended, and whether buddy ended it there (a Finalize call, or an
+    // end of its own) rather than running out of recording.
+    let (ended_after, buddy_ended) = match &comparison.beyond {
+        Some(b) => (b.after_model_call, b.wanted == Wanted::FinalAnswer),
+        None => (
+            replayed.model_calls,
+            replayed.reason != Some(StopReason::Completed),
+        ),
+    };
+    // An answer buddy replaced with its own loses what the agent said (an empty reply
+    // replaced loses nothing). Asking again, or cutting a reply's repeated tail, keeps
+    // the turn going or the answer standing: that changes what happened, and is counted
+    // so, without breaking the run.
+    let answer_replaced = interventions
+        .iter()
+        .any(|i| i.action == GuardAction::ComposedAnswer)
+        && last_reply_text(turn).is_some_and(|t| !t.trim().is_empty());
+    let outcome = if buddy_ended && ended_after < n {
+        Outcome::Stopped
+    } else if answer_replaced {
+        Outcome::AnswerRejected
+    } else if interventions.iter().any(|i| altering(i.action)) {
+        Outcome::Altered
+    } else if interventions.is_empty() {
+        Outcome::Untouched
+    } else {
+        Outcome::Warned
+    };
+    // A Finalize after the recording's last round stops nothing the agent did, but it is
+    // where buddy would have ended the turn (a loop caught at its end).
+    let stop = (buddy_ended && ended_after <= n).then(|| StopPoint {
+        turn: number,
+        after_model_call: before + ended_after,
+        of_model_calls: 0,
+        reason: replayed.reason,
+        guard: replayed.stopped_by.as_ref().map(|s| s.guard),
+        detail: replayed
+            .stopped_by
+            .as_ref()
+            .map(|s| s.detail.clone())
+            .unwrap_or_default(),
+        evidence: replayed
+            .stopped_by
+            .as_ref()
+            .map(|s| s.evidence.clone())
+            .unwrap_or_default(),
+    });
+    let (model_calls_saved, tool_calls_saved) = match &stop {
+        Some(_) if ended_after < n => {
+            let later = calls_after(turn, ended_after);
+            // buddy's own Finalize call is one more model call.
+            ((n - ended_after).saturating_sub(1), later)
+        }
+        _ => (0, 0),
+    };
+    Ok(TurnSeen {
+        outcome,
+        stop,
+        interventions,
+        model_calls_saved,
+        tool_calls_saved,
+    })
+}
+
+/// Guard actions that change what the model reads about its calls.
+fn altering(action: GuardAction) -> bool {
+    matches!(
+        action,
+        GuardAction::ReturnedEarlierResult
+            | GuardAction::Refused
+            | GuardAction::WithdrewSkill
+            | GuardAction::WithdrewAllTools
+            | GuardAction::AcceptedAnswer
+            | GuardAction::AskedAgain
+            | GuardAction::CutReply
+            | GuardAction::Finalize
+            | GuardAction::Error
+    )
+}
+
+/// Every call of the turn with the number (within the turn) of the reply that made it, and
+/// its result when the log holds one.
+fn calls_of(turn: &LoggedTurn) -> Vec<(u32, &buddy_core::ToolCall, Option<&str>)> {
+    let messages = &turn.recording.new_messages;
+    let mut out = Vec::new();
+    let mut reply = 0u32;
+    for message in messages {
+        if let Message::Assistant { tool_calls, .. } = message {
+            reply += 1;
+            for call in tool_calls {
+                let result = messages.iter().find_map(|m| match m {
+                    Message::Tool {
+                        tool_call_id,
+                        content,
+                        ..
+                    } if *tool_call_id == call.id => Some(content.as_str()),
+                    _ => None,
+                });
+                out.push((reply, call, result));
+            }
+        }
+    }
+    out
+}
+
+/// The text of the turn's last reply.
+fn last_reply_text(turn: &LoggedTurn) -> Option<&str> {
+    turn.recording
+        .new_messages
+        .iter()
+        .rev()
+        .find_map(|m| match m {
+            Message::Assistant { content, .. } => Some(content.as_deref().unwrap_or_default()),
+            _ => None,
+        })
+}
+
+/// Tool calls the turn made in replies after its `after`th.
+fn calls_after(turn: &LoggedTurn, after: u32) -> u32 {
+    calls_of(turn)
+        .iter()
+        .filter(|(reply, _, _)| *reply > after)
+        .count() as u32
+}
+
+/// The turn's longest streak of identical calls in a row.
+fn repeats_of(turn: &LoggedTurn, before: u32) -> Repeats {
+    let calls = calls_of(turn);
+    let keys: Vec<(String, String)> = calls
+        .iter()
+        .map(|(_, call, _)| (call.name.clone(), canonical_args(&call.arguments)))
+        .collect();
+    let mut best = Repeats::default();
+    let mut start = 0;
+    for i in 0..=keys.len() {
+        if i < keys.len() && keys[i] == keys[start] {
+            continue;
+        }
+        let len = (i - start) as u32;
+        if len > best.calls && len > 1 {
+            // The same result as the judge reads results: less its noise and its echo.
+            let results: Vec<Option<u64>> = calls[start..i]
+                .iter()
+                .map(|(_, call, result)| {
+                    result.map(|r| fingerprint(r, &arg_strings(&call.arguments)))
+                })
+                .collect();
+            best = Repeats {
+                calls: len,
+                tool: keys[start].0.clone(),
+                same_result: results.windows(2).all(|w| w[0] == w[1]),
+                fifth_at_model_call: (len >= LOOP_REPEATS)
+                    .then(|| before + calls[start + LOOP_REPEATS as usize - 1].0),
+                in_one_reply: len >= LOOP_REPEATS
+                    && calls[start].0 == calls[start + LOOP_REPEATS as usize - 1].0,
+            };
+        }
+        start = i;
+    }
+    best
+}
