@@ -271,7 +271,7 @@ fn to_messages(values: Vec<Value>) -> Result<Vec<Message>, String> {
                 }
                 let text = text_of(content);
                 if results.is_empty() || !text.trim().is_empty() {
-                    out.push(if text.starts_with(Message::NOTE_MARK) {
+                    out.push(if Message::is_note_text(&text) {
                         Message::note(text)
                     } else {
                         Message::user(text)

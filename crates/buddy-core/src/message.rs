@@ -74,8 +74,17 @@ impl Message {
     }
 
     /// How every note buddy writes to the model begins, so that a note sent over a wire
-    /// that has no note role (as user text) can be recognised again.
-    pub const NOTE_MARK: &'static str = "[buddy]";
+    /// that has no note role (as user text) can be recognised again. Impersonal: a model
+    /// must not read a note as someone to answer.
+    pub const NOTE_MARK: &'static str = "[system note]";
+
+    /// The mark notes had before (`[buddy]`), still read back as a note.
+    pub const LEGACY_NOTE_MARK: &'static str = "[buddy]";
+
+    /// True when `text` is one of buddy's notes as a wire carries it (marked).
+    pub fn is_note_text(text: &str) -> bool {
+        text.starts_with(Self::NOTE_MARK) || text.starts_with(Self::LEGACY_NOTE_MARK)
+    }
 
     /// A note from buddy to the model.
     pub fn note(content: impl Into<String>) -> Self {

@@ -256,6 +256,18 @@ impl Ledger {
         })
     }
 
+    /// The result the history holds for call `id`: its content and whether it failed.
+    pub(crate) fn result_of(&self, id: &str) -> Option<(&str, bool)> {
+        self.history.iter().rev().find_map(|m| match m {
+            Message::Tool {
+                tool_call_id,
+                content,
+                is_error,
+            } if tool_call_id == id => Some((content.as_str(), *is_error)),
+            _ => None,
+        })
+    }
+
     /// The calls a turn interrupted by a crash left open: the last call message's calls
     /// without a result, when nothing but results follows it.
     pub(crate) fn interrupted_calls(&self) -> Vec<String> {

@@ -1,5 +1,6 @@
 //! Every sentence buddy sends the model, each written once: its notes (which start with
-//! [`Message::NOTE_MARK`]), the Finalize instruction, the results of calls it did not
+//! [`Message::NOTE_MARK`], short and impersonal: a note never speaks as the user or as
+//! someone the model should answer), the Finalize instruction, the results of calls it did not
 //! run, its answers to approvals, and the answer it writes itself when the model gave
 //! none. The answer checks read these too, to tell buddy's words from the model's.
 
@@ -15,7 +16,7 @@ pub(crate) fn finalize_instruction(detail: &str) -> String {
 }
 
 /// How the Finalize instruction begins.
-pub(crate) const FINALIZE_START: &str = "[buddy] Tool use has ended for this turn";
+pub(crate) const FINALIZE_START: &str = "[system note] Tool use has ended for this turn";
 
 /// Phrases of buddy's own instructions that never belong in an answer.
 pub(crate) const INSTRUCTION_PHRASES: [&str; 2] = ["tool use has ended", "do not call any tools"];
@@ -26,7 +27,7 @@ pub(crate) const INSTRUCTION_PHRASES: [&str; 2] = ["tool use has ended", "do not
 pub(crate) const NOTE_PHRASES: [&str; 7] = [
     "rounds in a row",
     "model calls left",
-    "reserved for your answer",
+    "reserved for the final answer",
     "was not run again",
     "earlier result was returned",
     "will not bring anything new",
@@ -50,40 +51,43 @@ pub(crate) enum Unanswered {
 pub(crate) fn reask_note(why: Unanswered) -> &'static str {
     match why {
         Unanswered::Empty => {
-            "[buddy] Your last reply was empty. Answer the user now, from the conversation and the tool \
-             results above; call a tool only if you still need one."
+            "[system note] The last reply was empty. Answer the user now from the conversation and the tool \
+             results above; call a tool only if one is still needed."
         }
         Unanswered::CutOff => {
-            "[buddy] Your last reply was cut off by the length limit before it said anything. Answer the \
+            "[system note] The last reply was cut off by the length limit before it said anything. Answer the \
              user now, briefly."
         }
         Unanswered::BuddysWords => {
-            "[buddy] Your last reply repeated buddy's own notes instead of answering. Answer the user's \
+            "[system note] The last reply repeated these notes instead of answering. Answer the user's \
              question from the tool results above."
         }
         Unanswered::CallAsText => {
-            "[buddy] Your last reply wrote a tool call as text instead of making it. Make the call \
-             through the tools you are offered, or answer the user in plain words."
+            "[system note] The last reply wrote a tool call as text instead of making it. Make the call \
+             through the tools offered, or answer the user in plain words."
         }
     }
 }
 
 /// What the model reads when a person gives a capped turn more budget.
-pub(crate) const CONTINUE_NOTE: &str = "[buddy] The person gave you more budget for this task. \
-     Continue where you stopped; the results above are still valid, so do not repeat calls you \
-     already made.";
+pub(crate) const CONTINUE_NOTE: &str = "[system note] More budget was given for this task. Continue \
+     where the work stopped; the results above are still valid, so do not repeat calls already made.";
+
+/// A reply cut by the output token limit is asked to go on.
+pub(crate) const CONTINUE_CUT_NOTE: &str = "[system note] The reply above was cut off by the output \
+     length limit. Continue it exactly where it stopped, without repeating any of it.";
 
 /// "N of M model calls left", once half the budget is spent.
 pub(crate) fn budget_note(left: u32, max: u32) -> String {
     format!(
-        "[buddy] {left} of {max} model calls left in this turn; the last is reserved for your answer."
+        "[system note] {left} of {max} model calls left in this turn; the last is reserved for the final answer."
     )
 }
 
 /// The latest reply asked for more calls than one reply may have.
 pub(crate) fn dropped_calls_note(dropped: usize, max_per_reply: u32) -> String {
     format!(
-        "[buddy] Your last reply asked for {dropped} more tool calls than the {max_per_reply} one reply \
+        "[system note] The last reply asked for {dropped} more tool calls than the {max_per_reply} one reply \
          may have; those were not run. Ask for fewer at a time."
     )
 }
@@ -91,19 +95,19 @@ pub(crate) fn dropped_calls_note(dropped: usize, max_per_reply: u32) -> String {
 /// A repeat of a `pure` or `effectful` skill, answered from its earlier result.
 pub(crate) fn earlier_result_note(name: &str) -> String {
     format!(
-        "[buddy] `{name}` was called again with the same arguments; it was not run again and its \
+        "[system note] `{name}` was called again with the same arguments; it was not run again and its \
          earlier result was returned. Use it, or answer the user."
     )
 }
 
 /// The same answer text came again beside new calls.
-pub(crate) const REPEATED_ANSWER_NOTE: &str = "[buddy] Your answer text is the same as in an \
-     earlier round. If your answer is complete, give it without calling tools.";
+pub(crate) const REPEATED_ANSWER_NOTE: &str = "[system note] This answer text is the same as in an \
+     earlier round. If the answer is complete, give it without calling tools.";
 
 /// A loop signal about a call that ran: `what` says what was seen.
 pub(crate) fn loop_warning_note(what: &str) -> String {
     format!(
-        "[buddy] {what}. Calling it this way again will not bring anything new; use what you have, \
+        "[system note] {what}. Calling it this way again will not bring anything new; use what is there, \
          try something else, or answer the user."
     )
 }
@@ -113,7 +117,7 @@ pub(crate) fn withdrawn_note(names: &[String], what: &str) -> String {
     let listed: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
     let verb = if names.len() == 1 { "is" } else { "are" };
     format!(
-        "[buddy] {} {verb} withdrawn for the rest of this turn: {what}. Answer with what you have, or \
+        "[system note] {} {verb} withdrawn for the rest of this turn: {what}. Answer with what is there, or \
          use another tool.",
         listed.join(", ")
     )
@@ -122,8 +126,8 @@ pub(crate) fn withdrawn_note(names: &[String], what: &str) -> String {
 /// A skill withdrawn by the circuit breaker.
 pub(crate) fn circuit_breaker_note(name: &str, failures: u32) -> String {
     format!(
-        "[buddy] `{name}` failed {failures} times in a row and is withdrawn for the rest of this turn; \
-         answer with what you have."
+        "[system note] `{name}` failed {failures} times in a row and is withdrawn for the rest of this turn; \
+         answer with what is there."
     )
 }
 
@@ -140,7 +144,7 @@ pub(crate) fn edited_call_note(name: &str, id: &str, arguments: &str) -> String 
 pub(crate) mod not_run {
     /// A loop was detected and the final answer is being asked for.
     pub(crate) const LOOP_FINAL: &str =
-        "not run: buddy detected a loop and is asking for the final answer";
+        "not run: a loop was detected and the final answer is being asked for";
 
     /// `finish` without a usable answer.
     pub(crate) const FINISH_ARGS: &str =
@@ -205,13 +209,6 @@ pub(crate) mod not_run {
     }
 
     /// A call nobody could approve.
-    pub(crate) fn resent(earlier: &str) -> String {
-        format!(
-            "not run: this is call `{earlier}` again, which already ran; its result is above. A \
-             call runs once: to run it again on purpose, make a new call"
-        )
-    }
-
     pub(crate) fn unattended(name: &str) -> String {
         format!(
             "not run: `{name}` needs a person's approval and nobody can give it in this run, so it is \
@@ -229,11 +226,11 @@ pub(crate) const FINISH_ACK: &str = "Turn finished with this answer.";
 
 /// Context trimming: the note that earlier messages were left out.
 pub(crate) fn elision_note(dropped: usize) -> String {
-    format!("[buddy] {dropped} earlier message(s) were left out to fit the context window.")
+    format!("[system note] {dropped} earlier message(s) were left out to fit the context window.")
 }
 
 /// How the marker of a result cut to fit begins.
-pub(crate) const CUT_MARKER: &str = "\n[buddy: this result was cut from about";
+pub(crate) const CUT_MARKER: &str = "\n[system note: this result was cut from about";
 
 /// The marker a result cut to fit ends with.
 pub(crate) fn cut_marker(tokens: usize, target: usize) -> String {

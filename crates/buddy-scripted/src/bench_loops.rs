@@ -17,31 +17,34 @@ use crate::run::{RunError, scenario_policy, scenario_registry};
 use crate::scenario::Scenario;
 
 /// Loops and misbehaving models: (scenario, most model calls allowed, Finalize
-/// included). The bounds are those of the termination issues: the same call and
-/// `get_time` forever 4 (5 for a tool that declares nothing, which must also be free to
-/// poll a job that says "running" three times; 6 with the call that started the job), A,B
-/// cycles 6, period-3 cycles 8, growing or echoing arguments 6, failing skills 6, trips
-/// on several skills 8; an empty reply is asked again twice (4), a reply that tells
-/// buddy's notes back once (4).
+/// included). The bounds follow termination v4 (a new action is progress; only
+/// repetition is a loop): the same call 4 when its skill declares `pure` or `effectful`
+/// (6 for a tool that declares nothing, judged by its results: a job may say "running"
+/// four times); A,B cycles of `pure` skills 6; cycles of undeclared skills give each member
+/// the patience of a job polled alone (several jobs polled in turn look the same), so a
+/// period-3 cycle takes 16; arguments that only grow or count up are still new actions, so
+/// the note comes at the fifth such call (8); failing skills 6; junk arguments on three
+/// skills in turn 17; an empty reply is asked again twice (4), a reply that tells buddy's
+/// notes back once (4).
 pub const LOOP_BOUNDS: [(&str, u32); 21] = [
     ("get_time_forever", 4),
     ("identical_forever", 4),
-    ("identical_seven_tools", 5),
+    ("identical_seven_tools", 6),
     ("ab_cycle", 6),
-    ("cycle_period_3", 8),
-    ("growing_args", 6),
-    ("echo_search_growing", 6),
+    ("cycle_period_3", 16),
+    ("growing_args", 8),
+    ("echo_search_growing", 8),
     ("circuit_breaker", 6),
     ("failing_varied_args", 6),
-    ("junk_args_many_skills", 8),
+    ("junk_args_many_skills", 17),
     ("answer_plus_call", 7),
     ("answer_plus_call_threshold", 2),
-    ("finalize_echo", 5),
-    ("finalize_call_as_text", 5),
-    ("finalize_omits_result", 5),
+    ("finalize_echo", 6),
+    ("finalize_call_as_text", 6),
+    ("finalize_omits_result", 6),
     ("chanting_reply", 1),
     ("empty_answer", 4),
-    ("noisy_poll", 6),
+    ("noisy_poll", 7),
     ("empty_reply_reasked", 3),
     ("answer_echoes_note", 4),
     ("provider_refuses_loop", 3),

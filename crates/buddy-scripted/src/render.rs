@@ -58,7 +58,7 @@ impl<'a> View<'a> {
             }),
             last_note: match messages.last() {
                 Some(Message::Note { content }) => Some(content.as_str()),
-                Some(Message::User { content, .. }) if content.starts_with(Message::NOTE_MARK) => {
+                Some(Message::User { content, .. }) if Message::is_note_text(content) => {
                     Some(content.as_str())
                 }
                 _ => None,

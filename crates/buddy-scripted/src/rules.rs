@@ -51,7 +51,7 @@ pub struct Condition {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_result_is_error: Option<bool>,
     /// Is the request's last message a note from buddy (a note, or user text starting
-    /// `[buddy]`) containing this text (case-insensitive)?
+    /// `[system note]`) containing this text (case-insensitive)?
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_note_contains: Option<String>,
 }

@@ -1,6 +1,7 @@
 //! What a request can do without when even its pinned messages do not fit a small
 //! window, in the order it is given up: buddy's own notes, then the details of the tool
-//! definitions, then part of the reply's reserve. Only the request changes: the history
+//! definitions, then the definitions of tools the conversation never called, then part
+//! of the reply's reserve. Only the request changes: the history
 //! keeps everything.
 
 use buddy_core::{Message, ToolSpec};
@@ -18,6 +19,10 @@ pub enum Shed {
     /// And the tool definitions lose their details: each description cut to its first
     /// sentence, the descriptions and titles inside the parameter schemas removed.
     ToolDetails,
+    /// And only the tools the conversation has called stay offered (the model has shown
+    /// which it needs; every tool a history's call names stays defined, as the Messages
+    /// API wants).
+    UnusedTools,
     /// And the reply's reserve shrinks to its floor.
     Reserve,
 }
@@ -28,7 +33,8 @@ impl Shed {
         match self {
             Shed::Nothing => Some(Shed::Notes),
             Shed::Notes => Some(Shed::ToolDetails),
-            Shed::ToolDetails => Some(Shed::Reserve),
+            Shed::ToolDetails => Some(Shed::UnusedTools),
+            Shed::UnusedTools => Some(Shed::Reserve),
             Shed::Reserve => None,
         }
     }
@@ -56,6 +62,23 @@ pub fn without_notes(messages: &[Message], counts: &[usize]) -> (Vec<Message>, V
         kept_counts.push(*count);
     }
     (kept, kept_counts, dropped)
+}
+
+/// The tools of `tools` that some call in `messages` names.
+pub fn called_tools(tools: &[ToolSpec], messages: &[Message]) -> Vec<ToolSpec> {
+    let called: std::collections::HashSet<&str> = messages
+        .iter()
+        .flat_map(|m| match m {
+            Message::Assistant { tool_calls, .. } => tool_calls.as_slice(),
+            _ => &[],
+        })
+        .map(|c| c.name.as_str())
+        .collect();
+    tools
+        .iter()
+        .filter(|t| called.contains(t.name.as_str()))
+        .cloned()
+        .collect()
 }
 
 /// Longest description a compacted tool keeps.
@@ -154,9 +177,9 @@ mod tests {
     fn notes_go_but_a_last_note_stays() {
         let messages = vec![
             Message::user("hi"),
-            Message::note("[buddy] 3 of 6 model calls left"),
+            Message::note("[system note] 3 of 6 model calls left"),
             Message::assistant(""),
-            Message::note("[buddy] Your last reply was empty."),
+            Message::note("[system note] The last reply was empty."),
         ];
         let (kept, counts, dropped) = without_notes(&messages, &[1, 2, 3, 4]);
         assert_eq!(dropped, 1);

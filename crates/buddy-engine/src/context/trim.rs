@@ -371,7 +371,8 @@ mod tests {
         assert_eq!((fitted.dropped, fitted.truncated), (0, 1));
         let result = fitted.messages.last().unwrap().text().unwrap();
         assert!(
-            result.starts_with("yyyy") && result.contains("[buddy: this result was cut from about"),
+            result.starts_with("yyyy")
+                && result.contains("[system note: this result was cut from about"),
             "{result}"
         );
         assert!(fitted.tokens <= 1_000);

@@ -81,6 +81,29 @@ pub(crate) fn reask(
     ))
 }
 
+/// Asks the model to go on where a reply cut by the output limit stopped, at most
+/// `max_continuations` times a turn: the note and the trip, or `None` when spent.
+pub(crate) fn continuation(
+    policy: &crate::policy::LoopPolicy,
+    memory: &mut super::memory::JudgeMemory,
+) -> Option<(&'static str, Trip)> {
+    if memory.continuations >= policy.max_continuations {
+        return None;
+    }
+    memory.continuations += 1;
+    Some((
+        words::CONTINUE_CUT_NOTE,
+        Trip::new(
+            GuardKind::FinalAnswerCheck,
+            GuardAction::AskedAgain,
+            format!(
+                "the reply hit the output token limit; the model is asked to continue it ({} of {} in this turn)",
+                memory.continuations, policy.max_continuations
+            ),
+        ),
+    ))
+}
+
 /// What buddy said in a turn, for recognising it told back in an answer: its notes, and
 /// the facts of the turn (tool results and call arguments), which a note may quote and an
 /// answer may fairly repeat.
@@ -199,7 +222,8 @@ pub(crate) fn rejected(
     }
     let lower = trimmed.to_lowercase();
     let normalized = normalize(trimmed);
-    if lower.contains(&Message::NOTE_MARK.to_lowercase())
+    if lower.contains(Message::NOTE_MARK)
+        || lower.contains(Message::LEGACY_NOTE_MARK)
         || words::INSTRUCTION_PHRASES.iter().any(|p| lower.contains(p))
         || text_similarity(&normalized, &normalize(instruction)) >= 0.4
     {
@@ -492,7 +516,7 @@ mod tests {
 
     #[test]
     fn an_answer_that_tells_buddys_notes_back_is_no_answer() {
-        let note = "[buddy] `pipeline_status` was called again with the same arguments; it was not run again \
+        let note = "[system note] `pipeline_status` was called again with the same arguments; it was not run again \
                     and its earlier result was returned. Use it, or answer the user.";
         let said = Said {
             notes: vec![note],
@@ -519,5 +543,25 @@ mod tests {
             no("The deploy pipeline is green: 12 of 12 checks passed, as pipeline_status said."),
             None
         );
+        // A small model taking a note for someone who spoke to it is telling the note back.
+        for echo in [
+            "Thanks for the system note! You say 2 of 6 model calls left in this turn, so I will hurry.",
+            "The warning from the user says calling it this way again will not bring anything new.",
+        ] {
+            let said = Said {
+                notes: vec![
+                    "[system note] 2 of 6 model calls left in this turn; the last is reserved for the final answer.",
+                    "[system note] `search` was called with the same arguments and returned the same result 5 times. \
+                     Calling it this way again will not bring anything new; use what is there, try something else, \
+                     or answer the user.",
+                ],
+                facts: Vec::new(),
+            };
+            assert_eq!(
+                rejected(echo, "", &[], &said),
+                Some("it repeated buddy's own notes"),
+                "{echo}"
+            );
+        }
     }
 }

@@ -75,10 +75,23 @@ pub(crate) struct JudgeMemory {
     pub latest_tokens: BTreeSet<u64>,
     /// Replies without an answer that were asked again.
     pub reasks: u32,
-    /// Calls of the latest reply that re-send a call which already ran (same id, same
-    /// arguments), by their new id: the earlier call's id. They never run again.
+    /// Replies cut by the output limit that were asked to continue.
     #[serde(default)]
-    pub resent: BTreeMap<String, String>,
+    pub continuations: u32,
+    /// Calls of the latest reply that re-send a call which already ran (same id, same
+    /// arguments), by their new id. They never run again: they get that call's result.
+    #[serde(default)]
+    pub resent: BTreeMap<String, Resent>,
+}
+
+/// A call the provider sent again under the id of one that already ran.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Resent {
+    /// The id the call ran under.
+    pub earlier: String,
+    /// The result it got then.
+    pub content: String,
+    pub is_error: bool,
 }
 
 impl JudgeMemory {

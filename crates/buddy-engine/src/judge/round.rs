@@ -236,16 +236,22 @@ impl RoundJudge {
             .iter()
             .position(|s| s.key == slot.key && matches!(s.plan, Plan::Run));
         let decision = decisions.remove(&slot.call.id);
-        if let Some(earlier) = judge.memory.resent.remove(&slot.call.id) {
-            // The same call, sent again under the id of one that already ran: a call
-            // runs at most once (running it again could start the same work twice).
-            slot.plan = refused(not_run::resent(&earlier));
+        if let Some(resent) = judge.memory.resent.remove(&slot.call.id) {
+            // The same call, sent again under the id of one that already ran: the same
+            // call, so it gets that call's result. A call runs at most once (running it
+            // again could start the same work twice).
+            let earlier = resent.earlier;
+            slot.plan = Plan::Answer {
+                content: resent.content,
+                is_error: resent.is_error,
+            };
             trips.push(
                 Trip::new(
                     GuardKind::Repetition,
-                    GuardAction::Refused,
+                    GuardAction::ReturnedEarlierResult,
                     format!(
-                        "call `{earlier}` was sent again with the same arguments; it already ran, and a call runs at most once"
+                        "call `{earlier}` was sent again with the same id and arguments; it already ran, so it \
+                         gets the result it got then (a call runs at most once)"
                     ),
                 )
                 .on(&name),

@@ -11,7 +11,7 @@ use buddy_core::{
 use tracing::{debug, warn};
 
 use super::{End, State, ToolboxHandle, Turn, announce_to};
-use crate::context::shed::{Shed, compact_tools, reserve_floor, without_notes};
+use crate::context::shed::{Shed, called_tools, compact_tools, reserve_floor, without_notes};
 use crate::context::{Overflow, fit};
 use crate::guards::canonical::canonical_args;
 use crate::guards::chant::ChantDetector;
@@ -253,6 +253,7 @@ impl<'e> Turn<'e> {
         let mut shed = Shed::Nothing;
         let mut without: Option<(Vec<Message>, Vec<usize>, usize)> = None;
         let mut compact: Option<(Vec<ToolSpec>, usize)> = None;
+        let mut unused_shed = false;
         let (room, tools_tokens, fitted) = loop {
             if shed >= Shed::Notes && without.is_none() {
                 let (kept, counts, dropped) =
@@ -260,10 +261,15 @@ impl<'e> Turn<'e> {
                 without = Some((kept, counts, dropped));
             }
             if shed >= Shed::ToolDetails
-                && compact.is_none()
                 && let Some(tools) = tools
+                && (compact.is_none() || shed == Shed::UnusedTools && !unused_shed)
             {
-                let small = compact_tools(tools);
+                let small = if shed >= Shed::UnusedTools {
+                    unused_shed = true;
+                    compact_tools(&called_tools(tools, self.ledger.messages()))
+                } else {
+                    compact_tools(tools)
+                };
                 let tokens = self.ledger.counter().tools(&small);
                 compact = Some((small, tokens));
             }
@@ -468,6 +474,9 @@ impl<'e> Turn<'e> {
             parts.push(format!(
                 "the details of the tool definitions ({tools_before} → {tools_after} tokens)"
             ));
+        }
+        if shed >= Shed::UnusedTools {
+            parts.push("the tools the conversation has not called".to_owned());
         }
         if shed >= Shed::Reserve {
             parts.push(format!(

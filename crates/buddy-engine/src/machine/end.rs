@@ -88,7 +88,14 @@ impl Turn<'_> {
         } else {
             (reason, text)
         };
-        self.ledger.push(Message::assistant(text.clone())).await;
+        // Parts of the answer that were asked to go on are in the history already.
+        let rest = text
+            .strip_prefix(self.cut_answer.as_str())
+            .filter(|_| !self.cut_answer.is_empty())
+            .unwrap_or(&text);
+        if !rest.trim().is_empty() || self.cut_answer.is_empty() {
+            self.ledger.push(Message::assistant(rest.to_owned())).await;
+        }
         match self.ledger.take_record_failure() {
             Some(failure) => store_failed(failure),
             None => End::Answered { reason, text },

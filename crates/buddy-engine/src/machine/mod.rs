@@ -187,6 +187,9 @@ pub(crate) struct Turn<'e> {
     tools_offered_now: bool,
     /// Requests leave out tool rounds that repeat earlier ones (the model server refused them).
     prune_repeats: bool,
+    /// The answer so far when replies cut by the output limit were asked to go on (the
+    /// history already holds it; the answer is it and the rest).
+    cut_answer: String,
     tape: Tape,
 }
 
@@ -271,6 +274,7 @@ impl<'e> Turn<'e> {
             approval: request.approval,
             tools_offered_now: false,
             prune_repeats: false,
+            cut_answer: String::new(),
             tape,
         };
         (turn, entry)

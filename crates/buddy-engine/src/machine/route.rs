@@ -9,7 +9,8 @@ use tracing::debug;
 use super::{End, Round, State, Turn, Wait, non_empty, store_failed};
 use crate::approval::calls_needing_approval;
 use crate::guards::canonical::canonical_args;
-use crate::judge::answer::{Screened, buddys_words, reask, screen, tools_ignored};
+use crate::judge::answer::{Screened, buddys_words, continuation, reask, screen, tools_ignored};
+use crate::judge::memory::Resent;
 use crate::judge::route::{ReplyFacts, RouteVerdict, route};
 use crate::model_call::Reply;
 use crate::tape::TapeCalls;
@@ -31,12 +32,12 @@ impl Turn<'_> {
         let chanted = chanted.is_some();
         // Calls the model sent again under the id of a call that already ran, with the
         // same arguments: renamed like any reused id, and never run a second time.
-        let mut resent: BTreeMap<String, String> = BTreeMap::new();
+        let mut resent: BTreeMap<String, Resent> = BTreeMap::new();
         if !chanted && self.ledger.needs_rename(&tool_calls) {
             let sent = tool_calls.clone();
             self.ledger.rename_reused_ids(&mut tool_calls);
             for (before, after) in sent.iter().zip(&tool_calls) {
-                if before.id != after.id
+                let same_call = before.id != after.id
                     && self
                         .ledger
                         .answered_call(&before.id)
@@ -44,9 +45,19 @@ impl Turn<'_> {
                             earlier.name == before.name
                                 && canonical_args(&earlier.arguments)
                                     == canonical_args(&before.arguments)
-                        })
+                        });
+                if let Some((content, is_error)) = same_call
+                    .then(|| self.ledger.result_of(&before.id))
+                    .flatten()
                 {
-                    resent.insert(after.id.clone(), before.id.clone());
+                    resent.insert(
+                        after.id.clone(),
+                        Resent {
+                            earlier: before.id.clone(),
+                            content: content.to_owned(),
+                            is_error,
+                        },
+                    );
                 }
             }
             raw = Some(sent);
@@ -141,6 +152,8 @@ impl Turn<'_> {
                 }
                 self.push_calls(&text, tool_calls.clone(), tape_step, raw)
                     .await;
+                // The model went on with tools: a cut answer before is history, not the answer.
+                self.cut_answer.clear();
                 State::ExecuteTools(Round {
                     text,
                     calls: tool_calls,
@@ -156,6 +169,23 @@ impl Turn<'_> {
     /// own words, a call written as text) — then the model is asked again, within the
     /// turn's budget of re-asks, before buddy writes the answer from the tool results.
     async fn answer(&mut self, text: String, reason: StopReason) -> State {
+        // A reply the output limit cut goes on in the next one: it joins the history as
+        // it stands, and the model is asked to continue (within the turn's budget).
+        if reason == StopReason::Truncated
+            && !text.trim().is_empty()
+            && let Some((note, trip)) = continuation(&self.judge.policy, &mut self.judge.memory)
+        {
+            self.announce(trip).await;
+            self.ledger.push(Message::assistant(text.clone())).await;
+            self.ledger.push(Message::note(note)).await;
+            self.cut_answer.push_str(&text);
+            return State::CallModel(CallPurpose::Reask);
+        }
+        let text = if self.cut_answer.is_empty() {
+            text
+        } else {
+            format!("{}{text}", self.cut_answer)
+        };
         let names = self.tool_names();
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
         if let Some(trip) =

@@ -34,6 +34,12 @@ policy_fields! {
         check Check::Range { lo: 0, hi: 10, expected: "0..=10" };
         ceiling Ceiling::AtMost;
         flag Flag::None;
+    /// Replies cut by the output token limit (no call in them) asked to continue where they
+    /// stopped before the turn ends `truncated`; each continuation is a model call.
+    max_continuations: u32 = 2;
+        check Check::Range { lo: 0, hi: 10, expected: "0..=10" };
+        ceiling Ceiling::AtMost;
+        flag Flag::None;
     /// Consecutive failures of one skill before it is withdrawn (the circuit breaker).
     max_consecutive_failures: u32 = 3;
         check Check::Range { lo: 1, hi: 1000, expected: UP_TO_1000 };

@@ -553,7 +553,7 @@ proptest! {
             _ => None,
         }).collect();
         prop_assert_eq!(results.len(), calls);
-        prop_assert!(results.iter().all(|r| !r.contains("[buddy")), "{results:?}");
+        prop_assert!(results.iter().all(|r| !r.contains("[system note")), "{results:?}");
     }
 
     #[test]

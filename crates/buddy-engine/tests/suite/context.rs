@@ -190,8 +190,8 @@ fn same_or_cut(kept: &Message, original: &Message) -> bool {
         ) => {
             a == b
                 && (ca == cb
-                    || (ca.contains("[buddy: this result was cut")
-                        && cb.starts_with(ca.split("\n[buddy:").next().unwrap_or(""))))
+                    || (ca.contains("[system note: this result was cut")
+                        && cb.starts_with(ca.split("\n[system note:").next().unwrap_or(""))))
         }
         _ => kept == original,
     }
@@ -228,7 +228,7 @@ proptest! {
                 prop_assert!(fitted.tokens <= budget, "{} > {}", fitted.tokens, budget);
                 // Nothing invented: every kept message is an original (or its cut head), in order.
                 let mut cursor = 0;
-                for message in kept.iter().filter(|m| !m.text().is_some_and(|t| t.starts_with("[buddy] "))) {
+                for message in kept.iter().filter(|m| !m.text().is_some_and(|t| t.starts_with("[system note] "))) {
                     let found = history[cursor..].iter().position(|o| same_or_cut(message, o));
                     prop_assert!(found.is_some(), "{:?} is not from the history", message);
                     cursor += found.unwrap_or(0) + 1;
@@ -282,6 +282,56 @@ async fn pinned_messages_that_cannot_fit_end_the_turn_with_context_overflow() {
         other => panic!("expected an error, got {other:?}"),
     }
     assert!(requests.lock().unwrap().is_empty(), "nothing was sent");
+}
+
+#[tokio::test]
+async fn a_small_window_keeps_only_the_tools_the_conversation_called_before_overflowing() {
+    // A hundred tools do not fit a 2,048-token window even without their details; the
+    // one tool the conversation used does.
+    let toolbox = (0..100).fold(TestToolbox::new(), |tb, n| {
+        tb.with(
+            &format!("inventory_lookup_tool_number_{n}"),
+            buddy_testkit::TestTool::new(|_, _| buddy_core::ToolOutcome::ok("12 in stock")),
+        )
+    });
+    let provider = RecordingProvider::new(ReplyProvider::new(|_, _| {
+        Ok(reply_tokens("There are 12 in stock.", vec![]))
+    }));
+    let requests = provider.requests();
+    let engine =
+        buddy_engine::Engine::new(std::sync::Arc::new(provider), std::sync::Arc::new(toolbox));
+    let history = vec![
+        Message::user("How many widgets?"),
+        Message::Assistant {
+            content: None,
+            tool_calls: vec![ToolCall::new(
+                "c1",
+                "inventory_lookup_tool_number_7",
+                r#"{"item":"widget"}"#,
+            )],
+        },
+        Message::tool_result("c1", "12 in stock", false),
+        Message::assistant("12."),
+    ];
+    let policy = LoopPolicy {
+        context_window: Some(2048),
+        ..LoopPolicy::default()
+    };
+    let request = buddy_engine::TurnRequest::new("gpt-4o", "And how many are there now?")
+        .with_history(history)
+        .with_policy(policy);
+    let (events, outcome) = engine.run_collect(request).await;
+    assert_eq!(outcome.reason, StopReason::Completed, "{events:?}");
+    let requests = requests.lock().unwrap();
+    assert_eq!(
+        requests[0].tools.as_deref(),
+        Some(&["inventory_lookup_tool_number_7".to_owned()][..])
+    );
+    assert!(
+        events.iter().any(|e| matches!(e, ChatEvent::GuardTripped { action: buddy_core::GuardAction::Shed, detail, .. }
+            if detail.contains("the tools the conversation has not called"))),
+        "{events:?}"
+    );
 }
 
 #[tokio::test]

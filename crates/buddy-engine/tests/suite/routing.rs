@@ -2,8 +2,8 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use buddy_core::{
-    ChatEvent, FinishReason, GuardAction, GuardKind, Message, RepeatSemantics, StopReason, Token,
-    ToolOutcome,
+    ChatEvent, FinishReason, GuardAction, GuardKind, Message, ProviderError, RepeatSemantics,
+    StopReason, Token, ToolOutcome,
 };
 use buddy_engine::LoopPolicy;
 use buddy_testkit::{RecordingProvider, ReplyProvider, TestTool, TestToolbox, reply_tokens};
@@ -169,8 +169,87 @@ async fn a_truncated_answer_says_so() {
             }),
         ])
     });
-    let (_, outcome) = run_turn(provider, TestToolbox::new(), LoopPolicy::default()).await;
+    let (events, outcome) = run_turn(provider, TestToolbox::new(), LoopPolicy::default()).await;
     assert_eq!(outcome.reason, StopReason::Truncated);
+    // Asked to go on twice (each a model call), every piece is the answer.
+    assert_eq!(outcome.stats.model_calls, 3);
+    assert_eq!(outcome.answer.as_deref(), Some("{\"{\"{\""));
+    assert_eq!(
+        guards(&events),
+        [(GuardKind::FinalAnswerCheck, GuardAction::AskedAgain); 2]
+    );
+}
+
+/// A reply of `text` cut by the output token limit.
+fn cut(text: &str) -> Vec<Result<Token, ProviderError>> {
+    vec![
+        Ok(Token::Text { text: text.into() }),
+        Ok(Token::Finish {
+            reason: FinishReason::Length,
+            usage: None,
+        }),
+    ]
+}
+
+#[tokio::test]
+async fn a_reply_cut_by_the_output_limit_is_asked_to_go_on_and_its_pieces_are_the_answer() {
+    let provider = RecordingProvider::new(ReplyProvider::new(|req, i| {
+        Ok(match i {
+            0 => cut("The three causes are: 1. the cache, "),
+            1 => {
+                // The model sees what it wrote so far, then the request to go on.
+                let last = req.messages.len();
+                assert!(matches!(
+                    &req.messages[last - 2],
+                    Message::Assistant { content: Some(c), .. } if c.starts_with("The three causes")
+                ));
+                assert!(
+                    matches!(&req.messages[last - 1], Message::Note { content } if content.contains("Continue it exactly where it stopped"))
+                );
+                cut("2. the pool, ")
+            }
+            _ => reply_tokens("3. the clock.", vec![]),
+        })
+    }));
+    let (events, outcome) = run_turn(provider, TestToolbox::new(), LoopPolicy::default()).await;
+    assert_eq!(outcome.reason, StopReason::Completed);
+    assert_eq!(outcome.stats.model_calls, 3);
+    let whole = "The three causes are: 1. the cache, 2. the pool, 3. the clock.";
+    assert_eq!(outcome.answer.as_deref(), Some(whole));
+    assert!(matches!(events.last(), Some(ChatEvent::Done { answer, .. }) if answer == whole));
+    // The history holds each piece once, as the model wrote it.
+    let pieces: Vec<&str> = outcome
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::Assistant {
+                content: Some(c), ..
+            } => Some(c.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        pieces,
+        [
+            "The three causes are: 1. the cache, ",
+            "2. the pool, ",
+            "3. the clock."
+        ]
+    );
+    buddy_testkit::assert_history_valid(&outcome.messages);
+}
+
+#[tokio::test]
+async fn continuations_are_a_policy_budget() {
+    let provider = ReplyProvider::new(|_, _| Ok(cut("more ")));
+    let policy = LoopPolicy {
+        max_continuations: 0,
+        ..LoopPolicy::default()
+    };
+    let (_, outcome) = run_turn(provider, TestToolbox::new(), policy).await;
+    assert_eq!(outcome.reason, StopReason::Truncated);
+    assert_eq!(outcome.stats.model_calls, 1);
+    assert_eq!(outcome.answer.as_deref(), Some("more "));
 }
 
 #[tokio::test]
@@ -361,16 +440,15 @@ async fn a_call_sent_again_under_the_id_of_one_that_ran_runs_at_most_once() {
             _ => None,
         })
         .collect();
-    assert!(
-        results[1].1 && results[1].0.contains("this is call `call_job` again"),
-        "{results:?}"
-    );
+    // The same call under the same id is that call: it gets the result it got then.
+    assert_eq!(results[1], results[0], "{results:?}");
+    assert!(results[0].0.contains("backup"), "{results:?}");
     assert!(
         !results[2].1 && results[2].0.contains("report"),
         "{results:?}"
     );
     assert!(
-        guards(&events).contains(&(GuardKind::Repetition, GuardAction::Refused)),
+        guards(&events).contains(&(GuardKind::Repetition, GuardAction::ReturnedEarlierResult)),
         "{:?}",
         guards(&events)
     );

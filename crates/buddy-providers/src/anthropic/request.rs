@@ -105,7 +105,9 @@ pub(crate) fn messages_request<'a>(
     for message in request.messages {
         match message {
             Message::System { content } => system.push(content),
-            // A note joins the user message that holds the tool results, as a text block after them.
+            // A note joins the user message that holds the tool results, as a text block after
+            // them: the API has no mid-conversation system message, and inside a
+            // `tool_result` an instruction would read as the tool's (untrusted) output.
             Message::User {
                 content,
                 attachments,

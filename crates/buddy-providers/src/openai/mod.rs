@@ -31,6 +31,9 @@ pub struct OpenAiCompat {
     pub no_images: bool,
     /// The model reads no files: a request with one is refused (400) instead of sent.
     pub no_files: bool,
+    /// Send buddy's notes as user text instead of `system` messages (for servers whose
+    /// chat template refuses a system message after the first).
+    pub notes_as_user: bool,
 }
 
 /// Everything an [`OpenAiProvider`] needs. The `Default` is OpenAI's own API, streaming;

@@ -152,8 +152,11 @@ pub(crate) fn chat_request<'a>(
         .iter()
         .map(|m| match m {
             Message::System { content } => WireMessage::System { content },
-            // buddy's notes go as user text: every OpenAI-compatible server accepts a user
-            // message after tool results, while mid-conversation system messages are refused by some.
+            // buddy's notes go as system messages, which no model takes for the user
+            // speaking (OpenAI's API takes them anywhere and hands them to reasoning models
+            // as developer messages); a server whose template refuses a system message
+            // after the first gets them as user text (`compat.notes_as_user`).
+            Message::Note { content } if !compat.notes_as_user => WireMessage::System { content },
             Message::User {
                 content,
                 attachments,

@@ -155,7 +155,15 @@ pub fn to_messages(wire: Vec<WireMessage>) -> Result<Vec<Message>, String> {
         .enumerate()
         .map(|(i, m)| {
             Ok(match m.role.as_str() {
-                "system" | "developer" => Message::system(m.content.as_ref().and_then(text_of).unwrap_or_default()),
+                "system" | "developer" => {
+                    let text = m.content.as_ref().and_then(text_of).unwrap_or_default();
+                    // buddy's notes travel as marked system messages: read them back as notes.
+                    if Message::is_note_text(&text) {
+                        Message::note(text)
+                    } else {
+                        Message::system(text)
+                    }
+                }
                 "user" => {
                     let (text, attachments) = match &m.content {
                         Some(content) => user_content(content)
@@ -163,8 +171,8 @@ pub fn to_messages(wire: Vec<WireMessage>) -> Result<Vec<Message>, String> {
                         None => (String::new(), Vec::new()),
                     };
                     // buddy's own notes (guard and budget notes) travel as user text
-                    // marked `[buddy]`; read them back as notes, not as the user speaking.
-                    if text.starts_with(Message::NOTE_MARK) && attachments.is_empty() {
+                    // marked `[system note]` (earlier `[buddy]`); read them back as notes, not as the user speaking.
+                    if Message::is_note_text(&text) && attachments.is_empty() {
                         Message::note(text)
                     } else {
                         Message::user_with(text, attachments)

@@ -274,17 +274,35 @@ async fn notes_travel_apart_from_tool_results_in_each_api_s_own_form() {
     }
     let last = messages.last().unwrap();
     assert_eq!(
-        last["role"], "user",
-        "the note is a user message of its own"
+        last["role"], "system",
+        "the note is a system message of its own: never the user speaking"
     );
     assert!(
         last["content"]
             .as_str()
             .unwrap()
-            .starts_with("[buddy] 3 of 6 model calls left"),
+            .starts_with("[system note] 3 of 6 model calls left"),
         "{last}"
     );
     assert_eq!(messages[messages.len() - 2]["role"], "tool");
+
+    // A server whose template refuses a late system message gets it as user text.
+    let server = MockServer::start(looping("openai")).await;
+    let provider = buddy_providers::OpenAiProvider::new(buddy_providers::OpenAiOptions {
+        base_url: format!("{}/v1", server.url()),
+        api_key: Some("sk-test".into()),
+        http: quick_http(),
+        compat: buddy_providers::OpenAiCompat {
+            notes_as_user: true,
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+    .unwrap();
+    run(provider, policy.clone()).await;
+    let body = server.requests()[3].json();
+    let last = body["messages"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["role"], "user", "{last}");
 
     let server = MockServer::start(looping("anthropic")).await;
     run(anthropic(&server.url(), quick_http()), policy).await;
@@ -299,6 +317,8 @@ async fn notes_travel_apart_from_tool_results_in_each_api_s_own_form() {
         roles.windows(2).all(|w| w[0] != w[1]),
         "roles alternate: {roles:?}"
     );
+    // The note is a text block after the tool results (the API has no mid-conversation
+    // system message); the tool's output is untouched.
     let last = messages.last().unwrap();
     let blocks = last["content"].as_array().unwrap();
     assert_eq!(blocks[0]["type"], "tool_result");
@@ -311,7 +331,7 @@ async fn notes_travel_apart_from_tool_results_in_each_api_s_own_form() {
         blocks[1]["text"]
             .as_str()
             .unwrap()
-            .starts_with("[buddy] 3 of 6 model calls left"),
+            .starts_with("[system note] 3 of 6 model calls left"),
         "{last}"
     );
 }
