@@ -525,7 +525,7 @@ mod tests {
                 )],
             },
             Message::tool_result("call_1", "14:05 CET", false),
-            Message::note("[system note] 2 earlier messages left out"),
+            Message::note("[buddy] 2 earlier messages left out"),
         ];
         let tools = [ToolSpec {
             name: "clock".into(),

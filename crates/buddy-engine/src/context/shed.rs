@@ -166,11 +166,41 @@ mod tests {
         let order: Vec<Shed> = std::iter::successors(Some(Shed::Nothing), |s| s.next()).collect();
         assert_eq!(
             order,
-            [Shed::Nothing, Shed::Notes, Shed::ToolDetails, Shed::Reserve]
+            [
+                Shed::Nothing,
+                Shed::Notes,
+                Shed::ToolDetails,
+                Shed::UnusedTools,
+                Shed::Reserve
+            ]
         );
         assert_eq!(reserve_floor(512), 256);
         assert_eq!(reserve_floor(4096), 1024);
         assert_eq!(reserve_floor(100), 100);
+    }
+
+    #[test]
+    fn only_the_tools_a_call_names_stay() {
+        let tool = |name: &str| ToolSpec {
+            name: name.into(),
+            description: String::new(),
+            parameters: serde_json::json!({"type": "object"}),
+        };
+        let tools = [tool("a"), tool("b"), tool("c")];
+        let messages = [
+            Message::user("hi"),
+            Message::Assistant {
+                content: None,
+                tool_calls: vec![buddy_core::ToolCall::new("1", "c", "{}")],
+            },
+            Message::tool_result("1", "ok", false),
+        ];
+        let kept: Vec<String> = called_tools(&tools, &messages)
+            .into_iter()
+            .map(|t| t.name)
+            .collect();
+        assert_eq!(kept, ["c"]);
+        assert!(called_tools(&tools, &messages[..1]).is_empty());
     }
 
     #[test]
