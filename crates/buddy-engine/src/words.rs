@@ -27,7 +27,7 @@ pub(crate) const INSTRUCTION_PHRASES: [&str; 2] = ["tool use has ended", "do not
 pub(crate) const NOTE_PHRASES: [&str; 7] = [
     "rounds in a row",
     "model calls left",
-    "reserved for the final answer",
+    "reserved for answering",
     "was not run again",
     "earlier result was returned",
     "will not bring anything new",
@@ -70,7 +70,7 @@ pub(crate) fn reask_note(why: Unanswered) -> &'static str {
 }
 
 /// What the model reads when a person gives a capped turn more budget.
-pub(crate) const CONTINUE_NOTE: &str = "[system note] More budget was given for this task. Continue \
+pub(crate) const CONTINUE_NOTE: &str = "[system note] This task was given more budget. Continue \
      where the work stopped; the results above are still valid, so do not repeat calls already made.";
 
 /// A reply cut by the output token limit is asked to go on.
@@ -80,7 +80,7 @@ pub(crate) const CONTINUE_CUT_NOTE: &str = "[system note] The reply above was cu
 /// "N of M model calls left", once half the budget is spent.
 pub(crate) fn budget_note(left: u32, max: u32) -> String {
     format!(
-        "[system note] {left} of {max} model calls left in this turn; the last is reserved for the final answer."
+        "[system note] {left} of {max} model calls left in this turn; the last is reserved for answering."
     )
 }
 

@@ -550,7 +550,7 @@ mod tests {
         ] {
             let said = Said {
                 notes: vec![
-                    "[system note] 2 of 6 model calls left in this turn; the last is reserved for the final answer.",
+                    "[system note] 2 of 6 model calls left in this turn; the last is reserved for answering.",
                     "[system note] `search` was called with the same arguments and returned the same result 5 times. \
                      Calling it this way again will not bring anything new; use what is there, try something else, \
                      or answer the user.",
