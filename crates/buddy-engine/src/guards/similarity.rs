@@ -63,9 +63,10 @@ pub fn similarity(a: &str, b: &str) -> f64 {
 }
 
 /// True when two calls' canonical arguments are the same arguments varied a little:
-/// exactly one value differs, and only by a counter (`page 1` -> `page 2`) or by growing
-/// or shrinking around the same text (a query rewritten word by word). Two calls that
-/// differ in two values (a file's name and its content) are two different actions.
+/// exactly one value differs, and only by growing or shrinking by whole words around
+/// the same text (a query rewritten word by word). Two calls that differ in two values
+/// (a file's name and its content), or in a counter (`page 1` -> `page 2`), are two
+/// different actions: a new action is progress, whatever it returns.
 pub fn args_near(a_canonical: &str, b_canonical: &str) -> bool {
     if a_canonical == b_canonical {
         return false;
@@ -81,26 +82,71 @@ pub fn args_near(a_canonical: &str, b_canonical: &str) -> bool {
             }
             let mut differing = a.iter().filter(|(k, v)| b.get(*k) != Some(*v));
             match (differing.next(), differing.next()) {
-                (Some((key, value)), None) => b
+                (Some((key, serde_json::Value::String(value))), None) => b
                     .get(key)
-                    .is_some_and(|other| value_near(&value.to_string(), &other.to_string())),
+                    .and_then(serde_json::Value::as_str)
+                    .is_some_and(|other| grew_by_words(value, other)),
                 _ => false,
             }
         }
-        _ => value_near(a_canonical, b_canonical),
+        _ => grew_by_words(a_canonical, b_canonical),
     }
 }
 
-/// True when two values (as JSON text) differ only by digits, or one grew from the other.
-fn value_near(a: &str, b: &str) -> bool {
+/// True when one text is the other with whole words added before or after it (the
+/// shorter at least [`MIN_GROWN_CHARS`] long, compared case- and space-insensitively).
+fn grew_by_words(a: &str, b: &str) -> bool {
     let (na, nb) = (normalize(a), normalize(b));
-    if na == nb {
-        return true;
+    let (short, long) = if na.len() <= nb.len() {
+        (na, nb)
+    } else {
+        (nb, na)
+    };
+    if short.len() < MIN_GROWN_CHARS || short == long {
+        return false;
     }
-    let (ga, gb) = (na.trim_matches('"'), nb.trim_matches('"'));
-    // One value grew (or shrank) around the same text; a short one says nothing.
-    ga.len().min(gb.len()) >= 6 && (gb.contains(ga) || ga.contains(gb))
+    long.strip_prefix(short.as_str())
+        .is_some_and(|rest| rest.starts_with(' '))
+        || long
+            .strip_suffix(short.as_str())
+            .is_some_and(|rest| rest.ends_with(' '))
 }
+
+/// True when two calls' canonical arguments differ in one value, and only by its digits
+/// (a counter) or by growing by whole words: the looser likeness the repeated-answer check
+/// uses, where the same answer text already says the model has answered.
+pub fn args_counted_or_grown(a_canonical: &str, b_canonical: &str) -> bool {
+    if a_canonical == b_canonical {
+        return false;
+    }
+    let parsed = (
+        serde_json::from_str::<serde_json::Value>(a_canonical),
+        serde_json::from_str::<serde_json::Value>(b_canonical),
+    );
+    let alike = |a: &str, b: &str| normalize(a) == normalize(b) || grew_by_words(a, b);
+    match parsed {
+        (Ok(serde_json::Value::Object(a)), Ok(serde_json::Value::Object(b))) => {
+            if a.len() != b.len() || a.keys().any(|k| !b.contains_key(k)) {
+                return false;
+            }
+            let mut differing = a.iter().filter(|(k, v)| b.get(*k) != Some(*v));
+            match (differing.next(), differing.next()) {
+                (Some((key, value)), None) => {
+                    b.get(key)
+                        .is_some_and(|other| match (value.as_str(), other.as_str()) {
+                            (Some(x), Some(y)) => alike(x, y),
+                            _ => alike(&value.to_string(), &other.to_string()),
+                        })
+                }
+                _ => false,
+            }
+        }
+        _ => alike(a_canonical, b_canonical),
+    }
+}
+
+/// The shortest text whose growth by whole words counts as a near-variation.
+const MIN_GROWN_CHARS: usize = 6;
 
 /// Word pairs of an already normalised text (single words for one-word texts).
 fn word_pairs(normalized: &str) -> HashSet<(&str, &str)> {
@@ -151,32 +197,59 @@ mod tests {
     }
 
     #[test]
-    fn one_value_counting_up_or_growing_is_near() {
-        assert!(args_near(r#"{"page":1}"#, r#"{"page":2}"#));
+    fn one_value_growing_by_words_is_near_and_a_counter_is_a_new_action() {
         assert!(args_near(
             r#"{"q":"libfoo changelog"}"#,
             r#"{"q":"libfoo changelog 0.4"}"#
         ));
         assert!(args_near(
-            r#"{"n":10,"q":"attempt 1"}"#,
-            r#"{"n":10,"q":"attempt 2"}"#
+            r#"{"n":10,"q":"weather today"}"#,
+            r#"{"n":10,"q":"paris weather today"}"#
         ));
-        assert!(args_near("attempt 1", "attempt 2"));
+        assert!(args_near("libfoo changelog", "libfoo changelog now"));
+        // Counting up is doing something new: reading the next page, the next file.
+        assert!(!args_near(r#"{"page":1}"#, r#"{"page":2}"#));
+        assert!(!args_near(r#"{"q":"attempt 1"}"#, r#"{"q":"attempt 2"}"#));
+        assert!(!args_near(r#"{"q":"step 1"}"#, r#"{"q":"step 10"}"#));
         assert!(!args_near(
             r#"{"path":"src/main.rs"}"#,
             r#"{"path":"Cargo.toml"}"#
         ));
-        assert!(!args_near(r#"{"page":1}"#, r#"{"page":1}"#));
+        assert!(!args_near(r#"{"q":"weather"}"#, r#"{"q":"weather"}"#));
         // Rewording is a new question, and two values changed are a new action.
         assert!(!args_near(
             r#"{"q":"weather in paris today"}"#,
             r#"{"q":"weather in paris now"}"#
         ));
         assert!(!args_near(
-            r#"{"content":"part 1","path":"part1.txt"}"#,
-            r#"{"content":"part 2","path":"part2.txt"}"#
+            r#"{"content":"part one","path":"notes.txt"}"#,
+            r#"{"content":"part one more","path":"notes2.txt"}"#
         ));
-        assert!(!args_near(r#"{"page":1}"#, r#"{"page":2,"size":5}"#));
+        assert!(
+            !args_near(r#"{"q":"rust"}"#, r#"{"q":"rust async"}"#),
+            "too short to tell"
+        );
+    }
+
+    #[test]
+    fn counted_or_grown_also_takes_counters() {
+        assert!(args_counted_or_grown(r#"{"page":1}"#, r#"{"page":2}"#));
+        assert!(args_counted_or_grown(
+            r#"{"q":"tokio details 1"}"#,
+            r#"{"q":"tokio details 2"}"#
+        ));
+        assert!(args_counted_or_grown(
+            r#"{"q":"weather"}"#,
+            r#"{"q":"weather today"}"#
+        ));
+        assert!(!args_counted_or_grown(
+            r#"{"q":"weather"}"#,
+            r#"{"q":"forecast"}"#
+        ));
+        assert!(!args_counted_or_grown(
+            r#"{"a":1,"b":1}"#,
+            r#"{"a":2,"b":2}"#
+        ));
     }
 
     #[test]

@@ -16,7 +16,7 @@ use crate::guards::call_log::call_key;
 use crate::guards::canonical;
 use crate::guards::ladder::Rung;
 use crate::guards::similarity::{
-    MIN_ECHO_CHARS, NEAR_ANSWER, args_near, normalize, text_similarity,
+    MIN_ECHO_CHARS, NEAR_ANSWER, args_counted_or_grown, normalize, text_similarity,
 };
 use crate::judge::route::FINISH_TOOL;
 use crate::words::{self, not_run};
@@ -480,7 +480,8 @@ fn varies_old_ground(judge: &Judge, slot: &Slot) -> bool {
     let log = &judge.memory.log;
     log.last_with_key(&slot.key).is_none()
         && log.last_of(&slot.call.name).is_some_and(|prev| {
-            log.actions() == prev.actions_at && args_near(&prev.canonical_args, &slot.canonical)
+            log.actions() == prev.actions_at
+                && args_counted_or_grown(&prev.canonical_args, &slot.canonical)
         })
 }
 

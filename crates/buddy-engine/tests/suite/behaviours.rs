@@ -1,6 +1,7 @@
 //! Generated agent behaviours against the default guards. Legitimate work (paging,
 //! polling, retries after errors, long chains, parallel batches, counters, any mix of
-//! them, results that differ only in numbers) never trips a guard and completes with
+//! them, new actions whose results are all the same, results that differ only in
+//! numbers) never trips a guard and completes with
 //! every result byte for byte as the tool returned it; loops (repeats, cycles of period
 //! 2–4, growing or counting arguments, failing skills), after any legitimate prefix and
 //! with any number of idle tools on offer, always end with an answer within the
@@ -45,6 +46,9 @@ enum Legit {
     /// Write a fix (always "wrote 41 bytes"), run the tests (a new failure each time),
     /// until they pass.
     FixCycle { attempts: u8 },
+    /// New actions whose arguments count up (`file 1`, `file 2`, …) and whose results are
+    /// all the same: `ok`, empty, or an echo of the arguments. Each is a new action.
+    Counting { steps: u8, result: u8 },
 }
 
 /// One way a model loops.
@@ -54,8 +58,8 @@ enum Loop {
     Repeat { semantics: u8 },
     /// Calls to `period` tools in turn, same arguments and results.
     Cycle { period: u8 },
-    /// Arguments that grow (or count up) while the result adds nothing new.
-    Growing { counting: bool, echo: bool },
+    /// A query that grows word by word while the result adds nothing new.
+    Growing { echo: bool },
     /// A skill that fails whatever the arguments.
     Failing { echo: bool },
     /// A poll whose answers differ only in a timestamp, a check counter and a request id.
@@ -83,6 +87,7 @@ fn legit() -> impl Strategy<Value = Legit> {
         (2u8..=6).prop_map(|times| Legit::Counter { times }),
         (1u8..=8).prop_map(|steps| Legit::TokenChain { steps }),
         (1u8..=5).prop_map(|attempts| Legit::FixCycle { attempts }),
+        (1u8..=40, 0u8..3).prop_map(|(steps, result)| Legit::Counting { steps, result }),
     ]
 }
 
@@ -90,8 +95,7 @@ fn a_loop() -> impl Strategy<Value = Loop> {
     prop_oneof![
         (0u8..3).prop_map(|semantics| Loop::Repeat { semantics }),
         (2u8..=4).prop_map(|period| Loop::Cycle { period }),
-        (any::<bool>(), any::<bool>())
-            .prop_map(|(counting, echo)| Loop::Growing { counting, echo }),
+        any::<bool>().prop_map(|echo| Loop::Growing { echo }),
         any::<bool>().prop_map(|echo| Loop::Failing { echo }),
         Just(Loop::NoisyPoll),
         (2u8..=3).prop_map(|states| Loop::FlipFlop { states }),
@@ -279,6 +283,25 @@ fn add_legit(script: &mut Script, part: &Legit, s: usize) {
                     }),
                 )
         }
+        Legit::Counting { steps, result } => {
+            let name = format!("save_part_{s}");
+            for step in 1..=u64::from(steps) {
+                script.rounds.push(vec![(
+                    name.clone(),
+                    json!({"file": format!("part {step}.txt")}),
+                )]);
+            }
+            toolbox.with(
+                &name,
+                TestTool::new(move |call, _| {
+                    ToolOutcome::ok(match result {
+                        0 => "ok".to_owned(),
+                        1 => String::new(),
+                        _ => format!("saved {}", arg_str(call, "file")),
+                    })
+                }),
+            )
+        }
         Legit::FixCycle { attempts } => {
             let (save, test) = (format!("save_code_{s}"), format!("run_tests_{s}"));
             for attempt in 0..=u64::from(attempts) {
@@ -375,14 +398,10 @@ fn add_loop(script: &mut Script, kind: &Loop) -> u32 {
             // a row ends it: 5 rounds per member, then Finalize.
             (tb, 5 * u32::from(period) + 1)
         }
-        Loop::Growing { counting, echo } => {
+        Loop::Growing { echo } => {
             for r in 1..=FOREVER {
-                let query = if counting {
-                    format!("libfoo changelog 0.4 attempt {r}")
-                } else {
-                    let words: Vec<&str> = WORDS.iter().cycle().take(r as usize).copied().collect();
-                    format!("libfoo changelog {}", words.join(" "))
-                };
+                let words: Vec<&str> = WORDS.iter().cycle().take(r as usize).copied().collect();
+                let query = format!("libfoo changelog {}", words.join(" "));
                 script
                     .rounds
                     .push(vec![("search_docs".to_owned(), json!({"query": query}))]);
