@@ -229,12 +229,15 @@ pub(crate) fn elision_note(dropped: usize) -> String {
     format!("[system note] {dropped} earlier message(s) were left out to fit the context window.")
 }
 
-/// How the marker of a result cut to fit begins.
+/// How the marker of a result cut to fit begins (it stands between the head and the tail).
 pub(crate) const CUT_MARKER: &str = "\n[system note: this result was cut from about";
 
-/// The marker a result cut to fit ends with.
+/// The marker that stands where the middle of a result cut to fit was.
 pub(crate) fn cut_marker(tokens: usize, target: usize) -> String {
-    format!("{CUT_MARKER} {tokens} to {target} tokens to fit the context window]")
+    format!(
+        "{CUT_MARKER} {tokens} to {target} tokens to fit the context window; its start and its end \
+         are kept]\n"
+    )
 }
 
 /// buddy's own answer when the model gave none: why, and the latest results quoted.

@@ -26,8 +26,9 @@ use crate::scenario::Scenario;
 /// time, so the note comes at the fifth such call (8); failing skills 6; an empty reply is
 /// asked again twice (4), a reply that tells buddy's notes back once (4). Arguments that
 /// count up (`junk_args_many_skills`) are new actions: only the caps bound them.
-pub const LOOP_BOUNDS: [(&str, u32); 20] = [
+pub const LOOP_BOUNDS: [(&str, u32); 21] = [
     ("get_time_forever", 4),
+    ("restart_service_forever", 6),
     ("identical_forever", 4),
     ("identical_seven_tools", 6),
     ("ab_cycle", 6),
@@ -49,7 +50,14 @@ pub const LOOP_BOUNDS: [(&str, u32); 20] = [
     ("provider_refuses_loop", 3),
 ];
 /// Legitimate work: must complete with no guard event and no wasted call.
-pub const LEGITIMATE: [&str; 13] = [
+pub const LEGITIMATE: [&str; 20] = [
+    "scaffold_empty_outputs",
+    "booking_tools_answer_none",
+    "write_twelve_files",
+    "echo_lookup_chain_24",
+    "three_exports_polled",
+    "six_searches_nothing_found",
+    "fan_out_48_reads",
     "chain_3_steps",
     "chain_15_steps",
     "chain_result_tokens",

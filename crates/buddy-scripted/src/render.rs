@@ -160,7 +160,8 @@ fn render(view: &View<'_>, reply: &ReplyTemplate, k: usize) -> Rendered {
                 Some(raw) => raw.clone(),
                 None => view.fill_value(&call.arguments).to_string(),
             };
-            ToolCall::new(format!("call_{k}_{i}"), call.name.clone(), arguments)
+            let id = call.id.clone().unwrap_or_else(|| format!("call_{k}_{i}"));
+            ToolCall::new(id, call.name.clone(), arguments)
         })
         .collect();
     let finish = match &reply.finish {

@@ -94,6 +94,9 @@ pub struct CallTemplate {
     /// Send exactly this argument text instead (e.g. malformed JSON).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raw_arguments: Option<String>,
+    /// The call's id (default `call_<reply>_<index>`): a server that sends an id again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
 }
 
 fn empty_object() -> Value {

@@ -97,6 +97,18 @@ pub struct StubTool {
     /// Time each call takes, in milliseconds.
     #[serde(default)]
     pub delay_ms: u64,
+    /// Lines every result starts with (a long log whose verdict is its last line).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lines_before: Option<RepeatedLine>,
+}
+
+/// One line written `times` times.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RepeatedLine {
+    /// The line, without its newline; `{i}` is its number from 1.
+    pub line: String,
+    pub times: usize,
 }
 
 fn any_object() -> Value {

@@ -66,16 +66,25 @@ impl Skill for StubSkill {
             if self.tool.delay_ms > 0 {
                 tokio::time::sleep(Duration::from_millis(self.tool.delay_ms)).await;
             }
+            let before = self
+                .tool
+                .lines_before
+                .as_ref()
+                .map_or_else(String::new, |l| {
+                    (1..=l.times)
+                        .map(|i| l.line.replace("{i}", &i.to_string()) + "\n")
+                        .collect()
+                });
             if self.tool.results.is_empty() {
                 let template = self.tool.template.as_deref().unwrap_or("ok");
-                return Ok(fill_template(template, &args, call));
+                return Ok(before + &fill_template(template, &args, call));
             }
             let index = (call - 1).min(self.tool.results.len() - 1);
             match &self.tool.results[index] {
-                StubResult::Ok(text) => Ok(fill_template(text, &args, call)),
-                StubResult::Error { error } => {
-                    Err(SkillError::Failed(fill_template(error, &args, call)))
-                }
+                StubResult::Ok(text) => Ok(before + &fill_template(text, &args, call)),
+                StubResult::Error { error } => Err(SkillError::Failed(
+                    before + &fill_template(error, &args, call),
+                )),
             }
         })
     }

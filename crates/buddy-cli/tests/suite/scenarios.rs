@@ -61,9 +61,11 @@ async fn legitimate_work_completes_untouched_under_the_default_policy() {
     let reports = run_all().await;
     for name in LEGITIMATE {
         let (scenario, report) = reports.iter().find(|(s, _)| s.name == name).expect(name);
+        // The default guards; a smaller call budget is allowed (the budget note's scenario
+        // needs to pass half of one).
         assert!(
-            scenario.policy.is_empty(),
-            "{name} must run under the default policy"
+            scenario.policy.keys().all(|k| k == "max_model_calls"),
+            "{name} must run under the default guards"
         );
         assert_eq!(report.reason, StopReason::Completed, "{name}");
         let guards: Vec<&ChatEvent> = report

@@ -3,8 +3,8 @@
 //! The history is handled in whole groups: an assistant message together with all of
 //! its tool results, or a lone user or assistant message. The leading system messages
 //! and the latest user message are pinned. When the request does not fit:
-//! 1. any single tool result longer than a quarter of the budget is cut in place, with
-//!    a marker, rather than dropped;
+//! 1. any single tool result longer than a quarter of the budget is cut in place (its
+//!    start and its end kept, a marker where its middle was), rather than dropped;
 //! 2. the oldest groups are dropped (never the newest group of the current turn), and a
 //!    short system note tells the model that earlier messages were left out;
 //! 3. if it still does not fit, the remaining tool results are cut further;
@@ -283,8 +283,22 @@ fn cut_result(
     else {
         return (message.clone(), tokens);
     };
+    // The head and the tail are kept, the middle cut: a log's verdict is its last line.
     let build = |keep: usize| {
-        let text = format!("{}{}", &content[..keep], words::cut_marker(tokens, target));
+        let mut head = keep / 2;
+        while head > 0 && !content.is_char_boundary(head) {
+            head -= 1;
+        }
+        let mut tail = content.len() - (keep - head).min(content.len() - head);
+        while tail < content.len() && !content.is_char_boundary(tail) {
+            tail += 1;
+        }
+        let text = format!(
+            "{}{}{}",
+            &content[..head],
+            words::cut_marker(tokens, target),
+            &content[tail..]
+        );
         let message = Message::tool_result(tool_call_id.clone(), text, *is_error);
         let size = counter.message(&message);
         (message, size)
@@ -366,14 +380,18 @@ mod tests {
     #[test]
     fn one_huge_result_is_cut_in_place_not_dropped() {
         let mut history = vec![Message::user("read it")];
-        history.extend(round("c1", &"y".repeat(20_000)));
+        history.extend(round(
+            "c1",
+            &format!("{}\nerror: the build failed", "y".repeat(20_000)),
+        ));
         let fitted = fit_all(&history, 1_000).unwrap();
         assert_eq!((fitted.dropped, fitted.truncated), (0, 1));
         let result = fitted.messages.last().unwrap().text().unwrap();
         assert!(
             result.starts_with("yyyy")
-                && result.contains("[system note: this result was cut from about"),
-            "{result}"
+                && result.contains("[system note: this result was cut from about")
+                && result.ends_with("yyyy\nerror: the build failed"),
+            "the start and the end are kept: {result}"
         );
         assert!(fitted.tokens <= 1_000);
     }

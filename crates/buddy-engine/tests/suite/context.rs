@@ -173,7 +173,8 @@ fn history() -> impl Strategy<Value = Vec<Message>> {
     )
 }
 
-/// True when `kept` could have come from `original` (a truncated result keeps its head).
+/// True when `kept` could have come from `original` (a truncated result keeps its head
+/// and its tail, with the marker between them).
 fn same_or_cut(kept: &Message, original: &Message) -> bool {
     match (kept, original) {
         (
@@ -190,8 +191,12 @@ fn same_or_cut(kept: &Message, original: &Message) -> bool {
         ) => {
             a == b
                 && (ca == cb
-                    || (ca.contains("[system note: this result was cut")
-                        && cb.starts_with(ca.split("\n[system note:").next().unwrap_or(""))))
+                    || ca
+                        .split_once("\n[system note: this result was cut")
+                        .is_some_and(|(head, rest)| {
+                            let tail = rest.split_once("are kept]\n").map_or("", |(_, t)| t);
+                            cb.starts_with(head) && cb.ends_with(tail)
+                        }))
         }
         _ => kept == original,
     }
