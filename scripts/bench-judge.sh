@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The judge on real agents' runs (BENCHMARKS.md §14): `buddy judge` over the corpus of
+# The judge on real agents' runs (BENCHMARKS.md §12): `buddy judge` over the corpus of
 # public recorded runs that scripts/corpus/assemble.sh re-assembles (its data is never
 # committed), under the default policy, one table per source, with the time it took.
 #

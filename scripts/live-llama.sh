@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Live test against a real (tiny, loop-prone) model: SmolLM2-135M-Instruct served by
 # llama-cpp-python's OpenAI-compatible server on 127.0.0.1, over a fixed set of 14
-# prompts with the built-in skills. Every turn must end with exactly one terminal event,
-# in at most 12 model calls (half the default cap of 25), with an answer that is neither empty nor an echo of buddy's
-# instructions or notes and that, where a tool succeeded, contains what it returned; no
-# turn may end no_answer without the model having been asked again, nor context_overflow.
+# prompts with the built-in skills, under the default guards and a 120 s deadline (the
+# user's real limit: a tiny model's junk calls are each a new action, which buddy never
+# calls a loop). Every turn must end with exactly one terminal event, within the deadline
+# and its grace, with an answer that is neither empty nor an echo of buddy's instructions
+# or notes (nor addresses buddy or takes a note for the user) and that, where a tool
+# succeeded, contains what it returned; no turn may end no_answer without the model having
+# been asked again, nor context_overflow.
 # Prints a Markdown table (calls, wall time, stop reason, answer) for BENCHMARKS.md.
 #
 # Installs llama-cpp-python[server]==0.3.36 (builds llama.cpp: 6-17 min on 2 cores) and
@@ -70,6 +73,8 @@ max_output_tokens = 200
 [providers.llama.compat]
 tool_choice_auto = true
 assistant_content_empty_string = true
+[policy]
+deadline_ms = 120000          # the user's limit: how long a turn may take
 [policy.model."smollm2"]      # the server runs with --n_ctx 2048
 context_window = 2048
 [skills]
@@ -122,15 +127,17 @@ if len(terminal) != 1 or events[-1] is not terminal[0]:
 t = terminal[0]
 answer = (t.get("answer") or t.get("message") or "").strip()
 stats = t["stats"]
-if stats["model_calls"] > 12:
-    problems.append("over 12 model calls")
+if int(wall) > (120 + 10 + 5) * 1000:
+    problems.append("past the deadline and its grace")
 lower = answer.lower()
 if not answer:
     problems.append("empty answer")
-if "[buddy]" in lower or "tool use has ended" in lower or "do not call any tools" in lower:
+if "[system note" in lower or "[buddy]" in lower or "tool use has ended" in lower or "do not call any tools" in lower:
     problems.append("echoed instruction")
+if re.search(r"\bbuddy\b", lower) or "warning from the user" in lower:
+    problems.append("takes a note for someone speaking")
 # buddy's notes told back as the answer (termination v3: such a reply is not taken).
-for phrase in ("rounds in a row", "model calls left", "reserved for your answer", "was not run again",
+for phrase in ("rounds in a row", "model calls left", "reserved for answering", "was not run again",
                "earlier result was returned", "will not bring anything new", "calling it this way again"):
     if phrase in lower:
         problems.append(f"answer repeats buddy's note ({phrase!r})")
