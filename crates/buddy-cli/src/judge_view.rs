@@ -32,6 +32,9 @@ pub struct Tally {
     pub unreadable: u32,
     /// Solved runs buddy would have stopped, or whose answer it would not have taken.
     pub false_stops: u32,
+    /// Of those, the ones whose agent did something new after buddy's stop (the others
+    /// only repeated themselves to their end: stopping them lost no work).
+    pub false_stops_losing_work: u32,
     /// Solved runs where buddy would have withheld a call's run but let the turn go on.
     pub solved_altered: u32,
     /// Solved runs that would have hit a model-call or tool-call cap.
@@ -60,6 +63,8 @@ impl Tally {
                 self.solved += 1;
                 if j.outcome.breaks_run() {
                     self.false_stops += 1;
+                    self.false_stops_losing_work +=
+                        u32::from(j.actions_lost > 0 || j.outcome == Outcome::AnswerRejected);
                 } else if j.outcome == Outcome::Altered {
                     self.solved_altered += 1;
                 }
@@ -127,11 +132,12 @@ impl Summary {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "{:<24} {:>6} {:>7} {:>16} {:>8} {:>7} {:>16} {:>12} {:>18} {:>22}",
+            "{:<24} {:>6} {:>7} {:>16} {:>10} {:>8} {:>7} {:>16} {:>12} {:>18} {:>22}",
             "source",
             "runs",
             "solved",
             "false stops",
+            "lose work",
             "altered",
             "capped",
             format!("loops ({LOOP_REPEATS}+ same)"),
@@ -150,7 +156,7 @@ impl Summary {
         for (name, t) in rows {
             let _ = writeln!(
                 out,
-                "{:<24} {:>6} {:>7} {:>16} {:>8} {:>7} {:>16} {:>12} {:>18} {:>22}",
+                "{:<24} {:>6} {:>7} {:>16} {:>10} {:>8} {:>7} {:>16} {:>12} {:>18} {:>22}",
                 name,
                 t.runs,
                 t.solved,
@@ -159,6 +165,7 @@ impl Summary {
                     t.false_stops,
                     percent(t.false_stops.into(), t.solved.into())
                 ),
+                t.false_stops_losing_work,
                 t.solved_altered,
                 t.solved_capped,
                 format!(

@@ -6,6 +6,7 @@ mod binary;
 mod config;
 mod crash;
 mod doctor;
+mod judge;
 mod lockout;
 mod mcp;
 mod mock;

@@ -125,6 +125,11 @@ pub struct RunJudgement {
     /// the turn, less buddy's own Finalize call.
     pub model_calls_saved: u32,
     pub tool_calls_saved: u32,
+    /// New actions (calls whose tool and arguments the turn had not made) the recording
+    /// made after buddy's stop: the work a stop would have lost. A stop in the middle of
+    /// a loop that the agent never left loses none.
+    #[serde(default)]
+    pub actions_lost: u32,
     #[serde(default, skip_serializing_if = "Repairs::is_empty")]
     pub repairs: Repairs,
 }
@@ -179,6 +184,7 @@ pub async fn judge_conversation(
         repeats: Repeats::default(),
         model_calls_saved: 0,
         tool_calls_saved: 0,
+        actions_lost: 0,
         repairs: conversation.repairs.clone(),
     };
     let mut before = 0u32;
@@ -197,6 +203,7 @@ pub async fn judge_conversation(
         {
             judgement.model_calls_saved = seen.model_calls_saved;
             judgement.tool_calls_saved = seen.tool_calls_saved;
+            judgement.actions_lost = seen.actions_lost;
             judgement.stop = Some(stop);
         }
         let repeats = repeats_of(turn, before);
@@ -220,6 +227,7 @@ struct TurnSeen {
     interventions: Vec<Intervention>,
     model_calls_saved: u32,
     tool_calls_saved: u32,
+    actions_lost: u32,
 }
 
 /// Sets the replay of `turn` (the `number`th; `before` model calls were made before it)
@@ -299,13 +307,13 @@ fn judge_turn(
             .map(|s| s.evidence.clone())
             .unwrap_or_default(),
     });
-    let (model_calls_saved, tool_calls_saved) = match &stop {
+    let (model_calls_saved, tool_calls_saved, actions_lost) = match &stop {
         Some(_) if ended_after < n => {
-            let later = calls_after(turn, ended_after);
+            let (later, new) = calls_after(turn, ended_after);
             // buddy's own Finalize call is one more model call.
-            ((n - ended_after).saturating_sub(1), later)
+            ((n - ended_after).saturating_sub(1), later, new)
         }
-        _ => (0, 0),
+        _ => (0, 0, 0),
     };
     Ok(TurnSeen {
         outcome,
@@ -313,6 +321,7 @@ fn judge_turn(
         interventions,
         model_calls_saved,
         tool_calls_saved,
+        actions_lost,
     })
 }
 
@@ -369,12 +378,19 @@ fn last_reply_text(turn: &LoggedTurn) -> Option<&str> {
         })
 }
 
-/// Tool calls the turn made in replies after its `after`th.
-fn calls_after(turn: &LoggedTurn, after: u32) -> u32 {
-    calls_of(turn)
-        .iter()
-        .filter(|(reply, _, _)| *reply > after)
-        .count() as u32
+/// Tool calls the turn made in replies after its `after`th, and how many of them were new
+/// actions (a tool and arguments the turn had not called before).
+fn calls_after(turn: &LoggedTurn, after: u32) -> (u32, u32) {
+    let mut seen = std::collections::HashSet::new();
+    let (mut later, mut new) = (0, 0);
+    for (reply, call, _) in calls_of(turn) {
+        let fresh = seen.insert((call.name.clone(), canonical_args(&call.arguments)));
+        if reply > after {
+            later += 1;
+            new += u32::from(fresh);
+        }
+    }
+    (later, new)
 }
 
 /// The turn's longest streak of identical calls in a row.
@@ -412,4 +428,106 @@ fn repeats_of(turn: &LoggedTurn, before: u32) -> Repeats {
         start = i;
     }
     best
+}
+
+#[cfg(test)]
+mod tests {
+    use buddy_core::{Message, ToolCall};
+
+    use super::*;
+
+    /// A log: the user asks, the agent makes `calls` (name, arguments, result) one reply
+    /// each, then answers `answer`.
+    fn log(calls: &[(&str, &str, &str)], answer: &str) -> Vec<Message> {
+        let mut messages = vec![Message::system("You are an agent."), Message::user("do it")];
+        for (i, (name, args, result)) in calls.iter().enumerate() {
+            let id = format!("c{i}");
+            messages.push(Message::Assistant {
+                content: None,
+                tool_calls: vec![ToolCall::new(&id, *name, *args)],
+            });
+            messages.push(Message::tool_result(id, *result, false));
+        }
+        messages.push(Message::assistant(answer));
+        messages
+    }
+
+    async fn judge(messages: Vec<Message>) -> RunJudgement {
+        judge_conversation("recorded", messages, &[], &LoopPolicy::default())
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn new_commands_with_empty_output_are_left_alone() {
+        let calls: Vec<(&str, String, &str)> = (0..30)
+            .map(|i| ("bash", format!(r#"{{"command":"mkdir dir_{i}"}}"#), ""))
+            .collect();
+        let calls: Vec<(&str, &str, &str)> =
+            calls.iter().map(|(n, a, r)| (*n, a.as_str(), *r)).collect();
+        let j = judge(log(&calls, "Done: 30 folders.")).await;
+        assert_eq!(j.outcome, Outcome::Untouched, "{j:?}");
+        assert_eq!((j.model_calls, j.tool_calls, j.turns), (31, 30, 1));
+        assert_eq!(j.stop, None);
+    }
+
+    #[tokio::test]
+    async fn a_loop_is_stopped_by_its_fifth_call_and_a_stop_that_loses_work_says_so() {
+        let same = (
+            "bash",
+            r#"{"command":"javac Test.java"}"#,
+            "javac: command not found",
+        );
+        let j = judge(log(&[same; 8], "It fails.")).await;
+        assert_eq!(j.outcome, Outcome::Stopped);
+        let stop = j.stop.as_ref().unwrap();
+        assert_eq!(
+            (stop.after_model_call, stop.of_model_calls, stop.guard),
+            (5, 9, Some(GuardKind::Repetition))
+        );
+        assert_eq!(stop.evidence.len(), 2, "{stop:?}");
+        assert_eq!(j.repeats.calls, 8);
+        assert!(j.repeats.same_result);
+        assert_eq!(j.loop_caught(), Some(true));
+        assert_eq!(
+            (j.model_calls_saved, j.actions_lost),
+            (3, 0),
+            "only the loop was left"
+        );
+
+        let mut calls = vec![same; 6];
+        calls.push(("bash", r#"{"command":"apt install default-jdk"}"#, "ok"));
+        let j = judge(log(&calls, "Installed.")).await;
+        assert_eq!(j.outcome, Outcome::Stopped);
+        assert_eq!(j.actions_lost, 1, "the install came after the stop");
+    }
+
+    #[tokio::test]
+    async fn an_empty_answer_asked_again_alters_but_does_not_break_the_run() {
+        let j = judge(log(&[("get_time", "{}", "12:00")], "")).await;
+        assert_eq!(j.outcome, Outcome::Altered, "{j:?}");
+        assert!(!j.outcome.breaks_run());
+        assert!(
+            j.interventions
+                .iter()
+                .any(|i| i.action == GuardAction::AskedAgain)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_log_with_no_user_message_is_one_turn_and_one_with_no_reply_is_refused() {
+        let mut messages = log(&[("ls", "{}", "a b")], "Two files.");
+        messages.remove(1);
+        let j = judge(messages).await;
+        assert_eq!((j.turns, j.outcome), (1, Outcome::Untouched));
+        assert!(j.repairs.added_user_message);
+        let refused = judge_conversation(
+            "recorded",
+            vec![Message::user("hi")],
+            &[],
+            &LoopPolicy::default(),
+        )
+        .await;
+        assert_eq!(refused, Err(JudgeError::NoReply));
+    }
 }

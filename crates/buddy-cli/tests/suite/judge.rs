@@ -1,0 +1,131 @@
+//! `buddy judge`: recorded conversations of other agents, in the forms people log them,
+//! judged by the real binary — one line per run it would stop, a table per source,
+//! `--json` per run — and bad input named and skipped.
+
+use serde_json::{Value, json};
+
+use super::buddy;
+
+/// An OpenAI-style conversation: `n` calls of `command` (each its own reply), then an answer.
+fn run(id: &str, success: bool, commands: &[&str], result: &str) -> Value {
+    let mut messages = vec![json!({"role": "user", "content": "fix the build"})];
+    for (i, command) in commands.iter().enumerate() {
+        messages.push(json!({"role": "assistant", "content": null, "tool_calls": [
+            {"id": format!("{id}-{i}"), "type": "function",
+             "function": {"name": "bash", "arguments": json!({"command": command}).to_string()}}]}));
+        messages
+            .push(json!({"role": "tool", "tool_call_id": format!("{id}-{i}"), "content": result}));
+    }
+    messages.push(json!({"role": "assistant", "content": "Done."}));
+    json!({"id": id, "source": "agents", "success": success, "messages": messages})
+}
+
+#[test]
+fn judges_every_run_of_a_jsonl_file_and_names_the_bad_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let new_work = [
+        "ls",
+        "mkdir repro",
+        "touch repro/__init__.py",
+        "cat > repro/t.py <<'EOF'\nx\nEOF",
+        "python -m pytest repro",
+    ];
+    let lines = [
+        run("fresh", true, &new_work, "").to_string(),
+        run(
+            "loop",
+            false,
+            &["make"; 9],
+            "make: *** No rule to make target",
+        )
+        .to_string(),
+        "{oops".to_owned(),
+        // LangChain's dicts, as `messages_to_dict` writes them.
+        json!([{"type": "human", "data": {"content": "time?"}},
+               {"type": "ai", "data": {"content": "It is noon."}}])
+        .to_string(),
+    ];
+    let file = dir.path().join("runs.jsonl");
+    std::fs::write(&file, lines.join("\n")).unwrap();
+
+    let out = buddy(dir.path())
+        .args(["judge", "--json"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("runs.jsonl:3: not JSON"), "{stderr}");
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let by_id = |id: &str| lines.iter().find(|l| l["id"] == id).cloned().unwrap();
+    assert_eq!(
+        by_id("fresh")["outcome"],
+        "untouched",
+        "new actions with empty output"
+    );
+    let looped = by_id("loop");
+    assert_eq!(looped["outcome"], "stopped");
+    assert_eq!(looped["stop"]["after_model_call"], 5);
+    assert_eq!(looped["stop"]["guard"], "repetition");
+    assert_eq!(looped["loop_caught"], true);
+    assert_eq!(looped["model_calls_saved"], 4);
+    let summary = lines.last().unwrap();
+    assert_eq!(summary["type"], "summary");
+    assert_eq!(summary["all"]["runs"], 3);
+    assert_eq!(summary["all"]["unreadable"], 1);
+    assert_eq!(summary["by_source"]["agents"]["false_stops"], 0);
+    assert_eq!(summary["by_source"]["agents"]["unsolved_stopped"], 1);
+
+    // Text: the stopped run with its evidence, then the table.
+    let out = buddy(dir.path()).arg("judge").arg(&file).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("[unsolved] loop: stopped after model call 5 of 10 (turn 1), loop_detected by repetition"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("judged 3 of 3 runs"), "{stdout}");
+    assert!(stdout.contains("false stops"), "{stdout}");
+}
+
+#[test]
+fn a_policy_flag_changes_the_judgement_and_a_bad_one_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("one.json");
+    let commands: Vec<String> = (0..30).map(|i| format!("sed -n {i}p f")).collect();
+    let commands: Vec<&str> = commands.iter().map(String::as_str).collect();
+    std::fs::write(&file, run("long", true, &commands, "line").to_string()).unwrap();
+    let judged = |flags: &[&str]| {
+        let out = buddy(dir.path())
+            .args(["judge", "--json"])
+            .args(flags)
+            .arg(&file)
+            .output()
+            .unwrap();
+        let first: Value = serde_json::from_str(
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .next()
+                .unwrap_or("null"),
+        )
+        .unwrap();
+        first
+    };
+    assert_eq!(judged(&[])["outcome"], "untouched");
+    let capped = judged(&["--max-model-calls", "10"]);
+    assert_eq!(capped["outcome"], "stopped");
+    assert_eq!(capped["stop"]["guard"], "model_call_limit");
+    let out = buddy(dir.path())
+        .args(["judge", "--max-model-calls", "1"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
