@@ -15,36 +15,12 @@ of {"type": "text", "content": ...} blocks), `utility` (bool) and `pipeline_name
 {"function", "args", "id"}; ids may be null (then call_<n> is made and results are matched to
 calls in order; an id the source reuses within a run gets a _<n> suffix). A tool result that failed carries `error`, which is what the model was shown.
 """
-import argparse
 import json
-import subprocess
 import sys
 
-
-def git(git_dir, *args):
-    return subprocess.run(["git", "--git-dir", git_dir, *args], check=True,
-                          stdout=subprocess.PIPE).stdout
-
-
-def read_blobs(git_dir, commit, paths):
-    """Yields (path, bytes or None) for paths at commit, using one cat-file --batch process."""
-    proc = subprocess.Popen(["git", "--git-dir", git_dir, "cat-file", "--batch"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    try:
-        for p in paths:
-            proc.stdin.write(f"{commit}:{p}\n".encode())
-            proc.stdin.flush()
-            header = proc.stdout.readline().decode().rstrip("\n")
-            if header.endswith(" missing") or not header:
-                yield p, None
-                continue
-            size = int(header.split()[2])
-            data = proc.stdout.read(size)
-            proc.stdout.read(1)
-            yield p, data
-    finally:
-        proc.stdin.close()
-        proc.wait()
+sys.dont_write_bytecode = True  # leave no __pycache__ beside the scripts
+import corpus_common as cc  # noqa: E402
+from corpus_common import Malformed  # noqa: E402
 
 
 def flatten(content):
@@ -67,15 +43,9 @@ def flatten(content):
     return json.dumps(content, ensure_ascii=False)
 
 
-class Malformed(Exception):
-    pass
-
-
 def convert_messages(raw):
     out = []
-    n = 0
-    pending = []  # (id in the source, id written) of calls not yet answered, in order
-    used = set()
+    ids = cc.CallIds()
     for m in raw:
         if not isinstance(m, dict):
             raise Malformed("message not an object")
@@ -86,29 +56,19 @@ def convert_messages(raw):
             msg = {"role": "assistant", "content": flatten(m.get("content"))}
             calls = []
             for tc in m.get("tool_calls") or []:
-                n += 1
-                src_id = tc.get("id")
-                cid = src_id or f"call_{n}"
-                if cid in used:  # a source id reused within the run: keep ids unique
-                    cid = f"{cid}_{n}"
-                used.add(cid)
-                pending.append((src_id, cid))
+                cid = ids.new(tc.get("id"))
                 args = tc.get("args")
                 if args is None:
                     args = {}
-                calls.append({"id": cid, "type": "function",
-                              "function": {"name": tc.get("function") or "",
-                                           "arguments": json.dumps(args, ensure_ascii=False)}})
+                calls.append(cc.tool_call(cid, tc.get("function") or "", json.dumps(args, ensure_ascii=False)))
             if calls:
                 msg["tool_calls"] = calls
             out.append(msg)
         elif role == "tool":
-            src = m.get("tool_call_id")
-            match = next((p for p in pending if src and p[0] == src), None) or (pending[0] if pending else None)
+            match = ids.find(m.get("tool_call_id")) or ids.first()
             if match is None:
                 raise Malformed("tool result without a call")
-            pending.remove(match)
-            tid = match[1]
+            tid = ids.answer(match)
             err = m.get("error")
             content = err if err else flatten(m.get("content"))
             out.append({"role": "tool", "content": content if content is not None else "",
@@ -119,15 +79,11 @@ def convert_messages(raw):
 
 
 def main(default_runs="none"):
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--git-dir", required=True)
-    ap.add_argument("--commit", required=True)
-    ap.add_argument("--source", required=True)
-    ap.add_argument("--out", required=True)
+    ap = cc.arg_parser()
     ap.add_argument("--runs", choices=["none", "attacks", "all"], default=default_runs)
     a = ap.parse_args()
 
-    names = git(a.git_dir, "ls-tree", "-r", "--name-only", a.commit, "--", "runs").decode().splitlines()
+    names = cc.file_names(a.git_dir, a.commit, "runs")
     paths = []
     for p in names:
         parts = p.split("/")
@@ -139,10 +95,8 @@ def main(default_runs="none"):
         paths.append(p)
     paths.sort()
 
-    written = 0
-    skipped = {}
-    with open(a.out, "w", encoding="utf-8") as f:
-        for p, data in read_blobs(a.git_dir, a.commit, paths):
+    with cc.Output(a) as out:
+        for p, data in cc.read_blobs(a.git_dir, a.commit, paths):
             why = None
             if data is None:
                 why = "blob missing"
@@ -158,19 +112,14 @@ def main(default_runs="none"):
                     why = f"malformed: {str(e)[:60]}" if isinstance(e, Malformed) else \
                         f"malformed: {type(e).__name__}: {str(e)[:60]}"
             if why:
-                skipped[why] = skipped.get(why, 0) + 1
+                out.skip(why)
                 continue
             _, pipeline, suite, task, attack, inj = p.split("/")
             inj = inj[:-len(".json")]
             rid = f"{pipeline}/{suite}/{task}" + ("" if attack == "none" else f"/{attack}/{inj}")
             u = run.get("utility")
-            rec = {"id": rid, "source": a.source, "model": pipeline,
-                   "success": u if isinstance(u, bool) else None, "messages": msgs}
-            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
-            written += 1
-    print(f"{a.source}: wrote {written} runs, skipped {sum(skipped.values())}", file=sys.stderr)
-    for why, k in sorted(skipped.items()):
-        print(f"  skipped {k}: {why}", file=sys.stderr)
+            out.add(rid, pipeline, u if isinstance(u, bool) else None, msgs)
+    out.report(f"wrote {out.written} runs, skipped {sum(out.skipped.values())}", skip_label="skipped ")
 
 
 if __name__ == "__main__":

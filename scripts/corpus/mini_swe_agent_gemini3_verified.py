@@ -22,43 +22,20 @@ submitted diff) becomes the tool message answering it. A reply with zero or seve
 (rejected by the agent) stays a plain assistant message and the format-error reply that
 follows stays a user message. tools: "bash" (one string parameter "command").
 """
-import argparse
 import json
 import re
-import subprocess
 import sys
+
+sys.dont_write_bytecode = True  # leave no __pycache__ beside the scripts
+import corpus_common as cc  # noqa: E402
+from corpus_common import Malformed  # noqa: E402
 
 # The action regex of mini-SWE-agent 1.x (DefaultAgent.parse_action).
 ACTION_RE = re.compile(r"```bash\s*\n(.*?)\n```", re.DOTALL)
 
-BASH_TOOL = {"type": "function", "function": {
-    "name": "bash",
-    "description": "Run one bash command (or several joined with && or ||) in a fresh subshell in the repository.",
-    "parameters": {"type": "object", "properties": {"command": {"type": "string", "description": "The command"}},
-                   "required": ["command"]}}}
-
-
-def git(git_dir, *args):
-    return subprocess.run(["git", "--git-dir", git_dir, *args], check=True,
-                          stdout=subprocess.PIPE).stdout
-
-
-def blob_or_none(git_dir, commit, path):
-    r = subprocess.run(["git", "--git-dir", git_dir, "cat-file", "blob", f"{commit}:{path}"],
-                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    return r.stdout if r.returncode == 0 else None
-
-
-class Malformed(Exception):
-    pass
-
-
-def text_of(content):
-    if content is None or isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
-    raise Malformed("content neither text nor blocks")
+BASH_TOOL = cc.command_tool(
+    "bash", "Run one bash command (or several joined with && or ||) in a fresh subshell in the repository.",
+    "The command")
 
 
 def convert(messages):
@@ -67,7 +44,7 @@ def convert(messages):
     n = 0
     for m in messages:
         role = m.get("role")
-        content = text_of(m.get("content"))
+        content = cc.text_of(m.get("content"))
         if role == "system":
             out.append({"role": "system", "content": content})
         elif role == "user":
@@ -86,38 +63,27 @@ def convert(messages):
                 cid = f"call_{n}"
                 thought = (content[:b.start()] + content[b.end():]).strip()
                 out.append({"role": "assistant", "content": thought,
-                            "tool_calls": [{"id": cid, "type": "function", "function": {
-                                "name": "bash", "arguments": json.dumps({"command": b.group(1).strip()}, ensure_ascii=False)}}]})
+                            "tool_calls": [cc.tool_call(cid, "bash", json.dumps({"command": b.group(1).strip()},
+                                                                                ensure_ascii=False))]})
                 pending = cid
             else:
                 out.append({"role": "assistant", "content": content})
         else:
             raise Malformed(f"unknown role {role!r}")
-    if not any(x["role"] == "assistant" for x in out):
-        raise Malformed("no assistant message")
-    return out
+    return cc.check_assistant(out)
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--git-dir", required=True)
-    ap.add_argument("--commit", required=True)
-    ap.add_argument("--source", required=True)
-    ap.add_argument("--out", required=True)
-    a = ap.parse_args()
+    a = cc.arg_parser().parse_args()
 
-    names = git(a.git_dir, "ls-tree", "-r", "--name-only", a.commit, "--", "swebench_results").decode().splitlines()
-    runs = sorted({p.split("/trajs/", 1)[0] for p in names if "/trajs/" in p and p.endswith(".traj.json")})
-    written = 0
-    skipped = {}
-    absent = []
-    counts = {True: 0, False: 0, None: 0}
-    with open(a.out, "w", encoding="utf-8") as f:
+    names = cc.file_names(a.git_dir, a.commit, "swebench_results")
+    runs = cc.run_dirs(names, ".traj.json")
+    with cc.Output(a) as out:
         for run_dir in runs:
             lab = {}
             for p in names:
                 if p.startswith(run_dir + "/logs/") and p.endswith("/report.json"):
-                    data = blob_or_none(a.git_dir, a.commit, p)
+                    data = cc.blob_or_none(a.git_dir, a.commit, p)
                     d = json.loads(data) if data else {}
                     if isinstance(d.get("resolved"), bool):  # {"resolved": ..., "tests_status": ...}
                         lab[p.split("/")[-2]] = d["resolved"]
@@ -127,39 +93,26 @@ def main():
                                 lab[inst] = r["resolved"]
             for p in names:
                 if p.startswith(run_dir + "/trajs/sb-cli-reports/") and p.endswith(".json"):
-                    rep = json.loads(blob_or_none(a.git_dir, a.commit, p) or b"{}")
+                    rep = json.loads(cc.blob_or_none(a.git_dir, a.commit, p) or b"{}")
                     for i in rep.get("unresolved_ids") or []:
                         lab[i] = False
                     for i in rep.get("resolved_ids") or []:
                         lab[i] = True
             run = run_dir.rsplit("/", 1)[-1]
             for path in sorted(p for p in names if p.startswith(run_dir + "/trajs/") and p.endswith(".traj.json")):
-                data = blob_or_none(a.git_dir, a.commit, path)
+                data = out.run_file(path)
                 if data is None:
-                    absent.append(path)
                     continue
                 try:
                     traj = json.loads(data)
                     inst = traj.get("instance_id") or path.rsplit("/", 1)[-1][:-len(".traj.json")]
                     msgs = convert(traj.get("messages") or [])
-                except (Malformed, ValueError, AttributeError, TypeError) as e:
-                    why = f"malformed: {e}"
-                    skipped[why] = skipped.get(why, 0) + 1
+                except cc.BAD_RUN as e:
+                    out.skip(f"malformed: {e}")
                     continue
                 cfg = ((traj.get("info") or {}).get("config") or {}).get("model") or {}
-                model = cfg.get("model_name")
-                success = lab.get(inst)
-                counts[success] += 1
-                rec = {"id": f"{run}/{inst}", "source": a.source, "model": model, "success": success,
-                       "messages": msgs, "tools": [BASH_TOOL]}
-                f.write(json.dumps(rec, ensure_ascii=False) + "\n")
-                written += 1
-    print(f"{a.source}: wrote {written} runs (solved {counts[True]}, unsolved {counts[False]}, unknown {counts[None]}), "
-          f"skipped {sum(skipped.values())}; {len(absent)} run files absent from this copy", file=sys.stderr)
-    for why, k in sorted(skipped.items()):
-        print(f"  {k}: {why}", file=sys.stderr)
-    for p in absent:
-        print(f"  absent blob: {p}", file=sys.stderr)
+                out.add(f"{run}/{inst}", cfg.get("model_name"), lab.get(inst), msgs, [BASH_TOOL])
+    out.report()
 
 
 if __name__ == "__main__":

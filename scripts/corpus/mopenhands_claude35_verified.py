@@ -19,72 +19,19 @@ given as blocks is joined to text. A run that ended with finish keeps that call 
 observation). The in-context example OpenHands adds to the first user message in the
 prompt-based form is not part of fncall_messages and is not included.
 tools: parsed from the "---- BEGIN FUNCTION #n: name ----" blocks of the prompt-based system
-message (description, parameters with type, required, allowed values).
+message (corpus_common.tools_from_prompt: description, parameters with type, required, allowed
+values).
 
 success: results/results.json of the run: true if in "resolved", false if in
 "unresolved_ids" or "empty_error_patch_ids", else null.
 """
-import argparse
 import json
 import re
-import subprocess
 import sys
 
-
-def git(git_dir, *args):
-    return subprocess.run(["git", "--git-dir", git_dir, *args], check=True,
-                          stdout=subprocess.PIPE).stdout
-
-
-def blob_or_none(git_dir, commit, path):
-    r = subprocess.run(["git", "--git-dir", git_dir, "cat-file", "blob", f"{commit}:{path}"],
-                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    return r.stdout if r.returncode == 0 else None
-
-
-class Malformed(Exception):
-    pass
-
-
-def text_of(content):
-    if content is None or isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
-    raise Malformed("content neither text nor blocks")
-
-
-def tools_from_prompt(system):
-    """OpenAI tool specs from OpenHands' prompt-based function descriptions."""
-    specs = []
-    for m in re.finditer(r"---- BEGIN FUNCTION #\d+: (\S+) ----\n(.*?)\n---- END FUNCTION #\d+ ----", system or "", re.S):
-        name, body = m.group(1), m.group(2)
-        desc = body
-        params_txt = ""
-        if "\nParameters:\n" in body:
-            desc, params_txt = body.split("\nParameters:\n", 1)
-        desc = re.sub(r"^Description:\s*", "", desc.strip())
-        desc = desc.replace("No parameters are required for this function.", "").strip()
-        props, required = {}, []
-        cur = None
-        for line in params_txt.splitlines():
-            p = re.match(r"\s*\(\d+\)\s+(\w+)\s+\((\w+),\s*(required|optional)\):\s*(.*)$", line)
-            if p:
-                cur = p.group(1)
-                props[cur] = {"type": p.group(2), "description": p.group(4)}
-                if p.group(3) == "required":
-                    required.append(cur)
-                continue
-            e = re.match(r"\s*Allowed values:\s*\[(.*)\]\s*$", line)
-            if e and cur:
-                props[cur]["enum"] = re.findall(r"`([^`]*)`", e.group(1))
-            elif cur and line.strip():
-                props[cur]["description"] += "\n" + line.strip()
-        params = {"type": "object", "properties": props}
-        if required:
-            params["required"] = required
-        specs.append({"type": "function", "function": {"name": name, "description": desc, "parameters": params}})
-    return specs
+sys.dont_write_bytecode = True  # leave no __pycache__ beside the scripts
+import corpus_common as cc  # noqa: E402
+from corpus_common import Malformed, text_of  # noqa: E402
 
 
 def convert(log):
@@ -108,13 +55,10 @@ def convert(log):
             calls = []
             for tc in m.get("tool_calls") or []:
                 fn = tc.get("function") or {}
-                args = fn.get("arguments")
-                if not isinstance(args, str):
-                    args = json.dumps(args if args is not None else {}, ensure_ascii=False)
+                args = cc.json_args(fn.get("arguments"))
                 if not tc.get("id"):
                     raise Malformed("tool call without id")
-                calls.append({"id": tc["id"], "type": "function",
-                              "function": {"name": fn.get("name") or "", "arguments": args}})
+                calls.append(cc.tool_call(tc["id"], fn.get("name") or "", args))
             if calls:
                 msg["tool_calls"] = calls
                 pending.extend(c["id"] for c in calls)
@@ -127,40 +71,21 @@ def convert(log):
             out.append({"role": "tool", "content": content if content is not None else "", "tool_call_id": tid})
         else:
             raise Malformed(f"unknown role {role!r}")
-    if not any(x["role"] == "assistant" for x in out):
-        raise Malformed("no assistant message")
-    return out
+    return cc.check_assistant(out)
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--git-dir", required=True)
-    ap.add_argument("--commit", required=True)
-    ap.add_argument("--source", required=True)
-    ap.add_argument("--out", required=True)
-    a = ap.parse_args()
+    a = cc.arg_parser().parse_args()
 
-    names = git(a.git_dir, "ls-tree", "-r", "--name-only", a.commit, "--", "evaluation").decode().splitlines()
-    runs = sorted({p.split("/trajs/", 1)[0] for p in names if "/trajs/" in p and p.endswith(".json")})
-    written = 0
-    skipped = {}
-    absent = []
-    counts = {True: 0, False: 0, None: 0}
-    with open(a.out, "w", encoding="utf-8") as f:
+    names = cc.file_names(a.git_dir, a.commit, "evaluation")
+    runs = cc.run_dirs(names, ".json")
+    with cc.Output(a) as out:
         for run_dir in runs:
             run = run_dir.rsplit("/", 1)[-1]
-            lab = {}
-            rep = blob_or_none(a.git_dir, a.commit, f"{run_dir}/results/results.json")
-            if rep:
-                r = json.loads(rep)
-                for key in ("unresolved_ids", "empty_error_patch_ids", "empty_patch_ids"):
-                    for i in r.get(key) or []:
-                        lab[i] = False
-                res = r.get("resolved")
-                for i in (res if isinstance(res, list) else r.get("resolved_ids") or []):
-                    lab[i] = True
+            lab = cc.results_labels(cc.blob_or_none(a.git_dir, a.commit, f"{run_dir}/results/results.json"),
+                                    ("unresolved_ids", "empty_error_patch_ids", "empty_patch_ids"))
             model = None
-            meta = blob_or_none(a.git_dir, a.commit, f"{run_dir}/metadata.yaml")
+            meta = cc.blob_or_none(a.git_dir, a.commit, f"{run_dir}/metadata.yaml")
             if meta:
                 m = re.search(r"^name:\s*(.+)$", meta.decode(), re.M)
                 if m and "+" in m.group(1):
@@ -171,35 +96,20 @@ def main():
                 by_inst.setdefault(p.split("/")[-2], []).append(p)
             for inst, paths in sorted(by_inst.items()):
                 if len(paths) != 1:
-                    why = "several completion logs for one instance"
-                    skipped[why] = skipped.get(why, 0) + 1
+                    out.skip("several completion logs for one instance")
                     continue
-                data = blob_or_none(a.git_dir, a.commit, paths[0])
+                data = out.run_file(paths[0])
                 if data is None:
-                    absent.append(paths[0])
                     continue
                 try:
                     log = json.loads(data)
                     msgs = convert(log)
-                    tools = tools_from_prompt(text_of((log.get("messages") or [{}])[0].get("content")))
-                except (Malformed, ValueError, AttributeError, TypeError) as e:
-                    why = f"malformed: {e}"
-                    skipped[why] = skipped.get(why, 0) + 1
+                    tools = cc.tools_from_prompt(text_of((log.get("messages") or [{}])[0].get("content")))
+                except cc.BAD_RUN as e:
+                    out.skip(f"malformed: {e}")
                     continue
-                success = lab.get(inst)
-                counts[success] += 1
-                rec = {"id": f"{run}/{inst}", "source": a.source, "model": model, "success": success,
-                       "messages": msgs}
-                if tools:
-                    rec["tools"] = tools
-                f.write(json.dumps(rec, ensure_ascii=False) + "\n")
-                written += 1
-    print(f"{a.source}: wrote {written} runs (solved {counts[True]}, unsolved {counts[False]}, unknown {counts[None]}), "
-          f"skipped {sum(skipped.values())}; {len(absent)} run files absent from this copy", file=sys.stderr)
-    for why, k in sorted(skipped.items()):
-        print(f"  {k}: {why}", file=sys.stderr)
-    for p in absent:
-        print(f"  absent blob: {p}", file=sys.stderr)
+                out.add(f"{run}/{inst}", model, lab.get(inst), msgs, tools)
+    out.report()
 
 
 if __name__ == "__main__":

@@ -28,68 +28,19 @@ call named by its first word with {"command": action}. Turns the harness wrote i
 stopped a run ("Exit due to cost limit" / "Exit due to context window", no action) and the
 observation after them are not model calls and are left out (counted on stderr).
 tools: parsed from the "---- BEGIN FUNCTION #n: name ----" blocks of the system prompt when it
-has them (the XML runs); native function-calling runs do not record their tool specs.
+has them (the XML runs; corpus_common.tools_from_prompt); native function-calling runs do not
+record their tool specs.
 """
-import argparse
 import json
 import re
-import subprocess
 import sys
+
+sys.dont_write_bytecode = True  # leave no __pycache__ beside the scripts
+import corpus_common as cc  # noqa: E402
+from corpus_common import Malformed, text_of  # noqa: E402
 
 FN_RE = re.compile(r"<function=([^>]+)>\n(.*?)</function>", re.DOTALL)
 PARAM_RE = re.compile(r"<parameter=([^>]+)>(.*?)</parameter>", re.DOTALL)
-
-
-def git(git_dir, *args):
-    return subprocess.run(["git", "--git-dir", git_dir, *args], check=True,
-                          stdout=subprocess.PIPE).stdout
-
-
-def blob_or_none(git_dir, commit, path):
-    r = subprocess.run(["git", "--git-dir", git_dir, "cat-file", "blob", f"{commit}:{path}"],
-                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    return r.stdout if r.returncode == 0 else None
-
-
-class Malformed(Exception):
-    pass
-
-
-def text_of(content):
-    if content is None or isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
-    raise Malformed("content neither text nor blocks")
-
-
-def tools_from_prompt(system):
-    """OpenAI tool specs from '---- BEGIN FUNCTION #n: name ----' blocks."""
-    specs = []
-    for m in re.finditer(r"---- BEGIN FUNCTION #\d+: (\S+) ----\n(.*?)\n---- END FUNCTION #\d+ ----", system or "", re.S):
-        name, body = m.group(1), m.group(2)
-        desc, params_txt = (body.split("\nParameters:\n", 1) + [""])[:2] if "\nParameters:\n" in body else (body, "")
-        desc = re.sub(r"^Description:\s*", "", desc.strip())
-        desc = desc.replace("No parameters are required for this function.", "").strip()
-        props, required, cur = {}, [], None
-        for line in params_txt.splitlines():
-            p = re.match(r"\s*\(\d+\)\s+(\w+)\s+\((\w+),\s*(required|optional)\):\s*(.*)$", line)
-            if p:
-                cur = p.group(1)
-                props[cur] = {"type": p.group(2), "description": p.group(4)}
-                if p.group(3) == "required":
-                    required.append(cur)
-                continue
-            e = re.match(r"\s*Allowed values:\s*\[(.*)\]\s*$", line)
-            if e and cur:
-                props[cur]["enum"] = re.findall(r"`([^`]*)`", e.group(1))
-            elif cur and line.strip():
-                props[cur]["description"] += "\n" + line.strip()
-        params = {"type": "object", "properties": props}
-        if required:
-            params["required"] = required
-        specs.append({"type": "function", "function": {"name": name, "description": desc, "parameters": params}})
-    return specs
 
 
 def xml_call(message):
@@ -129,7 +80,7 @@ def convert(traj, stats):
             out.append({"role": "system", "content": content})
         elif role == "assistant":
             if harness_exit(h):
-                stats["harness exit turns left out"] = stats.get("harness exit turns left out", 0) + 1
+                cc.tally(stats, "harness exit turns left out")
                 skip_obs = True
                 continue
             if pending is not None:
@@ -140,21 +91,17 @@ def convert(traj, stats):
                     raise Malformed("several tool calls in one turn")
                 tc = tcs[0]
                 fn = tc.get("function") or {}
-                args = fn.get("arguments")
-                if not isinstance(args, str):
-                    args = json.dumps(args if args is not None else {}, ensure_ascii=False)
                 cid = tc.get("id") or f"call_{n + 1}"
                 n += 1
                 out.append({"role": "assistant", "content": content, "tool_calls": [
-                    {"id": cid, "type": "function", "function": {"name": fn.get("name") or "", "arguments": args}}]})
+                    cc.tool_call(cid, fn.get("name") or "", cc.json_args(fn.get("arguments")))]})
                 pending = cid
                 continue
             call = xml_call(content)
             action = (h.get("action") or "").strip()
             if call is None and action:
                 call = (action.split(None, 1)[0], {"command": action})
-                stats["turns whose action was taken as a command line"] = \
-                    stats.get("turns whose action was taken as a command line", 0) + 1
+                cc.tally(stats, "turns whose action was taken as a command line")
             if call is not None:
                 n += 1
                 cid = f"call_{n}"
@@ -163,8 +110,7 @@ def convert(traj, stats):
                     m = FN_RE.search(content or "")
                     thought = ((content or "")[:m.start()] + (content or "")[m.end():]).strip() if m else content
                 out.append({"role": "assistant", "content": thought, "tool_calls": [
-                    {"id": cid, "type": "function",
-                     "function": {"name": call[0], "arguments": json.dumps(call[1], ensure_ascii=False)}}]})
+                    cc.tool_call(cid, call[0], json.dumps(call[1], ensure_ascii=False))]})
                 pending = cid
             else:
                 out.append({"role": "assistant", "content": content})
@@ -183,10 +129,9 @@ def convert(traj, stats):
                 out.append({"role": "user", "content": content})
         else:
             raise Malformed(f"unknown role {role!r}")
-    if not any(x["role"] == "assistant" for x in out):
-        raise Malformed("no assistant message")
+    cc.check_assistant(out)
     system = next((x["content"] for x in out if x["role"] == "system"), "")
-    return out, tools_from_prompt(system)
+    return out, cc.tools_from_prompt(system)
 
 
 def model_of(meta):
@@ -204,60 +149,32 @@ def model_of(meta):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--git-dir", required=True)
-    ap.add_argument("--commit", required=True)
-    ap.add_argument("--source", required=True)
-    ap.add_argument("--out", required=True)
-    a = ap.parse_args()
+    a = cc.arg_parser().parse_args()
 
-    names = git(a.git_dir, "ls-tree", "-r", "--name-only", a.commit).decode().splitlines()
-    runs = sorted({p.split("/trajs/", 1)[0] for p in names if "/trajs/" in p and p.endswith(".traj")})
-    written = 0
-    skipped = {}
-    absent = []
-    stats = {}
-    counts = {True: 0, False: 0, None: 0}
-    with open(a.out, "w", encoding="utf-8") as f:
+    names = cc.file_names(a.git_dir, a.commit)
+    runs = cc.run_dirs(names, ".traj")
+    with cc.Output(a) as out:
         for run_dir in runs:
             run = run_dir.rsplit("/", 1)[-1]
-            rep = blob_or_none(a.git_dir, a.commit, f"{run_dir}/results/results.json")
+            rep = cc.blob_or_none(a.git_dir, a.commit, f"{run_dir}/results/results.json")
             res = json.loads(rep) if rep else None
-            model = model_of(blob_or_none(a.git_dir, a.commit, f"{run_dir}/metadata.yaml"))
-            for path in sorted(p for p in names if p.startswith(run_dir + "/trajs/") and p.endswith(".traj")):
-                data = blob_or_none(a.git_dir, a.commit, path)
-                if data is None:
-                    absent.append(path)
-                    continue
-                inst = path.rsplit("/", 1)[-1][:-len(".traj")]
-                try:
-                    msgs, tools = convert(json.loads(data), stats)
-                except (Malformed, ValueError, AttributeError, TypeError) as e:
-                    why = f"malformed: {e}"
-                    skipped[why] = skipped.get(why, 0) + 1
-                    continue
+            model = model_of(cc.blob_or_none(a.git_dir, a.commit, f"{run_dir}/metadata.yaml"))
+
+            def success_of(inst, res=res):
                 if res is None:
-                    success = None
-                elif inst in (res.get("resolved") or []):
-                    success = True
-                elif inst in (res.get("no_generation") or []) or inst in (res.get("no_logs") or []):
-                    success = None
-                else:
-                    success = False
-                counts[success] += 1
-                rec = {"id": f"{run}/{inst}", "source": a.source, "model": model, "success": success,
-                       "messages": msgs}
-                if tools:
-                    rec["tools"] = tools
-                f.write(json.dumps(rec, ensure_ascii=False) + "\n")
-                written += 1
-    print(f"{a.source}: wrote {written} runs (solved {counts[True]}, unsolved {counts[False]}, unknown {counts[None]}), "
-          f"skipped {sum(skipped.values())}; {len(absent)} run files absent from this copy", file=sys.stderr)
-    for why, k in sorted(list(skipped.items()) + [(f"note: {k}", v) for k, v in stats.items()]):
-        print(f"  {k}: {why}", file=sys.stderr)
+                    return None
+                if inst in (res.get("resolved") or []):
+                    return True
+                if inst in (res.get("no_generation") or []) or inst in (res.get("no_logs") or []):
+                    return None
+                return False
+
+            paths = sorted(p for p in names if p.startswith(run_dir + "/trajs/") and p.endswith(".traj"))
+            cc.add_traj_files(out, paths, ".traj", convert, run, model, success_of)
+    out.report(list_absent=False)
     by_run = {}
-    for p in absent:
-        by_run[p.split("/trajs/", 1)[0]] = by_run.get(p.split("/trajs/", 1)[0], 0) + 1
+    for p in out.absent:
+        cc.tally(by_run, p.split("/trajs/", 1)[0])
     for r, k in sorted(by_run.items()):
         print(f"  absent blobs (the copy lacks big files): {k} under {r}", file=sys.stderr)
 

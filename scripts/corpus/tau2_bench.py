@@ -28,27 +28,19 @@ Conversion, per simulation:
   their results (requestor "user") were never shown to the agent and are left out; the user's
   text turns are kept. The agent's hidden `reasoning` is not content and is left out.
 """
-import argparse
 import ast
 import json
 import re
-import subprocess
 import sys
+
+sys.dont_write_bytecode = True  # leave no __pycache__ beside the scripts
+import corpus_common as cc  # noqa: E402
+from corpus_common import Malformed, blob_or_none  # noqa: E402
+from corpus_common import flat_text as text  # noqa: E402
 
 SKIP_PREFIXES = ("tests/", "data/tau2/domains/")
 DOMAINS = ("airline", "retail", "telecom-workflow", "telecom", "banking_knowledge", "medical_triage",
            "medical", "mock")
-
-
-def git(git_dir, *args):
-    return subprocess.run(["git", "--git-dir", git_dir, *args], check=True,
-                          stdout=subprocess.PIPE).stdout
-
-
-def blob_or_none(git_dir, commit, path):
-    r = subprocess.run(["git", "--git-dir", git_dir, "cat-file", "blob", f"{commit}:{path}"],
-                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    return r.stdout if r.returncode == 0 else None
 
 
 def prompt_templates(git_dir, commit):
@@ -97,25 +89,11 @@ def system_prompt(consts, impl, policy, ticket):
     return policy
 
 
-class Malformed(Exception):
-    pass
-
-
-def text(c):
-    if c is None or isinstance(c, str):
-        return c
-    if isinstance(c, list):
-        return "\n".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in c)
-    return json.dumps(c, ensure_ascii=False)
-
-
 def convert_sim(sim, sys_prompt):
     out = []
     if sys_prompt is not None:
         out.append({"role": "system", "content": sys_prompt})
-    n = 0
-    pending = []  # (id in the source, id written) of agent calls not yet answered, in order
-    used = set()
+    ids = cc.CallIds()  # of the agent's calls
     user_calls = set()
     for m in sim.get("messages") or []:
         role = m.get("role")
@@ -123,25 +101,14 @@ def convert_sim(sim, sys_prompt):
             msg = {"role": "assistant", "content": text(m.get("content"))}
             calls = []
             for tc in m.get("tool_calls") or []:
-                n += 1
-                src_id = tc.get("id")
-                cid = src_id or f"call_{n}"
-                if cid in used:  # an id reused within the run: keep ids unique
-                    cid = f"{cid}_{n}"
-                used.add(cid)
-                pending.append((src_id, cid))
+                cid = ids.new(tc.get("id"))
                 args = tc.get("arguments")
                 if isinstance(args, str):
                     try:
                         args = json.loads(args)
                     except ValueError:
                         pass
-                if args is None:
-                    args = {}
-                calls.append({"id": cid, "type": "function",
-                              "function": {"name": tc.get("name") or "",
-                                           "arguments": args if isinstance(args, str)
-                                           else json.dumps(args, ensure_ascii=False)}})
+                calls.append(cc.tool_call(cid, tc.get("name") or "", cc.json_args(args)))
             if calls:
                 msg["tool_calls"] = calls
             if msg["content"] is None and not calls:
@@ -159,16 +126,15 @@ def convert_sim(sim, sys_prompt):
             subs = m.get("tool_messages") or [m]
             for t in subs:
                 src = t.get("id")
-                match = next((p for p in pending if src and p[0] == src), None)
+                match = ids.find(src)
                 if t.get("requestor") == "user" or (match is None and src in user_calls):
                     continue
-                if match is None and not src and pending:
-                    match = pending[0]
+                if match is None and not src:
+                    match = ids.first()
                 if match is None:
                     raise Malformed("tool result without an agent call")
-                pending.remove(match)
                 out.append({"role": "tool", "content": text(t.get("content")) or "",
-                            "tool_call_id": match[1]})
+                            "tool_call_id": ids.answer(match)})
         elif role == "system":
             out.append({"role": "system", "content": text(m.get("content"))})
         else:
@@ -185,14 +151,9 @@ def is_candidate(path):
 
 def main(only_under=None):
     """only_under: if given, only result files whose path starts with it."""
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--git-dir", required=True)
-    ap.add_argument("--commit", required=True)
-    ap.add_argument("--source", required=True)
-    ap.add_argument("--out", required=True)
-    a = ap.parse_args()
+    a = cc.arg_parser().parse_args()
 
-    listing = git(a.git_dir, "ls-tree", "-r", a.commit).decode().splitlines()
+    listing = cc.git(a.git_dir, "ls-tree", "-r", a.commit).decode().splitlines()
     files = []
     for line in listing:
         meta, path = line.split("\t", 1)
@@ -203,20 +164,16 @@ def main(only_under=None):
     consts = prompt_templates(a.git_dir, a.commit)
     consts_by_commit = {}
 
-    written = 0
-    skipped = {}
-    missing_files = []
     seen_blobs = set()
     seen_sims = set()
     used_files = 0
-    with open(a.out, "w", encoding="utf-8") as f:
+    with cc.Output(a) as out:
         for path, sha in files:
             if sha in seen_blobs:
                 continue
             seen_blobs.add(sha)
-            data = blob_or_none(a.git_dir, a.commit, path)
+            data = out.run_file(path)
             if data is None:
-                missing_files.append(path)
                 continue
             try:
                 d = json.loads(data)
@@ -248,9 +205,7 @@ def main(only_under=None):
             # this repository has that commit, else those of the converted commit.
             gc = info.get("git_commit")
             if gc and gc not in consts_by_commit:
-                ok = subprocess.run(["git", "--git-dir", a.git_dir, "cat-file", "-e", f"{gc}^{{commit}}"],
-                                    stderr=subprocess.DEVNULL).returncode == 0
-                consts_by_commit[gc] = prompt_templates(a.git_dir, gc) if ok else {}
+                consts_by_commit[gc] = prompt_templates(a.git_dir, gc) if cc.has_commit(a.git_dir, gc) else {}
             file_consts = consts_by_commit.get(gc) or consts
             tickets = {str(t.get("id")): t.get("ticket") for t in d.get("tasks") or [] if isinstance(t, dict)}
             stem = path.rsplit("/", 1)[-1][:-len(".json")]
@@ -258,37 +213,25 @@ def main(only_under=None):
                 try:
                     sid = sim.get("id")
                     if sid and sid in seen_sims:
-                        skipped["duplicate of a simulation in another file"] = \
-                            skipped.get("duplicate of a simulation in another file", 0) + 1
+                        out.skip("duplicate of a simulation in another file")
                         continue
                     task_id = str(sim.get("task_id"))
                     sp = system_prompt(file_consts, impl, env.get("policy"),
                                        tickets.get(task_id))
-                    msgs = convert_sim(sim, sp)
-                    if not any(x["role"] == "assistant" for x in msgs):
-                        raise Malformed("no assistant message")
+                    msgs = cc.check_assistant(convert_sim(sim, sp))
                 except (Malformed, AttributeError, TypeError) as e:
-                    why = f"malformed: {e}"
-                    skipped[why] = skipped.get(why, 0) + 1
+                    out.skip(f"malformed: {e}")
                     continue
                 if sid:
                     seen_sims.add(sid)
                 ri = sim.get("reward_info")
-                r = ri.get("reward") if isinstance(ri, dict) else None
-                success = None if r is None else abs(float(r) - 1.0) < 1e-9
+                success = cc.reward_success(ri.get("reward") if isinstance(ri, dict) else None)
                 domain = env.get("domain_name") or next(
                     (x for x in DOMAINS if re.search(rf"(^|[_-]){x}([_-]|$)", stem)), None)
-                rec = {"id": f"{stem}/{domain}/{task_id}/{sim.get('trial')}/{sid}",
-                       "source": a.source, "model": model, "success": success, "messages": msgs}
-                f.write(json.dumps(rec, ensure_ascii=False) + "\n")
-                written += 1
-    print(f"{a.source}: wrote {written} runs from {used_files} result files, skipped "
-          f"{sum(skipped.values())} runs; {len(missing_files)} candidate files absent from this copy",
-          file=sys.stderr)
-    for why, k in sorted(skipped.items()):
-        print(f"  skipped {k}: {why}", file=sys.stderr)
-    for p in missing_files:
-        print(f"  absent blob: {p}", file=sys.stderr)
+                out.add(f"{stem}/{domain}/{task_id}/{sim.get('trial')}/{sid}", model, success, msgs)
+    out.report(f"wrote {out.written} runs from {used_files} result files, skipped "
+               f"{sum(out.skipped.values())} runs; {len(out.absent)} candidate files absent from this copy",
+               skip_label="skipped ")
 
 
 if __name__ == "__main__":

@@ -16,23 +16,15 @@ snapshot may lack big files) is counted and reported.
 tools: the domain's tool specs (get_info() of tau_bench/envs/<domain>/tools/*.py, in ALL_TOOLS
 order) read from the same commit; the domain is taken from the file name or the system prompt.
 """
-import argparse
 import ast
 import json
 import re
-import subprocess
 import sys
 
-
-def git(git_dir, *args):
-    return subprocess.run(["git", "--git-dir", git_dir, *args], check=True,
-                          stdout=subprocess.PIPE).stdout
-
-
-def blob_or_none(git_dir, commit, path):
-    r = subprocess.run(["git", "--git-dir", git_dir, "cat-file", "blob", f"{commit}:{path}"],
-                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    return r.stdout if r.returncode == 0 else None
+sys.dont_write_bytecode = True  # leave no __pycache__ beside the scripts
+import corpus_common as cc  # noqa: E402
+from corpus_common import Malformed, blob_or_none  # noqa: E402
+from corpus_common import flat_text as text  # noqa: E402
 
 
 def domain_tools(git_dir, commit, domain, names):
@@ -91,24 +83,9 @@ def model_and_domain(path, traj):
     return model, domain
 
 
-class Malformed(Exception):
-    pass
-
-
-def text(c):
-    """Message content as a string (or None); a list of content blocks is flattened."""
-    if c is None or isinstance(c, str):
-        return c
-    if isinstance(c, list):
-        return "\n".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in c)
-    return json.dumps(c, ensure_ascii=False)
-
-
 def convert_traj(traj):
     out = []
-    n = 0
-    pending = []  # (id in the source, id written) of calls not yet answered, in order
-    used = set()
+    ids = cc.CallIds()  # the source reuses ids within a run: keep ids unique
     for m in traj:
         if not isinstance(m, dict):
             raise Malformed("message not an object")
@@ -119,59 +96,35 @@ def convert_traj(traj):
             msg = {"role": "assistant", "content": text(m.get("content"))}
             calls = []
             for tc in m.get("tool_calls") or []:
-                n += 1
                 fn = tc.get("function") or {}
-                args = fn.get("arguments")
-                if not isinstance(args, str):
-                    args = json.dumps(args if args is not None else {}, ensure_ascii=False)
-                src_id = tc.get("id")
-                cid = src_id or f"call_{n}"
-                if cid in used:  # the source reuses ids within a run: keep ids unique
-                    cid = f"{cid}_{n}"
-                used.add(cid)
-                pending.append((src_id, cid))
-                calls.append({"id": cid, "type": "function",
-                              "function": {"name": fn.get("name") or "", "arguments": args}})
+                args = cc.json_args(fn.get("arguments"))
+                calls.append(cc.tool_call(ids.new(tc.get("id")), fn.get("name") or "", args))
             if calls:
                 msg["tool_calls"] = calls
             out.append(msg)
         elif role == "tool":
             src = m.get("tool_call_id")
-            if src:
-                match = next((p for p in pending if p[0] == src), None)
-            else:
-                match = pending[0] if pending else None
+            match = ids.find(src) if src else ids.first()
             if match is None:
                 raise Malformed("tool result without a call")
-            pending.remove(match)
-            tid = match[1]
             out.append({"role": "tool", "content": text(m.get("content")) or "",
-                        "tool_call_id": tid})
+                        "tool_call_id": ids.answer(match)})
         else:
             raise Malformed(f"unknown role {role!r}")
     return out
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--git-dir", required=True)
-    ap.add_argument("--commit", required=True)
-    ap.add_argument("--source", required=True)
-    ap.add_argument("--out", required=True)
-    a = ap.parse_args()
+    a = cc.arg_parser().parse_args()
 
-    names = git(a.git_dir, "ls-tree", "-r", "--name-only", a.commit).decode().splitlines()
+    names = cc.file_names(a.git_dir, a.commit)
     files = sorted(p for p in names if p.endswith(".json") and (
         p.startswith("historical_trajectories/") or "results" in p.split("/")[:-1]))
     tools_cache = {}
-    written = 0
-    skipped = {}
-    absent = []
-    with open(a.out, "w", encoding="utf-8") as f:
+    with cc.Output(a) as out:
         for path in files:
-            data = blob_or_none(a.git_dir, a.commit, path)
+            data = out.run_file(path)
             if data is None:
-                absent.append(path)
                 continue
             try:
                 runs = json.loads(data)
@@ -185,30 +138,18 @@ def main():
                     traj = run.get("traj")
                     if not isinstance(traj, list):
                         raise Malformed("no traj")
-                    msgs = convert_traj(traj)
-                    if not any(x["role"] == "assistant" for x in msgs):
-                        raise Malformed("no assistant message")
+                    msgs = cc.check_assistant(convert_traj(traj))
                 except (Malformed, AttributeError, TypeError) as e:
-                    why = f"malformed: {e}"
-                    skipped[why] = skipped.get(why, 0) + 1
+                    out.skip(f"malformed: {e}")
                     continue
                 model, domain = model_and_domain(path, traj)
                 if domain and domain not in tools_cache:
                     tools_cache[domain] = domain_tools(a.git_dir, a.commit, domain, names)
-                r = run.get("reward")
-                success = None if r is None else abs(float(r) - 1.0) < 1e-9
-                rec = {"id": f"{stem}/{run.get('task_id')}/{run.get('trial')}" + ("" if "trial" in run else f"/{i}"),
-                       "source": a.source, "model": model, "success": success, "messages": msgs}
-                if domain and tools_cache.get(domain):
-                    rec["tools"] = tools_cache[domain]
-                f.write(json.dumps(rec, ensure_ascii=False) + "\n")
-                written += 1
-    print(f"{a.source}: wrote {written} runs, skipped {sum(skipped.values())} runs; "
-          f"{len(absent)} run files absent from this copy", file=sys.stderr)
-    for why, k in sorted(skipped.items()):
-        print(f"  skipped {k}: {why}", file=sys.stderr)
-    for p in absent:
-        print(f"  absent blob: {p}", file=sys.stderr)
+                success = cc.reward_success(run.get("reward"))
+                out.add(f"{stem}/{run.get('task_id')}/{run.get('trial')}" + ("" if "trial" in run else f"/{i}"),
+                        model, success, msgs, tools_cache.get(domain) if domain else None)
+    out.report(f"wrote {out.written} runs, skipped {sum(out.skipped.values())} runs; "
+               f"{len(out.absent)} run files absent from this copy", skip_label="skipped ")
 
 
 if __name__ == "__main__":
