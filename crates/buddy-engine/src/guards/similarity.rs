@@ -68,28 +68,72 @@ pub fn similarity(a: &str, b: &str) -> f64 {
 /// (a file's name and its content), or in a counter (`page 1` -> `page 2`), are two
 /// different actions: a new action is progress, whatever it returns.
 pub fn args_near(a_canonical: &str, b_canonical: &str) -> bool {
-    if a_canonical == b_canonical {
+    one_value_differs(a_canonical, b_canonical, |a, b| match (a, b) {
+        (Text::Str(a), Text::Str(b)) | (Text::Raw(a), Text::Raw(b)) => grew_by_words(a, b),
+        _ => false,
+    })
+}
+
+/// True when two calls' canonical arguments differ in one value, and only by its digits
+/// (a counter) or by growing by whole words: the looser likeness the repeated-answer check
+/// uses, where the same answer text already says the model has answered.
+pub fn args_counted_or_grown(a_canonical: &str, b_canonical: &str) -> bool {
+    one_value_differs(a_canonical, b_canonical, |a, b| {
+        let (a, b) = (a.text(), b.text());
+        normalize(&a) == normalize(&b) || grew_by_words(&a, &b)
+    })
+}
+
+/// One differing value of two calls' arguments: a JSON string, any other JSON value (as
+/// its text), or the whole arguments when they are not a JSON object.
+enum Text<'a> {
+    Str(&'a str),
+    Json(&'a serde_json::Value),
+    Raw(&'a str),
+}
+
+impl<'a> Text<'a> {
+    fn of(value: &'a serde_json::Value) -> Self {
+        match value {
+            serde_json::Value::String(s) => Text::Str(s),
+            other => Text::Json(other),
+        }
+    }
+
+    fn text(&self) -> std::borrow::Cow<'_, str> {
+        match self {
+            Text::Str(s) | Text::Raw(s) => std::borrow::Cow::Borrowed(s),
+            Text::Json(v) => std::borrow::Cow::Owned(v.to_string()),
+        }
+    }
+}
+
+/// `alike` of the one value two canonical argument objects differ in (the same keys,
+/// every other value equal); of the whole texts when they are not JSON objects. False
+/// when the arguments are equal or differ in more than one value.
+fn one_value_differs(a: &str, b: &str, alike: impl Fn(Text<'_>, Text<'_>) -> bool) -> bool {
+    use serde_json::Value;
+    if a == b {
         return false;
     }
-    let parsed = (
-        serde_json::from_str::<serde_json::Value>(a_canonical),
-        serde_json::from_str::<serde_json::Value>(b_canonical),
-    );
-    match parsed {
-        (Ok(serde_json::Value::Object(a)), Ok(serde_json::Value::Object(b))) => {
-            if a.len() != b.len() || a.keys().any(|k| !b.contains_key(k)) {
+    match (
+        serde_json::from_str::<Value>(a),
+        serde_json::from_str::<Value>(b),
+    ) {
+        (Ok(Value::Object(x)), Ok(Value::Object(y))) => {
+            if x.len() != y.len() || x.keys().any(|k| !y.contains_key(k)) {
                 return false;
             }
-            let mut differing = a.iter().filter(|(k, v)| b.get(*k) != Some(*v));
+            let mut differing = x.iter().filter(|(k, v)| y.get(*k) != Some(*v));
             match (differing.next(), differing.next()) {
-                (Some((key, serde_json::Value::String(value))), None) => b
+                (Some((key, left)), None) => y
                     .get(key)
-                    .and_then(serde_json::Value::as_str)
-                    .is_some_and(|other| grew_by_words(value, other)),
+                    .is_some_and(|right| alike(Text::of(left), Text::of(right))),
                 _ => false,
             }
         }
-        _ => grew_by_words(a_canonical, b_canonical),
+        (Ok(Value::Object(_)), _) | (_, Ok(Value::Object(_))) => false,
+        _ => alike(Text::Raw(a), Text::Raw(b)),
     }
 }
 
@@ -110,39 +154,6 @@ fn grew_by_words(a: &str, b: &str) -> bool {
         || long
             .strip_suffix(short.as_str())
             .is_some_and(|rest| rest.ends_with(' '))
-}
-
-/// True when two calls' canonical arguments differ in one value, and only by its digits
-/// (a counter) or by growing by whole words: the looser likeness the repeated-answer check
-/// uses, where the same answer text already says the model has answered.
-pub fn args_counted_or_grown(a_canonical: &str, b_canonical: &str) -> bool {
-    if a_canonical == b_canonical {
-        return false;
-    }
-    let parsed = (
-        serde_json::from_str::<serde_json::Value>(a_canonical),
-        serde_json::from_str::<serde_json::Value>(b_canonical),
-    );
-    let alike = |a: &str, b: &str| normalize(a) == normalize(b) || grew_by_words(a, b);
-    match parsed {
-        (Ok(serde_json::Value::Object(a)), Ok(serde_json::Value::Object(b))) => {
-            if a.len() != b.len() || a.keys().any(|k| !b.contains_key(k)) {
-                return false;
-            }
-            let mut differing = a.iter().filter(|(k, v)| b.get(*k) != Some(*v));
-            match (differing.next(), differing.next()) {
-                (Some((key, value)), None) => {
-                    b.get(key)
-                        .is_some_and(|other| match (value.as_str(), other.as_str()) {
-                            (Some(x), Some(y)) => alike(x, y),
-                            _ => alike(&value.to_string(), &other.to_string()),
-                        })
-                }
-                _ => false,
-            }
-        }
-        _ => alike(a_canonical, b_canonical),
-    }
 }
 
 /// The shortest text whose growth by whole words counts as a near-variation.

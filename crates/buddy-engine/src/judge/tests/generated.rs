@@ -197,8 +197,12 @@ proptest! {
     fn the_same_failure_ends_within_four_rounds(same_call in any::<bool>()) {
         let mut turn = Turn::new(guards_only());
         let mut ended = None;
-        for r in 0..6 {
-            let args = if same_call { json!({"url": "https://rates.example"}) } else { json!({"currency": WORDS[r]}) };
+        for (r, currency) in WORDS.iter().take(6).enumerate() {
+            let args = if same_call {
+                json!({"url": "https://rates.example"})
+            } else {
+                json!({ "currency": currency })
+            };
             let round = turn.round(
                 vec![("read", args)],
                 RepeatSemantics::Observed,
