@@ -137,7 +137,8 @@ if not answer:
     problems.append("empty answer")
 if "[system note" in lower or "[buddy]" in lower or "tool use has ended" in lower or "do not call any tools" in lower:
     problems.append("echoed instruction")
-if re.search(r"\bbuddy\b", lower) or "warning from the user" in lower:
+# (buddy.toml is a file of the sandbox, which quoted listings name.)
+if re.search(r"\bbuddy\b(?!\.toml)", lower) or "warning from the user" in lower:
     problems.append("takes a note for someone speaking")
 # buddy's notes told back as the answer (termination v3: such a reply is not taken).
 for phrase in ("rounds in a row", "model calls left", "reserved for answering", "was not run again",
