@@ -19,7 +19,11 @@ pub(crate) fn finalize_instruction(detail: &str) -> String {
 pub(crate) const FINALIZE_START: &str = "[system note] Tool use has ended for this turn";
 
 /// Phrases of buddy's own instructions that never belong in an answer.
-pub(crate) const INSTRUCTION_PHRASES: [&str; 2] = ["tool use has ended", "do not call any tools"];
+pub(crate) const INSTRUCTION_PHRASES: [&str; 3] = [
+    "tool use has ended",
+    "do not call any tools",
+    "using only the conversation and tool results",
+];
 
 /// Phrases only buddy's own notes use: an answer that carries one tells buddy's notes
 /// back instead of answering. (Phrases a model may fairly use to explain what happened

@@ -459,6 +459,13 @@ mod tests {
             rejected("Tool use has ended for this turn. I will give my final answer."),
             Some("it repeated buddy's own instruction")
         );
+        // A small model's echo of the Finalize instruction's own words.
+        assert_eq!(
+            rejected(
+                "You can use the list of tools without them. Using only the conversation and tool results above, I answer."
+            ),
+            Some("it repeated buddy's own instruction")
+        );
         for call in [
             "function.get_time: { }",
             "function.use_default: { }",
