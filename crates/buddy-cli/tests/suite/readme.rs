@@ -58,6 +58,7 @@ fn offline_skip(command: &str) -> Option<&'static str> {
         "chat" => Some("needs a terminal"),
         "bench" => Some("a benchmark (minutes)"),
         "replay" | "mcp" => Some("needs the reader's stored turns or servers"),
+        "judge" => Some("needs the reader's recorded runs (tests/suite/judge.rs runs its own)"),
         _ if command.contains('…') || command.contains('$') => Some("a placeholder"),
         _ => None,
     }
