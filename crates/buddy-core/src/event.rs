@@ -172,8 +172,8 @@ pub enum GuardKind {
     /// A reply that would end the turn was empty, only reasoning, cut off, echoed buddy's
     /// words, or wrote a tool call as text.
     FinalAnswerCheck,
-    /// Several rounds in a row brought nothing new: every call failed, or repeated an
-    /// earlier one (same or near arguments) and got the same result back.
+    /// Several rounds in a row in which no call ran anew: every call was refused,
+    /// withdrawn, or repeated an earlier one and got the same result back.
     NoProgress,
     /// Tools were offered, yet the model wrote a tool call as text: the model server
     /// probably ignores `tools` (a compat switch may be missing; `buddy doctor` checks).

@@ -116,13 +116,6 @@ impl CallLog {
             .find(|r| r.name == name && r.is_error == is_error && r.fingerprint == fingerprint)
     }
 
-    /// Whether a call of skill `name` failed before, with these arguments (`key`) or any.
-    pub fn failed_before(&self, name: &str, key: Option<&str>) -> bool {
-        self.records
-            .iter()
-            .any(|r| r.is_error && r.name == name && key.is_none_or(|k| r.key == k))
-    }
-
     /// Notes that the model asked for a call (whether or not it runs).
     pub fn note_requested(&mut self, key: &str) {
         self.requested.push(key.to_owned());

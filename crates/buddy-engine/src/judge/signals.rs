@@ -23,9 +23,9 @@ use crate::words::{self, not_run};
 /// identical call in a row is stopped (real agents' solved runs repeat a call four times).
 pub(crate) const OBSERVED_PATIENCE: u32 = 4;
 
-/// Calls in a row of one skill whose arguments only varied a little (one value counting
-/// up or growing) while the result stayed the same, after which the next such call is a
-/// loop signal. Slow on purpose: each of them is still a new action, and a false stop
+/// Calls in a row of one skill whose arguments only varied a little (one value growing
+/// or shrinking by whole words: a query rewritten word by word) while the result stayed
+/// the same, after which the next such call is a loop signal. Slow on purpose: each of them is still a new action, and a false stop
 /// loses the user's task where a missed loop costs a few calls.
 pub(crate) const NEAR_DUPLICATE_STREAK: u32 = 4;
 
@@ -128,12 +128,10 @@ impl RoundJudge {
             RepeatSemantics::Pollable => judge.policy.poll_patience,
             _ => OBSERVED_PATIENCE - 1,
         };
-        if earlier.is_some() && unchanged > patience {
+        if let Some(prev) = earlier.as_ref().filter(|_| unchanged > patience) {
             self.stale_calls += 1;
             self.failed_calls += u32::from(record.is_error);
-            if let Some(prev) = &earlier {
-                self.stale.extend([prev.evidence(), record.evidence()]);
-            }
+            self.stale.extend([prev.evidence(), record.evidence()]);
         } else {
             self.fresh_calls += 1;
         }
@@ -410,8 +408,8 @@ impl RoundJudge {
         self.count_trip(judge, name, GuardKind::CircuitBreaker, &why);
     }
 
-    /// Counts rounds in a row whose every call failed or only repeated an earlier call with
-    /// the same result; enough of them end the turn, whichever skills they used.
+    /// Counts rounds in a row whose every call was not run or only repeated an earlier call
+    /// with the same result; enough of them end the turn, whichever skills they used.
     pub(super) fn judge_progress(&mut self, judge: &mut Judge) {
         if self.stale.is_empty() || self.fresh_calls > 0 {
             judge.memory.stale_rounds = 0;
@@ -434,7 +432,7 @@ impl RoundJudge {
             reason,
             GuardKind::NoProgress,
             format!(
-                "{max} rounds in a row brought nothing new: every call failed, or repeated an earlier one and got the same result"
+                "{max} rounds in a row brought nothing new: every call was not run, or repeated an earlier one and got the same result"
             ),
         )
         .with_evidence(std::mem::take(&mut self.stale));

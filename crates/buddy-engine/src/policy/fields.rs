@@ -60,8 +60,8 @@ policy_fields! {
         check Check::Range { lo: 1, hi: 1000, expected: UP_TO_1000 };
         ceiling Ceiling::AtMost;
         flag Flag::None;
-    /// Rounds in a row that bring nothing new (every call failed, or repeated an earlier
-    /// call with the same result) after which the turn goes to Finalize; off with 0.
+    /// Rounds in a row in which no call ran anew (every call was not run, or repeated an
+    /// earlier call with the same result) after which the turn goes to Finalize; off with 0.
     max_stale_rounds: Option<u32> = Some(3);
         check Check::Range { lo: 1, hi: 1000, expected: "1..=1000, or 0 for off" };
         ceiling Ceiling::AtMost;
