@@ -574,6 +574,26 @@ mod tests {
     }
 
     #[test]
+    fn buddys_own_stored_conversation_reads_back_as_it_was() {
+        let messages = vec![
+            Message::system("Be brief."),
+            Message::user("Time?"),
+            Message::Assistant {
+                content: Some("Checking.".into()),
+                tool_calls: vec![ToolCall::new("c1", "get_time", r#"{"tz":"UTC"}"#)],
+            },
+            Message::tool_result("c1", "boom", true),
+            Message::note("[system note] 3 of 6 model calls left"),
+            Message::assistant("It failed."),
+        ];
+        // As `GET /v1/conversations/{id}` gives it: buddy's messages under `messages`.
+        let text = json!({"id": "conv_1", "title": "t", "messages": messages}).to_string();
+        let run = one(&text);
+        assert_eq!(run.id, "conv_1");
+        assert_eq!(run.messages, messages);
+    }
+
+    #[test]
     fn an_array_of_conversations_and_a_request_log_are_read() {
         let text = json!([
             [{"role": "user", "content": "a"}],
