@@ -244,6 +244,11 @@ pub(crate) fn cut_marker(tokens: usize, target: usize) -> String {
     )
 }
 
+/// What stands for a result left out whole to fit the context window.
+pub(crate) fn left_out_marker(tokens: usize) -> String {
+    format!("[system note: a result of about {tokens} tokens, left out to fit the context window]")
+}
+
 /// buddy's own answer when the model gave none: why, and the latest results quoted.
 pub(crate) fn fallback_answer(reason: StopReason, quoted: Option<&str>) -> String {
     let why = match reason {

@@ -8,7 +8,9 @@
 //! 2. the oldest groups are dropped (never the newest group of the current turn), and a
 //!    short system note tells the model that earlier messages were left out;
 //! 3. if it still does not fit, the remaining tool results are cut further;
-//! 4. if even the pinned messages cannot fit, the caller gets [`Overflow`] — never a
+//! 4. if it still does not fit (a wide parallel round in a small window), every remaining
+//!    result keeps only its marker;
+//! 5. if even the pinned messages cannot fit, the caller gets [`Overflow`] — never a
 //!    request without its user message.
 
 use std::borrow::Cow;
@@ -155,7 +157,25 @@ pub fn fit<'a>(
         }
     }
 
-    // 4. What is left must fit, or the turn cannot go on. The note is a courtesy: when it
+    // 4. Still too big (a wide parallel round in a small window): every remaining result
+    //    keeps only its marker, saying how big it was — the calls and their pairing stay,
+    //    and the model can ask again for less.
+    if used(kept, any_dropped) > budget {
+        for g in groups.iter().filter(|g| !g.dropped) {
+            for i in g.start..g.end {
+                if matches!(messages[i], Message::Tool { .. }) {
+                    let (message, size) = cut_result(&messages[i], counts[i], 0, counter);
+                    if size < sizes[i] {
+                        kept = kept - sizes[i] + size;
+                        sizes[i] = size;
+                        cut[i] = Some(message);
+                    }
+                }
+            }
+        }
+    }
+
+    // 5. What is left must fit, or the turn cannot go on. The note is a courtesy: when it
     //    alone would tip the request over, it is left out.
     let with_note = any_dropped && used(kept, true) <= budget;
     let needed = used(kept, with_note);
@@ -268,7 +288,8 @@ fn groups(messages: &[Message]) -> Vec<Group> {
 }
 
 /// A tool result cut so the whole message (framing and marker included) takes at most
-/// `target` tokens, and its exact size. The head of the text is kept.
+/// `target` tokens, and its exact size. Its head and its tail are kept; with nothing of
+/// it kept, a short marker says how big it was.
 fn cut_result(
     message: &Message,
     tokens: usize,
@@ -293,12 +314,16 @@ fn cut_result(
         while tail < content.len() && !content.is_char_boundary(tail) {
             tail += 1;
         }
-        let text = format!(
-            "{}{}{}",
-            &content[..head],
-            words::cut_marker(tokens, target),
-            &content[tail..]
-        );
+        let text = if keep == 0 {
+            words::left_out_marker(tokens)
+        } else {
+            format!(
+                "{}{}{}",
+                &content[..head],
+                words::cut_marker(tokens, target),
+                &content[tail..]
+            )
+        };
         let message = Message::tool_result(tool_call_id.clone(), text, *is_error);
         let size = counter.message(&message);
         (message, size)

@@ -174,7 +174,7 @@ fn history() -> impl Strategy<Value = Vec<Message>> {
 }
 
 /// True when `kept` could have come from `original` (a truncated result keeps its head
-/// and its tail, with the marker between them).
+/// and its tail, with the marker between them, or only a marker saying it was left out).
 fn same_or_cut(kept: &Message, original: &Message) -> bool {
     match (kept, original) {
         (
@@ -191,6 +191,7 @@ fn same_or_cut(kept: &Message, original: &Message) -> bool {
         ) => {
             a == b
                 && (ca == cb
+                    || ca.starts_with("[system note: a result of about")
                     || ca
                         .split_once("\n[system note: this result was cut")
                         .is_some_and(|(head, rest)| {
@@ -762,4 +763,52 @@ async fn bounds_in_place_of_exact_counts_never_change_what_a_turn_does() {
         "{:?}",
         seen[3]
     );
+}
+
+#[tokio::test]
+async fn a_small_window_fits_a_wide_parallel_round_of_big_results() {
+    // A small model asks for 30 reads at once, each 2 KB: the round the model must see
+    // whole is far larger than a 2,048-token window.
+    let provider = ReplyProvider::new(|req, _| {
+        let answered = req
+            .messages
+            .iter()
+            .any(|m| matches!(m, Message::Tool { .. }));
+        Ok(if answered {
+            reply_tokens("Thirty files read.", vec![])
+        } else {
+            let calls = (0..30)
+                .map(|i| {
+                    ToolCall::new(
+                        format!("c{i}"),
+                        "read",
+                        json!({"path": format!("f{i}.txt")}).to_string(),
+                    )
+                })
+                .collect();
+            reply_tokens("", calls)
+        })
+    });
+    let toolbox = TestToolbox::new().with(
+        "read",
+        buddy_testkit::TestTool::new(|_, _| {
+            buddy_core::ToolOutcome::ok("lorem ipsum dolor sit amet ".repeat(80))
+        }),
+    );
+    let policy = LoopPolicy {
+        context_window: Some(2048),
+        ..LoopPolicy::default()
+    };
+    let (events, outcome) = run_turn(provider, toolbox, policy).await;
+    let error = events.iter().find_map(|e| match e {
+        ChatEvent::Error { message, .. } => Some(message.clone()),
+        _ => None,
+    });
+    assert_eq!(outcome.reason, StopReason::Completed, "{error:?}");
+    assert_eq!(outcome.answer.as_deref(), Some("Thirty files read."));
+    // The history keeps every result whole; only the request was cut.
+    assert!(outcome.messages.iter().all(|m| match m {
+        Message::Tool { content, .. } => content.len() == 27 * 80,
+        _ => true,
+    }));
 }
