@@ -8,6 +8,7 @@ mod arguments;
 mod cost;
 mod event;
 mod exact_json;
+mod head_tail;
 mod message;
 mod observe;
 mod provider;
@@ -23,6 +24,7 @@ pub use arguments::Arguments;
 pub use cost::{Price, Usd};
 pub use event::{ChatEvent, Evidence, GuardAction, GuardKind, PendingCall};
 pub use exact_json::{json_exact, json_len};
+pub use head_tail::head_and_tail;
 pub use message::{Attachment, Message, ToolCall, ToolSpec};
 pub use observe::{ModelCallEnd, TurnObserver};
 pub use provider::{

@@ -10,14 +10,9 @@ pub fn cap_text(text: String, max_bytes: usize, how_to_see_more: &str) -> String
         return text;
     }
     let total = text.len();
-    let mut head = max_bytes / 2;
-    while head > 0 && !text.is_char_boundary(head) {
-        head -= 1;
-    }
-    let mut tail_start = total - (max_bytes - head);
-    while tail_start < total && !text.is_char_boundary(tail_start) {
-        tail_start += 1;
-    }
+    let (kept_head, kept_tail) = buddy_core::head_and_tail(&text, max_bytes);
+    let head = kept_head.len();
+    let tail_start = total - kept_tail.len();
     let cut = tail_start - head;
     let first_line = text[..head].matches('\n').count() + 1;
     let last_line = first_line + text[head..tail_start].matches('\n').count();

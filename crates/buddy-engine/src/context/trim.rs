@@ -306,23 +306,11 @@ fn cut_result(
     };
     // The head and the tail are kept, the middle cut: a log's verdict is its last line.
     let build = |keep: usize| {
-        let mut head = keep / 2;
-        while head > 0 && !content.is_char_boundary(head) {
-            head -= 1;
-        }
-        let mut tail = content.len() - (keep - head).min(content.len() - head);
-        while tail < content.len() && !content.is_char_boundary(tail) {
-            tail += 1;
-        }
         let text = if keep == 0 {
             words::left_out_marker(tokens)
         } else {
-            format!(
-                "{}{}{}",
-                &content[..head],
-                words::cut_marker(tokens, target),
-                &content[tail..]
-            )
+            let (head, tail) = buddy_core::head_and_tail(content, keep);
+            format!("{head}{}{tail}", words::cut_marker(tokens, target))
         };
         let message = Message::tool_result(tool_call_id.clone(), text, *is_error);
         let size = counter.message(&message);

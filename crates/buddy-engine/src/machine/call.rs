@@ -253,19 +253,17 @@ impl<'e> Turn<'e> {
         let mut shed = Shed::Nothing;
         let mut without: Option<(Vec<Message>, Vec<usize>, usize)> = None;
         let mut compact: Option<(Vec<ToolSpec>, usize)> = None;
-        let mut unused_shed = false;
         let (room, tools_tokens, fitted) = loop {
             if shed >= Shed::Notes && without.is_none() {
                 let (kept, counts, dropped) =
                     without_notes(self.ledger.messages(), self.ledger.counts());
                 without = Some((kept, counts, dropped));
             }
-            if shed >= Shed::ToolDetails
-                && let Some(tools) = tools
-                && (compact.is_none() || shed == Shed::UnusedTools && !unused_shed)
+            // Each level is tried once, in order: the tool list is made at the two that change it.
+            if let Some(tools) = tools
+                && matches!(shed, Shed::ToolDetails | Shed::UnusedTools)
             {
-                let small = if shed >= Shed::UnusedTools {
-                    unused_shed = true;
+                let small = if shed == Shed::UnusedTools {
                     compact_tools(&called_tools(tools, self.ledger.messages()))
                 } else {
                     compact_tools(tools)

@@ -4,6 +4,8 @@
 //! the model read, and where it would have let it be. This is how a team tells whether
 //! buddy would save or break the agent it runs today (`buddy judge`).
 
+use std::collections::{HashMap, HashSet};
+
 use buddy_core::{Evidence, GuardAction, GuardKind, Message, StopReason, ToolSpec};
 use serde::{Deserialize, Serialize};
 
@@ -195,7 +197,8 @@ pub async fn judge_conversation(
                 turn: number,
                 message: e.to_string(),
             })?;
-        let seen = judge_turn(number, before, turn, &comparison)?;
+        let calls = calls_of(turn);
+        let seen = judge_turn(number, before, turn, &calls, &comparison)?;
         judgement.outcome = judgement.outcome.max(seen.outcome);
         judgement.interventions.extend(seen.interventions);
         if judgement.stop.is_none()
@@ -206,11 +209,11 @@ pub async fn judge_conversation(
             judgement.actions_lost = seen.actions_lost;
             judgement.stop = Some(stop);
         }
-        let repeats = repeats_of(turn, before);
+        let repeats = repeats_of(&calls, before);
         if repeats.calls > judgement.repeats.calls {
             judgement.repeats = repeats;
         }
-        judgement.tool_calls += calls_of(turn).len() as u32;
+        judgement.tool_calls += calls.len() as u32;
         before += turn.replies;
     }
     judgement.model_calls = before;
@@ -236,6 +239,7 @@ fn judge_turn(
     number: u32,
     before: u32,
     turn: &LoggedTurn,
+    calls: &[LoggedCall<'_>],
     comparison: &Comparison,
 ) -> Result<TurnSeen, JudgeError> {
     let replayed = &comparison.replayed;
@@ -309,7 +313,7 @@ fn judge_turn(
     });
     let (model_calls_saved, tool_calls_saved, actions_lost) = match &stop {
         Some(_) if ended_after < n => {
-            let (later, new) = calls_after(turn, ended_after);
+            let (later, new) = calls_after(calls, ended_after);
             // buddy's own Finalize call is one more model call.
             ((n - ended_after).saturating_sub(1), later, new)
         }
@@ -341,26 +345,42 @@ fn altering(action: GuardAction) -> bool {
     )
 }
 
-/// Every call of the turn with the number (within the turn) of the reply that made it, and
-/// its result when the log holds one.
-fn calls_of(turn: &LoggedTurn) -> Vec<(u32, &buddy_core::ToolCall, Option<&str>)> {
+/// One call of a recorded turn.
+struct LoggedCall<'a> {
+    /// The reply (from 1, within the turn) that made it.
+    reply: u32,
+    call: &'a buddy_core::ToolCall,
+    /// Its result, when the log holds one.
+    result: Option<&'a str>,
+    /// Its action: the tool and its canonical arguments.
+    action: (&'a str, String),
+}
+
+/// Every call of the turn, in order.
+fn calls_of(turn: &LoggedTurn) -> Vec<LoggedCall<'_>> {
     let messages = &turn.recording.new_messages;
+    let results: HashMap<&str, &str> = messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::Tool {
+                tool_call_id,
+                content,
+                ..
+            } => Some((tool_call_id.as_str(), content.as_str())),
+            _ => None,
+        })
+        .collect();
     let mut out = Vec::new();
     let mut reply = 0u32;
     for message in messages {
         if let Message::Assistant { tool_calls, .. } = message {
             reply += 1;
-            for call in tool_calls {
-                let result = messages.iter().find_map(|m| match m {
-                    Message::Tool {
-                        tool_call_id,
-                        content,
-                        ..
-                    } if *tool_call_id == call.id => Some(content.as_str()),
-                    _ => None,
-                });
-                out.push((reply, call, result));
-            }
+            out.extend(tool_calls.iter().map(|call| LoggedCall {
+                reply,
+                call,
+                result: results.get(call.id.as_str()).copied(),
+                action: (call.name.as_str(), canonical_args(&call.arguments)),
+            }));
         }
     }
     out
@@ -380,12 +400,12 @@ fn last_reply_text(turn: &LoggedTurn) -> Option<&str> {
 
 /// Tool calls the turn made in replies after its `after`th, and how many of them were new
 /// actions (a tool and arguments the turn had not called before).
-fn calls_after(turn: &LoggedTurn, after: u32) -> (u32, u32) {
-    let mut seen = std::collections::HashSet::new();
+fn calls_after(calls: &[LoggedCall<'_>], after: u32) -> (u32, u32) {
+    let mut seen = HashSet::new();
     let (mut later, mut new) = (0, 0);
-    for (reply, call, _) in calls_of(turn) {
-        let fresh = seen.insert((call.name.clone(), canonical_args(&call.arguments)));
-        if reply > after {
+    for c in calls {
+        let fresh = seen.insert(&c.action);
+        if c.reply > after {
             later += 1;
             new += u32::from(fresh);
         }
@@ -394,16 +414,11 @@ fn calls_after(turn: &LoggedTurn, after: u32) -> (u32, u32) {
 }
 
 /// The turn's longest streak of identical calls in a row.
-fn repeats_of(turn: &LoggedTurn, before: u32) -> Repeats {
-    let calls = calls_of(turn);
-    let keys: Vec<(String, String)> = calls
-        .iter()
-        .map(|(_, call, _)| (call.name.clone(), canonical_args(&call.arguments)))
-        .collect();
+fn repeats_of(calls: &[LoggedCall<'_>], before: u32) -> Repeats {
     let mut best = Repeats::default();
     let mut start = 0;
-    for i in 0..=keys.len() {
-        if i < keys.len() && keys[i] == keys[start] {
+    for i in 0..=calls.len() {
+        if i < calls.len() && calls[i].action == calls[start].action {
             continue;
         }
         let len = (i - start) as u32;
@@ -411,18 +426,21 @@ fn repeats_of(turn: &LoggedTurn, before: u32) -> Repeats {
             // The same result as the judge reads results: less its noise and its echo.
             let results: Vec<Option<u64>> = calls[start..i]
                 .iter()
-                .map(|(_, call, result)| {
-                    result.map(|r| fingerprint(r, &arg_strings(&call.arguments)))
+                .map(|c| {
+                    c.result
+                        .map(|r| fingerprint(r, &arg_strings(&c.call.arguments)))
                 })
                 .collect();
+            let fifth = calls.get(start + LOOP_REPEATS as usize - 1);
             best = Repeats {
                 calls: len,
-                tool: keys[start].0.clone(),
+                tool: calls[start].action.0.to_owned(),
                 same_result: results.windows(2).all(|w| w[0] == w[1]),
                 fifth_at_model_call: (len >= LOOP_REPEATS)
-                    .then(|| before + calls[start + LOOP_REPEATS as usize - 1].0),
+                    .then(|| fifth.map(|c| before + c.reply))
+                    .flatten(),
                 in_one_reply: len >= LOOP_REPEATS
-                    && calls[start].0 == calls[start + LOOP_REPEATS as usize - 1].0,
+                    && fifth.is_some_and(|c| c.reply == calls[start].reply),
             };
         }
         start = i;
