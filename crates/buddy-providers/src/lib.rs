@@ -1,14 +1,13 @@
 //! buddy-providers: the model servers buddy talks to over HTTP — OpenAI-compatible and
 //! Anthropic, streaming and not — with buddy's own SSE decoder and tool-call assembly
-//! (every provider's quirks live there), and both OpenAI APIs as clients send and read
-//! them, typed ([`openai_wire`]). The offline scripted model is `buddy-scripted`.
+//! (every provider's quirks live there). The OpenAI wire types are `buddy-openai-wire`;
+//! the offline scripted model is `buddy-scripted`.
 
 pub mod anthropic;
 mod config;
 mod http;
 mod lenient;
 pub mod openai;
-pub mod openai_wire;
 pub mod sse;
 pub mod tool_call_assembler;
 mod watchdog;

@@ -17,10 +17,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use buddy_core::{Completion, CompletionRequest, FinishReason, Provider, ToolChoice, ToolSpec};
-use buddy_providers::openai_wire::completion::{
+use buddy_openai_wire::completion::{
     AssistantMessage, ChatCompletion, ChatUsage, Choice, Chunk, Delta, OutputToolCall,
 };
-use buddy_providers::openai_wire::{ChatCompletionRequest, to_messages};
+use buddy_openai_wire::{ChatCompletionRequest, to_messages};
 
 use crate::provider::ScriptedProvider;
 use crate::scenario::Scenario;

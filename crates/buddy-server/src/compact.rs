@@ -11,7 +11,7 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use buddy_core::{CompletionRequest, Message, Usd};
-use buddy_providers::openai_wire::responses::{CompactionItem, Item, MessageItem, ResponseUsage};
+use buddy_openai_wire::responses::{CompactionItem, Item, MessageItem, ResponseUsage};
 use serde::Deserialize;
 use serde_json::{Value, json};
 

@@ -25,10 +25,10 @@ use crate::request::{JsonBody, request_policy};
 use crate::sse;
 use crate::state::AppState;
 use crate::turns::{CancelOnDrop, Conversation, Prelude, disconnect_guard, start_turn};
-use buddy_providers::openai_wire::completion::{
+use buddy_openai_wire::completion::{
     AssistantMessage, ChatCompletion, ChatUsage, Choice, Chunk, Delta, OutputToolCall,
 };
-use buddy_providers::openai_wire::{BuddyDetails, ChatCompletionRequest, to_messages};
+use buddy_openai_wire::{BuddyDetails, ChatCompletionRequest, to_messages};
 
 /// Seconds since the Unix epoch (the `created` fields).
 pub(crate) fn unix_now() -> u64 {

@@ -20,8 +20,8 @@ use axum::{Extension, Json};
 use buddy_core::{
     Arguments, ChatEvent, Message, ResponseFormat, Sampling, StopReason, ToolCall, TurnStats,
 };
-use buddy_providers::openai_wire::BuddyDetails;
-use buddy_providers::openai_wire::responses::{
+use buddy_openai_wire::BuddyDetails;
+use buddy_openai_wire::responses::{
     FunctionCallItem, FunctionTool, IncompleteDetails, Item, ItemStatus, MessageItem, OutputText,
     Phase, ReasoningSettings, ResponseError, ResponseObject, ResponseStatus, ResponseUsage,
     SkillCallItem, StreamError, StreamEvent, TextSettings, function_tools, input_items,
@@ -87,7 +87,7 @@ impl ResponsesRequest {
         let response_format = match self.text.as_ref().and_then(|t| t.get("format")) {
             None | Some(Value::Null) => None,
             Some(format) => Some(
-                buddy_providers::openai_wire::response_format(format.clone())
+                buddy_openai_wire::response_format(format.clone())
                     .map_err(|e| format!("`text.format`: {e}"))?,
             ),
         };

@@ -1,11 +1,12 @@
 //! The Chat Completions request as clients send it, and its translation into buddy's
 //! messages.
 
-use buddy_core::{Message, ResponseFormat, Sampling, ToolCall, ToolSpec};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use buddy_core::{Message, ResponseFormat, Sampling, ToolCall};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::content::{response_format, text_of, user_content};
+use super::tools::{WireTool, WireToolCall};
 
 /// A Chat Completions request (fields buddy does not use are ignored).
 #[derive(Deserialize)]
@@ -13,7 +14,7 @@ pub struct ChatCompletionRequest {
     pub model: Option<String>,
     pub messages: Vec<WireMessage>,
     #[serde(default)]
-    pub tools: Vec<WireTool>,
+    pub tools: Vec<WireTool<'static>>,
     #[serde(default)]
     pub tool_choice: Option<Value>,
     #[serde(default)]
@@ -86,7 +87,7 @@ fn chat_response_format(format: &Value) -> Result<ResponseFormat, String> {
 }
 
 /// `stream_options` of a streamed request.
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Serialize, Default)]
 pub struct StreamOptions {
     #[serde(default)]
     pub include_usage: bool,
@@ -99,54 +100,9 @@ pub struct WireMessage {
     #[serde(default)]
     pub content: Option<Value>,
     #[serde(default)]
-    pub tool_calls: Vec<WireToolCall>,
+    pub tool_calls: Vec<WireToolCall<'static>>,
     #[serde(default)]
     pub tool_call_id: Option<String>,
-}
-
-/// A tool call in an assistant message.
-#[derive(Deserialize)]
-pub struct WireToolCall {
-    pub id: String,
-    pub function: WireFunction,
-}
-
-/// The function of a tool call.
-#[derive(Deserialize)]
-pub struct WireFunction {
-    pub name: String,
-    #[serde(default)]
-    pub arguments: String,
-}
-
-/// A tool the client declares.
-#[derive(Deserialize)]
-pub struct WireTool {
-    pub function: WireToolDef,
-}
-
-/// A declared tool's definition.
-#[derive(Deserialize)]
-pub struct WireToolDef {
-    pub name: String,
-    #[serde(default)]
-    pub description: String,
-    #[serde(default = "empty_object")]
-    pub parameters: Value,
-}
-
-fn empty_object() -> Value {
-    json!({"type": "object", "properties": {}})
-}
-
-impl From<WireTool> for ToolSpec {
-    fn from(tool: WireTool) -> Self {
-        ToolSpec {
-            name: tool.function.name,
-            description: tool.function.description,
-            parameters: tool.function.parameters,
-        }
-    }
 }
 
 /// buddy's messages for a request's `messages`, or what is wrong with one of them.
@@ -183,7 +139,13 @@ pub fn to_messages(wire: Vec<WireMessage>) -> Result<Vec<Message>, String> {
                     tool_calls: m
                         .tool_calls
                         .into_iter()
-                        .map(|c| ToolCall::new(c.id, c.function.name, c.function.arguments))
+                        .map(|c| {
+                            ToolCall::new(
+                                c.id.into_owned(),
+                                c.function.name.into_owned(),
+                                c.function.arguments.into_owned(),
+                            )
+                        })
                         .collect(),
                 },
                 "tool" => Message::tool_result(

@@ -1,7 +1,8 @@
-//! Message content as both OpenAI APIs send it: text, content parts, response formats.
+//! Message content as both OpenAI APIs send it: text, content parts, response formats —
+//! read from a client, and written the same way to a provider.
 
 use buddy_core::{Attachment, ResponseFormat};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// Text of a message's `content`: a string, or the text parts of an array.
 pub fn text_of(content: &Value) -> Option<String> {
@@ -90,4 +91,57 @@ pub fn response_format(format: Value) -> Result<ResponseFormat, String> {
     serde_json::from_value(format).map_err(|e| {
         format!("{e}; use {{\"type\": \"text\"}}, {{\"type\": \"json_object\"}} or a json_schema with `name` and `schema`")
     })
+}
+
+/// A user message's content: its text, or (with images or files) content parts.
+pub fn user_content_value(text: &str, attachments: &[Attachment]) -> Value {
+    if attachments.is_empty() {
+        return json!(text);
+    }
+    let mut parts = Vec::with_capacity(attachments.len() + 1);
+    if !text.is_empty() {
+        parts.push(json!({"type": "text", "text": text}));
+    }
+    for attachment in attachments {
+        parts.push(match attachment {
+            Attachment::Image { url, detail } => {
+                let mut image = json!({"url": url});
+                if let Some(detail) = detail {
+                    image["detail"] = json!(detail);
+                }
+                json!({"type": "image_url", "image_url": image})
+            }
+            Attachment::File { filename, data } => {
+                let mut file = json!({"file_data": data});
+                if let Some(filename) = filename {
+                    file["filename"] = json!(filename);
+                }
+                json!({"type": "file", "file": file})
+            }
+        });
+    }
+    Value::Array(parts)
+}
+
+/// OpenAI's `response_format` for a requested shape.
+pub fn response_format_value(format: &ResponseFormat) -> Value {
+    match format {
+        ResponseFormat::Text => json!({"type": "text"}),
+        ResponseFormat::JsonObject => json!({"type": "json_object"}),
+        ResponseFormat::JsonSchema {
+            name,
+            schema,
+            description,
+            strict,
+        } => {
+            let mut spec = json!({"name": name, "schema": schema});
+            if let Some(description) = description {
+                spec["description"] = json!(description);
+            }
+            if let Some(strict) = strict {
+                spec["strict"] = json!(strict);
+            }
+            json!({"type": "json_schema", "json_schema": spec})
+        }
+    }
 }
