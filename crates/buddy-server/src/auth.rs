@@ -5,9 +5,9 @@ use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
 
-use crate::api_key::key_for;
 use crate::error::AppError;
-use crate::spend::SpendCeiling;
+use crate::settings::SpendCeiling;
+use crate::settings::key_for;
 use crate::state::AppState;
 
 /// Who is calling: the identity that owns conversations and quotas.

@@ -11,48 +11,37 @@
 //! - `POST /v1/conversations/{id}/replay`: what another policy would have done on its turns;
 //! - `POST /v1/conversations/{id}/fork`: a new conversation from the history before a message.
 //!
-//! [`app`] builds the router (tests drive it without a socket); [`serve`] runs it with
-//! auth, limits and graceful shutdown.
+//! The layout, from the top: [`app`] builds the router and serves it; one folder per API
+//! family (`native/`, `chat_completions/`, `responses/`) holds that family's routes and
+//! its encoder; every family starts and watches turns through the turn service (`turn/`);
+//! under it, the request plumbing (auth, bodies, connections) and the shared state.
 
-mod api_key;
 mod app;
 mod auth;
 mod backend;
 mod body;
-mod chat;
+mod chat_completions;
 mod client_tools;
-mod compact;
-mod compaction_item;
 mod conn;
-mod conversation_settings;
-mod conversations;
-mod conversations_openai;
 mod error;
-mod fork;
-mod items;
+mod item_cache;
 mod metrics;
-mod openai;
-mod reattach;
-mod replay;
+mod native;
 mod request;
 mod request_mcp;
 mod responses;
-mod responses_stored;
-mod responses_ws;
-mod serve;
+mod settings;
 mod spend;
 mod sse;
 mod state;
+mod turn;
 mod turn_log;
-mod turns;
 mod web;
 
-pub use api_key::{ApiKey, BadKeyHash};
 pub use app::app;
+pub use app::serve::{ServeError, serve};
 pub use backend::{Backend, BackendError, Resolved};
 pub use error::AppError;
-pub use items::SkillCalls;
-pub use replay::{PolicyFrom, StoredTurn, replay_policy, stored_turns};
-pub use serve::{ServeError, serve};
-pub use spend::SpendCeiling;
-pub use state::{AppState, ServerSettings};
+pub use native::{PolicyFrom, StoredTurn, replay_policy, stored_turns};
+pub use settings::{ApiKey, BadKeyHash, ServerSettings, SkillCalls, SpendCeiling};
+pub use state::AppState;

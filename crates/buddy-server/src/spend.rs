@@ -6,20 +6,7 @@ use buddy_core::Usd;
 use buddy_store::Store;
 
 use crate::error::AppError;
-
-/// What one key may spend in US dollars, per UTC day and per UTC calendar month.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SpendCeiling {
-    pub daily: Option<Usd>,
-    pub monthly: Option<Usd>,
-}
-
-impl SpendCeiling {
-    /// True when neither a daily nor a monthly ceiling is set.
-    pub fn is_none(&self) -> bool {
-        self.daily.is_none() && self.monthly.is_none()
-    }
-}
+use crate::settings::SpendCeiling;
 
 /// A UTC date as the ledger keys it, `YYYY-MM-DD`.
 pub(crate) fn day(at: time::OffsetDateTime) -> String {

@@ -19,7 +19,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
-use crate::api_key::ApiKey;
+use crate::settings::ApiKey;
 pub(crate) use table::{Admitted, ConnTable, Shed};
 pub(crate) use track::Progress;
 

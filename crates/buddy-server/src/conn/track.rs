@@ -14,7 +14,7 @@ use http_body::{Frame, SizeHint};
 use tower::{Service, ServiceExt};
 
 use super::table::Slot;
-use crate::api_key::{ApiKey, key_for};
+use crate::settings::{ApiKey, key_for};
 
 /// Where one request is; dropping it (with the request and its response body) ends it.
 #[derive(Debug)]

@@ -2,7 +2,6 @@
 //! `function_call`, `function_call_output`), for the routes that list them.
 
 use buddy_core::{Attachment, Message};
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 /// The items of `message`, with ids from `id` (an assistant message that calls tools is
@@ -73,18 +72,4 @@ pub(crate) fn list(items: Vec<Value>) -> Value {
         "has_more": false,
         "data": items,
     })
-}
-
-/// How buddy's server-side skill calls appear among a response's output items.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
-pub enum SkillCalls {
-    /// `mcp_call` items (`server_label: "buddy"`): what the OpenAI SDKs and the clients
-    /// built on them read.
-    #[default]
-    #[serde(rename = "mcp_call")]
-    McpCall,
-    /// `buddy:skill_call` items: an implementor-prefixed extension item, as the Open
-    /// Responses specification asks of items it does not define.
-    #[serde(rename = "buddy:skill_call")]
-    Extension,
 }

@@ -15,14 +15,15 @@ use buddy_openai_wire::responses::{CompactionItem, Item, MessageItem, ResponseUs
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::compaction_item::encode;
+use super::ids::conversation_of;
+use super::input::input_messages;
 use crate::auth::Caller;
-use crate::compaction_item::encode;
 use crate::error::AppError;
-use crate::openai::unix_now;
 use crate::request::{JsonBody, owned_conversation};
-use crate::responses::{conversation_of, input_messages};
 use crate::spend;
 use crate::state::AppState;
+use crate::turn::unix_now;
 
 /// The body of `POST /v1/responses/compact`.
 #[derive(Deserialize)]
@@ -73,8 +74,12 @@ pub(crate) async fn compact(
         None => Vec::new(),
     };
     messages.extend(
-        input_messages(&caller.owner, body.input.unwrap_or(Value::Null))
-            .map_err(AppError::BadRequest)?,
+        input_messages(
+            &state.inner.items,
+            &caller.owner,
+            body.input.unwrap_or(Value::Null),
+        )
+        .map_err(AppError::BadRequest)?,
     );
     if let Some(instructions) = body.instructions {
         messages.insert(0, Message::system(instructions));

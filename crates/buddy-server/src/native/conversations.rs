@@ -5,8 +5,8 @@ use axum::http::StatusCode;
 use axum::{Extension, Json};
 use serde_json::{Value, json};
 
+use super::settings::ConversationSettings;
 use crate::auth::Caller;
-use crate::conversation_settings::ConversationSettings;
 use crate::error::AppError;
 use crate::request::{JsonBody, owned_conversation};
 use crate::state::AppState;

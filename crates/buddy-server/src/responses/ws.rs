@@ -16,11 +16,13 @@ use buddy_core::ChatEvent;
 use serde_json::Value;
 use tokio::sync::OwnedSemaphorePermit;
 
+use super::begin::{ResponsesRequest, Unstored, begin};
+use super::builder::Builder;
+use super::ids::conversation_of;
 use crate::auth::Caller;
 use crate::error::AppError;
-use crate::responses::{Builder, ResponsesRequest, Unstored, begin, conversation_of};
 use crate::state::AppState;
-use crate::turns::{CancelOnDrop, StartedTurn};
+use crate::turn::{CancelOnDrop, StartedTurn, Turns};
 
 /// The error code of a continuation the server cannot find.
 const NOT_FOUND: &str = "previous_response_not_found";
@@ -101,7 +103,11 @@ async fn session(
         };
         let continuing = request.previous_response_id.is_some();
         let keep = request.store == Some(false);
-        match begin(&state, &caller, request, unstored).await {
+        let turns = Turns {
+            state: state.clone(),
+            caller: caller.clone(),
+        };
+        match begin(&turns, request, unstored).await {
             Ok((turn, builder)) => match run(&mut socket, turn, builder, keep).await {
                 Ok(kept) => last = kept,
                 Err(()) => return,

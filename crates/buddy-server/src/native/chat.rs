@@ -1,22 +1,18 @@
 //! `POST /v1/chat`: one turn of a stored conversation, streamed as SSE.
 
-use axum::Extension;
 use axum::extract::Path;
-use axum::extract::State;
 use axum::response::Response;
 use buddy_engine::{CallDecision, Resume};
-use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::auth::Caller;
-use crate::conversation_settings::ConversationSettings;
+use super::settings::ConversationSettings;
 use crate::error::AppError;
-use crate::request::{JsonBody, owned_conversation, request_policy};
+use crate::request::{JsonBody, request_policy};
 use crate::request_mcp::{RequestMcp, with_request_mcp};
 use crate::sse;
-use crate::state::AppState;
-use crate::turns::{Conversation, Prelude, disconnect_guard, start_turn};
+use crate::turn::watch::Numbered;
+use crate::turn::{Conversation, StartedTurn, TurnSpec, Turns, frames};
 
 /// The body of `POST /v1/chat`.
 #[derive(Deserialize)]
@@ -39,8 +35,7 @@ pub(crate) struct ChatBody {
 }
 
 pub(crate) async fn chat(
-    State(state): State<AppState>,
-    Extension(caller): Extension<Caller>,
+    turns: Turns,
     JsonBody(body): JsonBody<ChatBody>,
 ) -> Result<Response, AppError> {
     if body.message.trim().is_empty() {
@@ -54,7 +49,7 @@ pub(crate) async fn chat(
     let mut model = body.model;
     let mut settings = ConversationSettings::default();
     if let Some(id) = &body.conversation_id {
-        let info = owned_conversation(&state, &caller, id).await?;
+        let info = turns.conversation(id).await?;
         if model.is_none() && body.provider.is_none() {
             model = info.last_model;
         }
@@ -64,31 +59,22 @@ pub(crate) async fn chat(
     }
     let settings = new_settings.as_ref().unwrap_or(&settings);
     let policy = settings.policy_with(&asked);
-    let mut resolved = state
-        .inner
-        .backend
-        .resolve(body.provider.as_deref(), model.as_deref())
-        .map_err(|e| AppError::BadRequest(e.to_string()))?;
+    let mut resolved = turns.resolve(body.provider.as_deref(), model.as_deref())?;
     if let Some(new) = &new_settings {
-        new.check(&state, &resolved)?;
+        new.check(&turns.state, &resolved)?;
     }
-    resolved.toolbox = with_request_mcp(&state, resolved.toolbox, body.mcp).await?;
-    let turn = start_turn(
-        &state,
-        &caller,
-        Conversation::Stored(body.conversation_id),
-        Some(body.message),
-        resolved,
-        &policy,
-        Prelude {
+    resolved.toolbox = with_request_mcp(&turns.state, resolved.toolbox, body.mcp).await?;
+    let conversation = Conversation::Stored(body.conversation_id);
+    let turn = turns
+        .start(TurnSpec {
+            user_message: Some(body.message),
             sampling: body.sampling,
             instructions: settings.system.clone(),
             settings: new_settings.as_ref().map(ConversationSettings::to_value),
-            ..Prelude::default()
-        },
-    )
-    .await?;
-    Ok(sse_turn(&state, turn))
+            ..TurnSpec::new(conversation, resolved, policy)
+        })
+        .await?;
+    Ok(sse_turn(&turns, turn))
 }
 
 /// The body of `POST /v1/conversations/{id}/resume`.
@@ -111,8 +97,7 @@ pub(crate) struct ResumeBody {
 /// decision per waiting call) or stopped at a limit (`"continue": true`), streamed as SSE
 /// like `/v1/chat`.
 pub(crate) async fn resume(
-    State(state): State<AppState>,
-    Extension(caller): Extension<Caller>,
+    turns: Turns,
     Path(id): Path<String>,
     JsonBody(body): JsonBody<ResumeBody>,
 ) -> Result<Response, AppError> {
@@ -127,40 +112,32 @@ pub(crate) async fn resume(
             ));
         }
     };
-    let info = owned_conversation(&state, &caller, &id).await?;
+    let info = turns.conversation(&id).await?;
     let settings = ConversationSettings::stored(&info.settings)?;
     let policy = settings.policy_with(&request_policy(body.policy)?);
-    let mut resolved = state
-        .inner
-        .backend
-        .resolve(None, info.last_model.as_deref())
-        .map_err(|e| AppError::BadRequest(e.to_string()))?;
-    resolved.toolbox = with_request_mcp(&state, resolved.toolbox, body.mcp).await?;
-    let turn = start_turn(
-        &state,
-        &caller,
-        Conversation::Stored(Some(id)),
-        None,
-        resolved,
-        &policy,
-        Prelude {
+    let mut resolved = turns.resolve(None, info.last_model.as_deref())?;
+    resolved.toolbox = with_request_mcp(&turns.state, resolved.toolbox, body.mcp).await?;
+    let conversation = Conversation::Stored(Some(id));
+    let turn = turns
+        .start(TurnSpec {
             resume: Some(resume),
             instructions: settings.system,
-            ..Prelude::default()
-        },
-    )
-    .await?;
-    Ok(sse_turn(&state, turn))
+            ..TurnSpec::new(conversation, resolved, policy)
+        })
+        .await?;
+    Ok(sse_turn(&turns, turn))
 }
 
 /// Streams a started turn as SSE: a `conversation` event first, then every ChatEvent
 /// with its number (`id:`), from which `GET /v1/turns/{id}/events` picks up again.
-fn sse_turn(state: &AppState, turn: crate::turns::StartedTurn) -> Response {
+fn sse_turn(turns: &Turns, turn: StartedTurn) -> Response {
     let opening = sse::json_frame(
         Some("conversation"),
         &json!({"conversation_id": turn.conversation_id, "turn_id": turn.turn_id, "model": turn.model}),
     );
-    let guard = disconnect_guard(state, turn.cancel);
-    let events = crate::reattach::log_frames(turn.events, guard);
-    sse::respond(futures::stream::once(async move { opening }).chain(events))
+    let encoder = Numbered {
+        opening: Some(opening),
+    };
+    let guard = turns.disconnect_guard(turn.cancel);
+    sse::respond(frames(turn.events, encoder, guard))
 }

@@ -9,11 +9,11 @@ use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::input::input_messages;
+use super::items::{list, message_items};
 use crate::auth::Caller;
 use crate::error::AppError;
-use crate::items::{list, message_items};
 use crate::request::{JsonBody, JsonOrEmpty, owned_conversation};
-use crate::responses::input_messages;
 use crate::state::AppState;
 
 /// The body of `POST /v1/conversations` and of `POST /v1/conversations/{id}/items`.
@@ -51,8 +51,12 @@ pub(crate) async fn create(
     JsonOrEmpty(body): JsonOrEmpty<ItemsBody>,
 ) -> Result<Json<Value>, AppError> {
     body.check_metadata()?;
-    let messages = input_messages(&caller.owner, body.items.unwrap_or(Value::Null))
-        .map_err(|e| AppError::BadRequest(e.replace("input[", "items[")))?;
+    let messages = input_messages(
+        &state.inner.items,
+        &caller.owner,
+        body.items.unwrap_or(Value::Null),
+    )
+    .map_err(|e| AppError::BadRequest(e.replace("input[", "items[")))?;
     let store = &state.inner.store;
     let id = store.create_conversation(&caller.owner).await?;
     if !messages.is_empty()
@@ -130,8 +134,12 @@ pub(crate) async fn add_items(
             "conversation `{id}` has a turn running ({turn}); add items once it has ended"
         )));
     }
-    let messages = input_messages(&caller.owner, body.items.unwrap_or(Value::Null))
-        .map_err(|e| AppError::BadRequest(e.replace("input[", "items[")))?;
+    let messages = input_messages(
+        &state.inner.items,
+        &caller.owner,
+        body.items.unwrap_or(Value::Null),
+    )
+    .map_err(|e| AppError::BadRequest(e.replace("input[", "items[")))?;
     if messages.is_empty() {
         return Err(AppError::BadRequest(
             "`items` is empty: send the items to add".into(),

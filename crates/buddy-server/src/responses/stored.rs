@@ -18,11 +18,16 @@ use buddy_core::{ChatEvent, FinishReason, Message};
 use buddy_store::{ConversationDetail, TurnEnd};
 use serde_json::{Value, json};
 
+use super::builder::Builder;
+use super::ids::{conversation_of, turn_of};
+use super::items::{list, message_items};
+use super::log::stream;
 use crate::auth::Caller;
 use crate::error::AppError;
 use crate::request::owned_conversation;
-use crate::responses::{Builder, conversation_of, turn_of};
 use crate::state::AppState;
+use crate::turn::frames;
+use crate::turn::watch::{Numbered, may_watch, remote_frames};
 use crate::turn_log::Frame;
 
 /// A stored response's conversation and turn.
@@ -117,15 +122,15 @@ pub(crate) async fn retrieve(
         };
         // Whose response it is, its log says: the conversation need not be read.
         if let Some(log) = state.inner.logs.get::<Frame>(&id) {
-            if !crate::reattach::may_watch(&caller, &log.owner) {
+            if !may_watch(&caller, &log.owner) {
                 return Err(not_found(&id));
             }
-            let frames = crate::reattach::log_frames(log.watch(after), None);
-            return Ok(crate::responses::stream(frames));
+            let numbered = frames(log.watch(after), Numbered::default(), None);
+            return Ok(stream(numbered));
         }
         let turn = turn_of(&id).ok_or_else(|| not_found(&id))?;
-        let frames = crate::reattach::remote_frames(&state, &caller, &id, &turn, after).await?;
-        return Ok(crate::responses::stream(frames));
+        let kept = remote_frames(&state, &caller, &id, &turn, after).await?;
+        return Ok(stream(kept));
     }
     let found = locate(&state, &caller, &id).await?;
     let record = found
@@ -135,6 +140,7 @@ pub(crate) async fn retrieve(
         .find(|t| t.id == found.turn)
         .ok_or_else(|| not_found(&id))?;
     let mut builder = Builder::new(
+        std::sync::Arc::clone(&state.inner.items),
         id.clone(),
         caller.owner.clone(),
         record.model.clone(),
@@ -237,9 +243,9 @@ pub(crate) async fn input_items(
     let items: Vec<Value> = messages[..start]
         .iter()
         .enumerate()
-        .flat_map(|(i, message)| crate::items::message_items(message, &format!("in_{hex}_{i}")))
+        .flat_map(|(i, message)| message_items(message, &format!("in_{hex}_{i}")))
         .collect();
-    Ok(Json(crate::items::list(items)))
+    Ok(Json(list(items)))
 }
 
 /// `DELETE /v1/responses/{id}`: deletes the conversation the response belongs to.

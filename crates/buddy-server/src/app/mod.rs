@@ -1,19 +1,19 @@
-//! The router.
+//! The router and the server: every API family's routes behind auth, body limits and
+//! tracing; [`serve`] runs them with the connection table and graceful shutdown.
+
+pub(crate) mod serve;
 
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::header;
 use axum::response::IntoResponse;
-use axum::routing::{get, post};
+use axum::routing::get;
 use axum::{Extension, Json, Router, middleware};
 use serde_json::json;
 use tower_http::trace::TraceLayer;
 
 use crate::error::AppError;
 use crate::state::AppState;
-use crate::{
-    auth, body, chat, compact, conversations, conversations_openai, fork, metrics, openai,
-    reattach, replay, responses, responses_stored, responses_ws, web,
-};
+use crate::{auth, body, chat_completions, metrics, native, responses, web};
 
 /// Every route of the server, over `state`. Tests drive it with `oneshot`, no socket needed.
 pub fn app(state: AppState) -> Router {
@@ -21,45 +21,9 @@ pub fn app(state: AppState) -> Router {
     metrics::handle();
     let limit = state.inner.settings.max_body_bytes;
     let protected = Router::new()
-        .route("/v1/chat", post(chat::chat))
-        .route("/v1/chat/completions", post(openai::completions))
-        .route(
-            "/v1/responses",
-            post(responses::responses).get(responses_ws::upgrade),
-        )
-        .route("/v1/responses/compact", post(compact::compact))
-        .route(
-            "/v1/responses/{id}",
-            get(responses_stored::retrieve).delete(responses_stored::delete),
-        )
-        .route(
-            "/v1/responses/{id}/input_items",
-            get(responses_stored::input_items),
-        )
-        .route("/v1/responses/{id}/cancel", post(responses_stored::cancel))
-        .route("/v1/models", get(openai::models))
-        .route(
-            "/v1/conversations",
-            get(conversations::list).post(conversations_openai::create),
-        )
-        .route(
-            "/v1/conversations/{id}/items",
-            get(conversations_openai::items).post(conversations_openai::add_items),
-        )
-        .route(
-            "/v1/conversations/{id}",
-            get(conversations::get)
-                .patch(conversations::update)
-                .delete(conversations::delete),
-        )
-        .route("/v1/conversations/{id}/resume", post(chat::resume))
-        .route(
-            "/v1/conversations/{id}/replay",
-            post(replay::replay_conversation),
-        )
-        .route("/v1/conversations/{id}/fork", post(fork::fork))
-        .route("/v1/turns/{id}/cancel", post(conversations::cancel_turn))
-        .route("/v1/turns/{id}/events", get(reattach::events))
+        .merge(native::routes())
+        .merge(chat_completions::routes())
+        .merge(responses::routes())
         .route("/metrics", get(render_metrics))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),

@@ -11,7 +11,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::app::app;
+use super::app;
 use crate::conn::{self, ConnTable};
 use crate::metrics;
 use crate::state::AppState;

@@ -2,7 +2,7 @@
 //! server keeps only that hash, stores it as the owner of the conversations the key
 //! creates, and counts quotas and metrics by it (or by the name the operator gave it).
 
-use crate::spend::SpendCeiling;
+use super::SpendCeiling;
 
 /// One accepted API key, as the server holds it: a name, the key's hash, admin or not.
 #[derive(Clone, Debug, PartialEq, Eq)]

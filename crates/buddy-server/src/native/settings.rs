@@ -8,7 +8,7 @@ use serde_json::Value;
 use crate::backend::Resolved;
 use crate::error::AppError;
 use crate::state::AppState;
-use crate::turns::turn_policy;
+use crate::turn::turn_policy;
 
 /// Longest system prompt a conversation keeps, in characters.
 pub(crate) const MAX_SYSTEM_CHARS: usize = 20_000;

@@ -1,0 +1,89 @@
+//! `POST /v1/chat/completions` and `GET /v1/models`.
+
+use axum::Json;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use buddy_core::{ChatEvent, Message, ToolSpec};
+use buddy_openai_wire::{ChatCompletionRequest, to_messages};
+use serde_json::{Value, json};
+
+use super::encoder::{ChatChunks, completion};
+use crate::client_tools::with_client_tools;
+use crate::error::AppError;
+use crate::request::{JsonBody, request_policy};
+use crate::sse;
+use crate::state::AppState;
+use crate::turn::{
+    CancelOnDrop, Conversation, Family, PendingCalls, TurnSpec, Turns, frames, with_turn_header,
+};
+
+/// `GET /v1/models`.
+pub(crate) async fn models(State(state): State<AppState>) -> Json<Value> {
+    let data: Vec<Value> = state
+        .inner
+        .backend
+        .models()
+        .into_iter()
+        .map(|id| json!({"id": id, "object": "model", "created": 0, "owned_by": "buddy"}))
+        .collect();
+    Json(json!({"object": "list", "data": data}))
+}
+
+/// `POST /v1/chat/completions`.
+pub(crate) async fn completions(
+    turns: Turns,
+    JsonBody(mut body): JsonBody<ChatCompletionRequest>,
+) -> Result<Response, AppError> {
+    let sampling = body.sampling().map_err(AppError::BadRequest)?;
+    let history = to_messages(std::mem::take(&mut body.messages)).map_err(AppError::BadRequest)?;
+    if !history.iter().any(Message::is_user) {
+        return Err(AppError::BadRequest(
+            "`messages` has no user message".into(),
+        ));
+    }
+    let policy = request_policy(body.buddy_policy.take())?;
+    let mut resolved = turns.resolve(None, body.model.as_deref())?;
+    let declared: Vec<ToolSpec> = body.tools.into_iter().map(ToolSpec::from).collect();
+    resolved.toolbox =
+        with_client_tools(resolved.toolbox, declared).map_err(AppError::BadRequest)?;
+    let model = body.model.unwrap_or_else(|| resolved.model.clone());
+    let turn = turns
+        .start(TurnSpec {
+            family: Family::OpenAi,
+            sampling,
+            ..TurnSpec::new(Conversation::Ephemeral(history), resolved, policy)
+        })
+        .await?;
+    let id = format!("chatcmpl-{}", turn.turn_id.trim_start_matches("turn_"));
+    if body.stream {
+        let include_usage = body.stream_options.is_some_and(|o| o.include_usage);
+        let encoder = ChatChunks::new(id, model, include_usage);
+        let guard = turns.disconnect_guard(turn.cancel);
+        let stream = sse::respond(frames(turn.events, encoder, guard));
+        return Ok(with_turn_header(stream, &turn.turn_id));
+    }
+    let guard = CancelOnDrop(turn.cancel);
+    let mut events = turn.events;
+    let mut pending = PendingCalls::default();
+    let mut terminal = None;
+    while let Some(event) = events.recv().await {
+        pending.track(&event);
+        if event.is_terminal() {
+            terminal = Some(event);
+        }
+    }
+    drop(guard);
+    match terminal {
+        Some(ChatEvent::Done {
+            reason,
+            answer,
+            stats,
+        }) => Ok(Json(completion(&id, &model, reason, answer, &stats, pending)).into_response()),
+        Some(ChatEvent::Error {
+            reason, message, ..
+        }) => Err(AppError::TurnFailed { reason, message }),
+        _ => Err(AppError::Internal(
+            "the turn ended without a terminal event".into(),
+        )),
+    }
+}

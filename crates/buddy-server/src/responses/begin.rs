@@ -1,0 +1,231 @@
+//! A `POST /v1/responses` body, typed, and the turn it starts: its conversation (a
+//! stored one named by `conversation` or `previous_response_id`, a `store: false` one the
+//! WebSocket keeps, or a new one), its input, tools, policy and settings.
+
+use buddy_core::{Message, Sampling};
+use buddy_engine::PolicyPatch;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::builder::{Builder, Echo};
+use super::ids::{conversation_of, response_id};
+use super::input::input_messages;
+use crate::client_tools::with_client_tools;
+use crate::error::AppError;
+use crate::request::request_policy;
+use crate::settings::SkillCalls;
+use crate::turn::{Conversation, Family, StartedTurn, TurnSpec, Turns};
+use buddy_openai_wire::responses::function_tools;
+
+/// The body of `POST /v1/responses` (fields buddy does not use are accepted and ignored).
+#[derive(Deserialize)]
+pub(crate) struct ResponsesRequest {
+    pub model: Option<String>,
+    #[serde(default)]
+    input: Option<Value>,
+    instructions: Option<String>,
+    #[serde(default)]
+    tools: Vec<Value>,
+    pub previous_response_id: Option<String>,
+    #[serde(default)]
+    pub stream: bool,
+    /// Run the response on its own: the request returns at once (or streams), and the
+    /// response is read later with `GET /v1/responses/{id}`.
+    #[serde(default)]
+    pub background: bool,
+    max_tool_calls: Option<u64>,
+    pub store: Option<bool>,
+    tool_choice: Option<Value>,
+    prompt_cache_key: Option<String>,
+    safety_identifier: Option<String>,
+    metadata: Option<Value>,
+    /// buddy's own extension: policy overrides for this request.
+    buddy_policy: Option<Value>,
+    /// buddy's own extension: how server-side skill calls appear in `output`.
+    buddy_skill_calls: Option<SkillCalls>,
+    /// A conversation (OpenAI's Conversations API) this response continues: its id, or
+    /// `{"id": …}`.
+    conversation: Option<Value>,
+    temperature: Option<f64>,
+    top_p: Option<f64>,
+    max_output_tokens: Option<u32>,
+    /// `{"format": {"type": "text" | "json_object" | "json_schema", …}}`.
+    text: Option<Value>,
+}
+
+impl ResponsesRequest {
+    /// The sampling and output settings the request asks for, or what is wrong with them.
+    fn sampling(&self) -> Result<Sampling, String> {
+        let response_format = match self.text.as_ref().and_then(|t| t.get("format")) {
+            None | Some(Value::Null) => None,
+            Some(format) => Some(
+                buddy_openai_wire::response_format(format.clone())
+                    .map_err(|e| format!("`text.format`: {e}"))?,
+            ),
+        };
+        Ok(Sampling {
+            temperature: self.temperature,
+            top_p: self.top_p,
+            max_output_tokens: self.max_output_tokens,
+            response_format,
+            ..Sampling::default()
+        })
+    }
+}
+
+/// A response whose conversation the caller holds itself (`store: false` over a
+/// WebSocket): its id and the whole conversation after it.
+pub(crate) struct Unstored {
+    pub id: String,
+    pub history: Vec<Message>,
+}
+
+/// Starts the turn a request asks for; `unstored` is the conversation of a `store: false`
+/// response its `previous_response_id` names (the WebSocket mode keeps the last one). A
+/// `store: false` turn hands its whole conversation back when it ends.
+pub(crate) async fn begin(
+    turns: &Turns,
+    body: ResponsesRequest,
+    unstored: Option<Unstored>,
+) -> Result<(StartedTurn, Builder), AppError> {
+    let state = &turns.state;
+    let owner = &turns.caller.owner;
+    let sampling = body.sampling().map_err(AppError::BadRequest)?;
+    let skill_calls = body
+        .buddy_skill_calls
+        .unwrap_or(state.inner.settings.responses_skill_calls);
+    let input = input_messages(&state.inner.items, owner, body.input.unwrap_or(Value::Null))
+        .map_err(AppError::BadRequest)?;
+    let tools = function_tools(body.tools).map_err(AppError::BadRequest)?;
+    let echo = Echo {
+        sampling: sampling.clone(),
+        tools: tools.clone(),
+        tool_choice: body.tool_choice,
+        max_tool_calls: body.max_tool_calls,
+        prompt_cache_key: body.prompt_cache_key,
+        safety_identifier: body.safety_identifier,
+        metadata: body.metadata,
+    };
+    let tools = tools.into_iter().map(Into::into).collect();
+    let policy = policy(body.buddy_policy, body.max_tool_calls)?;
+    let mut model = body.model;
+    let conversation = continued_conversation(
+        turns,
+        body.conversation.as_ref(),
+        body.previous_response_id.as_deref(),
+        unstored.is_some(),
+        &mut model,
+    )
+    .await?;
+    let continued = conversation.is_some() || unstored.is_some();
+    if !continued && !input.iter().any(Message::is_user) {
+        return Err(AppError::BadRequest(
+            "`input` has no user message; send the user's text (or continue with previous_response_id)".into(),
+        ));
+    }
+    let mut resolved = turns.resolve(None, model.as_deref())?;
+    resolved.toolbox = with_client_tools(resolved.toolbox, tools).map_err(AppError::BadRequest)?;
+    let (conversation, append) = placed(conversation, unstored, body.store, input);
+    let turn = turns
+        .start(TurnSpec {
+            append,
+            instructions: body.instructions.clone(),
+            family: Family::OpenAi,
+            keep_messages: body.store == Some(false),
+            sampling,
+            ..TurnSpec::new(conversation, resolved, policy)
+        })
+        .await?;
+    let id = response_id(turn.conversation_id.as_deref(), &turn.turn_id);
+    let mut builder = Builder::new(
+        std::sync::Arc::clone(&state.inner.items),
+        id,
+        owner.clone(),
+        turn.model.clone(),
+        body.instructions,
+        body.previous_response_id,
+    );
+    builder.echo = echo;
+    builder.skill_calls = skill_calls;
+    Ok((turn, builder))
+}
+
+/// The request's policy, with `max_tool_calls` lowering the turn's tool-call limit.
+fn policy(asked: Option<Value>, max_tool_calls: Option<u64>) -> Result<PolicyPatch, AppError> {
+    let mut policy = request_policy(asked)?;
+    if let Some(max) = max_tool_calls {
+        policy
+            .set("max_tool_calls", json!(max))
+            .map_err(|e| AppError::BadRequest(format!("max_tool_calls: {e}")))?;
+    }
+    Ok(policy)
+}
+
+/// The stored conversation a request continues (named by `conversation`, or found from
+/// `previous_response_id` unless the WebSocket holds that response); `model` becomes the
+/// conversation's last model when the request names none.
+async fn continued_conversation(
+    turns: &Turns,
+    conversation: Option<&Value>,
+    previous: Option<&str>,
+    unstored: bool,
+    model: &mut Option<String>,
+) -> Result<Option<String>, AppError> {
+    let named = match conversation {
+        None | Some(Value::Null) => None,
+        Some(Value::String(id)) => Some(id.clone()),
+        Some(other) => Some(other["id"].as_str().map(str::to_owned).ok_or_else(|| {
+            AppError::BadRequest("`conversation` must be a conversation id or {\"id\": …}".into())
+        })?),
+    };
+    if named.is_some() && previous.is_some() {
+        return Err(AppError::BadRequest(
+            "give `conversation` or `previous_response_id`, not both".into(),
+        ));
+    }
+    let (id, info) = match (named, previous) {
+        (Some(id), _) => {
+            let info = turns.conversation(&id).await?;
+            (id, info)
+        }
+        (None, None) => return Ok(None),
+        (None, Some(_)) if unstored => return Ok(None),
+        (None, Some(previous)) => {
+            let id = conversation_of(previous).ok_or_else(|| {
+                AppError::NotFound(format!(
+                    "response `{previous}` does not exist or was not stored (store: false); send the whole input instead"
+                ))
+            })?;
+            let info = turns
+                .conversation(&id)
+                .await
+                .map_err(|_| AppError::NotFound(format!("response `{previous}` does not exist")))?;
+            (id, info)
+        }
+    };
+    if model.is_none() {
+        *model = info.last_model;
+    }
+    Ok(Some(id))
+}
+
+/// Where the turn's conversation is and what its input adds to it: a stored one takes
+/// the input as appended messages; a held one (the WebSocket's, or `store: false`) is
+/// the whole history.
+fn placed(
+    stored: Option<String>,
+    unstored: Option<Unstored>,
+    store: Option<bool>,
+    input: Vec<Message>,
+) -> (Conversation, Vec<Message>) {
+    match (stored, unstored, store) {
+        (Some(id), _, _) => (Conversation::Stored(Some(id)), input),
+        (None, Some(unstored), _) => {
+            let mut history = unstored.history;
+            history.extend(input);
+            (Conversation::Ephemeral(history), Vec::new())
+        }
+        (None, None, Some(false)) => (Conversation::Ephemeral(input), Vec::new()),
+        (None, None, _) => (Conversation::Stored(None), input),
+    }
+}

@@ -1,0 +1,61 @@
+//! `POST /v1/responses`: a response, whole, streamed, or in the background.
+
+use axum::Json;
+use axum::response::{IntoResponse, Response};
+use buddy_core::ChatEvent;
+
+use super::begin::{ResponsesRequest, begin};
+use super::log::{response_log, stream};
+use crate::error::AppError;
+use crate::request::JsonBody;
+use crate::turn::watch::Numbered;
+use crate::turn::{CancelOnDrop, StartedTurn, Turns, frames, with_turn_header};
+
+pub(crate) async fn responses(
+    turns: Turns,
+    JsonBody(body): JsonBody<ResponsesRequest>,
+) -> Result<Response, AppError> {
+    let streamed = body.stream;
+    let background = body.background;
+    if background && body.store == Some(false) {
+        return Err(AppError::BadRequest(
+            "`background: true` needs a stored response (a background response is read later \
+             with GET /v1/responses/{id}); leave `store` out or set it to true"
+                .into(),
+        ));
+    }
+    let (turn, mut builder) = begin(&turns, body, None).await?;
+    builder.background = background;
+    if streamed || background {
+        let guard = match background {
+            true => None,
+            false => turns.disconnect_guard(turn.cancel.clone()),
+        };
+        let turn_id = turn.turn_id.clone();
+        let response = builder.response();
+        let log = response_log(&turns.state, turn, builder);
+        if !streamed {
+            return Ok(Json(response).into_response());
+        }
+        let numbered = frames(log.watch(0), Numbered::default(), guard);
+        return Ok(with_turn_header(stream(numbered), &turn_id));
+    }
+    let StartedTurn {
+        mut events, cancel, ..
+    } = turn;
+    let guard = CancelOnDrop(cancel);
+    while let Some(event) = events.recv().await {
+        if let ChatEvent::Error {
+            reason, message, ..
+        } = &event
+        {
+            return Err(AppError::TurnFailed {
+                reason: *reason,
+                message: message.clone(),
+            });
+        }
+        builder.on_event(event);
+    }
+    drop(guard);
+    Ok(Json(builder.response()).into_response())
+}

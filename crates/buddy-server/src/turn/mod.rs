@@ -1,0 +1,132 @@
+//! The turn service: every API family starts, streams and watches turns through it.
+//! An endpoint types its request into a [`TurnSpec`]; [`Turns::start`] checks it, layers
+//! its policy, opens the turn (claim, history, the opening write) and runs it on its
+//! own task (events into the turn's log; at the end close, spend, metrics, release).
+
+mod encoder;
+pub(crate) mod kept;
+mod open;
+mod policy;
+mod run;
+mod sink;
+mod spec;
+pub(crate) mod watch;
+
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use buddy_store::ConversationInfo;
+
+pub(crate) use encoder::{CancelOnDrop, Encoder, PendingCalls, frames, unix_now, with_turn_header};
+pub(crate) use policy::turn_policy;
+pub(crate) use spec::{Conversation, Family, StartedTurn, TurnSpec};
+
+use crate::auth::Caller;
+use crate::backend::Resolved;
+use crate::error::AppError;
+use crate::request::owned_conversation;
+use crate::spend;
+use crate::state::AppState;
+
+/// The turn service as a handler holds it: the server and who is calling, taken from
+/// the request once (an extractor), with what every endpoint asks of turns.
+pub(crate) struct Turns {
+    pub state: AppState,
+    pub caller: Caller,
+}
+
+impl FromRequestParts<AppState> for Turns {
+    type Rejection = AppError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, AppError> {
+        let caller = parts
+            .extensions
+            .get::<Caller>()
+            .cloned()
+            .ok_or_else(|| AppError::Internal("the request passed no authentication".into()))?;
+        Ok(Turns {
+            state: state.clone(),
+            caller,
+        })
+    }
+}
+
+impl Turns {
+    /// The provider, tools and model a request names (the server's default for `None`);
+    /// one the server does not have is a 400 saying which it has.
+    pub(crate) fn resolve(
+        &self,
+        provider: Option<&str>,
+        model: Option<&str>,
+    ) -> Result<Resolved, AppError> {
+        self.state
+            .inner
+            .backend
+            .resolve(provider, model)
+            .map_err(|e| AppError::BadRequest(e.to_string()))
+    }
+
+    /// The conversation if the caller may use it (another key's is "does not exist").
+    pub(crate) async fn conversation(&self, id: &str) -> Result<ConversationInfo, AppError> {
+        owned_conversation(&self.state, &self.caller, id).await
+    }
+
+    /// Starts the turn `spec` asks for on its own task.
+    pub(crate) async fn start(&self, spec: TurnSpec) -> Result<StartedTurn, AppError> {
+        let (state, caller) = (&self.state, &self.caller);
+        let mut policy = turn_policy(state, &spec.resolved, &spec.policy)?;
+        refuse_what_cannot_be_honoured(&spec)?;
+        let price = state
+            .inner
+            .settings
+            .prices
+            .price(spec.resolved.provider.name(), &spec.resolved.model);
+        let room = spend::room(
+            &*state.inner.store,
+            &caller.owner,
+            &caller.name,
+            caller.spend,
+            time::OffsetDateTime::now_utc(),
+        )
+        .await?;
+        let layer = policy::spend_layer(&policy, room, price.is_some())?;
+        policy
+            .apply(&layer)
+            .map_err(|e| AppError::Internal(e.to_string()))?;
+        let opened = open::open(state, caller, spec).await?;
+        Ok(run::run(state, caller, opened, policy, price))
+    }
+
+    /// What a streaming endpoint holds of its turn: the turn runs on when the client
+    /// goes, unless the server is set to cancel on disconnect (`[server]
+    /// cancel_on_disconnect`).
+    pub(crate) fn disconnect_guard(
+        &self,
+        cancel: tokio_util::sync::CancellationToken,
+    ) -> Option<CancelOnDrop> {
+        self.state
+            .inner
+            .settings
+            .cancel_on_disconnect
+            .then(|| CancelOnDrop(cancel))
+    }
+}
+
+/// Refused before anything is claimed or stored: a setting the model cannot honour is a
+/// 400 naming it, never dropped.
+fn refuse_what_cannot_be_honoured(spec: &TurnSpec) -> Result<(), AppError> {
+    let provider = &spec.resolved.provider;
+    let wrong = spec
+        .sampling
+        .validate()
+        .err()
+        .or_else(|| provider.unsupported(&spec.sampling))
+        .or_else(|| provider.refuses_any(&spec.append))
+        .or_else(|| match &spec.conversation {
+            Conversation::Ephemeral(history) => provider.refuses_any(history),
+            Conversation::Stored(_) => None,
+        });
+    match wrong {
+        Some(wrong) => Err(AppError::BadRequest(wrong)),
+        None => Ok(()),
+    }
+}

@@ -1,0 +1,283 @@
+//! Opening a turn: its claim (one turn per conversation, a cap per key), its history,
+//! and the one write that records it (with a new conversation, when it makes one).
+
+use std::sync::Arc;
+
+use buddy_core::{Message, StopReason, TokenCount};
+use buddy_engine::Resume;
+use buddy_store::{CountedHistory, Store, TurnEnd, TurnOpening, new_id};
+use tokio_util::sync::CancellationToken;
+
+use super::spec::{Conversation, TurnSpec};
+use crate::auth::Caller;
+use crate::error::AppError;
+use crate::state::{AppState, TurnLease};
+
+/// A claimed turn whose opening is recorded: the history the engine starts from, and
+/// what is left of its spec for the run.
+pub(crate) struct Opened {
+    pub turn_id: String,
+    pub cancel: CancellationToken,
+    pub conversation_id: Option<String>,
+    pub lease: TurnLease,
+    /// The turn's opening wrote the user's message already.
+    pub user_stored: bool,
+    pub history: Vec<Message>,
+    pub counts: Vec<Option<TokenCount>>,
+    /// The spec, its conversation, input and instructions taken into `history`.
+    pub spec: TurnSpec,
+}
+
+/// Claims the turn, loads its history and records its opening. Whatever fails frees
+/// the claim at once and leaves nothing stored; no model has been called.
+pub(crate) async fn open(
+    state: &AppState,
+    caller: &Caller,
+    mut spec: TurnSpec,
+) -> Result<Opened, AppError> {
+    let turn_id = new_id("turn");
+    let cancel = state.inner.shutdown.child_token();
+    let conversation = std::mem::replace(&mut spec.conversation, Conversation::Stored(None));
+    let (place, history) = place(state, caller, &turn_id, &cancel, conversation, &spec).await?;
+    let CountedHistory {
+        messages: mut history,
+        mut counts,
+    } = history;
+    let (conversation_id, lease, user_stored) =
+        record(state, caller, &turn_id, &cancel, place, &history, &spec).await?;
+    history.append(&mut spec.append);
+    counts.resize(history.len(), None);
+    if let Some(instructions) = spec.instructions.take() {
+        let after_system = history
+            .iter()
+            .position(|m| !matches!(m, Message::System { .. }))
+            .unwrap_or(history.len());
+        history.insert(after_system, Message::system(instructions));
+        counts.insert(after_system, None);
+    }
+    Ok(Opened {
+        turn_id,
+        cancel,
+        conversation_id,
+        lease,
+        user_stored,
+        history,
+        counts,
+        spec,
+    })
+}
+
+/// Claims the turn where its conversation is, and reads that conversation's history.
+async fn place(
+    state: &AppState,
+    caller: &Caller,
+    turn_id: &str,
+    cancel: &CancellationToken,
+    conversation: Conversation,
+    spec: &TurnSpec,
+) -> Result<(Place, CountedHistory), AppError> {
+    let store = &state.inner.store;
+    Ok(match conversation {
+        Conversation::Ephemeral(history) => {
+            let lease = state.claim(turn_id, None, &caller.owner, cancel).await?;
+            let history = CountedHistory {
+                messages: history,
+                counts: Vec::new(),
+            };
+            (Place::Ephemeral(lease), history)
+        }
+        Conversation::Stored(Some(id)) => {
+            let lease = state
+                .claim(turn_id, Some(&id), &caller.owner, cancel)
+                .await?;
+            let history = match &spec.resume {
+                // Checked under the claim: of two resumes of one pause, the second finds
+                // the pause already answered.
+                Some(resume) => {
+                    resumable(store, &id, resume)
+                        .await
+                        .map(|messages| CountedHistory {
+                            messages,
+                            counts: Vec::new(),
+                        })
+                }
+                // With the counts kept with the messages: they are not counted again.
+                None => store.load_counted(&id).await.map_err(AppError::from),
+            };
+            match history {
+                Ok(history) => (Place::Existing(id, lease), history),
+                Err(e) => {
+                    // Freed now, not when dropped: the client's next request must find it free.
+                    lease.release().await;
+                    return Err(e);
+                }
+            }
+        }
+        Conversation::Stored(None) => {
+            let system = spec.resolved.system.iter().map(Message::system).collect();
+            let history = CountedHistory {
+                messages: system,
+                counts: Vec::new(),
+            };
+            (Place::New, history)
+        }
+    })
+}
+
+/// Records a stored turn's opening in one write: the conversation (when new), settings,
+/// the turn's record and its first messages. If it fails nothing of it is kept, and the
+/// claim is freed. Returns the conversation, the claim, and whether the user's message
+/// went in.
+async fn record(
+    state: &AppState,
+    caller: &Caller,
+    turn_id: &str,
+    cancel: &CancellationToken,
+    place: Place,
+    history: &[Message],
+    spec: &TurnSpec,
+) -> Result<(Option<String>, TurnLease, bool), AppError> {
+    let store = &state.inner.store;
+    let model = &spec.resolved.model;
+    let first = |created| {
+        opening_messages(
+            history,
+            created,
+            &spec.append,
+            spec.user_message.as_deref(),
+            model,
+        )
+    };
+    let opening = TurnOpening {
+        conversation: None,
+        owner: &caller.owner,
+        turn: turn_id,
+        model,
+        settings: spec.settings.as_ref(),
+        messages: &[],
+        counts: &[],
+    };
+    Ok(match place {
+        Place::Ephemeral(lease) => (None, lease, false),
+        Place::Existing(id, lease) => {
+            let (first, user_stored) = first(false);
+            let opened = store.open_turn(TurnOpening {
+                conversation: Some(&id),
+                messages: &first.messages,
+                counts: &first.counts,
+                ..opening
+            });
+            if let Err(e) = opened.await {
+                // Freed now, not when dropped: the client's next request must find it free.
+                lease.release().await;
+                return Err(e.into());
+            }
+            (Some(id), lease, user_stored)
+        }
+        Place::New => {
+            let (first, user_stored) = first(true);
+            let opened = store.open_turn(TurnOpening {
+                messages: &first.messages,
+                counts: &first.counts,
+                ..opening
+            });
+            let id = opened.await?;
+            // A new conversation is claimed once it exists; if that is refused, the
+            // conversation made for this turn goes too.
+            match state.claim(turn_id, Some(&id), &caller.owner, cancel).await {
+                Ok(lease) => (Some(id), lease, user_stored),
+                Err(e) => {
+                    let _ = store.delete_conversation(&id).await;
+                    return Err(e);
+                }
+            }
+        }
+    })
+}
+
+/// Where a turn's conversation stands before its opening is written.
+enum Place {
+    /// The client holds it (an OpenAI endpoint); the turn is claimed.
+    Ephemeral(TurnLease),
+    /// Stored already, with this id; the turn is claimed.
+    Existing(String, TurnLease),
+    /// Made by the turn's opening, then claimed.
+    New,
+}
+
+/// The messages a stored turn's opening writes: a new conversation's `history` (its
+/// system prompt), the request's `append`, and the user's message with the count the
+/// engine would make (so no later turn counts it) when it comes first; the flag says
+/// whether the user's message is among them.
+fn opening_messages(
+    history: &[Message],
+    created: bool,
+    append: &[Message],
+    user_message: Option<&str>,
+    model: &str,
+) -> (CountedHistory, bool) {
+    let mut first = CountedHistory::default();
+    if created {
+        first.messages.extend_from_slice(history);
+    }
+    first.messages.extend_from_slice(append);
+    first.counts.resize(first.messages.len(), None);
+    let Some(text) = user_message.filter(|_| user_message_comes_first(history, append)) else {
+        return (first, false);
+    };
+    let counter = buddy_engine::context::counter_for_model(model);
+    let message = Message::user(text);
+    first.counts.push(Some(TokenCount {
+        encoding: buddy_engine::context::count_key(&*counter),
+        tokens: counter.message(&message) as u64,
+    }));
+    first.messages.push(message);
+    (first, true)
+}
+
+/// True when the turn's first record is its user message: the history does not end
+/// in a round the engine must first answer as interrupted (a call message, or results
+/// that may leave some of its calls open). Then the user's message can go in with the
+/// turn's opening.
+fn user_message_comes_first(history: &[Message], append: &[Message]) -> bool {
+    match append.last().or(history.last()) {
+        Some(Message::Assistant { tool_calls, .. }) => tool_calls.is_empty(),
+        Some(Message::Tool { .. }) => false,
+        _ => true,
+    }
+}
+
+/// The history of a conversation a resume may go on with; refused when the resume does
+/// not fit how its last turn ended: decisions need a turn paused for approval, a continue
+/// needs one stopped at a limit.
+async fn resumable(
+    store: &Arc<dyn Store>,
+    id: &str,
+    resume: &Resume,
+) -> Result<Vec<Message>, AppError> {
+    let detail = store
+        .get_conversation(id)
+        .await?
+        .ok_or_else(|| AppError::NotFound(format!("conversation `{id}` does not exist")))?;
+    let last = detail.turns.last().and_then(|t| t.stop_reason);
+    let ended = last.map_or("nothing (no turn has ended)", TurnEnd::as_str);
+    // `interrupted` (a turn a crashed server never finished) is no stop reason: it fits neither.
+    let reason = last.and_then(TurnEnd::stop_reason);
+    let fits = match resume {
+        Resume::Decisions(_) => reason == Some(StopReason::ApprovalRequired),
+        Resume::Continue => reason.is_some_and(StopReason::is_capped),
+    };
+    if fits {
+        return Ok(detail.messages);
+    }
+    Err(AppError::Conflict(match resume {
+        Resume::Decisions(_) => format!(
+            "conversation `{id}` has no calls waiting for approval: its last turn ended `{ended}`. \
+             Each waiting call is decided once; a repeated resume is refused"
+        ),
+        Resume::Continue => format!(
+            "conversation `{id}` cannot be continued: its last turn ended `{ended}`, not at a \
+             limit (max_model_calls, max_tool_calls, token_budget, deadline)"
+        ),
+    }))
+}

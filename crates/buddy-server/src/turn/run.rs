@@ -1,0 +1,219 @@
+//! Running an opened turn on its own task: the engine's events into the turn's log; at
+//! the end the turn closed in the store, its cost added to the key's spend, metrics and
+//! a log line, the claim released — then the terminal event, so a client never hears
+//! the turn ended before it is recorded.
+
+use std::sync::Arc;
+
+use buddy_core::{ChatEvent, MessageSink, RecordError, StopReason, Usd};
+use buddy_engine::{Engine, LoopPolicy, TurnOutcome, TurnRequest};
+use buddy_store::{Store, TurnClosing};
+use buddy_telemetry::TurnScope;
+use tokio::sync::mpsc;
+
+use super::open::Opened;
+use super::sink::StoreSink;
+use super::spec::{Family, StartedTurn};
+use crate::auth::Caller;
+use crate::metrics::{TimedProvider, observe_event, observe_turn};
+use crate::spend;
+use crate::state::AppState;
+use crate::turn_log::EventLog;
+
+/// Room between the engine and the turn's log.
+const EVENT_BUFFER: usize = 256;
+
+/// Starts the opened turn under `policy` on its own task. The turn is recorded (stop
+/// reason and stats) however it ends, even when the client leaves; its terminal event
+/// goes out only once the turn is stored, and says `store_error` when it could not be.
+pub(crate) fn run(
+    state: &AppState,
+    caller: &Caller,
+    opened: Opened,
+    policy: LoopPolicy,
+    price: Option<buddy_core::Price>,
+) -> StartedTurn {
+    let Opened {
+        turn_id,
+        cancel,
+        conversation_id,
+        lease,
+        user_stored,
+        history,
+        counts,
+        spec,
+    } = opened;
+    let store = Arc::clone(&state.inner.store);
+    let settings = &state.inner.settings;
+    let approval = match spec.family {
+        Family::Native => settings.approval.clone(),
+        Family::OpenAi => settings.openai_approval.clone(),
+    };
+    let resolved = spec.resolved;
+    let mut request = TurnRequest::new(resolved.model.clone(), String::new())
+        .with_price(price)
+        .with_history(history)
+        .with_history_counts(counts)
+        .with_policy(policy)
+        .with_cancel(cancel.clone())
+        .with_approval(approval);
+    request.user_message = spec.user_message;
+    request.resume = spec.resume;
+    request.sampling = spec.sampling;
+    if let Some(telemetry) = &settings.telemetry {
+        let trace = caller.trace.as_ref();
+        request = request.with_observer(telemetry.turn(TurnScope {
+            traceparent: trace.map(|t| t.traceparent.as_str()),
+            tracestate: trace.and_then(|t| t.tracestate.as_deref()),
+            provider: resolved.provider.name(),
+            model: &resolved.model,
+            conversation: conversation_id.as_deref(),
+        }));
+    }
+    let sink = conversation_id.as_ref().map(|id| {
+        Arc::new(StoreSink::new(
+            Arc::clone(&store),
+            id.clone(),
+            turn_id.clone(),
+            user_stored,
+        ))
+    });
+    if let Some(sink) = &sink {
+        request = request.with_recorder(Arc::clone(sink) as Arc<dyn MessageSink>);
+    }
+    let names = Names {
+        provider: resolved.provider.name().to_owned(),
+        model: resolved.model.clone(),
+        key: caller.name.clone(),
+        owner: caller.owner.clone(),
+        turn: turn_id.clone(),
+    };
+    let engine = Engine::new(
+        Arc::new(TimedProvider {
+            inner: resolved.provider,
+        }),
+        resolved.toolbox,
+    );
+    let turn_log = EventLog::new(turn_id.clone(), caller.owner.clone());
+    let kept = state.keep_log(&turn_log);
+    let watch = turn_log.watch(0);
+    let (kept_tx, kept_rx) = match spec.keep_messages {
+        true => {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            (Some(tx), Some(rx))
+        }
+        false => (None, None),
+    };
+    state.inner.turns.spawn(async move {
+        let (inner_tx, mut inner_rx) = mpsc::channel(EVENT_BUFFER);
+        let forward = async {
+            let mut terminal = None;
+            while let Some(event) = inner_rx.recv().await {
+                observe_event(&event, &names.provider);
+                if event.is_terminal() {
+                    terminal = Some(event);
+                    continue;
+                }
+                turn_log.push(event);
+            }
+            terminal
+        };
+        let (outcome, terminal) = tokio::join!(engine.run(request, inner_tx), forward);
+        let (reason, terminal) = close(&*store, sink.as_deref(), &outcome, terminal).await;
+        observe_turn(
+            reason,
+            &outcome.stats,
+            &names.provider,
+            &names.model,
+            &names.key,
+        );
+        if let Some(kept) = kept_tx {
+            let _ = kept.send(outcome.messages.clone());
+        }
+        add_spend(&*store, &names, &outcome).await;
+        tracing::info!(turn = %names.turn, conversation = ?sink.as_ref().map(|s| &s.conversation), key = %names.key,
+            reason = %reason, model_calls = outcome.stats.model_calls, tool_calls = outcome.stats.tool_calls, "turn ended");
+        // Free the conversation and the key's slot before the client hears the turn
+        // ended, so that its next message is never refused as concurrent.
+        lease.release().await;
+        match terminal {
+            Some(terminal) => {
+                turn_log.push(terminal);
+            }
+            None => turn_log.close(),
+        }
+        kept.ended().await;
+    });
+    StartedTurn {
+        events: watch,
+        cancel,
+        conversation_id,
+        turn_id,
+        model: resolved.model,
+        messages: kept_rx,
+    }
+}
+
+/// Who and what a turn is, for its metrics, spend and log line.
+struct Names {
+    provider: String,
+    model: String,
+    key: String,
+    owner: String,
+    turn: String,
+}
+
+/// Closes a stored turn (its last messages, stop reason, stats and tape); the reason
+/// and terminal event become `store_error` when that write fails.
+async fn close(
+    store: &dyn Store,
+    sink: Option<&StoreSink>,
+    outcome: &TurnOutcome,
+    terminal: Option<ChatEvent>,
+) -> (StopReason, Option<ChatEvent>) {
+    let reason = outcome.reason;
+    let Some(sink) = sink else {
+        return (reason, terminal);
+    };
+    // The tape lets an operator replay the turn under another policy later.
+    let tape = serde_json::to_string(&outcome.tape).ok();
+    let stored = match sink.rest() {
+        Ok(last) => store
+            .close_turn(TurnClosing {
+                conversation: &sink.conversation,
+                turn: &sink.turn,
+                last: &last,
+                reason,
+                stats: &outcome.stats,
+                error: outcome.error.as_deref(),
+                tape: tape.as_deref(),
+            })
+            .await
+            .map_err(|e| RecordError(e.to_string())),
+        Err(e) => Err(e),
+    };
+    let Err(e) = stored else {
+        return (reason, terminal);
+    };
+    tracing::error!(turn = %sink.turn, error = %e, "turn end not stored");
+    let reason = StopReason::StoreError;
+    let terminal = ChatEvent::Error {
+        reason,
+        message: format!(
+            "the turn ran but could not be stored ({e}); the conversation may lack \
+             its last messages. Check the server's store"
+        ),
+        stats: outcome.stats,
+    };
+    (reason, Some(terminal))
+}
+
+/// Adds what the turn cost to its key's spend today.
+async fn add_spend(store: &dyn Store, names: &Names, outcome: &TurnOutcome) {
+    if let Some(cost) = outcome.stats.cost_usd.filter(|c| *c > Usd::ZERO) {
+        let today = spend::day(time::OffsetDateTime::now_utc());
+        if let Err(e) = store.add_spend(&names.owner, &today, cost).await {
+            tracing::error!(key = %names.key, error = %e, "the turn's cost was not added to the key's spend");
+        }
+    }
+}
