@@ -68,6 +68,18 @@ pub(crate) async fn room(
     Ok(room)
 }
 
+/// Adds `cost` to `owner`'s spend today (the key `name`, for the log); a failed write
+/// is logged, never an error: what was spent was spent.
+pub(crate) async fn add(store: &dyn Store, owner: &str, name: &str, cost: Usd, what: &str) {
+    if cost == Usd::ZERO {
+        return;
+    }
+    let today = day(time::OffsetDateTime::now_utc());
+    if let Err(e) = store.add_spend(owner, &today, cost).await {
+        tracing::error!(key = %name, error = %e, "the {what}'s cost was not added to the key's spend");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

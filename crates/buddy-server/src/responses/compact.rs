@@ -7,10 +7,9 @@
 //! that only buddy reads. It is not encrypted — a client could write one itself, as it
 //! could write any message — so it carries nothing the client may not see.
 
-use axum::extract::State;
+use axum::Json;
 use axum::response::{IntoResponse, Response};
-use axum::{Extension, Json};
-use buddy_core::{CompletionRequest, Message, Usd};
+use buddy_core::{CompletionRequest, Message, Usage};
 use buddy_openai_wire::responses::{CompactionItem, Item, MessageItem, ResponseUsage};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -18,12 +17,11 @@ use serde_json::{Value, json};
 use super::compaction_item::encode;
 use super::ids::conversation_of;
 use super::input::input_messages;
-use crate::auth::Caller;
+use crate::backend::Resolved;
 use crate::error::AppError;
-use crate::request::{JsonBody, owned_conversation};
+use crate::request::JsonBody;
 use crate::spend;
-use crate::state::AppState;
-use crate::turn::unix_now;
+use crate::turn::{Turns, unix_now};
 
 /// The body of `POST /v1/responses/compact`.
 #[derive(Deserialize)]
@@ -49,8 +47,7 @@ expects. Write only the summary, in the conversation's language.";
 const MAX_SUMMARY_CHARS: usize = 64 * 1024;
 
 pub(crate) async fn compact(
-    State(state): State<AppState>,
-    Extension(caller): Extension<Caller>,
+    turns: Turns,
     JsonBody(body): JsonBody<CompactRequest>,
 ) -> Result<Response, AppError> {
     let model = body.model.filter(|m| !m.trim().is_empty()).ok_or_else(|| {
@@ -58,95 +55,27 @@ pub(crate) async fn compact(
             "`model` is required: name the model that writes the compaction summary".into(),
         )
     })?;
-    let mut messages = match &body.previous_response_id {
-        Some(previous) => {
-            let not_found = || {
-                AppError::NotFound(format!(
-                    "response `{previous}` does not exist or was not stored; send the conversation as `input`"
-                ))
-            };
-            let id = conversation_of(previous).ok_or_else(not_found)?;
-            owned_conversation(&state, &caller, &id)
-                .await
-                .map_err(|_| not_found())?;
-            state.inner.store.load_messages(&id).await?
-        }
-        None => Vec::new(),
-    };
-    messages.extend(
-        input_messages(
-            &state.inner.items,
-            &caller.owner,
-            body.input.unwrap_or(Value::Null),
-        )
-        .map_err(AppError::BadRequest)?,
-    );
-    if let Some(instructions) = body.instructions {
-        messages.insert(0, Message::system(instructions));
-    }
-    if !messages
-        .iter()
-        .any(|m| !matches!(m, Message::System { .. }))
-    {
-        return Err(AppError::BadRequest(
-            "there is nothing to compact: send the conversation as `input` (or previous_response_id)"
-                .into(),
-        ));
-    }
-    let resolved = state
-        .inner
-        .backend
-        .resolve(None, Some(&model))
-        .map_err(|e| AppError::BadRequest(e.to_string()))?;
+    let messages = to_compact(
+        &turns,
+        body.previous_response_id.as_deref(),
+        body.input,
+        body.instructions,
+    )
+    .await?;
+    let resolved = turns.resolve(None, Some(&model))?;
+    let state = &turns.state;
     let price = state
         .inner
         .settings
         .prices
         .price(resolved.provider.name(), &resolved.model);
     // The summarising call is spend like any other: a key at its ceiling gets 429.
-    spend::room(
-        &*state.inner.store,
-        &caller.owner,
-        &caller.name,
-        caller.spend,
-        time::OffsetDateTime::now_utc(),
-    )
-    .await?;
-    let request = [
-        Message::system(SUMMARISE),
-        Message::user(transcript(&messages)),
-    ];
-    let completion = resolved
-        .provider
-        .complete(CompletionRequest::new(&resolved.model, &request))
-        .await
-        .map_err(|e| AppError::TurnFailed {
-            reason: buddy_core::StopReason::ProviderError,
-            message: format!("the model could not write the summary: {e}"),
-        })?;
-    let summary: String = completion
-        .text
-        .trim()
-        .chars()
-        .take(MAX_SUMMARY_CHARS)
-        .collect();
-    if summary.is_empty() {
-        return Err(AppError::TurnFailed {
-            reason: buddy_core::StopReason::NoAnswer,
-            message: "the model wrote an empty summary; try again or with another model".into(),
-        });
-    }
-    let usage = completion.usage.unwrap_or_default();
-    if let Some(cost) = price.map(|p| p.cost(&usage)).filter(|c| *c > Usd::ZERO) {
-        let today = spend::day(time::OffsetDateTime::now_utc());
-        if let Err(e) = state
-            .inner
-            .store
-            .add_spend(&caller.owner, &today, cost)
-            .await
-        {
-            tracing::error!(key = %caller.name, error = %e, "the compaction's cost was not added to the key's spend");
-        }
+    turns.spend_room().await?;
+    let (summary, usage) = summarise(&resolved, &messages).await?;
+    if let Some(cost) = price.map(|p| p.cost(&usage)) {
+        let caller = &turns.caller;
+        let store = &*state.inner.store;
+        spend::add(store, &caller.owner, &caller.name, cost, "compaction").await;
     }
     let id = buddy_store::new_id("cmp");
     let id = id.trim_start_matches("cmp_");
@@ -174,6 +103,77 @@ pub(crate) async fn compact(
         "usage": ResponseUsage::new(usage.input_tokens, usage.cached_input_tokens, usage.output_tokens),
     }))
     .into_response())
+}
+
+/// The conversation to compact: the stored one `previous` belongs to, then `input`, with
+/// `instructions` first; one with nothing but system messages is a 400.
+async fn to_compact(
+    turns: &Turns,
+    previous: Option<&str>,
+    input: Option<Value>,
+    instructions: Option<String>,
+) -> Result<Vec<Message>, AppError> {
+    let state = &turns.state;
+    let mut messages = match previous {
+        Some(previous) => {
+            let not_found = || {
+                AppError::NotFound(format!(
+                    "response `{previous}` does not exist or was not stored; send the conversation as `input`"
+                ))
+            };
+            let id = conversation_of(previous).ok_or_else(not_found)?;
+            turns.conversation(&id).await.map_err(|_| not_found())?;
+            state.inner.store.load_messages(&id).await?
+        }
+        None => Vec::new(),
+    };
+    let owner = &turns.caller.owner;
+    messages.extend(
+        input_messages(&state.inner.items, owner, input.unwrap_or(Value::Null))
+            .map_err(AppError::BadRequest)?,
+    );
+    if let Some(instructions) = instructions {
+        messages.insert(0, Message::system(instructions));
+    }
+    if !messages
+        .iter()
+        .any(|m| !matches!(m, Message::System { .. }))
+    {
+        return Err(AppError::BadRequest(
+            "there is nothing to compact: send the conversation as `input` (or previous_response_id)"
+                .into(),
+        ));
+    }
+    Ok(messages)
+}
+
+/// The model's summary of `messages` (cut to its bound) and what the call used.
+async fn summarise(resolved: &Resolved, messages: &[Message]) -> Result<(String, Usage), AppError> {
+    let request = [
+        Message::system(SUMMARISE),
+        Message::user(transcript(messages)),
+    ];
+    let completion = resolved
+        .provider
+        .complete(CompletionRequest::new(&resolved.model, &request))
+        .await
+        .map_err(|e| AppError::TurnFailed {
+            reason: buddy_core::StopReason::ProviderError,
+            message: format!("the model could not write the summary: {e}"),
+        })?;
+    let summary: String = completion
+        .text
+        .trim()
+        .chars()
+        .take(MAX_SUMMARY_CHARS)
+        .collect();
+    if summary.is_empty() {
+        return Err(AppError::TurnFailed {
+            reason: buddy_core::StopReason::NoAnswer,
+            message: "the model wrote an empty summary; try again or with another model".into(),
+        });
+    }
+    Ok((summary, completion.usage.unwrap_or_default()))
 }
 
 /// The conversation as plain text for the summarising call: works with every provider,

@@ -80,20 +80,22 @@ impl Turns {
             .settings
             .prices
             .price(spec.resolved.provider.name(), &spec.resolved.model);
-        let room = spend::room(
-            &*state.inner.store,
-            &caller.owner,
-            &caller.name,
-            caller.spend,
-            time::OffsetDateTime::now_utc(),
-        )
-        .await?;
+        let room = self.spend_room().await?;
         let layer = policy::spend_layer(&policy, room, price.is_some())?;
         policy
             .apply(&layer)
             .map_err(|e| AppError::Internal(e.to_string()))?;
         let opened = open::open(state, caller, spec).await?;
         Ok(run::run(state, caller, opened, policy, price))
+    }
+
+    /// What the caller's key may still spend today and this month (`None`: no ceiling);
+    /// a key at a ceiling is refused with 429.
+    pub(crate) async fn spend_room(&self) -> Result<Option<buddy_core::Usd>, AppError> {
+        let caller = &self.caller;
+        let now = time::OffsetDateTime::now_utc();
+        let store = &*self.state.inner.store;
+        spend::room(store, &caller.owner, &caller.name, caller.spend, now).await
     }
 
     /// What a streaming endpoint holds of its turn: the turn runs on when the client

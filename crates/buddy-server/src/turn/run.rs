@@ -5,19 +5,20 @@
 
 use std::sync::Arc;
 
-use buddy_core::{ChatEvent, MessageSink, RecordError, StopReason, Usd};
+use buddy_core::{ChatEvent, Message, MessageSink, RecordError, StopReason};
 use buddy_engine::{Engine, LoopPolicy, TurnOutcome, TurnRequest};
 use buddy_store::{Store, TurnClosing};
 use buddy_telemetry::TurnScope;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
+use super::kept::KeptLog;
 use super::open::Opened;
 use super::sink::StoreSink;
 use super::spec::{Family, StartedTurn};
 use crate::auth::Caller;
 use crate::metrics::{TimedProvider, observe_event, observe_turn};
 use crate::spend;
-use crate::state::AppState;
+use crate::state::{AppState, TurnLease};
 use crate::turn_log::EventLog;
 
 /// Room between the engine and the turn's log.
@@ -99,12 +100,61 @@ pub(crate) fn run(
     let watch = turn_log.watch(0);
     let (kept_tx, kept_rx) = match spec.keep_messages {
         true => {
-            let (tx, rx) = tokio::sync::oneshot::channel();
+            let (tx, rx) = oneshot::channel();
             (Some(tx), Some(rx))
         }
         false => (None, None),
     };
-    state.inner.turns.spawn(async move {
+    let running = Running {
+        engine,
+        request,
+        names,
+        store,
+        sink,
+        log: turn_log,
+        kept,
+        messages: kept_tx,
+        lease,
+    };
+    state.inner.turns.spawn(running.drive());
+    StartedTurn {
+        events: watch,
+        cancel,
+        conversation_id,
+        turn_id,
+        model: resolved.model,
+        messages: kept_rx,
+    }
+}
+
+/// A turn on its own task, and what it answers to.
+struct Running {
+    engine: Engine,
+    request: TurnRequest,
+    names: Names,
+    store: Arc<dyn Store>,
+    sink: Option<Arc<StoreSink>>,
+    log: Arc<EventLog<ChatEvent>>,
+    kept: KeptLog<ChatEvent>,
+    /// Where the whole conversation goes at the end, when the endpoint asked for it.
+    messages: Option<oneshot::Sender<Vec<Message>>>,
+    lease: TurnLease,
+}
+
+impl Running {
+    /// Runs the turn to its end, records it, and only then lets its terminal event out.
+    async fn drive(self) {
+        let Running {
+            engine,
+            request,
+            names,
+            store,
+            sink,
+            log,
+            kept,
+            messages,
+            lease,
+        } = self;
         let (inner_tx, mut inner_rx) = mpsc::channel(EVENT_BUFFER);
         let forward = async {
             let mut terminal = None;
@@ -114,43 +164,32 @@ pub(crate) fn run(
                     terminal = Some(event);
                     continue;
                 }
-                turn_log.push(event);
+                log.push(event);
             }
             terminal
         };
         let (outcome, terminal) = tokio::join!(engine.run(request, inner_tx), forward);
         let (reason, terminal) = close(&*store, sink.as_deref(), &outcome, terminal).await;
-        observe_turn(
-            reason,
-            &outcome.stats,
-            &names.provider,
-            &names.model,
-            &names.key,
-        );
-        if let Some(kept) = kept_tx {
-            let _ = kept.send(outcome.messages.clone());
+        let stats = &outcome.stats;
+        observe_turn(reason, stats, &names.provider, &names.model, &names.key);
+        if let Some(messages) = messages {
+            let _ = messages.send(outcome.messages.clone());
         }
-        add_spend(&*store, &names, &outcome).await;
+        if let Some(cost) = stats.cost_usd {
+            spend::add(&*store, &names.owner, &names.key, cost, "turn").await;
+        }
         tracing::info!(turn = %names.turn, conversation = ?sink.as_ref().map(|s| &s.conversation), key = %names.key,
-            reason = %reason, model_calls = outcome.stats.model_calls, tool_calls = outcome.stats.tool_calls, "turn ended");
+            reason = %reason, model_calls = stats.model_calls, tool_calls = stats.tool_calls, "turn ended");
         // Free the conversation and the key's slot before the client hears the turn
         // ended, so that its next message is never refused as concurrent.
         lease.release().await;
         match terminal {
             Some(terminal) => {
-                turn_log.push(terminal);
+                log.push(terminal);
             }
-            None => turn_log.close(),
+            None => log.close(),
         }
         kept.ended().await;
-    });
-    StartedTurn {
-        events: watch,
-        cancel,
-        conversation_id,
-        turn_id,
-        model: resolved.model,
-        messages: kept_rx,
     }
 }
 
@@ -206,14 +245,4 @@ async fn close(
         stats: outcome.stats,
     };
     (reason, Some(terminal))
-}
-
-/// Adds what the turn cost to its key's spend today.
-async fn add_spend(store: &dyn Store, names: &Names, outcome: &TurnOutcome) {
-    if let Some(cost) = outcome.stats.cost_usd.filter(|c| *c > Usd::ZERO) {
-        let today = spend::day(time::OffsetDateTime::now_utc());
-        if let Err(e) = store.add_spend(&names.owner, &today, cost).await {
-            tracing::error!(key = %names.key, error = %e, "the turn's cost was not added to the key's spend");
-        }
-    }
 }
