@@ -4,13 +4,45 @@
 
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, FailedToBufferBody};
-use axum::extract::{FromRequest, Request};
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
 use buddy_engine::PolicyPatch;
 use buddy_store::ConversationInfo;
 
 use crate::auth::Caller;
 use crate::error::AppError;
 use crate::state::AppState;
+
+/// Who is asking and the server they ask: taken from the request once by every handler
+/// that works for a caller (auth put the caller in the request's extensions).
+#[derive(Clone)]
+pub(crate) struct Client {
+    pub state: AppState,
+    pub caller: Caller,
+}
+
+impl FromRequestParts<AppState> for Client {
+    type Rejection = AppError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, AppError> {
+        let caller = parts
+            .extensions
+            .get::<Caller>()
+            .cloned()
+            .ok_or_else(|| AppError::Internal("the request passed no authentication".into()))?;
+        Ok(Client {
+            state: state.clone(),
+            caller,
+        })
+    }
+}
+
+impl Client {
+    /// The conversation if the caller may use it (another key's is "does not exist").
+    pub(crate) async fn conversation(&self, id: &str) -> Result<ConversationInfo, AppError> {
+        owned_conversation(&self.state, &self.caller, id).await
+    }
+}
 
 /// A handler's JSON body of type `T`. A body too large, too slow, or not JSON of that
 /// shape is refused with a 4xx that says how (never axum's plain-text rejection).

@@ -40,36 +40,31 @@ fn file(content_type: &'static str, body: &'static str) -> Response {
         .into_response()
 }
 
+/// The page's files: path, content type, body.
+const FILES: [(&str, &str, &str); 7] = [
+    ("/", "text/html; charset=utf-8", INDEX),
+    ("/app.js", "text/javascript; charset=utf-8", APP),
+    ("/style.css", "text/css; charset=utf-8", STYLE),
+    (
+        "/vendor/marked.umd.js",
+        "text/javascript; charset=utf-8",
+        MARKED,
+    ),
+    (
+        "/vendor/purify.min.js",
+        "text/javascript; charset=utf-8",
+        PURIFY,
+    ),
+    ("/favicon.svg", "image/svg+xml", FAVICON),
+    // Browsers ask for it unprompted; the same drawing answers.
+    ("/favicon.ico", "image/svg+xml", FAVICON),
+];
+
 /// The page's routes; they need no key (the page asks for one).
 pub(crate) fn routes() -> Router<AppState> {
-    Router::new()
-        .route(
-            "/",
-            get(|| async { file("text/html; charset=utf-8", INDEX) }),
-        )
-        .route(
-            "/app.js",
-            get(|| async { file("text/javascript; charset=utf-8", APP) }),
-        )
-        .route(
-            "/style.css",
-            get(|| async { file("text/css; charset=utf-8", STYLE) }),
-        )
-        .route(
-            "/vendor/marked.umd.js",
-            get(|| async { file("text/javascript; charset=utf-8", MARKED) }),
-        )
-        .route(
-            "/favicon.svg",
-            get(|| async { file("image/svg+xml", FAVICON) }),
-        )
-        // Browsers ask for it unprompted; the same drawing answers.
-        .route(
-            "/favicon.ico",
-            get(|| async { file("image/svg+xml", FAVICON) }),
-        )
-        .route(
-            "/vendor/purify.min.js",
-            get(|| async { file("text/javascript; charset=utf-8", PURIFY) }),
-        )
+    FILES
+        .iter()
+        .fold(Router::new(), |router, &(path, content_type, body)| {
+            router.route(path, get(move || async move { file(content_type, body) }))
+        })
 }

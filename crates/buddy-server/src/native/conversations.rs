@@ -1,15 +1,13 @@
 //! Conversations: list, read, rename and set up, delete — each key sees only its own (an admin key, all).
 
-use axum::extract::{Path, Query, State};
+use axum::Json;
+use axum::extract::{Path, Query};
 use axum::http::StatusCode;
-use axum::{Extension, Json};
 use serde_json::{Value, json};
 
 use super::settings::ConversationSettings;
-use crate::auth::Caller;
 use crate::error::AppError;
-use crate::request::{JsonBody, owned_conversation};
-use crate::state::AppState;
+use crate::request::{Client, JsonBody, owned_conversation};
 
 /// The query of `GET /v1/conversations`.
 #[derive(serde::Deserialize)]
@@ -25,8 +23,7 @@ const SEARCHED: usize = 1000;
 
 /// `GET /v1/conversations[?q=…]`: the caller's conversations, newest first.
 pub(crate) async fn list(
-    State(state): State<AppState>,
-    Extension(caller): Extension<Caller>,
+    Client { state, caller }: Client,
     Query(query): Query<ListQuery>,
 ) -> Result<Json<Value>, AppError> {
     let owner = (!caller.admin).then_some(caller.owner.as_str());
@@ -59,8 +56,7 @@ pub(crate) async fn list(
 }
 
 pub(crate) async fn get(
-    State(state): State<AppState>,
-    Extension(caller): Extension<Caller>,
+    Client { state, caller }: Client,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, AppError> {
     owned_conversation(&state, &caller, &id).await?;
@@ -95,8 +91,7 @@ const MAX_TITLE_CHARS: usize = 200;
 /// `PATCH /v1/conversations/{id}` with `{"title": "…"}` and/or `{"settings": {"system":
 /// "…", "policy": {…}}}`: names a conversation, or sets what its next turns run with.
 pub(crate) async fn update(
-    State(state): State<AppState>,
-    Extension(caller): Extension<Caller>,
+    Client { state, caller }: Client,
     Path(id): Path<String>,
     JsonBody(body): JsonBody<PatchBody>,
 ) -> Result<Json<Value>, AppError> {
@@ -142,8 +137,7 @@ pub(crate) async fn update(
 }
 
 pub(crate) async fn delete(
-    State(state): State<AppState>,
-    Extension(caller): Extension<Caller>,
+    Client { state, caller }: Client,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, AppError> {
     owned_conversation(&state, &caller, &id).await?;
@@ -166,8 +160,7 @@ pub(crate) async fn delete(
 /// `POST /v1/turns/{id}/cancel`: stops a running turn of the caller's, on whichever
 /// instance runs it. The turn ends `cancelled` on its own stream.
 pub(crate) async fn cancel_turn(
-    State(state): State<AppState>,
-    Extension(caller): Extension<Caller>,
+    Client { state, caller }: Client,
     Path(turn): Path<String>,
 ) -> Result<(StatusCode, Json<Value>), AppError> {
     let owner = (!caller.admin).then_some(caller.owner.as_str());

@@ -9,6 +9,7 @@ use buddy_core::ChatEvent;
 use serde::Deserialize;
 
 use crate::error::AppError;
+use crate::request::Client;
 use crate::sse;
 use crate::turn::watch::{Numbered, gone, may_watch, remote_frames, start_after};
 use crate::turn::{Turns, frames};
@@ -27,7 +28,7 @@ pub(crate) async fn events(
     headers: HeaderMap,
 ) -> Result<Response, AppError> {
     let after = start_after(&headers, query.after.as_deref())?;
-    let Turns { state, caller } = &turns;
+    let Client { state, caller } = &*turns;
     if let Some(log) = state.inner.logs.get::<ChatEvent>(&id) {
         if !may_watch(caller, &log.owner) {
             return Err(gone(state, &id));

@@ -4,17 +4,15 @@
 
 use std::collections::HashSet;
 
-use axum::extract::{Path, State};
+use axum::Json;
+use axum::extract::Path;
 use axum::http::StatusCode;
-use axum::{Extension, Json};
 use buddy_core::Message;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::auth::Caller;
 use crate::error::AppError;
-use crate::request::{JsonBody, owned_conversation};
-use crate::state::AppState;
+use crate::request::{Client, JsonBody, owned_conversation};
 
 /// The body of a fork: the index (in the conversation's `messages`) of the first message
 /// the new conversation leaves out.
@@ -62,8 +60,7 @@ fn inside_a_round(messages: &[Message], before: usize) -> Option<String> {
 /// Copies the messages before `before` of conversation `id` into a new conversation of
 /// the caller's.
 pub(crate) async fn fork(
-    State(state): State<AppState>,
-    Extension(caller): Extension<Caller>,
+    Client { state, caller }: Client,
     Path(id): Path<String>,
     JsonBody(body): JsonBody<ForkBody>,
 ) -> Result<(StatusCode, Json<Value>), AppError> {

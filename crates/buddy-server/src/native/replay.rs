@@ -4,16 +4,14 @@
 
 use std::collections::HashMap;
 
-use axum::extract::{Path, State};
-use axum::{Extension, Json};
+use axum::Json;
+use axum::extract::Path;
 use buddy_engine::{Comparison, LoopPolicy, PolicyConfig, PolicyPatch, Recording, Tape, replay};
 use buddy_store::{Store, StoreError};
 use serde::{Deserialize, Serialize};
 
-use crate::auth::Caller;
 use crate::error::AppError;
-use crate::request::{JsonBody, owned_conversation, request_policy};
-use crate::state::AppState;
+use crate::request::{Client, JsonBody, owned_conversation, request_policy};
 
 /// One stored turn, ready to replay — or why it cannot be.
 #[derive(Clone, Debug)]
@@ -126,8 +124,7 @@ struct TurnReplay {
 /// `POST /v1/conversations/{id}/replay`: what another policy would have done on the
 /// conversation's turns, from their tapes (the owner's key; nothing is changed).
 pub(crate) async fn replay_conversation(
-    State(state): State<AppState>,
-    Extension(caller): Extension<Caller>,
+    Client { state, caller }: Client,
     Path(id): Path<String>,
     JsonBody(body): JsonBody<ReplayBody>,
 ) -> Result<Json<serde_json::Value>, AppError> {

@@ -4,17 +4,15 @@
 //! carry the fields OpenAI's conversation object has. A response continues one with
 //! `"conversation": "conv_…"`.
 
-use axum::extract::{Path, Query, State};
-use axum::{Extension, Json};
+use axum::Json;
+use axum::extract::{Path, Query};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::input::input_messages;
 use super::items::{list, message_items};
-use crate::auth::Caller;
 use crate::error::AppError;
-use crate::request::{JsonBody, JsonOrEmpty, owned_conversation};
-use crate::state::AppState;
+use crate::request::{Client, JsonBody, JsonOrEmpty, owned_conversation};
 
 /// The body of `POST /v1/conversations` and of `POST /v1/conversations/{id}/items`.
 #[derive(Deserialize, Default)]
@@ -46,8 +44,7 @@ fn conversation_object(id: &str, created_at_ms: i64) -> Value {
 
 /// `POST /v1/conversations`: a new conversation of the caller's, holding `items`.
 pub(crate) async fn create(
-    State(state): State<AppState>,
-    Extension(caller): Extension<Caller>,
+    Client { state, caller }: Client,
     JsonOrEmpty(body): JsonOrEmpty<ItemsBody>,
 ) -> Result<Json<Value>, AppError> {
     body.check_metadata()?;
@@ -84,8 +81,7 @@ pub(crate) struct ItemsQuery {
 
 /// `GET /v1/conversations/{id}/items`.
 pub(crate) async fn items(
-    State(state): State<AppState>,
-    Extension(caller): Extension<Caller>,
+    Client { state, caller }: Client,
     Path(id): Path<String>,
     Query(query): Query<ItemsQuery>,
 ) -> Result<Json<Value>, AppError> {
@@ -122,8 +118,7 @@ pub(crate) async fn items(
 
 /// `POST /v1/conversations/{id}/items`: adds items (a turn's history) to a conversation.
 pub(crate) async fn add_items(
-    State(state): State<AppState>,
-    Extension(caller): Extension<Caller>,
+    Client { state, caller }: Client,
     Path(id): Path<String>,
     JsonBody(body): JsonBody<ItemsBody>,
 ) -> Result<Json<Value>, AppError> {

@@ -12,7 +12,7 @@
 //! Every route answers `404` for a response of another key, as for one that never was.
 
 use axum::Json;
-use axum::extract::{Extension, Path, Query, State};
+use axum::extract::{Path, Query};
 use axum::response::{IntoResponse, Response};
 use buddy_core::{ChatEvent, FinishReason, Message};
 use buddy_store::{ConversationDetail, TurnEnd};
@@ -24,7 +24,7 @@ use super::items::{list, message_items};
 use super::log::stream;
 use crate::auth::Caller;
 use crate::error::AppError;
-use crate::request::owned_conversation;
+use crate::request::{Client, owned_conversation};
 use crate::state::AppState;
 use crate::turn::frames;
 use crate::turn::watch::{Numbered, may_watch, remote_frames};
@@ -101,8 +101,7 @@ pub(crate) struct RetrieveQuery {
 /// `GET /v1/responses/{id}`: the response as it stands, or (`?stream=true`) its events
 /// from the start or after `starting_after`, then the live ones.
 pub(crate) async fn retrieve(
-    State(state): State<AppState>,
-    Extension(caller): Extension<Caller>,
+    Client { state, caller }: Client,
     Path(id): Path<String>,
     Query(query): Query<RetrieveQuery>,
 ) -> Result<Response, AppError> {
@@ -232,8 +231,7 @@ fn stats_event(calls: usize) -> ChatEvent {
 
 /// `GET /v1/responses/{id}/input_items`: the items the request added, oldest first.
 pub(crate) async fn input_items(
-    State(state): State<AppState>,
-    Extension(caller): Extension<Caller>,
+    Client { state, caller }: Client,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, AppError> {
     let found = locate(&state, &caller, &id).await?;
@@ -250,8 +248,7 @@ pub(crate) async fn input_items(
 
 /// `DELETE /v1/responses/{id}`: deletes the conversation the response belongs to.
 pub(crate) async fn delete(
-    State(state): State<AppState>,
-    Extension(caller): Extension<Caller>,
+    Client { state, caller }: Client,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, AppError> {
     let found = locate(&state, &caller, &id).await?;
@@ -277,8 +274,7 @@ pub(crate) async fn delete(
 
 /// `POST /v1/responses/{id}/cancel`: stops the response's turn while it runs.
 pub(crate) async fn cancel(
-    State(state): State<AppState>,
-    Extension(caller): Extension<Caller>,
+    Client { state, caller }: Client,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, AppError> {
     let found = locate(&state, &caller, &id).await?;

@@ -8,8 +8,6 @@
 
 use std::sync::Arc;
 
-use axum::Extension;
-use axum::extract::State;
 use axum::extract::ws::{Message as WsMessage, WebSocket, WebSocketUpgrade};
 use axum::response::Response;
 use buddy_core::ChatEvent;
@@ -21,6 +19,7 @@ use super::builder::Builder;
 use super::ids::conversation_of;
 use crate::auth::Caller;
 use crate::error::AppError;
+use crate::request::Client;
 use crate::state::AppState;
 use crate::turn::{CancelOnDrop, StartedTurn, Turns};
 
@@ -28,8 +27,7 @@ use crate::turn::{CancelOnDrop, StartedTurn, Turns};
 const NOT_FOUND: &str = "previous_response_not_found";
 
 pub(crate) async fn upgrade(
-    State(state): State<AppState>,
-    Extension(caller): Extension<Caller>,
+    Client { state, caller }: Client,
     ws: WebSocketUpgrade,
 ) -> Result<Response, AppError> {
     let permit = Arc::clone(&state.inner.websockets)
@@ -103,10 +101,10 @@ async fn session(
         };
         let continuing = request.previous_response_id.is_some();
         let keep = request.store == Some(false);
-        let turns = Turns {
+        let turns = Turns(Client {
             state: state.clone(),
             caller: caller.clone(),
-        };
+        });
         match begin(&turns, request, unstored).await {
             Ok((turn, builder)) => match run(&mut socket, turn, builder, keep).await {
                 Ok(kept) => last = kept,

@@ -14,39 +14,34 @@ pub(crate) mod watch;
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
-use buddy_store::ConversationInfo;
 
 pub(crate) use encoder::{CancelOnDrop, Encoder, PendingCalls, frames, unix_now, with_turn_header};
 pub(crate) use policy::turn_policy;
 pub(crate) use spec::{Conversation, Family, StartedTurn, TurnSpec};
 
-use crate::auth::Caller;
 use crate::backend::Resolved;
 use crate::error::AppError;
-use crate::request::owned_conversation;
+use crate::request::Client;
 use crate::spend;
 use crate::state::AppState;
 
-/// The turn service as a handler holds it: the server and who is calling, taken from
-/// the request once (an extractor), with what every endpoint asks of turns.
-pub(crate) struct Turns {
-    pub state: AppState,
-    pub caller: Caller,
-}
+/// The turn service as a handler holds it: the client asking (taken from the request
+/// once, an extractor), with what every endpoint asks of turns.
+pub(crate) struct Turns(pub Client);
 
 impl FromRequestParts<AppState> for Turns {
     type Rejection = AppError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, AppError> {
-        let caller = parts
-            .extensions
-            .get::<Caller>()
-            .cloned()
-            .ok_or_else(|| AppError::Internal("the request passed no authentication".into()))?;
-        Ok(Turns {
-            state: state.clone(),
-            caller,
-        })
+        Client::from_request_parts(parts, state).await.map(Turns)
+    }
+}
+
+impl std::ops::Deref for Turns {
+    type Target = Client;
+
+    fn deref(&self) -> &Client {
+        &self.0
     }
 }
 
@@ -63,11 +58,6 @@ impl Turns {
             .backend
             .resolve(provider, model)
             .map_err(|e| AppError::BadRequest(e.to_string()))
-    }
-
-    /// The conversation if the caller may use it (another key's is "does not exist").
-    pub(crate) async fn conversation(&self, id: &str) -> Result<ConversationInfo, AppError> {
-        owned_conversation(&self.state, &self.caller, id).await
     }
 
     /// Starts the turn `spec` asks for on its own task.

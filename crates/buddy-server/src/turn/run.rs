@@ -34,33 +34,23 @@ pub(crate) fn run(
     policy: LoopPolicy,
     price: Option<buddy_core::Price>,
 ) -> StartedTurn {
-    let Opened {
-        turn_id,
-        cancel,
-        conversation_id,
-        lease,
-        user_stored,
-        history,
-        counts,
-        spec,
-    } = opened;
     let store = Arc::clone(&state.inner.store);
     let settings = &state.inner.settings;
-    let approval = match spec.family {
+    let approval = match opened.spec.family {
         Family::Native => settings.approval.clone(),
         Family::OpenAi => settings.openai_approval.clone(),
     };
-    let resolved = spec.resolved;
+    let resolved = opened.spec.resolved;
     let mut request = TurnRequest::new(resolved.model.clone(), String::new())
         .with_price(price)
-        .with_history(history)
-        .with_history_counts(counts)
+        .with_history(opened.history)
+        .with_history_counts(opened.counts)
         .with_policy(policy)
-        .with_cancel(cancel.clone())
+        .with_cancel(opened.cancel.clone())
         .with_approval(approval);
-    request.user_message = spec.user_message;
-    request.resume = spec.resume;
-    request.sampling = spec.sampling;
+    request.user_message = opened.spec.user_message;
+    request.resume = opened.spec.resume;
+    request.sampling = opened.spec.sampling;
     if let Some(telemetry) = &settings.telemetry {
         let trace = caller.trace.as_ref();
         request = request.with_observer(telemetry.turn(TurnScope {
@@ -68,15 +58,15 @@ pub(crate) fn run(
             tracestate: trace.and_then(|t| t.tracestate.as_deref()),
             provider: resolved.provider.name(),
             model: &resolved.model,
-            conversation: conversation_id.as_deref(),
+            conversation: opened.conversation_id.as_deref(),
         }));
     }
-    let sink = conversation_id.as_ref().map(|id| {
+    let sink = opened.conversation_id.as_ref().map(|id| {
         Arc::new(StoreSink::new(
             Arc::clone(&store),
             id.clone(),
-            turn_id.clone(),
-            user_stored,
+            opened.turn_id.clone(),
+            opened.user_stored,
         ))
     });
     if let Some(sink) = &sink {
@@ -87,7 +77,7 @@ pub(crate) fn run(
         model: resolved.model.clone(),
         key: caller.name.clone(),
         owner: caller.owner.clone(),
-        turn: turn_id.clone(),
+        turn: opened.turn_id.clone(),
     };
     let engine = Engine::new(
         Arc::new(TimedProvider {
@@ -95,10 +85,10 @@ pub(crate) fn run(
         }),
         resolved.toolbox,
     );
-    let turn_log = EventLog::new(turn_id.clone(), caller.owner.clone());
+    let turn_log = EventLog::new(opened.turn_id.clone(), caller.owner.clone());
     let kept = state.keep_log(&turn_log);
     let watch = turn_log.watch(0);
-    let (kept_tx, kept_rx) = match spec.keep_messages {
+    let (kept_tx, kept_rx) = match opened.spec.keep_messages {
         true => {
             let (tx, rx) = oneshot::channel();
             (Some(tx), Some(rx))
@@ -114,14 +104,14 @@ pub(crate) fn run(
         log: turn_log,
         kept,
         messages: kept_tx,
-        lease,
+        lease: opened.lease,
     };
     state.inner.turns.spawn(running.drive());
     StartedTurn {
         events: watch,
-        cancel,
-        conversation_id,
-        turn_id,
+        cancel: opened.cancel,
+        conversation_id: opened.conversation_id,
+        turn_id: opened.turn_id,
         model: resolved.model,
         messages: kept_rx,
     }
@@ -144,17 +134,7 @@ struct Running {
 impl Running {
     /// Runs the turn to its end, records it, and only then lets its terminal event out.
     async fn drive(self) {
-        let Running {
-            engine,
-            request,
-            names,
-            store,
-            sink,
-            log,
-            kept,
-            messages,
-            lease,
-        } = self;
+        let (log, names, store) = (&self.log, &self.names, &*self.store);
         let (inner_tx, mut inner_rx) = mpsc::channel(EVENT_BUFFER);
         let forward = async {
             let mut terminal = None;
@@ -168,28 +148,29 @@ impl Running {
             }
             terminal
         };
-        let (outcome, terminal) = tokio::join!(engine.run(request, inner_tx), forward);
-        let (reason, terminal) = close(&*store, sink.as_deref(), &outcome, terminal).await;
+        let (outcome, terminal) = tokio::join!(self.engine.run(self.request, inner_tx), forward);
+        let sink = self.sink.as_deref();
+        let (reason, terminal) = close(store, sink, &outcome, terminal).await;
         let stats = &outcome.stats;
         observe_turn(reason, stats, &names.provider, &names.model, &names.key);
-        if let Some(messages) = messages {
+        if let Some(messages) = self.messages {
             let _ = messages.send(outcome.messages.clone());
         }
         if let Some(cost) = stats.cost_usd {
-            spend::add(&*store, &names.owner, &names.key, cost, "turn").await;
+            spend::add(store, &names.owner, &names.key, cost, "turn").await;
         }
-        tracing::info!(turn = %names.turn, conversation = ?sink.as_ref().map(|s| &s.conversation), key = %names.key,
+        tracing::info!(turn = %names.turn, conversation = ?sink.map(|s| &s.conversation), key = %names.key,
             reason = %reason, model_calls = stats.model_calls, tool_calls = stats.tool_calls, "turn ended");
         // Free the conversation and the key's slot before the client hears the turn
         // ended, so that its next message is never refused as concurrent.
-        lease.release().await;
+        self.lease.release().await;
         match terminal {
             Some(terminal) => {
                 log.push(terminal);
             }
             None => log.close(),
         }
-        kept.ended().await;
+        self.kept.ended().await;
     }
 }
 
