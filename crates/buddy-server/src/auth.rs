@@ -64,7 +64,7 @@ pub(crate) async fn require_key(
             name: "anonymous".into(),
             owner: "anonymous".into(),
             admin: false,
-            spend: state.inner.settings.key_spend,
+            spend: state.inner.settings.key_spend(),
             trace: TraceHeaders::of(request.headers()),
         }
     } else {
@@ -73,7 +73,7 @@ pub(crate) async fn require_key(
                 name: key.name.clone(),
                 owner: key.owner(),
                 admin: key.admin,
-                spend: key.spend.unwrap_or(state.inner.settings.key_spend),
+                spend: key.spend.unwrap_or(state.inner.settings.key_spend()),
                 trace: TraceHeaders::of(request.headers()),
             },
             None => return Err(AppError::Unauthorized),

@@ -43,5 +43,8 @@ pub use app::serve::{ServeError, serve};
 pub use backend::{Backend, BackendError, Resolved};
 pub use error::AppError;
 pub use native::{PolicyFrom, StoredTurn, replay_policy, stored_turns};
-pub use settings::{ApiKey, BadKeyHash, ServerSettings, SkillCalls, SpendCeiling};
+pub use settings::{
+    ApiKey, BadKeyHash, KeyConfig, KeyError, SERVER_FIELDS, ServerSettings, Setting, SettingCheck,
+    SettingError, SettingField, SettingFlag, SkillCalls, SpendCeiling,
+};
 pub use state::AppState;

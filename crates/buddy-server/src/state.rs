@@ -76,7 +76,8 @@ impl AppState {
         settings: ServerSettings,
     ) -> Self {
         let mut cancels = coordinator.cancellations();
-        let websockets = Arc::new(tokio::sync::Semaphore::new(settings.max_connections.max(1)));
+        let settings = settings.normalized();
+        let websockets = Arc::new(tokio::sync::Semaphore::new(settings.max_connections));
         let state = AppState {
             inner: Arc::new(Inner {
                 store,

@@ -93,10 +93,9 @@ pub async fn serve(config_path: Option<&Path>, args: ServeArgs) -> anyhow::Resul
         },
         prices: super::wiring::price_table(&config),
         telemetry: super::wiring::start_telemetry(&config)?,
-        key_spend: SpendCeiling {
-            daily: server.max_daily_cost_usd,
-            monthly: server.max_monthly_cost_usd,
-        },
+        max_daily_cost_usd: server.max_daily_cost_usd,
+        max_monthly_cost_usd: server.max_monthly_cost_usd,
+        ..ServerSettings::default()
     };
     open_files_for(settings.max_connections);
     return_large_buffers();

@@ -1103,10 +1103,8 @@ async fn a_key_at_its_spend_ceiling_is_refused_new_turns_with_429() {
             daily: Usd::from_dollars(0.10),
             monthly: None,
         });
-        settings.key_spend = SpendCeiling {
-            daily: Usd::from_dollars(0.03),
-            monthly: Usd::from_dollars(100.0),
-        };
+        settings.max_daily_cost_usd = Usd::from_dollars(0.03);
+        settings.max_monthly_cost_usd = Usd::from_dollars(100.0);
     };
     let s = setup(Arc::clone(&store), PolicyConfig::default(), priced);
     for _ in 0..2 {
