@@ -127,13 +127,11 @@ impl ConfiguredBackend {
         // Stub tools count their calls: every turn gets fresh ones.
         let registry = build_registry(&self.skills, &self.sandbox, Some(&model.scenario))
             .map_err(|e| BackendError(e.to_string()))?;
-        let policy = PolicyPatch::from_map(model.scenario.policy.clone())
-            .map_err(|e| BackendError(e.to_string()))?;
         Ok(Resolved {
             provider: Arc::clone(&model.provider) as Arc<dyn Provider>,
             toolbox: Arc::new(registry),
             model: format!("scripted:{name}"),
-            policy,
+            policy: model.scenario.policy.clone(),
             system: model.scenario.system.clone(),
         })
     }

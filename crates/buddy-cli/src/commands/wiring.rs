@@ -193,11 +193,10 @@ pub async fn setup(
                 (provider, toolbox, model, None)
             }
         };
-    let scenario_patch = match &scenario {
-        Some(s) => PolicyPatch::from_map(s.policy.clone())
-            .with_context(|| format!("scenario `{}` policy", s.name))?,
-        None => PolicyPatch::default(),
-    };
+    let scenario_patch = scenario
+        .as_ref()
+        .map(|s| s.policy.clone())
+        .unwrap_or_default();
     let env_patch = PolicyPatch::from_env(std::env::vars())?;
     let flag_patch = args.policy.to_patch()?;
     let policy = config
