@@ -1,12 +1,9 @@
 //! The `buddy` command's library half — configuration, the server's backend, the
-//! toolbox, doctor's probes, the event printers and the process benchmarks — kept here
-//! so tests drive exactly what the binary runs.
+//! toolbox, doctor's probes and the event printers, kept here so tests drive exactly
+//! what the binary runs — and, apart in [`bench`], the process benchmarks.
 
 pub mod backend;
-pub mod bench_gateway;
-pub mod bench_iteration;
-pub mod bench_load;
-pub mod bench_memory;
+pub mod bench;
 pub mod config;
 pub mod doctor;
 pub mod exit_code;
