@@ -1,6 +1,8 @@
-//! The `buddy` command's library half — configuration, the server's backend, the
-//! toolbox, doctor's probes and the event printers, kept here so tests drive exactly
-//! what the binary runs — and, apart in [`bench`], the process benchmarks.
+//! The `buddy` command's library half — configuration and the [`runtime`] built once
+//! from it (every part a command drives: providers through their kinds' backends, the
+//! toolbox, the server's backend, the store, policy, telemetry), doctor's probes and
+//! the event printers, kept here so tests drive exactly what the binary runs — and,
+//! apart in [`bench`], the process benchmarks.
 
 pub mod backend;
 pub mod bench;
@@ -10,7 +12,9 @@ pub mod exit_code;
 pub mod judge_input;
 pub mod judge_view;
 pub mod printer;
+pub mod provider_kinds;
 pub mod replay_view;
+pub mod runtime;
 pub mod toolbox;
 
 /// Installs the TLS crypto provider reqwest needs before a client is built.
