@@ -7,13 +7,11 @@ use std::sync::Arc;
 
 use buddy_core::{Provider, Toolbox};
 use buddy_engine::PolicyPatch;
-use buddy_providers::ProviderKind;
-use buddy_scripted::library::{builtin, default_scenario, scenario_files};
-use buddy_scripted::{Scenario, ScriptedProvider};
 use buddy_server::{Backend, BackendError, Resolved};
 use buddy_skills::Sandbox;
 
 use crate::config::{BuddyConfig, SkillsConfig};
+use crate::provider_kinds::{Backends, Env, ScenarioModel, scenario_models};
 use crate::toolbox::build_registry;
 
 struct HttpProvider {
@@ -31,17 +29,11 @@ impl HttpProvider {
     }
 }
 
-struct ScriptedModel {
-    scenario: Scenario,
-    /// Shared across turns, so call ids stay unique in a conversation.
-    provider: Arc<ScriptedProvider>,
-}
-
 /// Resolves `provider` / `model` of requests against buddy.toml and the scenarios.
 pub struct ConfiguredBackend {
     http: BTreeMap<String, HttpProvider>,
     default_provider: Option<String>,
-    scripted: BTreeMap<String, ScriptedModel>,
+    scripted: BTreeMap<String, ScenarioModel>,
     skills: SkillsConfig,
     sandbox: Sandbox,
     /// The configured skills, shared by every turn of an HTTP provider.
@@ -62,13 +54,25 @@ impl ConfiguredBackend {
         scenarios_dir: Option<&Path>,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Self, BackendBuildError> {
+        Self::with_backends(config, &Backends::default(), sandbox, scenarios_dir, env)
+    }
+
+    /// [`ConfiguredBackend::new`] with each declared provider built by its kind's
+    /// backend in `backends` (a kind the server offers another way adds no provider).
+    pub fn with_backends(
+        config: &BuddyConfig,
+        backends: &Backends,
+        sandbox: Sandbox,
+        scenarios_dir: Option<&Path>,
+        env: Env<'_>,
+    ) -> Result<Self, BackendBuildError> {
         let err = |e: &dyn std::fmt::Display| BackendBuildError(e.to_string());
         let mut http = BTreeMap::new();
         for (name, declared) in &config.providers {
-            if declared.kind == ProviderKind::Scripted {
+            let backend = backends.get(declared.kind).map_err(|e| err(&e))?;
+            let Some(provider) = backend.served(name, declared, env).map_err(|e| err(&e))? else {
                 continue;
-            }
-            let provider = declared.build_http(name, env).map_err(|e| err(&e))?;
+            };
             http.insert(
                 name.clone(),
                 HttpProvider {
@@ -84,21 +88,8 @@ impl ConfiguredBackend {
                 },
             );
         }
-        let mut scripted = BTreeMap::new();
-        let mut add = |scenario: Scenario| {
-            let provider = Arc::new(ScriptedProvider::new(Arc::new(scenario.clone())));
-            scripted.insert(scenario.name.clone(), ScriptedModel { scenario, provider });
-        };
-        add(default_scenario().map_err(|e| err(&e))?);
-        for scenario in builtin().map_err(|e| err(&e))? {
-            add(scenario);
-        }
         // A scenarios directory adds its own and replaces built-ins of the same name.
-        if let Some(dir) = scenarios_dir.filter(|d| d.is_dir()) {
-            for file in scenario_files(dir).map_err(|e| err(&e))? {
-                add(Scenario::load(&file).map_err(|e| err(&e))?);
-            }
-        }
+        let scripted = scenario_models(scenarios_dir).map_err(|e| err(&e))?;
         let toolbox: Arc<dyn Toolbox> =
             Arc::new(build_registry(&config.skills, &sandbox, None).map_err(|e| err(&e))?);
         Ok(ConfiguredBackend {
@@ -127,13 +118,11 @@ impl ConfiguredBackend {
         // Stub tools count their calls: every turn gets fresh ones.
         let registry = build_registry(&self.skills, &self.sandbox, Some(&model.scenario))
             .map_err(|e| BackendError(e.to_string()))?;
-        let policy = PolicyPatch::from_map(model.scenario.policy.clone())
-            .map_err(|e| BackendError(e.to_string()))?;
         Ok(Resolved {
             provider: Arc::clone(&model.provider) as Arc<dyn Provider>,
             toolbox: Arc::new(registry),
             model: format!("scripted:{name}"),
-            policy,
+            policy: model.scenario.policy.clone(),
             system: model.scenario.system.clone(),
         })
     }

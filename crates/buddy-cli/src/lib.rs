@@ -1,19 +1,20 @@
-//! The `buddy` command's library half — configuration, the server's backend, the
-//! toolbox, doctor's probes, the event printers and the process benchmarks — kept here
-//! so tests drive exactly what the binary runs.
+//! The `buddy` command's library half — configuration and the [`runtime`] built once
+//! from it (every part a command drives: providers through their kinds' backends, the
+//! toolbox, the server's backend, the store, policy, telemetry), doctor's probes and
+//! the event printers, kept here so tests drive exactly what the binary runs — and,
+//! apart in [`bench`], the process benchmarks.
 
 pub mod backend;
-pub mod bench_gateway;
-pub mod bench_iteration;
-pub mod bench_load;
-pub mod bench_memory;
+pub mod bench;
 pub mod config;
 pub mod doctor;
 pub mod exit_code;
 pub mod judge_input;
 pub mod judge_view;
 pub mod printer;
+pub mod provider_kinds;
 pub mod replay_view;
+pub mod runtime;
 pub mod toolbox;
 
 /// Installs the TLS crypto provider reqwest needs before a client is built.

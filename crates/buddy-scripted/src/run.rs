@@ -71,8 +71,7 @@ pub fn scenario_policy(
         source,
     };
     let mut policy = LoopPolicy::default();
-    let own = PolicyPatch::from_map(scenario.policy.clone()).map_err(wrap)?;
-    policy.apply(&own).map_err(wrap)?;
+    policy.apply(&scenario.policy).map_err(wrap)?;
     for patch in extra {
         policy.apply(patch).map_err(wrap)?;
     }

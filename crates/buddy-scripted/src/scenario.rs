@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use buddy_core::{RepeatSemantics, StopReason};
+use buddy_engine::PolicyPatch;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -36,9 +37,10 @@ pub struct Scenario {
     /// The tools the turn offers: built-in skills by name, or scripted stubs.
     #[serde(default)]
     pub tools: Vec<ScenarioTool>,
-    /// Policy fields to change from the defaults (an engine `PolicyPatch`).
+    /// Policy fields to change from the defaults, each checked as the file is read (an
+    /// unknown field or a wrong value is an error naming the field and the file).
     #[serde(default)]
-    pub policy: serde_json::Map<String, Value>,
+    pub policy: PolicyPatch,
     /// The outcome the scenario must reach.
     pub expect: Expectation,
     /// The model's behaviour: the first rule whose `when` matches answers.
@@ -159,5 +161,42 @@ impl Scenario {
                 ScenarioTool::Stub(_) => None,
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    fn with_policy(policy: &str) -> String {
+        format!(
+            r#"{{"name":"x","prompt":"p","policy":{policy},"expect":{{"stop_reason":"completed","model_calls":1,"tool_calls":0}},"rules":[{{"reply":{{"text":"hi"}}}}]}}"#
+        )
+    }
+
+    #[test]
+    fn the_policy_is_typed_when_the_file_is_read() {
+        let scenario = Scenario::parse(&with_policy(r#"{"max_model_calls":3}"#), "f.json").unwrap();
+        let fields: Vec<&String> = scenario.policy.fields().map(|(k, _)| k).collect();
+        assert_eq!(fields, ["max_model_calls"]);
+        let mut policy = buddy_engine::LoopPolicy::default();
+        policy.apply(&scenario.policy).unwrap();
+        assert_eq!(policy.max_model_calls, 3);
+    }
+
+    #[test]
+    fn a_wrong_policy_value_names_the_field_and_the_scenario() {
+        for (policy, field) in [
+            (r#"{"max_model_calls":"many"}"#, "max_model_calls"),
+            (r#"{"max_modle_calls":3}"#, "max_modle_calls"),
+        ] {
+            let error = Scenario::parse(&with_policy(policy), "scenarios/f.json")
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains("scenarios/f.json"), "{error}");
+            assert!(error.contains(field), "{error}");
+        }
     }
 }

@@ -5,12 +5,12 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use buddy_cli::doctor::probe;
+use buddy_cli::provider_kinds::Chosen;
+use buddy_cli::runtime::Runtime;
 use buddy_cli::toolbox::build_registry;
-use buddy_providers::ProviderKind;
 use clap::Args;
 
 use super::ProviderFlags;
-use super::wiring::{choose_provider, load_config, open_sandbox};
 
 /// `buddy doctor`.
 #[derive(Args, Debug)]
@@ -36,8 +36,9 @@ pub async fn doctor(config_path: Option<&Path>, args: DoctorArgs) -> anyhow::Res
         None if Path::new("buddy.toml").is_file() => "./buddy.toml".to_owned(),
         None => "no buddy.toml (built-in defaults)".to_owned(),
     };
-    let config = load_config(config_path)?;
-    let (sandbox_dir, sandbox) = open_sandbox(args.sandbox.as_deref(), &config.skills)?;
+    let runtime = Runtime::load(config_path)?;
+    let config = runtime.config();
+    let (sandbox_dir, sandbox) = runtime.sandbox(args.sandbox.as_deref())?;
     let registry = build_registry(&config.skills, &sandbox, None)?;
     config
         .policy
@@ -65,11 +66,12 @@ pub async fn doctor(config_path: Option<&Path>, args: DoctorArgs) -> anyhow::Res
     );
 
     let mcp_ok = check_mcp_servers(&config.mcp).await;
-    let (name, chosen) = choose_provider(&config, &args.target)?;
-    if chosen.kind == ProviderKind::Scripted {
-        println!(
-            "provider  scripted: buddy's offline model, nothing to probe (name one: --provider NAME)"
-        );
+    let Chosen {
+        name,
+        config: chosen,
+    } = runtime.choose(&args.target.choice())?;
+    if let Some(why) = runtime.backends().get(chosen.kind)?.nothing_to_probe() {
+        println!("provider  {why}");
         return Ok(if mcp_ok { 0 } else { NEEDS_CHANGES });
     }
     let model = args.model.clone().or_else(|| chosen.model.clone()).with_context(|| {

@@ -2,6 +2,7 @@
 //! nothing — where buddy would have stopped each run, why, and a table of false stops on
 //! solved runs, loops caught and calls saved.
 
+use buddy_cli::runtime::Runtime;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -13,7 +14,6 @@ use clap::Args;
 use futures::StreamExt;
 
 use super::PolicyFlags;
-use super::wiring::load_config;
 
 /// `buddy judge`.
 #[derive(Args, Debug)]
@@ -42,7 +42,8 @@ pub struct JudgeArgs {
 
 /// Judges every run of the files; exit 0 (1 when no run could be judged, 2 on bad flags).
 pub async fn judge(config_path: Option<&Path>, args: JudgeArgs) -> anyhow::Result<u8> {
-    let config = load_config(config_path)?;
+    let runtime = Runtime::load(config_path)?;
+    let config = runtime.config();
     let env_patch = PolicyPatch::from_env(std::env::vars())?;
     let flag_patch = args.policy.to_patch()?;
     let policy_for = |model: &str| -> anyhow::Result<LoopPolicy> {

@@ -1,12 +1,11 @@
 //! `buddy mcp list`: each `[[mcp]]` server's state and tools.
 
+use buddy_cli::runtime::Runtime;
 use std::path::Path;
 
 use buddy_core::Skill;
 use buddy_mcp::{McpSkill, McpSource, ServerState};
 use clap::{Args, Subcommand};
-
-use super::wiring::load_config;
 
 /// `buddy mcp`.
 #[derive(Args, Debug)]
@@ -44,7 +43,8 @@ pub async fn mcp(config_path: Option<&Path>, args: McpArgs) -> anyhow::Result<u8
         );
         return Ok(0);
     }
-    let config = load_config(config_path)?;
+    let runtime = Runtime::load(config_path)?;
+    let config = runtime.config();
     if config.mcp.is_empty() {
         println!(
             "No MCP servers: add an [[mcp]] entry to buddy.toml (see README: \"Tools from MCP servers\")."

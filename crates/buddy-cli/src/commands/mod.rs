@@ -2,7 +2,6 @@
 
 mod approve;
 mod bench;
-mod bench_replay;
 mod chat;
 mod demo;
 mod doctor;
@@ -10,6 +9,7 @@ mod drive;
 mod init;
 mod judge;
 mod mcp;
+mod mock_server;
 mod replay;
 mod run;
 mod serve;
@@ -23,13 +23,14 @@ use buddy_engine::{Flag, LoopPolicy, POLICY_FIELDS, PolicyPatch};
 use clap::Args;
 use serde_json::Value;
 
-pub use bench::{BenchArgs, MockServerArgs, bench, mock_server};
+pub use bench::{BenchArgs, bench};
 pub use chat::{ChatArgs, chat};
 pub use demo::{DemoArgs, demo};
 pub use doctor::{DoctorArgs, doctor};
 pub use init::{InitArgs, init};
 pub use judge::{JudgeArgs, judge};
 pub use mcp::{McpArgs, mcp};
+pub use mock_server::{MockServerArgs, mock_server};
 pub use replay::{ReplayArgs, run as replay};
 pub use run::{RunArgs, run};
 pub use serve::{ServeArgs, serve};

@@ -7,14 +7,14 @@ use std::time::Instant;
 
 use anyhow::Context;
 use buddy_cli::replay_view::{Summary, policy_changes, side_by_side};
+use buddy_cli::runtime::Runtime;
 use buddy_core::ChatEvent;
 use buddy_engine::{LoopPolicy, Recording, replay};
 use buddy_server::{PolicyFrom, replay_policy, stored_turns};
-use buddy_store::{PgStore, SqliteStore, Store};
+use buddy_store::{Store, StoreLocation};
 use clap::Args;
 
 use super::PolicyFlags;
-use super::wiring::load_config;
 
 /// `buddy replay`.
 #[derive(Args, Debug)]
@@ -63,14 +63,15 @@ struct Replayable {
 /// Replays what the arguments name; exits 0 when every turn stops as recorded, 1 when
 /// some stop changes, 2 on bad input.
 pub async fn run(config_path: Option<&Path>, args: ReplayArgs) -> anyhow::Result<u8> {
-    let config = load_config(config_path)?;
+    let runtime = Runtime::load(config_path)?;
+    let config = runtime.config();
     let patch = args.policy.to_patch()?;
     let from = match args.policy_from {
         PolicyFromArg::Recorded => PolicyFrom::Recorded,
         PolicyFromArg::Config => PolicyFrom::Config,
     };
     let turns = if args.files.is_empty() {
-        from_store(&config, &args).await?
+        from_store(&runtime, &args).await?
     } else {
         if args.conversation.is_some() || args.all {
             anyhow::bail!(
@@ -138,36 +139,24 @@ fn describe(recorded: &LoopPolicy, policy: &LoopPolicy, from: PolicyFrom) -> Str
 }
 
 /// The store the arguments (or buddy.toml's [server]) name, opened to read only.
-async fn open_store(
-    config: &buddy_cli::config::BuddyConfig,
-    args: &ReplayArgs,
-) -> anyhow::Result<Arc<dyn Store>> {
-    match args.store.clone().or_else(|| config.server.store.clone()) {
-        Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
-            Ok(Arc::new(PgStore::connect_reader(&url).await?))
-        }
-        Some(other) => anyhow::bail!(
-            "--store / [server] store must be a postgres:// URL, got `{other}`; for SQLite give --db FILE"
-        ),
-        None => {
-            let db = args.db.clone().unwrap_or_else(|| config.server.db.clone());
-            if !db.is_file() {
-                anyhow::bail!(
-                    "no conversation store at {}: give --db FILE (the database of `buddy serve`) or --store URL",
-                    db.display()
-                );
-            }
-            Ok(Arc::new(SqliteStore::open_read_only(&db)?))
-        }
+async fn open_store(runtime: &Runtime, args: &ReplayArgs) -> anyhow::Result<Arc<dyn Store>> {
+    let location = runtime
+        .store_location(args.store.as_deref(), args.db.as_deref())
+        .context("--store / [server] store")?;
+    if let StoreLocation::Sqlite(db) = &location
+        && !db.is_file()
+    {
+        anyhow::bail!(
+            "no conversation store at {}: give --db FILE (the database of `buddy serve`) or --store URL",
+            db.display()
+        );
     }
+    Ok(location.open_read_only().await?.store)
 }
 
 /// The stored turns the arguments name.
-async fn from_store(
-    config: &buddy_cli::config::BuddyConfig,
-    args: &ReplayArgs,
-) -> anyhow::Result<Vec<Replayable>> {
-    let store = open_store(config, args).await?;
+async fn from_store(runtime: &Runtime, args: &ReplayArgs) -> anyhow::Result<Vec<Replayable>> {
+    let store = open_store(runtime, args).await?;
     let conversations: Vec<String> = match (&args.conversation, args.all) {
         (Some(id), false) => vec![id.clone()],
         (None, true) => store

@@ -5,15 +5,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use buddy_cli::backend::ConfiguredBackend;
 use buddy_cli::config::OpenAiApproval;
-use buddy_cli::toolbox::build_toolbox;
-use buddy_engine::{ApprovalRules, PolicyPatch};
+use buddy_cli::runtime::Runtime;
+use buddy_engine::ApprovalRules;
 use buddy_server::{ApiKey, AppState, ServerSettings, SpendCeiling};
-use buddy_store::{Coordinator, LocalCoordinator, PgStore, SqliteStore, Store};
+use buddy_store::OpenedStore;
 use clap::Args;
 
-use super::wiring::load_config;
+use super::wiring::process_env;
 
 /// `buddy serve`.
 #[derive(Args, Debug)]
@@ -50,9 +49,10 @@ pub struct ServeArgs {
 
 /// Runs the server until SIGTERM or Ctrl-C.
 pub async fn serve(config_path: Option<&Path>, args: ServeArgs) -> anyhow::Result<u8> {
-    let mut config = load_config(config_path)?;
-    let env_patch = PolicyPatch::from_env(std::env::vars())?;
-    config.policy.base.merge(&env_patch);
+    let mut runtime = Runtime::load(config_path)?;
+    let env_patch = runtime.env_policy(std::env::vars())?;
+    runtime.config_mut().policy.base.merge(&env_patch);
+    let config = runtime.config();
     let server = &config.server;
     let api_keys = api_keys(server, &args.api_keys, &|var| std::env::var(var).ok())?;
     let secs = |value: f64, what: &str| {
@@ -91,8 +91,8 @@ pub async fn serve(config_path: Option<&Path>, args: ServeArgs) -> anyhow::Resul
             OpenAiApproval::Refuse => config.approval.rules(None, true),
             OpenAiApproval::Run => ApprovalRules::default(),
         },
-        prices: super::wiring::price_table(&config),
-        telemetry: super::wiring::start_telemetry(&config)?,
+        prices: runtime.price_table(),
+        telemetry: runtime.telemetry(&process_env)?,
         max_daily_cost_usd: server.max_daily_cost_usd,
         max_monthly_cost_usd: server.max_monthly_cost_usd,
         ..ServerSettings::default()
@@ -110,44 +110,22 @@ pub async fn serve(config_path: Option<&Path>, args: ServeArgs) -> anyhow::Resul
             "refusing to listen on {addr} without auth: set api keys (--api-key, BUDDY_API_KEYS, [server] api_keys_env or [[server.keys]]) or listen on 127.0.0.1"
         );
     }
-    let (store, coordinator, shown): (Arc<dyn Store>, Arc<dyn Coordinator>, String) = match args
-        .store
-        .clone()
-        .or_else(|| server.store.clone())
-    {
-        Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
-            let pg = PgStore::connect(&url).await?;
-            let shown = format!("PostgreSQL, instance {}", pg.instance());
-            (Arc::new(pg.clone()), Arc::new(pg), shown)
-        }
-        Some(other) => anyhow::bail!(
-            "--store / [server] store must be a postgres:// URL, got `{other}`; for SQLite give --db FILE"
-        ),
-        None => {
-            let db = args.db.clone().unwrap_or_else(|| server.db.clone());
-            let sqlite = SqliteStore::open(&db)?;
-            (
-                Arc::new(sqlite),
-                Arc::new(LocalCoordinator::default()),
-                db.display().to_string(),
-            )
-        }
-    };
-    let (_, sandbox) = super::wiring::open_sandbox(args.sandbox.as_deref(), &config.skills)?;
+    let location = runtime
+        .store_location(args.store.as_deref(), args.db.as_deref())
+        .context("--store / [server] store")?;
+    let OpenedStore {
+        store,
+        coordinator,
+        shown,
+    } = location.open().await?;
+    let (_, sandbox) = runtime.sandbox(args.sandbox.as_deref())?;
     let scenarios = args
         .scenarios
         .clone()
         .unwrap_or_else(|| PathBuf::from("scenarios"));
-    let mcp_toolbox = match config.mcp.is_empty() {
-        true => None,
-        false => Some(build_toolbox(&config, &sandbox, None).await?),
-    };
-    let mut backend = ConfiguredBackend::new(&config, sandbox, Some(&scenarios), &|var| {
-        std::env::var(var).ok()
-    })?;
-    if let Some(toolbox) = mcp_toolbox {
-        backend = backend.with_toolbox(toolbox);
-    }
+    let backend = runtime
+        .server_backend(sandbox, Some(&scenarios), &process_env)
+        .await?;
     let settings_grace = settings.shutdown_grace;
     let settings_telemetry = settings.telemetry.clone();
     let state = AppState::shared(

@@ -64,7 +64,10 @@ async fn legitimate_work_completes_untouched_under_the_default_policy() {
         // The default guards; a smaller call budget is allowed (the budget note's scenario
         // needs to pass half of one).
         assert!(
-            scenario.policy.keys().all(|k| k == "max_model_calls"),
+            scenario
+                .policy
+                .fields()
+                .all(|(k, _)| k == "max_model_calls"),
             "{name} must run under the default guards"
         );
         assert_eq!(report.reason, StopReason::Completed, "{name}");

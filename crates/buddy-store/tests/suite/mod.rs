@@ -3,6 +3,7 @@
 
 mod contract;
 mod coordination;
+mod open;
 mod stepwise;
 
 /// The PostgreSQL the test script started.

@@ -132,8 +132,9 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[rank.min(sorted.len() - 1)]
 }
 
-/// Runs one load test with the `buddy` binary at `buddy`.
-pub async fn run_load(buddy: &Path, options: &LoadOptions) -> Result<LoadReport, String> {
+/// A fresh directory with the sandbox and buddy.toml the servers read, and the mock
+/// model server they call (it runs until the returned process is dropped).
+fn prepare(buddy: &Path, options: &LoadOptions) -> Result<(PathBuf, Proc), String> {
     let dir = std::env::temp_dir().join(format!(
         "buddy-load-{}-{}",
         std::process::id(),
@@ -148,7 +149,7 @@ pub async fn run_load(buddy: &Path, options: &LoadOptions) -> Result<LoadReport,
     .map_err(|e| e.to_string())?;
     let scenarios = options.scenarios.display().to_string();
     let latency = options.latency_ms.to_string();
-    let (_mock, mock_url) = spawn(
+    let (mock, mock_url) = spawn(
         buddy,
         &[
             "mock-server",
@@ -173,6 +174,12 @@ max_concurrent_turns_per_key = 1000000
 max_connections_per_address = 1000000
 "#;
     std::fs::write(dir.join("buddy.toml"), config).map_err(|e| e.to_string())?;
+    Ok((dir, mock))
+}
+
+/// Runs one load test with the `buddy` binary at `buddy`.
+pub async fn run_load(buddy: &Path, options: &LoadOptions) -> Result<LoadReport, String> {
+    let (dir, _mock) = prepare(buddy, options)?;
     let instances = match &options.store {
         Some(_) => options.instances.max(1),
         None if options.instances > 1 => {

@@ -23,7 +23,7 @@ use buddy_skills::SkillRegistry;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::bench_load::spawn;
+use super::load::spawn;
 
 /// The scenario's (and the raw loop's) user message.
 const PROMPT: &str = "Look up every item on the list and sum their prices.";

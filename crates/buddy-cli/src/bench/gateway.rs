@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio::time::Instant;
 
-use crate::bench_load::{spawn, spawn_serve};
+use super::load::{spawn, spawn_serve};
 
 /// What to run.
 #[derive(Clone, Debug)]
@@ -68,7 +68,7 @@ pub async fn run_gateway(
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let result = async {
         let (_mock, mock) = spawn(buddy, &["mock-server", "--listen", "127.0.0.1:0"], &dir)?;
-        let config = crate::bench_load::mock_provider(
+        let config = super::load::mock_provider(
             &mock,
             "scripted:plain_chat",
             "http2_prior_knowledge = true\n",

@@ -3,6 +3,7 @@
 //! stores them (messages by turn, the tape with the turn), then the real command is run
 //! on it and timed from outside, process start included.
 
+use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::Context;
@@ -10,17 +11,35 @@ use buddy_scripted::Scenario;
 use buddy_scripted::run::run_scenario;
 use buddy_skills::Sandbox;
 use buddy_store::{SqliteStore, Store, new_id};
+use clap::Args;
+
+use super::load_all;
 
 /// The target of issue "replay": every stored turn of a thousand in under two seconds.
 const TARGET_SECS: f64 = 2.0;
 
+/// `buddy bench replay`.
+#[derive(Args, Debug)]
+pub struct ReplayBenchArgs {
+    /// Stored turns to replay (one conversation each, the scenarios taken in turn).
+    #[arg(long = "turns", short = 'n', value_name = "N", default_value_t = 1000)]
+    turns: usize,
+    /// Runs of `buddy replay --all` (the median is reported).
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    repeats: usize,
+    /// Directory of scenarios (default: ./scenarios, else the built-in ones).
+    #[arg(long, value_name = "DIR")]
+    scenarios: Option<PathBuf>,
+}
+
+/// Runs the benchmark over the scenarios the flags name.
+pub async fn run(args: ReplayBenchArgs) -> anyhow::Result<u8> {
+    bench_replay(&load_all(args.scenarios)?, args.turns, args.repeats.max(1)).await
+}
+
 /// Records `turns` scenario turns, times `buddy replay --all` on them `repeats` times,
 /// prints the figures; exit code 1 when the target is missed or a turn does not replay.
-pub async fn bench_replay(
-    scenarios: &[Scenario],
-    turns: usize,
-    repeats: usize,
-) -> anyhow::Result<u8> {
+async fn bench_replay(scenarios: &[Scenario], turns: usize, repeats: usize) -> anyhow::Result<u8> {
     if scenarios.is_empty() {
         anyhow::bail!("no scenarios to record");
     }

@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::json;
 
-use crate::bench_load::{rss_kib, spawn, spawn_serve, status_kib};
+use super::load::{rss_kib, spawn, spawn_serve, status_kib};
 
 /// What to run.
 #[derive(Clone, Debug)]
@@ -65,6 +65,31 @@ fn scenario(size: usize) -> serde_json::Value {
     })
 }
 
+/// One turn against the server at `url`, its stream read as it comes; `Ok` when it
+/// completed.
+async fn one_turn(client: reqwest::Client, url: String) -> Result<(), String> {
+    let mut response = client
+        .post(format!("{url}/v1/chat"))
+        .json(&json!({"message": "Count the bytes of this text."}))
+        .send()
+        .await
+        .map_err(|e| format!("request: {e}"))?;
+    // Read the stream as it comes, keeping only its end.
+    let mut tail = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| format!("stream: {e}"))? {
+        tail.extend_from_slice(&chunk);
+        if tail.len() > 4096 {
+            tail.drain(..tail.len() - 4096);
+        }
+    }
+    let tail = String::from_utf8_lossy(&tail).into_owned();
+    if tail.contains("\"reason\":\"completed\"") {
+        Ok(())
+    } else {
+        Err(format!("turn did not complete: {tail}"))
+    }
+}
+
 /// Runs the benchmark with the `buddy` binary at `buddy`.
 pub async fn run_memory(buddy: &Path, options: &MemoryOptions) -> Result<MemoryReport, String> {
     let dir = std::env::temp_dir().join(format!("buddy-memory-{}", std::process::id()));
@@ -87,7 +112,7 @@ pub async fn run_memory(buddy: &Path, options: &MemoryOptions) -> Result<MemoryR
         ],
         &dir,
     )?;
-    let config = crate::bench_load::mock_provider(
+    let config = super::load::mock_provider(
         &mock_url,
         "scripted:big_arguments",
         "first_byte_timeout_secs = 600\nidle_timeout_secs = 600\n",
@@ -134,28 +159,7 @@ properties.text = { type = "string" }
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..options.turns {
         let (client, url) = (client.clone(), url.clone());
-        tasks.spawn(async move {
-            let mut response = client
-                .post(format!("{url}/v1/chat"))
-                .json(&json!({"message": "Count the bytes of this text."}))
-                .send()
-                .await
-                .map_err(|e| format!("request: {e}"))?;
-            // Read the stream as it comes, keeping only its end.
-            let mut tail = Vec::new();
-            while let Some(chunk) = response.chunk().await.map_err(|e| format!("stream: {e}"))? {
-                tail.extend_from_slice(&chunk);
-                if tail.len() > 4096 {
-                    tail.drain(..tail.len() - 4096);
-                }
-            }
-            let tail = String::from_utf8_lossy(&tail).into_owned();
-            if tail.contains("\"reason\":\"completed\"") {
-                Ok(())
-            } else {
-                Err(format!("turn did not complete: {tail}"))
-            }
-        });
+        tasks.spawn(one_turn(client, url));
     }
     let (mut completed, mut first_error) = (0, None);
     while let Some(joined) = tasks.join_next().await {
