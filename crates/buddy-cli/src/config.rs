@@ -42,7 +42,7 @@ pub struct BuddyConfig {
     pub providers: BTreeMap<String, ProviderConfig>,
     /// `[server]`: `buddy serve`.
     #[serde(default)]
-    pub server: ServerConfig,
+    pub server: buddy_server::ServerSettings,
     /// `[approval]`: which tool calls wait for a person's yes.
     #[serde(default)]
     pub approval: ApprovalConfig,
@@ -107,101 +107,6 @@ impl ApprovalConfig {
             mode,
             skills,
             unattended,
-        }
-    }
-}
-
-/// The `[server]` section.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ServerConfig {
-    /// Address to listen on.
-    pub listen: String,
-    /// SQLite file of the conversation store.
-    pub db: PathBuf,
-    /// A `postgres://` URL: conversations in PostgreSQL, shared by every instance that
-    /// names it (instead of `db`).
-    pub store: Option<String>,
-    /// Environment variable with the accepted API keys, comma-separated.
-    pub api_keys_env: String,
-    pub max_body_bytes: usize,
-    pub max_concurrent_turns_per_key: usize,
-    pub shutdown_grace_secs: f64,
-    /// Named keys (`[[server.keys]]`), beside the unnamed ones of `api_keys_env`.
-    pub keys: Vec<KeyConfig>,
-    /// Whether a request's policy may switch loop detection off.
-    pub allow_loop_detection_off: bool,
-    /// Whether `/v1/chat` requests may bring MCP servers of their own (HTTP only).
-    pub allow_request_mcp: bool,
-    /// Connections held at once (a full table sheds the least useful one).
-    pub max_connections: usize,
-    /// Connections one client address may hold (0: no limit; raise it behind a proxy).
-    pub max_connections_per_address: usize,
-    /// Seconds a client has to send a request's headers (also the keep-alive idle limit).
-    pub header_timeout_secs: f64,
-    /// Seconds a client has to send a request's whole body.
-    pub body_timeout_secs: f64,
-    /// Seconds a `/v1/responses` WebSocket may stay silent between requests.
-    pub websocket_idle_secs: f64,
-    /// How `/v1/responses` shows buddy's own skill calls: `mcp_call` items (the default,
-    /// what OpenAI clients read) or `buddy:skill_call` extension items.
-    pub responses_skill_calls: buddy_server::SkillCalls,
-    /// What each key's turns may cost per UTC day / calendar month, in US dollars, unless
-    /// the key sets its own; at the ceiling new turns get 429 (unset: no ceiling).
-    pub max_daily_cost_usd: Option<buddy_core::Usd>,
-    pub max_monthly_cost_usd: Option<buddy_core::Usd>,
-    /// Whether a client that drops a turn's stream cancels the turn (off: the turn runs
-    /// on and the client may reattach at `GET /v1/turns/{id}/events`).
-    pub cancel_on_disconnect: bool,
-    /// Seconds a turn's events are kept after it ends, for clients reattaching late.
-    pub turn_events_grace_secs: f64,
-}
-
-/// One `[[server.keys]]` entry: a named API key, given by the environment variable that
-/// holds it or by its SHA-256, never written into buddy.toml itself.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct KeyConfig {
-    pub name: String,
-    /// Environment variable holding the key.
-    #[serde(default)]
-    pub key_env: Option<String>,
-    /// Hex SHA-256 of the key (`printf %s "$KEY" | sha256sum`).
-    #[serde(default)]
-    pub key_sha256: Option<String>,
-    /// May list, read and delete every conversation.
-    #[serde(default)]
-    pub admin: bool,
-    /// This key's own spend ceilings (US dollars per UTC day / calendar month).
-    #[serde(default)]
-    pub max_daily_cost_usd: Option<buddy_core::Usd>,
-    #[serde(default)]
-    pub max_monthly_cost_usd: Option<buddy_core::Usd>,
-}
-
-impl Default for ServerConfig {
-    fn default() -> Self {
-        ServerConfig {
-            listen: "127.0.0.1:8080".to_owned(),
-            db: PathBuf::from("buddy.db"),
-            store: None,
-            api_keys_env: "BUDDY_API_KEYS".to_owned(),
-            max_body_bytes: 1024 * 1024,
-            max_concurrent_turns_per_key: 8,
-            shutdown_grace_secs: 30.0,
-            keys: Vec::new(),
-            allow_loop_detection_off: false,
-            allow_request_mcp: false,
-            max_connections: 1024,
-            max_connections_per_address: 256,
-            header_timeout_secs: 10.0,
-            body_timeout_secs: 30.0,
-            websocket_idle_secs: 300.0,
-            responses_skill_calls: buddy_server::SkillCalls::default(),
-            max_daily_cost_usd: None,
-            max_monthly_cost_usd: None,
-            cancel_on_disconnect: false,
-            turn_events_grace_secs: 300.0,
         }
     }
 }
@@ -342,6 +247,10 @@ impl BuddyConfig {
                 message: format!("default_provider `{name}` is not declared under [providers]"),
             });
         }
+        config.server.check().map_err(|e| ConfigError::Invalid {
+            path: origin.to_owned(),
+            message: e.to_string(),
+        })?;
         let mut names = std::collections::BTreeSet::new();
         for server in &config.mcp {
             let invalid = |message: String| ConfigError::Invalid {

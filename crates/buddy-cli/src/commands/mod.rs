@@ -13,6 +13,7 @@ mod mock_server;
 mod replay;
 mod run;
 mod serve;
+mod server_flags;
 mod signals;
 mod wiring;
 
