@@ -5,7 +5,7 @@
 use buddy_core::Arguments;
 use serde::Serialize;
 
-use super::BuddyDetails;
+use super::details::BuddyDetails;
 
 /// A whole answer.
 #[derive(Debug, Serialize)]

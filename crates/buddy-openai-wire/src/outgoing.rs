@@ -5,7 +5,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::StreamOptions;
+use super::chat::StreamOptions;
 use super::tools::{WireTool, WireToolCall};
 
 /// A Chat Completions request as buddy sends it.

@@ -8,8 +8,8 @@ use buddy_core::{Arguments, Message, ResponseFormat, ToolCall, ToolSpec};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use super::BuddyDetails;
 use super::content::{text_of, user_content};
+use super::details::BuddyDetails;
 
 /// An item of a request's `input` or a response's `output`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
