@@ -5,12 +5,14 @@
 
 mod body;
 mod coordinate;
+mod deletion;
 mod open;
 mod postgres;
 mod sqlite;
 mod store;
 
 pub use coordinate::{Claim, ClaimError, Coordinator, LocalCoordinator, StoredEvent, StoredEvents};
+pub use deletion::TurnDeletion;
 pub use open::{OpenError, OpenedStore, StoreLocation, open};
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;

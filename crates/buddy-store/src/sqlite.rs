@@ -7,6 +7,7 @@ use buddy_core::{BoxFuture, Message, StopReason, TokenCount, TurnStats, Usd};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::body::message_json;
+use crate::deletion::{self, Plan, TurnDeletion};
 use crate::store::{
     ConversationDetail, ConversationInfo, ConversationSummary, CountedHistory, Store, StoreError,
     TurnClosing, TurnOpening, TurnRecord, count_columns, decode, first_user_title, new_id, now_ms,
@@ -68,6 +69,10 @@ ALTER TABLE conversations ADD COLUMN settings TEXT;
     r#"
 ALTER TABLE messages ADD COLUMN tokens INTEGER;
 ALTER TABLE messages ADD COLUMN token_encoding TEXT;
+"#,
+    // A deleted response whose messages later turns build on is hidden, not removed.
+    r#"
+ALTER TABLE turns ADD COLUMN hidden INTEGER NOT NULL DEFAULT 0;
 "#,
 ];
 
@@ -622,7 +627,7 @@ impl Store for SqliteStore {
             };
             let mut stmt = conn
                 .prepare(
-                    "SELECT id, model, started_at_ms, finished_at_ms, stop_reason, stats, error
+                    "SELECT id, model, started_at_ms, finished_at_ms, stop_reason, stats, error, hidden
                      FROM turns WHERE conversation_id = ?1 ORDER BY started_at_ms, rowid",
                 )
                 .map_err(backend)?;
@@ -636,11 +641,12 @@ impl Store for SqliteStore {
                         r.get::<_, Option<String>>(4)?,
                         r.get::<_, Option<String>>(5)?,
                         r.get::<_, Option<String>>(6)?,
+                        r.get::<_, bool>(7)?,
                     ))
                 })
                 .map_err(backend)?
                 .map(|row| {
-                    let (id, model, started, finished, reason, stats, error) =
+                    let (id, model, started, finished, reason, stats, error, hidden) =
                         row.map_err(backend)?;
                     Ok(TurnRecord {
                         id,
@@ -650,6 +656,7 @@ impl Store for SqliteStore {
                         stop_reason: turn_end(reason)?,
                         stats: stats.as_deref().map(decode).transpose()?,
                         error,
+                        hidden,
                     })
                 })
                 .collect::<Result<Vec<_>, StoreError>>()?;
@@ -706,6 +713,59 @@ impl Store for SqliteStore {
                 .execute("DELETE FROM conversations WHERE id = ?1", params![id])
                 .map_err(backend)?;
             Ok(n > 0)
+        })
+    }
+
+    fn delete_turn<'a>(
+        &'a self,
+        conversation: &'a str,
+        turn: &'a str,
+    ) -> BoxFuture<'a, Result<TurnDeletion, StoreError>> {
+        let (conversation, turn) = (conversation.to_owned(), turn.to_owned());
+        self.run(move |conn| {
+            let tx = conn.transaction().map_err(backend)?;
+            let turns = {
+                let mut stmt = tx
+                    .prepare(
+                        "SELECT id, hidden FROM turns WHERE conversation_id = ?1
+                         ORDER BY started_at_ms, rowid",
+                    )
+                    .map_err(backend)?;
+                stmt.query_map(params![conversation], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .map_err(backend)?
+                    .collect::<Result<Vec<(String, bool)>, _>>()
+                    .map_err(backend)?
+            };
+            let plan = deletion::plan(&turns, &turn);
+            match &plan {
+                Plan::NotFound => {}
+                Plan::Hide => {
+                    tx.execute("UPDATE turns SET hidden = 1 WHERE id = ?1", params![turn])
+                        .map_err(backend)?;
+                }
+                Plan::Remove {
+                    conversation: true, ..
+                } => {
+                    tx.execute(
+                        "DELETE FROM conversations WHERE id = ?1",
+                        params![conversation],
+                    )
+                    .map_err(backend)?;
+                }
+                Plan::Remove { turns, .. } => {
+                    for id in turns {
+                        tx.execute(
+                            "DELETE FROM messages WHERE conversation_id = ?1 AND turn_id = ?2",
+                            params![conversation, id],
+                        )
+                        .map_err(backend)?;
+                        tx.execute("DELETE FROM turns WHERE id = ?1", params![id])
+                            .map_err(backend)?;
+                    }
+                }
+            }
+            tx.commit().map_err(backend)?;
+            Ok(plan.outcome())
         })
     }
 

@@ -39,6 +39,10 @@ pub struct TurnRecord {
     pub stop_reason: Option<TurnEnd>,
     pub stats: Option<TurnStats>,
     pub error: Option<String>,
+    /// Deleted while later turns build on its messages: gone from every read that names
+    /// it (see [`Store::delete_turn`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hidden: bool,
 }
 
 /// How a stored turn ended: one of the engine's stop reasons, or `interrupted` — the
@@ -343,6 +347,15 @@ pub trait Store: Send + Sync {
     ) -> BoxFuture<'a, Result<bool, StoreError>>;
     /// Deletes a conversation; `false` if it did not exist.
     fn delete_conversation<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>>;
+
+    /// Deletes turn `turn` of conversation `conversation` and only it: the last live turn
+    /// goes with its messages (and the conversation, when it was the only one); a turn
+    /// later turns build on is hidden, its messages kept as their context.
+    fn delete_turn<'a>(
+        &'a self,
+        conversation: &'a str,
+        turn: &'a str,
+    ) -> BoxFuture<'a, Result<crate::TurnDeletion, StoreError>>;
     /// Adds `amount` to what `owner` spent on `day` (a UTC date, `YYYY-MM-DD`): the
     /// ledger the server's per-key spend ceilings read. It outlives conversations.
     fn add_spend<'a>(

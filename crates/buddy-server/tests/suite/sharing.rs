@@ -284,6 +284,13 @@ impl Store for Failing {
     fn delete_conversation<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
         self.inner.delete_conversation(id)
     }
+    fn delete_turn<'a>(
+        &'a self,
+        conversation: &'a str,
+        turn: &'a str,
+    ) -> BoxFuture<'a, Result<buddy_store::TurnDeletion, StoreError>> {
+        self.inner.delete_turn(conversation, turn)
+    }
     fn add_spend<'a>(
         &'a self,
         owner: &'a str,

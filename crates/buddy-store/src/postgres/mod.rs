@@ -6,11 +6,14 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use buddy_core::{BoxFuture, Message, StopReason, TokenCount, TurnStats, Usd};
+
+use crate::deletion::TurnDeletion;
 use sqlx::Row;
 use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
 use tokio::sync::mpsc;
 
 mod coordinate;
+mod deletes;
 mod schema;
 mod writes;
 
@@ -460,7 +463,7 @@ impl Store for PgStore {
             let named: Option<String> = created.try_get(1).map_err(backend)?;
             let title = named.unwrap_or_else(|| first_user_title(&messages));
             let rows = sqlx::query(
-                "SELECT id, model, started_at_ms, finished_at_ms, stop_reason, stats, error
+                "SELECT id, model, started_at_ms, finished_at_ms, stop_reason, stats, error, hidden
                  FROM buddy_turns WHERE conversation_id = $1 ORDER BY started_at_ms, id",
             )
             .bind(id)
@@ -479,6 +482,7 @@ impl Store for PgStore {
                         stop_reason: turn_end(row.try_get(4).map_err(backend)?)?,
                         stats: stats.as_deref().map(decode).transpose()?,
                         error: row.try_get(6).map_err(backend)?,
+                        hidden: row.try_get(7).map_err(backend)?,
                     })
                 })
                 .collect::<Result<Vec<_>, StoreError>>()?;
@@ -540,6 +544,14 @@ impl Store for PgStore {
                 .map_err(backend)?;
             Ok(done.rows_affected() > 0)
         })
+    }
+
+    fn delete_turn<'a>(
+        &'a self,
+        conversation: &'a str,
+        turn: &'a str,
+    ) -> BoxFuture<'a, Result<TurnDeletion, StoreError>> {
+        Box::pin(deletes::delete_turn(&self.inner.pool, conversation, turn))
     }
 
     fn add_spend<'a>(

@@ -2,7 +2,7 @@
 
 use buddy_core::{Message, StopReason, TokenCount, ToolCall, TurnStats, Usd};
 use buddy_store::{
-    CountedHistory, PgStore, SqliteStore, Store, StoreError, TurnClosing, TurnOpening,
+    CountedHistory, PgStore, SqliteStore, Store, StoreError, TurnClosing, TurnDeletion, TurnOpening,
 };
 
 /// The spend ledger: sums per owner over days, concurrent additions all counted.
@@ -442,10 +442,75 @@ async fn concurrent_rounds(store: &dyn Store) {
     );
 }
 
+/// Deleting one turn deletes that turn only: a middle one is hidden (its messages stay
+/// as the later turns' context), the last one goes with its messages and any hidden turns
+/// it leaves at the end, and the conversation goes with its last live turn.
+async fn turn_deletions(store: &dyn Store) {
+    let base = buddy_store::new_id("turn");
+    let turns: Vec<String> = (0..3).map(|i| format!("{base}-{i}")).collect();
+    let said = |i: usize| [Message::user(format!("question {i}"))];
+    let first = said(0);
+    let id = store
+        .open_turn(opening(None, &turns[0], None, &first))
+        .await
+        .unwrap();
+    for (i, turn) in turns.iter().enumerate().skip(1) {
+        let messages = said(i);
+        store
+            .open_turn(opening(Some(&id), turn, None, &messages))
+            .await
+            .unwrap();
+    }
+    let texts = |detail: &buddy_store::ConversationDetail| {
+        detail
+            .messages
+            .iter()
+            .map(|m| m.text().unwrap_or_default().to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        store.delete_turn(&id, &turns[1]).await.unwrap(),
+        TurnDeletion::Hidden
+    );
+    let detail = store.get_conversation(&id).await.unwrap().unwrap();
+    assert_eq!(
+        texts(&detail).len(),
+        3,
+        "the hidden turn's message stays as context"
+    );
+    assert!(detail.turns[1].hidden && !detail.turns[0].hidden && !detail.turns[2].hidden);
+    assert_eq!(
+        store.delete_turn(&id, &turns[1]).await.unwrap(),
+        TurnDeletion::NotFound,
+        "a hidden turn is gone"
+    );
+    assert_eq!(
+        store.delete_turn(&id, &turns[2]).await.unwrap(),
+        TurnDeletion::Removed
+    );
+    let detail = store.get_conversation(&id).await.unwrap().unwrap();
+    assert_eq!(
+        texts(&detail),
+        ["question 0"],
+        "the last turn took the hidden one along"
+    );
+    assert_eq!(detail.turns.len(), 1);
+    assert_eq!(
+        store.delete_turn(&id, "turn_unknown").await.unwrap(),
+        TurnDeletion::NotFound
+    );
+    assert_eq!(
+        store.delete_turn(&id, &turns[0]).await.unwrap(),
+        TurnDeletion::ConversationGone
+    );
+    assert!(store.get_conversation(&id).await.unwrap().is_none());
+}
+
 #[tokio::test]
 async fn sqlite_keeps_the_store_contract() {
     let store = SqliteStore::in_memory().unwrap();
     contract(&store).await;
+    turn_deletions(&store).await;
     openings(&store).await;
     closings(&store).await;
     spend(&store).await;
@@ -473,6 +538,7 @@ async fn the_step_by_step_opening_and_closing_keep_the_contract() {
 async fn postgres_keeps_the_store_contract() {
     let store = PgStore::connect(&super::postgres_url()).await.unwrap();
     contract(&store).await;
+    turn_deletions(&store).await;
     openings(&store).await;
     closings(&store).await;
     spend(&store).await;

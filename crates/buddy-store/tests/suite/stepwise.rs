@@ -91,6 +91,13 @@ impl Store for Stepwise {
     fn delete_conversation<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
         self.0.delete_conversation(id)
     }
+    fn delete_turn<'a>(
+        &'a self,
+        conversation: &'a str,
+        turn: &'a str,
+    ) -> BoxFuture<'a, Result<buddy_store::TurnDeletion, StoreError>> {
+        self.0.delete_turn(conversation, turn)
+    }
     fn add_spend<'a>(
         &'a self,
         owner: &'a str,
