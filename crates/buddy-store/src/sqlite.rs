@@ -11,7 +11,7 @@ use crate::deletion::{self, Plan, TurnDeletion};
 use crate::store::{
     ConversationDetail, ConversationInfo, ConversationSummary, CountedHistory, Store, StoreError,
     TurnClosing, TurnOpening, TurnRecord, count_columns, decode, first_user_title, new_id, now_ms,
-    role, settings, stored_count, title, turn_end,
+    role, runs, settings, stored_count, title, turn_end,
 };
 
 /// Schema migrations, applied in order; `PRAGMA user_version` records how many ran.
@@ -435,6 +435,8 @@ impl Store for SqliteStore {
         let settings = opening.settings.map(serde_json::Value::to_string);
         let messages = opening.messages.to_vec();
         let counts = opening.counts.to_vec();
+        let copied = opening.copied.to_vec();
+        let copied_turns = opening.copied_turns.to_vec();
         self.run(move |conn| {
             let now = now_ms();
             let tx = conn.transaction().map_err(backend)?;
@@ -466,6 +468,9 @@ impl Store for SqliteStore {
                 params![turn_id, id, model, now],
             )
             .map_err(backend)?;
+            for (turn, run) in runs(&copied, &copied_turns) {
+                insert_messages(&tx, &id, turn, run, &[], now)?;
+            }
             insert_messages(&tx, &id, &turn_id, &messages, &counts, now)?;
             tx.commit().map_err(backend)?;
             Ok(id)

@@ -160,6 +160,29 @@ pub struct TurnOpening<'a> {
     pub messages: &'a [Message],
     /// Token counts of `messages`, as in [`Store::append_counted`].
     pub counts: &'a [Option<TokenCount>],
+    /// Messages copied from another conversation before `messages`, each kept with the
+    /// turn that first added it (`copied_turns`, as long): a branch of a response tree
+    /// starts a new conversation with its ancestors' history.
+    pub copied: &'a [Message],
+    pub copied_turns: &'a [String],
+}
+
+/// `messages` in runs of consecutive messages of one turn (`turns`, as long): each run
+/// is one append.
+pub(crate) fn runs<'a>(
+    messages: &'a [Message],
+    turns: &'a [String],
+) -> impl Iterator<Item = (&'a str, &'a [Message])> + 'a {
+    let mut start = 0;
+    std::iter::from_fn(move || {
+        let turn = turns.get(start)?;
+        let end = (start..messages.len().min(turns.len()))
+            .find(|&i| &turns[i] != turn)
+            .unwrap_or(messages.len().min(turns.len()));
+        let run = (turn.as_str(), &messages[start..end]);
+        start = end;
+        Some(run)
+    })
 }
 
 /// How a turn ended, with the messages it still had to append (its answer, a round the
@@ -251,6 +274,9 @@ pub trait Store: Send + Sync {
                 }
                 self.begin_turn(&id, opening.turn, opening.model).await?;
                 begun = true;
+                for (turn, run) in runs(opening.copied, opening.copied_turns) {
+                    self.append_messages(&id, turn, run).await?;
+                }
                 if !opening.messages.is_empty() {
                     self.append_counted(&id, opening.turn, opening.messages, opening.counts)
                         .await?;

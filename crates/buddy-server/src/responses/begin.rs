@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::builder::{Builder, Echo};
-use super::ids::{conversation_of, response_id};
+use super::ids::{conversation_of, response_id, turn_of};
 use super::input::input_messages;
 use crate::client_tools::with_client_tools;
 use crate::error::AppError;
@@ -117,7 +117,7 @@ pub(crate) async fn begin(
         &mut model,
     )
     .await?;
-    let continued = conversation.is_some() || unstored.is_some();
+    let continued = !matches!(conversation, Continued::Nothing) || unstored.is_some();
     if !continued && !input.iter().any(Message::is_user) {
         return Err(AppError::BadRequest(
             "`input` has no user message; send the user's text (or continue with previous_response_id)".into(),
@@ -161,6 +161,16 @@ fn policy(asked: Option<Value>, max_tool_calls: Option<u64>) -> Result<PolicyPat
     Ok(policy)
 }
 
+/// What stored conversation a request goes on with.
+enum Continued {
+    /// None: a new one (or the WebSocket's own).
+    Nothing,
+    /// The conversation named by `conversation` (the Conversations API): appended to.
+    Named(String),
+    /// The stored response `previous_response_id` names: its own chain of ancestors.
+    After { conversation: String, turn: String },
+}
+
 /// The stored conversation a request continues (named by `conversation`, or found from
 /// `previous_response_id` unless the WebSocket holds that response); `model` becomes the
 /// conversation's last model when the request names none.
@@ -170,7 +180,7 @@ async fn continued_conversation(
     previous: Option<&str>,
     unstored: bool,
     model: &mut Option<String>,
-) -> Result<Option<String>, AppError> {
+) -> Result<Continued, AppError> {
     let named = match conversation {
         None | Some(Value::Null) => None,
         Some(Value::String(id)) => Some(id.clone()),
@@ -183,49 +193,62 @@ async fn continued_conversation(
             "give `conversation` or `previous_response_id`, not both".into(),
         ));
     }
-    let (id, info) = match (named, previous) {
+    let (continued, info) = match (named, previous) {
         (Some(id), _) => {
             let info = turns.conversation(&id).await?;
-            (id, info)
+            (Continued::Named(id), info)
         }
-        (None, None) => return Ok(None),
-        (None, Some(_)) if unstored => return Ok(None),
+        (None, None) => return Ok(Continued::Nothing),
+        (None, Some(_)) if unstored => return Ok(Continued::Nothing),
         (None, Some(previous)) => {
-            let id = conversation_of(previous).ok_or_else(|| {
+            let not_stored = || {
                 AppError::NotFound(format!(
                     "response `{previous}` does not exist or was not stored (store: false); send the whole input instead"
                 ))
-            })?;
+            };
+            let id = conversation_of(previous).ok_or_else(not_stored)?;
+            let turn = turn_of(previous).ok_or_else(not_stored)?;
             let info = turns
                 .conversation(&id)
                 .await
                 .map_err(|_| AppError::NotFound(format!("response `{previous}` does not exist")))?;
-            (id, info)
+            let after = Continued::After {
+                conversation: id,
+                turn,
+            };
+            (after, info)
         }
     };
     if model.is_none() {
         *model = info.last_model;
     }
-    Ok(Some(id))
+    Ok(continued)
 }
 
 /// Where the turn's conversation is and what its input adds to it: a stored one takes
 /// the input as appended messages; a held one (the WebSocket's, or `store: false`) is
 /// the whole history.
 fn placed(
-    stored: Option<String>,
+    stored: Continued,
     unstored: Option<Unstored>,
     store: Option<bool>,
     input: Vec<Message>,
 ) -> (Conversation, Vec<Message>) {
     match (stored, unstored, store) {
-        (Some(id), _, _) => (Conversation::Stored(Some(id)), input),
-        (None, Some(unstored), _) => {
+        (Continued::Named(id), _, _) => (Conversation::Stored(Some(id)), input),
+        (Continued::After { conversation, turn }, _, _) => {
+            let after = Conversation::After {
+                conversation,
+                after: turn,
+            };
+            (after, input)
+        }
+        (Continued::Nothing, Some(unstored), _) => {
             let mut history = unstored.history;
             history.extend(input);
             (Conversation::Ephemeral(history), Vec::new())
         }
-        (None, None, Some(false)) => (Conversation::Ephemeral(input), Vec::new()),
-        (None, None, _) => (Conversation::Stored(None), input),
+        (Continued::Nothing, None, Some(false)) => (Conversation::Ephemeral(input), Vec::new()),
+        (Continued::Nothing, None, _) => (Conversation::Stored(None), input),
     }
 }

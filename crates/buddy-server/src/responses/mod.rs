@@ -8,8 +8,10 @@
 //! - buddy's own skills run server-side; each call appears as an `mcp_call` output item
 //!   (`server_label: "buddy"`) carrying its arguments and output, or as a
 //!   `buddy:skill_call` extension item when the request or the server asks for it;
-//! - `previous_response_id` continues the stored conversation the response belongs to
-//!   (`store: false` keeps nothing, and such a response cannot be continued);
+//! - `previous_response_id` continues that response: its context is the response's own
+//!   chain of ancestors, so responses form a tree — a response continued twice (or from
+//!   an earlier point) starts a branch of its own (`store: false` keeps nothing, and
+//!   such a response cannot be continued);
 //! - `max_tool_calls` lowers the turn's tool-call limit; usage, errors and the stream's
 //!   events are in the API's shapes.
 

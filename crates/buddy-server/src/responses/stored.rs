@@ -5,8 +5,8 @@
 //! - `GET /v1/responses/{id}`: the response as it was returned (its output items, usage,
 //!   status), or `in_progress` while its turn runs;
 //! - `GET /v1/responses/{id}/input_items`: what the request added before the turn ran;
-//! - `DELETE /v1/responses/{id}`: a response and the ones it continues or that continue it
-//!   are one conversation in buddy: deleting a response deletes that conversation;
+//! - `DELETE /v1/responses/{id}`: deletes that response only (responses form a tree:
+//!   the ones it continues stay, the ones that continue it keep their context);
 //! - `POST /v1/responses/{id}/cancel`: stops the response's turn while it runs.
 //!
 //! Every route answers `404` for a response of another key, as for one that never was.
@@ -15,7 +15,7 @@ use axum::Json;
 use axum::extract::{Path, Query};
 use axum::response::{IntoResponse, Response};
 use buddy_core::{ChatEvent, FinishReason, Message};
-use buddy_store::{ConversationDetail, TurnEnd};
+use buddy_store::{ConversationDetail, TurnDeletion, TurnEnd};
 use serde_json::{Value, json};
 
 use super::builder::Builder;
@@ -56,7 +56,7 @@ async fn locate(state: &AppState, caller: &Caller, id: &str) -> Result<Located, 
         .get_conversation(&conversation)
         .await?
         .ok_or_else(|| not_found(id))?;
-    if !detail.turns.iter().any(|t| t.id == turn) {
+    if !detail.turns.iter().any(|t| t.id == turn && !t.hidden) {
         return Err(not_found(id));
     }
     Ok(Located {
@@ -246,27 +246,26 @@ pub(crate) async fn input_items(
     Ok(Json(list(items)))
 }
 
-/// `DELETE /v1/responses/{id}`: deletes the conversation the response belongs to.
+/// `DELETE /v1/responses/{id}`: deletes that response only. Responses that continue it
+/// keep their context (its messages stay as theirs, hidden); the one it continues stays.
 pub(crate) async fn delete(
     Client { state, caller }: Client,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, AppError> {
     let found = locate(&state, &caller, &id).await?;
-    if let Some(turn) = state
-        .inner
-        .coordinator
-        .running_on(&found.conversation)
-        .await?
-    {
+    if state.inner.coordinator.is_running(&found.turn).await? {
         return Err(AppError::Conflict(format!(
-            "response `{id}` belongs to a conversation with a turn running ({turn}); delete it once that has ended"
+            "response `{id}` is in progress; cancel it (POST /v1/responses/{id}/cancel) or delete it once it has ended"
         )));
     }
-    state
+    let deleted = state
         .inner
         .store
-        .delete_conversation(&found.conversation)
+        .delete_turn(&found.conversation, &found.turn)
         .await?;
+    if deleted == TurnDeletion::NotFound {
+        return Err(not_found(&id));
+    }
     Ok(Json(
         json!({"id": id, "object": "response", "deleted": true}),
     ))

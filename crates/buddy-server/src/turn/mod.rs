@@ -115,7 +115,7 @@ fn refuse_what_cannot_be_honoured(spec: &TurnSpec) -> Result<(), AppError> {
         .or_else(|| provider.refuses_any(&spec.append))
         .or_else(|| match &spec.conversation {
             Conversation::Ephemeral(history) => provider.refuses_any(history),
-            Conversation::Stored(_) => None,
+            Conversation::Stored(_) | Conversation::After { .. } => None,
         });
     match wrong {
         Some(wrong) => Err(AppError::BadRequest(wrong)),

@@ -113,6 +113,10 @@ async fn place(
                 }
             }
         }
+        Conversation::After {
+            conversation,
+            after,
+        } => return after_turn(state, caller, turn_id, cancel, &conversation, &after).await,
         Conversation::Stored(None) => {
             let system = spec.resolved.system.iter().map(Message::system).collect();
             let history = CountedHistory {
@@ -122,6 +126,69 @@ async fn place(
             (Place::New, history)
         }
     })
+}
+
+/// Claims a turn that goes on after turn `after` of `conversation`: in that conversation
+/// when `after` is its last turn and it is free, else as a branch — a new conversation
+/// whose history is the messages up to the end of `after`. A deleted (hidden) or unknown
+/// `after` is not found; one still running is refused, as its messages are not whole.
+async fn after_turn(
+    state: &AppState,
+    caller: &Caller,
+    turn_id: &str,
+    cancel: &CancellationToken,
+    conversation: &str,
+    after: &str,
+) -> Result<(Place, CountedHistory), AppError> {
+    let store = &state.inner.store;
+    let gone = || AppError::NotFound(format!("the response of turn `{after}` does not exist"));
+    let detail = store
+        .get_conversation(conversation)
+        .await?
+        .ok_or_else(gone)?;
+    let record = detail
+        .turns
+        .iter()
+        .find(|t| t.id == after && !t.hidden)
+        .ok_or_else(gone)?;
+    if record.stop_reason.is_none() {
+        return Err(AppError::Conflict(format!(
+            "the response of turn `{after}` is still in progress; continue from it once it has \
+             completed (or cancel it)"
+        )));
+    }
+    if detail.turns.last().is_some_and(|t| t.id == after) {
+        match state
+            .claim(turn_id, Some(conversation), &caller.owner, cancel)
+            .await
+        {
+            Ok(lease) => {
+                return match store.load_counted(conversation).await {
+                    Ok(history) => Ok((Place::Existing(conversation.to_owned(), lease), history)),
+                    Err(e) => {
+                        lease.release().await;
+                        Err(e.into())
+                    }
+                };
+            }
+            // Another turn goes on from here already: this one is a branch beside it.
+            Err(AppError::Conflict(_)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let end = detail
+        .message_turns
+        .iter()
+        .rposition(|t| t == after)
+        .map_or(0, |i| i + 1);
+    let (mut messages, mut turns) = (detail.messages, detail.message_turns);
+    messages.truncate(end);
+    turns.truncate(end);
+    let history = CountedHistory {
+        counts: Vec::new(),
+        messages,
+    };
+    Ok((Place::Branch(turns), history))
 }
 
 /// Records a stored turn's opening in one write: the conversation (when new), settings,
@@ -156,6 +223,8 @@ async fn record(
         settings: spec.settings.as_ref(),
         messages: &[],
         counts: &[],
+        copied: &[],
+        copied_turns: &[],
     };
     Ok(match place {
         Place::Ephemeral(lease) => (None, lease, false),
@@ -174,11 +243,18 @@ async fn record(
             }
             (Some(id), lease, user_stored)
         }
-        Place::New => {
-            let (first, user_stored) = first(true);
+        place @ (Place::New | Place::Branch(_)) => {
+            let copied_turns = match place {
+                Place::Branch(turns) => turns,
+                _ => Vec::new(),
+            };
+            let branch = !copied_turns.is_empty();
+            let (first, user_stored) = first(!branch);
             let opened = store.open_turn(TurnOpening {
                 messages: &first.messages,
                 counts: &first.counts,
+                copied: if branch { history } else { &[] },
+                copied_turns: &copied_turns,
                 ..opening
             });
             let id = opened.await?;
@@ -203,6 +279,9 @@ enum Place {
     Existing(String, TurnLease),
     /// Made by the turn's opening, then claimed.
     New,
+    /// A branch of a response tree: a new conversation made by the turn's opening with
+    /// the history copied in, each message with the turn that first added it (these).
+    Branch(Vec<String>),
 }
 
 /// The messages a stored turn's opening writes: a new conversation's `history` (its

@@ -14,6 +14,11 @@ pub(crate) enum Conversation {
     Stored(Option<String>),
     /// Only in the request (the OpenAI endpoint: clients send the whole history).
     Ephemeral(Vec<Message>),
+    /// After turn `after` of a stored conversation (a response's `previous_response_id`):
+    /// the turn's context is that turn's chain of ancestors. It goes on in the same
+    /// conversation when `after` is its last turn and no turn runs there; otherwise it
+    /// starts a branch — a new conversation holding the history up to `after`.
+    After { conversation: String, after: String },
 }
 
 /// Which API family asks: it decides who can answer an approval question.

@@ -10,6 +10,7 @@ mod instances;
 mod reattach;
 mod replay;
 mod request_mcp;
+mod response_tree;
 mod responses;
 mod responses_ws;
 mod sampling;

@@ -24,7 +24,7 @@ use writes::{
 
 use crate::store::{
     ConversationDetail, ConversationInfo, ConversationSummary, CountedHistory, Store, StoreError,
-    TurnClosing, TurnOpening, TurnRecord, decode, first_user_title, new_id, now_ms, settings,
+    TurnClosing, TurnOpening, TurnRecord, decode, first_user_title, new_id, now_ms, runs, settings,
     stored_count, title, turn_end,
 };
 
@@ -277,20 +277,42 @@ impl Store for PgStore {
         opening: TurnOpening<'a>,
     ) -> BoxFuture<'a, Result<String, StoreError>> {
         Box::pin(async move {
-            let columns = MessageColumns::of(opening.messages, opening.counts)?;
             let (id, sql) = match opening.conversation {
                 Some(id) => (id.to_owned(), OPEN_TURN),
                 None => (new_id("conv"), OPEN_CONVERSATION),
             };
-            let query = with_messages(sql, &id, opening.turn, &columns)
-                .bind(opening.model)
-                .bind(&self.inner.instance)
-                .bind(opening.settings.map(serde_json::Value::to_string));
-            let query = match opening.conversation {
-                Some(_) => query,
-                None => query.bind(opening.owner),
+            let bind = |columns| {
+                let query = with_messages(sql, &id, opening.turn, columns)
+                    .bind(opening.model)
+                    .bind(&self.inner.instance)
+                    .bind(opening.settings.map(serde_json::Value::to_string));
+                match opening.conversation {
+                    Some(_) => query,
+                    None => query.bind(opening.owner),
+                }
             };
-            write(query, &self.inner.pool, &id).await?;
+            let columns = MessageColumns::of(opening.messages, opening.counts)?;
+            if opening.copied.is_empty() {
+                write(bind(&columns), &self.inner.pool, &id).await?;
+                return Ok(id);
+            }
+            // A branch: the turn, then the copied history with its own turns, then the
+            // turn's first messages — one transaction.
+            let none = MessageColumns::of(&[], &[])?;
+            let mut tx = self.inner.pool.begin().await.map_err(backend)?;
+            write(bind(&none), &mut *tx, &id).await?;
+            for (turn, run) in runs(opening.copied, opening.copied_turns) {
+                let copied = MessageColumns::of(run, &[])?;
+                write(
+                    with_messages(APPEND_MESSAGES, &id, turn, &copied),
+                    &mut *tx,
+                    &id,
+                )
+                .await?;
+            }
+            let own = with_messages(APPEND_MESSAGES, &id, opening.turn, &columns);
+            write(own, &mut *tx, &id).await?;
+            tx.commit().await.map_err(backend)?;
             Ok(id)
         })
     }

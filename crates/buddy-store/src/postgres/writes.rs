@@ -3,7 +3,7 @@
 
 use buddy_core::{Message, TokenCount};
 use sqlx::Postgres;
-use sqlx::postgres::{PgArguments, PgPool};
+use sqlx::postgres::PgArguments;
 use sqlx::query::Query;
 
 use super::backend;
@@ -122,12 +122,12 @@ pub(super) fn with_messages<'q>(
 }
 
 /// Runs one of the statements above; no row back means conversation `id` does not exist.
-pub(super) async fn write(
+pub(super) async fn write<'e>(
     query: Query<'_, Postgres, PgArguments>,
-    pool: &PgPool,
+    executor: impl sqlx::PgExecutor<'e>,
     id: &str,
 ) -> Result<(), StoreError> {
-    match query.fetch_optional(pool).await.map_err(backend)? {
+    match query.fetch_optional(executor).await.map_err(backend)? {
         Some(_) => Ok(()),
         None => Err(StoreError::NotFound(id.to_owned())),
     }

@@ -248,6 +248,8 @@ fn opening<'a>(
         settings,
         messages,
         counts: &[],
+        copied: &[],
+        copied_turns: &[],
     }
 }
 
@@ -506,11 +508,46 @@ async fn turn_deletions(store: &dyn Store) {
     assert!(store.get_conversation(&id).await.unwrap().is_none());
 }
 
+/// A branch's opening copies its ancestors' history into the new conversation, each
+/// message kept with the turn that first added it, before the turn's own messages — in
+/// the one write of the opening.
+async fn branch_openings(store: &dyn Store) {
+    let turn = buddy_store::new_id("turn");
+    let copied = [
+        Message::user("a"),
+        Message::assistant("A"),
+        Message::user("b"),
+    ];
+    let copied_turns = ["turn_one".to_owned(), "turn_one".into(), "turn_two".into()];
+    let own = [Message::user("c")];
+    let id = store
+        .open_turn(TurnOpening {
+            copied: &copied,
+            copied_turns: &copied_turns,
+            ..opening(None, &turn, None, &own)
+        })
+        .await
+        .unwrap();
+    let detail = store.get_conversation(&id).await.unwrap().unwrap();
+    let texts: Vec<&str> = detail.messages.iter().filter_map(Message::text).collect();
+    assert_eq!(texts, ["a", "A", "b", "c"]);
+    assert_eq!(
+        detail.message_turns,
+        ["turn_one", "turn_one", "turn_two", turn.as_str()]
+    );
+    assert_eq!(
+        detail.turns.len(),
+        1,
+        "only the branch's own turn is a turn here"
+    );
+}
+
 #[tokio::test]
 async fn sqlite_keeps_the_store_contract() {
     let store = SqliteStore::in_memory().unwrap();
     contract(&store).await;
     turn_deletions(&store).await;
+    branch_openings(&store).await;
     openings(&store).await;
     closings(&store).await;
     spend(&store).await;
@@ -531,6 +568,7 @@ async fn sqlite_keeps_the_store_contract() {
 async fn the_step_by_step_opening_and_closing_keep_the_contract() {
     let store = super::stepwise::Stepwise(SqliteStore::in_memory().unwrap());
     openings(&store).await;
+    branch_openings(&store).await;
     closings(&store).await;
 }
 
@@ -539,6 +577,7 @@ async fn postgres_keeps_the_store_contract() {
     let store = PgStore::connect(&super::postgres_url()).await.unwrap();
     contract(&store).await;
     turn_deletions(&store).await;
+    branch_openings(&store).await;
     openings(&store).await;
     closings(&store).await;
     spend(&store).await;
