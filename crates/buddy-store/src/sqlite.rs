@@ -200,25 +200,28 @@ fn backend(e: rusqlite::Error) -> StoreError {
 }
 
 /// Every message of a conversation with the turn that added it.
-fn load_with_turns(conn: &Connection, id: &str) -> Result<(Vec<Message>, Vec<String>), StoreError> {
+/// A conversation's messages, with the turn and the number (seq) of each.
+type Numbered = (Vec<Message>, Vec<String>, Vec<i64>);
+
+fn load_with_turns(conn: &Connection, id: &str) -> Result<Numbered, StoreError> {
     let mut stmt = conn
         .prepare_cached(
-            "SELECT CAST(body AS TEXT), turn_id FROM messages WHERE conversation_id = ?1 ORDER BY seq",
+            "SELECT CAST(body AS TEXT), turn_id, seq FROM messages WHERE conversation_id = ?1 ORDER BY seq",
         )
         .map_err(backend)?;
     let rows = stmt
         .query_map(params![id], |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get(2)?))
         })
         .map_err(backend)?;
-    let mut messages = Vec::new();
-    let mut turns = Vec::new();
+    let (mut messages, mut turns, mut seqs) = (Vec::new(), Vec::new(), Vec::new());
     for row in rows {
-        let (body, turn) = row.map_err(backend)?;
+        let (body, turn, seq) = row.map_err(backend)?;
         messages.push(decode(&body)?);
         turns.push(turn);
+        seqs.push(seq);
     }
-    Ok((messages, turns))
+    Ok((messages, turns, seqs))
 }
 
 fn load(conn: &Connection, id: &str) -> Result<CountedHistory, StoreError> {
@@ -625,7 +628,7 @@ impl Store for SqliteStore {
             let Some((created_at_ms, named, stored)) = created else {
                 return Ok(None);
             };
-            let (messages, message_turns) = load_with_turns(conn, &id)?;
+            let (messages, message_turns, message_seqs) = load_with_turns(conn, &id)?;
             let title = match named {
                 Some(named) => named,
                 None => first_user_title(&messages),
@@ -671,6 +674,7 @@ impl Store for SqliteStore {
                 title,
                 messages,
                 message_turns,
+                message_seqs,
                 turns,
                 settings: settings(stored.as_deref())?,
             }))
@@ -718,6 +722,28 @@ impl Store for SqliteStore {
                 .execute("DELETE FROM conversations WHERE id = ?1", params![id])
                 .map_err(backend)?;
             Ok(n > 0)
+        })
+    }
+
+    fn remove_messages<'a>(
+        &'a self,
+        conversation: &'a str,
+        seqs: &'a [i64],
+    ) -> BoxFuture<'a, Result<usize, StoreError>> {
+        let (conversation, seqs) = (conversation.to_owned(), seqs.to_vec());
+        self.run(move |conn| {
+            let tx = conn.transaction().map_err(backend)?;
+            let mut removed = 0;
+            for seq in seqs {
+                removed += tx
+                    .execute(
+                        "DELETE FROM messages WHERE conversation_id = ?1 AND seq = ?2",
+                        params![conversation, seq],
+                    )
+                    .map_err(backend)?;
+            }
+            tx.commit().map_err(backend)?;
+            Ok(removed)
         })
     }
 

@@ -115,6 +115,10 @@ pub struct ConversationDetail {
     /// The turn each message was added by, in the order of `messages`.
     #[serde(default)]
     pub message_turns: Vec<String>,
+    /// Each message's number in the conversation (never reused, so an id made of it
+    /// names the same message after others are removed), in the order of `messages`.
+    #[serde(default, skip_serializing)]
+    pub message_seqs: Vec<i64>,
     pub turns: Vec<TurnRecord>,
     /// What the conversation's owner set for all its turns (a JSON object; see
     /// [`Store::set_settings`]); empty when nothing was set.
@@ -373,6 +377,14 @@ pub trait Store: Send + Sync {
     ) -> BoxFuture<'a, Result<bool, StoreError>>;
     /// Deletes a conversation; `false` if it did not exist.
     fn delete_conversation<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>>;
+
+    /// Removes the messages numbered `seqs` (see [`ConversationDetail::message_seqs`]) of
+    /// `conversation`, in one write; how many there were.
+    fn remove_messages<'a>(
+        &'a self,
+        conversation: &'a str,
+        seqs: &'a [i64],
+    ) -> BoxFuture<'a, Result<usize, StoreError>>;
 
     /// Deletes turn `turn` of conversation `conversation` and only it: the last live turn
     /// goes with its messages (and the conversation, when it was the only one); a turn

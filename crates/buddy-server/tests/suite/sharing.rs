@@ -284,6 +284,13 @@ impl Store for Failing {
     fn delete_conversation<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
         self.inner.delete_conversation(id)
     }
+    fn remove_messages<'a>(
+        &'a self,
+        conversation: &'a str,
+        seqs: &'a [i64],
+    ) -> BoxFuture<'a, Result<usize, StoreError>> {
+        self.inner.remove_messages(conversation, seqs)
+    }
     fn delete_turn<'a>(
         &'a self,
         conversation: &'a str,

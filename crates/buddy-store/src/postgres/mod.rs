@@ -469,7 +469,7 @@ impl Store for PgStore {
                 return Ok(None);
             };
             let rows = sqlx::query(
-                "SELECT body, turn_id FROM buddy_messages WHERE conversation_id = $1 ORDER BY seq",
+                "SELECT body, turn_id, seq FROM buddy_messages WHERE conversation_id = $1 ORDER BY seq",
             )
             .bind(id)
             .fetch_all(pool)
@@ -477,10 +477,12 @@ impl Store for PgStore {
             .map_err(backend)?;
             let mut messages = Vec::with_capacity(rows.len());
             let mut message_turns = Vec::with_capacity(rows.len());
+            let mut message_seqs = Vec::with_capacity(rows.len());
             for row in &rows {
                 let body: String = row.try_get(0).map_err(backend)?;
                 messages.push(decode::<Message>(&body)?);
                 message_turns.push(row.try_get(1).map_err(backend)?);
+                message_seqs.push(row.try_get(2).map_err(backend)?);
             }
             let named: Option<String> = created.try_get(1).map_err(backend)?;
             let title = named.unwrap_or_else(|| first_user_title(&messages));
@@ -514,6 +516,7 @@ impl Store for PgStore {
                 title,
                 messages,
                 message_turns,
+                message_seqs,
                 turns,
                 settings: settings(
                     created
@@ -565,6 +568,24 @@ impl Store for PgStore {
                 .await
                 .map_err(backend)?;
             Ok(done.rows_affected() > 0)
+        })
+    }
+
+    fn remove_messages<'a>(
+        &'a self,
+        conversation: &'a str,
+        seqs: &'a [i64],
+    ) -> BoxFuture<'a, Result<usize, StoreError>> {
+        Box::pin(async move {
+            let done = sqlx::query(
+                "DELETE FROM buddy_messages WHERE conversation_id = $1 AND seq = ANY($2)",
+            )
+            .bind(conversation)
+            .bind(seqs)
+            .execute(&self.inner.pool)
+            .await
+            .map_err(backend)?;
+            Ok(done.rows_affected() as usize)
         })
     }
 

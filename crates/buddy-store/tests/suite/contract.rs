@@ -508,6 +508,36 @@ async fn turn_deletions(store: &dyn Store) {
     assert!(store.get_conversation(&id).await.unwrap().is_none());
 }
 
+/// Messages removed by number leave the others' numbers as they were, and a message
+/// added after is numbered past all of them.
+async fn message_removals(store: &dyn Store) {
+    let turn = buddy_store::new_id("turn");
+    let said = [Message::user("a"), Message::user("b"), Message::user("c")];
+    let id = store
+        .open_turn(opening(None, &turn, None, &said))
+        .await
+        .unwrap();
+    let before = store.get_conversation(&id).await.unwrap().unwrap();
+    assert_eq!(before.message_seqs.len(), 3);
+    let removed = store
+        .remove_messages(&id, &[before.message_seqs[1], 999_999])
+        .await
+        .unwrap();
+    assert_eq!(removed, 1);
+    store
+        .append_messages(&id, &turn, &[Message::user("d")])
+        .await
+        .unwrap();
+    let after = store.get_conversation(&id).await.unwrap().unwrap();
+    let texts: Vec<&str> = after.messages.iter().filter_map(Message::text).collect();
+    assert_eq!(texts, ["a", "c", "d"]);
+    assert_eq!(
+        after.message_seqs[..2],
+        [before.message_seqs[0], before.message_seqs[2]]
+    );
+    assert!(after.message_seqs[2] > before.message_seqs[2]);
+}
+
 /// A branch's opening copies its ancestors' history into the new conversation, each
 /// message kept with the turn that first added it, before the turn's own messages — in
 /// the one write of the opening.
@@ -548,6 +578,7 @@ async fn sqlite_keeps_the_store_contract() {
     contract(&store).await;
     turn_deletions(&store).await;
     branch_openings(&store).await;
+    message_removals(&store).await;
     openings(&store).await;
     closings(&store).await;
     spend(&store).await;
@@ -578,6 +609,7 @@ async fn postgres_keeps_the_store_contract() {
     contract(&store).await;
     turn_deletions(&store).await;
     branch_openings(&store).await;
+    message_removals(&store).await;
     openings(&store).await;
     closings(&store).await;
     spend(&store).await;

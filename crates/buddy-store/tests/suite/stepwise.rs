@@ -91,6 +91,13 @@ impl Store for Stepwise {
     fn delete_conversation<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
         self.0.delete_conversation(id)
     }
+    fn remove_messages<'a>(
+        &'a self,
+        conversation: &'a str,
+        seqs: &'a [i64],
+    ) -> BoxFuture<'a, Result<usize, StoreError>> {
+        self.0.remove_messages(conversation, seqs)
+    }
     fn delete_turn<'a>(
         &'a self,
         conversation: &'a str,
