@@ -397,6 +397,8 @@ pub enum ResponseStatus {
     Completed,
     Incomplete,
     Failed,
+    /// Stopped by `POST /v1/responses/{id}/cancel` (or the turn's own cancel).
+    Cancelled,
 }
 
 /// A response object (`"object": "response"`), every field the API has.
@@ -416,6 +418,8 @@ pub struct ResponseObject {
     pub output: Vec<Item>,
     pub parallel_tool_calls: bool,
     pub previous_response_id: Option<String>,
+    /// The conversation (Conversations API) the response was added to, when it was.
+    pub conversation: Option<ConversationRef>,
     pub reasoning: ReasoningSettings,
     pub store: bool,
     pub background: bool,
@@ -436,6 +440,12 @@ pub struct ResponseObject {
     pub metadata: Value,
     /// buddy's own extension: why the turn ended and what it did.
     pub buddy: BuddyDetails,
+}
+
+/// A conversation a response belongs to: `{"id": "conv_…"}`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ConversationRef {
+    pub id: String,
 }
 
 /// Why a response failed.

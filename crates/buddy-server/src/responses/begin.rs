@@ -125,6 +125,10 @@ pub(crate) async fn begin(
     }
     let mut resolved = turns.resolve(None, model.as_deref())?;
     resolved.toolbox = with_client_tools(resolved.toolbox, tools).map_err(AppError::BadRequest)?;
+    let named = match &conversation {
+        Continued::Named(id) => Some(id.clone()),
+        _ => None,
+    };
     let (conversation, append) = placed(conversation, unstored, body.store, input);
     let turn = turns
         .start(TurnSpec {
@@ -147,6 +151,7 @@ pub(crate) async fn begin(
     );
     builder.echo = echo;
     builder.skill_calls = skill_calls;
+    builder.conversation = named;
     Ok((turn, builder))
 }
 

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use buddy_core::{Arguments, ChatEvent, ResponseFormat, Sampling, StopReason, ToolCall, TurnStats};
 use buddy_openai_wire::BuddyDetails;
 use buddy_openai_wire::responses::{
-    FunctionCallItem, FunctionTool, IncompleteDetails, Item, ItemStatus, MessageItem, OutputText,
-    Phase, ReasoningSettings, ResponseError, ResponseObject, ResponseStatus, ResponseUsage,
-    SkillCallItem, StreamError, StreamEvent, TextSettings,
+    ConversationRef, FunctionCallItem, FunctionTool, IncompleteDetails, Item, ItemStatus,
+    MessageItem, OutputText, Phase, ReasoningSettings, ResponseError, ResponseObject,
+    ResponseStatus, ResponseUsage, SkillCallItem, StreamError, StreamEvent, TextSettings,
 };
 use serde_json::{Value, json};
 
@@ -38,6 +38,8 @@ pub(crate) struct Builder {
     pub created_at: u64,
     instructions: Option<String>,
     previous_response_id: Option<String>,
+    /// The Conversations API conversation the response was added to.
+    pub conversation: Option<String>,
     /// Whether the response was kept (it can be continued).
     stored: bool,
     /// Whose response it is: its items are found again only for this owner.
@@ -77,6 +79,7 @@ impl Builder {
             created_at: unix_now(),
             instructions,
             previous_response_id,
+            conversation: None,
             stored: conversation_of(&id).is_some(),
             owner,
             sequence: 0,
@@ -117,6 +120,7 @@ impl Builder {
             output: self.output.clone(),
             parallel_tool_calls: true,
             previous_response_id: self.previous_response_id.clone(),
+            conversation: self.conversation.clone().map(|id| ConversationRef { id }),
             reasoning: ReasoningSettings::default(),
             store: self.stored,
             background: self.background,
@@ -407,8 +411,12 @@ impl Builder {
                     response: self.boxed(),
                 }
             }
+            // A cancelled response ends its stream like a whole one, its status saying why.
             _ => {
-                self.status = ResponseStatus::Completed;
+                self.status = match reason {
+                    StopReason::Cancelled => ResponseStatus::Cancelled,
+                    _ => ResponseStatus::Completed,
+                };
                 StreamEvent::Completed {
                     response: self.boxed(),
                 }

@@ -9,6 +9,9 @@ use axum::extract::{Path, Query};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use buddy_core::Message;
+use buddy_store::ConversationDetail;
+
 use super::input::input_messages;
 use super::items::{list, message_items};
 use crate::error::AppError;
@@ -76,28 +79,54 @@ pub(crate) async fn create(
 pub(crate) struct ItemsQuery {
     /// `asc` or `desc` (the default, newest first, as OpenAI's API).
     order: Option<String>,
+    /// Items per page: 1 to 1,000, 20 by default (as OpenAI's API).
     limit: Option<usize>,
+    /// The page after this item id (`last_id` of the page before).
+    after: Option<String>,
+    /// Accepted (OpenAI's extra fields to include); buddy's items are whole already.
+    #[allow(dead_code)]
+    include: Option<Value>,
 }
 
-/// `GET /v1/conversations/{id}/items`.
+/// The conversation's items in order, each with the index of the message it is part of.
+/// An item's id holds its message's number, which no removal changes.
+fn numbered_items(detail: &ConversationDetail) -> Vec<(usize, Value)> {
+    let hex = detail.id.trim_start_matches("conv_");
+    detail
+        .messages
+        .iter()
+        .zip(&detail.message_seqs)
+        .enumerate()
+        .flat_map(|(i, (m, seq))| {
+            message_items(m, &format!("item_{hex}_{seq}"))
+                .into_iter()
+                .map(move |item| (i, item))
+        })
+        .collect()
+}
+
+/// The caller's conversation `id`, whole.
+async fn detail_of(client: &Client, id: &str) -> Result<ConversationDetail, AppError> {
+    client.conversation(id).await?;
+    client
+        .state
+        .inner
+        .store
+        .get_conversation(id)
+        .await?
+        .ok_or_else(|| AppError::NotFound(format!("conversation `{id}` does not exist")))
+}
+
+/// `GET /v1/conversations/{id}/items`: a page of its items, after `after`.
 pub(crate) async fn items(
-    Client { state, caller }: Client,
+    client: Client,
     Path(id): Path<String>,
     Query(query): Query<ItemsQuery>,
 ) -> Result<Json<Value>, AppError> {
-    owned_conversation(&state, &caller, &id).await?;
-    let detail = state
-        .inner
-        .store
-        .get_conversation(&id)
-        .await?
-        .ok_or_else(|| AppError::NotFound(format!("conversation `{id}` does not exist")))?;
-    let hex = id.trim_start_matches("conv_");
-    let mut all: Vec<Value> = detail
-        .messages
-        .iter()
-        .enumerate()
-        .flat_map(|(i, m)| message_items(m, &format!("item_{hex}_{i}")))
+    let detail = detail_of(&client, &id).await?;
+    let mut all: Vec<Value> = numbered_items(&detail)
+        .into_iter()
+        .map(|(_, i)| i)
         .collect();
     match query.order.as_deref() {
         None | Some("desc") => all.reverse(),
@@ -108,12 +137,99 @@ pub(crate) async fn items(
             )));
         }
     }
-    let limit = query.limit.unwrap_or(100).clamp(1, 1000);
+    if let Some(after) = &query.after {
+        let at = all.iter().position(|i| i["id"] == after.as_str()).ok_or_else(|| {
+            AppError::BadRequest(format!(
+                "`after` = {after:?} is no item of conversation `{id}`: give the `last_id` of the page before"
+            ))
+        })?;
+        all.drain(..=at);
+    }
+    let limit = query.limit.unwrap_or(20).clamp(1, 1000);
     let more = all.len() > limit;
     all.truncate(limit);
     let mut page = list(all);
     page["has_more"] = json!(more);
     Ok(Json(page))
+}
+
+/// `GET /v1/conversations/{id}/items/{item_id}`: one item.
+pub(crate) async fn item(
+    client: Client,
+    Path((id, item_id)): Path<(String, String)>,
+) -> Result<Json<Value>, AppError> {
+    let detail = detail_of(&client, &id).await?;
+    numbered_items(&detail)
+        .into_iter()
+        .map(|(_, item)| item)
+        .find(|item| item["id"] == item_id.as_str())
+        .map(Json)
+        .ok_or_else(|| no_item(&id, &item_id))
+}
+
+fn no_item(id: &str, item_id: &str) -> AppError {
+    AppError::NotFound(format!("conversation `{id}` has no item `{item_id}`"))
+}
+
+/// `DELETE /v1/conversations/{id}/items/{item_id}`: removes the item and answers with the
+/// conversation. An item of a tool round (the call message, a call, a result) removes the
+/// whole round — the call message and every result of its calls — so the conversation
+/// stays one a model can be sent.
+pub(crate) async fn delete_item(
+    client: Client,
+    Path((id, item_id)): Path<(String, String)>,
+) -> Result<Json<Value>, AppError> {
+    let detail = detail_of(&client, &id).await?;
+    if let Some(turn) = client.state.inner.coordinator.running_on(&id).await? {
+        return Err(AppError::Conflict(format!(
+            "conversation `{id}` has a turn running ({turn}); delete items once it has ended"
+        )));
+    }
+    let (at, _) = numbered_items(&detail)
+        .into_iter()
+        .find(|(_, item)| item["id"] == item_id.as_str())
+        .ok_or_else(|| no_item(&id, &item_id))?;
+    let seqs: Vec<i64> = round_of(&detail.messages, at)
+        .into_iter()
+        .filter_map(|i| detail.message_seqs.get(i).copied())
+        .collect();
+    client.state.inner.store.remove_messages(&id, &seqs).await?;
+    Ok(Json(conversation_object(&id, detail.created_at_ms)))
+}
+
+/// The messages that go with message `at`: itself, or, in a tool round, the call message
+/// and every result of its calls.
+fn round_of(messages: &[Message], at: usize) -> Vec<usize> {
+    let call_message = match &messages[at] {
+        Message::Assistant { tool_calls, .. } if !tool_calls.is_empty() => Some(at),
+        Message::Tool { tool_call_id, .. } => messages[..at].iter().rposition(|m| {
+            matches!(m, Message::Assistant { tool_calls, .. }
+                if tool_calls.iter().any(|c| &c.id == tool_call_id))
+        }),
+        _ => None,
+    };
+    let Some(call_at) = call_message else {
+        return vec![at];
+    };
+    let Message::Assistant { tool_calls, .. } = &messages[call_at] else {
+        return vec![at];
+    };
+    let mut round = vec![call_at];
+    round.extend(
+        messages
+            .iter()
+            .enumerate()
+            .skip(call_at + 1)
+            .filter_map(|(i, m)| {
+                matches!(m, Message::Tool { tool_call_id, .. }
+            if tool_calls.iter().any(|c| &c.id == tool_call_id))
+                .then_some(i)
+            }),
+    );
+    if !round.contains(&at) {
+        round.push(at);
+    }
+    round
 }
 
 /// `POST /v1/conversations/{id}/items`: adds items (a turn's history) to a conversation.
@@ -141,15 +257,18 @@ pub(crate) async fn add_items(
         ));
     }
     let store = &state.inner.store;
-    let before = store.load_messages(&id).await?.len();
     store
         .append_messages(&id, &buddy_store::new_id("items"), &messages)
         .await?;
-    let hex = id.trim_start_matches("conv_");
-    let added: Vec<Value> = messages
-        .iter()
-        .enumerate()
-        .flat_map(|(i, m)| message_items(m, &format!("item_{hex}_{}", before + i)))
+    let detail = store
+        .get_conversation(&id)
+        .await?
+        .ok_or_else(|| AppError::NotFound(format!("conversation `{id}` does not exist")))?;
+    let first_added = detail.messages.len().saturating_sub(messages.len());
+    let added: Vec<Value> = numbered_items(&detail)
+        .into_iter()
+        .filter(|(i, _)| *i >= first_added)
+        .map(|(_, item)| item)
         .collect();
     Ok(Json(list(added)))
 }

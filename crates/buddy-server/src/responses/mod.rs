@@ -49,4 +49,8 @@ pub(crate) fn routes() -> Router<AppState> {
             "/v1/conversations/{id}/items",
             get(conversations::items).post(conversations::add_items),
         )
+        .route(
+            "/v1/conversations/{id}/items/{item_id}",
+            get(conversations::item).delete(conversations::delete_item),
+        )
 }

@@ -12,10 +12,12 @@
 //! Every route answers `404` for a response of another key, as for one that never was.
 
 use axum::Json;
+use axum::body::Bytes;
 use axum::extract::{Path, Query};
 use axum::response::{IntoResponse, Response};
 use buddy_core::{ChatEvent, FinishReason, Message};
-use buddy_store::{ConversationDetail, TurnDeletion, TurnEnd};
+use buddy_store::{ConversationDetail, TurnDeletion, TurnEnd, TurnRecord};
+use futures::StreamExt;
 use serde_json::{Value, json};
 
 use super::builder::Builder;
@@ -25,6 +27,7 @@ use super::log::stream;
 use crate::auth::Caller;
 use crate::error::AppError;
 use crate::request::{Client, owned_conversation};
+use crate::sse;
 use crate::state::AppState;
 use crate::turn::frames;
 use crate::turn::watch::{Numbered, may_watch, remote_frames};
@@ -127,26 +130,85 @@ pub(crate) async fn retrieve(
             let numbered = frames(log.watch(after), Numbered::default(), None);
             return Ok(stream(numbered));
         }
-        let turn = turn_of(&id).ok_or_else(|| not_found(&id))?;
-        let kept = remote_frames(&state, &caller, &id, &turn, after).await?;
-        return Ok(stream(kept));
+        return replayed(&state, &caller, &id, after).await;
     }
     let found = locate(&state, &caller, &id).await?;
+    let (mut builder, record) = rebuilder(&state, &caller, &id, &found)?;
+    rebuild(&mut builder, &found, record);
+    Ok(Json(builder.response()).into_response())
+}
+
+/// A builder for stored response `id`, and its turn's record.
+fn rebuilder<'f>(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+    found: &'f Located,
+) -> Result<(Builder, &'f TurnRecord), AppError> {
     let record = found
         .detail
         .turns
         .iter()
         .find(|t| t.id == found.turn)
-        .ok_or_else(|| not_found(&id))?;
+        .ok_or_else(|| not_found(id))?;
     let mut builder = Builder::new(
         std::sync::Arc::clone(&state.inner.items),
-        id.clone(),
+        id.to_owned(),
         caller.owner.clone(),
         record.model.clone(),
         None,
         None,
     );
     builder.created_at = u64::try_from(record.started_at_ms / 1000).unwrap_or(0);
+    Ok((builder, record))
+}
+
+/// The stream of a response that was not streamed, or whose stream's events are no
+/// longer kept: made again from its turn — live from the turn's events while it runs
+/// here, from the store once it has ended — numbered as its own stream was.
+async fn replayed(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+    after: u64,
+) -> Result<Response, AppError> {
+    let found = match locate(state, caller, id).await {
+        Ok(found) => found,
+        // Not in this instance's store view yet, or running elsewhere: its events there.
+        Err(_) => {
+            let turn = turn_of(id).ok_or_else(|| not_found(id))?;
+            let kept = remote_frames(state, caller, id, &turn, after).await?;
+            return Ok(stream(kept));
+        }
+    };
+    let (mut builder, record) = rebuilder(state, caller, id, &found)?;
+    let numbered = move |(n, (name, data)): (usize, (String, Value))| {
+        let seq = n as u64 + 1;
+        (seq > after).then(|| sse::numbered_frame(seq, &name, &data.to_string()))
+    };
+    if record.finished_at_ms.is_none() {
+        let Some(log) = state.inner.logs.get::<ChatEvent>(&found.turn) else {
+            let kept = remote_frames(state, caller, id, &found.turn, after).await?;
+            return Ok(stream(kept));
+        };
+        let live = frames(log.watch(0), builder, None)
+            .enumerate()
+            .filter_map(move |event| std::future::ready(numbered(event)));
+        return Ok(stream(live));
+    }
+    let mut events = builder.opening();
+    events.extend(rebuild(&mut builder, &found, record));
+    let frames: Vec<Bytes> = events
+        .into_iter()
+        .enumerate()
+        .filter_map(numbered)
+        .collect();
+    Ok(stream(futures::stream::iter(frames)))
+}
+
+/// Plays a stored turn's messages and end into `builder`; the stream events it made.
+fn rebuild(builder: &mut Builder, found: &Located, record: &TurnRecord) -> Vec<(String, Value)> {
+    let mut events = Vec::new();
     let messages = found.messages();
     let start = found.output_start();
     for message in &messages[start..] {
@@ -156,17 +218,17 @@ pub(crate) async fn retrieve(
                 tool_calls,
             } => {
                 if let Some(text) = content.as_deref().filter(|t| !t.is_empty()) {
-                    builder.on_event(ChatEvent::TextDelta {
+                    events.extend(builder.on_event(ChatEvent::TextDelta {
                         text: text.to_owned(),
-                    });
+                    }));
                 }
-                builder.on_event(stats_event(tool_calls.len()));
+                events.extend(builder.on_event(stats_event(tool_calls.len())));
                 for call in tool_calls {
-                    builder.on_event(ChatEvent::ToolCallStart {
+                    events.extend(builder.on_event(ChatEvent::ToolCallStart {
                         id: call.id.clone(),
                         name: call.name.clone(),
                         arguments: call.arguments.clone(),
-                    });
+                    }));
                 }
             }
             Message::Tool {
@@ -174,40 +236,39 @@ pub(crate) async fn retrieve(
                 content,
                 is_error,
             } => {
-                builder.on_event(ChatEvent::ToolCallResult {
+                events.extend(builder.on_event(ChatEvent::ToolCallResult {
                     id: tool_call_id.clone(),
                     name: String::new(),
                     content: content.clone(),
                     is_error: *is_error,
-                });
+                }));
             }
             _ => {}
         }
     }
     let stats = record.stats.unwrap_or_default();
     let reason = record.stop_reason.and_then(TurnEnd::stop_reason);
-    match (reason, record.finished_at_ms) {
-        (Some(reason), Some(_)) if record.error.is_none() => {
-            builder.on_event(ChatEvent::Done {
-                reason,
-                answer: String::new(),
-                stats,
-            });
-        }
-        (Some(reason), Some(_)) => {
-            builder.on_event(ChatEvent::Error {
-                reason,
-                message: record.error.clone().unwrap_or_default(),
-                stats,
-            });
-        }
+    let end = match (reason, record.finished_at_ms) {
+        (Some(reason), Some(_)) if record.error.is_none() => Some(ChatEvent::Done {
+            reason,
+            answer: String::new(),
+            stats,
+        }),
+        (Some(reason), Some(_)) => Some(ChatEvent::Error {
+            reason,
+            message: record.error.clone().unwrap_or_default(),
+            stats,
+        }),
         // Still running: the response as it stands.
-        _ => {}
+        _ => None,
+    };
+    if let Some(end) = end {
+        events.extend(builder.on_event(end));
     }
     if let Some(finished) = record.finished_at_ms {
         builder.completed_at = Some(u64::try_from(finished / 1000).unwrap_or(0));
     }
-    Ok(Json(builder.response()).into_response())
+    events
 }
 
 /// The `iteration_stats` that closes a rebuilt model call (only its tool-call count is read).

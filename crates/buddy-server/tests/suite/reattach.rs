@@ -417,3 +417,92 @@ async fn a_background_response_runs_on_its_own_and_its_stream_resumes_after_a_se
     .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
 }
+
+/// `GET uri` as Alice.
+fn alice_get(uri: String) -> Request<Body> {
+    Request::get(uri)
+        .header("authorization", format!("Bearer {ALICE}"))
+        .body(Body::empty())
+        .unwrap()
+}
+
+async fn json_of(state: &AppState, request: Request<Body>) -> (StatusCode, Value) {
+    let (status, body) = open(state, request).await;
+    let bytes = axum::body::to_bytes(body, 1 << 20).await.unwrap();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_background_response_reads_back_cancelled() {
+    let state = sqlite();
+    let (_, created) = json_of(
+        &state,
+        post(
+            "/v1/responses",
+            json!({"model": "slow", "input": "find it", "background": true}),
+            Some(ALICE),
+        ),
+    )
+    .await;
+    let id = created["id"].as_str().unwrap().to_owned();
+    let cancel = post(
+        &format!("/v1/responses/{id}/cancel"),
+        json!({}),
+        Some(ALICE),
+    );
+    let (status, cancelled) = json_of(&state, cancel).await;
+    assert_eq!(status, StatusCode::OK, "{cancelled}");
+    assert_eq!(cancelled["status"], "cancelled");
+    // Every later read says so, once the turn has ended.
+    let mut read = Value::Null;
+    for _ in 0..200 {
+        read = json_of(&state, alice_get(format!("/v1/responses/{id}")))
+            .await
+            .1;
+        if read["status"] != "in_progress" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(read["status"], "cancelled", "{read}");
+    let (_, again) = json_of(&state, alice_get(format!("/v1/responses/{id}"))).await;
+    assert_eq!(again["status"], "cancelled");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_that_was_not_streamed_streams_on_retrieve() {
+    let state = sqlite();
+    let (status, whole) = json_of(
+        &state,
+        post(
+            "/v1/responses",
+            json!({"model": "slow", "input": "find it"}),
+            Some(ALICE),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{whole}");
+    let id = whole["id"].as_str().unwrap().to_owned();
+    let (status, body) = open(&state, alice_get(format!("/v1/responses/{id}?stream=true"))).await;
+    assert_eq!(status, StatusCode::OK);
+    let frames = read_frames(body, None).await;
+    let numbers: Vec<u64> = frames
+        .iter()
+        .filter_map(|f| f.data["sequence_number"].as_u64())
+        .collect();
+    assert_eq!(numbers, (0..numbers.len() as u64).collect::<Vec<_>>());
+    assert_eq!(frames[0].name, "response.created");
+    let completed = &frames[frames.len() - 2];
+    assert_eq!(completed.name, "response.completed");
+    assert_eq!(completed.data["response"]["output"], whole["output"]);
+    assert_eq!(frames.last().unwrap().data, "[DONE]");
+    let (_, body) = open(
+        &state,
+        alice_get(format!("/v1/responses/{id}?stream=true&starting_after=3")),
+    )
+    .await;
+    assert_eq!(read_frames(body, None).await[..], frames[4..]);
+}

@@ -560,3 +560,166 @@ async fn the_conversations_api_creates_lists_and_continues_a_keys_conversation()
         "metadata is not kept, so it is refused"
     );
 }
+
+/// `DELETE uri` as `key`, and its JSON.
+async fn delete_json(state: &AppState, uri: String, key: &str) -> (StatusCode, Value) {
+    let request = axum::http::Request::delete(uri)
+        .header("authorization", format!("Bearer {key}"))
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let (status, text) = send(state, request).await;
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn conversation_items_page_after_an_id_and_are_read_and_deleted_one_by_one() {
+    let state = state();
+    let said: Vec<Value> = (0..5)
+        .map(|i| json!({"role": "user", "content": format!("note {i}")}))
+        .collect();
+    let (status, text) = send(
+        &state,
+        post("/v1/conversations", json!({"items": said}), Some(ALICE)),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    let conv: Value = serde_json::from_str(&text).unwrap();
+    let id = conv["id"].as_str().unwrap().to_owned();
+    let texts = |page: &Value| -> Vec<String> {
+        page["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["content"][0]["text"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    // Pages of two, oldest first, each after the last id of the one before.
+    let mut seen = Vec::new();
+    let mut after = String::new();
+    for _ in 0..4 {
+        let mut uri = format!("/v1/conversations/{id}/items?order=asc&limit=2");
+        if !after.is_empty() {
+            uri.push_str(&format!("&after={after}"));
+        }
+        let (status, page) = get_json(&state, uri, ALICE).await;
+        assert_eq!(status, StatusCode::OK, "{page}");
+        seen.extend(texts(&page));
+        if page["has_more"] == false {
+            break;
+        }
+        after = page["last_id"].as_str().unwrap().to_owned();
+    }
+    assert_eq!(
+        seen,
+        (0..5).map(|i| format!("note {i}")).collect::<Vec<_>>()
+    );
+    let (status, _) = get_json(
+        &state,
+        format!("/v1/conversations/{id}/items?after=item_nope"),
+        ALICE,
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+
+    // One item read, then deleted (the Agents SDK's pop_item): the others keep their ids.
+    let (_, newest) = get_json(
+        &state,
+        format!("/v1/conversations/{id}/items?limit=5"),
+        ALICE,
+    )
+    .await;
+    let last_id = newest["data"][0]["id"].as_str().unwrap().to_owned();
+    let first_id = newest["data"][4]["id"].as_str().unwrap().to_owned();
+    let (status, item) = get_json(
+        &state,
+        format!("/v1/conversations/{id}/items/{last_id}"),
+        ALICE,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{item}");
+    assert_eq!(item["content"][0]["text"], "note 4");
+    let (status, _) = get_json(
+        &state,
+        format!("/v1/conversations/{id}/items/{last_id}"),
+        BOB,
+    )
+    .await;
+    assert_eq!(
+        status,
+        StatusCode::NOT_FOUND,
+        "another key's item is not found"
+    );
+    let (status, after_delete) = delete_json(
+        &state,
+        format!("/v1/conversations/{id}/items/{last_id}"),
+        ALICE,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{after_delete}");
+    assert_eq!(after_delete["object"], "conversation");
+    assert_eq!(after_delete["id"], id.as_str());
+    let (status, _) = get_json(
+        &state,
+        format!("/v1/conversations/{id}/items/{last_id}"),
+        ALICE,
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (_, first) = get_json(
+        &state,
+        format!("/v1/conversations/{id}/items/{first_id}"),
+        ALICE,
+    )
+    .await;
+    assert_eq!(first["content"][0]["text"], "note 0");
+
+    // A response added to the conversation names it.
+    let (status, response) = respond(
+        &state,
+        json!({"model": "model-a", "input": "find it", "conversation": id}),
+        ALICE,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{response}");
+    assert_eq!(response["conversation"]["id"], id.as_str());
+    // Deleting the output of a tool call deletes its whole round: no call is left without
+    // its result.
+    let (_, items) = get_json(
+        &state,
+        format!("/v1/conversations/{id}/items?limit=20"),
+        ALICE,
+    )
+    .await;
+    let output = items["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["type"] == "function_call_output")
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (status, _) = delete_json(
+        &state,
+        format!("/v1/conversations/{id}/items/{output}"),
+        ALICE,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, items) = get_json(
+        &state,
+        format!("/v1/conversations/{id}/items?limit=20"),
+        ALICE,
+    )
+    .await;
+    let kinds: Vec<&str> = items["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["type"].as_str().unwrap())
+        .collect();
+    assert!(
+        !kinds.contains(&"function_call") && !kinds.contains(&"function_call_output"),
+        "{kinds:?}"
+    );
+}
