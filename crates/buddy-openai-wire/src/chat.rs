@@ -41,11 +41,19 @@ pub struct ChatCompletionRequest {
     pub stop: Option<Value>,
     #[serde(default)]
     pub response_format: Option<Value>,
+    /// How many choices to make; buddy makes one (a turn runs tools, and runs them once).
+    #[serde(default)]
+    pub n: Option<u32>,
 }
 
 impl ChatCompletionRequest {
     /// The sampling and output settings the request asks for, or what is wrong with them.
     pub fn sampling(&self) -> Result<Sampling, String> {
+        if let Some(n) = self.n.filter(|n| *n != 1) {
+            return Err(format!(
+                "`n` = {n}: buddy answers with one choice (a turn runs its tools once); send {n} requests instead, or leave `n` out"
+            ));
+        }
         let stop = match &self.stop {
             None | Some(Value::Null) => Vec::new(),
             Some(Value::String(one)) => vec![one.clone()],

@@ -182,6 +182,8 @@ async fn chat_completions_settings_reach_both_kinds_of_model_server() {
     for (body, named) in [
         (json!({"temperature": 5}), "temperature"),
         (json!({"stop": 3}), "`stop`"),
+        // More than one choice is refused, never silently one.
+        (json!({"n": 2}), "`n` = 2"),
         (
             json!({"response_format": {"type": "json_schema"}}),
             "json_schema",
