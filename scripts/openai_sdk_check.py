@@ -3,7 +3,9 @@
 Usage: python openai_sdk_check.py BASE_URL API_KEY
 Run by the Rust test `the_openai_python_sdk_works_against_the_server` (see scripts/test.sh).
 """
+import concurrent.futures
 import sys
+import time
 
 import openai
 
@@ -200,6 +202,58 @@ listed = client.conversations.items.list(conversation.id, order="asc")
 check(listed.data[0].content[0].text == "I am Ada." and len(listed.data) > 3, f"items: {listed}")
 check(client.conversations.retrieve(conversation.id).id == conversation.id, "retrieve a conversation")
 check(client.conversations.delete(conversation.id).deleted, "delete a conversation")
+
+# Responses form a tree: continuing one response twice, and three times at once, makes
+# branches (no 409); deleting one response keeps the one it continues.
+root = client.responses.create(model="scripted:chain_3_steps", input="How much was Ada's latest order?")
+child = client.responses.create(model="scripted:chain_3_steps", previous_response_id=root.id, input="And before?")
+sibling = client.responses.create(model="scripted:chain_3_steps", previous_response_id=root.id, input="And after?")
+check(sibling.previous_response_id == root.id and sibling.id != child.id, f"a branch from root: {sibling.id}")
+with concurrent.futures.ThreadPoolExecutor(3) as pool:
+    branches = list(pool.map(
+        lambda word: client.responses.create(
+            model="scripted:chain_3_steps", previous_response_id=root.id, input=word
+        ),
+        ["one", "two", "three"],
+    ))
+check(len({b.id for b in branches}) == 3 and all(b.status == "completed" for b in branches), "three branches at once")
+client.responses.delete(child.id)
+check(client.responses.retrieve(root.id).id == root.id, "deleting a child keeps its parent")
+check(client.responses.retrieve(sibling.id).id == sibling.id, "and its sibling")
+
+# Conversation items: the SDK's own pagination ends, items are read and popped one by one.
+paged = client.conversations.create(
+    items=[{"type": "message", "role": "user", "content": f"note {i}"} for i in range(5)]
+)
+seen = []
+for item in client.conversations.items.list(paged.id, limit=2, order="asc"):
+    seen.append(item.content[0].text)
+    if len(seen) > 50:
+        break
+check(seen == [f"note {i}" for i in range(5)], f"paged items: {seen}")
+newest = client.conversations.items.list(paged.id, limit=1).data[0]
+check(client.conversations.items.retrieve(newest.id, conversation_id=paged.id).id == newest.id, "retrieve an item")
+after_pop = client.conversations.items.delete(newest.id, conversation_id=paged.id)
+check(after_pop.id == paged.id, f"delete an item answers the conversation: {after_pop}")
+left = [item.content[0].text for item in client.conversations.items.list(paged.id, order="asc")]
+check(left == [f"note {i}" for i in range(4)], f"items after the pop: {left}")
+
+# A background response cancelled while it runs reads back cancelled.
+background = client.responses.create(model="scripted:slow_tool", input="wait for it", background=True)
+check(background.status in ("queued", "in_progress"), f"background: {background.status}")
+cancelled = client.responses.cancel(background.id)
+check(cancelled.status == "cancelled", f"cancel: {cancelled.status}")
+for _ in range(200):
+    polled = client.responses.retrieve(background.id)
+    if polled.status != "in_progress":
+        break
+    time.sleep(0.05)
+check(polled.status == "cancelled", f"a cancelled response reads back {polled.status}")
+
+# retrieve(stream=True) of a response that was never streamed.
+whole = client.responses.create(model="scripted:chain_3_steps", input="How much was Ada's latest order?")
+replay = [event.type for event in client.responses.retrieve(whole.id, stream=True)]
+check(replay[0] == "response.created" and replay[-1] == "response.completed", f"retrieve stream: {replay[:2]}…{replay[-1:]}")
 
 models = [m.id for m in client.models.list()]
 check("scripted:chain_3_steps" in models, "models list")
