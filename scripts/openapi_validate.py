@@ -48,41 +48,68 @@ def _ref_name(schema):
     return ref[len(prefix):] if ref.startswith(prefix) else None
 
 
-def _tag_of(schema, schemas, prop):
-    """The single value `prop` must have in `schema` (followed through `$ref`), if the
-    schema requires it; else None."""
-    seen = 0
-    while isinstance(schema, dict) and _ref_name(schema) and seen < 10:
-        schema, seen = schemas.get(_ref_name(schema)), seen + 1
-    if not isinstance(schema, dict) or prop not in schema.get("required", []):
-        return None
+def _facts(schema, schemas, prop, depth=0):
+    """Whether `schema` (through `$ref` and `allOf`) requires `prop`, and the values it
+    allows it (None: any)."""
+    if depth > 20 or not isinstance(schema, dict):
+        return False, None
+    if _ref_name(schema):
+        return _facts(schemas.get(_ref_name(schema)), schemas, prop, depth + 1)
+    required = prop in schema.get("required", [])
     spec = schema.get("properties", {}).get(prop, {})
-    if "const" in spec:
-        return spec["const"]
-    values = spec.get("enum")
-    return values[0] if isinstance(values, list) and len(values) == 1 else None
+    values = [spec["const"]] if "const" in spec else spec.get("enum")
+    for part in schema.get("allOf", []):
+        part_required, part_values = _facts(part, schemas, prop, depth + 1)
+        required = required or part_required
+        values = values if values is not None else part_values
+    return required, values
+
+
+def _tag_of(schema, schemas, prop):
+    """The single value `prop` must have in `schema`, if the schema requires it; else None."""
+    required, values = _facts(schema, schemas, prop)
+    if required and isinstance(values, list) and len(values) == 1:
+        return values[0]
+    return None
+
+
+def _any(branches):
+    return branches[0] if len(branches) == 1 else {"anyOf": branches}
 
 
 def _discriminated(union, schemas, prop):
-    """`union` (anyOf/oneOf branches) as a check by `prop`'s value, or None when some
-    branch does not require a single value of it."""
-    groups = {}
+    """`union` (anyOf/oneOf branches) checked by `prop`'s value: a value's branches, plus
+    the branches that do not require one value of it; None when no branch has a value."""
+    groups, untagged = {}, []
     for branch in union:
         tag = _tag_of(branch, schemas, prop)
-        if not isinstance(tag, str):
-            return None
-        groups.setdefault(tag, []).append(branch)
+        if isinstance(tag, str):
+            groups.setdefault(tag, []).append(branch)
+        else:
+            untagged.append(branch)
+    if not groups:
+        return None
+    tags = sorted(groups)
+    if not untagged:
+        return {
+            "type": "object",
+            "required": [prop],
+            "properties": {prop: {"enum": tags}},
+            "allOf": [
+                {"if": {"properties": {prop: {"const": tag}}}, "then": _any(groups[tag])}
+                for tag in tags
+            ],
+        }
+    tagged = {"type": "object", "required": [prop]}
     return {
-        "type": "object",
-        "required": [prop],
-        "properties": {prop: {"enum": sorted(groups)}},
         "allOf": [
-            {
-                "if": {"properties": {prop: {"const": tag}}},
-                "then": branches[0] if len(branches) == 1 else {"anyOf": branches},
-            }
-            for tag, branches in sorted(groups.items())
-        ],
+            {"if": dict(tagged, properties={prop: {"const": tag}}),
+             "then": _any(groups[tag] + untagged)}
+            for tag in tags
+        ] + [
+            {"if": {"not": dict(tagged, properties={prop: {"enum": tags}})},
+             "then": _any(untagged)}
+        ]
     }
 
 
@@ -159,10 +186,25 @@ class Spec:
                       key=lambda e: (e["pointer"], e["reason"]))
 
 
+def _other_kind(errors):
+    """Whether a union branch failed only at the door: the instance is another JSON type,
+    or another `type` of item or event."""
+    return any(
+        (e.validator == "type" and not e.relative_path)
+        or (e.validator in ("const", "enum") and list(e.relative_path) == ["type"])
+        for e in errors
+    )
+
+
 def deepest(error):
-    """The most telling error under a failed union: the branch that got furthest."""
+    """The most telling error under a failed union: among the branches of the instance's
+    own kind, the one that got furthest."""
     while error.context:
-        error = jsonschema.exceptions.best_match(error.context)
+        branches = {}
+        for e in error.context:
+            branches.setdefault(e.schema_path[0] if e.schema_path else None, []).append(e)
+        same_kind = [e for errs in branches.values() if not _other_kind(errs) for e in errs]
+        error = jsonschema.exceptions.best_match(same_kind or error.context)
     return error
 
 
