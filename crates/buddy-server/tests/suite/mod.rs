@@ -4,6 +4,7 @@ mod approvals;
 mod client_tools;
 mod compact;
 mod connections;
+mod contract;
 mod counts;
 mod hostile_mcp;
 mod instances;
