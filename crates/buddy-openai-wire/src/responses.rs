@@ -114,6 +114,9 @@ pub struct OutputText {
     pub text: String,
     #[serde(default)]
     pub annotations: Vec<Value>,
+    /// Always there, as OpenAI's schema requires (`[]`: buddy asks for none).
+    #[serde(default)]
+    pub logprobs: Vec<Value>,
 }
 
 impl OutputText {
@@ -122,6 +125,7 @@ impl OutputText {
         OutputText {
             text: text.into(),
             annotations: Vec::new(),
+            logprobs: Vec::new(),
         }
     }
 }
@@ -574,9 +578,15 @@ pub enum StreamEvent {
         name: String,
         arguments: Arguments,
     },
-    /// The turn failed; a `response.failed` follows.
+    /// The turn failed; a `response.failed` follows. The error is both at the event's
+    /// top level (OpenAI's `ResponseErrorEvent`) and in `error` (Open Responses).
     #[serde(rename = "error")]
-    Error { error: StreamError },
+    Error {
+        code: &'static str,
+        message: String,
+        param: Option<String>,
+        error: StreamError,
+    },
 }
 
 /// The error of an `error` event.

@@ -220,6 +220,15 @@ impl Builder {
         self.output.push(item);
     }
 
+    /// Marks the response cancelled, as `POST …/cancel` answers it (its turn stops soon
+    /// after, recording the same).
+    pub(crate) fn cancelled(&mut self) {
+        self.close_message(&mut Vec::new(), None);
+        self.status = ResponseStatus::Cancelled;
+        self.reason = Some(StopReason::Cancelled);
+        self.completed_at = Some(unix_now());
+    }
+
     /// Whose response it is.
     pub(crate) fn owner(&self) -> &str {
         &self.owner
@@ -439,11 +448,16 @@ impl Builder {
         self.status = ResponseStatus::Failed;
         self.completed_at = Some(unix_now());
         let text = format!("turn ended ({reason}): {message}");
+        // OpenAI's codes are a closed list; buddy's reason is in the message and in
+        // `buddy.stop_reason`.
         self.error = Some(ResponseError {
-            code: reason.as_str(),
+            code: "server_error",
             message: text.clone(),
         });
         out.push(self.event(StreamEvent::Error {
+            code: reason.as_str(),
+            message: text.clone(),
+            param: None,
             error: StreamError {
                 kind: "turn_failed",
                 code: reason.as_str(),

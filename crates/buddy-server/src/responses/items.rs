@@ -33,6 +33,7 @@ pub(crate) fn message_items(message: &Message, id: &str) -> Vec<Value> {
             if let Some(content) = content.as_deref().filter(|c| !c.is_empty()) {
                 let mut item = text("assistant", "output_text", content);
                 item["content"][0]["annotations"] = json!([]);
+                item["content"][0]["logprobs"] = json!([]);
                 items.push(item);
             }
             for (n, call) in tool_calls.iter().enumerate() {

@@ -332,7 +332,8 @@ pub(crate) async fn delete(
     ))
 }
 
-/// `POST /v1/responses/{id}/cancel`: stops the response's turn while it runs.
+/// `POST /v1/responses/{id}/cancel`: stops the response's turn while it runs, and
+/// answers the response as it stands, `cancelled`.
 pub(crate) async fn cancel(
     Client { state, caller }: Client,
     Path(id): Path<String>,
@@ -344,7 +345,10 @@ pub(crate) async fn cancel(
             "response `{id}` is not in progress: only a running response can be cancelled"
         )));
     }
+    let (mut builder, record) = rebuilder(&state, &caller, &id, &found)?;
+    rebuild(&mut builder, &found, record);
+    builder.cancelled();
     Ok(Json(
-        json!({"id": id, "object": "response", "status": "cancelled"}),
+        serde_json::to_value(builder.response()).unwrap_or(Value::Null),
     ))
 }
