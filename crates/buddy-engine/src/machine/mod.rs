@@ -19,9 +19,12 @@
 //! messages — asks the judge what it means, and returns the next state. Every turn
 //! passes through `End` exactly once, which emits the one terminal event.
 
+mod account;
 mod call;
 mod end;
 mod finalize;
+mod offer;
+mod request;
 mod route;
 mod start;
 mod tools;
@@ -39,6 +42,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
 use crate::approval::{ApprovalRules, CallDecision, Decision, Resume};
+use crate::context::budget::Room;
 use crate::context::counter_for_model;
 use crate::emitter::Emitter;
 use crate::judge::memory::Judge;
@@ -146,9 +150,9 @@ impl<'e> std::ops::Deref for ToolboxHandle<'e> {
 
 /// What the driver knows of the model's context window.
 struct Window {
-    /// The model's context window and the part of it kept for the reply.
-    window: u64,
-    reserve: u64,
+    /// The model's context window, the part of it kept for the reply, and the lower
+    /// ceiling set when the provider refused a request as too long.
+    room: Room,
     /// Tokens of the latest tool list, by names, and whether they are exact (else a bound).
     tools_cache: Option<(Vec<String>, usize, bool)>,
     /// Estimated tokens of the latest request sent.
@@ -156,8 +160,6 @@ struct Window {
     /// The latest request was sized by upper bounds (its exact size is made if the
     /// provider refuses it as too long).
     last_sent_bounded: bool,
-    /// A lower ceiling on the request, set when the provider refused one as too long.
-    room_cap: Option<u64>,
 }
 
 /// The driver of one turn. Owned by a single task; nothing here is shared or locked.
@@ -264,12 +266,14 @@ impl<'e> Turn<'e> {
             judge: Judge::new(policy),
             ledger,
             window: Window {
-                window,
-                reserve,
+                room: Room {
+                    window,
+                    reserve,
+                    cap: None,
+                },
                 tools_cache: None,
                 last_sent_tokens: 0,
                 last_sent_bounded: false,
-                room_cap: None,
             },
             approval: request.approval,
             tools_offered_now: false,

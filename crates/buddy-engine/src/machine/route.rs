@@ -12,6 +12,7 @@ use crate::guards::canonical::canonical_args;
 use crate::judge::answer::{Screened, buddys_words, continuation, reask, screen, tools_ignored};
 use crate::judge::memory::Resent;
 use crate::judge::route::{ReplyFacts, RouteVerdict, route};
+use crate::judge::verdict::Trip;
 use crate::model_call::Reply;
 use crate::tape::TapeCalls;
 use crate::words;
@@ -27,41 +28,13 @@ impl Turn<'_> {
             tape_step,
             ..
         } = reply;
-        // The calls as the model sent them, kept for the tape only when buddy changes them.
-        let mut raw: Option<Vec<ToolCall>> = None;
         let chanted = chanted.is_some();
-        // Calls the model sent again under the id of a call that already ran, with the
-        // same arguments: renamed like any reused id, and never run a second time.
-        let mut resent: BTreeMap<String, Resent> = BTreeMap::new();
-        if !chanted && self.ledger.needs_rename(&tool_calls) {
-            let sent = tool_calls.clone();
-            self.ledger.rename_reused_ids(&mut tool_calls);
-            for (before, after) in sent.iter().zip(&tool_calls) {
-                let same_call = before.id != after.id
-                    && self
-                        .ledger
-                        .answered_call(&before.id)
-                        .is_some_and(|earlier| {
-                            earlier.name == before.name
-                                && canonical_args(&earlier.arguments)
-                                    == canonical_args(&before.arguments)
-                        });
-                if let Some((content, is_error)) = same_call
-                    .then(|| self.ledger.result_of(&before.id))
-                    .flatten()
-                {
-                    resent.insert(
-                        after.id.clone(),
-                        Resent {
-                            earlier: before.id.clone(),
-                            content: content.to_owned(),
-                            is_error,
-                        },
-                    );
-                }
-            }
-            raw = Some(sent);
-        }
+        // The calls as the model sent them, kept for the tape only when buddy changes them.
+        let (raw, resent) = if chanted {
+            (None, BTreeMap::new())
+        } else {
+            self.rename_reused_calls(&mut tool_calls)
+        };
         self.judge.memory.resent = resent;
         let toolbox = self.toolbox_handle();
         let verdict = route(
@@ -120,49 +93,105 @@ impl Turn<'_> {
                 })
             }
             RouteVerdict::Execute { keep, dropped } => {
-                if let Some(trip) = dropped {
-                    raw.get_or_insert_with(|| tool_calls.clone());
-                    tool_calls.truncate(keep);
-                    self.announce(trip).await;
-                }
-                if !self.approval.unattended {
-                    let toolbox = self.toolbox();
-                    // A re-sent call will not run: nobody is asked about it.
-                    let asked: Vec<ToolCall> = tool_calls
-                        .iter()
-                        .filter(|c| !self.judge.memory.resent.contains_key(&c.id))
-                        .cloned()
-                        .collect();
-                    let waiting = calls_needing_approval(
-                        &self.approval,
-                        &asked,
-                        |name| toolbox.semantics(name),
-                        &HashMap::new(),
-                    );
-                    if !waiting.is_empty() {
-                        debug!(calls = waiting.len(), "calls wait for approval");
-                        return State::Wait(Wait::Approval {
-                            text,
-                            calls: tool_calls,
-                            raw,
-                            waiting,
-                            tape_step,
-                        });
-                    }
-                }
-                self.push_calls(&text, tool_calls.clone(), tape_step, raw)
-                    .await;
-                // The model went on with tools: a cut answer before is history, not the answer.
-                self.cut_answer.clear();
-                State::ExecuteTools(Round {
-                    text,
-                    calls: tool_calls,
-                    decided: HashMap::new(),
-                    notes: Vec::new(),
-                    then: None,
-                })
+                self.execute(text, tool_calls, raw, keep, dropped, tape_step)
+                    .await
             }
         }
+    }
+
+    /// A reply whose first `keep` calls run (a `dropped` trip says the rest were dropped):
+    /// they wait for approval when a person must approve one, else go to ExecuteTools.
+    async fn execute(
+        &mut self,
+        text: String,
+        mut tool_calls: Vec<ToolCall>,
+        mut raw: Option<Vec<ToolCall>>,
+        keep: usize,
+        dropped: Option<Trip>,
+        tape_step: usize,
+    ) -> State {
+        if let Some(trip) = dropped {
+            raw.get_or_insert_with(|| tool_calls.clone());
+            tool_calls.truncate(keep);
+            self.announce(trip).await;
+        }
+        if !self.approval.unattended {
+            let toolbox = self.toolbox();
+            // A re-sent call will not run: nobody is asked about it.
+            let asked: Vec<ToolCall> = tool_calls
+                .iter()
+                .filter(|c| !self.judge.memory.resent.contains_key(&c.id))
+                .cloned()
+                .collect();
+            let waiting = calls_needing_approval(
+                &self.approval,
+                &asked,
+                |name| toolbox.semantics(name),
+                &HashMap::new(),
+            );
+            if !waiting.is_empty() {
+                debug!(calls = waiting.len(), "calls wait for approval");
+                return State::Wait(Wait::Approval {
+                    text,
+                    calls: tool_calls,
+                    raw,
+                    waiting,
+                    tape_step,
+                });
+            }
+        }
+        self.push_calls(&text, tool_calls.clone(), tape_step, raw)
+            .await;
+        // The model went on with tools: a cut answer before is history, not the answer.
+        self.cut_answer.clear();
+        State::ExecuteTools(Round {
+            text,
+            calls: tool_calls,
+            decided: HashMap::new(),
+            notes: Vec::new(),
+            then: None,
+        })
+    }
+
+    /// Renames calls that reuse an id of the history. Returns the calls as the model sent
+    /// them (when renamed) and the calls the model sent again under the id of a call that
+    /// already ran, with the same arguments: renamed like any reused id, and never run a
+    /// second time.
+    fn rename_reused_calls(
+        &mut self,
+        tool_calls: &mut [ToolCall],
+    ) -> (Option<Vec<ToolCall>>, BTreeMap<String, Resent>) {
+        let mut resent: BTreeMap<String, Resent> = BTreeMap::new();
+        if !self.ledger.needs_rename(tool_calls) {
+            return (None, resent);
+        }
+        let sent = tool_calls.to_vec();
+        self.ledger.rename_reused_ids(tool_calls);
+        for (before, after) in sent.iter().zip(tool_calls.iter()) {
+            let same_call = before.id != after.id
+                && self
+                    .ledger
+                    .answered_call(&before.id)
+                    .is_some_and(|earlier| {
+                        earlier.name == before.name
+                            && canonical_args(&earlier.arguments)
+                                == canonical_args(&before.arguments)
+                    });
+            if let Some((content, is_error)) = same_call
+                .then(|| self.ledger.result_of(&before.id))
+                .flatten()
+            {
+                resent.insert(
+                    after.id.clone(),
+                    Resent {
+                        earlier: before.id.clone(),
+                        content: content.to_owned(),
+                        is_error,
+                    },
+                );
+            }
+        }
+        (Some(sent), resent)
     }
 
     /// A reply without calls: the answer, unless it holds none (empty, cut off, buddy's
