@@ -15,9 +15,7 @@ use super::request::ended_without_reply;
 use super::{End, State, Turn, announce_to};
 use crate::context::budget::{Budgeted, History, RequestParts, cap_after_refusal, fit_request};
 use crate::guards::chant::ChantDetector;
-use crate::judge::answer::has_successful_results;
-use crate::judge::limits::limit_cause;
-use crate::judge::verdict::{FinalizeCause, Trip};
+use crate::judge::{FinalizeCause, Judge, Trip};
 use crate::model_call::{CallEnd, Reply, stream_reply};
 use crate::tape::{Interruption, TapeStep};
 
@@ -28,12 +26,10 @@ impl Turn<'_> {
             return State::End(end);
         }
         let estimate = self.next_call_estimate();
-        if let Some(cause) = limit_cause(
-            &self.judge.policy,
-            &self.stats,
-            self.deadline_passed(),
-            estimate,
-        ) {
+        if let Some(cause) =
+            self.judge
+                .limit_before_call(&self.stats, self.deadline_passed(), estimate)
+        {
             return State::Finalize(cause);
         }
         let tools = self.tools_for_next_call().await;
@@ -49,7 +45,7 @@ impl Turn<'_> {
         State::End(match end {
             CallEnd::Cancelled => End::Cancelled,
             CallEnd::Deadline => {
-                return State::Finalize(FinalizeCause::deadline(self.judge.policy.deadline_ms));
+                return State::Finalize(FinalizeCause::deadline(self.judge.policy().deadline_ms));
             }
             CallEnd::Invalid(e) => End::Failed {
                 reason: StopReason::InvalidRequest,
@@ -85,7 +81,7 @@ impl Turn<'_> {
     /// if there are any, else end with an error that says what to change.
     fn context_refused(&self, e: &ProviderError) -> End {
         warn!(error = %e, "the provider refused the request as too long, even trimmed");
-        if has_successful_results(self.ledger.this_turn()) {
+        if Judge::has_successful_results(self.ledger.this_turn()) {
             return End::Answered {
                 reason: StopReason::ContextOverflow,
                 text: String::new(),
@@ -229,7 +225,7 @@ impl Turn<'_> {
         finalize: bool,
         purpose: CallPurpose,
     ) -> Result<Reply, CallEnd> {
-        let policy = &self.judge.policy;
+        let policy = self.judge.policy();
         let mut request = CompletionRequest {
             model: &self.model,
             messages,

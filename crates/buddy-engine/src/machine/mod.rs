@@ -45,8 +45,7 @@ use crate::approval::{ApprovalRules, CallDecision, Decision, Resume};
 use crate::context::budget::Room;
 use crate::context::counter_for_model;
 use crate::emitter::Emitter;
-use crate::judge::memory::Judge;
-use crate::judge::verdict::{FinalizeCause, Trip};
+use crate::judge::{FinalizeCause, Judge, Trip};
 use crate::ledger::Ledger;
 use crate::model_call::Reply;
 use crate::request::{TurnOutcome, TurnRequest};
@@ -292,7 +291,7 @@ impl<'e> Turn<'e> {
             .err()
             .or_else(|| self.provider.unsupported(&self.sampling))
             .or_else(|| self.provider.refuses_any(self.ledger.messages()));
-        let mut state = match (self.judge.policy.max_turn_cost_usd, self.price) {
+        let mut state = match (self.judge.policy().max_turn_cost_usd, self.price) {
             // A setting or an attachment the model cannot take is refused, never dropped.
             _ if refused.is_some() => State::End(End::Failed {
                 reason: StopReason::InvalidRequest,
@@ -376,7 +375,7 @@ impl<'e> Turn<'e> {
     /// call's cost, or before any call the history's input tokens (counted exactly) at
     /// the model's price (a lower bound: no output).
     fn next_call_estimate(&mut self) -> Option<Usd> {
-        self.judge.policy.max_turn_cost_usd?;
+        self.judge.policy().max_turn_cost_usd?;
         if let Some(cost) = self.last_call_cost {
             return Some(cost);
         }

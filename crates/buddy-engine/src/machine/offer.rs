@@ -7,19 +7,14 @@ use buddy_core::ToolSpec;
 use tracing::debug;
 
 use super::{ToolboxHandle, Turn};
-use crate::judge::limits::{Offer, offer};
-use crate::judge::route::FINISH_TOOL;
+use crate::judge::{FINISH_TOOL, Offer};
 use crate::tape::{TapeStep, tools_of};
 use crate::words;
 
 impl<'e> Turn<'e> {
     /// The tools to offer the next call, or `None` for a plain chat call.
     pub(super) async fn tools_for_next_call(&mut self) -> Option<Cow<'e, [ToolSpec]>> {
-        match offer(
-            &self.judge.policy,
-            &mut self.judge.memory,
-            self.stats.model_calls,
-        ) {
+        match self.judge.offer(self.stats.model_calls) {
             Offer::Nothing(trip) => {
                 if let Some(trip) = trip {
                     self.announce(trip).await;
@@ -29,18 +24,18 @@ impl<'e> Turn<'e> {
             Offer::Tools => {}
         }
         self.follow_tool_changes().await;
-        let withdrawn = &self.judge.memory.withdrawn;
-        let finish_tool = self.judge.policy.finish_tool;
+        let judge = &self.judge;
+        let finish_tool = judge.policy().finish_tool;
         // The usual case borrows the toolbox's own list: no copy per model call.
         let specs = match self.toolbox_handle() {
-            ToolboxHandle::Base(base) if withdrawn.is_empty() && !finish_tool => {
+            ToolboxHandle::Base(base) if judge.nothing_withdrawn() && !finish_tool => {
                 Cow::Borrowed(base.specs())
             }
             toolbox => {
                 let mut specs: Vec<ToolSpec> = toolbox
                     .specs()
                     .iter()
-                    .filter(|s| !withdrawn.contains_key(&s.name))
+                    .filter(|s| !judge.is_withdrawn(&s.name))
                     .cloned()
                     .collect();
                 if finish_tool {

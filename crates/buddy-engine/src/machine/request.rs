@@ -13,7 +13,7 @@ use crate::context::budget::{Budgeted, Room, whole_request};
 use crate::context::shed::{Shed, reserve_floor};
 use crate::guards::canonical::canonical_args;
 use crate::history_check::check_history;
-use crate::judge::verdict::Trip;
+use crate::judge::Trip;
 use crate::model_call::CallEnd;
 
 impl Turn<'_> {

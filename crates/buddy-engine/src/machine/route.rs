@@ -9,10 +9,7 @@ use tracing::debug;
 use super::{End, Round, State, Turn, Wait, non_empty, store_failed};
 use crate::approval::calls_needing_approval;
 use crate::guards::canonical::canonical_args;
-use crate::judge::answer::{Screened, buddys_words, continuation, reask, screen, tools_ignored};
-use crate::judge::memory::Resent;
-use crate::judge::route::{ReplyFacts, RouteVerdict, route};
-use crate::judge::verdict::Trip;
+use crate::judge::{Judge, ReplyFacts, Resent, RouteVerdict, Screened, Trip};
 use crate::model_call::Reply;
 use crate::tape::TapeCalls;
 use crate::words;
@@ -35,17 +32,15 @@ impl Turn<'_> {
         } else {
             self.rename_reused_calls(&mut tool_calls)
         };
-        self.judge.memory.resent = resent;
         let toolbox = self.toolbox_handle();
-        let verdict = route(
-            &self.judge.policy,
-            &mut self.judge.memory,
+        let verdict = self.judge.route(
             ReplyFacts {
                 text: &text,
                 calls: &tool_calls,
                 finish: finish.as_ref(),
                 chanted,
             },
+            resent,
             |name| toolbox.is_external(name),
         );
         debug!(
@@ -120,7 +115,7 @@ impl Turn<'_> {
             // A re-sent call will not run: nobody is asked about it.
             let asked: Vec<ToolCall> = tool_calls
                 .iter()
-                .filter(|c| !self.judge.memory.resent.contains_key(&c.id))
+                .filter(|c| !self.judge.is_resent(&c.id))
                 .cloned()
                 .collect();
             let waiting = calls_needing_approval(
@@ -202,7 +197,7 @@ impl Turn<'_> {
         // it stands, and the model is asked to continue (within the turn's budget).
         if reason == StopReason::Truncated
             && !text.trim().is_empty()
-            && let Some((note, trip)) = continuation(&self.judge.policy, &mut self.judge.memory)
+            && let Some((note, trip)) = self.judge.continuation()
         {
             self.announce(trip).await;
             self.ledger.push(Message::assistant(text.clone())).await;
@@ -218,17 +213,21 @@ impl Turn<'_> {
         let names = self.tool_names();
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
         if let Some(trip) =
-            tools_ignored(&text, self.tools_offered_now, self.stats.tool_calls, &names)
+            Judge::tools_ignored(&text, self.tools_offered_now, self.stats.tool_calls, &names)
         {
             self.announce(trip).await;
         }
-        let said = buddys_words(self.ledger.this_turn());
-        let screened = screen(text, reason == StopReason::Truncated, &names, &said);
+        let screened = Judge::screen_answer(
+            text,
+            reason == StopReason::Truncated,
+            &names,
+            self.ledger.this_turn(),
+        );
         let (why, trip) = match screened {
             Screened::Answer(text) => return State::End(End::Answered { reason, text }),
             Screened::Unanswered(why, trip) => (why, trip),
         };
-        match reask(&self.judge.policy, &mut self.judge.memory, why) {
+        match self.judge.reask(why) {
             Some((note, asked)) => {
                 self.announce(asked).await;
                 self.ledger.push(Message::note(note)).await;
