@@ -63,6 +63,7 @@ pub(crate) fn whole_request(
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct History<'m> {
     pub messages: &'m [Message],
+    /// Tokens of each message.
     pub counts: &'m [usize],
     /// The sum of `counts`.
     pub tokens: usize,

@@ -16,8 +16,10 @@
 //!
 //! Each step is one method (in `start.rs`, `call.rs`, `route.rs`, `tools.rs`,
 //! `finalize.rs`, `end.rs`) that does the step's I/O — a model call, tool calls, events,
-//! messages — asks the judge what it means, and returns the next state. Every turn
-//! passes through `End` exactly once, which emits the one terminal event.
+//! messages — asks the judge what it means (only through `judge::Judge`), and returns the
+//! next state. Every turn passes through `End` exactly once, which emits the one terminal
+//! event. A model call's parts: the tools it offers (`offer.rs`), its request sized,
+//! fitted and checked (`request.rs`, by `context::budget`), and its account (`account.rs`).
 
 mod account;
 mod call;
