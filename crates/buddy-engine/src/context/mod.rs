@@ -1,6 +1,7 @@
 //! Context: counting tokens per model, the window each model has, and trimming a
 //! history to fit it without ever breaking it.
 
+pub(crate) mod budget;
 mod counter;
 pub mod shed;
 mod trim;

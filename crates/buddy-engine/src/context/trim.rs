@@ -86,151 +86,237 @@ pub fn fit<'a>(
             truncated: 0,
         });
     }
-    let mut groups = groups(messages);
-    let mut sizes: Vec<usize> = counts.to_vec();
-    let mut cut: Vec<Option<Message>> = vec![None; messages.len()];
-    let mut kept = total;
-    // An upper bound on the note's size, whatever the number of dropped messages.
-    let note_tokens = counter.message(&elision_note(usize::MAX));
-    let used =
-        |kept: usize, any_dropped: bool| kept + priming + if any_dropped { note_tokens } else { 0 };
-
-    // 1. A single huge result is cut in place rather than costing its whole group.
-    let cap = (budget / 4).max(MIN_RESULT_TOKENS);
-    for i in 0..messages.len() {
-        if sizes[i] > cap && matches!(messages[i], Message::Tool { .. }) {
-            let (message, size) = cut_result(&messages[i], counts[i], cap, counter);
-            kept = kept - sizes[i] + size;
-            sizes[i] = size;
-            cut[i] = Some(message);
-        }
+    let mut trim = Trim::new(messages, counts, total, budget, counter);
+    trim.cut_huge_results();
+    trim.drop_oldest_groups();
+    if trim.over() {
+        trim.cut_results_evenly();
     }
-
-    // 2. Oldest groups first, never the pinned ones nor the newest group of the current
-    //    turn (the results the model is working on); earlier turns are all fair game.
-    let latest_user = messages.iter().rposition(Message::is_user);
-    let newest = groups
-        .iter()
-        .rposition(|g| !g.pinned)
-        .filter(|&i| Some(groups[i].start) > latest_user);
-    let mut any_dropped = false;
-    for (i, g) in groups.iter_mut().enumerate() {
-        if used(kept, any_dropped) <= budget {
-            break;
-        }
-        if !g.pinned && Some(i) != newest {
-            g.dropped = true;
-            any_dropped = true;
-            kept -= sizes[g.start..g.end].iter().sum::<usize>();
-        }
+    if trim.over() {
+        trim.keep_only_markers();
     }
-    // The Messages API wants a user message first: drop assistant groups that would now
-    // lead the conversation.
-    for g in groups.iter_mut().filter(|g| !g.pinned && !g.dropped) {
-        if Some(g.start) > latest_user || !matches!(messages[g.start], Message::Assistant { .. }) {
-            break;
-        }
-        g.dropped = true;
-        any_dropped = true;
-        kept -= sizes[g.start..g.end].iter().sum::<usize>();
-    }
+    trim.finish()
+}
 
-    // 3. Still too big: cut the remaining results further, evenly.
-    if used(kept, any_dropped) > budget {
-        let results: Vec<usize> = groups
-            .iter()
-            .filter(|g| !g.dropped)
-            .flat_map(|g| g.start..g.end)
-            .filter(|&i| matches!(messages[i], Message::Tool { .. }))
-            .collect();
-        if !results.is_empty() {
-            let others = used(kept, any_dropped) - results.iter().map(|&i| sizes[i]).sum::<usize>();
-            let share = (budget.saturating_sub(others) / results.len()).max(MIN_RESULT_TOKENS);
-            for &i in &results {
-                if sizes[i] > share {
-                    let (message, size) = cut_result(&messages[i], counts[i], share, counter);
-                    kept = kept - sizes[i] + size;
-                    sizes[i] = size;
-                    cut[i] = Some(message);
-                }
-            }
-        }
-    }
+/// A history being trimmed: which groups are dropped, which results cut, and the size
+/// of what is kept.
+struct Trim<'a, 'c> {
+    messages: &'a [Message],
+    counts: &'c [usize],
+    budget: usize,
+    counter: &'c dyn TokenCounter,
+    priming: usize,
+    /// An upper bound on the note's size, whatever the number of dropped messages.
+    note_tokens: usize,
+    latest_user: Option<usize>,
+    groups: Vec<Group>,
+    /// Each message's size as it stands (cut or not).
+    sizes: Vec<usize>,
+    /// The cut form of each message that was cut.
+    cut: Vec<Option<Message>>,
+    /// Tokens of the messages kept.
+    kept: usize,
+    any_dropped: bool,
+}
 
-    // 4. Still too big (a wide parallel round in a small window): every remaining result
-    //    keeps only its marker, saying how big it was — the calls and their pairing stay,
-    //    and the model can ask again for less.
-    if used(kept, any_dropped) > budget {
-        for g in groups.iter().filter(|g| !g.dropped) {
-            for i in g.start..g.end {
-                if matches!(messages[i], Message::Tool { .. }) {
-                    let (message, size) = cut_result(&messages[i], counts[i], 0, counter);
-                    if size < sizes[i] {
-                        kept = kept - sizes[i] + size;
-                        sizes[i] = size;
-                        cut[i] = Some(message);
-                    }
-                }
-            }
-        }
-    }
-
-    // 5. What is left must fit, or the turn cannot go on. The note is a courtesy: when it
-    //    alone would tip the request over, it is left out.
-    let with_note = any_dropped && used(kept, true) <= budget;
-    let needed = used(kept, with_note);
-    if needed > budget {
-        let largest = groups
-            .iter()
-            .filter(|g| !g.dropped)
-            .flat_map(|g| g.start..g.end)
-            .max_by_key(|&i| sizes[i])
-            .map_or_else(String::new, |i| {
-                describe(
-                    &messages[i],
-                    i == latest_user.unwrap_or(usize::MAX),
-                    sizes[i],
-                )
-            });
-        return Err(Overflow {
-            needed,
+impl<'a, 'c> Trim<'a, 'c> {
+    fn new(
+        messages: &'a [Message],
+        counts: &'c [usize],
+        total: usize,
+        budget: usize,
+        counter: &'c dyn TokenCounter,
+    ) -> Self {
+        Trim {
+            messages,
+            counts,
             budget,
-            largest,
-        });
-    }
-    let dropped: usize = groups
-        .iter()
-        .filter(|g| g.dropped)
-        .map(|g| g.end - g.start)
-        .sum();
-    let mut out = Vec::with_capacity(messages.len() - dropped + 1);
-    let mut tokens = priming;
-    let mut truncated = 0;
-    let mut noted = !with_note;
-    for g in groups.iter().filter(|g| !g.dropped) {
-        if !noted && !matches!(messages[g.start], Message::System { .. }) {
-            let note = elision_note(dropped);
-            tokens += counter.message(&note);
-            out.push(note);
-            noted = true;
+            counter,
+            priming: counter.reply_priming(),
+            note_tokens: counter.message(&elision_note(usize::MAX)),
+            latest_user: messages.iter().rposition(Message::is_user),
+            groups: groups(messages),
+            sizes: counts.to_vec(),
+            cut: vec![None; messages.len()],
+            kept: total,
+            any_dropped: false,
         }
-        for i in g.start..g.end {
-            tokens += sizes[i];
-            match cut[i].take() {
-                Some(shortened) => {
-                    truncated += 1;
-                    out.push(shortened);
-                }
-                None => out.push(messages[i].clone()),
+    }
+
+    /// Tokens the request takes, with the note when `with_note`.
+    fn used(&self, with_note: bool) -> usize {
+        self.kept + self.priming + if with_note { self.note_tokens } else { 0 }
+    }
+
+    /// True while the request does not fit.
+    fn over(&self) -> bool {
+        self.used(self.any_dropped) > self.budget
+    }
+
+    fn is_result(&self, i: usize) -> bool {
+        matches!(self.messages[i], Message::Tool { .. })
+    }
+
+    /// Cuts the result at `i` to `target` tokens; with `only_if_smaller`, keeps it
+    /// unless the cut form is smaller.
+    fn cut_result(&mut self, i: usize, target: usize, only_if_smaller: bool) {
+        let (message, size) = cut_result(&self.messages[i], self.counts[i], target, self.counter);
+        if only_if_smaller && size >= self.sizes[i] {
+            return;
+        }
+        self.kept = self.kept - self.sizes[i] + size;
+        self.sizes[i] = size;
+        self.cut[i] = Some(message);
+    }
+
+    fn drop_group(&mut self, g: usize) {
+        let group = &mut self.groups[g];
+        group.dropped = true;
+        self.any_dropped = true;
+        self.kept -= self.sizes[group.start..group.end].iter().sum::<usize>();
+    }
+
+    /// The messages of the groups not dropped.
+    fn kept_indices(&self) -> Vec<usize> {
+        self.groups
+            .iter()
+            .filter(|g| !g.dropped)
+            .flat_map(|g| g.start..g.end)
+            .collect()
+    }
+
+    /// 1. A single huge result is cut in place rather than costing its whole group.
+    fn cut_huge_results(&mut self) {
+        let cap = (self.budget / 4).max(MIN_RESULT_TOKENS);
+        for i in 0..self.messages.len() {
+            if self.sizes[i] > cap && self.is_result(i) {
+                self.cut_result(i, cap, false);
             }
         }
     }
-    Ok(Fitted {
-        messages: Cow::Owned(out),
-        tokens,
-        dropped,
-        truncated,
-    })
+
+    /// 2. Oldest groups first, never the pinned ones nor the newest group of the current
+    ///    turn (the results the model is working on); earlier turns are all fair game.
+    fn drop_oldest_groups(&mut self) {
+        let latest_user = self.latest_user;
+        let newest = self
+            .groups
+            .iter()
+            .rposition(|g| !g.pinned)
+            .filter(|&i| Some(self.groups[i].start) > latest_user);
+        for g in 0..self.groups.len() {
+            if !self.over() {
+                break;
+            }
+            if !self.groups[g].pinned && Some(g) != newest {
+                self.drop_group(g);
+            }
+        }
+        // The Messages API wants a user message first: drop assistant groups that would
+        // now lead the conversation.
+        for g in 0..self.groups.len() {
+            let group = &self.groups[g];
+            if group.pinned || group.dropped {
+                continue;
+            }
+            if Some(group.start) > latest_user
+                || !matches!(self.messages[group.start], Message::Assistant { .. })
+            {
+                break;
+            }
+            self.drop_group(g);
+        }
+    }
+
+    /// 3. Still too big: cut the remaining results further, evenly.
+    fn cut_results_evenly(&mut self) {
+        let results: Vec<usize> = self
+            .kept_indices()
+            .into_iter()
+            .filter(|&i| self.is_result(i))
+            .collect();
+        if results.is_empty() {
+            return;
+        }
+        let others =
+            self.used(self.any_dropped) - results.iter().map(|&i| self.sizes[i]).sum::<usize>();
+        let share = (self.budget.saturating_sub(others) / results.len()).max(MIN_RESULT_TOKENS);
+        for &i in &results {
+            if self.sizes[i] > share {
+                self.cut_result(i, share, false);
+            }
+        }
+    }
+
+    /// 4. Still too big (a wide parallel round in a small window): every remaining result
+    ///    keeps only its marker, saying how big it was — the calls and their pairing stay,
+    ///    and the model can ask again for less.
+    fn keep_only_markers(&mut self) {
+        for i in self.kept_indices() {
+            if self.is_result(i) {
+                self.cut_result(i, 0, true);
+            }
+        }
+    }
+
+    /// 5. What is left must fit, or the turn cannot go on. The note is a courtesy: when it
+    ///    alone would tip the request over, it is left out.
+    fn finish(mut self) -> Result<Fitted<'a>, Overflow> {
+        let with_note = self.any_dropped && self.used(true) <= self.budget;
+        let needed = self.used(with_note);
+        if needed > self.budget {
+            let largest = self
+                .kept_indices()
+                .into_iter()
+                .max_by_key(|&i| self.sizes[i])
+                .map_or_else(String::new, |i| {
+                    describe(
+                        &self.messages[i],
+                        i == self.latest_user.unwrap_or(usize::MAX),
+                        self.sizes[i],
+                    )
+                });
+            return Err(Overflow {
+                needed,
+                budget: self.budget,
+                largest,
+            });
+        }
+        let dropped: usize = self
+            .groups
+            .iter()
+            .filter(|g| g.dropped)
+            .map(|g| g.end - g.start)
+            .sum();
+        let mut out = Vec::with_capacity(self.messages.len() - dropped + 1);
+        let mut tokens = self.priming;
+        let mut truncated = 0;
+        let mut noted = !with_note;
+        for g in self.groups.iter().filter(|g| !g.dropped) {
+            if !noted && !matches!(self.messages[g.start], Message::System { .. }) {
+                let note = elision_note(dropped);
+                tokens += self.counter.message(&note);
+                out.push(note);
+                noted = true;
+            }
+            for i in g.start..g.end {
+                tokens += self.sizes[i];
+                match self.cut[i].take() {
+                    Some(shortened) => {
+                        truncated += 1;
+                        out.push(shortened);
+                    }
+                    None => out.push(self.messages[i].clone()),
+                }
+            }
+        }
+        Ok(Fitted {
+            messages: Cow::Owned(out),
+            tokens,
+            dropped,
+            truncated,
+        })
+    }
 }
 
 /// The note that tells the model earlier messages were left out.
@@ -238,7 +324,6 @@ fn elision_note(dropped: usize) -> Message {
     Message::system(words::elision_note(dropped))
 }
 
-/// Splits the history into groups; leading system messages and the latest user message are pinned.
 /// One message of a request, in words, with its size.
 fn describe(message: &Message, is_latest_user: bool, tokens: usize) -> String {
     let what = match message {
@@ -255,6 +340,7 @@ fn describe(message: &Message, is_latest_user: bool, tokens: usize) -> String {
     format!("{what} ({tokens} tokens)")
 }
 
+/// Splits the history into groups; leading system messages and the latest user message are pinned.
 fn groups(messages: &[Message]) -> Vec<Group> {
     let latest_user = messages.iter().rposition(Message::is_user);
     let mut out = Vec::new();

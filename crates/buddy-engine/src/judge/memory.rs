@@ -11,11 +11,12 @@ use crate::guards::ladder::Ladder;
 use crate::policy::LoopPolicy;
 
 /// The judge of one turn: its policy and what it remembers. It does no I/O and emits
-/// nothing; the driver turns its verdicts into events and steps.
+/// nothing; the driver asks it through its steps (`facade.rs`) and turns its verdicts
+/// into events and steps.
 #[derive(Clone, Debug)]
 pub(crate) struct Judge {
-    pub policy: LoopPolicy,
-    pub memory: JudgeMemory,
+    pub(super) policy: LoopPolicy,
+    pub(super) memory: JudgeMemory,
 }
 
 impl Judge {
@@ -25,6 +26,12 @@ impl Judge {
             policy,
             memory: JudgeMemory::default(),
         }
+    }
+
+    /// The turn's policy (read by the driver for its own settings: deadlines, grace,
+    /// parallelism, the chant detector).
+    pub(crate) fn policy(&self) -> &LoopPolicy {
+        &self.policy
     }
 }
 
@@ -39,49 +46,49 @@ pub(crate) struct Withdrawal {
 
 /// The judge's memory of one turn.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub(crate) struct JudgeMemory {
+pub(super) struct JudgeMemory {
     /// Withdrawn skills, by name.
-    pub withdrawn: BTreeMap<String, Withdrawal>,
+    pub(super) withdrawn: BTreeMap<String, Withdrawal>,
     /// The guard behind the latest withdrawal, named again if it leaves no tools.
-    pub last_withdrawal_by: Option<GuardKind>,
+    pub(super) last_withdrawal_by: Option<GuardKind>,
     /// Executed calls per skill.
-    pub calls_per_skill: BTreeMap<String, u32>,
+    pub(super) calls_per_skill: BTreeMap<String, u32>,
     /// Failures in a row per skill (the circuit breaker).
-    pub consecutive_failures: BTreeMap<String, u32>,
+    pub(super) consecutive_failures: BTreeMap<String, u32>,
     /// Every executed call and what it returned.
-    pub log: CallLog,
+    pub(super) log: CallLog,
     /// The escalation ladder every loop signal climbs.
-    pub ladder: Ladder,
+    pub(super) ladder: Ladder,
     /// Normalised answer texts of earlier rounds that came with tool calls.
-    pub answers: Vec<String>,
+    pub(super) answers: Vec<String>,
     /// "No tools after N model calls" has been announced.
-    pub tools_withdrawn_announced: bool,
+    pub(super) tools_withdrawn_announced: bool,
     /// Tool rounds so far (model responses whose calls were run).
-    pub rounds: u32,
+    pub(super) rounds: u32,
     /// Call keys the model was already warned about: repeating one again finalizes.
-    pub signalled: BTreeSet<String>,
+    pub(super) signalled: BTreeSet<String>,
     /// Skills that tripped a guard in this turn (trips on several add up).
-    pub tripped_skills: BTreeSet<String>,
+    pub(super) tripped_skills: BTreeSet<String>,
     /// Per skill: calls in a row whose arguments changed but whose result did not.
-    pub echo_streak: BTreeMap<String, u32>,
+    pub(super) echo_streak: BTreeMap<String, u32>,
     /// Rounds in a row in which every call only repeated an earlier one.
-    pub stale_rounds: u32,
+    pub(super) stale_rounds: u32,
     /// Calls dropped from the latest reply for going over `max_calls_per_reply`.
-    pub dropped_calls: Option<usize>,
+    pub(super) dropped_calls: Option<usize>,
     /// Distinctive tokens (hashed) of every argument and result so far.
-    pub seen_tokens: BTreeSet<u64>,
+    pub(super) seen_tokens: BTreeSet<u64>,
     /// Tokens that first appeared in the latest round's results: a call whose arguments
     /// carry one follows what the model read.
-    pub latest_tokens: BTreeSet<u64>,
+    pub(super) latest_tokens: BTreeSet<u64>,
     /// Replies without an answer that were asked again.
-    pub reasks: u32,
+    pub(super) reasks: u32,
     /// Replies cut by the output limit that were asked to continue.
     #[serde(default)]
-    pub continuations: u32,
+    pub(super) continuations: u32,
     /// Calls of the latest reply that re-send a call which already ran (same id, same
     /// arguments), by their new id. They never run again: they get that call's result.
     #[serde(default)]
-    pub resent: BTreeMap<String, Resent>,
+    pub(super) resent: BTreeMap<String, Resent>,
 }
 
 /// A call the provider sent again under the id of one that already ran.
@@ -96,14 +103,14 @@ pub(crate) struct Resent {
 
 impl JudgeMemory {
     /// Stops offering `name` for the rest of the turn, remembering which guard did it.
-    pub(crate) fn withdraw(&mut self, name: &str, why: String, by: GuardKind) {
+    pub(super) fn withdraw(&mut self, name: &str, why: String, by: GuardKind) {
         self.withdrawn
             .insert(name.to_owned(), Withdrawal { why, by });
         self.last_withdrawal_by = Some(by);
     }
 
     /// True when `name` is withdrawn.
-    pub(crate) fn is_withdrawn(&self, name: &str) -> bool {
+    pub(super) fn is_withdrawn(&self, name: &str) -> bool {
         self.withdrawn.contains_key(name)
     }
 }

@@ -1,22 +1,34 @@
 //! The judge of a turn: pure functions from what happened (the replies, the calls with
 //! their canonical arguments and results, the policy) to typed verdicts — run or answer a
 //! call, a note for the model, a skill withdrawn, Finalize with a cause and evidence.
-//! The judge does no I/O and emits nothing; its memory is plain data. The driver
-//! (`machine/`) performs the steps and turns verdicts into events.
+//! The judge does no I/O and emits nothing; its memory is plain data, private to it. The
+//! driver (`machine/`) performs the steps, asks the judge only through [`Judge`] (its
+//! state in `memory.rs`, its door in `facade.rs`: a method per step) and turns its
+//! verdicts into events.
 //!
 //! - `route`: where a reply sends the turn;
 //! - `limits`: the limits checked before a model call, and what it may offer;
-//! - `round` and `signals`: the checks of one tool round, and the loop signals and
-//!   escalation ladder its results feed;
+//! - `round`, `gates` and `signals`: the checks of one tool round (the gates a call
+//!   passes, in order), and the loop signals and escalation ladder its results feed;
 //! - `answer`: checks on the text that ends a turn.
 
-pub(crate) mod answer;
-pub(crate) mod limits;
-pub(crate) mod memory;
-pub(crate) mod round;
-pub(crate) mod route;
+mod answer;
+mod facade;
+mod gates;
+mod limits;
+mod memory;
+mod round;
+mod route;
 mod signals;
-pub(crate) mod verdict;
+mod verdict;
+
+pub(crate) use answer::{FinalCheck, Screened};
+pub(crate) use limits::Offer;
+pub(crate) use memory::Judge;
+pub(crate) use memory::Resent;
+pub(crate) use round::{Plan, RoundFacts, RoundJudge, Slot};
+pub(crate) use route::{FINISH_TOOL, ReplyFacts, RouteVerdict};
+pub(crate) use verdict::{FinalizeCause, Trip};
 
 #[cfg(test)]
 mod tests;

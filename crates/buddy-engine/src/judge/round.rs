@@ -3,7 +3,7 @@
 //! re-run), then — as each result comes in, see `signals.rs` — what the results say, and
 //! at the end of the round where the turn goes.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 use buddy_core::{
     Evidence, GuardAction, GuardKind, RepeatSemantics, StopReason, ToolCall, ToolOutcome,
@@ -11,15 +11,14 @@ use buddy_core::{
 
 use super::memory::Judge;
 use super::verdict::{FinalizeCause, Trip, stop_for};
-use crate::approval::{ApprovalRules, Decision};
+use crate::approval::ApprovalRules;
 use crate::guards::call_log::call_key;
 use crate::guards::canonical;
 use crate::guards::ladder::Rung;
 use crate::guards::similarity::{
     MIN_ECHO_CHARS, NEAR_ANSWER, args_counted_or_grown, normalize, text_similarity,
 };
-use crate::judge::route::FINISH_TOOL;
-use crate::words::{self, not_run};
+use crate::words;
 
 /// What the round does with one call.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -76,7 +75,7 @@ pub(crate) struct RoundJudge {
     pub(super) stale_calls: u32,
     pub(super) failed_calls: u32,
     /// The reply's text said what an earlier round beside tool calls already said.
-    text_repeated: bool,
+    pub(super) text_repeated: bool,
     /// Tokens that first appeared in this round's results.
     pub(super) new_tokens: BTreeSet<u64>,
     /// The calls behind this round's latest withdrawal, named again if it leaves no tools.
@@ -109,7 +108,7 @@ pub(crate) struct RoundVerdict {
 impl RoundJudge {
     /// Opens a round for a reply with `text` beside its calls; `pending` are notes that
     /// wait for this round (a person's edit of a call).
-    pub(crate) fn begin(judge: &mut Judge, text: &str, pending: Vec<String>) -> RoundJudge {
+    pub(super) fn begin(judge: &mut Judge, text: &str, pending: Vec<String>) -> RoundJudge {
         judge.memory.rounds += 1;
         let normalized_text = normalize(text);
         let mut round = RoundJudge {
@@ -130,7 +129,7 @@ impl RoundJudge {
 
     /// Opens a round that already happened (the results came with the request: a client
     /// ran its tools), to be booked call by call with [`RoundJudge::observe`].
-    pub(crate) fn booked(judge: &mut Judge) -> RoundJudge {
+    pub(super) fn booked(judge: &mut Judge) -> RoundJudge {
         judge.memory.rounds += 1;
         RoundJudge {
             number: judge.memory.rounds,
@@ -139,7 +138,7 @@ impl RoundJudge {
     }
 
     /// A slot for `call`, before any check.
-    pub(crate) fn slot(judge: &Judge, call: ToolCall, semantics: RepeatSemantics) -> Slot {
+    pub(super) fn slot(judge: &Judge, call: ToolCall, semantics: RepeatSemantics) -> Slot {
         // Parsed once for both; what is kept of it is bounded whatever its size.
         let parsed = canonical::parse(&call.arguments);
         let canonical = canonical::canonical_of(&call.arguments, parsed.as_ref());
@@ -162,182 +161,9 @@ impl RoundJudge {
         }
     }
 
-    /// Plans every call of the reply: the checks that need no execution. `semantics` is
-    /// each call's skill semantics (`None` for an unknown tool); `decisions` a person's
-    /// decisions about calls of a resumed round, taken as they are used.
-    pub(crate) fn plan(
-        &mut self,
-        judge: &mut Judge,
-        calls: Vec<ToolCall>,
-        semantics: &[Option<RepeatSemantics>],
-        decisions: &mut HashMap<String, Decision>,
-        facts: RoundFacts<'_>,
-    ) -> (Vec<Slot>, Vec<Trip>) {
-        let mut trips = Vec::new();
-        let mut slots: Vec<Slot> = Vec::with_capacity(calls.len());
-        let mut planned_runs = 0u32;
-        for (i, call) in calls.into_iter().enumerate() {
-            let known = semantics.get(i).copied().flatten();
-            let mut slot = Self::slot(judge, call, known.unwrap_or_default());
-            self.plan_one(
-                judge,
-                &mut slot,
-                &slots,
-                planned_runs,
-                decisions,
-                facts,
-                &mut trips,
-            );
-            if matches!(slot.plan, Plan::Run) {
-                planned_runs += 1;
-            }
-            judge.memory.log.note_requested(&slot.key);
-            slots.push(slot);
-        }
-        // The same answer beside calls that only vary old ones a little (the same
-        // arguments counting up or growing) is a model that has answered and keeps
-        // calling; beside a new action it is narration of new work, and exact repeats are
-        // judged by their results.
-        let runs = || slots.iter().filter(|s| matches!(s.plan, Plan::Run));
-        if self.text_repeated
-            && runs().any(|s| varies_old_ground(judge, s))
-            && runs().all(|s| varies_old_ground(judge, s) || repeats_old_ground(judge, s))
-        {
-            self.repeated_answer(judge, &mut slots, &mut trips);
-        }
-        (slots, trips)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn plan_one(
-        &mut self,
-        judge: &mut Judge,
-        slot: &mut Slot,
-        earlier: &[Slot],
-        planned_runs: u32,
-        decisions: &mut HashMap<String, Decision>,
-        facts: RoundFacts<'_>,
-        trips: &mut Vec<Trip>,
-    ) {
-        let policy = &judge.policy;
-        let name = slot.call.name.clone();
-        let runs_in_response = earlier
-            .iter()
-            .filter(|s| s.call.name == name && matches!(s.plan, Plan::Run))
-            .count();
-        let runs_of_skill = judge
-            .memory
-            .calls_per_skill
-            .get(&name)
-            .copied()
-            .unwrap_or(0)
-            + u32::try_from(runs_in_response).unwrap_or(u32::MAX);
-        let earlier_in_response = earlier
-            .iter()
-            .position(|s| s.key == slot.key && matches!(s.plan, Plan::Run));
-        let decision = decisions.remove(&slot.call.id);
-        if let Some(resent) = judge.memory.resent.remove(&slot.call.id) {
-            // The same call, sent again under the id of one that already ran: the same
-            // call, so it gets that call's result. A call runs at most once (running it
-            // again could start the same work twice).
-            let earlier = resent.earlier;
-            slot.plan = Plan::Answer {
-                content: resent.content,
-                is_error: resent.is_error,
-            };
-            trips.push(
-                Trip::new(
-                    GuardKind::Repetition,
-                    GuardAction::ReturnedEarlierResult,
-                    format!(
-                        "call `{earlier}` was sent again with the same id and arguments; it already ran, so it \
-                         gets the result it got then (a call runs at most once)"
-                    ),
-                )
-                .on(&name),
-            );
-        } else if let Some(Decision::Reject { reason }) = &decision {
-            slot.plan = refused(not_run::rejected(reason.as_deref()));
-        } else if decision.is_none()
-            && facts.approval.unattended
-            && !judge.memory.is_withdrawn(&name)
-            && let Some(why) = facts.approval.needs_approval(&name, slot.semantics)
-        {
-            slot.plan = refused(not_run::unattended(&name));
-            // It cannot run in this turn: it is not offered again, and a further call to it
-            // ends the turn like any withdrawn skill's.
-            judge.memory.withdraw(
-                &name,
-                format!("{why}, and nobody can approve calls in this run"),
-                GuardKind::Approval,
-            );
-            trips.push(
-                Trip::new(
-                    GuardKind::Approval,
-                    GuardAction::Refused,
-                    format!(
-                        "{why}; nobody can approve calls in this run, so it was not run. Allow it in \
-                         buddy.toml ([approval] skills.\"{name}\" = \"never\") or with --approval never"
-                    ),
-                )
-                .on(&name),
-            );
-        } else if policy.finish_tool && name == FINISH_TOOL {
-            slot.plan = refused(not_run::FINISH_ARGS.to_owned());
-        } else if facts.tool_calls_so_far + planned_runs >= policy.max_tool_calls {
-            let max = policy.max_tool_calls;
-            slot.plan = refused(not_run::tool_limit(max));
-            self.set_cause(FinalizeCause::new(
-                StopReason::MaxToolCalls,
-                GuardKind::ToolCallLimit,
-                format!("{max} of {max} tool calls used"),
-            ));
-        } else if let Some(withdrawal) = judge.memory.withdrawn.get(&name).cloned() {
-            slot.plan = refused(not_run::withdrawn(&name, &withdrawal.why));
-            self.withdrawn_called(judge, slot, &withdrawal.why, withdrawal.by, trips);
-        } else if !facts.tools_offered {
-            slot.plan = refused(not_run::NO_TOOLS.to_owned());
-            self.withdrawn_called(
-                judge,
-                slot,
-                "no tools are offered",
-                GuardKind::ToolsWithdrawn,
-                trips,
-            );
-        } else if let Some(limit) = policy.max_calls_per_skill
-            && runs_of_skill >= limit
-        {
-            let why = format!("it reached its limit of {limit} calls in this turn");
-            judge
-                .memory
-                .withdraw(&name, why.clone(), GuardKind::SkillCallLimit);
-            trips.push(
-                Trip::new(
-                    GuardKind::SkillCallLimit,
-                    GuardAction::WithdrewSkill,
-                    why.clone(),
-                )
-                .on(&name),
-            );
-            self.count_trip(judge, &name, GuardKind::SkillCallLimit, &why);
-            slot.plan = refused(not_run::skill_limit(&name, &why));
-        } else if let Some(first) = earlier_in_response {
-            // A parallel batch that names the same call twice: run it once.
-            slot.plan = Plan::SameAs(first);
-        } else if policy.loop_detection
-            && matches!(
-                slot.semantics,
-                RepeatSemantics::Pure | RepeatSemantics::Effectful
-            )
-            && let Some(earlier) = judge.memory.log.last_with_key(&slot.key).cloned()
-        {
-            self.repeat_not_rerun(judge, slot, &earlier, trips);
-        }
-    }
-
     /// A call to a skill that is no longer offered goes straight to Finalize: another
     /// round would only cost a model call.
-    fn withdrawn_called(
+    pub(super) fn withdrawn_called(
         &mut self,
         judge: &Judge,
         slot: &Slot,
@@ -377,7 +203,7 @@ impl RoundJudge {
     /// Closes the round: the ladder's decay, the answer memory, the progress check, the
     /// budget note, and whether every tool is now withdrawn. `interrupted` when the turn
     /// was cancelled or ran out of time mid-round; `tools` every tool of the toolbox.
-    pub(crate) fn end(
+    pub(super) fn end(
         mut self,
         judge: &mut Judge,
         interrupted: bool,
@@ -418,7 +244,7 @@ impl RoundJudge {
 
     /// Closes a booked round (see [`RoundJudge::booked`]): the ladder's decay and the
     /// progress check; returns the cause that ends the turn, if the round shows one.
-    pub(crate) fn end_booked(mut self, judge: &mut Judge) -> Option<FinalizeCause> {
+    pub(super) fn end_booked(mut self, judge: &mut Judge) -> Option<FinalizeCause> {
         if self.rung.is_none() {
             judge.memory.ladder.clean_round();
         }
@@ -468,7 +294,7 @@ fn all_withdrawn(judge: &Judge, tools: &[&str]) -> Option<FinalizeCause> {
 
 /// True when `slot` repeats a call the turn already ran, with no new action done since
 /// (a test run again after an edit is checking anew).
-fn repeats_old_ground(judge: &Judge, slot: &Slot) -> bool {
+pub(super) fn repeats_old_ground(judge: &Judge, slot: &Slot) -> bool {
     let log = &judge.memory.log;
     log.last_with_key(&slot.key)
         .is_some_and(|prev| log.actions() == prev.actions_at)
@@ -476,7 +302,7 @@ fn repeats_old_ground(judge: &Judge, slot: &Slot) -> bool {
 
 /// True when `slot` varies its skill's latest call in one value only, by a counter or
 /// growth, with no other new action done since.
-fn varies_old_ground(judge: &Judge, slot: &Slot) -> bool {
+pub(super) fn varies_old_ground(judge: &Judge, slot: &Slot) -> bool {
     let log = &judge.memory.log;
     log.last_with_key(&slot.key).is_none()
         && log.last_of(&slot.call.name).is_some_and(|prev| {
@@ -496,7 +322,7 @@ fn answer_repeats(judge: &Judge, normalized: &str) -> bool {
 }
 
 /// The outcome a booked call had, from the results that came with the request.
-pub(crate) fn booked_outcome(content: &str, is_error: bool) -> ToolOutcome {
+pub(super) fn booked_outcome(content: &str, is_error: bool) -> ToolOutcome {
     ToolOutcome {
         content: content.to_owned(),
         is_error,

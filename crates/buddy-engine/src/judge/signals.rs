@@ -48,7 +48,7 @@ struct Signal {
 impl RoundJudge {
     /// Books one executed call: counters, circuit breaker, and the checks that judge a
     /// call by its result. Returns the trips to announce before the call's result.
-    pub(crate) fn observe(
+    pub(super) fn observe(
         &mut self,
         judge: &mut Judge,
         slot: &Slot,
@@ -150,7 +150,7 @@ impl RoundJudge {
     /// Books a call answered without running (refused, withdrawn, or a repeat given its
     /// earlier result): it brought nothing new, so a round of nothing else counts toward
     /// `no_progress`.
-    pub(crate) fn not_run(&mut self, slot: &Slot, content: &str, is_error: bool) {
+    pub(super) fn not_run(&mut self, slot: &Slot, content: &str, is_error: bool) {
         self.stale_calls += 1;
         self.failed_calls += u32::from(is_error);
         self.stale.push(Evidence::new(

@@ -4,7 +4,7 @@ use buddy_core::{ChatEvent, Message, StopReason};
 use tracing::debug;
 
 use super::{End, Turn, store_failed};
-use crate::judge::answer::fallback_answer;
+use crate::judge::Judge;
 use crate::request::TurnOutcome;
 use crate::tape::TapeEnd;
 
@@ -78,7 +78,7 @@ impl Turn<'_> {
                 StopReason::Completed | StopReason::FinishTool => StopReason::NoAnswer,
                 other => other,
             };
-            let fallback = fallback_answer(self.ledger.this_turn(), reason);
+            let fallback = Judge::fallback_answer(self.ledger.this_turn(), reason);
             self.events
                 .emit(ChatEvent::TextDelta {
                     text: fallback.clone(),

@@ -5,9 +5,7 @@ use buddy_core::{CallPurpose, ChatEvent, GuardAction, GuardKind, StopReason};
 use tracing::{debug, warn};
 
 use super::{End, State, Turn};
-use crate::judge::answer::{FinalCheck, check_final};
-use crate::judge::limits::affords;
-use crate::judge::verdict::{FinalizeCause, Trip};
+use crate::judge::{FinalCheck, FinalizeCause, Judge, Trip};
 use crate::model_call::CallEnd;
 use crate::policy::OnLimit;
 use crate::tape::TapeCalls;
@@ -20,7 +18,7 @@ impl Turn<'_> {
             return State::End(end);
         }
         let reason = cause.reason;
-        if self.judge.policy.on_limit == OnLimit::Error {
+        if self.judge.policy().on_limit == OnLimit::Error {
             self.announce(cause.trip(GuardAction::Error)).await;
             return State::End(End::Failed {
                 reason,
@@ -32,7 +30,7 @@ impl Turn<'_> {
         }
         self.announce(cause.trip(GuardAction::Finalize)).await;
         let estimate = self.next_call_estimate();
-        if !affords(&self.judge.policy, &self.stats, estimate, 1) {
+        if !self.judge.affords_answer(&self.stats, estimate) {
             // The money budget has no room for one more call: buddy answers from the
             // tool results rather than pass it.
             debug!(%reason, "finalize: no money left for the answer call");
@@ -89,7 +87,7 @@ impl Turn<'_> {
         }
         let names = self.tool_names();
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
-        match check_final(reply.text, &instruction, &names, self.ledger.this_turn()) {
+        match Judge::check_final(reply.text, &instruction, &names, self.ledger.this_turn()) {
             FinalCheck::Use(text) => answered(reason, text),
             FinalCheck::Compose(trip) => {
                 self.announce(trip).await;

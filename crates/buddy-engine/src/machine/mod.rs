@@ -16,12 +16,17 @@
 //!
 //! Each step is one method (in `start.rs`, `call.rs`, `route.rs`, `tools.rs`,
 //! `finalize.rs`, `end.rs`) that does the step's I/O — a model call, tool calls, events,
-//! messages — asks the judge what it means, and returns the next state. Every turn
-//! passes through `End` exactly once, which emits the one terminal event.
+//! messages — asks the judge what it means (only through `judge::Judge`), and returns the
+//! next state. Every turn passes through `End` exactly once, which emits the one terminal
+//! event. A model call's parts: the tools it offers (`offer.rs`), its request sized,
+//! fitted and checked (`request.rs`, by `context::budget`), and its account (`account.rs`).
 
+mod account;
 mod call;
 mod end;
 mod finalize;
+mod offer;
+mod request;
 mod route;
 mod start;
 mod tools;
@@ -39,10 +44,10 @@ use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
 use crate::approval::{ApprovalRules, CallDecision, Decision, Resume};
+use crate::context::budget::Room;
 use crate::context::counter_for_model;
 use crate::emitter::Emitter;
-use crate::judge::memory::Judge;
-use crate::judge::verdict::{FinalizeCause, Trip};
+use crate::judge::{FinalizeCause, Judge, Trip};
 use crate::ledger::Ledger;
 use crate::model_call::Reply;
 use crate::request::{TurnOutcome, TurnRequest};
@@ -146,9 +151,9 @@ impl<'e> std::ops::Deref for ToolboxHandle<'e> {
 
 /// What the driver knows of the model's context window.
 struct Window {
-    /// The model's context window and the part of it kept for the reply.
-    window: u64,
-    reserve: u64,
+    /// The model's context window, the part of it kept for the reply, and the lower
+    /// ceiling set when the provider refused a request as too long.
+    room: Room,
     /// Tokens of the latest tool list, by names, and whether they are exact (else a bound).
     tools_cache: Option<(Vec<String>, usize, bool)>,
     /// Estimated tokens of the latest request sent.
@@ -156,8 +161,6 @@ struct Window {
     /// The latest request was sized by upper bounds (its exact size is made if the
     /// provider refuses it as too long).
     last_sent_bounded: bool,
-    /// A lower ceiling on the request, set when the provider refused one as too long.
-    room_cap: Option<u64>,
 }
 
 /// The driver of one turn. Owned by a single task; nothing here is shared or locked.
@@ -264,12 +267,14 @@ impl<'e> Turn<'e> {
             judge: Judge::new(policy),
             ledger,
             window: Window {
-                window,
-                reserve,
+                room: Room {
+                    window,
+                    reserve,
+                    cap: None,
+                },
                 tools_cache: None,
                 last_sent_tokens: 0,
                 last_sent_bounded: false,
-                room_cap: None,
             },
             approval: request.approval,
             tools_offered_now: false,
@@ -288,7 +293,7 @@ impl<'e> Turn<'e> {
             .err()
             .or_else(|| self.provider.unsupported(&self.sampling))
             .or_else(|| self.provider.refuses_any(self.ledger.messages()));
-        let mut state = match (self.judge.policy.max_turn_cost_usd, self.price) {
+        let mut state = match (self.judge.policy().max_turn_cost_usd, self.price) {
             // A setting or an attachment the model cannot take is refused, never dropped.
             _ if refused.is_some() => State::End(End::Failed {
                 reason: StopReason::InvalidRequest,
@@ -372,7 +377,7 @@ impl<'e> Turn<'e> {
     /// call's cost, or before any call the history's input tokens (counted exactly) at
     /// the model's price (a lower bound: no output).
     fn next_call_estimate(&mut self) -> Option<Usd> {
-        self.judge.policy.max_turn_cost_usd?;
+        self.judge.policy().max_turn_cost_usd?;
         if let Some(cost) = self.last_call_cost {
             return Some(cost);
         }

@@ -9,9 +9,7 @@ use tracing::debug;
 use super::{End, Round, State, Turn, Wait, non_empty, store_failed};
 use crate::approval::calls_needing_approval;
 use crate::guards::canonical::canonical_args;
-use crate::judge::answer::{Screened, buddys_words, continuation, reask, screen, tools_ignored};
-use crate::judge::memory::Resent;
-use crate::judge::route::{ReplyFacts, RouteVerdict, route};
+use crate::judge::{Judge, ReplyFacts, Resent, RouteVerdict, Screened, Trip};
 use crate::model_call::Reply;
 use crate::tape::TapeCalls;
 use crate::words;
@@ -27,52 +25,22 @@ impl Turn<'_> {
             tape_step,
             ..
         } = reply;
-        // The calls as the model sent them, kept for the tape only when buddy changes them.
-        let mut raw: Option<Vec<ToolCall>> = None;
         let chanted = chanted.is_some();
-        // Calls the model sent again under the id of a call that already ran, with the
-        // same arguments: renamed like any reused id, and never run a second time.
-        let mut resent: BTreeMap<String, Resent> = BTreeMap::new();
-        if !chanted && self.ledger.needs_rename(&tool_calls) {
-            let sent = tool_calls.clone();
-            self.ledger.rename_reused_ids(&mut tool_calls);
-            for (before, after) in sent.iter().zip(&tool_calls) {
-                let same_call = before.id != after.id
-                    && self
-                        .ledger
-                        .answered_call(&before.id)
-                        .is_some_and(|earlier| {
-                            earlier.name == before.name
-                                && canonical_args(&earlier.arguments)
-                                    == canonical_args(&before.arguments)
-                        });
-                if let Some((content, is_error)) = same_call
-                    .then(|| self.ledger.result_of(&before.id))
-                    .flatten()
-                {
-                    resent.insert(
-                        after.id.clone(),
-                        Resent {
-                            earlier: before.id.clone(),
-                            content: content.to_owned(),
-                            is_error,
-                        },
-                    );
-                }
-            }
-            raw = Some(sent);
-        }
-        self.judge.memory.resent = resent;
+        // The calls as the model sent them, kept for the tape only when buddy changes them.
+        let (raw, resent) = if chanted {
+            (None, BTreeMap::new())
+        } else {
+            self.rename_reused_calls(&mut tool_calls)
+        };
         let toolbox = self.toolbox_handle();
-        let verdict = route(
-            &self.judge.policy,
-            &mut self.judge.memory,
+        let verdict = self.judge.route(
             ReplyFacts {
                 text: &text,
                 calls: &tool_calls,
                 finish: finish.as_ref(),
                 chanted,
             },
+            resent,
             |name| toolbox.is_external(name),
         );
         debug!(
@@ -120,49 +88,105 @@ impl Turn<'_> {
                 })
             }
             RouteVerdict::Execute { keep, dropped } => {
-                if let Some(trip) = dropped {
-                    raw.get_or_insert_with(|| tool_calls.clone());
-                    tool_calls.truncate(keep);
-                    self.announce(trip).await;
-                }
-                if !self.approval.unattended {
-                    let toolbox = self.toolbox();
-                    // A re-sent call will not run: nobody is asked about it.
-                    let asked: Vec<ToolCall> = tool_calls
-                        .iter()
-                        .filter(|c| !self.judge.memory.resent.contains_key(&c.id))
-                        .cloned()
-                        .collect();
-                    let waiting = calls_needing_approval(
-                        &self.approval,
-                        &asked,
-                        |name| toolbox.semantics(name),
-                        &HashMap::new(),
-                    );
-                    if !waiting.is_empty() {
-                        debug!(calls = waiting.len(), "calls wait for approval");
-                        return State::Wait(Wait::Approval {
-                            text,
-                            calls: tool_calls,
-                            raw,
-                            waiting,
-                            tape_step,
-                        });
-                    }
-                }
-                self.push_calls(&text, tool_calls.clone(), tape_step, raw)
-                    .await;
-                // The model went on with tools: a cut answer before is history, not the answer.
-                self.cut_answer.clear();
-                State::ExecuteTools(Round {
-                    text,
-                    calls: tool_calls,
-                    decided: HashMap::new(),
-                    notes: Vec::new(),
-                    then: None,
-                })
+                self.execute(text, tool_calls, raw, keep, dropped, tape_step)
+                    .await
             }
         }
+    }
+
+    /// A reply whose first `keep` calls run (a `dropped` trip says the rest were dropped):
+    /// they wait for approval when a person must approve one, else go to ExecuteTools.
+    async fn execute(
+        &mut self,
+        text: String,
+        mut tool_calls: Vec<ToolCall>,
+        mut raw: Option<Vec<ToolCall>>,
+        keep: usize,
+        dropped: Option<Trip>,
+        tape_step: usize,
+    ) -> State {
+        if let Some(trip) = dropped {
+            raw.get_or_insert_with(|| tool_calls.clone());
+            tool_calls.truncate(keep);
+            self.announce(trip).await;
+        }
+        if !self.approval.unattended {
+            let toolbox = self.toolbox();
+            // A re-sent call will not run: nobody is asked about it.
+            let asked: Vec<ToolCall> = tool_calls
+                .iter()
+                .filter(|c| !self.judge.is_resent(&c.id))
+                .cloned()
+                .collect();
+            let waiting = calls_needing_approval(
+                &self.approval,
+                &asked,
+                |name| toolbox.semantics(name),
+                &HashMap::new(),
+            );
+            if !waiting.is_empty() {
+                debug!(calls = waiting.len(), "calls wait for approval");
+                return State::Wait(Wait::Approval {
+                    text,
+                    calls: tool_calls,
+                    raw,
+                    waiting,
+                    tape_step,
+                });
+            }
+        }
+        self.push_calls(&text, tool_calls.clone(), tape_step, raw)
+            .await;
+        // The model went on with tools: a cut answer before is history, not the answer.
+        self.cut_answer.clear();
+        State::ExecuteTools(Round {
+            text,
+            calls: tool_calls,
+            decided: HashMap::new(),
+            notes: Vec::new(),
+            then: None,
+        })
+    }
+
+    /// Renames calls that reuse an id of the history. Returns the calls as the model sent
+    /// them (when renamed) and the calls the model sent again under the id of a call that
+    /// already ran, with the same arguments: renamed like any reused id, and never run a
+    /// second time.
+    fn rename_reused_calls(
+        &mut self,
+        tool_calls: &mut [ToolCall],
+    ) -> (Option<Vec<ToolCall>>, BTreeMap<String, Resent>) {
+        let mut resent: BTreeMap<String, Resent> = BTreeMap::new();
+        if !self.ledger.needs_rename(tool_calls) {
+            return (None, resent);
+        }
+        let sent = tool_calls.to_vec();
+        self.ledger.rename_reused_ids(tool_calls);
+        for (before, after) in sent.iter().zip(tool_calls.iter()) {
+            let same_call = before.id != after.id
+                && self
+                    .ledger
+                    .answered_call(&before.id)
+                    .is_some_and(|earlier| {
+                        earlier.name == before.name
+                            && canonical_args(&earlier.arguments)
+                                == canonical_args(&before.arguments)
+                    });
+            if let Some((content, is_error)) = same_call
+                .then(|| self.ledger.result_of(&before.id))
+                .flatten()
+            {
+                resent.insert(
+                    after.id.clone(),
+                    Resent {
+                        earlier: before.id.clone(),
+                        content: content.to_owned(),
+                        is_error,
+                    },
+                );
+            }
+        }
+        (Some(sent), resent)
     }
 
     /// A reply without calls: the answer, unless it holds none (empty, cut off, buddy's
@@ -173,7 +197,7 @@ impl Turn<'_> {
         // it stands, and the model is asked to continue (within the turn's budget).
         if reason == StopReason::Truncated
             && !text.trim().is_empty()
-            && let Some((note, trip)) = continuation(&self.judge.policy, &mut self.judge.memory)
+            && let Some((note, trip)) = self.judge.continuation()
         {
             self.announce(trip).await;
             self.ledger.push(Message::assistant(text.clone())).await;
@@ -189,17 +213,21 @@ impl Turn<'_> {
         let names = self.tool_names();
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
         if let Some(trip) =
-            tools_ignored(&text, self.tools_offered_now, self.stats.tool_calls, &names)
+            Judge::tools_ignored(&text, self.tools_offered_now, self.stats.tool_calls, &names)
         {
             self.announce(trip).await;
         }
-        let said = buddys_words(self.ledger.this_turn());
-        let screened = screen(text, reason == StopReason::Truncated, &names, &said);
+        let screened = Judge::screen_answer(
+            text,
+            reason == StopReason::Truncated,
+            &names,
+            self.ledger.this_turn(),
+        );
         let (why, trip) = match screened {
             Screened::Answer(text) => return State::End(End::Answered { reason, text }),
             Screened::Unanswered(why, trip) => (why, trip),
         };
-        match reask(&self.judge.policy, &mut self.judge.memory, why) {
+        match self.judge.reask(why) {
             Some((note, asked)) => {
                 self.announce(asked).await;
                 self.ledger.push(Message::note(note)).await;

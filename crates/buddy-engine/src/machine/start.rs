@@ -4,14 +4,13 @@
 
 use std::collections::HashMap;
 
-use buddy_core::{CallPurpose, Message, RepeatSemantics, StopReason, TurnStats};
+use buddy_core::{CallPurpose, Message, StopReason, TurnStats};
 use tracing::debug;
 
 use super::{End, Entry, Round, State, Turn};
 use crate::approval::resumed_round;
 use crate::history_check::check_history;
-use crate::judge::round::{RoundJudge, booked_outcome};
-use crate::judge::verdict::FinalizeCause;
+use crate::judge::FinalizeCause;
 use crate::tape::TapeEntry;
 use crate::words;
 
@@ -131,7 +130,7 @@ impl Turn<'_> {
                 continue;
             }
             self.stats.model_calls += 1;
-            let mut round = RoundJudge::booked(&mut self.judge);
+            let mut round = self.judge.book_round();
             let results: HashMap<&str, (&str, bool)> = tail[i + 1..]
                 .iter()
                 .filter_map(|m| match m {
@@ -148,14 +147,13 @@ impl Turn<'_> {
                 let Some((content, is_error)) = results.get(call.id.as_str()) else {
                     continue;
                 };
-                let slot = RoundJudge::slot(&self.judge, call.clone(), RepeatSemantics::Observed);
-                self.judge.memory.log.note_requested(&slot.key);
                 self.stats.tool_calls += 1;
-                let trips =
-                    round.observe(&mut self.judge, &slot, &booked_outcome(content, *is_error));
+                let trips = self
+                    .judge
+                    .book_call(&mut round, call.clone(), content, *is_error);
                 self.announce_all(trips).await;
             }
-            if let Some(cause) = round.end_booked(&mut self.judge) {
+            if let Some(cause) = self.judge.end_booked_round(round) {
                 ended.get_or_insert(cause);
             }
         }

@@ -10,8 +10,7 @@ use buddy_core::{
 use futures::StreamExt;
 
 use super::{End, Round, State, Turn};
-use crate::judge::round::{Plan, RoundFacts, RoundJudge, Slot};
-use crate::judge::verdict::FinalizeCause;
+use crate::judge::{FinalizeCause, Judge, Plan, RoundFacts, RoundJudge, Slot};
 use crate::tape::TapeStep;
 use crate::words::not_run;
 
@@ -32,7 +31,7 @@ impl Turn<'_> {
             notes,
             then,
         } = round;
-        let mut judged = RoundJudge::begin(&mut self.judge, &text, notes);
+        let mut judged = self.judge.begin_round(&text, notes);
         for call in &calls {
             self.emit_call_start(call).await;
         }
@@ -45,15 +44,17 @@ impl Turn<'_> {
             tools_offered: self.tools_offered_now,
             approval: &self.approval,
         };
-        let (slots, trips) = judged.plan(&mut self.judge, calls, &semantics, &mut decided, facts);
+        let (slots, trips) =
+            self.judge
+                .plan_round(&mut judged, calls, &semantics, &mut decided, facts);
         self.announce_all(trips).await;
 
         let interrupted = self.run_slots(&slots, &mut judged).await;
 
         let names = self.tool_names();
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
-        let verdict = judged.end(
-            &mut self.judge,
+        let verdict = self.judge.end_round(
+            judged,
             interrupted.is_some(),
             self.stats.model_calls,
             &names,
@@ -72,7 +73,7 @@ impl Turn<'_> {
         match interrupted {
             Some(Interrupted::Cancelled) => return State::End(End::Cancelled),
             Some(Interrupted::Deadline) => {
-                return State::Finalize(FinalizeCause::deadline(self.judge.policy.deadline_ms));
+                return State::Finalize(FinalizeCause::deadline(self.judge.policy().deadline_ms));
             }
             None => {}
         }
@@ -92,7 +93,7 @@ impl Turn<'_> {
         let toolbox = self.toolbox_handle();
         let cancel = self.cancel.clone();
         let deadline = self.deadline;
-        let parallel = usize::try_from(self.judge.policy.max_parallel_tools)
+        let parallel = usize::try_from(self.judge.policy().max_parallel_tools)
             .unwrap_or(1)
             .max(1);
         // Collected first so the stream holds no closures across awaits (keeps the future Send).
@@ -125,7 +126,7 @@ impl Turn<'_> {
             let mut ran = None;
             let (content, is_error) = match (&slot.plan, interrupted) {
                 (Plan::Answer { content, is_error }, _) => {
-                    judged.not_run(slot, content, *is_error);
+                    Judge::not_run(judged, slot, content, *is_error);
                     (content.clone(), *is_error)
                 }
                 (Plan::SameAs(first), _) => results
@@ -143,7 +144,7 @@ impl Turn<'_> {
                     match next {
                         Ok(Some(outcome)) => {
                             self.stats.tool_calls += 1;
-                            let trips = judged.observe(&mut self.judge, slot, &outcome);
+                            let trips = self.judge.observe(judged, slot, &outcome);
                             self.announce_all(trips).await;
                             ran = Some(outcome.fatal);
                             (outcome.content, outcome.is_error)

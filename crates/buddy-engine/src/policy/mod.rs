@@ -8,7 +8,6 @@ mod patch;
 pub(crate) mod table;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
 
 pub use ceiling::Raised;
 pub use fields::{LoopPolicy, POLICY_FIELDS};
@@ -89,19 +88,8 @@ impl LoopPolicy {
         if patch.is_empty() {
             return Ok(());
         }
-        let mut current = match serde_json::to_value(&*self) {
-            Ok(Value::Object(map)) => map,
-            _ => Map::new(),
-        };
-        for (key, value) in patch.fields() {
-            current.insert(key.clone(), value.clone());
-        }
-        let mut next: LoopPolicy = serde_json::from_value(Value::Object(current)).map_err(|e| {
-            PolicyError::InvalidValue {
-                field: "policy".into(),
-                message: e.to_string(),
-            }
-        })?;
+        let mut next = self.clone();
+        patch.set_in(&mut next);
         next.normalize_off_values();
         next.validate()?;
         *self = next;
@@ -119,7 +107,7 @@ impl LoopPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     #[test]
     fn defaults_match_the_design_table() {

@@ -6,11 +6,13 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::{LoopPolicy, POLICY_FIELDS, PolicyError};
+use super::fields::PatchFields;
+use super::{LoopPolicy, PolicyError};
 use crate::glob::glob_match;
 
-/// A partial policy: only the fields it names change. Each key is checked on its own
-/// so an error always names the field that is wrong.
+/// A partial policy: only the fields it names change, each typed as `LoopPolicy` types
+/// it (the fields come from the one policy table, `fields.rs`). Each key is checked on
+/// its own so an error always names the field that is wrong.
 ///
 /// ```
 /// use buddy_engine::{LoopPolicy, PolicyPatch};
@@ -24,38 +26,17 @@ use crate::glob::glob_match;
 /// assert!(wrong.to_string().contains("max_model_calls"));
 /// # Ok::<(), buddy_engine::PolicyError>(())
 /// ```
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-#[serde(transparent)]
-pub struct PolicyPatch(Map<String, Value>);
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PolicyPatch(PatchFields);
 
 impl PolicyPatch {
     /// A patch from a JSON object, checked field by field.
     pub fn from_map(map: Map<String, Value>) -> Result<Self, PolicyError> {
-        let defaults = match serde_json::to_value(LoopPolicy::default()) {
-            Ok(Value::Object(defaults)) => defaults,
-            _ => Map::new(),
-        };
-        for (key, value) in &map {
-            if !POLICY_FIELDS.iter().any(|f| f.name == key) {
-                return Err(PolicyError::UnknownField {
-                    field: key.clone(),
-                    known: LoopPolicy::field_names().join(", "),
-                });
-            }
-            // A default policy with only this field changed: type and range errors name it.
-            let mut probe = defaults.clone();
-            probe.insert(key.clone(), value.clone());
-            let mut policy: LoopPolicy =
-                serde_json::from_value(Value::Object(probe)).map_err(|e| {
-                    PolicyError::InvalidValue {
-                        field: key.clone(),
-                        message: strip_serde_position(&e.to_string()),
-                    }
-                })?;
-            policy.normalize_off_values();
-            policy.validate()?;
+        let mut fields = PatchFields::default();
+        for (key, value) in map {
+            fields.set(&key, value)?;
         }
-        Ok(PolicyPatch(map))
+        Ok(PolicyPatch(fields))
     }
 
     /// A patch from any JSON value, which must be an object.
@@ -72,11 +53,7 @@ impl PolicyPatch {
 
     /// Sets one field from JSON, checked.
     pub fn set(&mut self, field: &str, value: Value) -> Result<(), PolicyError> {
-        let mut map = Map::new();
-        map.insert(field.to_owned(), value);
-        let checked = Self::from_map(map)?;
-        self.0.extend(checked.0);
-        Ok(())
+        self.0.set(field, value)
     }
 
     /// The patch given by `BUDDY_<FIELD>` variables (e.g. `BUDDY_MAX_MODEL_CALLS=10`).
@@ -111,19 +88,29 @@ impl PolicyPatch {
 
     /// True when the patch changes nothing.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.0.given().is_empty()
     }
 
-    /// The fields the patch sets, with their JSON values.
-    pub fn fields(&self) -> impl Iterator<Item = (&String, &Value)> {
-        self.0.iter()
+    /// The fields the patch sets, in alphabetical order, with the JSON they were given as.
+    pub fn fields(&self) -> impl Iterator<Item = (&'static str, &Value)> {
+        self.0.given().into_iter()
     }
 
     /// Layers `other` on top of this patch.
     pub fn merge(&mut self, other: &PolicyPatch) {
-        for (k, v) in &other.0 {
-            self.0.insert(k.clone(), v.clone());
-        }
+        self.0.merge(&other.0);
+    }
+
+    /// Sets every field this patch sets in `policy`, unchecked (`LoopPolicy::apply` checks).
+    pub(super) fn set_in(&self, policy: &mut LoopPolicy) {
+        self.0.apply_to(policy);
+    }
+}
+
+/// Written as the JSON object it was read from: its fields, by name, as they were given.
+impl Serialize for PolicyPatch {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.0.given())
     }
 }
 
@@ -148,13 +135,15 @@ struct PatchVisitor {
 struct FieldSeed<'k>(&'k str);
 
 impl<'de> serde::de::DeserializeSeed<'de> for FieldSeed<'_> {
-    type Value = Value;
-    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+    type Value = PatchFields;
+    fn deserialize<D: serde::Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> Result<PatchFields, D::Error> {
         let value = Value::deserialize(deserializer)?;
-        let mut map = Map::new();
-        map.insert(self.0.to_owned(), value.clone());
-        PolicyPatch::from_map(map).map_err(serde::de::Error::custom)?;
-        Ok(value)
+        let mut field = PatchFields::default();
+        field.set(self.0, value).map_err(serde::de::Error::custom)?;
+        Ok(field)
     }
 }
 
@@ -169,14 +158,13 @@ impl<'de> serde::de::Visitor<'de> for PatchVisitor {
         self,
         mut access: A,
     ) -> Result<Self::Value, A::Error> {
-        let mut patch = Map::new();
+        let mut patch = PatchFields::default();
         let mut models = BTreeMap::new();
         while let Some(key) = access.next_key::<String>()? {
             if self.nested_models && key == "model" {
                 models = access.next_value::<BTreeMap<String, PolicyPatch>>()?;
             } else {
-                let value = access.next_value_seed(FieldSeed(&key))?;
-                patch.insert(key, value);
+                patch.merge(&access.next_value_seed(FieldSeed(&key))?);
             }
         }
         Ok((PolicyPatch(patch), models))
@@ -234,9 +222,163 @@ fn specificity(pattern: &str) -> (usize, usize) {
     (exact, literal)
 }
 
-fn strip_serde_position(message: &str) -> String {
-    match message.find(" at line ") {
-        Some(i) => message[..i].to_owned(),
-        None => message.to_owned(),
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::{Check, POLICY_FIELDS};
+    use serde_json::json;
+
+    /// How the string-keyed patch this one replaced checked a field: kept as the oracle
+    /// that the typed patch accepts and refuses the same values with the same words.
+    fn map_check(key: &str, value: &Value) -> Result<(), PolicyError> {
+        let Ok(Value::Object(mut probe)) = serde_json::to_value(LoopPolicy::default()) else {
+            unreachable!("a policy is an object");
+        };
+        if !POLICY_FIELDS.iter().any(|f| f.name == key) {
+            return Err(PolicyError::UnknownField {
+                field: key.to_owned(),
+                known: LoopPolicy::field_names().join(", "),
+            });
+        }
+        probe.insert(key.to_owned(), value.clone());
+        let mut policy: LoopPolicy = serde_json::from_value(Value::Object(probe)).map_err(|e| {
+            PolicyError::InvalidValue {
+                field: key.to_owned(),
+                message: e.to_string(),
+            }
+        })?;
+        policy.normalize_off_values();
+        policy.validate()
+    }
+
+    /// How the string-keyed patch applied: through the policy's JSON.
+    fn map_apply(policy: &LoopPolicy, patch: &Map<String, Value>) -> LoopPolicy {
+        let Ok(Value::Object(mut current)) = serde_json::to_value(policy) else {
+            unreachable!("a policy is an object");
+        };
+        current.extend(patch.clone());
+        let mut next: LoopPolicy = serde_json::from_value(Value::Object(current)).unwrap();
+        next.normalize_off_values();
+        next
+    }
+
+    fn samples(field: &crate::policy::Field) -> Vec<Value> {
+        let mut values = vec![
+            json!(null),
+            json!(0),
+            json!(1),
+            json!(2),
+            json!(-1),
+            json!(0.5),
+            json!(1.0),
+            json!(1e300),
+            json!(u64::MAX),
+            json!("x"),
+            json!("10"),
+            json!(true),
+            json!([]),
+            json!({}),
+            json!("error"),
+            json!("finalize"),
+            json!(100),
+            json!(5_000),
+        ];
+        if let Check::Range { lo, hi, .. } = field.check {
+            for n in [lo.saturating_sub(1), lo, hi, hi.saturating_add(1)] {
+                values.push((field.json)(n));
+            }
+        }
+        values
+    }
+
+    #[test]
+    fn every_field_is_checked_as_the_map_patch_checked_it() {
+        for field in POLICY_FIELDS {
+            for value in samples(field) {
+                let typed = PolicyPatch::from_value(json!({ field.name: value.clone() }));
+                assert_eq!(
+                    typed.as_ref().map(|_| ()),
+                    map_check(field.name, &value).as_ref().copied(),
+                    "{} = {value}",
+                    field.name
+                );
+                if let Ok(patch) = typed {
+                    for start in [LoopPolicy::default(), strict()] {
+                        let mut applied = start.clone();
+                        let map = Map::from_iter([(field.name.to_owned(), value.clone())]);
+                        match applied.apply(&patch) {
+                            Ok(()) => assert_eq!(applied, map_apply(&start, &map)),
+                            Err(e) => assert_eq!(Err(e), map_apply(&start, &map).validate()),
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(
+            PolicyPatch::from_value(json!({"max_modle_calls": 3})),
+            Err(map_check("max_modle_calls", &json!(3)).unwrap_err())
+        );
+    }
+
+    /// A policy far from the defaults, to apply patches on.
+    fn strict() -> LoopPolicy {
+        LoopPolicy {
+            max_model_calls: 5,
+            max_calls_per_skill: Some(2),
+            context_window: Some(8_000),
+            reserve_output_tokens: Some(3_000),
+            max_turn_cost_usd: buddy_core::Usd::from_dollars(0.25),
+            on_limit: super::super::OnLimit::Error,
+            ..LoopPolicy::default()
+        }
+    }
+
+    #[test]
+    fn a_patch_is_written_back_as_it_was_given() {
+        let given = json!({
+            "max_turn_cost_usd": 1,
+            "max_calls_per_skill": 0,
+            "substantive_answer_chars": null,
+            "on_limit": "error",
+            "max_model_calls": 8,
+            "loop_detection": false,
+            "deadline_ms": 1500,
+        });
+        let patch = PolicyPatch::from_value(given.clone()).unwrap();
+        let written = serde_json::to_string(&patch).unwrap();
+        assert_eq!(written, serde_json::to_string(&given).unwrap());
+        let read: PolicyPatch = serde_json::from_str(&written).unwrap();
+        assert_eq!(read, patch);
+        let config: PolicyConfig =
+            serde_json::from_value(json!({"max_tool_calls": 9, "model": {"a*": given}})).unwrap();
+        assert_eq!(
+            serde_json::to_string(&config).unwrap(),
+            format!(r#"{{"model":{{"a*":{written}}},"max_tool_calls":9}}"#)
+        );
+    }
+
+    #[test]
+    fn later_fields_and_patches_win() {
+        let mut patch = PolicyPatch::from_value(json!({"max_model_calls": 8})).unwrap();
+        patch.set("max_tool_calls", json!(20)).unwrap();
+        patch.merge(
+            &PolicyPatch::from_value(json!({"max_model_calls": 9, "honor_stop": true})).unwrap(),
+        );
+        let fields: Vec<(&str, &Value)> = patch.fields().collect();
+        assert_eq!(
+            fields,
+            [
+                ("honor_stop", &json!(true)),
+                ("max_model_calls", &json!(9)),
+                ("max_tool_calls", &json!(20))
+            ]
+        );
+        assert!(!patch.is_empty() && PolicyPatch::default().is_empty());
+        let err =
+            serde_json::from_value::<PolicyPatch>(json!({"max_tool_calls": "many"})).unwrap_err();
+        assert!(
+            err.to_string().starts_with("policy field `max_tool_calls`"),
+            "{err}"
+        );
     }
 }

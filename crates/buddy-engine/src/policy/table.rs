@@ -215,8 +215,37 @@ impl<T: FieldValue + Copy + Default + PartialEq> FieldValue for Option<T> {
     }
 }
 
+/// A field a patch sets: its typed value, and the JSON it was given as, which the patch
+/// writes back unchanged (a settings file or a conversation's stored settings read back
+/// as written: `1` stays `1`, not `1.0`).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Given<T> {
+    pub(crate) value: T,
+    pub(crate) json: serde_json::Value,
+}
+
+/// `json` as a field's type, or the error that names the field.
+pub(crate) fn typed<T: serde::de::DeserializeOwned>(
+    field: &str,
+    json: &serde_json::Value,
+) -> Result<T, super::PolicyError> {
+    serde_json::from_value(json.clone()).map_err(|e| super::PolicyError::InvalidValue {
+        field: field.to_owned(),
+        message: strip_serde_position(&e.to_string()),
+    })
+}
+
+/// A serde message without the position serde puts at its end.
+fn strip_serde_position(message: &str) -> String {
+    match message.find(" at line ") {
+        Some(i) => message[..i].to_owned(),
+        None => message.to_owned(),
+    }
+}
+
 /// Declares the policy once: each field with its doc, type, default, check, ceiling
-/// rule and flag. Generates `LoopPolicy`, its `Default`, and `POLICY_FIELDS`.
+/// rule and flag. Generates `LoopPolicy`, its `Default`, `POLICY_FIELDS`, and the typed
+/// fields of a patch (`PatchFields`).
 macro_rules! policy_fields {
     ($(
         $(#[doc = $doc:literal])+
@@ -254,6 +283,61 @@ macro_rules! policy_fields {
                 json: <$ty as $crate::policy::table::FieldValue>::json,
             },
         )+];
+
+        /// The fields a patch sets, typed: `None` where it leaves the policy's value.
+        #[derive(Clone, Debug, Default, PartialEq)]
+        pub(crate) struct PatchFields {
+            $( $name: Option<$crate::policy::table::Given<$ty>>, )+
+        }
+
+        impl PatchFields {
+            /// Sets field `name` from `json`, checked on its own (its type, then its range
+            /// in a default policy), so an error always names the field that is wrong.
+            pub(crate) fn set(
+                &mut self,
+                name: &str,
+                json: serde_json::Value,
+            ) -> Result<(), $crate::policy::PolicyError> {
+                match name {
+                    $( stringify!($name) => {
+                        let value: $ty = $crate::policy::table::typed(name, &json)?;
+                        let mut probe = LoopPolicy { $name: value, ..LoopPolicy::default() };
+                        probe.normalize_off_values();
+                        probe.validate()?;
+                        self.$name = Some($crate::policy::table::Given { value, json });
+                        Ok(())
+                    } )+
+                    _ => Err($crate::policy::PolicyError::UnknownField {
+                        field: name.to_owned(),
+                        known: LoopPolicy::field_names().join(", "),
+                    }),
+                }
+            }
+
+            /// Sets every field this patch sets in `policy` (unchecked: see `LoopPolicy::apply`).
+            pub(crate) fn apply_to(&self, policy: &mut LoopPolicy) {
+                $( if let Some(given) = &self.$name {
+                    policy.$name = given.value;
+                } )+
+            }
+
+            /// Layers `other` on top: the fields it sets replace these.
+            pub(crate) fn merge(&mut self, other: &PatchFields) {
+                $( if let Some(given) = &other.$name {
+                    self.$name = Some(given.clone());
+                } )+
+            }
+
+            /// The fields set, by name in alphabetical order, with the JSON they were given as.
+            pub(crate) fn given(&self) -> Vec<(&'static str, &serde_json::Value)> {
+                let mut given = Vec::new();
+                $( if let Some(field) = &self.$name {
+                    given.push((stringify!($name), &field.json));
+                } )+
+                given.sort_unstable_by_key(|(name, _)| *name);
+                given
+            }
+        }
     };
 }
 

@@ -13,6 +13,7 @@ use crate::judge::verdict::Trip;
 use crate::policy::LoopPolicy;
 
 mod failures;
+mod gates;
 mod generated;
 mod limits;
 mod repeats;
