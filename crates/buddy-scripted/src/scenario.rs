@@ -179,7 +179,7 @@ mod tests {
     #[test]
     fn the_policy_is_typed_when_the_file_is_read() {
         let scenario = Scenario::parse(&with_policy(r#"{"max_model_calls":3}"#), "f.json").unwrap();
-        let fields: Vec<&String> = scenario.policy.fields().map(|(k, _)| k).collect();
+        let fields: Vec<&str> = scenario.policy.fields().map(|(k, _)| k).collect();
         assert_eq!(fields, ["max_model_calls"]);
         let mut policy = buddy_engine::LoopPolicy::default();
         policy.apply(&scenario.policy).unwrap();
