@@ -44,6 +44,9 @@ pub enum KindError {
     /// A scenario is unreadable or invalid.
     #[error(transparent)]
     Scenario(#[from] ScenarioError),
+    /// `--scenario` names neither a file nor a built-in scenario.
+    #[error(transparent)]
+    ScenarioNotFound(#[from] buddy_scripted::library::LibraryError),
 }
 
 /// Reads an environment variable (callers and tests choose the source).
