@@ -121,3 +121,49 @@ fn every_offline_readme_command_line_is_one_buddy_takes() {
     // run (3), demo, --help, init, completions, man at least.
     assert!(ran >= 8, "only {ran} README lines ran: {commands:?}");
 }
+
+/// The README's shell lines that install the bash completions work as written on a fresh
+/// account, where `~/.local/share/bash-completion/completions` does not exist yet.
+#[test]
+fn the_readme_completions_install_works_in_a_fresh_home() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let lines: Vec<&str> = readme
+        .lines()
+        .filter(|l| l.contains("~/.local/share/bash-completion/completions"))
+        .map(|l| l.split(" #").next().unwrap_or_default().trim())
+        .collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("buddy completions bash")),
+        "{lines:?}"
+    );
+    let home = tempfile::tempdir().unwrap();
+    let bin = Path::new(env!("CARGO_BIN_EXE_buddy")).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = std::process::Command::new("sh")
+        .arg("-ec")
+        .arg(lines.join("\n"))
+        .env("HOME", home.path())
+        .env("PATH", path)
+        .current_dir(home.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "README: {lines:?} fails on a fresh HOME: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let script = std::fs::read_to_string(
+        home.path()
+            .join(".local/share/bash-completion/completions/buddy"),
+    )
+    .unwrap();
+    assert!(script.contains("complete"), "{script}");
+}
