@@ -51,12 +51,40 @@ pub struct BuddyConfig {
     pub mcp: Vec<McpServerConfig>,
     /// MCP client configurations to take servers from (Claude Desktop's
     /// `claude_desktop_config.json`, Cursor's or Claude Code's `mcp.json`: `mcpServers`,
-    /// or VS Code's `servers`), beside the `[[mcp]]` entries; relative to buddy.toml.
+    /// or VS Code's `servers`), beside the `[[mcp]]` entries; relative to buddy.toml, `~`
+    /// and `$HOME` at the start expanded.
     #[serde(default)]
     pub mcp_import: Vec<PathBuf>,
+    /// Servers of the `mcp_import` files buddy cannot run, each with the reason (filled
+    /// in by [`BuddyConfig::load`]; commands warn about them).
+    #[serde(skip)]
+    pub mcp_skipped: Vec<buddy_mcp::SkippedServer>,
     /// `[telemetry]`: export turns' spans over OTLP (also switched on by `OTEL_*`).
     #[serde(default)]
     pub telemetry: Option<buddy_telemetry::TelemetryConfig>,
+}
+
+/// `path` with a leading `~` or `$HOME` (`${HOME}`) replaced by `home`, so the README's
+/// `~/.config/Claude/…` works as written; other paths are returned as they are.
+pub fn expand_home(path: &Path, home: Option<&Path>) -> Result<PathBuf, String> {
+    let Some(text) = path.to_str() else {
+        return Ok(path.to_owned());
+    };
+    let rest = ["~", "${HOME}", "$HOME"].iter().find_map(|prefix| {
+        let rest = text.strip_prefix(prefix)?;
+        (rest.is_empty() || rest.starts_with('/')).then_some(rest.trim_start_matches('/'))
+    });
+    let Some(rest) = rest else {
+        return Ok(path.to_owned());
+    };
+    let home = home.ok_or_else(|| {
+        format!("`{text}` starts with the home directory, but HOME is not set; give the full path")
+    })?;
+    Ok(if rest.is_empty() {
+        home.to_owned()
+    } else {
+        home.join(rest)
+    })
 }
 
 /// The `[approval]` section.
@@ -192,33 +220,63 @@ impl BuddyConfig {
                 command.cwd = Some(base.join(cwd));
             }
         }
-        for file in &config.mcp_import {
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let imports = config.mcp_import.clone();
+        let declared = config.mcp.len();
+        for file in &imports {
+            let file =
+                expand_home(file, home.as_deref()).map_err(|message| ConfigError::Invalid {
+                    path: shown.clone(),
+                    message: format!("mcp_import {message}"),
+                })?;
             let file = base.join(file);
-            let shown = file.display().to_string();
+            let origin = file.display().to_string();
             let text = std::fs::read_to_string(&file).map_err(|source| ConfigError::Read {
-                path: shown.clone(),
+                path: origin.clone(),
                 source,
             })?;
-            let servers = buddy_mcp::import_mcp_servers(&text, &shown).map_err(|message| {
+            let imported = buddy_mcp::import_mcp_servers(&text, &origin).map_err(|e| {
                 ConfigError::Invalid {
-                    path: shown.clone(),
-                    message,
+                    path: origin.clone(),
+                    message: e.to_string(),
                 }
             })?;
-            for server in servers {
-                if config.mcp.iter().any(|s| s.name == server.name) {
+            config.import(imported, &origin, declared)?;
+        }
+        Ok(config)
+    }
+
+    /// Takes the servers of one `mcp_import` file: a name of one of the first `declared`
+    /// servers (buddy.toml's `[[mcp]]` entries) is an error, buddy.toml must keep one of
+    /// them; a name an earlier file gave is skipped.
+    fn import(
+        &mut self,
+        imported: buddy_mcp::Imported,
+        origin: &str,
+        declared: usize,
+    ) -> Result<(), ConfigError> {
+        self.mcp_skipped.extend(imported.skipped);
+        for server in imported.servers {
+            match self.mcp.iter().position(|s| s.name == server.name) {
+                Some(at) if at < declared => {
                     return Err(ConfigError::Invalid {
-                        path: shown.clone(),
+                        path: origin.to_owned(),
                         message: format!(
                             "server `{}` is also an [[mcp]] entry of buddy.toml; keep one of them",
                             server.name
                         ),
                     });
                 }
-                config.mcp.push(server);
+                Some(_) => self.mcp_skipped.push(buddy_mcp::SkippedServer {
+                    origin: origin.to_owned(),
+                    name: server.name,
+                    reason: "an earlier mcp_import file has a server of that name, which is used"
+                        .to_owned(),
+                }),
+                None => self.mcp.push(server),
             }
         }
-        Ok(config)
+        Ok(())
     }
 
     /// Parses TOML text; `origin` names it in errors.
@@ -282,5 +340,36 @@ impl BuddyConfig {
             });
         }
         Ok(config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_leading_tilde_or_home_variable_is_the_home_directory() {
+        let home = Path::new("/home/ada");
+        for (given, expanded) in [
+            (
+                "~/.config/Claude/claude_desktop_config.json",
+                "/home/ada/.config/Claude/claude_desktop_config.json",
+            ),
+            ("$HOME/mcp.json", "/home/ada/mcp.json"),
+            ("${HOME}/mcp.json", "/home/ada/mcp.json"),
+            ("~", "/home/ada"),
+            ("mcp.json", "mcp.json"),
+            ("/etc/mcp.json", "/etc/mcp.json"),
+            ("~other/mcp.json", "~other/mcp.json"),
+            ("$HOMEWORK/mcp.json", "$HOMEWORK/mcp.json"),
+        ] {
+            assert_eq!(
+                expand_home(Path::new(given), Some(home)).unwrap(),
+                PathBuf::from(expanded),
+                "{given}"
+            );
+        }
+        let error = expand_home(Path::new("~/mcp.json"), None).unwrap_err();
+        assert!(error.contains("HOME is not set"), "{error}");
     }
 }

@@ -15,7 +15,7 @@ mod toolbox;
 
 pub use annotations::semantics_of;
 pub use config::{McpServerConfig, ToolOverride, Transport};
-pub use import::{import_mcp_servers, to_toml};
+pub use import::{ImportError, Imported, SkippedServer, import_mcp_servers, to_toml};
 pub use result::result_text;
 pub use skill::McpSkill;
 pub use source::{McpError, McpSource, McpTool, ServerState};

@@ -23,6 +23,12 @@ pub enum LibraryError {
     Scenario(#[from] ScenarioError),
     #[error("no scenario files (*.json) in {0}")]
     Empty(String),
+    /// `--scenario` named neither a file nor a built-in scenario.
+    #[error(
+        "no scenario file `{given}` and no built-in scenario of that name; give a path to a scenario file or one of: {}",
+        names.join(", ")
+    )]
+    NotFound { given: String, names: Vec<String> },
 }
 
 /// The default scenario (`offline_assistant`), parsed.
@@ -36,6 +42,27 @@ pub fn builtin() -> Result<Vec<Scenario>, ScenarioError> {
         .iter()
         .map(|(file, text)| Scenario::parse(text, &format!("built-in {file}")))
         .collect()
+}
+
+/// The scenario `given` names: the file at that path when there is one, else, for a
+/// bare name (`ab_cycle` or `ab_cycle.json`, no directory), the built-in scenario of
+/// that name. A path with a directory is always a file.
+pub fn find(given: &Path) -> Result<Scenario, LibraryError> {
+    let bare = given.parent().is_none_or(|p| p.as_os_str().is_empty());
+    if given.exists() || !bare {
+        return Ok(Scenario::load(given)?);
+    }
+    let wanted = given
+        .to_str()
+        .map(|name| name.strip_suffix(".json").unwrap_or(name));
+    let all = builtin()?;
+    if let Some(scenario) = all.iter().find(|s| Some(s.name.as_str()) == wanted) {
+        return Ok(scenario.clone());
+    }
+    Err(LibraryError::NotFound {
+        given: given.display().to_string(),
+        names: all.into_iter().map(|s| s.name).collect(),
+    })
 }
 
 /// The scenario files in `dir`, sorted by name.
@@ -85,6 +112,28 @@ mod tests {
         assert!(all.len() > 30, "{}", all.len());
         let default = default_scenario().expect("default parses");
         assert!(all.iter().any(|s| s.name == default.name));
+    }
+
+    #[test]
+    fn a_scenario_is_found_by_file_or_by_built_in_name() {
+        let file = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/polling.json");
+        assert_eq!(find(Path::new(file)).expect("a file").name, "polling");
+        for name in ["ab_cycle", "ab_cycle.json"] {
+            assert_eq!(find(Path::new(name)).expect(name).name, "ab_cycle");
+        }
+        // A path with a directory is a file, never a built-in name.
+        let error = find(Path::new("elsewhere/ab_cycle.json")).expect_err("no such file");
+        assert!(
+            matches!(error, LibraryError::Scenario(ScenarioError::Read { .. })),
+            "{error}"
+        );
+        let error = find(Path::new("ab_cycel")).expect_err("a typo").to_string();
+        assert!(
+            error.contains("`ab_cycel`")
+                && error.contains("ab_cycle, ")
+                && error.contains("plain_chat"),
+            "{error}"
+        );
     }
 
     #[test]

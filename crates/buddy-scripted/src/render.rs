@@ -286,6 +286,29 @@ mod tests {
         );
     }
 
+    /// On the server a client may declare tools of its own (`tools` of Chat Completions
+    /// or Responses); a scripted model that does not call them must still answer, not
+    /// fail with "no rule matches" (a 502).
+    #[test]
+    fn every_builtin_scenario_answers_a_request_that_offers_a_client_tool() {
+        for scenario in crate::library::builtin().unwrap() {
+            let mut tools: Vec<ToolSpec> = scenario
+                .tools
+                .iter()
+                .map(|tool| match tool {
+                    crate::scenario::ScenarioTool::Builtin { builtin } => spec(builtin),
+                    crate::scenario::ScenarioTool::Stub(stub) => spec(&stub.name),
+                })
+                .collect();
+            tools.push(spec("client_lookup"));
+            let history = [Message::user(scenario.prompt.as_str())];
+            let request = CompletionRequest::new("m", &history).with_tools(&tools);
+            if let Err(e) = respond(&scenario, &request, 1) {
+                panic!("scenario `{}` with a client tool: {e}", scenario.name);
+            }
+        }
+    }
+
     #[test]
     fn no_matching_rule_is_a_clear_error() {
         let s = scenario(json!([{"when": {"tools_offered": true}, "reply": {"text": "x"}}]));

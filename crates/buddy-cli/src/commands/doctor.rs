@@ -66,6 +66,12 @@ pub async fn doctor(config_path: Option<&Path>, args: DoctorArgs) -> anyhow::Res
     );
 
     let mcp_ok = check_mcp_servers(&config.mcp).await;
+    for skipped in &config.mcp_skipped {
+        println!(
+            "mcp       {}: skipped (from {}): {}",
+            skipped.name, skipped.origin, skipped.reason
+        );
+    }
     let Chosen {
         name,
         config: chosen,

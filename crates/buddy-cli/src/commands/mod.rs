@@ -181,8 +181,9 @@ pub struct ProviderFlags {
 pub struct TurnArgs {
     #[command(flatten)]
     target: ProviderFlags,
-    /// Scenario file for the scripted model (default: the built-in offline assistant).
-    #[arg(long, value_name = "FILE")]
+    /// Scenario for the scripted model: a file, or a built-in scenario by name when no
+    /// such file exists (`--scenario ab_cycle`); default: the built-in offline assistant.
+    #[arg(long, value_name = "FILE|NAME")]
     scenario: Option<PathBuf>,
     /// Directory the file skills are confined to (default: config, else the current directory).
     #[arg(long, value_name = "DIR")]

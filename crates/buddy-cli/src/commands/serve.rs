@@ -35,6 +35,7 @@ pub struct ServeArgs {
 /// Runs the server until SIGTERM or Ctrl-C.
 pub async fn serve(config_path: Option<&Path>, args: ServeArgs) -> anyhow::Result<u8> {
     let mut runtime = Runtime::load(config_path)?;
+    super::wiring::warn_skipped_mcp(&runtime);
     let env_patch = runtime.env_policy(std::env::vars())?;
     runtime.config_mut().policy.base.merge(&env_patch);
     args.server.apply(&mut runtime.config_mut().server)?;

@@ -59,6 +59,14 @@ impl ProviderFlags {
     }
 }
 
+/// Warns on stderr about each server of an `mcp_import` file that buddy cannot run
+/// (legacy SSE…), saying why; the other servers run.
+pub fn warn_skipped_mcp(runtime: &Runtime) {
+    for skipped in &runtime.config().mcp_skipped {
+        eprintln!("buddy: warning: {skipped}");
+    }
+}
+
 /// Builds the engine and policy for `run` / `chat`; `attended` when a person at the
 /// terminal can answer approval questions.
 pub async fn setup(
@@ -67,6 +75,7 @@ pub async fn setup(
     attended: bool,
 ) -> anyhow::Result<Setup> {
     let runtime = Runtime::load(config_path)?;
+    warn_skipped_mcp(&runtime);
     let (_, sandbox) = runtime.sandbox(args.sandbox.as_deref())?;
     let chosen = runtime.choose(&args.target.choice())?;
     let wants = SessionWants {

@@ -22,7 +22,8 @@ pub use scripted::{ModelsError, ScenarioModel, ScriptedBackend, scenario_models}
 pub enum KindError {
     /// No provider has this name, and it is no kind.
     #[error(
-        "no provider named `{name}`: {declared}; name one of those or a kind: openai, anthropic, scripted"
+        "no provider named `{name}` ({declared}): add a [providers.{name}] table to buddy.toml \
+         (`buddy init` writes one for a local server it finds), or name a kind: openai, anthropic, scripted"
     )]
     UnknownProvider { name: String, declared: String },
     /// No backend is registered for a kind.
@@ -44,6 +45,9 @@ pub enum KindError {
     /// A scenario is unreadable or invalid.
     #[error(transparent)]
     Scenario(#[from] ScenarioError),
+    /// `--scenario` names neither a file nor a built-in scenario.
+    #[error(transparent)]
+    ScenarioNotFound(#[from] buddy_scripted::library::LibraryError),
 }
 
 /// Reads an environment variable (callers and tests choose the source).

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use buddy_core::{Provider, ProviderError};
 use buddy_providers::{ProviderConfig, ProviderKind};
-use buddy_scripted::library::{LibraryError, builtin, default_scenario, scenario_files};
+use buddy_scripted::library::{LibraryError, builtin, default_scenario, find, scenario_files};
 use buddy_scripted::{Scenario, ScenarioError, ScriptedProvider};
 
 use super::{Chosen, Env, KindError, ProviderBackend, SessionProvider, SessionWants};
@@ -34,7 +34,7 @@ impl ProviderBackend for ScriptedBackend {
             ));
         }
         let scenario = match wants.scenario.or(chosen.config.scenario.as_deref()) {
-            Some(path) => Scenario::load(path)?,
+            Some(path) => find(path)?,
             None => default_scenario()?,
         };
         let model = wants

@@ -183,11 +183,44 @@ fn bad_values_are_refused_with_the_field_named() {
     );
     let out = run(buddy(dir.path()).args(["run", "--scenario", "missing.json"]));
     assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
     assert!(
-        text(&out.stderr).contains("cannot read scenario `missing.json`"),
+        stderr.contains("no scenario file `missing.json` and no built-in scenario of that name")
+            && stderr.contains("ab_cycle, "),
+        "{stderr}"
+    );
+    let out = run(buddy(dir.path()).args(["run", "--scenario", "elsewhere/missing.json"]));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("cannot read scenario `elsewhere/missing.json`"),
         "{}",
         text(&out.stderr)
     );
+}
+
+/// `--scenario NAME` plays the built-in scenario of that name when no such file exists
+/// (the README's `--scenario ab_cycle`, run anywhere); a file of that name comes first.
+#[test]
+fn a_built_in_scenario_is_played_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(buddy(dir.path()).args(["run", "--json", "--scenario", "ab_cycle"]));
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("\"reason\":\"loop_detected\""),
+        "{}",
+        text(&out.stdout)
+    );
+    let mut own =
+        buddy_scripted::Scenario::load(std::path::Path::new(&scenario("plain_chat"))).unwrap();
+    own.name = "own".into();
+    std::fs::write(
+        dir.path().join("ab_cycle"),
+        serde_json::to_string(&own).unwrap(),
+    )
+    .unwrap();
+    let out = run(buddy(dir.path()).args(["run", "--scenario", "ab_cycle"]));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("Hello"), "{}", text(&out.stdout));
 }
 
 #[test]

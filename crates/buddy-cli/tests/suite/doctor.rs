@@ -272,3 +272,23 @@ async fn the_cli_prints_the_switch_and_the_flag_makes_tools_work() {
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert!(stderr.contains("→ get_time"), "{stderr}");
 }
+
+/// `buddy doctor --provider local` on a fresh machine (no buddy.toml): the error says how
+/// to get a `[providers.local]`, not only that there is none.
+#[test]
+fn a_provider_nobody_declared_is_refused_with_how_to_declare_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = super::buddy(dir.path())
+        .args(["doctor", "--provider", "local"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("no provider named `local` (no buddy.toml declares any provider)")
+            && stderr.contains("add a [providers.local] table to buddy.toml")
+            && stderr.contains("`buddy init` writes one"),
+        "{stderr}"
+    );
+}

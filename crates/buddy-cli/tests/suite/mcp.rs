@@ -153,6 +153,139 @@ fn servers_come_from_a_claude_desktop_config() {
     assert!(stderr.contains("also an [[mcp]] entry"), "{stderr}");
 }
 
+/// A Claude Desktop file as people have it, where the README says it is
+/// (`~/.config/Claude/…`): stdio servers with `command`, `args` and `env`, a legacy SSE
+/// server and a Streamable HTTP one. `~` is the home directory; the SSE server is
+/// skipped, named with the reason, by `mcp list`, `mcp import`, `doctor` and a warning of
+/// `run`; every other server comes in.
+#[test]
+fn a_real_claude_desktop_file_imports_all_but_what_buddy_cannot_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let claude_dir = home.path().join(".config/Claude");
+    std::fs::create_dir_all(&claude_dir).unwrap();
+    let claude = serde_json::json!({
+        "globalShortcut": "",
+        "mcpServers": {
+            "time": {"command": time_server(), "args": ["--local-timezone", "Europe/Paris"],
+                     "env": {"TZ": "Europe/Paris"}},
+            "linear": {"type": "sse", "url": "https://mcp.linear.app/sse"},
+            "remote": {"type": "http", "url": "http://127.0.0.1:1/mcp",
+                       "headers": {"X-Team": "docs"}},
+            "old": {"command": "npx", "args": ["-y", "retired-server"], "disabled": true},
+        }
+    });
+    let file = claude_dir.join("claude_desktop_config.json");
+    std::fs::write(&file, serde_json::to_string_pretty(&claude).unwrap()).unwrap();
+    std::fs::write(
+        dir.path().join("buddy.toml"),
+        "mcp_import = [\"~/.config/Claude/claude_desktop_config.json\"]\n",
+    )
+    .unwrap();
+    let with_home = |args: &[&str]| {
+        super::buddy(dir.path())
+            .args(args)
+            .env("HOME", home.path())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let sse_reason = "it uses the legacy SSE transport";
+
+    let out = with_home(&["mcp", "list"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // `remote` is imported and tried (nothing listens on port 1), so it is not available.
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(stdout.contains("time__get_current_time"), "{stdout}");
+    assert!(stdout.contains("--local-timezone Europe/Paris"), "{stdout}");
+    assert!(
+        stdout.contains("remote  (http://127.0.0.1:1/mcp)\n  not available"),
+        "{stdout}"
+    );
+    let shown = file.display().to_string();
+    assert!(
+        stdout.contains(&format!("linear  (from {shown})\n  skipped: {sse_reason}")),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("old"),
+        "a disabled server is left out: {stdout}"
+    );
+
+    let out = with_home(&[
+        "mcp",
+        "import",
+        "~/.config/Claude/claude_desktop_config.json",
+    ]);
+    let toml = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(toml.matches("[[mcp]]").count(), 2, "{toml}");
+    assert!(
+        toml.contains("name = \"remote\"") && toml.contains("name = \"time\""),
+        "{toml}"
+    );
+    assert!(
+        stderr.contains(&format!("buddy: skipped `linear`: {sse_reason}")),
+        "{stderr}"
+    );
+
+    let out = with_home(&["doctor"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!(
+            "mcp       linear: skipped (from {shown}): {sse_reason}"
+        )),
+        "{stdout}"
+    );
+
+    // A turn starts every imported server: without the unreachable one it runs, warning
+    // about the skipped one.
+    let mut claude = claude;
+    claude["mcpServers"]
+        .as_object_mut()
+        .unwrap()
+        .remove("remote");
+    std::fs::write(&file, claude.to_string()).unwrap();
+    let out = with_home(&["run", "What time is it?"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "buddy: warning: MCP server `linear` of {shown} is skipped: {sse_reason}"
+        )),
+        "{stderr}"
+    );
+}
+
+/// Two imported files with a server of the same name: the first file's is used, the
+/// second's skipped with the reason (a `[[mcp]]` entry of that name stays an error).
+#[test]
+fn a_server_two_imported_files_name_is_taken_from_the_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serde_json::json!({"mcpServers": {"time": {"command": time_server()}}});
+    std::fs::write(dir.path().join("claude.json"), server.to_string()).unwrap();
+    std::fs::write(dir.path().join("cursor.json"), server.to_string()).unwrap();
+    std::fs::write(
+        dir.path().join("buddy.toml"),
+        "mcp_import = [\"claude.json\", \"cursor.json\"]\n",
+    )
+    .unwrap();
+    let out = buddy(dir.path(), &["mcp", "list"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert_eq!(
+        stdout.matches("time__get_current_time").count(),
+        1,
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("cursor.json)\n  skipped: an earlier mcp_import file"),
+        "{stdout}"
+    );
+}
+
 /// `command` may name the program alone, with `args`, as MCP clients write it.
 #[test]
 fn command_and_args_work_in_buddy_toml() {

@@ -121,3 +121,96 @@ fn every_offline_readme_command_line_is_one_buddy_takes() {
     // run (3), demo, --help, init, completions, man at least.
     assert!(ran >= 8, "only {ran} README lines ran: {commands:?}");
 }
+
+/// The README's shell lines that install the bash completions work as written on a fresh
+/// account, where `~/.local/share/bash-completion/completions` does not exist yet.
+#[test]
+fn the_readme_completions_install_works_in_a_fresh_home() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let lines: Vec<&str> = readme
+        .lines()
+        .filter(|l| l.contains("~/.local/share/bash-completion/completions"))
+        .map(|l| l.split(" #").next().unwrap_or_default().trim())
+        .collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("buddy completions bash")),
+        "{lines:?}"
+    );
+    let home = tempfile::tempdir().unwrap();
+    let bin = Path::new(env!("CARGO_BIN_EXE_buddy")).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = std::process::Command::new("sh")
+        .arg("-ec")
+        .arg(lines.join("\n"))
+        .env("HOME", home.path())
+        .env("PATH", path)
+        .current_dir(home.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "README: {lines:?} fails on a fresh HOME: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let script = std::fs::read_to_string(
+        home.path()
+            .join(".local/share/bash-completion/completions/buddy"),
+    )
+    .unwrap();
+    assert!(script.contains("complete"), "{script}");
+}
+
+/// The README's "Clients tested" table names the versions the suite installs: the pins
+/// of `scripts/test.sh` (PyPI) and `clients/node/package-lock.json` (npm).
+#[test]
+fn the_tested_client_versions_are_the_pinned_ones() {
+    let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let table: String = readme
+        .lines()
+        .skip_while(|l| !l.starts_with("**Clients tested**"))
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(table.contains("LangChain"), "no clients table: {table}");
+    let script = std::fs::read_to_string(root.join("scripts/test.sh")).unwrap();
+    let mut pins: Vec<(String, String)> = script
+        .split('\'')
+        .filter_map(|quoted| quoted.split_once("=="))
+        .filter(|(name, version)| {
+            let word = |s: &str, extra: &str| {
+                !s.is_empty()
+                    && s.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || extra.contains(c))
+            };
+            word(name, "-_.") && word(version, ".")
+        })
+        .map(|(name, version)| (name.to_owned(), version.to_owned()))
+        .collect();
+    assert!(pins.len() >= 4, "{pins:?}");
+    let lock: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join("clients/node/package-lock.json")).unwrap(),
+    )
+    .unwrap();
+    for name in ["openai", "ai", "@ai-sdk/openai"] {
+        let version = lock["packages"][format!("node_modules/{name}")]["version"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{name} is not in clients/node/package-lock.json"));
+        pins.push((name.to_owned(), version.to_owned()));
+    }
+    for (name, version) in &pins {
+        assert!(
+            table.lines().any(|row| row.contains(version.as_str())),
+            "README's clients table lacks {name} {version}:\n{table}"
+        );
+    }
+}

@@ -147,9 +147,11 @@ async fn a_plain_chat_request_carries_no_tools_and_finalize_withdraws_them() {
         } else {
             assert_eq!(requests.len(), 1);
             assert_eq!(
-                last.tool_choice, None,
-                "a plain chat is exactly a plain chat"
+                (&last.tools, &last.tool_choice),
+                (&None, &None),
+                "a plain chat is exactly a plain chat: no tools, no tool_choice"
             );
+            assert_eq!(outcome.reason, StopReason::Completed);
         }
     }
 }

@@ -715,3 +715,48 @@ async fn streamed_completions_separate_narration_but_never_lead_with_blank_lines
     );
     server.stop().await;
 }
+
+/// A client that declares tools of its own (as LangChain's `bind_tools` or the AI SDK's
+/// `tools` do) against a scripted model that does not call them gets its answer on
+/// Chat Completions and Responses, not a 502.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_scripted_model_answers_a_request_that_declares_client_tools() {
+    let (db, scenarios) = (tempfile::tempdir().unwrap(), all_scenarios());
+    let server = TestServer::start(
+        &db.path().join("b.db"),
+        scenarios.path(),
+        ServerSettings::default(),
+    )
+    .await;
+    let parameters = json!({"type": "object", "properties": {"q": {"type": "string"}}});
+    let chat = client()
+        .post(format!("{}/v1/chat/completions", server.url))
+        .json(&json!({"model": "scripted:plain_chat",
+                      "messages": [{"role": "user", "content": "Say hello."}],
+                      "tools": [{"type": "function", "function": {"name": "lookup", "parameters": parameters}}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(chat.status(), 200);
+    let chat: Value = chat.json().await.unwrap();
+    assert_eq!(chat["choices"][0]["finish_reason"], "stop", "{chat}");
+    assert!(
+        chat["choices"][0]["message"]["content"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("Hello")),
+        "{chat}"
+    );
+    let responses = client()
+        .post(format!("{}/v1/responses", server.url))
+        .json(
+            &json!({"model": "scripted:plain_chat", "input": "Say hello.",
+                      "tools": [{"type": "function", "name": "lookup", "parameters": parameters}]}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(responses.status(), 200);
+    let responses: Value = responses.json().await.unwrap();
+    assert_eq!(responses["status"], "completed", "{responses}");
+    server.stop().await;
+}
