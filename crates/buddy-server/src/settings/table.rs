@@ -74,57 +74,46 @@ pub trait Setting: Sized {
     }
 }
 
-impl Setting for usize {
-    fn read<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        usize::deserialize(deserializer)
-    }
-    fn parse(text: &str) -> Result<Self, String> {
-        text.trim()
-            .parse()
-            .map_err(|_| format!("expected a whole number, got `{text}`"))
-    }
-    fn number(&self) -> Option<u64> {
-        u64::try_from(*self).ok()
-    }
+/// A setting type read as serde reads it and parsed with `FromStr`; `$what` names what
+/// a flag must hold, `$number` how its check sees it.
+macro_rules! parsed_setting {
+    ($ty:ty, $what:literal, $number:expr) => {
+        impl Setting for $ty {
+            fn read<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                <$ty>::deserialize(deserializer)
+            }
+            fn parse(text: &str) -> Result<Self, String> {
+                text.trim()
+                    .parse()
+                    .map_err(|_| format!("expected {}, got `{text}`", $what))
+            }
+            fn number(&self) -> Option<u64> {
+                $number(self)
+            }
+        }
+    };
 }
 
-impl Setting for bool {
-    fn read<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        bool::deserialize(deserializer)
-    }
-    fn parse(text: &str) -> Result<Self, String> {
-        text.trim()
-            .parse()
-            .map_err(|_| format!("expected true or false, got `{text}`"))
-    }
+parsed_setting!(usize, "a whole number", |n: &usize| u64::try_from(*n).ok());
+parsed_setting!(bool, "true or false", |_: &bool| None);
+
+/// A setting type read as serde reads it whose flag is taken as written.
+macro_rules! text_setting {
+    ($ty:ty, $from:expr) => {
+        impl Setting for $ty {
+            fn read<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                <$ty>::deserialize(deserializer)
+            }
+            fn parse(text: &str) -> Result<Self, String> {
+                Ok($from(text))
+            }
+        }
+    };
 }
 
-impl Setting for String {
-    fn read<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        String::deserialize(deserializer)
-    }
-    fn parse(text: &str) -> Result<Self, String> {
-        Ok(text.to_owned())
-    }
-}
-
-impl Setting for PathBuf {
-    fn read<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        PathBuf::deserialize(deserializer)
-    }
-    fn parse(text: &str) -> Result<Self, String> {
-        Ok(PathBuf::from(text))
-    }
-}
-
-impl Setting for Option<String> {
-    fn read<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        Option::<String>::deserialize(deserializer)
-    }
-    fn parse(text: &str) -> Result<Self, String> {
-        Ok(Some(text.to_owned()))
-    }
-}
+text_setting!(String, str::to_owned);
+text_setting!(PathBuf, PathBuf::from);
+text_setting!(Option<String>, |text: &str| Some(text.to_owned()));
 
 impl Setting for Option<Usd> {
     fn read<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
