@@ -660,7 +660,7 @@ mod tests {
             json!({"type": "response.output_item.done", "output_index": 0, "item": {
                 "type": "message", "id": "msg_1", "status": "completed", "role": "assistant",
                 "phase": "final_answer",
-                "content": [{"type": "output_text", "text": "hi", "annotations": []}]}})
+                "content": [{"type": "output_text", "text": "hi", "annotations": [], "logprobs": []}]}})
         );
         let tools = function_tools(vec![json!({"type": "function", "name": "f"})]).unwrap();
         assert_eq!(
