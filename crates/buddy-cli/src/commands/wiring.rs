@@ -55,6 +55,7 @@ impl ProviderFlags {
             tool_choice_auto: self.tool_choice_auto,
             no_stream_options: self.no_stream_options,
             assistant_content_empty_string: self.assistant_content_empty_string,
+            output_limit_field: self.output_limit_field,
         }
     }
 }
