@@ -27,6 +27,8 @@ pub struct Setup {
     pub price: Option<Price>,
     /// The provider's name, for traces.
     pub provider: String,
+    /// The provider itself: traces name who serves it (`Provider::served_by`).
+    pub serving: Arc<dyn buddy_core::Provider>,
     /// Where the turns' spans go, when telemetry is on.
     pub telemetry: Option<Arc<Telemetry>>,
 }
@@ -94,6 +96,7 @@ pub async fn setup(
             Arc::clone(&session.toolbox),
         )),
         price,
+        serving: Arc::clone(&session.provider),
         telemetry: runtime.telemetry(&process_env)?,
         provider: session.provider_name,
         model: session.model,
