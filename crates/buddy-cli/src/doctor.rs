@@ -229,8 +229,8 @@ pub async fn probe(
             detail: format!("{:?} in {} ms", excerpt(&reply.text), took.as_millis()),
         }),
         Err(error) => {
-            // Every probe sends an output limit: a server that refuses its field (OpenAI's
-            // newest models refuse `max_tokens`) answers once it goes in the other.
+            // Every probe sends an output limit: a server that refuses its field by name
+            // (OpenAI's newest models refuse `max_tokens`) is asked with the other one.
             let limit = OutputLimitField::resolve(
                 config.compat.output_limit_field,
                 config
@@ -238,13 +238,11 @@ pub async fn probe(
                     .as_deref()
                     .unwrap_or(config.kind.default_base_url()),
             );
-            let openai_candidates = [
-                Switch::OutputLimit(limit.other()),
-                Switch::NoStreamOptions,
-                Switch::NoStream,
-            ];
-            let candidates: &[Switch] = if openai {
-                &openai_candidates
+            let output_limit = [Switch::OutputLimit(limit.other())];
+            let candidates: &[Switch] = if openai && limit.is_refused_by(&error) {
+                &output_limit
+            } else if openai {
+                &[Switch::NoStreamOptions, Switch::NoStream]
             } else {
                 &[Switch::NoStream]
             };

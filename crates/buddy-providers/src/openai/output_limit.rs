@@ -64,6 +64,27 @@ impl OutputLimitField {
     }
 }
 
+impl OutputLimitField {
+    /// True when `error` is a server refusing this field (a 400 or 422 naming it): the
+    /// other field may be taken.
+    pub fn is_refused_by(self, error: &ProviderError) -> bool {
+        match error {
+            ProviderError::Http {
+                status, message, ..
+            } => self.refused_in(*status, message),
+            _ => false,
+        }
+    }
+
+    fn refused_in(self, status: u16, message: &str) -> bool {
+        let lower = message.to_ascii_lowercase();
+        matches!(status, 400 | 422)
+            && lower.contains(self.as_str())
+            && (lower.contains(self.other().as_str())
+                || REFUSAL_WORDS.iter().any(|w| lower.contains(w)))
+    }
+}
+
 /// Words with which servers refuse a field they do not take (OpenAI: "Unsupported
 /// parameter: 'max_tokens' is not supported with this model"; Azure OpenAI before
 /// 2024-09: "Unrecognized request argument supplied: max_completion_tokens"; vLLM and
@@ -95,11 +116,7 @@ pub(crate) fn explain_refusal(
     else {
         return error;
     };
-    let lower = message.to_ascii_lowercase();
-    let refused = lower.contains(sent.as_str())
-        && (lower.contains(sent.other().as_str())
-            || REFUSAL_WORDS.iter().any(|w| lower.contains(w)));
-    let message = if refused {
+    let message = if sent.refused_in(status, &message) {
         format!(
             "{message}; this server does not take the output limit as `{sent}`: set \
              `output_limit_field = \"{other}\"` under [providers.{provider}.compat] (or pass \
