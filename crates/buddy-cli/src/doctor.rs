@@ -1,13 +1,14 @@
 //! `buddy doctor`: probes a provider with a few small model calls and says which compat
 //! switches it needs — can it stream, does it stream tool calls, does it need
-//! `tool_choice` to use tools at all, does it accept `content: null` — so a server
+//! `tool_choice` to use tools at all, does it accept `content: null`, which field takes
+//! the output limit — so a server
 //! that silently ignores tools is found before a turn ends `completed` on an invented
 //! answer.
 
 use std::time::{Duration, Instant};
 
 use buddy_core::{Completion, CompletionRequest, Message, ProviderError, ToolCall, ToolSpec};
-use buddy_providers::{ProviderConfig, ProviderKind};
+use buddy_providers::{OutputLimitField, ProviderConfig, ProviderKind};
 use serde_json::json;
 
 /// A compat switch a provider needs, as buddy.toml knows it and as a flag.
@@ -21,6 +22,9 @@ pub enum Switch {
     ToolChoiceAuto,
     /// `compat.assistant_content_empty_string` / `--assistant-content-empty-string`.
     AssistantContentEmptyString,
+    /// `compat.output_limit_field` / `--output-limit-field`: the server refuses the field
+    /// the output limit went in and takes this one.
+    OutputLimit(OutputLimitField),
 }
 
 impl Switch {
@@ -31,6 +35,12 @@ impl Switch {
             Switch::NoStreamOptions => "no_stream_options = true",
             Switch::ToolChoiceAuto => "tool_choice_auto = true",
             Switch::AssistantContentEmptyString => "assistant_content_empty_string = true",
+            Switch::OutputLimit(OutputLimitField::MaxTokens) => {
+                "output_limit_field = \"max_tokens\""
+            }
+            Switch::OutputLimit(OutputLimitField::MaxCompletionTokens) => {
+                "output_limit_field = \"max_completion_tokens\""
+            }
         }
     }
 
@@ -41,6 +51,10 @@ impl Switch {
             Switch::NoStreamOptions => "--no-stream-options",
             Switch::ToolChoiceAuto => "--tool-choice-auto",
             Switch::AssistantContentEmptyString => "--assistant-content-empty-string",
+            Switch::OutputLimit(OutputLimitField::MaxTokens) => "--output-limit-field max_tokens",
+            Switch::OutputLimit(OutputLimitField::MaxCompletionTokens) => {
+                "--output-limit-field max_completion_tokens"
+            }
         }
     }
 
@@ -56,6 +70,7 @@ impl Switch {
             Switch::AssistantContentEmptyString => {
                 config.compat.assistant_content_empty_string = true
             }
+            Switch::OutputLimit(field) => config.compat.output_limit_field = Some(field),
         }
     }
 
@@ -65,6 +80,7 @@ impl Switch {
             Switch::NoStreamOptions => config.compat.no_stream_options,
             Switch::ToolChoiceAuto => config.compat.tool_choice_auto,
             Switch::AssistantContentEmptyString => config.compat.assistant_content_empty_string,
+            Switch::OutputLimit(field) => config.compat.output_limit_field == Some(field),
         }
     }
 }
@@ -213,7 +229,19 @@ pub async fn probe(
             detail: format!("{:?} in {} ms", excerpt(&reply.text), took.as_millis()),
         }),
         Err(error) => {
-            let candidates: &[Switch] = if openai {
+            // Every probe sends an output limit: a server that refuses its field by name
+            // (OpenAI's newest models refuse `max_tokens`) is asked with the other one.
+            let limit = OutputLimitField::resolve(
+                config.compat.output_limit_field,
+                config
+                    .base_url
+                    .as_deref()
+                    .unwrap_or(config.kind.default_base_url()),
+            );
+            let output_limit = [Switch::OutputLimit(limit.other())];
+            let candidates: &[Switch] = if openai && limit.is_refused_by(&error) {
+                &output_limit
+            } else if openai {
                 &[Switch::NoStreamOptions, Switch::NoStream]
             } else {
                 &[Switch::NoStream]

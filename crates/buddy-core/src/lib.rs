@@ -27,6 +27,7 @@ pub use exact_json::{json_exact, json_len};
 pub use head_tail::head_and_tail;
 pub use message::{Attachment, Message, ToolCall, ToolSpec};
 pub use observe::{ModelCallEnd, TurnObserver};
+pub use provider::ServedBy;
 pub use provider::{
     CallPurpose, Completion, CompletionRequest, Provider, ProviderError, ToolChoice,
 };
@@ -36,7 +37,7 @@ pub use skill::{
     Toolbox,
 };
 pub use stop::{StopReason, TurnStats};
-pub use token::{FinishReason, Token, TokenCount, TokenStream, Usage};
+pub use token::{FinishReason, ResponseInfo, Token, TokenCount, TokenStream, Usage};
 
 /// A boxed, sendable future: the return type of buddy's object-safe async trait methods.
 pub type BoxFuture<'a, T> = futures::future::BoxFuture<'a, T>;

@@ -2,13 +2,17 @@
 //! and ends and hands it every event, and sends the trace context it gets back on to the
 //! model server and the tools. The engine knows this trait, never a tracing library.
 
-use crate::{ChatEvent, CompletionRequest, FinishReason, ToolCall, Usage, Usd};
+use crate::{ChatEvent, CompletionRequest, FinishReason, ResponseInfo, ToolCall, Usage, Usd};
 
 /// Watches one turn, for tracing. Every method is called on the turn's own task, in the
 /// order things happen; an observer must not block.
 pub trait TurnObserver: Send + Sync {
     /// A model call is about to be sent; returns the W3C `traceparent` to send with it.
     fn model_call_started(&self, request: &CompletionRequest<'_>) -> Option<String>;
+
+    /// The server of the model call started last said what its reply is (a
+    /// [`crate::Token::Response`]); comes before `model_call_ended`. The default ignores it.
+    fn model_call_response(&self, _response: &ResponseInfo) {}
 
     /// The model call started last is over, with a reply or not.
     fn model_call_ended(&self, end: &ModelCallEnd<'_>);

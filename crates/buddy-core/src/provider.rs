@@ -5,8 +5,8 @@ use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    Attachment, BoxFuture, FinishReason, Message, Sampling, Token, TokenStream, ToolCall, ToolSpec,
-    Usage,
+    Attachment, BoxFuture, FinishReason, Message, ResponseInfo, Sampling, Token, TokenStream,
+    ToolCall, ToolSpec, Usage,
 };
 
 /// How the model may use the offered tools.
@@ -100,6 +100,17 @@ pub struct Completion {
     pub tool_calls: Vec<ToolCall>,
     pub finish: Option<FinishReason>,
     pub usage: Option<Usage>,
+    /// The server's id of the reply and the model that wrote it, when it said.
+    pub response: Option<ResponseInfo>,
+}
+
+/// Who serves a provider's calls, as traces name it (the OpenTelemetry GenAI conventions).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServedBy<'a> {
+    /// `gen_ai.provider.name`: `openai`, `anthropic`, `azure.ai.openai`, `groq`, …
+    pub provider_name: &'a str,
+    /// The base URL calls go to (its host and port are `server.address` / `server.port`).
+    pub base_url: &'a str,
 }
 
 /// A model behind a streaming API. The engine drives only this trait.
@@ -137,6 +148,12 @@ pub trait Provider: Send + Sync {
             .find_map(|a| self.refuses(a))
     }
 
+    /// Who serves this provider's calls, for traces; `None` for a model without a server
+    /// (the scripted one, test doubles).
+    fn served_by(&self) -> Option<ServedBy<'_>> {
+        None
+    }
+
     /// Starts a model call and returns its token stream.
     fn stream<'a>(
         &'a self,
@@ -161,6 +178,7 @@ pub trait Provider: Send + Sync {
                         out.finish = Some(reason);
                         out.usage = usage;
                     }
+                    Token::Response(info) => out.response = Some(info),
                 }
             }
             Ok(out)
@@ -179,6 +197,10 @@ impl<P: Provider + ?Sized> Provider for Arc<P> {
 
     fn refuses(&self, attachment: &Attachment) -> Option<String> {
         (**self).refuses(attachment)
+    }
+
+    fn served_by(&self) -> Option<ServedBy<'_>> {
+        (**self).served_by()
     }
 
     fn stream<'a>(

@@ -16,12 +16,40 @@ pub enum Token {
     Reasoning { text: String },
     /// A complete, executable tool call (providers assemble deltas before yielding).
     ToolCall(ToolCall),
+    /// What the server says about its reply (its id, the model that wrote it), before
+    /// the reply's first other token; for traces and logs, never part of the answer.
+    Response(ResponseInfo),
     /// The end of the reply, with the provider's stated reason and token usage.
     Finish {
         reason: FinishReason,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         usage: Option<Usage>,
     },
+}
+
+/// What a model server says about one reply: OpenAI's `id` and `model` of its chunks,
+/// Anthropic's `message.id` and `message.model` of `message_start`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResponseInfo {
+    /// The server's id of the reply (`gen_ai.response.id`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// The model that wrote it, as the server names it (`gen_ai.response.model`), which
+    /// may be more exact than the one asked for (`gpt-4o` → `gpt-4o-2024-08-06`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+impl ResponseInfo {
+    /// The info when the server gave either part, for a [`Token::Response`].
+    pub fn of(id: Option<&str>, model: Option<&str>) -> Option<Self> {
+        let own = |s: Option<&str>| s.filter(|s| !s.is_empty()).map(str::to_owned);
+        let info = ResponseInfo {
+            id: own(id),
+            model: own(model),
+        };
+        (info.id.is_some() || info.model.is_some()).then_some(info)
+    }
 }
 
 /// Why the provider says its reply ended. Recorded, not trusted, by the engine.

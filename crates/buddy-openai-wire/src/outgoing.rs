@@ -20,8 +20,13 @@ pub struct ChatBody<'a> {
     pub stream: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stream_options: Option<StreamOptions>,
+    /// The output limit under its older name, which compatible servers read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
+    /// The output limit under its current name, which OpenAI's reasoning and newest
+    /// models require (they refuse `max_tokens`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_completion_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -102,7 +107,8 @@ mod tests {
             stream_options: Some(StreamOptions {
                 include_usage: true,
             }),
-            max_tokens: Some(9),
+            max_tokens: None,
+            max_completion_tokens: Some(9),
             temperature: None,
             top_p: None,
             seed: None,

@@ -331,15 +331,26 @@ impl Endpoint {
             let result = async {
                 let (response, watchdog) = self.send(&body, traceparent).await?;
                 let mut state = BodyState::new(self, response, watchdog, make_parser());
-                // Pull until the first token so errors before it can still be retried.
-                match state.next_token().await {
-                    Some(Ok(token)) => {
-                        state.pending.push_front(token);
-                        Ok(state)
+                // Pull until the first token of the reply so errors before it can still be
+                // retried; the server's id and model of the reply are not part of it
+                // (Anthropic's `message_start`, then an `overloaded_error`, is retried).
+                let mut pulled = Vec::new();
+                let outcome = loop {
+                    match state.next_token().await {
+                        Some(Ok(token @ Token::Response(_))) => pulled.push(token),
+                        Some(Ok(token)) => {
+                            pulled.push(token);
+                            break Ok(());
+                        }
+                        Some(Err(e)) => break Err(e),
+                        None => break Ok(()),
                     }
-                    Some(Err(e)) => Err(e),
-                    None => Ok(state),
+                };
+                outcome?;
+                for token in pulled.into_iter().rev() {
+                    state.pending.push_front(token);
                 }
+                Ok::<_, ProviderError>(state)
             }
             .await;
             match result {

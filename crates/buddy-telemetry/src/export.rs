@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use buddy_core::TurnObserver;
+use buddy_core::{ServedBy, TurnObserver};
 use bytes::Bytes;
 use opentelemetry::InstrumentationScope;
 use opentelemetry::trace::TracerProvider as _;
@@ -98,11 +98,25 @@ impl Telemetry {
     }
 
     /// An observer that records one turn's spans; give it to `TurnRequest::with_observer`.
+    /// Without the provider's [`ServedBy`], `gen_ai.provider.name` is `scope.provider` and
+    /// the spans have no `server.address`: prefer [`Telemetry::turn_served`].
     pub fn turn(&self, scope: TurnScope<'_>) -> Arc<dyn TurnObserver> {
+        self.turn_served(scope, None)
+    }
+
+    /// [`Telemetry::turn`] for a provider that says who serves it
+    /// (`provider.served_by()`): the conventions' `gen_ai.provider.name` and the
+    /// server's `server.address` / `server.port`.
+    pub fn turn_served(
+        &self,
+        scope: TurnScope<'_>,
+        served: Option<ServedBy<'_>>,
+    ) -> Arc<dyn TurnObserver> {
         Arc::new(TurnSpans::start(
             self.tracer.clone(),
             self.capture_content,
             scope,
+            served,
         ))
     }
 

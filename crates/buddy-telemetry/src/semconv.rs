@@ -14,6 +14,11 @@ pub const AGENT_NAME: &str = "gen_ai.agent.name";
 pub const CONVERSATION_ID: &str = "gen_ai.conversation.id";
 pub const REQUEST_MODEL: &str = "gen_ai.request.model";
 pub const REQUEST_MAX_TOKENS: &str = "gen_ai.request.max_tokens";
+pub const REQUEST_TEMPERATURE: &str = "gen_ai.request.temperature";
+pub const REQUEST_TOP_P: &str = "gen_ai.request.top_p";
+pub const REQUEST_SEED: &str = "gen_ai.request.seed";
+pub const RESPONSE_ID: &str = "gen_ai.response.id";
+pub const RESPONSE_MODEL: &str = "gen_ai.response.model";
 pub const RESPONSE_FINISH_REASONS: &str = "gen_ai.response.finish_reasons";
 pub const USAGE_INPUT_TOKENS: &str = "gen_ai.usage.input_tokens";
 pub const USAGE_OUTPUT_TOKENS: &str = "gen_ai.usage.output_tokens";
@@ -25,6 +30,9 @@ pub const TOOL_TYPE: &str = "gen_ai.tool.type";
 pub const TOOL_CALL_ARGUMENTS: &str = "gen_ai.tool.call.arguments";
 pub const TOOL_CALL_RESULT: &str = "gen_ai.tool.call.result";
 pub const ERROR_TYPE: &str = "error.type";
+/// The model server's host and port, from the provider's base URL.
+pub const SERVER_ADDRESS: &str = "server.address";
+pub const SERVER_PORT: &str = "server.port";
 
 /// Why the turn ended (`completed`, `loop_detected`, `cost_budget`, …).
 pub const STOP_REASON: &str = "buddy.stop_reason";

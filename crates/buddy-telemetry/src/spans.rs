@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use buddy_core::{
-    ChatEvent, CompletionRequest, FinishReason, Message, ModelCallEnd, StopReason, ToolCall,
-    TurnObserver, TurnStats,
+    ChatEvent, CompletionRequest, FinishReason, Message, ModelCallEnd, ResponseInfo, ServedBy,
+    StopReason, ToolCall, TurnObserver, TurnStats,
 };
 use opentelemetry::trace::{SpanKind, Status, TraceContextExt, Tracer};
 use opentelemetry::{Array, Context, KeyValue, StringValue, Value};
@@ -24,7 +24,8 @@ pub struct TurnScope<'a> {
     pub traceparent: Option<&'a str>,
     /// The caller's W3C `tracestate`, kept with the parent.
     pub tracestate: Option<&'a str>,
-    /// `gen_ai.provider.name`: `openai`, `anthropic`, or the configured provider's name.
+    /// The configured provider's name: `gen_ai.provider.name` when the provider does not
+    /// say who serves it (see [`crate::Telemetry::turn_served`]).
     pub provider: &'a str,
     /// The model the turn asks for.
     pub model: &'a str,
@@ -39,7 +40,10 @@ const AGENT: &str = "buddy";
 pub(crate) struct TurnSpans {
     tracer: SdkTracer,
     capture_content: bool,
+    /// `gen_ai.provider.name`.
     provider: String,
+    /// `server.address` and `server.port` of the model server, when known.
+    server: Option<(String, Option<u16>)>,
     /// The context holding the turn's `invoke_agent` span: every other span's parent.
     turn: Context,
     open: Mutex<Open>,
@@ -53,12 +57,19 @@ struct Open {
 }
 
 impl TurnSpans {
-    pub(crate) fn start(tracer: SdkTracer, capture_content: bool, scope: TurnScope<'_>) -> Self {
+    pub(crate) fn start(
+        tracer: SdkTracer,
+        capture_content: bool,
+        scope: TurnScope<'_>,
+        served: Option<ServedBy<'_>>,
+    ) -> Self {
         let parent = extract(scope.traceparent, scope.tracestate);
+        let provider = served.map_or(scope.provider, |s| s.provider_name);
+        let server = served.and_then(|s| server_of(s.base_url));
         let mut attributes = vec![
             KeyValue::new(sc::OPERATION_NAME, "invoke_agent"),
             KeyValue::new(sc::AGENT_NAME, AGENT),
-            KeyValue::new(sc::PROVIDER_NAME, scope.provider.to_owned()),
+            KeyValue::new(sc::PROVIDER_NAME, provider.to_owned()),
             KeyValue::new(sc::REQUEST_MODEL, scope.model.to_owned()),
         ];
         if let Some(id) = scope.conversation {
@@ -73,7 +84,8 @@ impl TurnSpans {
             turn: parent.with_span(span),
             tracer,
             capture_content,
-            provider: scope.provider.to_owned(),
+            provider: provider.to_owned(),
+            server,
             open: Mutex::default(),
         }
     }
@@ -198,6 +210,25 @@ impl TurnObserver for TurnSpans {
         if let Some(max) = request.max_output_tokens {
             attributes.push(KeyValue::new(sc::REQUEST_MAX_TOKENS, i64::from(max)));
         }
+        // The sampling settings as the provider sends them (one it cannot honour ends the
+        // turn before any call).
+        if let Some(sampling) = request.sampling {
+            if let Some(t) = sampling.temperature {
+                attributes.push(KeyValue::new(sc::REQUEST_TEMPERATURE, t));
+            }
+            if let Some(p) = sampling.top_p {
+                attributes.push(KeyValue::new(sc::REQUEST_TOP_P, p));
+            }
+            if let Some(seed) = sampling.seed {
+                attributes.push(KeyValue::new(sc::REQUEST_SEED, seed));
+            }
+        }
+        if let Some((address, port)) = &self.server {
+            attributes.push(KeyValue::new(sc::SERVER_ADDRESS, address.clone()));
+            if let Some(port) = port {
+                attributes.push(KeyValue::new(sc::SERVER_PORT, i64::from(*port)));
+            }
+        }
         if self.capture_content {
             attributes.push(KeyValue::new(
                 sc::INPUT_MESSAGES,
@@ -218,6 +249,20 @@ impl TurnObserver for TurnSpans {
         }
         open.chat = Some(cx);
         traceparent
+    }
+
+    fn model_call_response(&self, response: &ResponseInfo) {
+        let open = self.open();
+        let Some(cx) = &open.chat else {
+            return;
+        };
+        let span = cx.span();
+        if let Some(id) = &response.id {
+            span.set_attribute(KeyValue::new(sc::RESPONSE_ID, id.clone()));
+        }
+        if let Some(model) = &response.model {
+            span.set_attribute(KeyValue::new(sc::RESPONSE_MODEL, model.clone()));
+        }
     }
 
     fn model_call_ended(&self, end: &ModelCallEnd<'_>) {
@@ -313,6 +358,17 @@ impl Drop for TurnSpans {
             Some("the turn ended without a terminal event"),
         );
     }
+}
+
+/// `server.address` and `server.port` of a base URL (the port even when it is the
+/// scheme's default, as the conventions ask when it is known).
+fn server_of(base_url: &str) -> Option<(String, Option<u16>)> {
+    let url = reqwest::Url::parse(base_url).ok()?;
+    let host = url
+        .host_str()?
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    Some((host.to_owned(), url.port_or_known_default()))
 }
 
 fn purpose(request: &CompletionRequest<'_>) -> &'static str {

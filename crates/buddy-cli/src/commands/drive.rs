@@ -19,13 +19,16 @@ impl Setup {
         };
         let traceparent = std::env::var("TRACEPARENT").ok();
         let tracestate = std::env::var("TRACESTATE").ok();
-        let observer = telemetry.turn(TurnScope {
-            traceparent: traceparent.as_deref(),
-            tracestate: tracestate.as_deref(),
-            provider: &self.provider,
-            model: &self.model,
-            conversation: None,
-        });
+        let observer = telemetry.turn_served(
+            TurnScope {
+                traceparent: traceparent.as_deref(),
+                tracestate: tracestate.as_deref(),
+                provider: &self.provider,
+                model: &self.model,
+                conversation: None,
+            },
+            self.serving.served_by(),
+        );
         request.with_observer(observer)
     }
 }

@@ -174,6 +174,19 @@ pub struct ProviderFlags {
     /// Send content "" instead of null on assistant messages that only call tools.
     #[arg(long)]
     assistant_content_empty_string: bool,
+    /// The request field of the output limit: max_completion_tokens (OpenAI, Azure OpenAI)
+    /// or max_tokens (other compatible servers); default by base URL.
+    #[arg(long, value_name = "FIELD", value_parser = parse_output_limit_field)]
+    output_limit_field: Option<buddy_providers::OutputLimitField>,
+}
+
+/// `--output-limit-field`'s value.
+fn parse_output_limit_field(value: &str) -> Result<buddy_providers::OutputLimitField, String> {
+    match value {
+        "max_tokens" => Ok(buddy_providers::OutputLimitField::MaxTokens),
+        "max_completion_tokens" => Ok(buddy_providers::OutputLimitField::MaxCompletionTokens),
+        _ => Err("expected max_tokens or max_completion_tokens".to_owned()),
+    }
 }
 
 /// Flags shared by `run` and `chat`.

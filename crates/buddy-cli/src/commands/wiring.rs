@@ -27,6 +27,8 @@ pub struct Setup {
     pub price: Option<Price>,
     /// The provider's name, for traces.
     pub provider: String,
+    /// The provider itself: traces name who serves it (`Provider::served_by`).
+    pub serving: Arc<dyn buddy_core::Provider>,
     /// Where the turns' spans go, when telemetry is on.
     pub telemetry: Option<Arc<Telemetry>>,
 }
@@ -55,6 +57,7 @@ impl ProviderFlags {
             tool_choice_auto: self.tool_choice_auto,
             no_stream_options: self.no_stream_options,
             assistant_content_empty_string: self.assistant_content_empty_string,
+            output_limit_field: self.output_limit_field,
         }
     }
 }
@@ -102,6 +105,7 @@ pub async fn setup(
             Arc::clone(&session.toolbox),
         )),
         price,
+        serving: Arc::clone(&session.provider),
         telemetry: runtime.telemetry(&process_env)?,
         provider: session.provider_name,
         model: session.model,

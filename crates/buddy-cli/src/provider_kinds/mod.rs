@@ -68,6 +68,8 @@ pub struct ProviderChoice {
     pub no_stream_options: bool,
     /// `--assistant-content-empty-string`.
     pub assistant_content_empty_string: bool,
+    /// `--output-limit-field`.
+    pub output_limit_field: Option<buddy_providers::OutputLimitField>,
 }
 
 /// The provider a command uses: its name and its configuration with the overrides applied.
@@ -247,6 +249,9 @@ impl Backends {
         chosen.compat.tool_choice_auto |= choice.tool_choice_auto;
         chosen.compat.no_stream_options |= choice.no_stream_options;
         chosen.compat.assistant_content_empty_string |= choice.assistant_content_empty_string;
+        if let Some(field) = choice.output_limit_field {
+            chosen.compat.output_limit_field = Some(field);
+        }
         Ok(Chosen {
             name,
             config: chosen,

@@ -5,7 +5,7 @@
 use std::process::{Command, Stdio};
 
 use buddy_cli::doctor::{Report, Switch, probe};
-use buddy_providers::{ProviderConfig, ProviderKind};
+use buddy_providers::{OutputLimitField, ProviderConfig, ProviderKind};
 use buddy_testkit::{HttpRequest, MockResponse, MockServer, openai_sse};
 use serde_json::{Value, json};
 
@@ -18,6 +18,8 @@ struct Quirks {
     refuses_null_content: bool,
     cannot_stream_tool_calls: bool,
     never_calls_tools: bool,
+    /// `max_tokens` is refused, as OpenAI's reasoning models refuse it.
+    refuses_max_tokens: bool,
     down: bool,
 }
 
@@ -54,6 +56,12 @@ async fn fake_server(quirks: Quirks) -> MockServer {
             return error(500, "the model is not loaded");
         }
         let body = request.json();
+        if quirks.refuses_max_tokens && body.get("max_tokens").is_some() {
+            return error(
+                400,
+                "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.",
+            );
+        }
         if quirks.refuses_stream_options && body.get("stream_options").is_some() {
             return error(
                 400,
@@ -167,6 +175,13 @@ async fn each_quirk_is_found_and_named() {
                 ..Quirks::default()
             },
             vec![Switch::ToolChoiceAuto, Switch::NoStream],
+        ),
+        (
+            Quirks {
+                refuses_max_tokens: true,
+                ..Quirks::default()
+            },
+            vec![Switch::OutputLimit(OutputLimitField::MaxCompletionTokens)],
         ),
     ];
     for (quirks, wanted) in cases {

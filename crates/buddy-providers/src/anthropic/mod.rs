@@ -37,6 +37,8 @@ pub struct AnthropicProvider {
     endpoint: Endpoint,
     stream: bool,
     max_tokens: u32,
+    /// The base URL as configured (for traces).
+    base_url: String,
 }
 
 impl AnthropicProvider {
@@ -55,6 +57,7 @@ impl AnthropicProvider {
             format!("{base}/v1/messages")
         };
         Ok(AnthropicProvider {
+            base_url: options.base_url.clone(),
             endpoint: Endpoint::new(options.name, url, client, headers, options.http)?,
             stream: options.stream,
             max_tokens: options.max_output_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
@@ -65,6 +68,16 @@ impl AnthropicProvider {
 impl Provider for AnthropicProvider {
     fn name(&self) -> &str {
         &self.endpoint.provider
+    }
+
+    fn served_by(&self) -> Option<buddy_core::ServedBy<'_>> {
+        Some(buddy_core::ServedBy {
+            provider_name: crate::genai_provider_name(
+                crate::ProviderKind::Anthropic,
+                &self.base_url,
+            ),
+            base_url: &self.base_url,
+        })
     }
 
     fn unsupported(&self, sampling: &buddy_core::Sampling) -> Option<String> {

@@ -1,6 +1,6 @@
 //! Non-streaming Messages responses -> the same tokens a stream would give.
 
-use buddy_core::{FinishReason, ProviderError, Token, ToolCall, Usage};
+use buddy_core::{FinishReason, ProviderError, ResponseInfo, Token, ToolCall, Usage};
 use serde::Deserialize;
 
 use super::stream::ContentBlock;
@@ -8,6 +8,10 @@ use crate::lenient::{LenientStr, WireUsage, finish_reply};
 
 #[derive(Deserialize)]
 struct MessageResponse<'a> {
+    #[serde(default, borrow)]
+    id: LenientStr<'a>,
+    #[serde(default, borrow)]
+    model: LenientStr<'a>,
     #[serde(default, borrow)]
     content: Vec<ContentBlock<'a>>,
     #[serde(default, borrow)]
@@ -46,7 +50,11 @@ pub fn parse_response(provider: &str, url: &str, body: &str) -> Result<Vec<Token
             retryable: kind == "overloaded_error" || kind == "api_error",
         });
     }
-    let mut tokens = Vec::new();
+    let mut tokens: Vec<Token> =
+        ResponseInfo::of(response.id.non_empty(), response.model.non_empty())
+            .map(Token::Response)
+            .into_iter()
+            .collect();
     let mut calls = Vec::new();
     for block in &response.content {
         match block.kind.non_empty().unwrap_or("") {

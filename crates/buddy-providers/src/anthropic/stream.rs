@@ -2,7 +2,7 @@
 
 use std::collections::VecDeque;
 
-use buddy_core::{FinishReason, ProviderError, Token, ToolCall, Usage};
+use buddy_core::{FinishReason, ProviderError, ResponseInfo, Token, ToolCall, Usage};
 use serde::Deserialize;
 
 use crate::http::EventParser;
@@ -59,6 +59,10 @@ struct Delta<'a> {
 
 #[derive(Deserialize)]
 struct MessageStart {
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    model: Option<String>,
     #[serde(default)]
     usage: Option<WireUsage>,
 }
@@ -142,7 +146,15 @@ impl AnthropicStreamParser {
             .unwrap_or("");
         match kind {
             "message_start" => {
-                if let Some(usage) = parsed.message.and_then(|m| m.usage) {
+                let Some(message) = parsed.message else {
+                    return Ok(false);
+                };
+                if let Some(info) =
+                    ResponseInfo::of(message.id.as_deref(), message.model.as_deref())
+                {
+                    out.push_back(Token::Response(info));
+                }
+                if let Some(usage) = message.usage {
                     self.usage = Some(Usage::from(usage));
                 }
             }

@@ -1,6 +1,7 @@
 //! The OpenAI Chat Completions provider, for OpenAI and every compatible server
 //! (vLLM, llama.cpp, Ollama, Groq, OpenRouter, Mistral, DeepSeek, LM Studio…).
 
+mod output_limit;
 mod request;
 mod response;
 mod stream;
@@ -12,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::http::{Endpoint, HttpSettings, build_client};
 
+pub use output_limit::OutputLimitField;
 pub use response::parse_response;
 pub use stream::OpenAiStreamParser;
 
@@ -34,6 +36,9 @@ pub struct OpenAiCompat {
     /// Send buddy's notes as user text instead of `system` messages (for servers whose
     /// chat template refuses a system message after the first).
     pub notes_as_user: bool,
+    /// The field that carries the output limit; unset, `max_completion_tokens` goes to
+    /// api.openai.com and Azure OpenAI and `max_tokens` to every other server.
+    pub output_limit_field: Option<OutputLimitField>,
 }
 
 /// Everything an [`OpenAiProvider`] needs. The `Default` is OpenAI's own API, streaming;
@@ -94,6 +99,11 @@ pub struct OpenAiProvider {
     stream: bool,
     max_output_tokens: Option<u32>,
     compat: OpenAiCompat,
+    /// The field the output limit goes in, for this server.
+    limit_field: OutputLimitField,
+    /// The base URL as configured, and its provider's name in traces.
+    base_url: String,
+    genai_name: &'static str,
 }
 
 impl OpenAiProvider {
@@ -104,7 +114,13 @@ impl OpenAiProvider {
         if let Some(key) = options.api_key.filter(|k| !k.trim().is_empty()) {
             headers.insert("authorization".to_owned(), format!("Bearer {}", key.trim()));
         }
+        let limit_field =
+            OutputLimitField::resolve(options.compat.output_limit_field, &options.base_url);
+        let genai_name = crate::genai_provider_name(crate::ProviderKind::Openai, &options.base_url);
         Ok(OpenAiProvider {
+            limit_field,
+            genai_name,
+            base_url: options.base_url.clone(),
             endpoint: Endpoint::new(
                 options.name,
                 format!(
@@ -125,6 +141,13 @@ impl OpenAiProvider {
 impl Provider for OpenAiProvider {
     fn name(&self) -> &str {
         &self.endpoint.provider
+    }
+
+    fn served_by(&self) -> Option<buddy_core::ServedBy<'_>> {
+        Some(buddy_core::ServedBy {
+            provider_name: self.genai_name,
+            base_url: &self.base_url,
+        })
     }
 
     /// The Chat Completions API takes every setting buddy knows.
@@ -152,8 +175,13 @@ impl Provider for OpenAiProvider {
         request: CompletionRequest<'a>,
     ) -> BoxFuture<'a, Result<TokenStream, ProviderError>> {
         Box::pin(async move {
-            let body =
-                request::chat_request(&request, self.stream, &self.compat, self.max_output_tokens);
+            let body = request::chat_request(
+                &request,
+                self.stream,
+                &self.compat,
+                self.max_output_tokens,
+                self.limit_field,
+            );
             let endpoint = &self.endpoint;
             endpoint
                 .call(
@@ -164,6 +192,7 @@ impl Provider for OpenAiProvider {
                     response::parse_response,
                 )
                 .await
+                .map_err(|e| output_limit::explain_refusal(e, self.limit_field, &endpoint.provider))
         })
     }
 }
@@ -204,5 +233,39 @@ mod attachment_tests {
             "{why}"
         );
         assert_eq!(blind.refuses(&file), None);
+    }
+}
+
+#[cfg(test)]
+mod output_limit_tests {
+    use buddy_core::{CompletionRequest, Message};
+
+    use super::*;
+
+    /// OpenAI's own API (the default base URL) and Azure OpenAI get `max_completion_tokens`.
+    #[test]
+    fn openai_and_azure_get_the_output_limit_as_max_completion_tokens() {
+        for base_url in [
+            OpenAiOptions::default().base_url,
+            "https://res.openai.azure.com/openai/v1".to_owned(),
+        ] {
+            let provider = OpenAiProvider::new(OpenAiOptions {
+                base_url,
+                max_output_tokens: Some(64),
+                ..OpenAiOptions::default()
+            })
+            .unwrap();
+            let history = [Message::user("hi")];
+            let body = request::chat_request(
+                &CompletionRequest::new("gpt-5", &history),
+                true,
+                &provider.compat,
+                provider.max_output_tokens,
+                provider.limit_field,
+            );
+            let json = serde_json::to_value(&body).unwrap();
+            assert_eq!(json["max_completion_tokens"], 64);
+            assert!(json.get("max_tokens").is_none(), "{json}");
+        }
     }
 }

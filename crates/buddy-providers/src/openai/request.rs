@@ -8,7 +8,7 @@ use buddy_openai_wire::{
 };
 use serde_json::json;
 
-use super::OpenAiCompat;
+use super::{OpenAiCompat, OutputLimitField};
 
 /// Builds the body. Tools defined but not callable (`tool_choice: none`, buddy's
 /// Finalize) are left out entirely: the strongest "no tools" every compatible server understands.
@@ -17,7 +17,9 @@ pub(crate) fn chat_request<'a>(
     stream: bool,
     compat: &OpenAiCompat,
     max_tokens: Option<u32>,
+    limit_field: OutputLimitField,
 ) -> ChatBody<'a> {
+    let limit = request.max_output_tokens.or(max_tokens);
     let messages = request
         .messages
         .iter()
@@ -79,7 +81,9 @@ pub(crate) fn chat_request<'a>(
         stream_options: (stream && !compat.no_stream_options).then_some(StreamOptions {
             include_usage: true,
         }),
-        max_tokens: request.max_output_tokens.or(max_tokens),
+        max_tokens: limit.filter(|_| limit_field == OutputLimitField::MaxTokens),
+        max_completion_tokens: limit
+            .filter(|_| limit_field == OutputLimitField::MaxCompletionTokens),
         temperature: request.sampling.and_then(|s| s.temperature),
         top_p: request.sampling.and_then(|s| s.top_p),
         seed: request.sampling.and_then(|s| s.seed),

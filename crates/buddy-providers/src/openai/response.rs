@@ -1,6 +1,6 @@
 //! Non-streaming Chat Completions responses -> the same tokens a stream would give.
 
-use buddy_core::{FinishReason, ProviderError, Token, Usage};
+use buddy_core::{FinishReason, ProviderError, ResponseInfo, Token, Usage};
 use serde::Deserialize;
 
 use super::stream::{ToolCallPiece, describe_error};
@@ -9,6 +9,10 @@ use crate::tool_call_assembler::ToolCallAssembler;
 
 #[derive(Deserialize)]
 struct ChatResponse<'a> {
+    #[serde(default, borrow)]
+    id: LenientStr<'a>,
+    #[serde(default, borrow)]
+    model: LenientStr<'a>,
     #[serde(default, borrow)]
     choices: Vec<ResponseChoice<'a>>,
     #[serde(default)]
@@ -66,7 +70,11 @@ pub fn parse_response(provider: &str, url: &str, body: &str) -> Result<Vec<Token
             url: url.to_owned(),
             message: "the response has no choices".to_owned(),
         })?;
-    let mut tokens = Vec::new();
+    let mut tokens: Vec<Token> =
+        ResponseInfo::of(response.id.non_empty(), response.model.non_empty())
+            .map(Token::Response)
+            .into_iter()
+            .collect();
     let mut assembler = ToolCallAssembler::default();
     if let Some(message) = &choice.message {
         if let Some(text) = message.reasoning_content.non_empty() {

@@ -2,7 +2,7 @@
 
 use std::collections::VecDeque;
 
-use buddy_core::{FinishReason, ProviderError, Token, Usage};
+use buddy_core::{FinishReason, ProviderError, ResponseInfo, Token, Usage};
 use serde::Deserialize;
 
 use crate::http::EventParser;
@@ -12,6 +12,10 @@ use crate::tool_call_assembler::{ToolCallAssembler, ToolCallDelta};
 
 #[derive(Deserialize)]
 struct Chunk<'a> {
+    #[serde(default, borrow)]
+    id: LenientStr<'a>,
+    #[serde(default, borrow)]
+    model: LenientStr<'a>,
     #[serde(default, borrow)]
     choices: Vec<Choice<'a>>,
     #[serde(default)]
@@ -86,6 +90,8 @@ pub struct OpenAiStreamParser {
     finish: Option<FinishReason>,
     usage: Option<Usage>,
     saw_done: bool,
+    /// The reply's id and model went out (every chunk repeats them; once is enough).
+    told_response: bool,
 }
 
 impl OpenAiStreamParser {
@@ -98,6 +104,7 @@ impl OpenAiStreamParser {
             finish: None,
             usage: None,
             saw_done: false,
+            told_response: false,
         }
     }
 
@@ -143,6 +150,12 @@ impl OpenAiStreamParser {
         }
         if event.event.as_deref() == Some("error") {
             return Err(self.stream_error(data.chars().take(300).collect(), false));
+        }
+        if !self.told_response
+            && let Some(info) = ResponseInfo::of(chunk.id.non_empty(), chunk.model.non_empty())
+        {
+            self.told_response = true;
+            out.push_back(Token::Response(info));
         }
         if let Some(usage) = chunk.usage {
             self.usage = Some(Usage::from(usage));

@@ -406,3 +406,52 @@ async fn anthropic_usage_revised_in_message_delta_is_the_one_counted() {
         .expect("usage");
     assert_eq!((usage.input_tokens, usage.output_tokens), (1591, 42));
 }
+
+/// The id and model of the reply, as each recorded stream states them (first chunk,
+/// `message_start`), whole and in 7-byte pieces: traces' `gen_ai.response.*`.
+#[tokio::test]
+async fn the_replys_id_and_model_come_from_the_stream() {
+    for (name, kind, id, model) in [
+        (
+            "openai_text_usage.sse",
+            Kind::OpenAi,
+            "chatcmpl-ABfw5EzoqmfXjnnsXY7Yd8OC6tb3c",
+            "gpt-4o-2024-08-06",
+        ),
+        (
+            "anthropic_text_then_tool_use.sse",
+            Kind::Anthropic,
+            "msg_019Q1hrJbZG26Fb9BQhrkHEr",
+            "claude-sonnet-4-20250514",
+        ),
+    ] {
+        let body = fixture(name);
+        for response in [
+            MockResponse::sse(body.clone()),
+            MockResponse::sse_chunked(&body, 7, Duration::ZERO),
+        ] {
+            let server = MockServer::always(response).await;
+            let (tokens, error) = match kind {
+                Kind::OpenAi => tokens(&openai(&server.url(), quick_http())).await,
+                Kind::Anthropic => tokens(&anthropic(&server.url(), quick_http())).await,
+            };
+            assert!(error.is_none(), "{name}: {error:?}");
+            let told: Vec<&Token> = tokens
+                .iter()
+                .filter(|t| matches!(t, Token::Response(_)))
+                .collect();
+            assert_eq!(
+                told,
+                vec![&Token::Response(buddy_core::ResponseInfo {
+                    id: Some(id.into()),
+                    model: Some(model.into()),
+                })],
+                "{name}: once, with both"
+            );
+            assert!(
+                matches!(tokens.first(), Some(Token::Response(_))),
+                "{name}: before the reply"
+            );
+        }
+    }
+}

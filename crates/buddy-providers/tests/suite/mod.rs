@@ -8,6 +8,7 @@ mod engine_turns;
 mod faults;
 mod malformed;
 mod nonstreaming;
+mod output_limit;
 mod resilience;
 
 use std::path::PathBuf;

@@ -226,3 +226,68 @@ async fn a_200_with_an_error_body_in_non_streaming_mode_is_an_error() {
         "{error}"
     );
 }
+
+/// A whole response's `id` and `model` come with the reply, as a stream's do.
+#[tokio::test]
+async fn a_whole_responses_id_and_model_are_kept() {
+    let history = [Message::user("hi")];
+    let server = MockServer::always(MockResponse::json(
+        200,
+        &json!({"id": "chatcmpl-9", "model": "gpt-4o-mini-2024-07-18",
+                "choices": [{"message": {"content": "ok"}, "finish_reason": "stop"}]}),
+    ))
+    .await;
+    let completion = openai_with(&server.url(), false, OpenAiCompat::default())
+        .complete(CompletionRequest::new("gpt-4o-mini", &history))
+        .await
+        .unwrap();
+    assert_eq!(
+        completion.response,
+        Some(buddy_core::ResponseInfo {
+            id: Some("chatcmpl-9".into()),
+            model: Some("gpt-4o-mini-2024-07-18".into()),
+        })
+    );
+    let server = MockServer::always(MockResponse::json(
+        200,
+        &json!({"id": "msg_01", "type": "message", "model": "claude-sonnet-4-5-20250929",
+                "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn"}),
+    ))
+    .await;
+    let anthropic = AnthropicProvider::new(AnthropicOptions {
+        name: "claude".into(),
+        base_url: server.url(),
+        api_key: None,
+        headers: Default::default(),
+        http: quick_http(),
+        stream: false,
+        max_output_tokens: None,
+    })
+    .unwrap();
+    let completion = anthropic
+        .complete(CompletionRequest::new("claude-sonnet-4-5", &history))
+        .await
+        .unwrap();
+    assert_eq!(
+        completion.response.and_then(|r| r.id).as_deref(),
+        Some("msg_01")
+    );
+}
+
+/// Traces name the provider as the conventions do and the server it calls.
+#[test]
+fn providers_say_who_serves_them() {
+    let local = openai_with("http://127.0.0.1:8080", true, OpenAiCompat::default());
+    let served = local.served_by().unwrap();
+    assert_eq!(
+        (served.provider_name, served.base_url),
+        ("openai", "http://127.0.0.1:8080/v1/")
+    );
+    let groq = OpenAiProvider::new(OpenAiOptions {
+        name: "fast".into(),
+        base_url: "https://api.groq.com/openai/v1".into(),
+        ..OpenAiOptions::default()
+    })
+    .unwrap();
+    assert_eq!(groq.served_by().map(|s| s.provider_name), Some("groq"));
+}

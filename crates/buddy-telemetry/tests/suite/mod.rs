@@ -1,0 +1,4 @@
+//! Spans as a backend receives them: exported over OTLP/HTTP to a loopback receiver and
+//! decoded with the official protobuf messages.
+
+mod chat_span;
