@@ -26,7 +26,7 @@ pub use event::{ChatEvent, Evidence, GuardAction, GuardKind, PendingCall};
 pub use exact_json::{json_exact, json_len};
 pub use head_tail::head_and_tail;
 pub use message::{Attachment, Message, ToolCall, ToolSpec};
-pub use observe::{ModelCallEnd, TurnObserver};
+pub use observe::{ModelCallEnd, TraceContext, TurnObserver};
 pub use provider::ServedBy;
 pub use provider::{
     CallPurpose, Completion, CompletionRequest, Provider, ProviderError, ToolChoice,

@@ -7,8 +7,8 @@ use crate::{ChatEvent, CompletionRequest, FinishReason, ResponseInfo, ToolCall, 
 /// Watches one turn, for tracing. Every method is called on the turn's own task, in the
 /// order things happen; an observer must not block.
 pub trait TurnObserver: Send + Sync {
-    /// A model call is about to be sent; returns the W3C `traceparent` to send with it.
-    fn model_call_started(&self, request: &CompletionRequest<'_>) -> Option<String>;
+    /// A model call is about to be sent; returns the W3C trace context to send with it.
+    fn model_call_started(&self, request: &CompletionRequest<'_>) -> Option<TraceContext>;
 
     /// The server of the model call started last said what its reply is (a
     /// [`crate::Token::Response`]); comes before `model_call_ended`. The default ignores it.
@@ -23,6 +23,14 @@ pub trait TurnObserver: Send + Sync {
 
     /// The W3C `traceparent` to send with tool call `call_id` (started by its event).
     fn tool_traceparent(&self, call_id: &str) -> Option<String>;
+}
+
+/// The W3C trace context headers of a call: `traceparent`, and the caller's
+/// `tracestate` passed on with it when there was one.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TraceContext {
+    pub traceparent: String,
+    pub tracestate: Option<String>,
 }
 
 /// How a model call ended, for an observer.

@@ -52,6 +52,8 @@ pub struct CompletionRequest<'a> {
     pub purpose: CallPurpose,
     /// The W3C `traceparent` of the call's span, sent as a header when tracing is on.
     pub traceparent: Option<&'a str>,
+    /// The W3C `tracestate` sent beside `traceparent` (the caller's, passed on).
+    pub tracestate: Option<&'a str>,
     /// Sampling and output settings the client asked for (`None`: the provider's own).
     pub sampling: Option<&'a Sampling>,
 }
@@ -67,6 +69,7 @@ impl<'a> CompletionRequest<'a> {
             max_output_tokens: None,
             purpose: CallPurpose::Turn,
             traceparent: None,
+            tracestate: None,
             sampling: None,
         }
     }

@@ -79,6 +79,12 @@ pub(crate) async fn stream_reply(
                         reply.usage = usage;
                     }
                 }
+                // What the server says its reply is (id, model): for the call's span.
+                Token::Response(info) => {
+                    if let Some(observer) = events.observer() {
+                        observer.model_call_response(&info);
+                    }
+                }
                 _ => {}
             }
         }

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Once;
 use std::time::{Duration, SystemTime};
 
-use buddy_core::{ProviderError, Token, TokenStream};
+use buddy_core::{CompletionRequest, ProviderError, Token, TokenStream};
 use bytes::Bytes;
 use futures::StreamExt;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
@@ -122,6 +122,23 @@ pub(crate) trait EventParser: Send + 'static {
 const KEEP_ALIVE_BYTES: usize = 256;
 
 /// Where a provider sends its requests, and how; shared, so each call's body reader holds
+/// The W3C trace context a model call sends: `traceparent`, and `tracestate` beside it.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Trace<'a> {
+    pub parent: Option<&'a str>,
+    pub state: Option<&'a str>,
+}
+
+impl<'a> Trace<'a> {
+    /// The trace context `request` carries.
+    pub(crate) fn of(request: &CompletionRequest<'a>) -> Self {
+        Trace {
+            parent: request.traceparent,
+            state: request.tracestate,
+        }
+    }
+}
+
 /// it without copying it.
 #[derive(Clone, Debug)]
 pub(crate) struct Endpoint {
@@ -242,15 +259,18 @@ impl Endpoint {
     async fn send(
         &self,
         body: &Bytes,
-        traceparent: Option<&str>,
+        trace: Trace<'_>,
     ) -> Result<(reqwest::Response, Watchdog), ProviderError> {
         let mut request = self
             .client
             .post(self.parsed_url.clone())
             .headers(self.headers.clone())
             .body(body.clone());
-        if let Some(traceparent) = traceparent {
+        if let Some(traceparent) = trace.parent {
             request = request.header("traceparent", traceparent);
+            if let Some(tracestate) = trace.state {
+                request = request.header("tracestate", tracestate);
+            }
         }
         let first_byte = secs(self.settings.first_byte_timeout_secs);
         let idle = secs(self.settings.idle_timeout_secs);
@@ -323,13 +343,13 @@ impl Endpoint {
     pub(crate) async fn stream<P: EventParser>(
         &self,
         body: Bytes,
-        traceparent: Option<&str>,
+        trace: Trace<'_>,
         make_parser: impl Fn() -> P,
     ) -> Result<TokenStream, ProviderError> {
         let mut attempt = 0;
         loop {
             let result = async {
-                let (response, watchdog) = self.send(&body, traceparent).await?;
+                let (response, watchdog) = self.send(&body, trace).await?;
                 let mut state = BodyState::new(self, response, watchdog, make_parser());
                 // Pull until the first token of the reply so errors before it can still be
                 // retried; the server's id and model of the reply are not part of it
@@ -370,12 +390,12 @@ impl Endpoint {
 
     /// One model call: encodes `body`, then streams it through a parser from
     /// `make_parser`, or (non-streaming) parses the whole response with `parse_whole`.
-    /// Either way the caller gets the same tokens. `traceparent` goes out as its header.
+    /// Either way the caller gets the same tokens. `trace` goes out as its headers.
     pub(crate) async fn call<P: EventParser>(
         &self,
         body: &impl serde::Serialize,
         stream: bool,
-        traceparent: Option<&str>,
+        trace: Trace<'_>,
         make_parser: impl Fn() -> P,
         parse_whole: fn(&str, &str, &str) -> Result<Vec<Token>, ProviderError>,
     ) -> Result<TokenStream, ProviderError> {
@@ -384,9 +404,9 @@ impl Endpoint {
             message: format!("cannot encode the request: {e}"),
         })?;
         if stream {
-            return self.stream(body, traceparent, make_parser).await;
+            return self.stream(body, trace, make_parser).await;
         }
-        let text = self.request_json(body, traceparent).await?;
+        let text = self.request_json(body, trace).await?;
         let tokens = parse_whole(&self.provider, &self.url, &text)?;
         Ok(Box::pin(futures::stream::iter(tokens.into_iter().map(Ok))) as TokenStream)
     }
@@ -395,12 +415,12 @@ impl Endpoint {
     pub(crate) async fn request_json(
         &self,
         body: Bytes,
-        traceparent: Option<&str>,
+        trace: Trace<'_>,
     ) -> Result<String, ProviderError> {
         let mut attempt = 0;
         loop {
             let result = async {
-                let (response, _) = self.send(&body, traceparent).await?;
+                let (response, _) = self.send(&body, trace).await?;
                 let limit = secs(self.settings.call_timeout_secs);
                 tokio::time::timeout(limit, self.read_body(response))
                     .await

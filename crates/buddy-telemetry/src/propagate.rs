@@ -23,9 +23,20 @@ pub(crate) fn extract(traceparent: Option<&str>, tracestate: Option<&str>) -> Co
 
 /// The `traceparent` that names the span of `cx`.
 pub(crate) fn inject(cx: &Context) -> Option<String> {
+    headers(cx).map(|t| t.traceparent)
+}
+
+/// The trace context headers of the span of `cx`: its `traceparent`, and the `tracestate`
+/// it carries from the caller (none when the caller sent none).
+pub(crate) fn headers(cx: &Context) -> Option<buddy_core::TraceContext> {
     let mut carrier = HashMap::new();
     TraceContextPropagator::new().inject_context(cx, &mut carrier);
-    carrier.remove("traceparent")
+    let traceparent = carrier.remove("traceparent")?;
+    let tracestate = carrier.remove("tracestate").filter(|s| !s.is_empty());
+    Some(buddy_core::TraceContext {
+        traceparent,
+        tracestate,
+    })
 }
 
 /// The W3C shape: `version-traceid-parentid-flags`, lower-case hex of 2, 32, 16 and 2
@@ -54,6 +65,19 @@ pub fn valid_traceparent(value: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_callers_tracestate_goes_on_with_the_trace() {
+        let given = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let cx = extract(Some(given), Some("vendor=abc,other=1"));
+        let out = headers(&cx).unwrap();
+        assert!(out.traceparent.contains("4bf92f3577b34da6a3ce929d0e0e4736"));
+        assert_eq!(out.tracestate.as_deref(), Some("vendor=abc,other=1"));
+        assert_eq!(
+            headers(&extract(Some(given), None)).unwrap().tracestate,
+            None
+        );
+    }
 
     #[test]
     fn a_traceparent_goes_in_and_comes_out_with_the_same_trace() {

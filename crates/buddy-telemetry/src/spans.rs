@@ -7,14 +7,14 @@ use std::sync::Mutex;
 
 use buddy_core::{
     ChatEvent, CompletionRequest, FinishReason, Message, ModelCallEnd, ResponseInfo, ServedBy,
-    StopReason, ToolCall, TurnObserver, TurnStats,
+    StopReason, ToolCall, TraceContext, TurnObserver, TurnStats,
 };
 use opentelemetry::trace::{SpanKind, Status, TraceContextExt, Tracer};
 use opentelemetry::{Array, Context, KeyValue, StringValue, Value};
 use opentelemetry_sdk::trace::SdkTracer;
 use serde_json::json;
 
-use crate::propagate::{extract, inject};
+use crate::propagate::{extract, headers, inject};
 use crate::semconv as sc;
 
 /// Who a turn's spans describe.
@@ -198,7 +198,7 @@ impl TurnSpans {
 }
 
 impl TurnObserver for TurnSpans {
-    fn model_call_started(&self, request: &CompletionRequest<'_>) -> Option<String> {
+    fn model_call_started(&self, request: &CompletionRequest<'_>) -> Option<TraceContext> {
         let tools = request.callable_tools().len();
         let mut attributes = vec![
             KeyValue::new(sc::OPERATION_NAME, "chat"),
@@ -242,13 +242,13 @@ impl TurnObserver for TurnSpans {
             .with_attributes(attributes)
             .start_with_context(&self.tracer, &self.turn);
         let cx = self.turn.with_span(span);
-        let traceparent = inject(&cx);
+        let trace = headers(&cx);
         let mut open = self.open();
         if open.ended {
             return None;
         }
         open.chat = Some(cx);
-        traceparent
+        trace
     }
 
     fn model_call_response(&self, response: &ResponseInfo) {

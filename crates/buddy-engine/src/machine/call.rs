@@ -234,13 +234,15 @@ impl Turn<'_> {
             max_output_tokens: self.sampling.max_output_tokens,
             purpose,
             traceparent: None,
+            tracestate: None,
             sampling: (!self.sampling.is_default()).then_some(&self.sampling),
         };
-        let traceparent = self
+        let trace = self
             .events
             .observer()
             .and_then(|o| o.model_call_started(&request));
-        request.traceparent = traceparent.as_deref();
+        request.traceparent = trace.as_ref().map(|t| t.traceparent.as_str());
+        request.tracestate = trace.as_ref().and_then(|t| t.tracestate.as_deref());
         let deadline = if finalize {
             Some(Instant::now() + Duration::from_millis(policy.finalize_grace_ms))
         } else {

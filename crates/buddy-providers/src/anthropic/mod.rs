@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use buddy_core::{BoxFuture, CompletionRequest, Provider, ProviderError, TokenStream};
 
-use crate::http::{Endpoint, HttpSettings, build_client};
+use crate::http::{Endpoint, HttpSettings, Trace, build_client};
 
 pub use response::parse_response;
 pub use stream::AnthropicStreamParser;
@@ -99,7 +99,7 @@ impl Provider for AnthropicProvider {
                 .call(
                     &body,
                     self.stream,
-                    request.traceparent,
+                    Trace::of(&request),
                     || AnthropicStreamParser::new(&endpoint.provider, &endpoint.url),
                     response::parse_response,
                 )

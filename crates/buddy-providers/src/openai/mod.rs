@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use buddy_core::{BoxFuture, CompletionRequest, Provider, ProviderError, TokenStream};
 use serde::{Deserialize, Serialize};
 
-use crate::http::{Endpoint, HttpSettings, build_client};
+use crate::http::{Endpoint, HttpSettings, Trace, build_client};
 
 pub use output_limit::OutputLimitField;
 pub use response::parse_response;
@@ -187,7 +187,7 @@ impl Provider for OpenAiProvider {
                 .call(
                     &body,
                     self.stream,
-                    request.traceparent,
+                    Trace::of(&request),
                     || OpenAiStreamParser::new(&endpoint.provider, &endpoint.url),
                     response::parse_response,
                 )

@@ -53,13 +53,15 @@ pub(crate) fn run(
     request.sampling = opened.spec.sampling;
     if let Some(telemetry) = &settings.telemetry {
         let trace = caller.trace.as_ref();
-        request = request.with_observer(telemetry.turn(TurnScope {
+        let scope = TurnScope {
             traceparent: trace.map(|t| t.traceparent.as_str()),
             tracestate: trace.and_then(|t| t.tracestate.as_deref()),
             provider: resolved.provider.name(),
             model: &resolved.model,
             conversation: opened.conversation_id.as_deref(),
-        }));
+        };
+        let served = resolved.provider.served_by();
+        request = request.with_observer(telemetry.turn_served(scope, served));
     }
     let sink = opened.conversation_id.as_ref().map(|id| {
         Arc::new(StoreSink::new(

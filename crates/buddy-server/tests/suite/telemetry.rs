@@ -298,6 +298,7 @@ fn traced_post(uri: &str, body: Value, traceparent: &str) -> Request<Body> {
     Request::post(uri)
         .header("content-type", "application/json")
         .header("traceparent", traceparent)
+        .header("tracestate", "buddy-test=1")
         .body(Body::from(body.to_string()))
         .unwrap()
 }
@@ -426,6 +427,13 @@ async fn a_turns_spans_reach_an_otlp_receiver_in_the_callers_trace() {
         .collect();
     for chat in &chats {
         assert!(sent.contains(&chat.traceparent()), "{sent:?}");
+        // The provider as the conventions name it, and the server it was reached at.
+        assert_eq!(chat.text("gen_ai.provider.name").as_deref(), Some("openai"));
+        assert_eq!(chat.text("server.address").as_deref(), Some("127.0.0.1"));
+    }
+    // The caller's tracestate went on with the trace.
+    for request in model.requests() {
+        assert_eq!(request.header("tracestate"), Some("buddy-test=1"));
     }
 
     let tools = named(&spans, "execute_tool");
