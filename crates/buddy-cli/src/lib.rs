@@ -1,11 +1,10 @@
 //! The `buddy` command's library half — configuration and the [`runtime`] built once
 //! from it (every part a command drives: providers through their kinds' backends, the
 //! toolbox, the server's backend, the store, policy, telemetry), doctor's probes and
-//! the event printers, kept here so tests drive exactly what the binary runs — and,
-//! apart in [`bench`], the process benchmarks.
+//! the event printers, kept here so tests drive exactly what the binary runs. The
+//! process benchmarks are the binary's own (`src/bench/`), not part of this library.
 
 pub mod backend;
-pub mod bench;
 pub mod config;
 pub mod doctor;
 pub mod exit_code;

@@ -75,7 +75,7 @@ pub async fn run_gateway(
         ) + "[skills]\nbuiltin = []\n[server]\nmax_concurrent_turns_per_key = 1000000\n";
         std::fs::write(dir.join("buddy.toml"), config).map_err(|e| e.to_string())?;
         let (_server, server) = spawn_serve(buddy, &["--db", "gateway.db"], &dir)?;
-        crate::install_crypto();
+        buddy_cli::install_crypto();
         let client = reqwest::Client::builder()
             .timeout(options.timeout)
             .pool_max_idle_per_host(4096)

@@ -196,7 +196,7 @@ pub async fn run_iteration(
 }
 
 async fn measure(base: &str, options: &IterationOptions) -> Result<IterationReport, String> {
-    crate::install_crypto();
+    buddy_cli::install_crypto();
     let model = options.model.as_str();
     let calls = options.calls + 1;
     let raw = RawLoop::new(base, model, options.stream)?;

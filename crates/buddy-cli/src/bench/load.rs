@@ -201,7 +201,7 @@ pub async fn run_load(buddy: &Path, options: &LoadOptions) -> Result<LoadReport,
     let pids: Vec<u32> = servers.iter().map(|s| s.0.id()).collect();
     let rss = move || pids.iter().map(|pid| rss_kib(*pid)).sum::<u64>();
     tokio::time::sleep(Duration::from_millis(200)).await;
-    crate::install_crypto();
+    buddy_cli::install_crypto();
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(0)
         .timeout(options.timeout)

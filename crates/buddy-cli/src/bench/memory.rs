@@ -151,7 +151,7 @@ properties.text = { type = "string" }
             }
         })
     };
-    crate::install_crypto();
+    buddy_cli::install_crypto();
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(600))
         .build()

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use anyhow::Context;
-use buddy_cli::bench::gateway::{GatewayOptions, run_gateway};
+use crate::bench::gateway::{GatewayOptions, run_gateway};
 use clap::Args;
 
 /// `buddy bench gateway`.

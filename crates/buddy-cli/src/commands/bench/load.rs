@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use buddy_cli::bench::load::{LoadOptions, run_load};
+use crate::bench::load::{LoadOptions, run_load};
 use buddy_scripted::run::scenarios_dir;
 use clap::Args;
 

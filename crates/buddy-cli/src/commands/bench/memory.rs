@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use buddy_cli::bench::memory::{MemoryOptions, run_memory};
+use crate::bench::memory::{MemoryOptions, run_memory};
 use clap::Args;
 
 /// `buddy bench memory`.
