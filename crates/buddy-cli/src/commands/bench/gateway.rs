@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use anyhow::Context;
 use crate::bench::gateway::{GatewayOptions, run_gateway};
+use anyhow::Context;
 use clap::Args;
 
 /// `buddy bench gateway`.

@@ -1,7 +1,7 @@
 //! `buddy bench iteration`: buddy's CPU per model call over a bare reqwest loop.
 
-use anyhow::Context;
 use crate::bench::iteration::{IterationOptions, Side, run_iteration};
+use anyhow::Context;
 use clap::Args;
 
 /// `buddy bench iteration`.

@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context;
 use crate::bench::memory::{MemoryOptions, run_memory};
+use anyhow::Context;
 use clap::Args;
 
 /// `buddy bench memory`.
