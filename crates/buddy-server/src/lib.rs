@@ -23,6 +23,7 @@ mod body;
 mod chat_completions;
 mod client_tools;
 mod conn;
+mod conversation_settings;
 mod error;
 mod item_cache;
 mod metrics;

@@ -6,13 +6,13 @@ use buddy_engine::{CallDecision, Resume};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::settings::ConversationSettings;
+use crate::conversation_settings::ConversationSettings;
 use crate::error::AppError;
 use crate::request::{JsonBody, request_policy};
 use crate::request_mcp::{RequestMcp, with_request_mcp};
 use crate::sse;
 use crate::turn::watch::Numbered;
-use crate::turn::{Conversation, StartedTurn, TurnSpec, Turns, frames};
+use crate::turn::{Conversation, StartedTurn, TurnSpec, Turns, frames, turn_policy};
 
 /// The body of `POST /v1/chat`.
 #[derive(Deserialize)]
@@ -61,7 +61,7 @@ pub(crate) async fn chat(
     let policy = settings.policy_with(&asked);
     let mut resolved = turns.resolve(body.provider.as_deref(), model.as_deref())?;
     if let Some(new) = &new_settings {
-        new.check(&turns.state, &resolved)?;
+        turn_policy(&turns.state, &resolved, &new.policy)?;
     }
     resolved.toolbox = with_request_mcp(&turns.state, resolved.toolbox, body.mcp).await?;
     let conversation = Conversation::Stored(body.conversation_id);

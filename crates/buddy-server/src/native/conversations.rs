@@ -5,9 +5,10 @@ use axum::extract::{Path, Query};
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
-use super::settings::ConversationSettings;
+use crate::conversation_settings::ConversationSettings;
 use crate::error::AppError;
 use crate::request::{Client, JsonBody, owned_conversation};
+use crate::turn::turn_policy;
 
 /// The query of `GET /v1/conversations`.
 #[derive(serde::Deserialize)]
@@ -63,12 +64,13 @@ pub(crate) async fn get(
     match state.inner.store.get_conversation(&id).await? {
         Some(detail) => {
             let created = detail.created_at_ms / 1000;
+            let metadata = detail.settings.get("metadata").cloned();
             let mut body =
                 serde_json::to_value(detail).map_err(|e| AppError::Internal(e.to_string()))?;
             // The fields of OpenAI's conversation object, beside buddy's own.
             body["object"] = json!("conversation");
             body["created_at"] = json!(created);
-            body["metadata"] = json!({});
+            body["metadata"] = metadata.unwrap_or_else(|| json!({}));
             Ok(Json(body))
         }
         None => Err(AppError::NotFound(format!(
@@ -110,6 +112,15 @@ pub(crate) async fn update(
     }
     let settings = body.settings.map(ConversationSettings::parse).transpose()?;
     let info = owned_conversation(&state, &caller, &id).await?;
+    // New settings keep the conversation's metadata unless they bring their own.
+    let settings = settings.map(|mut new| {
+        if new.metadata.is_none() {
+            new.metadata = ConversationSettings::stored(&info.settings)
+                .ok()
+                .and_then(|old| old.metadata);
+        }
+        new
+    });
     let gone = || AppError::NotFound(format!("conversation `{id}` does not exist"));
     let mut answer = json!({"id": id});
     if let Some(settings) = settings {
@@ -120,7 +131,7 @@ pub(crate) async fn update(
             .backend
             .resolve(None, info.last_model.as_deref())
             .map_err(|e| AppError::BadRequest(e.to_string()))?;
-        settings.check(&state, &resolved)?;
+        turn_policy(&state, &resolved, &settings.policy)?;
         let kept = settings.to_value();
         if !state.inner.store.set_settings(&id, &kept).await? {
             return Err(gone());

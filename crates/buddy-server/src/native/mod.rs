@@ -7,7 +7,6 @@ mod conversations;
 mod events;
 mod fork;
 mod replay;
-mod settings;
 
 use axum::Router;
 use axum::routing::{get, post};

@@ -12,8 +12,11 @@ use serde_json::{Value, json};
 use buddy_core::Message;
 use buddy_store::ConversationDetail;
 
+use serde_json::Map;
+
 use super::input::input_messages;
 use super::items::{list, message_items};
+use crate::conversation_settings::{ConversationSettings, checked_metadata};
 use crate::error::AppError;
 use crate::request::{Client, JsonBody, JsonOrEmpty, owned_conversation};
 
@@ -23,26 +26,57 @@ use crate::request::{Client, JsonBody, JsonOrEmpty, owned_conversation};
 pub(crate) struct ItemsBody {
     #[serde(default)]
     items: Option<Value>,
-    /// Not kept by buddy: refused unless empty.
+    /// Kept with the conversation (`POST /v1/conversations` only).
     #[serde(default)]
     metadata: Option<Value>,
 }
 
-impl ItemsBody {
-    fn check_metadata(&self) -> Result<(), AppError> {
-        match &self.metadata {
-            None | Some(Value::Null) => Ok(()),
-            Some(Value::Object(m)) if m.is_empty() => Ok(()),
-            Some(_) => Err(AppError::BadRequest(
-                "`metadata` is not kept by buddy's conversations; leave it out".into(),
-            )),
-        }
-    }
+/// The body of `POST /v1/conversations/{id}`: its new metadata.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct UpdateBody {
+    metadata: Value,
 }
 
 /// The conversation object of OpenAI's API.
-fn conversation_object(id: &str, created_at_ms: i64) -> Value {
-    json!({"id": id, "object": "conversation", "created_at": created_at_ms / 1000, "metadata": {}})
+fn conversation_object(id: &str, created_at_ms: i64, settings: &Value) -> Value {
+    let metadata = settings
+        .get("metadata")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    json!({"id": id, "object": "conversation", "created_at": created_at_ms / 1000, "metadata": metadata})
+}
+
+/// `metadata` checked as OpenAI's API checks it; `null` is none.
+fn metadata_of(value: Option<Value>) -> Result<Option<Map<String, Value>>, AppError> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(value) => checked_metadata(value)
+            .map(Some)
+            .map_err(AppError::BadRequest),
+    }
+}
+
+/// `POST /v1/conversations/{id}`: replaces the conversation's metadata; answers the
+/// conversation.
+pub(crate) async fn update(
+    client: Client,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<UpdateBody>,
+) -> Result<Json<Value>, AppError> {
+    let metadata = metadata_of(Some(body.metadata))?.unwrap_or_default();
+    let info = client.conversation(&id).await?;
+    let mut settings = ConversationSettings::stored(&info.settings)?;
+    settings.metadata = Some(metadata);
+    let kept = settings.to_value();
+    let store = &client.state.inner.store;
+    if !store.set_settings(&id, &kept).await? {
+        return Err(AppError::NotFound(format!(
+            "conversation `{id}` does not exist"
+        )));
+    }
+    let detail = detail_of(&client, &id).await?;
+    Ok(Json(conversation_object(&id, detail.created_at_ms, &kept)))
 }
 
 /// `POST /v1/conversations`: a new conversation of the caller's, holding `items`.
@@ -50,7 +84,7 @@ pub(crate) async fn create(
     Client { state, caller }: Client,
     JsonOrEmpty(body): JsonOrEmpty<ItemsBody>,
 ) -> Result<Json<Value>, AppError> {
-    body.check_metadata()?;
+    let metadata = metadata_of(body.metadata)?;
     let messages = input_messages(
         &state.inner.items,
         &caller.owner,
@@ -67,11 +101,22 @@ pub(crate) async fn create(
         let _ = store.delete_conversation(&id).await;
         return Err(e.into());
     }
+    let settings = ConversationSettings {
+        metadata,
+        ..ConversationSettings::default()
+    }
+    .to_value();
+    if settings.get("metadata").is_some()
+        && let Err(e) = store.set_settings(&id, &settings).await
+    {
+        let _ = store.delete_conversation(&id).await;
+        return Err(e.into());
+    }
     let created = store
         .get_conversation(&id)
         .await?
         .map_or(0, |d| d.created_at_ms);
-    Ok(Json(conversation_object(&id, created)))
+    Ok(Json(conversation_object(&id, created, &settings)))
 }
 
 /// The query of `GET /v1/conversations/{id}/items`.
@@ -194,7 +239,11 @@ pub(crate) async fn delete_item(
         .filter_map(|i| detail.message_seqs.get(i).copied())
         .collect();
     client.state.inner.store.remove_messages(&id, &seqs).await?;
-    Ok(Json(conversation_object(&id, detail.created_at_ms)))
+    Ok(Json(conversation_object(
+        &id,
+        detail.created_at_ms,
+        &detail.settings,
+    )))
 }
 
 /// The messages that go with message `at`: itself, or, in a tool round, the call message
@@ -238,7 +287,11 @@ pub(crate) async fn add_items(
     Path(id): Path<String>,
     JsonBody(body): JsonBody<ItemsBody>,
 ) -> Result<Json<Value>, AppError> {
-    body.check_metadata()?;
+    if body.metadata.as_ref().is_some_and(|m| !m.is_null()) {
+        return Err(AppError::BadRequest(
+            "`metadata` is set with POST /v1/conversations/{id}, not with items".into(),
+        ));
+    }
     owned_conversation(&state, &caller, &id).await?;
     if let Some(turn) = state.inner.coordinator.running_on(&id).await? {
         return Err(AppError::Conflict(format!(

@@ -45,6 +45,7 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/v1/responses/{id}/input_items", get(stored::input_items))
         .route("/v1/responses/{id}/cancel", post(stored::cancel))
         .route("/v1/conversations", post(conversations::create))
+        .route("/v1/conversations/{id}", post(conversations::update))
         .route(
             "/v1/conversations/{id}/items",
             get(conversations::items).post(conversations::add_items),

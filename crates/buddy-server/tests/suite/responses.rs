@@ -551,7 +551,9 @@ async fn the_conversations_api_creates_lists_and_continues_a_keys_conversation()
     )
     .await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{refused}");
-    let (status, _) = send(
+    // Metadata is kept, shown, replaced by POST /v1/conversations/{id}, kept through new
+    // settings; one OpenAI would refuse is refused, naming what is wrong.
+    let (status, text) = send(
         &state,
         post(
             "/v1/conversations",
@@ -560,11 +562,57 @@ async fn the_conversations_api_creates_lists_and_continues_a_keys_conversation()
         ),
     )
     .await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    let tagged: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(tagged["metadata"], json!({"topic": "x"}));
+    let tagged_id = tagged["id"].as_str().unwrap();
+    let (status, text) = send(
+        &state,
+        post(
+            &format!("/v1/conversations/{tagged_id}"),
+            json!({"metadata": {"topic": "y", "owner": "ada"}}),
+            Some(ALICE),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    let updated: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(updated["metadata"], json!({"topic": "y", "owner": "ada"}));
+    let patch = axum::http::Request::patch(format!("/v1/conversations/{tagged_id}"))
+        .header("authorization", format!("Bearer {ALICE}"))
+        .header("content-type", "application/json")
+        .body(axum::body::Body::from(
+            json!({"settings": {"system": "Be brief."}}).to_string(),
+        ))
+        .unwrap();
+    assert_eq!(send(&state, patch).await.0, StatusCode::OK);
+    let (_, read) = get_json(&state, format!("/v1/conversations/{tagged_id}"), ALICE).await;
     assert_eq!(
-        status,
-        StatusCode::BAD_REQUEST,
-        "metadata is not kept, so it is refused"
+        read["metadata"],
+        json!({"topic": "y", "owner": "ada"}),
+        "{read}"
     );
+    let (status, _) = send(
+        &state,
+        post(
+            &format!("/v1/conversations/{tagged_id}"),
+            json!({"metadata": {"topic": "z"}}),
+            Some(BOB),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "another key's conversation");
+    let (status, text) = send(
+        &state,
+        post(
+            "/v1/conversations",
+            json!({"metadata": {"n": 1}}),
+            Some(ALICE),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(text.contains("metadata.n"), "{text}");
 }
 
 /// `DELETE uri` as `key`, and its JSON.

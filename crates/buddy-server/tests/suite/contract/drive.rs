@@ -328,6 +328,31 @@ async fn conversations(r: &mut Recorder) {
         )
         .await;
     assert_eq!(status, StatusCode::OK, "{added}");
+    let item_id = added["data"][0]["id"].as_str().unwrap().to_owned();
+    let (status, read) = r
+        .whole(
+            "GET /v1/conversations/{conversation_id}/items/{item_id}",
+            &format!("/v1/conversations/{id}/items/{item_id}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{read}");
+    let (status, popped) = r
+        .whole(
+            "DELETE /v1/conversations/{conversation_id}/items/{item_id}",
+            &format!("/v1/conversations/{id}/items/{item_id}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{popped}");
+    let (status, updated) = r
+        .whole(
+            "POST /v1/conversations/{conversation_id}",
+            &format!("/v1/conversations/{id}"),
+            Some(json!({"metadata": {"topic": "weather"}})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{updated}");
     let one = "GET /v1/conversations/{conversation_id}";
     let (status, _) = r.whole(one, &format!("/v1/conversations/{id}"), None).await;
     assert_eq!(status, StatusCode::OK);

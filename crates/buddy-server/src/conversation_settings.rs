@@ -5,13 +5,37 @@ use buddy_engine::PolicyPatch;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::backend::Resolved;
 use crate::error::AppError;
-use crate::state::AppState;
-use crate::turn::turn_policy;
 
 /// Longest system prompt a conversation keeps, in characters.
 pub(crate) const MAX_SYSTEM_CHARS: usize = 20_000;
+
+/// Metadata as OpenAI's API takes it: an object of at most 16 string values, keys of at
+/// most 64 characters, values of at most 512; what is wrong is named.
+pub(crate) fn checked_metadata(value: Value) -> Result<serde_json::Map<String, Value>, String> {
+    let Value::Object(pairs) = value else {
+        return Err("`metadata` must be an object of strings".into());
+    };
+    if pairs.len() > 16 {
+        return Err(format!(
+            "`metadata` has {} keys; at most 16 are kept",
+            pairs.len()
+        ));
+    }
+    for (key, value) in &pairs {
+        if key.chars().count() > 64 {
+            return Err(format!(
+                "`metadata` key `{key}` is longer than 64 characters"
+            ));
+        }
+        match value.as_str() {
+            Some(text) if text.chars().count() <= 512 => {}
+            Some(_) => return Err(format!("`metadata.{key}` is longer than 512 characters")),
+            None => return Err(format!("`metadata.{key}` must be a string")),
+        }
+    }
+    Ok(pairs)
+}
 
 /// The settings as a client sends them and the store keeps them.
 #[derive(Default, Deserialize, Serialize)]
@@ -21,6 +45,8 @@ struct Wire {
     system: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     policy: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    metadata: Option<Value>,
 }
 
 /// What a conversation's turns run with beyond the operator's configuration: a system
@@ -29,6 +55,9 @@ struct Wire {
 pub(crate) struct ConversationSettings {
     pub system: Option<String>,
     pub policy: PolicyPatch,
+    /// OpenAI's conversation `metadata`: up to 16 string pairs, kept and shown, never
+    /// read by a turn.
+    pub metadata: Option<serde_json::Map<String, Value>>,
 }
 
 impl ConversationSettings {
@@ -78,7 +107,12 @@ impl ConversationSettings {
             }
             None => PolicyPatch::default(),
         };
-        Ok(ConversationSettings { system, policy })
+        let metadata = wire.metadata.map(checked_metadata).transpose()?;
+        Ok(ConversationSettings {
+            system,
+            policy,
+            metadata,
+        })
     }
 
     /// The JSON the store keeps and `GET /v1/conversations/{id}` shows.
@@ -88,15 +122,9 @@ impl ConversationSettings {
         serde_json::to_value(Wire {
             system: self.system.clone(),
             policy,
+            metadata: self.metadata.clone().map(Value::Object),
         })
         .unwrap_or_else(|_| Value::Object(serde_json::Map::new()))
-    }
-
-    /// Refused (a 400 naming the field) when the policy would raise one of the server's
-    /// limits for `resolved`'s model: settings are checked on their own when they are
-    /// saved, not only merged with a request's policy at a turn.
-    pub(crate) fn check(&self, state: &AppState, resolved: &Resolved) -> Result<(), AppError> {
-        turn_policy(state, resolved, &self.policy).map(|_| ())
     }
 
     /// This conversation's policy with a request's own on top (the request's fields win).
