@@ -66,6 +66,22 @@ SCENARIOS = {
         "expect": {"stop_reason": "completed", "model_calls": 1, "tool_calls": 0},
         "rules": [{"when": {}, "reply": {"text": CODE_ANSWER}}],
     },
+    # Narrates each step before its call, then answers: one answer per turn.
+    "narrated": {
+        "name": "narrated", "prompt": "narrate",
+        "tools": [{"name": f"look_{n}", "template": f"seen {n}"} for n in (1, 2)],
+        "expect": {"stop_reason": "completed", "model_calls": 3, "tool_calls": 2},
+        "rules": [
+            {"when": {"round": n}, "reply": {"text": f"Looking at part {n}.", "tool_calls": [{"name": f"look_{n}", "arguments": {"n": n}}]}}
+            for n in (1, 2)
+        ] + [{"when": {}, "reply": {"text": "Both parts look fine."}}],
+    },
+    # An answer with a blockquote.
+    "quote": {
+        "name": "quote", "prompt": "quote someone",
+        "expect": {"stop_reason": "completed", "model_calls": 1, "tool_calls": 0},
+        "rules": [{"when": {}, "reply": {"text": "> Measure twice, cut once.\n\nSaid every carpenter."}}],
+    },
     # Writes a file: waits for approval.
     "writer": {
         "name": "writer", "prompt": "write a haiku",
@@ -420,12 +436,12 @@ def test_readable_in_light_and_dark_mode(browser, server, scheme):
     context.close()
 
 
-def test_edit_and_resend_forks_the_conversation_and_keeps_the_original(page, server):
+def test_edit_and_resend_makes_a_version_of_the_conversation_and_keeps_the_original(page, server):
     open_page(page, server)
     ask(page, "scripted:offline_assistant", "What time is it?")
     turn_end(page)
-    original = page.evaluate("location.hash")
-    expect(page.locator(f"#conversations li[data-id='{original[1:]}']")).to_have_count(1)
+    original = page.evaluate("location.hash")[1:]
+    expect(page.locator(f"#conversations li[data-id='{original}']")).to_have_count(1)
     listed = page.locator("#conversations li").count()
     row = page.locator(".user-row").first
     row.get_by_role("button", name="Edit and resend this message").click()
@@ -434,16 +450,22 @@ def test_edit_and_resend_forks_the_conversation_and_keeps_the_original(page, ser
     end = turn_end(page)
     expect(end).to_have_attribute("data-reason", "completed")
     expect(page.locator(".msg.user")).to_have_text("List the files, please")
-    fork = page.evaluate("location.hash")
-    assert fork != original and fork.startswith("#conv_"), (original, fork)
-    # The message went into the fork itself (not a conversation of its own).
-    expect(page.locator("#conversations li")).to_have_count(listed + 1)
-    # The original is untouched; both are listed.
-    page.goto(server["url"] + "/" + original)
+    fork = page.evaluate("location.hash")[1:]
+    assert fork != original and fork.startswith("conv_"), (original, fork)
+    # One entry in the list for both versions (the message went into the fork itself).
+    expect(page.locator(f"#conversations li[data-ids~='{fork}']")).to_have_attribute("data-ids", re.compile(original))
+    expect(page.locator("#conversations li")).to_have_count(listed)
+    expect(page.locator("#conversations li.current")).to_contain_text("What time is it?")
+    # The original is version 1 of the message, untouched.
+    expect(page.locator(".versions .count")).to_have_text("2 / 2")
+    page.get_by_role("button", name="Previous version").click()
+    expect(page).to_have_url(re.compile(f"#{original}$"))
+    expect(page.locator(".msg.user")).to_have_text("What time is it?")
+    expect(page.locator(".versions .count")).to_have_text("1 / 2")
+    expect(page.get_by_role("button", name="Next version")).to_be_focused()
     page.reload()
     turn_end(page)
-    expect(page.locator(".msg.user")).to_have_text("What time is it?")
-    expect(page.locator("#conversations li", has_text="List the files, please")).to_have_count(1)
+    expect(page.locator(".versions .count")).to_have_text("1 / 2")
     assert not page.errors, page.errors
 
 
@@ -505,19 +527,40 @@ def test_the_model_picker_keeps_the_conversations_model(page, server):
     expect(page.locator("#model")).to_have_value("scripted:chain_3_steps")
 
 
-def test_regenerate_answers_again_in_a_fork_and_keeps_the_original(page, server):
+def test_regenerate_makes_a_second_version_with_the_earlier_turns_complete(page, server):
     open_page(page, server)
-    ask(page, "scripted:offline_assistant", "What time is it?")
+    ask(page, "scripted:chain_3_steps", "How much was Ada's latest order?")
     turn_end(page)
-    original = page.evaluate("location.hash")
-    page.get_by_role("button", name="Regenerate this answer").click()
-    expect(page).not_to_have_url(re.compile(re.escape(original) + "$"))
-    end = turn_end(page)
-    expect(end).to_have_attribute("data-reason", "completed")
-    # One question, asked again: the fork holds it once, with its new answer.
-    expect(page.locator(".msg.user")).to_have_count(1)
-    expect(page.locator(".msg.user")).to_have_text("What time is it?")
-    expect(page.locator(f"#conversations li[data-id='{original[1:]}']")).to_have_count(1)
+    ask(page, "scripted:offline_assistant", "What time is it?")
+    turn_end(page, 2)
+    original = page.evaluate("location.hash")[1:]
+    first_stats = page.locator(".turn-end .stats").first.inner_text()
+    listed = page.locator("#conversations li").count()
+    page.get_by_role("button", name="Regenerate this answer").last.click()
+    expect(page).not_to_have_url(re.compile(f"#{original}$"))
+    expect(turn_end(page, 2)).to_have_attribute("data-reason", "completed")
+    fork = page.evaluate("location.hash")[1:]
+    # The question asked again once, with its new answer; the earlier turn as it was: its
+    # end line, its Regenerate button and the durations of its calls.
+    expect(page.locator(".msg.user")).to_have_count(2)
+    expect(page.locator(".msg.user").last).to_have_text("What time is it?")
+    expect(page.locator(".turn-end").first.locator(".stats")).to_have_text(first_stats)
+    expect(page.locator(".turn-end").first.get_by_role("button", name="Regenerate this answer")).to_have_count(1)
+    expect(page.locator(".card .status").first).to_have_text(re.compile(r"^done · \d+ ms$"))
+    # One entry in the list; ‹ 2 / 2 › at the regenerated question only.
+    expect(page.locator("#conversations li")).to_have_count(listed)
+    expect(page.locator(f"#conversations li.current[data-ids~='{original}']")).to_have_count(1)
+    expect(page.locator(".versions")).to_have_count(1)
+    expect(page.locator(".versions + .user-row .msg.user")).to_have_text("What time is it?")
+    expect(page.locator(".versions .count")).to_have_text("2 / 2")
+    expect(page.get_by_role("button", name="Next version")).to_be_disabled()
+    page.get_by_role("button", name="Previous version").click()
+    expect(page).to_have_url(re.compile(f"#{original}$"))
+    expect(page.locator(".versions .count")).to_have_text("1 / 2")
+    expect(page.locator(".turn-end")).to_have_count(2)
+    page.get_by_role("button", name="Next version").click()
+    expect(page).to_have_url(re.compile(f"#{fork}$"))
+    expect(page.locator(".versions .count")).to_have_text("2 / 2")
     assert not page.errors, page.errors
 
 
@@ -532,6 +575,10 @@ def test_search_finds_conversations_by_title_and_by_text(page, server):
     clock = page.evaluate("location.hash")[1:]
     # Words only the first conversation's answer holds (not its title).
     page.fill("#search", "129.90 EUR")
+    expect(page.locator(f"#conversations li[data-id='{ada}']")).to_have_count(1)
+    expect(page.locator(f"#conversations li[data-id='{clock}']")).to_have_count(0)
+    # Words, not a phrase: each of them, in any order.
+    page.fill("#search", "latest ADA")
     expect(page.locator(f"#conversations li[data-id='{ada}']")).to_have_count(1)
     expect(page.locator(f"#conversations li[data-id='{clock}']")).to_have_count(0)
     page.fill("#search", "WHAT TIME")
@@ -690,3 +737,118 @@ def test_conversation_settings_stay_with_the_conversation_and_limit_its_turns(pa
     expect(page.locator("#settings-system")).to_have_value("")
     page.click("#settings-cancel")
     assert not page.errors, page.errors
+
+
+def test_an_approved_call_is_one_card_that_runs_and_ends(page, server):
+    open_page(page, server)
+    ask(page, "scripted:writer", "write a haiku")
+    expect(turn_end(page)).to_have_attribute("data-reason", "approval_required")
+    card = page.locator(".card", has_text="write_file")
+    expect(card).to_have_count(1)
+    card.get_by_role("button", name="Approve").click()
+    expect(turn_end(page, 2)).to_have_attribute("data-reason", "completed")
+    # The call is shown once, no longer waiting, with its outcome.
+    expect(card).to_have_count(1)
+    expect(page.locator(".card.waiting")).to_have_count(0)
+    expect(card.locator(".status")).to_have_text(re.compile(r"^done"))
+    expect(page.get_by_text("waiting for your approval")).to_have_count(0)
+    page.reload()
+    expect(page.locator(".turn-end")).to_have_count(2)
+    expect(card).to_have_count(1)
+    expect(card.locator(".status")).to_have_text(re.compile(r"^done"))
+    assert not page.errors, page.errors
+
+
+def test_one_copy_button_per_answer_not_per_narration_line(browser, server):
+    context = browser.new_context()
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server["url"])
+    page = context.new_page()
+    open_page(page, server)
+    ask(page, "scripted:narrated", "narrate")
+    turn_end(page)
+    ask(page, "scripted:narrated", "narrate again")
+    turn_end(page, 2)
+
+    def one_per_answer():
+        expect(page.locator(".msg.assistant")).to_have_count(6)
+        copies = page.get_by_role("button", name="Copy this answer")
+        expect(copies).to_have_count(2)
+        # Each beside its turn's answer, the text the turn ended with.
+        for n in range(2):
+            expect(copies.nth(n).locator("xpath=..").locator(".msg.assistant")).to_have_text("Both parts look fine.")
+
+    one_per_answer()
+    page.get_by_role("button", name="Copy this answer").first.click()
+    assert page.evaluate("navigator.clipboard.readText()") == "Both parts look fine."
+    page.reload()
+    turn_end(page, 2)
+    one_per_answer()
+    context.close()
+
+
+def test_the_running_icon_is_drawn_without_an_emoji_font(page, server):
+    open_page(page, server)
+    ask(page, "scripted:slow", "take your time")
+    status = page.locator(".card.running .status")
+    expect(status).to_have_count(1)
+    icon = status.evaluate(
+        """e => { const s = getComputedStyle(e, '::before');
+                  return {content: s.content, width: parseFloat(s.width), border: parseFloat(s.borderTopWidth), animation: s.animationName}; }"""
+    )
+    # No character (an emoji font may lack it): a ring drawn by CSS, turning.
+    assert icon["content"] in ('""', "none", "normal") or not re.search(r"[^\x00-\x7f]", icon["content"]), icon
+    assert icon["content"].strip('"') == "", icon
+    assert icon["width"] > 0 and icon["border"] > 0 and icon["animation"] != "none", icon
+    page.click("#stop")
+    expect(turn_end(page)).to_have_attribute("data-reason", "cancelled")
+
+
+def step_seconds(page):
+    """Each card's duration, in seconds, as its status shows it."""
+    statuses = page.locator(".card .status").all_inner_texts()
+    seconds = []
+    for status in statuses:
+        found = re.search(r"· ([\d.]+) (ms|s)$", status)
+        assert found, statuses
+        seconds.append(float(found[1]) / (1000 if found[2] == "ms" else 1))
+    return seconds
+
+
+def test_steps_show_their_true_durations_after_a_reload_mid_turn_and_once_stored(page, server):
+    open_page(page, server)
+    ask(page, "scripted:steps", "go step by step")
+    expect(page.locator(".card.done")).to_have_count(1, timeout=10000)
+    page.wait_for_timeout(400)
+    # Reloaded while step 2 runs: it is timed from when it started, not from the reload.
+    page.reload()
+    assert_steps_drawn_once(page)
+    seconds = step_seconds(page)
+    assert len(seconds) == 3 and all(s >= 1.2 for s in seconds), seconds
+    # Stored: each step's duration from the store's times (a call alone in its round).
+    page.reload()
+    turn_end(page)
+    stored = step_seconds(page)
+    assert len(stored) == 3 and all(1.2 <= s < 5 for s in stored), stored
+    assert not page.errors, page.errors
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_blockquotes_are_set_apart_and_readable(browser, server, scheme):
+    context = browser.new_context(color_scheme=scheme)
+    page = context.new_page()
+    open_page(page, server)
+    ask(page, "scripted:quote", "quote someone")
+    turn_end(page)
+    quote = page.locator(".msg.assistant blockquote")
+    expect(quote).to_have_text(re.compile("Measure twice"))
+    style = quote.evaluate(
+        """e => { const s = getComputedStyle(e);
+                  return {border: parseFloat(s.borderLeftWidth), style: s.borderLeftStyle, color: s.color,
+                          background: s.backgroundColor, margin: parseFloat(s.marginLeft), padding: parseFloat(s.paddingLeft)}; }"""
+    )
+    assert style["border"] >= 3 and style["style"] == "solid", style
+    assert style["margin"] < 20 and style["padding"] > 0, style
+    fg, bg = luminance(style["color"]), luminance(style["background"])
+    hi, lo = max(fg, bg), min(fg, bg)
+    assert (hi + 0.05) / (lo + 0.05) >= 4.5, (scheme, style)
+    context.close()

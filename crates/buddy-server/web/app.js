@@ -13,6 +13,8 @@ const state = {
   running: false,
   models: [],
   settings: {}, // the open conversation's system prompt and policy (or a new one's, until its first turn)
+  summaries: new Map(), // id -> the list's entry (forked_from, fork_before, messages), for the versions
+  detail: null, // the open conversation as last read from the server
 };
 
 // ---------- words for people ----------
@@ -285,26 +287,115 @@ async function loadModels() {
   if (preferred) select.value = preferred;
 }
 
+/** The conversation a fork's message `i` comes from: it follows the forks back while
+ * message `i` is one they copied (a fork holds its original's messages before
+ * `fork_before`). */
+function originOf(id, i, byId) {
+  let c = byId.get(id);
+  const seen = new Set();
+  while (c && c.forked_from && byId.has(c.forked_from) && i < c.fork_before && !seen.has(c.id)) {
+    seen.add(c.id);
+    c = byId.get(c.forked_from);
+  }
+  return c ? c.id : id;
+}
+
+/** Conversations grouped with their forks (Regenerate, Edit), newest first: each group
+ * is one conversation in versions; its first member is the one touched last. */
+function families(list) {
+  const byId = new Map(list.map((c) => [c.id, c]));
+  const groups = new Map();
+  for (const c of list) {
+    const root = rootOf(c, byId);
+    if (!groups.has(root)) groups.set(root, []);
+    groups.get(root).push(c);
+  }
+  return [...groups.entries()].map(([root, members]) => ({ root: byId.get(root) || members[0], members }));
+}
+
+/** The first conversation of `c`'s forks back (the one all its versions came from). */
+function rootOf(c, byId) {
+  const seen = new Set();
+  while (c.forked_from && byId.has(c.forked_from) && !seen.has(c.id)) {
+    seen.add(c.id);
+    c = byId.get(c.forked_from);
+  }
+  return c.id;
+}
+
 async function loadConversations() {
   const q = $("search").value.trim();
   const body = await apiJson(q ? `/v1/conversations?q=${encodeURIComponent(q)}` : "/v1/conversations");
+  const data = body.data || [];
+  for (const c of data) state.summaries.set(c.id, c);
+  if (!q) state.summaries = new Map(data.map((c) => [c.id, c]));
   const list = $("conversations");
   list.replaceChildren();
-  for (const c of body.data || []) {
-    const title = c.title || "(untitled)";
+  for (const { root, members } of families(data)) {
+    // One entry per conversation, whatever its versions: it opens the version touched last.
+    const latest = members[0];
+    const ids = members.map((m) => m.id);
+    const title = root.title || latest.title || "(untitled)";
     const open = el(
       "button",
-      { class: "open", type: "button", title, onclick: () => openConversation(c.id) },
+      { class: "open", type: "button", title, onclick: () => openConversation(latest.id) },
       el("span", { text: title }),
-      el("span", { class: "reason", text: c.last_stop_reason ? STOP_WORDS[c.last_stop_reason] || c.last_stop_reason : "" }),
+      el("span", { class: "reason", text: latest.last_stop_reason ? STOP_WORDS[latest.last_stop_reason] || latest.last_stop_reason : "" }),
     );
-    const rename = el("button", { class: "small", type: "button", "aria-label": `Rename “${title}”`, text: "✎", onclick: () => renameConversation(c.id, title) });
-    const remove = el("button", { class: "small", type: "button", "aria-label": `Delete “${title}”`, text: "×", onclick: () => deleteConversation(c.id, title) });
-    const item = el("li", { "data-id": c.id }, open, rename, remove);
-    if (c.id === state.conversation) item.classList.add("current");
+    const rename = el("button", { class: "small", type: "button", "aria-label": `Rename “${title}”`, text: "✎", onclick: () => renameConversation(ids, title) });
+    const remove = el("button", { class: "small", type: "button", "aria-label": `Delete “${title}”`, text: "×", onclick: () => deleteConversation(ids, title) });
+    const item = el("li", { "data-id": latest.id, "data-ids": ids.join(" ") }, open, rename, remove);
+    if (ids.includes(state.conversation)) item.classList.add("current");
     list.append(item);
   }
   if (q && !list.children.length) list.append(el("li", { class: "none", text: `No conversation mentions “${q}”.` }));
+  if (state.detail && state.detail.id === state.conversation && !state.running) placeSwitchers(state.detail);
+}
+
+/** `‹ 2 / 3 ›` above each of the open conversation's messages where it has versions: the
+ * conversations of its family that hold the same messages before it and another one
+ * there (a Regenerate or an Edit made them). Each version opens the conversation touched
+ * last among those that hold it. */
+function placeSwitchers(detail) {
+  for (const old of document.querySelectorAll("#transcript .versions")) old.remove();
+  const byId = state.summaries;
+  const me = detail.id;
+  if (!byId.has(me)) return;
+  const family = [...byId.values()].filter((c) => rootOf(c, byId) === rootOf(byId.get(me), byId));
+  if (family.length < 2) return;
+  const rows = [...document.querySelectorAll("#transcript .user-row")];
+  const users = (detail.messages || []).map((m, i) => (m.role === "user" ? i : -1)).filter((i) => i >= 0);
+  users.forEach((k, n) => {
+    const row = rows[n];
+    if (!row || row.dataset.text !== detail.messages[k].content) return;
+    const before = k === 0 ? null : originOf(me, k - 1, byId);
+    const versions = new Map(); // origin of message k -> the version touched last that holds it
+    for (const c of family) {
+      if (c.messages <= k || (before !== null && originOf(c.id, k - 1, byId) !== before)) continue;
+      const origin = originOf(c.id, k, byId);
+      const seen = versions.get(origin);
+      if (!seen || c.updated_at_ms > seen.updated_at_ms) versions.set(origin, c);
+    }
+    if (versions.size < 2) return;
+    const order = [...versions.keys()].sort((a, b) => (byId.get(a).created_at_ms - byId.get(b).created_at_ms) || (a < b ? -1 : 1));
+    const at = order.indexOf(originOf(me, k, byId));
+    // The focus stays on the switcher, now of the version shown.
+    const go = (to) => (e) => {
+      if (state.running) return;
+      const label = e.currentTarget.getAttribute("aria-label");
+      openConversation(versions.get(order[to]).id)
+        .then(() => {
+          const buttons = [...document.querySelectorAll(`#transcript .versions[data-index="${k}"] button`)];
+          (buttons.find((b) => b.getAttribute("aria-label") === label && !b.disabled) || buttons.find((b) => !b.disabled))?.focus();
+        })
+        .catch(showError);
+    };
+    const prev = el("button", { type: "button", class: "small", text: "‹", "aria-label": "Previous version", onclick: go(at - 1) });
+    const next = el("button", { type: "button", class: "small", text: "›", "aria-label": "Next version", onclick: go(at + 1) });
+    prev.disabled = at <= 0;
+    next.disabled = at >= order.length - 1;
+    row.before(el("div", { class: "versions", role: "group", "data-index": String(k), "aria-label": "Versions of this message" }, prev, el("span", { class: "count", text: `${at + 1} / ${order.length}` }), next));
+  });
 }
 
 // ---------- export ----------
@@ -362,7 +453,8 @@ function applyTheme(theme) {
   $("theme").setAttribute("aria-label", `Theme: ${theme} (change)`);
 }
 
-function renameConversation(id, current) {
+/** Renames a conversation: each of its versions (`ids`), so every one bears the name. */
+function renameConversation(ids, current) {
   const dialog = $("rename-dialog");
   $("rename-input").value = current;
   dialog.returnValue = "";
@@ -372,7 +464,7 @@ function renameConversation(id, current) {
       if (dialog.returnValue === "cancel") return;
       const title = $("rename-input").value.trim();
       if (!title) return;
-      await withKey(() => apiJson(`/v1/conversations/${encodeURIComponent(id)}`, { method: "PATCH", json: { title } }));
+      for (const id of ids) await withKey(() => apiJson(`/v1/conversations/${encodeURIComponent(id)}`, { method: "PATCH", json: { title } }));
       await loadConversations();
     },
     { once: true },
@@ -381,16 +473,20 @@ function renameConversation(id, current) {
   $("rename-input").select();
 }
 
-async function deleteConversation(id, title) {
-  if (!window.confirm(`Delete “${title}”? This cannot be undone.`)) return;
-  await withKey(async () => {
-    const response = await api(`/v1/conversations/${encodeURIComponent(id)}`, { method: "DELETE" });
-    if (!response.ok && response.status !== 404) {
-      const body = await response.json().catch(() => null);
-      throw new Error(body && body.error ? body.error.message : `HTTP ${response.status}`);
-    }
-  }).catch(showError);
-  if (state.conversation === id) newConversation();
+/** Deletes a conversation with all its versions (`ids`). */
+async function deleteConversation(ids, title) {
+  const others = ids.length > 1 ? ` and its ${plural(ids.length - 1, "other version")}` : "";
+  if (!window.confirm(`Delete “${title}”${others}? This cannot be undone.`)) return;
+  for (const id of ids) {
+    await withKey(async () => {
+      const response = await api(`/v1/conversations/${encodeURIComponent(id)}`, { method: "DELETE" });
+      if (!response.ok && response.status !== 404) {
+        const body = await response.json().catch(() => null);
+        throw new Error(body && body.error ? body.error.message : `HTTP ${response.status}`);
+      }
+    }).catch(showError);
+  }
+  if (ids.includes(state.conversation)) newConversation();
   await loadConversations();
 }
 
@@ -471,6 +567,7 @@ function emptyHint() {
 /** Starts an empty conversation; `focus: false` leaves the focus where a person put it. */
 function newConversation({ focus = true } = {}) {
   state.conversation = null;
+  state.detail = null;
   useSettings({});
   history.replaceState(null, "", location.pathname);
   $("transcript").replaceChildren(emptyHint());
@@ -499,8 +596,10 @@ async function openConversation(id) {
 function renderStored(detail) {
   const transcript = $("transcript");
   transcript.replaceChildren();
+  state.detail = detail;
   const messages = detail.messages || [];
   const turnOf = detail.message_turns || [];
+  const times = detail.message_times_ms || [];
   const turns = detail.turns || [];
   const byId = new Map(turns.map((t) => [t.id, t]));
   const last = turns[turns.length - 1];
@@ -511,6 +610,7 @@ function renderStored(detail) {
     if (!turn) return;
     shown.add(turn.id);
     view.end(turn.stop_reason || "interrupted", turn.stats, turn.error, turn.started_at_ms);
+    if (turn !== last && turn.stop_reason === "approval_required") view.decided();
     if (turn === last && turn.stop_reason === "approval_required") view.offerApproval(detail);
     if (turn === last && CAPPED.has(turn.stop_reason)) view.offerContinue();
   };
@@ -519,21 +619,26 @@ function renderStored(detail) {
   messages.forEach((message, i) => {
     if (!view || turnOf[i] !== current) {
       if (view) finish(view, byId.get(current));
-      view = new TurnView(transcript);
+      // A turn resumed after an approval answers the calls of the one before, on their cards.
+      view = new TurnView(transcript, view);
       current = turnOf[i];
     }
-    if (running && current === running.id && message.role !== "user") return;
-    view.stored(message);
+    if (running && current === running.id && message.role !== "user") {
+      // Drawn from its events; what is stored says when its calls started and ended.
+      view.known(message, times[i]);
+      return;
+    }
+    view.stored(message, times[i]);
   });
   if (view && !(running && current === running.id)) finish(view, byId.get(current));
   // Turns that stored no message at all still say how they ended.
   if (running) shown.add(running.id);
-  for (const turn of turns) if (!shown.has(turn.id)) finish(new TurnView(transcript), turn);
+  for (const turn of turns) if (!shown.has(turn.id)) finish(new TurnView(transcript, view), turn);
   // An empty conversation (a fork before its first message) stays the open one.
   if (!messages.length && !turns.length) transcript.append(emptyHint());
   scrollDown();
   if (running && !state.running) {
-    const live = view && current === running.id ? view : new TurnView(transcript);
+    const live = view && current === running.id ? view : new TurnView(transcript, view);
     attachRunning(live, running.id);
   }
 }
@@ -563,12 +668,34 @@ function userIndex(row) {
 }
 
 class TurnView {
-  constructor(parent) {
+  /** `previous`: the turn drawn before, whose calls still waiting for an approval this
+   * turn may run (their cards are then this turn's, not drawn twice). */
+  constructor(parent, previous = null) {
     this.parent = parent;
+    this.previous = previous;
     this.startedAt = Date.now();
     this.answer = null; // the assistant block text is streaming into (its Markdown in .markdown)
-    this.cards = new Map(); // call id -> { node, started }
+    this.copy = null; // the turn's one Copy button, beside its latest text (its answer)
+    this.cards = new Map(); // call id -> { node, started (ms since the epoch), answered }
     this.cardRow = null;
+    // From the store: when each call's message and each result were stored (ms since the
+    // epoch), and how many calls the call's round had (their results are stored together).
+    this.calledAt = new Map();
+    this.endedAt = new Map();
+    this.roundSize = new Map();
+  }
+
+  /** The card of call `id`: this turn's, or a waiting one of the turn before. */
+  card(id) {
+    let card = this.cards.get(id);
+    if (!card && this.previous) {
+      const waiting = this.previous.cards.get(id);
+      if (waiting && !waiting.answered) {
+        this.cards.set(id, waiting);
+        card = waiting;
+      }
+    }
+    return card;
   }
 
   user(text) {
@@ -598,6 +725,7 @@ class TurnView {
         area.focus();
       },
     });
+    row.dataset.text = text;
     row.append(bubble, edit);
     this.parent.append(row);
     this.answer = null;
@@ -609,7 +737,10 @@ class TurnView {
     if (!this.answer) {
       const answer = el("div", { class: "msg assistant" });
       answer.markdown = "";
+      // One Copy per turn, beside its latest text: narration before calls is no answer.
+      this.copy?.remove();
       const copy = el("button", { type: "button", class: "copy-answer", "aria-label": "Copy this answer", onclick: (e) => copyText(e.currentTarget, answer.markdown) });
+      this.copy = copy;
       this.parent.append(el("div", { class: "answer-row" }, answer, copy));
       this.answer = answer;
       this.cardRow = null;
@@ -637,16 +768,17 @@ class TurnView {
 
   callStart(id, name, args) {
     this.answer = null;
-    let card = this.cards.get(id);
+    let card = this.card(id);
     if (!card) {
       // A compact row: name, a short summary of the arguments, status and duration;
       // it opens to show the arguments and the result.
       const node = el("details", { class: "card running", "aria-label": `Tool call ${name}` });
-      card = { node, started: performance.now() };
+      card = { node };
       this.cards.set(id, card);
       this.row().append(node);
     }
-    card.started = performance.now();
+    // When the call began: as stored (a turn drawn again after a reload), else now.
+    card.started = this.calledAt.get(id) ?? Date.now();
     card.node.className = "card running";
     card.node.replaceChildren(
       el("summary", { class: "head" }, el("span", { class: "name", text: name }), el("span", { class: "brief", text: brief(args) }), el("span", { class: "status", text: "running…" })),
@@ -656,20 +788,27 @@ class TurnView {
   }
 
   callResult(id, name, content, isError, live = true) {
-    let card = this.cards.get(id);
+    let card = this.card(id);
     if (!card) {
       this.callStart(id, name, "{}");
       card = this.cards.get(id);
     }
+    card.answered = true;
     const node = card.node;
     // A call buddy did not run (withdrawn, refused, rejected) or did not finish (the turn
     // was cancelled) is no failure of the tool: it is shown apart from real errors.
     const skipped = isError && /^not (run|finished):/.test(content);
     const outcome = skipped ? (content.startsWith("not finished") ? "not finished" : "not run") : isError ? "error" : "done";
     node.className = `card ${skipped ? "skipped" : isError ? "failed" : "done"}`;
-    const ms = live && !skipped ? Math.round(performance.now() - card.started) : null;
+    // How long it ran: from its start to its result, as seen live or as stored. A stored
+    // result of a round of several calls was stored with the round's last: at most that.
+    const stored = this.endedAt.get(id);
+    const end = stored ?? (live ? Date.now() : null);
+    const timed = !skipped && end !== null && (live || this.calledAt.has(id));
+    const ms = timed ? Math.max(0, Math.round(end - card.started)) : null;
+    const bound = stored !== undefined && (this.roundSize.get(id) || 1) > 1 ? "≤ " : "";
     const status = node.querySelector(".status");
-    status.textContent = ms !== null ? `${outcome} · ${duration(ms)}` : outcome;
+    status.textContent = ms !== null ? `${outcome} · ${bound}${duration(ms)}` : outcome;
     node.querySelector(".approval")?.remove();
     node.append(el("div", { class: "label", text: skipped ? "why" : isError ? "error" : `result (${plural(content.length, "character")})` }));
     node.append(el("pre", { class: "result", text: content }));
@@ -697,7 +836,21 @@ class TurnView {
     this.parent.append(el("div", { class: "notice", role: "note" }, el("span", { class: "what", text: "buddy told the model: " }), el("span", { class: "detail", text: content })));
   }
 
-  stored(message) {
+  /** What the store says of a message of this turn that is drawn from its events: when
+   * its calls started or their results came. */
+  known(message, at) {
+    if (typeof at !== "number") return;
+    if (message.role === "assistant") {
+      const calls = message.tool_calls || [];
+      for (const call of calls) {
+        this.calledAt.set(call.id, at);
+        this.roundSize.set(call.id, calls.length);
+      }
+    } else if (message.role === "tool") this.endedAt.set(message.tool_call_id, at);
+  }
+
+  /** Draws a stored message; `at` is when it was stored. */
+  stored(message, at) {
     switch (message.role) {
       case "user":
         this.user(message.content);
@@ -707,6 +860,7 @@ class TurnView {
           this.text(message.content);
           renderMarkdown(this.answer, this.answer.markdown);
         }
+        this.known(message, at);
         for (const call of message.tool_calls || []) this.callStart(call.id, call.name, call.arguments);
         for (const call of message.tool_calls || []) {
           const card = this.cards.get(call.id);
@@ -715,7 +869,8 @@ class TurnView {
         }
         break;
       case "tool": {
-        const card = this.cards.get(message.tool_call_id);
+        this.known(message, at);
+        const card = this.card(message.tool_call_id);
         this.callResult(message.tool_call_id, card ? card.node.querySelector(".name").textContent : "tool", message.content, !!message.is_error, false);
         break;
       }
@@ -782,10 +937,12 @@ class TurnView {
     const calls = Array.isArray(detailOrCalls) ? detailOrCalls : pendingCalls(detailOrCalls);
     const decisions = new Map();
     const maybeSend = () => {
-      if (decisions.size === calls.length) resumeTurn({ decisions: calls.map((c) => decisions.get(c.id)) });
+      if (decisions.size !== calls.length) return;
+      this.decided();
+      resumeTurn({ decisions: calls.map((c) => decisions.get(c.id)) }, this);
     };
     for (const call of calls) {
-      let card = this.cards.get(call.id);
+      let card = this.card(call.id);
       if (!card) {
         this.callStart(call.id, call.name, call.arguments);
         card = this.cards.get(call.id);
@@ -797,7 +954,11 @@ class TurnView {
       if (call.why) box.append(el("span", { class: "why", text: call.why }));
       const decide = (decision) => {
         decisions.set(call.id, { call_id: call.id, ...decision });
-        box.replaceChildren(el("span", { class: "why", text: `Your decision: ${decision.decision}` }));
+        box.remove();
+        // Decided: no longer waiting. The resumed turn runs it (or not) on this card.
+        const said = { approve: "approved", reject: "rejected", edit: "approved with new arguments" }[decision.decision] || decision.decision;
+        card.node.className = "card decided";
+        card.node.querySelector(".status").textContent = decisions.size === calls.length ? said : `${said} · waiting for your other decisions`;
         maybeSend();
       };
       const approve = el("button", { type: "button", class: "primary", text: "Approve", onclick: () => decide({ decision: "approve" }) });
@@ -838,6 +999,12 @@ class TurnView {
       box.append(approve, reject, edit);
       card.node.append(box);
     }
+  }
+
+  /** A pause for approval that was answered: its end line says it no longer waits. */
+  decided() {
+    const reason = this.footer && this.footer.querySelector(".reason");
+    if (reason) reason.textContent = "Paused for your approval";
   }
 
   offerContinue() {
@@ -990,6 +1157,17 @@ async function followTurn(view, response) {
   view.end("interrupted", null, "the connection to the turn was lost; open the conversation again to see what it stored");
 }
 
+/** After a turn: the list again, and the open conversation's versions (a Regenerate or an
+ * Edit made one), read from what the server stored. */
+async function refreshOpen() {
+  const id = state.conversation;
+  if (id) {
+    const detail = await apiJson(`/v1/conversations/${encodeURIComponent(id)}`);
+    if (state.conversation === id && !state.running) state.detail = detail;
+  }
+  await loadConversations();
+}
+
 /** Runs `job` (which follows one turn) with the page in its running state. */
 async function whileRunning(job) {
   setRunning(true);
@@ -1000,7 +1178,7 @@ async function whileRunning(job) {
   } finally {
     state.turnId = null;
     setRunning(false);
-    loadConversations().catch(() => {});
+    refreshOpen().catch(() => {});
   }
 }
 
@@ -1036,9 +1214,11 @@ async function send(text) {
   await streamTurn("/v1/chat", body, view);
 }
 
-async function resumeTurn(body) {
+/** Resumes the open conversation's paused turn; `from`, the view of the turn that paused,
+ * whose waiting cards the resumed turn goes on drawing. */
+async function resumeTurn(body, from = null) {
   if (!state.conversation) return;
-  const view = new TurnView($("transcript"));
+  const view = new TurnView($("transcript"), from);
   await streamTurn(`/v1/conversations/${encodeURIComponent(state.conversation)}/resume`, body, view);
 }
 

@@ -17,6 +17,6 @@ pub use open::{OpenError, OpenedStore, StoreLocation, open};
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 pub use store::{
-    ConversationDetail, ConversationInfo, ConversationSummary, CountedHistory, Store, StoreError,
-    TurnClosing, TurnEnd, TurnOpening, TurnRecord, new_id,
+    ConversationDetail, ConversationInfo, ConversationSummary, CountedHistory, ForkCopy, Store,
+    StoreError, TurnClosing, TurnEnd, TurnOpening, TurnRecord, new_id,
 };

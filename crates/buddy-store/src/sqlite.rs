@@ -9,9 +9,9 @@ use rusqlite::{Connection, OptionalExtension, params};
 use crate::body::message_json;
 use crate::deletion::{self, Plan, TurnDeletion};
 use crate::store::{
-    ConversationDetail, ConversationInfo, ConversationSummary, CountedHistory, Store, StoreError,
-    TurnClosing, TurnOpening, TurnRecord, count_columns, decode, first_user_title, new_id, now_ms,
-    role, runs, settings, stored_count, title, turn_end,
+    ConversationDetail, ConversationInfo, ConversationSummary, CountedHistory, ForkCopy, Store,
+    StoreError, TurnClosing, TurnOpening, TurnRecord, count_columns, decode, first_user_title,
+    new_id, now_ms, role, runs, settings, stored_count, title, turn_end,
 };
 
 /// Schema migrations, applied in order; `PRAGMA user_version` records how many ran.
@@ -73,6 +73,11 @@ ALTER TABLE messages ADD COLUMN token_encoding TEXT;
     // A deleted response whose messages later turns build on is hidden, not removed.
     r#"
 ALTER TABLE turns ADD COLUMN hidden INTEGER NOT NULL DEFAULT 0;
+"#,
+    // A fork records where it came from, so a client can show it as a version of it.
+    r#"
+ALTER TABLE conversations ADD COLUMN forked_from TEXT;
+ALTER TABLE conversations ADD COLUMN fork_before INTEGER;
 "#,
 ];
 
@@ -201,27 +206,35 @@ fn backend(e: rusqlite::Error) -> StoreError {
 
 /// Every message of a conversation with the turn that added it.
 /// A conversation's messages, with the turn and the number (seq) of each.
-type Numbered = (Vec<Message>, Vec<String>, Vec<i64>);
+/// Messages with, beside each, its turn, number and time.
+type Numbered = (Vec<Message>, Vec<String>, Vec<i64>, Vec<i64>);
 
 fn load_with_turns(conn: &Connection, id: &str) -> Result<Numbered, StoreError> {
     let mut stmt = conn
         .prepare_cached(
-            "SELECT CAST(body AS TEXT), turn_id, seq FROM messages WHERE conversation_id = ?1 ORDER BY seq",
+            "SELECT CAST(body AS TEXT), turn_id, seq, created_at_ms FROM messages WHERE conversation_id = ?1 ORDER BY seq",
         )
         .map_err(backend)?;
     let rows = stmt
         .query_map(params![id], |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get(2)?))
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get(2)?,
+                r.get(3)?,
+            ))
         })
         .map_err(backend)?;
-    let (mut messages, mut turns, mut seqs) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut messages, mut turns, mut seqs, mut times) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for row in rows {
-        let (body, turn, seq) = row.map_err(backend)?;
+        let (body, turn, seq, time) = row.map_err(backend)?;
         messages.push(decode(&body)?);
         turns.push(turn);
         seqs.push(seq);
+        times.push(time);
     }
-    Ok((messages, turns, seqs))
+    Ok((messages, turns, seqs, times))
 }
 
 fn load(conn: &Connection, id: &str) -> Result<CountedHistory, StoreError> {
@@ -257,6 +270,53 @@ fn exists(conn: &Connection, id: &str) -> Result<bool, StoreError> {
     .optional()
     .map(|r| r.is_some())
     .map_err(backend)
+}
+
+/// Writes a fork of `from` inside `tx` (see [`ForkCopy`]): the conversation with the
+/// original's title and settings, the copied turns' records, then the messages before
+/// index `before` with their numbers, times and counts.
+fn fork_in(
+    tx: &rusqlite::Transaction<'_>,
+    from: &str,
+    owner: &str,
+    before: usize,
+    turns: &[(String, String)],
+) -> Result<String, StoreError> {
+    let id = new_id("conv");
+    let before_n = i64::try_from(before).unwrap_or(i64::MAX);
+    let created = tx
+        .execute(
+            "INSERT INTO conversations (id, created_at_ms, updated_at_ms, owner, title, settings, forked_from, fork_before)
+             SELECT ?1, ?2, ?2, ?3, title, settings, id, ?4 FROM conversations WHERE id = ?5",
+            params![id, now_ms(), owner, before_n, from],
+        )
+        .map_err(backend)?;
+    if created == 0 {
+        return Err(StoreError::NotFound(from.to_owned()));
+    }
+    // The first `before` messages, by number (numbers are never reused, so not 1..before).
+    tx.execute(
+        "INSERT INTO messages (conversation_id, seq, turn_id, role, body, created_at_ms, tokens, token_encoding)
+         SELECT ?1, seq, turn_id, role, body, created_at_ms, tokens, token_encoding FROM messages
+         WHERE conversation_id = ?2 AND seq IN (SELECT seq FROM messages WHERE conversation_id = ?2 ORDER BY seq LIMIT ?3)",
+        params![id, from, before_n],
+    )
+    .map_err(backend)?;
+    for (original, copy) in turns {
+        tx.execute(
+            "INSERT INTO turns (id, conversation_id, model, started_at_ms, finished_at_ms, stop_reason, stats, error, tape, hidden)
+             SELECT ?1, ?2, model, started_at_ms, finished_at_ms, stop_reason, stats, error, tape, hidden
+             FROM turns WHERE id = ?3 AND conversation_id = ?4",
+            params![copy, id, original, from],
+        )
+        .map_err(backend)?;
+        tx.execute(
+            "UPDATE messages SET turn_id = ?3 WHERE conversation_id = ?1 AND turn_id = ?2",
+            params![id, original, copy],
+        )
+        .map_err(backend)?;
+    }
+    Ok(id)
 }
 
 /// Records how turn `?1` ended: at `?2`, stop reason, stats, error and tape.
@@ -573,7 +633,7 @@ impl Store for SqliteStore {
                         (SELECT COUNT(*) FROM messages m WHERE m.conversation_id = c.id),
                         (SELECT CAST(body AS TEXT) FROM messages m WHERE m.conversation_id = c.id AND m.role = 'user' ORDER BY seq LIMIT 1),
                         (SELECT stop_reason FROM turns t WHERE t.conversation_id = c.id ORDER BY started_at_ms DESC LIMIT 1),
-                        c.title
+                        c.title, c.forked_from, c.fork_before
                      FROM conversations c WHERE ?1 IS NULL OR c.owner = ?1
                      ORDER BY c.updated_at_ms DESC",
                 )
@@ -588,11 +648,13 @@ impl Store for SqliteStore {
                         r.get::<_, Option<String>>(4)?,
                         r.get::<_, Option<String>>(5)?,
                         r.get::<_, Option<String>>(6)?,
+                        r.get::<_, Option<String>>(7)?,
+                        r.get::<_, Option<i64>>(8)?,
                     ))
                 })
                 .map_err(backend)?;
             rows.map(|row| {
-                let (id, created, updated, count, first_user, reason, named) =
+                let (id, created, updated, count, first_user, reason, named, from, before) =
                     row.map_err(backend)?;
                 let title = match named {
                     Some(named) => named,
@@ -605,6 +667,8 @@ impl Store for SqliteStore {
                     messages: u64::try_from(count).unwrap_or(0),
                     title,
                     last_stop_reason: turn_end(reason)?,
+                    forked_from: from,
+                    fork_before: before.and_then(|n| u64::try_from(n).ok()),
                 })
             })
             .collect()
@@ -617,18 +681,20 @@ impl Store for SqliteStore {
     ) -> BoxFuture<'a, Result<Option<ConversationDetail>, StoreError>> {
         let id = id.to_owned();
         self.run(move |conn| {
-            let created: Option<(i64, Option<String>, Option<String>)> = conn
+            type Row = (i64, Option<String>, Option<String>, Option<String>, Option<i64>);
+            let created: Option<Row> = conn
                 .query_row(
-                    "SELECT created_at_ms, title, settings FROM conversations WHERE id = ?1",
+                    "SELECT created_at_ms, title, settings, forked_from, fork_before FROM conversations WHERE id = ?1",
                     params![id],
-                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
                 )
                 .optional()
                 .map_err(backend)?;
-            let Some((created_at_ms, named, stored)) = created else {
+            let Some((created_at_ms, named, stored, forked_from, fork_before)) = created else {
                 return Ok(None);
             };
-            let (messages, message_turns, message_seqs) = load_with_turns(conn, &id)?;
+            let (messages, message_turns, message_seqs, message_times_ms) =
+                load_with_turns(conn, &id)?;
             let title = match named {
                 Some(named) => named,
                 None => first_user_title(&messages),
@@ -675,9 +741,26 @@ impl Store for SqliteStore {
                 messages,
                 message_turns,
                 message_seqs,
+                message_times_ms,
                 turns,
                 settings: settings(stored.as_deref())?,
+                forked_from,
+                fork_before: fork_before.and_then(|n| u64::try_from(n).ok()),
             }))
+        })
+    }
+
+    fn fork_conversation<'a>(
+        &'a self,
+        fork: ForkCopy<'a>,
+    ) -> BoxFuture<'a, Result<String, StoreError>> {
+        let (from, owner) = (fork.from.to_owned(), fork.owner.to_owned());
+        let (before, turns) = (fork.before, fork.turns.to_vec());
+        self.run(move |conn| {
+            let tx = conn.transaction().map_err(backend)?;
+            let id = fork_in(&tx, &from, &owner, before, &turns)?;
+            tx.commit().map_err(backend)?;
+            Ok(id)
         })
     }
 

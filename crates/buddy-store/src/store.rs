@@ -26,6 +26,12 @@ pub struct ConversationSummary {
     /// The first user message, shortened.
     pub title: String,
     pub last_stop_reason: Option<TurnEnd>,
+    /// The conversation this one is a fork of ([`Store::fork_conversation`]), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<String>,
+    /// The index (in `forked_from`'s messages) of the first message the fork left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fork_before: Option<u64>,
 }
 
 /// One turn of a conversation: when it ran, with which model, and how it ended.
@@ -119,11 +125,22 @@ pub struct ConversationDetail {
     /// names the same message after others are removed), in the order of `messages`.
     #[serde(default, skip_serializing)]
     pub message_seqs: Vec<i64>,
+    /// When each message was stored (ms since the epoch), in the order of `messages`: a
+    /// turn's call message is stored when the model makes the calls, their results when
+    /// the last of them is in, so the two times bound the round's tool time.
+    #[serde(default)]
+    pub message_times_ms: Vec<i64>,
     pub turns: Vec<TurnRecord>,
     /// What the conversation's owner set for all its turns (a JSON object; see
     /// [`Store::set_settings`]); empty when nothing was set.
     #[serde(default = "empty_object")]
     pub settings: serde_json::Value,
+    /// The conversation this one is a fork of ([`Store::fork_conversation`]), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<String>,
+    /// The index (in `forked_from`'s messages) of the first message the fork left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fork_before: Option<u64>,
 }
 
 /// `{}`: the settings of a conversation nobody set any for.
@@ -187,6 +204,21 @@ pub(crate) fn runs<'a>(
         start = end;
         Some(run)
     })
+}
+
+/// A fork of a conversation (see [`Store::fork_conversation`]): a new conversation of
+/// `owner` with the messages of `from` before index `before`, its title and settings.
+#[derive(Clone, Copy, Debug)]
+pub struct ForkCopy<'a> {
+    pub from: &'a str,
+    pub owner: &'a str,
+    /// The index of the first message of `from` left out; recorded as the fork's
+    /// `fork_before`.
+    pub before: usize,
+    /// Turns whose messages are all copied: (the original's id, the copy's), each copied
+    /// with its record (times, end, stats, tape) under the copy's id, its messages
+    /// renamed to it. Other copied messages keep the original's turn id, without record.
+    pub turns: &'a [(String, String)],
 }
 
 /// How a turn ended, with the messages it still had to append (its answer, a round the
@@ -377,6 +409,41 @@ pub trait Store: Send + Sync {
     ) -> BoxFuture<'a, Result<bool, StoreError>>;
     /// Deletes a conversation; `false` if it did not exist.
     fn delete_conversation<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>>;
+
+    /// Writes a fork (see [`ForkCopy`]) and returns its id; `NotFound` when `from` does
+    /// not exist. The stores here do it in one transaction, keeping each copied message's
+    /// time and count and recording where the fork came from (`forked_from`,
+    /// `fork_before`); this default copies the messages only, step by step, with their
+    /// original turn ids and no records.
+    fn fork_conversation<'a>(
+        &'a self,
+        fork: ForkCopy<'a>,
+    ) -> BoxFuture<'a, Result<String, StoreError>> {
+        Box::pin(async move {
+            let detail = self
+                .get_conversation(fork.from)
+                .await?
+                .ok_or_else(|| StoreError::NotFound(fork.from.to_owned()))?;
+            let before = fork.before.min(detail.messages.len());
+            let id = self.create_conversation(fork.owner).await?;
+            let written = async {
+                if detail.settings.as_object().is_some_and(|s| !s.is_empty()) {
+                    self.set_settings(&id, &detail.settings).await?;
+                }
+                let turns = &detail.message_turns[..before.min(detail.message_turns.len())];
+                for (turn, run) in runs(&detail.messages[..before], turns) {
+                    self.append_messages(&id, turn, run).await?;
+                }
+                Ok(())
+            }
+            .await;
+            if let Err(e) = written {
+                let _ = self.delete_conversation(&id).await;
+                return Err(e);
+            }
+            Ok(id)
+        })
+    }
 
     /// Removes the messages numbered `seqs` (see [`ConversationDetail::message_seqs`]) of
     /// `conversation`, in one write; how many there were.

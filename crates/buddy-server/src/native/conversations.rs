@@ -14,7 +14,7 @@ use crate::turn::turn_policy;
 #[derive(serde::Deserialize)]
 pub(crate) struct ListQuery {
     /// Only conversations whose title or text (what people, the model and tools wrote)
-    /// contains this, ignoring case.
+    /// contains each of these words (split at white space), in any order, ignoring case.
     q: Option<String>,
 }
 
@@ -29,25 +29,39 @@ pub(crate) async fn list(
 ) -> Result<Json<Value>, AppError> {
     let owner = (!caller.admin).then_some(caller.owner.as_str());
     let mut conversations = state.inner.store.list_conversations(owner).await?;
-    if let Some(wanted) = query
+    let words: Vec<String> = query
         .q
-        .map(|q| q.trim().to_lowercase())
-        .filter(|q| !q.is_empty())
-    {
+        .as_deref()
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_lowercase)
+        .collect();
+    if !words.is_empty() {
         conversations.truncate(SEARCHED);
         let mut found = Vec::new();
         for summary in conversations {
-            let hit = summary.title.to_lowercase().contains(&wanted)
-                || state
-                    .inner
-                    .store
-                    .load_messages(&summary.id)
-                    .await?
+            // Each word somewhere in the title or the text, in any order.
+            let title = summary.title.to_lowercase();
+            let mut missing: Vec<&str> = words
+                .iter()
+                .map(String::as_str)
+                .filter(|w| !title.contains(w))
+                .collect();
+            if !missing.is_empty() {
+                let messages = state.inner.store.load_messages(&summary.id).await?;
+                let texts = messages
                     .iter()
                     .filter(|m| !matches!(m, buddy_core::Message::System { .. }))
-                    .filter_map(buddy_core::Message::text)
-                    .any(|text| text.to_lowercase().contains(&wanted));
-            if hit {
+                    .filter_map(buddy_core::Message::text);
+                for text in texts {
+                    let text = text.to_lowercase();
+                    missing.retain(|w| !text.contains(w));
+                    if missing.is_empty() {
+                        break;
+                    }
+                }
+            }
+            if missing.is_empty() {
                 found.push(summary);
             }
         }

@@ -8,6 +8,7 @@ use axum::Json;
 use axum::extract::Path;
 use axum::http::StatusCode;
 use buddy_core::Message;
+use buddy_store::{ConversationDetail, ForkCopy};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -20,6 +21,20 @@ use crate::request::{Client, JsonBody, owned_conversation};
 #[serde(deny_unknown_fields)]
 pub(crate) struct ForkBody {
     before: usize,
+}
+
+/// The finished turns all of whose messages come before `before`, each with a new id for
+/// its copy: the turns a fork copies with their records.
+fn whole_turns(detail: &ConversationDetail, before: usize) -> Vec<(String, String)> {
+    let cut = detail.message_turns.get(before..).unwrap_or_default();
+    detail
+        .turns
+        .iter()
+        .filter(|t| t.finished_at_ms.is_some())
+        .filter(|t| detail.message_turns[..before.min(detail.message_turns.len())].contains(&t.id))
+        .filter(|t| !cut.contains(&t.id))
+        .map(|t| (t.id.clone(), buddy_store::new_id("turn")))
+        .collect()
 }
 
 /// Why a history cut at `before` would leave a call without its result, if it would.
@@ -58,7 +73,7 @@ fn inside_a_round(messages: &[Message], before: usize) -> Option<String> {
 }
 
 /// Copies the messages before `before` of conversation `id` into a new conversation of
-/// the caller's.
+/// the caller's, which records where it came from (`forked_from`, `fork_before`).
 pub(crate) async fn fork(
     Client { state, caller }: Client,
     Path(id): Path<String>,
@@ -80,35 +95,25 @@ pub(crate) async fn fork(
     if let Some(why) = inside_a_round(&detail.messages, body.before) {
         return Err(AppError::BadRequest(why));
     }
-    let new_id = store.create_conversation(&caller.owner).await?;
-    // The copy runs as the original did: its system prompt and policy go with it.
-    let has_settings = detail.settings.as_object().is_some_and(|s| !s.is_empty());
-    if has_settings && let Err(e) = store.set_settings(&new_id, &detail.settings).await {
-        let _ = store.delete_conversation(&new_id).await;
-        return Err(e.into());
-    }
-    // Each message keeps the turn that added it, so the copy reads like the original.
-    let mut start = 0;
-    while start < body.before {
-        let turn = detail.message_turns.get(start).cloned().unwrap_or_default();
-        let end = (start..body.before)
-            .find(|&i| detail.message_turns.get(i) != Some(&turn))
-            .unwrap_or(body.before);
-        if let Err(e) = store
-            .append_messages(&new_id, &turn, &detail.messages[start..end])
-            .await
-        {
-            let _ = store.delete_conversation(&new_id).await;
-            return Err(e.into());
-        }
-        start = end;
-    }
+    // The copy runs as the original did (its settings go with it) and reads as it did:
+    // each turn copied whole keeps its record (times, how it ended, stats) under an id of
+    // the copy's, and every message its time.
+    let turns = whole_turns(&detail, body.before);
+    let new_id = store
+        .fork_conversation(ForkCopy {
+            from: &id,
+            owner: &caller.owner,
+            before: body.before,
+            turns: &turns,
+        })
+        .await?;
     Ok((
         StatusCode::CREATED,
         Json(json!({
             "object": "conversation",
             "id": new_id,
             "forked_from": id,
+            "fork_before": body.before,
             "messages": body.before,
         })),
     ))

@@ -107,6 +107,51 @@ async fn a_fork_holds_the_history_before_a_message_and_the_original_is_untouched
     let (_, copy) = send(state, get(&format!("/v1/conversations/{fork_id}"), ALICE)).await;
     let copy: Value = serde_json::from_str(&copy).unwrap();
     assert_eq!(copy["messages"].as_array().unwrap(), &messages[..4]);
+    // It records where it came from, and the turn it copied whole keeps its record (how
+    // it ended, its times) under the copy's own id; each message keeps its time.
+    assert_eq!(
+        (fork["forked_from"].as_str(), &fork["fork_before"]),
+        (Some(id.as_str()), &json!(4))
+    );
+    assert_eq!(
+        (copy["forked_from"].as_str(), &copy["fork_before"]),
+        (Some(id.as_str()), &json!(4))
+    );
+    let (copied, first) = (&copy["turns"][0], &detail["turns"][0]);
+    assert_eq!(copy["turns"].as_array().unwrap().len(), 1);
+    assert_ne!(copied["id"], first["id"]);
+    for field in [
+        "stop_reason",
+        "started_at_ms",
+        "finished_at_ms",
+        "stats",
+        "model",
+    ] {
+        assert_eq!(copied[field], first[field], "{field}");
+    }
+    assert!(
+        copy["message_turns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t == &copied["id"])
+    );
+    assert_eq!(
+        copy["message_times_ms"].as_array().unwrap(),
+        &detail["message_times_ms"].as_array().unwrap()[..4]
+    );
+    let (_, listed) = send(state, get("/v1/conversations", ALICE)).await;
+    let listed: Value = serde_json::from_str(&listed).unwrap();
+    let entry = listed["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == fork_id.as_str())
+        .unwrap();
+    assert_eq!(
+        (entry["forked_from"].as_str(), &entry["fork_before"]),
+        (Some(id.as_str()), &json!(4))
+    );
     // Edit and resend: the fork goes on with another message; the original keeps its own.
     let (_, (_, done)) = turn(
         state,

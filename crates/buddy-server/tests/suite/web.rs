@@ -98,3 +98,34 @@ async fn a_conversation_can_be_renamed_and_its_messages_name_their_turn() {
     .await;
     assert!(list.contains("\"title\":\"Greeting\""), "{list}");
 }
+
+#[tokio::test]
+async fn a_search_finds_conversations_holding_each_word_in_any_order_ignoring_case() {
+    let state = state(&["sk-1"]);
+    let (_, body) = send(
+        &state,
+        post("/v1/chat", json!({"message": "hi"}), Some("sk-1")),
+    )
+    .await;
+    assert!(body.contains("Hello there."), "{body}");
+    let found = |q: &'static str| {
+        let state = state.clone();
+        async move {
+            let request = Request::get(format!("/v1/conversations?q={q}"))
+                .header("authorization", "Bearer sk-1")
+                .body(Body::empty())
+                .unwrap();
+            let (status, body) = send(&state, request).await;
+            assert_eq!(status, StatusCode::OK, "{body}");
+            let body: Value = serde_json::from_str(&body).unwrap();
+            body["data"].as_array().unwrap().len()
+        }
+    };
+    // Words of the title and of the answer, in another order and case: found.
+    assert_eq!(found("THERE%20hi").await, 1);
+    assert_eq!(found("%20there%20%20hello%20").await, 1);
+    // One word nowhere: not found; the phrase is not needed, each word is.
+    assert_eq!(found("hello%20zebra").await, 0);
+    assert_eq!(found("there%20hello").await, 1);
+    assert_eq!(found("%20").await, 1);
+}

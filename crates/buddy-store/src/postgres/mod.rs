@@ -14,6 +14,7 @@ use tokio::sync::mpsc;
 
 mod coordinate;
 mod deletes;
+mod fork;
 mod schema;
 mod writes;
 
@@ -23,9 +24,9 @@ use writes::{
 };
 
 use crate::store::{
-    ConversationDetail, ConversationInfo, ConversationSummary, CountedHistory, Store, StoreError,
-    TurnClosing, TurnOpening, TurnRecord, decode, first_user_title, new_id, now_ms, runs, settings,
-    stored_count, title, turn_end,
+    ConversationDetail, ConversationInfo, ConversationSummary, CountedHistory, ForkCopy, Store,
+    StoreError, TurnClosing, TurnOpening, TurnRecord, decode, first_user_title, new_id, now_ms,
+    runs, settings, stored_count, title, turn_end,
 };
 
 /// The channel cancel requests travel on.
@@ -47,6 +48,11 @@ struct Inner {
     /// This process's id among the instances sharing the database.
     instance: String,
     cancels: Mutex<Option<mpsc::UnboundedSender<String>>>,
+}
+
+/// A stored `fork_before`; a negative one (never written) reads as none.
+fn fork_before(stored: Option<i64>) -> Option<u64> {
+    stored.and_then(|n| u64::try_from(n).ok())
 }
 
 fn backend(e: sqlx::Error) -> StoreError {
@@ -422,7 +428,7 @@ impl Store for PgStore {
                     (SELECT COUNT(*) FROM buddy_messages m WHERE m.conversation_id = c.id),
                     (SELECT body FROM buddy_messages m WHERE m.conversation_id = c.id AND m.role = 'user' ORDER BY seq LIMIT 1),
                     (SELECT stop_reason FROM buddy_turns t WHERE t.conversation_id = c.id ORDER BY started_at_ms DESC LIMIT 1),
-                    c.title
+                    c.title, c.forked_from, c.fork_before
                  FROM buddy_conversations c WHERE $1::TEXT IS NULL OR c.owner = $1
                  ORDER BY c.updated_at_ms DESC",
             )
@@ -446,6 +452,8 @@ impl Store for PgStore {
                         messages: u64::try_from(count).unwrap_or(0),
                         title,
                         last_stop_reason: turn_end(row.try_get(5).map_err(backend)?)?,
+                        forked_from: row.try_get(7).map_err(backend)?,
+                        fork_before: fork_before(row.try_get(8).map_err(backend)?),
                     })
                 })
                 .collect()
@@ -459,7 +467,7 @@ impl Store for PgStore {
         Box::pin(async move {
             let pool = &self.inner.pool;
             let created = sqlx::query(
-                "SELECT created_at_ms, title, settings FROM buddy_conversations WHERE id = $1",
+                "SELECT created_at_ms, title, settings, forked_from, fork_before FROM buddy_conversations WHERE id = $1",
             )
             .bind(id)
             .fetch_optional(pool)
@@ -469,7 +477,7 @@ impl Store for PgStore {
                 return Ok(None);
             };
             let rows = sqlx::query(
-                "SELECT body, turn_id, seq FROM buddy_messages WHERE conversation_id = $1 ORDER BY seq",
+                "SELECT body, turn_id, seq, created_at_ms FROM buddy_messages WHERE conversation_id = $1 ORDER BY seq",
             )
             .bind(id)
             .fetch_all(pool)
@@ -478,11 +486,13 @@ impl Store for PgStore {
             let mut messages = Vec::with_capacity(rows.len());
             let mut message_turns = Vec::with_capacity(rows.len());
             let mut message_seqs = Vec::with_capacity(rows.len());
+            let mut message_times_ms = Vec::with_capacity(rows.len());
             for row in &rows {
                 let body: String = row.try_get(0).map_err(backend)?;
                 messages.push(decode::<Message>(&body)?);
                 message_turns.push(row.try_get(1).map_err(backend)?);
                 message_seqs.push(row.try_get(2).map_err(backend)?);
+                message_times_ms.push(row.try_get(3).map_err(backend)?);
             }
             let named: Option<String> = created.try_get(1).map_err(backend)?;
             let title = named.unwrap_or_else(|| first_user_title(&messages));
@@ -517,6 +527,7 @@ impl Store for PgStore {
                 messages,
                 message_turns,
                 message_seqs,
+                message_times_ms,
                 turns,
                 settings: settings(
                     created
@@ -524,8 +535,17 @@ impl Store for PgStore {
                         .map_err(backend)?
                         .as_deref(),
                 )?,
+                forked_from: created.try_get(3).map_err(backend)?,
+                fork_before: fork_before(created.try_get(4).map_err(backend)?),
             }))
         })
+    }
+
+    fn fork_conversation<'a>(
+        &'a self,
+        fork: ForkCopy<'a>,
+    ) -> BoxFuture<'a, Result<String, StoreError>> {
+        Box::pin(fork::write(&self.inner.pool, fork))
     }
 
     fn rename_conversation<'a>(

@@ -12,6 +12,9 @@ CREATE TABLE IF NOT EXISTS buddy_conversations (
 CREATE INDEX IF NOT EXISTS buddy_conversations_by_owner ON buddy_conversations(owner, updated_at_ms);
 ALTER TABLE buddy_conversations ADD COLUMN IF NOT EXISTS title TEXT;
 ALTER TABLE buddy_conversations ADD COLUMN IF NOT EXISTS settings TEXT;
+-- A fork records where it came from, so a client can show it as a version of it.
+ALTER TABLE buddy_conversations ADD COLUMN IF NOT EXISTS forked_from TEXT;
+ALTER TABLE buddy_conversations ADD COLUMN IF NOT EXISTS fork_before BIGINT;
 -- The conversation's last message number: an append takes its numbers from this row
 -- (which it locks), so a round goes in as one statement. Filled in for older databases.
 ALTER TABLE buddy_conversations ADD COLUMN IF NOT EXISTS last_seq BIGINT;

@@ -2,7 +2,8 @@
 
 use buddy_core::{Message, StopReason, TokenCount, ToolCall, TurnStats, Usd};
 use buddy_store::{
-    CountedHistory, PgStore, SqliteStore, Store, StoreError, TurnClosing, TurnDeletion, TurnOpening,
+    CountedHistory, ForkCopy, PgStore, SqliteStore, Store, StoreError, TurnClosing, TurnDeletion,
+    TurnOpening,
 };
 
 /// The spend ledger: sums per owner over days, concurrent additions all counted.
@@ -572,11 +573,105 @@ async fn branch_openings(store: &dyn Store) {
     );
 }
 
+/// A fork: the messages before an index, each with its time and count, the whole turns'
+/// records under the copy's ids, the title and settings, and where it came from.
+async fn forks(store: &dyn Store) {
+    let id = store.create_conversation("owner-f").await.unwrap();
+    let stats = TurnStats {
+        model_calls: 1,
+        ..TurnStats::default()
+    };
+    let (one, two) = (buddy_store::new_id("turn"), buddy_store::new_id("turn"));
+    for (turn, said) in [(&one, ["gone", "a", "A"]), (&two, ["b", "B", "x"])] {
+        store.begin_turn(&id, turn, "model-f").await.unwrap();
+        let messages: Vec<Message> = said.iter().map(|s| Message::user(*s)).collect();
+        store.append_messages(&id, turn, &messages).await.unwrap();
+        store
+            .finish_turn(turn, StopReason::Completed, &stats, None, Some("{}"))
+            .await
+            .unwrap();
+    }
+    // Numbers are not indexes once a message is gone.
+    let first = store.get_conversation(&id).await.unwrap().unwrap();
+    store
+        .remove_messages(&id, &first.message_seqs[..1])
+        .await
+        .unwrap();
+    store.rename_conversation(&id, "Named").await.unwrap();
+    let settings = serde_json::json!({"system": "Be brief."});
+    store.set_settings(&id, &settings).await.unwrap();
+    let original = store.get_conversation(&id).await.unwrap().unwrap();
+    let copy_of_one = buddy_store::new_id("turn");
+    let turns = [(one.clone(), copy_of_one.clone())];
+    let fork = ForkCopy {
+        from: &id,
+        owner: "owner-f",
+        before: 3,
+        turns: &turns,
+    };
+    let fork_id = store.fork_conversation(fork).await.unwrap();
+    let copy = store.get_conversation(&fork_id).await.unwrap().unwrap();
+    let texts: Vec<&str> = copy.messages.iter().filter_map(Message::text).collect();
+    assert_eq!(texts, ["a", "A", "b"]);
+    assert_eq!(
+        copy.message_turns,
+        [copy_of_one.as_str(), copy_of_one.as_str(), two.as_str()]
+    );
+    assert_eq!(copy.message_times_ms, original.message_times_ms[..3]);
+    assert_eq!((copy.title.as_str(), &copy.settings), ("Named", &settings));
+    assert_eq!(
+        (copy.forked_from.as_deref(), copy.fork_before),
+        (Some(id.as_str()), Some(3))
+    );
+    assert_eq!(copy.turns.len(), 1);
+    let record = &copy.turns[0];
+    assert_eq!(
+        record,
+        &buddy_store::TurnRecord {
+            id: copy_of_one.clone(),
+            ..original.turns[0].clone()
+        }
+    );
+    let tapes = store.turn_tapes(&fork_id).await.unwrap();
+    assert_eq!(tapes, [(copy_of_one.clone(), "{}".to_owned())]);
+    let listed = store.list_conversations(Some("owner-f")).await.unwrap();
+    let summary = listed.iter().find(|c| c.id == fork_id).unwrap();
+    assert_eq!(
+        (summary.forked_from.as_deref(), summary.fork_before),
+        (Some(id.as_str()), Some(3))
+    );
+    assert_eq!(
+        listed.iter().find(|c| c.id == id).unwrap().forked_from,
+        None
+    );
+    // The fork goes on after its copied messages; the original is as it was.
+    store
+        .append_messages(&fork_id, "turn_next", &[Message::user("c")])
+        .await
+        .unwrap();
+    let copy = store.get_conversation(&fork_id).await.unwrap().unwrap();
+    assert_eq!(copy.messages.len(), 4);
+    assert!(copy.message_seqs[3] > copy.message_seqs[2]);
+    assert_eq!(
+        store.get_conversation(&id).await.unwrap().unwrap(),
+        original
+    );
+    let gone = ForkCopy {
+        from: "conv_nope",
+        ..fork
+    };
+    assert!(matches!(
+        store.fork_conversation(gone).await,
+        Err(StoreError::NotFound(_))
+    ));
+}
+
 #[tokio::test]
 async fn sqlite_keeps_the_store_contract() {
     let store = SqliteStore::in_memory().unwrap();
     contract(&store).await;
     turn_deletions(&store).await;
+    forks(&store).await;
     branch_openings(&store).await;
     message_removals(&store).await;
     openings(&store).await;
@@ -608,6 +703,7 @@ async fn postgres_keeps_the_store_contract() {
     let store = PgStore::connect(&super::postgres_url()).await.unwrap();
     contract(&store).await;
     turn_deletions(&store).await;
+    forks(&store).await;
     branch_openings(&store).await;
     message_removals(&store).await;
     openings(&store).await;
