@@ -15,7 +15,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::compaction_item::encode;
-use super::ids::conversation_of;
+use super::ids::{conversation_of, turn_of};
 use super::input::input_messages;
 use crate::backend::Resolved;
 use crate::error::AppError;
@@ -122,8 +122,26 @@ async fn to_compact(
                 ))
             };
             let id = conversation_of(previous).ok_or_else(not_found)?;
+            let turn = turn_of(previous).ok_or_else(not_found)?;
             turns.conversation(&id).await.map_err(|_| not_found())?;
-            state.inner.store.load_messages(&id).await?
+            // The response's own chain: its conversation up to the end of its turn.
+            let detail = state
+                .inner
+                .store
+                .get_conversation(&id)
+                .await?
+                .ok_or_else(not_found)?;
+            if !detail.turns.iter().any(|t| t.id == turn && !t.hidden) {
+                return Err(not_found());
+            }
+            let end = detail
+                .message_turns
+                .iter()
+                .rposition(|t| *t == turn)
+                .map_or(0, |i| i + 1);
+            let mut messages = detail.messages;
+            messages.truncate(end);
+            messages
         }
         None => Vec::new(),
     };

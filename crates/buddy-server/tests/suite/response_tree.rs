@@ -99,6 +99,25 @@ async fn a_tree_of_responses(a: &AppState, b: &AppState) {
     assert_eq!(said, "a b");
     let (r3, said) = respond(b, Some(&r2), "c").await;
     assert_eq!(said, "a b c");
+    // Compacting from r1 compacts r1's chain, not what came after it.
+    let (status, text) = send(
+        a,
+        post(
+            "/v1/responses/compact",
+            json!({"model": "echo", "previous_response_id": r1}),
+            Some(ALICE),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    let compacted: Value = serde_json::from_str(&text).unwrap();
+    let kept: Vec<&str> = compacted["output"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|i| i["content"][0]["text"].as_str())
+        .collect();
+    assert_eq!(kept, ["a"], "{compacted}");
     // From r1 again: r1's context only, not r2's and r3's.
     let (r1x, said) = respond(b, Some(&r1), "x").await;
     assert_eq!(said, "a x", "a branch from r1 holds r1's chain only");
