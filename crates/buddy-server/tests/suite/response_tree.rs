@@ -13,8 +13,11 @@ use buddy_store::{PgStore, SqliteStore, Store};
 use buddy_testkit::{ReplyProvider, TestToolbox, reply_tokens};
 use serde_json::{Value, json};
 
-use super::sharing::ALICE;
 use super::{post, send};
+
+/// This suite's own key: on a PostgreSQL shared with other suites, another suite's running
+/// turns never count against its cap.
+const ALICE: &str = "sk-tree-TTTTTTTTTTTT";
 
 /// A model that answers with every user message it was sent, in order: what a
 /// response's context was can be read from its answer.
@@ -50,6 +53,7 @@ impl Backend for Echo {
 fn settings() -> ServerSettings {
     ServerSettings {
         api_keys: vec![ApiKey::new(ALICE, None, false)],
+        max_concurrent_turns_per_key: 64,
         ..ServerSettings::default()
     }
 }
