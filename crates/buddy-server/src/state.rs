@@ -36,8 +36,8 @@ pub(crate) struct Inner {
     pub turns: TaskTracker,
     /// The events of running and recently ended turns, by turn (and response) id.
     pub logs: Logs,
-    /// WebSocket sessions of `/v1/responses` open at once: an upgraded connection leaves
-    /// the connection table, so these are bounded on their own (`max_connections`).
+    /// WebSocket sessions of `/v1/responses` open at once (`max_connections`), also when
+    /// the router runs without `serve`'s connection table, which counts them too.
     pub websockets: Arc<tokio::sync::Semaphore>,
     /// Responses' output items, for clients that send them back by reference.
     pub items: Arc<ItemCache>,

@@ -1,8 +1,11 @@
-//! Nobody locks the server out: a real `buddy serve` on 127.0.0.1 with its default
-//! limits, while 2,000 connections from twenty other loopback addresses are held open —
-//! silent, sending one request and then nothing, sending headers a line at a time,
-//! trickling a body a byte a second — and reopened as soon as they are closed. A client
-//! with a key still completes a turn and `/healthz` still answers, in under a second.
+//! Nobody locks the server out (issues 38 and 46): a real `buddy serve` on 127.0.0.1 with
+//! its default limits, attacked by 2,000 hostile connections of each kind at once — idle
+//! (silent, one request then nothing, headers a line at a time), slow body (a byte a
+//! second), readers of the attacking key's own running turns, and WebSocket sessions that
+//! only ping — first all from one address, then from twenty, each reopened as soon as it
+//! is closed. A client with a key still completes a turn and `/healthz` answers every
+//! time. The figures (answer times, connections the attack opened, sheds) are printed,
+//! never asserted.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -16,9 +19,12 @@ use super::crash::spawn_server;
 use super::server::{all_scenarios, client, sse_events};
 
 const KEY: &str = "sk-lockout-test";
-const ATTACKERS: usize = 2_000;
+/// The attacker's own key: its readers and WebSocket sessions are its own.
+const ATTACKER_KEY: &str = "sk-lockout-attacker";
+/// Hostile connections of each kind.
+const EACH: usize = 2_000;
 
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 enum Attack {
     /// Connects and sends nothing.
     Silent,
@@ -28,6 +34,22 @@ enum Attack {
     SlowHeaders,
     /// A whole head announcing 100 kB, then one byte of body a second.
     Trickle,
+    /// Reads one of the attacker's running turns, with the attacker's key.
+    Reader,
+    /// A `/v1/responses` WebSocket session with the attacker's key that sends only pings.
+    WebSocket,
+}
+
+impl Attack {
+    /// The kind of the `n`th of `EACH` attackers of a group.
+    fn of_group(group: usize, n: usize) -> Self {
+        match group {
+            0 => [Attack::Silent, Attack::OneThenNothing, Attack::SlowHeaders][n % 3],
+            1 => Attack::Trickle,
+            2 => Attack::Reader,
+            _ => Attack::WebSocket,
+        }
+    }
 }
 
 /// Lets this process hold the attack's sockets (a soft limit of 1,024 is common).
@@ -55,6 +77,7 @@ async fn attacker(
     attack: Attack,
     from: u8,
     addr: std::net::SocketAddr,
+    turn: String,
     stop: Arc<AtomicBool>,
     opened: Arc<AtomicUsize>,
 ) {
@@ -90,6 +113,28 @@ async fn attacker(
                         tokio::time::sleep(Duration::from_secs(1)).await;
                     }
                 }
+                Attack::Reader => {
+                    let head = format!(
+                        "GET /v1/turns/{turn}/events HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {ATTACKER_KEY}\r\n\r\n"
+                    );
+                    let _ = stream.write_all(head.as_bytes()).await;
+                    while matches!(stream.read(&mut buf).await, Ok(n) if n > 0) {}
+                }
+                Attack::WebSocket => {
+                    let head = format!(
+                        "GET /v1/responses HTTP/1.1\r\nhost: x\r\nupgrade: websocket\r\nconnection: Upgrade\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\nsec-websocket-version: 13\r\nauthorization: Bearer {ATTACKER_KEY}\r\n\r\n"
+                    );
+                    let _ = stream.write_all(head.as_bytes()).await;
+                    // An empty masked ping every 2 s, and never a request.
+                    loop {
+                        tokio::select! {
+                            read = stream.read(&mut buf) => if !matches!(read, Ok(n) if n > 0) { break },
+                            () = tokio::time::sleep(Duration::from_secs(2)) => {
+                                if stream.write_all(&[0x89, 0x80, 0, 0, 0, 0]).await.is_err() { break }
+                            }
+                        }
+                    }
+                }
             }
         };
         tokio::select! {
@@ -102,7 +147,7 @@ async fn attacker(
 
 /// `GET /healthz` on a fresh connection from 127.0.0.1: its status line and how long
 /// the answer took.
-async fn health(addr: std::net::SocketAddr) -> (String, Duration) {
+async fn health_check(addr: std::net::SocketAddr) -> (String, Duration) {
     let started = Instant::now();
     let answer = tokio::time::timeout(Duration::from_secs(30), async {
         let mut stream = connect_from(1, addr).await.ok()?;
@@ -121,61 +166,66 @@ async fn health(addr: std::net::SocketAddr) -> (String, Duration) {
     (answer, started.elapsed())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn held_idle_slow_and_trickling_connections_lock_nobody_out() {
-    raise_open_files();
-    let (dir, scenarios) = (tempfile::tempdir().unwrap(), all_scenarios());
-    let db = dir.path().join("lockout.db");
-    let (mut server, url) = spawn_server(
-        &db,
-        scenarios.path(),
-        dir.path(),
-        &[("BUDDY_API_KEYS", KEY)],
-    );
-    let addr: std::net::SocketAddr = url.trim_start_matches("http://").parse().unwrap();
+/// Starts one of the attacker's turns (a tool that takes a minute) and returns its id.
+async fn attackers_turn(url: &str) -> String {
+    let mut response = client()
+        .post(format!("{url}/v1/chat"))
+        .bearer_auth(ATTACKER_KEY)
+        .json(&json!({"message": "wait for it", "model": "scripted:slow_tool"}))
+        .send()
+        .await
+        .unwrap();
+    let first = String::from_utf8_lossy(&response.chunk().await.unwrap().unwrap()).into_owned();
+    sse_events(&first)[0].1["turn_id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
 
+/// What one phase of the attack saw.
+struct Phase {
+    opened: usize,
+    health: Vec<(String, Duration)>,
+    turn: Option<(String, serde_json::Value)>,
+    turn_took: Duration,
+}
+
+/// Attacks with `EACH` connections of each kind from `addresses` (127.0.0.2 onwards)
+/// and asks, meanwhile, as the client with a key would.
+async fn phase(url: &str, addresses: usize) -> Phase {
+    let addr: std::net::SocketAddr = url.trim_start_matches("http://").parse().unwrap();
+    let mut turns = Vec::new();
+    for _ in 0..4 {
+        turns.push(attackers_turn(url).await);
+    }
     let stop = Arc::new(AtomicBool::new(false));
     let opened = Arc::new(AtomicUsize::new(0));
-    let kinds = [
-        Attack::Silent,
-        Attack::OneThenNothing,
-        Attack::SlowHeaders,
-        Attack::Trickle,
-    ];
     let mut attackers = Vec::new();
-    for n in 0..ATTACKERS {
-        // 100 connections from each of 127.0.0.2 ..= 127.0.0.21.
-        let from = 2 + u8::try_from(n / 100).unwrap();
-        attackers.push(tokio::spawn(attacker(
-            kinds[n % kinds.len()],
-            from,
-            addr,
-            Arc::clone(&stop),
-            Arc::clone(&opened),
-        )));
+    for group in 0..4 {
+        for n in 0..EACH {
+            let from = 2 + u8::try_from(n % addresses).unwrap();
+            attackers.push(tokio::spawn(attacker(
+                Attack::of_group(group, n),
+                from,
+                addr,
+                turns[n % turns.len()].clone(),
+                Arc::clone(&stop),
+                Arc::clone(&opened),
+            )));
+        }
     }
-    // Every attacker has connected at least once (many more than the 1,024 the table
-    // holds), and they keep coming back.
+    // Every attacker has connected at least once (eight times what the table holds),
+    // and they keep coming back.
     let ramp = Instant::now();
-    while opened.load(Ordering::Relaxed) < ATTACKERS && ramp.elapsed() < Duration::from_secs(30) {
+    while opened.load(Ordering::Relaxed) < 4 * EACH && ramp.elapsed() < Duration::from_secs(20) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert!(
-        opened.load(Ordering::Relaxed) >= ATTACKERS,
-        "the attack got going"
-    );
-    tokio::time::sleep(Duration::from_secs(2)).await;
-
-    // /healthz, ten times over fresh connections.
-    let mut times = Vec::new();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let mut health = Vec::new();
     for _ in 0..10 {
-        let (status, took) = health(addr).await;
-        assert_eq!(status, "HTTP/1.1 200 OK", "after {took:?}");
-        times.push(took);
+        health.push(health_check(addr).await);
     }
-    times.sort();
-    let median = times[times.len() / 2];
-    // A client with a key completes a whole turn.
+    let started = Instant::now();
     let body = client()
         .post(format!("{url}/v1/chat"))
         .bearer_auth(KEY)
@@ -186,11 +236,40 @@ async fn held_idle_slow_and_trickling_connections_lock_nobody_out() {
         .text()
         .await
         .unwrap();
-    let events = sse_events(&body);
-    let last = events
+    let turn_took = started.elapsed();
+    let turn = sse_events(&body)
         .last()
         .map(|(name, data)| (name.clone(), data["reason"].clone()));
-    // The table was full all along: connections were shed to make room.
+    stop.store(true, Ordering::Relaxed);
+    for attacker in attackers {
+        attacker.abort();
+    }
+    Phase {
+        opened: opened.load(Ordering::Relaxed),
+        health,
+        turn,
+        turn_took,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_thousand_hostile_connections_of_each_kind_lock_nobody_out() {
+    raise_open_files();
+    let (dir, scenarios) = (tempfile::tempdir().unwrap(), all_scenarios());
+    let db = dir.path().join("lockout.db");
+    let keys = format!("{KEY},{ATTACKER_KEY}");
+    let (mut server, url) = spawn_server(
+        &db,
+        scenarios.path(),
+        dir.path(),
+        &[("BUDDY_API_KEYS", keys.as_str())],
+    );
+    let mut phases = Vec::new();
+    for addresses in [1, 20] {
+        phases.push((addresses, phase(&url, addresses).await));
+        // The attack's connections drain before the next phase.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
     let metrics = client()
         .get(format!("{url}/metrics"))
         .bearer_auth(KEY)
@@ -200,31 +279,50 @@ async fn held_idle_slow_and_trickling_connections_lock_nobody_out() {
         .text()
         .await
         .unwrap();
-    stop.store(true, Ordering::Relaxed);
-    for attacker in attackers {
-        attacker.abort();
-    }
     server.kill().unwrap();
     server.wait().unwrap();
 
-    eprintln!(
-        "lockout: {} connections opened by the attack; /healthz median {median:?}, slowest {:?}",
-        opened.load(Ordering::Relaxed),
-        times.last().copied().unwrap_or_default()
-    );
-    assert!(
-        median < Duration::from_secs(1),
-        "/healthz median {median:?}"
-    );
-    assert_eq!(
-        last,
-        Some(("done".to_owned(), json!("completed"))),
-        "{body}"
-    );
     let shed: Vec<&str> = metrics
         .lines()
         .filter(|l| l.starts_with("buddy_connections_shed_total"))
         .collect();
+    for (addresses, phase) in &phases {
+        let mut times: Vec<Duration> = phase.health.iter().map(|(_, took)| *took).collect();
+        times.sort();
+        eprintln!(
+            "lockout, {} hostile connections of each kind from {addresses} address(es): {} opened; \
+             /healthz {}/{} answered, median {:?}, slowest {:?}; a keyed turn in {:?}",
+            EACH,
+            phase.opened,
+            phase
+                .health
+                .iter()
+                .filter(|(status, _)| status == "HTTP/1.1 200 OK")
+                .count(),
+            phase.health.len(),
+            times[times.len() / 2],
+            times.last().copied().unwrap_or_default(),
+            phase.turn_took,
+        );
+    }
+    eprintln!("lockout: {shed:?}");
+    for (addresses, phase) in &phases {
+        assert!(
+            phase.opened >= 4 * EACH,
+            "the attack got going from {addresses}"
+        );
+        for (status, took) in &phase.health {
+            assert_eq!(
+                status, "HTTP/1.1 200 OK",
+                "from {addresses}, after {took:?}"
+            );
+        }
+        assert_eq!(
+            phase.turn,
+            Some(("done".to_owned(), json!("completed"))),
+            "from {addresses}"
+        );
+    }
     assert!(
         shed.iter()
             .any(|l| l.contains("reason=\"unauthenticated\"")),

@@ -12,7 +12,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::app;
-use crate::conn::{self, ConnTable};
+use crate::conn::{self, ConnTable, Limits};
 use crate::metrics;
 use crate::state::AppState;
 
@@ -65,10 +65,13 @@ pub async fn serve(
         header_timeout: settings.header_timeout,
         closing: closing.clone(),
     });
-    let table = ConnTable::new(
-        settings.max_connections,
-        settings.max_connections_per_address,
-    );
+    let table = ConnTable::new(Limits {
+        max: settings.max_connections,
+        per_address: settings.max_connections_per_address,
+        readers_per_key: settings.max_readers_per_key,
+        websockets_per_key: settings.max_websockets_per_key,
+        trusted: settings.trusted_proxies.clone(),
+    });
     let mut connections = JoinSet::new();
     tokio::pin!(shutdown);
     loop {
@@ -95,7 +98,12 @@ pub async fn serve(
                 if let Some(shed) = shed {
                     metrics::shed(shed);
                 }
-                connections.spawn(conn::serve_one(Arc::clone(&shared), stream, place));
+                connections.spawn(conn::serve_one(
+                    Arc::clone(&shared),
+                    stream,
+                    place,
+                    peer.ip(),
+                ));
             }
             Err(why) => {
                 metrics::shed(why);

@@ -1,13 +1,19 @@
 //! Connection hygiene, as a reverse proxy would have it: a client gets `header_timeout`
 //! to send its first byte and then its request head, and is closed after as long idle
-//! between requests; a body has `body_timeout` in all (see `body.rs`); one address may
-//! hold only so many connections; and a full table sheds the connection doing the least
-//! for anyone instead of keeping new clients out (see `table.rs`).
+//! between requests; a body has `body_timeout` in all (see `body.rs`); one address (the
+//! forwarded one behind a trusted proxy) may hold only so many connections; and a full
+//! table sheds the connection doing the least for anyone instead of keeping new clients
+//! out (see `table.rs`) — readers of running turns and WebSocket sessions included.
 
 mod first_bytes;
+mod forwarded;
+mod per_key;
+mod session;
+mod slot;
 mod table;
 mod track;
 
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,7 +26,9 @@ use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
 use crate::settings::ApiKey;
-pub(crate) use table::{Admitted, ConnTable, Shed};
+pub(crate) use session::Session;
+pub(crate) use slot::Shed;
+pub(crate) use table::{Admitted, ConnTable, Limits};
 pub(crate) use track::Progress;
 
 /// What every connection of a server shares.
@@ -36,7 +44,13 @@ pub(crate) struct Shared {
 
 /// Serves one admitted connection until it closes, idles out, is shed or the server
 /// shuts down.
-pub(crate) async fn serve_one(shared: Arc<Shared>, stream: TcpStream, place: Admitted) {
+pub(crate) async fn serve_one(
+    shared: Arc<Shared>,
+    stream: TcpStream,
+    place: Admitted,
+    peer: IpAddr,
+) {
+    let place = Arc::new(place);
     let slot = Arc::clone(place.slot());
     let work = async {
         match tokio::time::timeout(shared.header_timeout, first_bytes::first_bytes(&stream)).await {
@@ -46,8 +60,9 @@ pub(crate) async fn serve_one(shared: Arc<Shared>, stream: TcpStream, place: Adm
         }
         let service = TowerToHyperService::new(track::Tracked::new(
             shared.router.clone(),
-            Arc::clone(&slot),
+            Arc::clone(&place),
             Arc::clone(&shared.keys),
+            peer,
         ));
         let connection = shared
             .builder
@@ -71,7 +86,7 @@ pub(crate) async fn serve_one(shared: Arc<Shared>, stream: TcpStream, place: Adm
 
 /// Resolves once the connection has had no request in flight for `limit` (an HTTP/2
 /// client answering pings, or anything else that keeps a connection without using it).
-async fn idle_out(slot: &table::Slot, limit: Duration) {
+async fn idle_out(slot: &slot::Slot, limit: Duration) {
     loop {
         match slot.idle_left(limit) {
             Some(left) if left.is_zero() => return,
@@ -84,14 +99,7 @@ async fn idle_out(slot: &table::Slot, limit: Duration) {
 /// Tells a client that is not admitted why, if its socket takes the bytes at once, and
 /// closes the connection.
 pub(crate) async fn refuse(stream: TcpStream, why: Shed) {
-    let body = match why {
-        Shed::AddressLimit => {
-            r#"{"error":{"message":"too many connections from your address; close idle ones and retry","type":"rate_limit_error"}}"#
-        }
-        _ => {
-            r#"{"error":{"message":"the server is at its connection limit; retry shortly","type":"overloaded_error"}}"#
-        }
-    };
+    let body = refusal(why);
     let response = format!(
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
         body.len()
@@ -99,4 +107,16 @@ pub(crate) async fn refuse(stream: TcpStream, why: Shed) {
     let mut stream = stream;
     let _ = stream.try_write(response.as_bytes());
     let _ = stream.shutdown().await;
+}
+
+/// The body of a 503 that says why a connection is not admitted.
+fn refusal(why: Shed) -> &'static str {
+    match why {
+        Shed::AddressLimit => {
+            r#"{"error":{"message":"too many connections from your address, all busy or with a key; close idle ones and retry","type":"rate_limit_error"}}"#
+        }
+        _ => {
+            r#"{"error":{"message":"the server is at its connection limit; retry shortly","type":"overloaded_error"}}"#
+        }
+    }
 }

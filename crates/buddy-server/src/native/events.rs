@@ -11,7 +11,9 @@ use serde::Deserialize;
 use crate::error::AppError;
 use crate::request::Client;
 use crate::sse;
-use crate::turn::watch::{Numbered, gone, may_watch, remote_frames, start_after};
+use crate::turn::watch::{
+    Numbered, Reader, gone, may_watch, register_reader, remote_frames, start_after,
+};
 use crate::turn::{Turns, frames};
 
 /// The query of `GET /v1/turns/{id}/events`.
@@ -26,9 +28,11 @@ pub(crate) async fn events(
     Path(id): Path<String>,
     Query(query): Query<EventsQuery>,
     headers: HeaderMap,
+    reader: Reader,
 ) -> Result<Response, AppError> {
     let after = start_after(&headers, query.after.as_deref())?;
     let Client { state, caller } = &*turns;
+    register_reader(&reader, caller)?;
     if let Some(log) = state.inner.logs.get::<ChatEvent>(&id) {
         if !may_watch(caller, &log.owner) {
             return Err(gone(state, &id));

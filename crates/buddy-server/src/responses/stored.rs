@@ -30,7 +30,7 @@ use crate::request::{Client, owned_conversation};
 use crate::sse;
 use crate::state::AppState;
 use crate::turn::frames;
-use crate::turn::watch::{Numbered, may_watch, remote_frames};
+use crate::turn::watch::{Numbered, Reader, may_watch, register_reader, remote_frames};
 use crate::turn_log::Frame;
 
 /// A stored response's conversation and turn.
@@ -107,12 +107,14 @@ pub(crate) async fn retrieve(
     Client { state, caller }: Client,
     Path(id): Path<String>,
     Query(query): Query<RetrieveQuery>,
+    reader: Reader,
 ) -> Result<Response, AppError> {
     if query
         .stream
         .as_deref()
         .is_some_and(|s| s == "true" || s == "1")
     {
+        register_reader(&reader, &caller)?;
         // The log's numbers are the events' sequence numbers + 1.
         let after = match query.starting_after.as_deref() {
             None => 0,

@@ -5,10 +5,20 @@
 //! conversation, so a `store: false` response can be continued by `previous_response_id`
 //! on the same connection (and only there: after a reconnect, or once a continuation of
 //! it failed, it is `previous_response_not_found`).
+//!
+//! A session keeps its connection's place in the connection table (shed like any idle
+//! connection between responses; at most `max_websockets_per_key` per key); it is closed
+//! after `websocket_idle_secs` without a request (pings do not count), when a message
+//! it sends is not taken within `websocket_send_secs`, and with a close frame (1009) on
+//! a message over `max_body_bytes`.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use axum::extract::ws::{Message as WsMessage, WebSocket, WebSocketUpgrade};
+use axum::Extension;
+use axum::extract::ws::{
+    CloseFrame, Message as WsMessage, WebSocket, WebSocketUpgrade, close_code,
+};
 use axum::response::Response;
 use buddy_core::ChatEvent;
 use serde_json::Value;
@@ -18,6 +28,7 @@ use super::begin::{ResponsesRequest, Unstored, begin};
 use super::builder::Builder;
 use super::ids::conversation_of;
 use crate::auth::Caller;
+use crate::conn::{Progress, Session};
 use crate::error::AppError;
 use crate::request::Client;
 use crate::state::AppState;
@@ -26,8 +37,12 @@ use crate::turn::{CancelOnDrop, StartedTurn, Turns};
 /// The error code of a continuation the server cannot find.
 const NOT_FOUND: &str = "previous_response_not_found";
 
+/// How `tungstenite` (under axum's `ws`) shows a message or frame over the size limit.
+const TOO_BIG: &str = "Space limit exceeded";
+
 pub(crate) async fn upgrade(
     Client { state, caller }: Client,
+    progress: Option<Extension<Arc<Progress>>>,
     ws: WebSocketUpgrade,
 ) -> Result<Response, AppError> {
     let permit = Arc::clone(&state.inner.websockets)
@@ -37,30 +52,65 @@ pub(crate) async fn upgrade(
                 "the server holds as many WebSocket sessions as it takes (max_connections); close idle ones or retry shortly".into(),
             )
         })?;
+    let place = match &progress {
+        Some(Extension(progress)) => Some(progress.session(&caller.owner)?),
+        None => None,
+    };
     let limit = state.inner.settings.max_body_bytes;
     Ok(ws
         .max_message_size(limit)
-        .on_upgrade(move |socket| session(state, caller, socket, permit)))
+        .max_frame_size(limit)
+        .on_upgrade(move |socket| {
+            let held = Held {
+                place,
+                _permit: permit,
+            };
+            session(state, caller, socket, held)
+        }))
+}
+
+/// What a session holds while it lives: its connection's place in the table (absent
+/// when the router runs without `serve`) and its share of the server's sessions.
+struct Held {
+    place: Option<Session>,
+    _permit: OwnedSemaphorePermit,
+}
+
+/// Resolves when the table sheds the session; never without a table.
+async fn shed(place: Option<&Session>) {
+    match place {
+        Some(place) => place.evicted().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// One connection: its requests in order, each run to its end before the next is read.
-/// A connection silent for `websocket_idle_timeout` between requests is closed.
-async fn session(
-    state: AppState,
-    caller: Caller,
-    mut socket: WebSocket,
-    _permit: OwnedSemaphorePermit,
-) {
+/// A connection without a request for `websocket_idle_timeout` is closed.
+async fn session(state: AppState, caller: Caller, mut socket: WebSocket, held: Held) {
     let mut last: Option<Unstored> = None;
-    let idle = state.inner.settings.websocket_idle_timeout;
+    let settings = &state.inner.settings;
+    let (idle, within) = (
+        settings.websocket_idle_timeout,
+        settings.websocket_send_timeout,
+    );
+    let mut deadline = tokio::time::Instant::now() + idle;
     loop {
         let message = tokio::select! {
-            message = tokio::time::timeout(idle, socket.recv()) => match message {
+            message = tokio::time::timeout_at(deadline, socket.recv()) => match message {
                 Ok(Some(Ok(message))) => message,
+                Ok(Some(Err(error))) if error.to_string().contains(TOO_BIG) => {
+                    let reason = format!("a message may hold at most {} bytes", settings.max_body_bytes);
+                    close(&mut socket, close_code::SIZE, &reason, within).await;
+                    break;
+                }
                 // Silent too long, closed, or broken.
                 _ => break,
             },
             () = state.inner.shutdown.cancelled() => break,
+            () = shed(held.place.as_ref()) => {
+                close(&mut socket, close_code::AGAIN, "the server needed room; reconnect", within).await;
+                break;
+            }
         };
         let text = match message {
             WsMessage::Text(text) => text.to_string(),
@@ -71,7 +121,7 @@ async fn session(
         let request = match create_event(&text) {
             Ok(request) => request,
             Err(error) => {
-                if send(&mut socket, &error.websocket_event(None))
+                if send(&mut socket, &error.websocket_event(None), within)
                     .await
                     .is_err()
                 {
@@ -89,7 +139,7 @@ async fn session(
                      continued only on the connection that made it, as its latest response; start a \
                      new response with the whole input"
                 ));
-                if send(&mut socket, &error.websocket_event(Some(NOT_FOUND)))
+                if send(&mut socket, &error.websocket_event(Some(NOT_FOUND)), within)
                     .await
                     .is_err()
                 {
@@ -99,6 +149,8 @@ async fn session(
             }
             _ => None,
         };
+        // A request: the idle time counts from its end, and it is not shed meanwhile.
+        let answering = held.place.as_ref().map(Session::answering);
         let continuing = request.previous_response_id.is_some();
         let keep = request.store == Some(false);
         let turns = Turns(Client {
@@ -106,7 +158,7 @@ async fn session(
             caller: caller.clone(),
         });
         match begin(&turns, request, unstored).await {
-            Ok((turn, builder)) => match run(&mut socket, turn, builder, keep).await {
+            Ok((turn, builder)) => match run(&mut socket, turn, builder, keep, within).await {
                 Ok(kept) => last = kept,
                 Err(()) => return,
             },
@@ -116,7 +168,7 @@ async fn session(
                     (AppError::NotFound(_), true) => Some(NOT_FOUND),
                     _ => None,
                 };
-                if send(&mut socket, &error.websocket_event(code))
+                if send(&mut socket, &error.websocket_event(code), within)
                     .await
                     .is_err()
                 {
@@ -124,7 +176,18 @@ async fn session(
                 }
             }
         }
+        drop(answering);
+        deadline = tokio::time::Instant::now() + idle;
     }
+}
+
+/// Sends a close frame (within `within`) before the session ends.
+async fn close(socket: &mut WebSocket, code: u16, reason: &str, within: Duration) {
+    let frame = CloseFrame {
+        code,
+        reason: reason.into(),
+    };
+    let _ = tokio::time::timeout(within, socket.send(WsMessage::Close(Some(frame)))).await;
 }
 
 /// The `ResponsesRequest` of a `response.create` event, or what is wrong with it.
@@ -159,6 +222,7 @@ async fn run(
     turn: StartedTurn,
     mut builder: Builder,
     keep: bool,
+    within: Duration,
 ) -> Result<Option<Unstored>, ()> {
     let StartedTurn {
         mut events,
@@ -168,7 +232,7 @@ async fn run(
     } = turn;
     let _guard = CancelOnDrop(cancel);
     for (_, data) in builder.opening() {
-        send(socket, &data).await?;
+        send(socket, &data, within).await?;
     }
     let mut completed = false;
     while let Some(event) = events.recv().await {
@@ -181,7 +245,7 @@ async fn run(
             if kind == "error" {
                 continue;
             }
-            send(socket, &data).await?;
+            send(socket, &data, within).await?;
         }
     }
     if !(keep && completed) {
@@ -197,9 +261,11 @@ async fn run(
     }))
 }
 
-async fn send(socket: &mut WebSocket, data: &Value) -> Result<(), ()> {
-    socket
-        .send(WsMessage::Text(data.to_string().into()))
-        .await
-        .map_err(|_| ())
+/// Sends one event; `Err` when the client is gone or does not take it within `within`.
+async fn send(socket: &mut WebSocket, data: &Value, within: Duration) -> Result<(), ()> {
+    let message = WsMessage::Text(data.to_string().into());
+    match tokio::time::timeout(within, socket.send(message)).await {
+        Ok(Ok(())) => Ok(()),
+        _ => Err(()),
+    }
 }

@@ -13,7 +13,7 @@ use super::keys::KeyConfig;
 use super::table::{
     Setting, SettingCheck, SettingError, SettingField, SettingFlag, server_settings,
 };
-use super::{ApiKey, SkillCalls};
+use super::{ApiKey, SkillCalls, TrustedProxies};
 
 server_settings! {
     table {
@@ -66,9 +66,31 @@ server_settings! {
         max_connections as "max_connections": usize = 1024;
             check SettingCheck::Any;
             flag SettingFlag::None;
-        /// Connections one client address may hold at once (0: no limit). Behind a reverse
-        /// proxy every client has the proxy's address: raise it to `max_connections` there.
+        /// Connections one client address may hold at once (0: no limit); past it the
+        /// address's idlest connection without a key makes room. Behind a reverse proxy, name
+        /// it in `trusted_proxies` so each client counts by its own address.
         max_connections_per_address as "max_connections_per_address": usize = 256;
+            check SettingCheck::Any;
+            flag SettingFlag::None;
+        /// Reverse proxies (addresses or CIDR blocks, such as `["10.0.0.0/8"]`) whose
+        /// `Forwarded` / `X-Forwarded-For` client address counts as the client's: the last
+        /// address in it that is not itself trusted. From anyone else those headers count
+        /// for nothing.
+        trusted_proxies as "trusted_proxies": TrustedProxies = TrustedProxies::default();
+            check SettingCheck::Any;
+            flag SettingFlag::Value { long: "trusted-proxies", value_name: "CIDRS", env: None, help: "Reverse proxies (comma-separated addresses or CIDR blocks) whose X-Forwarded-For / Forwarded client address counts." };
+        /// Readers of running turns (`GET /v1/turns/{id}/events`, `GET
+        /// /v1/responses/{id}?stream=true`) one key may hold open at once; more get 429.
+        max_readers_per_key as "max_readers_per_key": usize = 32;
+            check SettingCheck::AtLeast(1);
+            flag SettingFlag::None;
+        /// `/v1/responses` WebSocket sessions one key may hold open at once; more get 429.
+        max_websockets_per_key as "max_websockets_per_key": usize = 32;
+            check SettingCheck::AtLeast(1);
+            flag SettingFlag::None;
+        /// Seconds a `/v1/responses` WebSocket client has to take each message buddy sends
+        /// (one that does not read is closed, its response cancelled).
+        websocket_send_timeout as "websocket_send_secs": Duration = Duration::from_secs(30);
             check SettingCheck::Any;
             flag SettingFlag::None;
         /// Seconds a client has to send a request's headers (and to start the next request
@@ -81,7 +103,8 @@ server_settings! {
         body_timeout as "body_timeout_secs": Duration = Duration::from_secs(30);
             check SettingCheck::Any;
             flag SettingFlag::None;
-        /// Seconds a `/v1/responses` WebSocket may go without a request before it is closed.
+        /// Seconds a `/v1/responses` WebSocket may go without a request before it is closed
+        /// (pings and pongs do not count).
         websocket_idle_timeout as "websocket_idle_secs": Duration = Duration::from_secs(300);
             check SettingCheck::Any;
             flag SettingFlag::None;
@@ -173,6 +196,11 @@ mod tests {
         // What is not named keeps its default.
         assert_eq!(read.body_timeout, Duration::from_secs(30));
         assert_eq!(read.max_body_bytes, 1024 * 1024);
+        let proxies: ServerSettings =
+            serde_json::from_value(json!({"trusted_proxies": ["10.0.0.0/8", "::1"]})).unwrap();
+        assert!(proxies.trusted_proxies.trusts("10.2.3.4".parse().unwrap()));
+        let bad = serde_json::from_value::<ServerSettings>(json!({"trusted_proxies": ["lb"]}));
+        assert!(bad.unwrap_err().to_string().contains("not an IP address"));
         let unknown = serde_json::from_value::<ServerSettings>(json!({"header_timeout": 2}));
         assert!(unknown.unwrap_err().to_string().contains("header_timeout"));
         let negative = serde_json::from_value::<ServerSettings>(json!({"body_timeout_secs": -1}));

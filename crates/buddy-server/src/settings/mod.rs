@@ -4,6 +4,7 @@
 mod api_key;
 mod fields;
 mod keys;
+mod proxies;
 mod table;
 
 use buddy_core::Usd;
@@ -13,6 +14,8 @@ pub(crate) use api_key::key_for;
 pub use api_key::{ApiKey, BadKeyHash};
 pub use fields::{SERVER_FIELDS, ServerSettings};
 pub use keys::{KeyConfig, KeyError};
+pub use proxies::TrustedProxies;
+pub(crate) use proxies::canonical;
 pub use table::{Setting, SettingCheck, SettingError, SettingField, SettingFlag};
 
 /// What one key may spend in US dollars, per UTC day and per UTC calendar month.

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::Extension;
 use axum::body::Bytes;
 use axum::http::HeaderMap;
 use buddy_store::{Coordinator, StoredEvent};
@@ -14,6 +15,7 @@ use serde_json::json;
 
 use super::encoder::Encoder;
 use crate::auth::Caller;
+use crate::conn::Progress;
 use crate::error::AppError;
 use crate::sse;
 use crate::state::AppState;
@@ -42,6 +44,19 @@ pub(crate) fn start_after(headers: &HeaderMap, after: Option<&str>) -> Result<u6
                 "`after` (or Last-Event-ID) must be an event number (0 for the start), not `{text}`"
             ))
         }),
+    }
+}
+
+/// A reader's request, as the connection table follows it (absent when the router is
+/// driven without `serve`, as in-process tests and embedding apps do).
+pub(crate) type Reader = Option<Extension<Arc<Progress>>>;
+
+/// Counts a reader of a running turn against its key's cap (429 past it) and lets the
+/// connection table shed it like an idle connection when room is needed.
+pub(crate) fn register_reader(reader: &Reader, caller: &Caller) -> Result<(), AppError> {
+    match reader {
+        Some(Extension(progress)) => progress.watch(&caller.owner),
+        None => Ok(()),
     }
 }
 

@@ -15,7 +15,7 @@ use tokio::net::{TcpSocket, TcpStream};
 
 use super::Hello;
 
-const WITHIN: Duration = Duration::from_secs(20);
+pub(super) const WITHIN: Duration = Duration::from_secs(20);
 
 async fn start(
     settings: ServerSettings,
@@ -43,7 +43,7 @@ async fn start(
     (addr, stop, server)
 }
 
-fn quick() -> ServerSettings {
+pub(super) fn quick() -> ServerSettings {
     ServerSettings {
         header_timeout: Duration::from_millis(500),
         body_timeout: Duration::from_millis(500),
@@ -53,7 +53,7 @@ fn quick() -> ServerSettings {
 }
 
 /// Reads until the server closes the connection; returns what it sent.
-async fn until_closed(stream: &mut TcpStream) -> String {
+pub(super) async fn until_closed(stream: &mut TcpStream) -> String {
     let mut out = Vec::new();
     let _ = tokio::time::timeout(WITHIN, stream.read_to_end(&mut out))
         .await
@@ -167,14 +167,14 @@ async fn health_fails(addr: std::net::SocketAddr) -> bool {
 }
 
 /// A connection to `addr` from the loopback address `from` (127.0.0.x).
-async fn connect_from(from: [u8; 4], addr: std::net::SocketAddr) -> TcpStream {
+pub(super) async fn connect_from(from: [u8; 4], addr: std::net::SocketAddr) -> TcpStream {
     let socket = TcpSocket::new_v4().unwrap();
     socket.bind(std::net::SocketAddr::from((from, 0))).unwrap();
     socket.connect(addr).await.unwrap()
 }
 
 /// Sends one request on `stream` and reads its whole answer (`content-length` bodies).
-async fn ask(stream: &mut TcpStream, head: &str) -> String {
+pub(super) async fn ask(stream: &mut TcpStream, head: &str) -> String {
     stream.write_all(head.as_bytes()).await.unwrap();
     let mut out = Vec::new();
     let mut buf = [0u8; 4096];
@@ -261,12 +261,19 @@ async fn one_address_may_hold_only_so_many_connections() {
     let settings = ServerSettings {
         header_timeout: Duration::from_secs(30),
         max_connections_per_address: 4,
+        api_keys: vec![ApiKey::new("sk-share", None, false)],
         ..quick()
     };
     let (addr, _stop, _server) = start(settings).await;
+    // Four connections of clients with a key, idle (silent ones would make room: see
+    // `shedding.rs`).
+    let models = "GET /v1/models HTTP/1.1\r\nhost: x\r\nauthorization: Bearer sk-share\r\n\r\n";
     let mut held = Vec::new();
     for _ in 0..4 {
-        held.push(connect_from([127, 0, 0, 1], addr).await);
+        let mut stream = connect_from([127, 0, 0, 1], addr).await;
+        let answer = ask(&mut stream, models).await;
+        assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
+        held.push(stream);
     }
     let mut fifth = connect_from([127, 0, 0, 1], addr).await;
     let answer = until_closed(&mut fifth).await;

@@ -17,8 +17,10 @@ mod responses_ws;
 mod sampling;
 mod settings;
 mod sharing;
+mod shedding;
 mod telemetry;
 mod web;
+mod ws_limits;
 
 use std::sync::Arc;
 
