@@ -13,6 +13,15 @@ const HIDDEN: &str = "***";
 /// could be credentials (before an `@`, after a `?` or `#`).
 pub fn redact_url(url: &str) -> String {
     match reqwest::Url::parse(url) {
+        // Nothing to take out: shown as given, not as the parser would spell it.
+        Ok(parsed)
+            if parsed.username().is_empty()
+                && parsed.password().is_none()
+                && parsed.query().is_none()
+                && parsed.fragment().is_none() =>
+        {
+            url.to_owned()
+        }
         Ok(parsed) if parsed.has_host() => redact_parsed(parsed),
         _ => redact_text(url),
     }
@@ -133,6 +142,7 @@ mod tests {
                 "http://127.0.0.1:8080/v1/chat/completions",
             ),
             ("https://h/v1#s3cr3t", "https://h/v1"),
+            ("HTTP://Host.Example:8080", "HTTP://Host.Example:8080"),
             (
                 "user:s3cr3t@host:8080/v1?key=s3cr3t",
                 "***@host:8080/v1?***",
