@@ -162,6 +162,11 @@ pub struct SkillsConfig {
     /// since the other link may be a file outside the sandbox).
     #[serde(default)]
     pub read_hard_links: bool,
+    /// The user command skills and stdio MCP servers run as when buddy runs as root
+    /// (`"nobody"`, `"65534"`, `"1000:1000"`); without it they run as root, but with no
+    /// capabilities and `no_new_privs` either way.
+    #[serde(default)]
+    pub run_as: Option<buddy_skills::RunAs>,
 }
 
 impl Default for SkillsConfig {
@@ -173,6 +178,7 @@ impl Default for SkillsConfig {
             timeout_secs: None,
             max_result_bytes: None,
             read_hard_links: false,
+            run_as: None,
         }
     }
 }
@@ -243,6 +249,7 @@ impl BuddyConfig {
             })?;
             config.import(imported, &origin, declared)?;
         }
+        config.give_mcp_servers_run_as();
         Ok(config)
     }
 
@@ -339,7 +346,22 @@ impl BuddyConfig {
                 message: format!("skills.timeout_secs must be in (0, 3600], got {t}"),
             });
         }
+        if let Some(run_as) = &config.skills.run_as {
+            run_as.check_usable().map_err(|e| ConfigError::Invalid {
+                path: origin.to_owned(),
+                message: format!("[skills] {e}"),
+            })?;
+        }
+        let mut config = config;
+        config.give_mcp_servers_run_as();
         Ok(config)
+    }
+
+    /// `[skills] run_as` holds for the stdio MCP servers too.
+    fn give_mcp_servers_run_as(&mut self) {
+        for server in &mut self.mcp {
+            server.run_as = self.skills.run_as.clone();
+        }
     }
 }
 

@@ -120,6 +120,8 @@ impl Report {
         if !declared {
             out.push_str(&format!("kind = \"{}\"\n", config.kind.as_str()));
             if let Some(url) = &config.base_url {
+                // Credentials in it are not printed: put them back by hand.
+                let url = buddy_providers::redact_url(url);
                 out.push_str(&format!("base_url = \"{url}\"\n"));
             }
             if let Some(model) = &config.model {

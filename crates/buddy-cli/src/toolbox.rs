@@ -6,7 +6,7 @@ use std::time::Duration;
 use buddy_scripted::Scenario;
 use buddy_scripted::tools::scenario_skills;
 use buddy_skills::builtin::{FileLimits, builtin_skill};
-use buddy_skills::{CommandSkill, RegistryError, Sandbox, SkillRegistry};
+use buddy_skills::{ChildPrivileges, CommandSkill, RegistryError, Sandbox, SkillRegistry};
 
 use buddy_core::{Skill, Toolbox};
 use buddy_mcp::{McpSource, McpToolbox, RegistryFactory};
@@ -89,8 +89,9 @@ pub fn build_skills(
         }
     }
     for declared in &skills.command {
-        let skill =
-            CommandSkill::new(declared.clone(), sandbox.root()).map_err(ToolboxError::Command)?;
+        let skill = CommandSkill::new(declared.clone(), sandbox.root())
+            .map_err(ToolboxError::Command)?
+            .with_privileges(ChildPrivileges::for_run_as(skills.run_as.as_ref()));
         registry.push(Arc::new(skill));
     }
     Ok(registry)

@@ -55,6 +55,10 @@ pub struct McpServerConfig {
     /// Per-tool settings that beat the server's annotations, by the tool's own name.
     #[serde(default)]
     pub tools: BTreeMap<String, ToolOverride>,
+    /// The user a stdio server runs as when buddy is root: `[skills] run_as`, set by the
+    /// CLI (not an `[[mcp]]` key). Either way a root buddy's servers have no capabilities.
+    #[serde(skip)]
+    pub run_as: Option<buddy_skills::RunAs>,
 }
 
 /// How an MCP server is reached.
@@ -134,6 +138,7 @@ impl McpServerConfig {
             call_timeout_secs: default_call_secs(),
             max_restarts: default_restarts(),
             tools: BTreeMap::new(),
+            run_as: None,
         }
     }
 

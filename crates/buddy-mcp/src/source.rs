@@ -321,6 +321,10 @@ impl McpSource {
                 if let Some(cwd) = &self.config.cwd {
                     command.current_dir(cwd);
                 }
+                // A root buddy's server gets no capabilities (and runs as `run_as`): it
+                // could read buddy's secrets otherwise.
+                buddy_skills::ChildPrivileges::for_run_as(self.config.run_as.as_ref())
+                    .apply(&mut command);
                 let (transport, stderr) = TokioChildProcess::builder(command)
                     .stderr(Stdio::piped())
                     .spawn()

@@ -173,7 +173,7 @@ impl Endpoint {
     /// configuration error now, not a failure of every call later.
     pub(crate) fn new(
         provider: String,
-        url: String,
+        given_url: String,
         client: reqwest::Client,
         headers: BTreeMap<String, String>,
         settings: HttpSettings,
@@ -182,7 +182,10 @@ impl Endpoint {
             provider: provider.clone(),
             message,
         };
-        let parsed_url = reqwest::Url::parse(&url).map_err(|e| {
+        // Requests go to the URL as given; everything shown (errors, logs, spans) gets
+        // it without credentials.
+        let url = crate::redact_url(&given_url);
+        let parsed_url = reqwest::Url::parse(&given_url).map_err(|e| {
             config(format!(
                 "`{url}` is not a URL buddy can call ({e}); check base_url"
             ))
@@ -574,8 +577,10 @@ fn http_error_message(status: u16, body: &str) -> String {
     format!("{detail}{hint}")
 }
 
-/// A reqwest error with its causes, which carry the useful part ("connection refused").
-fn error_chain(error: &dyn std::error::Error) -> String {
+/// A reqwest error with its causes, which carry the useful part ("connection refused");
+/// the URL it names is shown without credentials.
+fn error_chain(error: &reqwest::Error) -> String {
+    use std::error::Error as _;
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {
@@ -583,7 +588,10 @@ fn error_chain(error: &dyn std::error::Error) -> String {
         text.push_str(&cause.to_string());
         source = cause.source();
     }
-    text
+    match error.url() {
+        Some(url) => text.replace(url.as_str(), &crate::redact_url(url.as_str())),
+        None => text,
+    }
 }
 
 /// A factor in [0.5, 1.0): "equal jitter", so retries of many clients spread out.

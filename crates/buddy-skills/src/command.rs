@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
+use crate::privileges::ChildPrivileges;
 use crate::process_tree::{RUN_TAG_VAR, TreeKiller, kill_group, new_tag};
 
 /// Most bytes of stdout kept, its first and last halves (the result is capped again by
@@ -82,6 +83,7 @@ fn any_object() -> Value {
 pub struct CommandSkill {
     config: CommandSkillConfig,
     cwd: PathBuf,
+    privileges: ChildPrivileges,
 }
 
 impl CommandSkill {
@@ -131,13 +133,48 @@ impl CommandSkill {
                 real
             }
         };
-        Ok(CommandSkill { config, cwd })
+        Ok(CommandSkill {
+            config,
+            cwd,
+            privileges: ChildPrivileges::for_run_as(None),
+        })
+    }
+
+    /// Runs the command with `privileges` (from `[skills] run_as`) instead of the
+    /// default: as buddy's user, without capabilities when that is root.
+    pub fn with_privileges(mut self, privileges: ChildPrivileges) -> Self {
+        self.privileges = privileges;
+        self
     }
 
     /// The environment the command starts with: the baseline and the listed variables
     /// of buddy's own environment, then the declared ones.
     fn environment(&self) -> Vec<(String, String)> {
         clean_environment(&self.config.env_passthrough, &self.config.env)
+    }
+}
+
+/// Makes `command` start under a call reaper (Linux, see `call_reaper`) and then take
+/// `privileges`; says whether it has a reaper.
+#[allow(unsafe_code)]
+fn start_reaped(command: &mut tokio::process::Command, privileges: ChildPrivileges) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        let buddy_group = rustix::process::getpgrp().as_raw_nonzero().get();
+        // SAFETY: runs in the forked child before exec; `split` and `enter` make only
+        // async-signal-safe system calls (see them).
+        unsafe {
+            command.pre_exec(move || {
+                crate::call_reaper::split(buddy_group)?;
+                privileges.enter()
+            });
+        }
+        true
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        privileges.apply(command);
+        false
     }
 }
 
@@ -269,7 +306,8 @@ impl Skill for CommandSkill {
                     SkillError::Failed(format!("`{name}` has no command configured"))
                 })?;
             let tag = new_tag();
-            let mut child = tokio::process::Command::new(program)
+            let mut command = tokio::process::Command::new(program);
+            command
                 .args(rest)
                 .env_clear()
                 .envs(self.environment())
@@ -281,20 +319,29 @@ impl Skill for CommandSkill {
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 // Its own process group, so that everything it starts can be killed at once.
-                .process_group(0)
-                // A timeout or cancelled turn drops this future: the process must die with it.
-                .kill_on_drop(true)
-                .spawn()
-                .map_err(|e| {
-                    SkillError::Failed(format!(
-                        "`{name}` could not start `{program}`: {e}; check its `command` in buddy.toml"
-                    ))
-                })?;
+                .process_group(0);
+            // A timeout or cancelled turn drops this future: the whole tree must die with
+            // it. With a reaper, `TreeKiller` tells the reaper (killing it would let the
+            // tree escape to init); without, the process is killed.
+            let reaped = start_reaped(&mut command, self.privileges);
+            command.kill_on_drop(!reaped);
+            let mut child = command.spawn().map_err(|e| {
+                SkillError::Failed(format!(
+                    "`{name}` could not start `{program}`: {e}; check its `command` in buddy.toml"
+                ))
+            })?;
             let pgid = child
                 .id()
                 .and_then(|id| i32::try_from(id).ok())
                 .and_then(rustix::process::Pid::from_raw);
-            let group = TreeKiller { group: pgid, tag };
+            let reaper = pgid.filter(|_| reaped).and_then(|pid| {
+                rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
+            });
+            let group = TreeKiller {
+                group: pgid,
+                tag,
+                reaper,
+            };
             // The text the model sent (already checked against the schema), shared: long
             // arguments are not encoded a second time.
             let input = if ctx.arguments.trim().is_empty() {

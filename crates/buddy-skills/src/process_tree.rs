@@ -3,10 +3,10 @@
 //! that leaves the group (`setsid`, `setpgid`) is still found: every process of the call
 //! inherits a tag in its environment (`BUDDY_SKILL_RUN=…`, unique per call), and at the
 //! end of the call every process whose environment holds the tag is killed too. This
-//! works unprivileged; without `/proc` (other systems) only the group is killed. A
-//! process that deliberately replaces its environment before escaping is not found: a
-//! cgroup or PID namespace would be needed for that, which need privileges buddy does
-//! not ask for.
+//! works unprivileged; without `/proc` (other systems) only the group is killed. On
+//! Linux a call reaper (`call_reaper`) also adopts and kills whatever of the tree is
+//! left, which finds too a process that replaced its environment or made itself
+//! non-dumpable (its tag then cannot be read).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -35,10 +35,16 @@ pub(crate) fn new_tag() -> String {
 pub(crate) struct TreeKiller {
     pub group: Option<Pid>,
     pub tag: String,
+    /// The call's reaper (a pidfd, so a reused pid is never signalled): SIGTERM makes it
+    /// sweep the tree and exit. It has already, when the call ended by itself.
+    pub reaper: Option<std::os::fd::OwnedFd>,
 }
 
 impl Drop for TreeKiller {
     fn drop(&mut self) {
+        if let Some(reaper) = &self.reaper {
+            let _ = rustix::process::pidfd_send_signal(reaper, Signal::TERM);
+        }
         kill_group(self.group);
         kill_tagged(&self.tag);
     }

@@ -394,10 +394,11 @@ fn count(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
+/// The first line of a message for a span's status, cut to 200 characters, with any URL
+/// in it shown without credentials (a provider error names its `base_url`).
 fn first_line(text: &str) -> String {
-    text.lines()
-        .next()
-        .unwrap_or_default()
+    let line = text.lines().next().unwrap_or_default();
+    buddy_providers::redact_urls_in(line)
         .chars()
         .take(200)
         .collect()

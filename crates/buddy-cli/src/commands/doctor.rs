@@ -65,6 +65,18 @@ pub async fn doctor(config_path: Option<&Path>, args: DoctorArgs) -> anyhow::Res
         sandbox.resolution()
     );
 
+    let programs = buddy_skills::ChildPrivileges::for_run_as(config.skills.run_as.as_ref());
+    println!(
+        "programs  command skills and MCP servers run as {}",
+        programs.describe()
+    );
+    if programs.keeps_root() {
+        println!(
+            "          ! buddy runs as root: they cannot read its environment or memory, but they \
+             own root's files (buddy.toml, the store); set [skills] run_as = \"nobody\" (or another \
+             unprivileged user) to keep those from them"
+        );
+    }
     let mcp_ok = check_mcp_servers(&config.mcp).await;
     for skipped in &config.mcp_skipped {
         println!(
@@ -83,10 +95,13 @@ pub async fn doctor(config_path: Option<&Path>, args: DoctorArgs) -> anyhow::Res
     let model = args.model.clone().or_else(|| chosen.model.clone()).with_context(|| {
         format!("provider `{name}` needs a model to probe: pass --model or set `model` under [providers.{name}]")
     })?;
-    let url = chosen
-        .base_url
-        .clone()
-        .unwrap_or_else(|| chosen.kind.default_base_url().to_owned());
+    // Shown without the credentials a base_url may carry.
+    let url = buddy_providers::redact_url(
+        chosen
+            .base_url
+            .as_deref()
+            .unwrap_or(chosen.kind.default_base_url()),
+    );
     println!(
         "provider  {name} ({} at {url}), model {model}",
         chosen.kind.as_str()

@@ -24,9 +24,14 @@ pub struct ServeArgs {
     /// Directory the file skills are confined to (default: config, else the current directory).
     #[arg(long, value_name = "DIR")]
     sandbox: Option<PathBuf>,
-    /// An accepted API key (repeatable); also read from $BUDDY_API_KEYS, comma-separated.
+    /// An accepted API key (repeatable). Visible to every local user and to every program
+    /// buddy starts (`ps`, /proc/<pid>/cmdline): prefer $BUDDY_API_KEYS or --api-key-file.
     #[arg(long = "api-key", value_name = "KEY")]
     api_keys: Vec<String>,
+    /// A file of accepted API keys, one a line (`#` starts a comment); repeatable. Keys
+    /// stay off the command line, where anyone on the machine could read them.
+    #[arg(long = "api-key-file", value_name = "FILE")]
+    api_key_files: Vec<PathBuf>,
     /// Directory of scenarios served as `scripted:<name>` models (default: ./scenarios).
     #[arg(long, value_name = "DIR")]
     scenarios: Option<PathBuf>,
@@ -41,7 +46,18 @@ pub async fn serve(config_path: Option<&Path>, args: ServeArgs) -> anyhow::Resul
     args.server.apply(&mut runtime.config_mut().server)?;
     let config = runtime.config();
     let mut settings = config.server.clone();
-    settings.api_keys = settings.accepted_keys(&args.api_keys, &|var| std::env::var(var).ok())?;
+    let mut given = args.api_keys.clone();
+    if !given.is_empty() {
+        eprintln!(
+            "buddy: WARNING: --api-key puts the key on the command line, where every local user \
+             and every program buddy starts can read it (ps, /proc/<pid>/cmdline); give keys \
+             with $BUDDY_API_KEYS or --api-key-file FILE instead"
+        );
+    }
+    for file in &args.api_key_files {
+        given.extend(keys_from_file(file)?);
+    }
+    settings.api_keys = settings.accepted_keys(&given, &|var| std::env::var(var).ok())?;
     // `/v1/chat` pauses for approval; the OpenAI endpoints cannot resume, so they refuse
     // such calls (the model reads why) unless the operator lets them run.
     settings.approval = config.approval.rules(None, false);
@@ -107,6 +123,36 @@ pub async fn serve(config_path: Option<&Path>, args: ServeArgs) -> anyhow::Resul
     }
     eprintln!("buddy: stopped; every turn is recorded");
     Ok(0)
+}
+
+/// The keys in `file`: one a line, blank lines and `#` comments skipped. A file others
+/// may read is used, with a warning.
+fn keys_from_file(file: &Path) -> anyhow::Result<Vec<String>> {
+    let text = std::fs::read_to_string(file)
+        .with_context(|| format!("--api-key-file {}: cannot read it", file.display()))?;
+    #[cfg(unix)]
+    if let Ok(meta) = std::fs::metadata(file) {
+        use std::os::unix::fs::PermissionsExt;
+        if meta.permissions().mode() & 0o077 != 0 {
+            eprintln!(
+                "buddy: warning: --api-key-file {}: other users may read it; chmod 600 it",
+                file.display()
+            );
+        }
+    }
+    let keys: Vec<String> = text
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with('#'))
+        .map(str::to_owned)
+        .collect();
+    if keys.is_empty() {
+        anyhow::bail!(
+            "--api-key-file {}: no key in it (one key a line)",
+            file.display()
+        );
+    }
+    Ok(keys)
 }
 
 /// Raises the soft limit on open files to the hard one: each connection holds one, and a

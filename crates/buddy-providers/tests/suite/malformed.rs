@@ -316,3 +316,30 @@ async fn a_redirect_is_not_followed_and_the_key_goes_nowhere_else() {
     }
     assert!(elsewhere.requests().is_empty(), "the redirect was followed");
 }
+
+#[tokio::test]
+async fn credentials_in_a_base_url_are_not_shown_in_errors() {
+    // A server that fails, and a port where nothing listens: the errors name the URL
+    // (sent to API clients, logged, put in spans) without its user, password or key.
+    let failing = MockServer::always(MockResponse::status(500, "text/plain", "boom")).await;
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap()
+    };
+    let failing_host = failing.url().trim_start_matches("http://").to_owned();
+    for (host, expect) in [
+        (failing_host, "HTTP 500"),
+        (closed.to_string(), "could not connect"),
+    ] {
+        for base in [
+            format!("http://user:s3cr3t@{host}"),
+            format!("http://{host}/v1/key/?key=s3cr3t&api-version=1"),
+        ] {
+            let (_, error) = tokens(&openai(&base, quick_http())).await;
+            let text = error.map(|e| e.to_string()).unwrap_or_default();
+            assert!(text.contains(expect), "{text}");
+            assert!(!text.contains("s3cr3t"), "a credential was shown: {text}");
+            assert!(text.contains(&host) && text.contains("***"), "{text}");
+        }
+    }
+}

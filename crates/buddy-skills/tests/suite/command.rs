@@ -350,3 +350,58 @@ async fn children_that_leave_the_group_end_at_the_timeout() {
         "the session leader {pid} outlived the timeout"
     );
 }
+
+#[tokio::test]
+async fn a_child_that_hides_from_the_sweep_still_ends_with_the_call() {
+    // The child drops the call's tag from its environment (`env -u`), starts a session of
+    // its own and makes itself non-dumpable, so neither the group kill nor the search by
+    // tag can find it; the call's reaper adopts it once the command is gone.
+    let dir = tempfile::tempdir().unwrap();
+    let script = format!(
+        "setsid env -u BUDDY_SKILL_RUN python3 -c 'import ctypes, time; libc = ctypes.CDLL(None); \
+         libc.prctl(4, 0, 0, 0, 0); open(\"{0}/dumpable\", \"w\").write(str(libc.prctl(3, 0, 0, 0, 0))); \
+         time.sleep(179)' >/dev/null 2>&1 & echo $! > {0}/a; \
+         while [ ! -s {0}/dumpable ]; do sleep 0.05; done; echo done",
+        dir.path().display()
+    );
+    let r = registry(config("hider", &script));
+    let out = invoke(&r, "hider", r#"{"city":"Paris"}"#).await;
+    assert_eq!(
+        (out.content.trim(), out.is_error),
+        ("done", false),
+        "{}",
+        out.content
+    );
+    let dumpable = std::fs::read_to_string(dir.path().join("dumpable")).unwrap();
+    assert_eq!(dumpable, "0", "the child made itself non-dumpable");
+    let pid = group_of(&dir.path().join("a"));
+    assert!(
+        !still_running(pid).await,
+        "the non-dumpable child {pid} in its own session outlived the call"
+    );
+}
+
+#[tokio::test]
+async fn a_child_that_hides_from_the_sweep_still_ends_at_the_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = format!(
+        "setsid env -u BUDDY_SKILL_RUN python3 -c 'import ctypes, time; \
+         ctypes.CDLL(None).prctl(4, 0, 0, 0, 0); time.sleep(181)' >/dev/null 2>&1 & \
+         echo $! > {}/a; sleep 30",
+        dir.path().display()
+    );
+    let mut cfg = config("hider_timeout", &script);
+    cfg.timeout_secs = Some(1.0);
+    let r = registry(cfg);
+    let out = invoke(&r, "hider_timeout", r#"{"city":"Paris"}"#).await;
+    assert!(
+        out.is_error && out.content.contains("timed out"),
+        "{}",
+        out.content
+    );
+    let pid = group_of(&dir.path().join("a"));
+    assert!(
+        !still_running(pid).await,
+        "the hidden child {pid} outlived the timeout"
+    );
+}

@@ -39,6 +39,23 @@ fn text(span: &Span, key: &str) -> Option<String> {
 
 /// Runs one model call through an observer made by `start` and returns the spans.
 async fn one_call(served: Option<ServedBy<'_>>, sampling: &Sampling) -> Vec<Span> {
+    one_call_ending(
+        served,
+        sampling,
+        ModelCallEnd {
+            text: "hello",
+            ..ModelCallEnd::default()
+        },
+    )
+    .await
+}
+
+/// [`one_call`], the call ending with `end`.
+async fn one_call_ending(
+    served: Option<ServedBy<'_>>,
+    sampling: &Sampling,
+    end: ModelCallEnd<'_>,
+) -> Vec<Span> {
     let receiver = MockServer::always(MockResponse::status(
         200,
         "application/x-protobuf",
@@ -66,10 +83,7 @@ async fn one_call(served: Option<ServedBy<'_>>, sampling: &Sampling) -> Vec<Span
         id: Some("chatcmpl-Bx1".into()),
         model: Some("gpt-5-2025-08-07".into()),
     });
-    observer.model_call_ended(&ModelCallEnd {
-        text: "hello",
-        ..ModelCallEnd::default()
-    });
+    observer.model_call_ended(&end);
     drop(observer);
     telemetry.flush().await;
     received(&receiver)
@@ -152,4 +166,46 @@ async fn a_local_server_is_named_by_host_and_port_and_unset_sampling_is_left_out
     let chat = spans.iter().find(|s| s.name == "chat gpt-5").unwrap();
     assert_eq!(text(chat, "gen_ai.provider.name").as_deref(), Some("work"));
     assert_eq!(attr(chat, "server.address"), None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_base_url_with_credentials_is_exported_without_them() {
+    let base_url = "https://user:s3cr3t@gw.example.com/v1?key=s3cr3t";
+    let spans = one_call_ending(
+        Some(ServedBy {
+            provider_name: "openai",
+            base_url,
+        }),
+        &Sampling::default(),
+        ModelCallEnd {
+            error: Some("connect"),
+            message: Some(format!(
+                "work: could not connect to {base_url}/chat/completions: connection refused"
+            )),
+            ..ModelCallEnd::default()
+        },
+    )
+    .await;
+    let chat = spans
+        .iter()
+        .find(|s| s.name == "chat gpt-5")
+        .expect("a chat span");
+    assert_eq!(
+        text(chat, "server.address").as_deref(),
+        Some("gw.example.com")
+    );
+    let status = chat
+        .status
+        .as_ref()
+        .map(|s| s.message.clone())
+        .unwrap_or_default();
+    assert!(
+        status.contains("could not connect to https://***@gw.example.com/v1"),
+        "{status}"
+    );
+    let exported = format!("{spans:?}");
+    assert!(
+        !exported.contains("s3cr3t"),
+        "a credential was exported: {exported}"
+    );
 }
