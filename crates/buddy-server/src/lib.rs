@@ -35,6 +35,7 @@ mod settings;
 mod spend;
 mod sse;
 mod state;
+mod storage_quota;
 mod turn;
 mod turn_log;
 mod web;

@@ -242,12 +242,15 @@ impl<T: LogItem> Watch<T> {
         let Ok(state) = self.log.state.lock() else {
             return Ready::Ended;
         };
-        if self.after + 1 < state.first {
-            let missed = state.first - 1 - self.after;
+        // Saturating: `after` comes from a client, and `u64::MAX` is past every event,
+        // not a wrap back to the first.
+        let next = self.after.saturating_add(1);
+        if next < state.first {
+            let missed = state.first - next;
             self.after = state.first - 1;
             return Ready::Item(Next::Gap { missed });
         }
-        let index = (self.after + 1 - state.first) as usize;
+        let index = usize::try_from(next - state.first).unwrap_or(usize::MAX);
         match state.entries.get(index) {
             Some((item, _)) => {
                 self.after += 1;

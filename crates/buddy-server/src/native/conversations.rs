@@ -3,6 +3,7 @@
 use axum::Json;
 use axum::extract::{Path, Query};
 use axum::http::StatusCode;
+use buddy_store::StoreError;
 use serde_json::{Value, json};
 
 use crate::conversation_settings::ConversationSettings;
@@ -38,15 +39,19 @@ pub(crate) async fn list(
         let mut found = Vec::new();
         for summary in conversations {
             let hit = summary.title.to_lowercase().contains(&wanted)
-                || state
-                    .inner
-                    .store
-                    .load_messages(&summary.id)
-                    .await?
-                    .iter()
-                    .filter(|m| !matches!(m, buddy_core::Message::System { .. }))
-                    .filter_map(buddy_core::Message::text)
-                    .any(|text| text.to_lowercase().contains(&wanted));
+                || match state.inner.store.load_messages(&summary.id).await {
+                    Ok(messages) => messages
+                        .iter()
+                        .filter(|m| !matches!(m, buddy_core::Message::System { .. }))
+                        .filter_map(buddy_core::Message::text)
+                        .any(|text| text.to_lowercase().contains(&wanted)),
+                    // A damaged conversation is not searched; the others still are.
+                    Err(StoreError::Corrupt(e)) => {
+                        tracing::warn!(conversation = %summary.id, error = %e, "not searched: a stored message is damaged");
+                        false
+                    }
+                    Err(e) => return Err(e.into()),
+                };
             if hit {
                 found.push(summary);
             }

@@ -17,6 +17,8 @@ mod responses_ws;
 mod sampling;
 mod settings;
 mod sharing;
+mod spend_holds;
+mod stored_items;
 mod telemetry;
 mod web;
 
