@@ -1,6 +1,7 @@
 //! The router driven with `oneshot`, no socket: auth, errors, models, a whole SSE turn.
 
 mod approvals;
+mod attachments;
 mod client_tools;
 mod compact;
 mod connections;
