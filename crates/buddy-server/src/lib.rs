@@ -31,6 +31,7 @@ mod native;
 mod request;
 mod request_mcp;
 mod responses;
+mod retained_logs;
 mod settings;
 mod spend;
 mod sse;

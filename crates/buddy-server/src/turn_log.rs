@@ -15,6 +15,8 @@ use buddy_core::ChatEvent;
 use serde_json::Value;
 use tokio::sync::watch;
 
+use crate::retained_logs::Retained;
+
 /// Bytes of events one log keeps in memory (about a long turn with large tool results).
 pub(crate) const MAX_LOG_BYTES: usize = 32 * 1024 * 1024;
 
@@ -30,6 +32,15 @@ pub(crate) trait LogItem: Send + Sync + Sized + 'static {
     fn size(&self) -> usize;
     /// Where this process keeps logs of this kind.
     fn registry(logs: &Logs) -> &Registry<Self>;
+    /// Which kind of log it is.
+    fn kind() -> LogKind;
+}
+
+/// The kinds of log a process keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LogKind {
+    Turn,
+    Response,
 }
 
 impl LogItem for ChatEvent {
@@ -57,21 +68,53 @@ impl LogItem for ChatEvent {
     fn registry(logs: &Logs) -> &Registry<Self> {
         &logs.turns
     }
+    fn kind() -> LogKind {
+        LogKind::Turn
+    }
 }
 
-/// An event of another wire format (the Responses API's), its JSON written once.
+/// An event of another wire format (the Responses API's), its JSON written once. Text
+/// that many of a log's frames repeat (a response's `instructions`, in each lifecycle
+/// event's response object) is held once, shared, and written back in place.
 #[derive(Clone, Debug)]
 pub(crate) struct Frame {
     name: String,
-    json: String,
+    json: Vec<Piece>,
 }
 
+/// A run of a frame's JSON: its own, or text shared with the log's other frames.
+#[derive(Clone, Debug)]
+enum Piece {
+    Own(Box<str>),
+    Shared(Arc<str>),
+}
+
+/// Shared text shorter than this is not worth splitting a frame for.
+const SHARE_FROM: usize = 1024;
+
 impl Frame {
-    pub(crate) fn new(name: String, data: &Value) -> Self {
-        Frame {
-            name,
-            json: data.to_string(),
+    /// A frame of `data`'s JSON, whose runs equal to `shared` (JSON text) point to it.
+    pub(crate) fn sharing(name: String, data: &Value, shared: Option<&Arc<str>>) -> Self {
+        let json = data.to_string();
+        let Some(shared) = shared.filter(|s| s.len() >= SHARE_FROM) else {
+            return Frame {
+                name,
+                json: vec![Piece::Own(json.into())],
+            };
+        };
+        let mut pieces = Vec::new();
+        let mut from = 0;
+        for (at, _) in json.match_indices(&**shared) {
+            if at > from {
+                pieces.push(Piece::Own(json[from..at].into()));
+            }
+            pieces.push(Piece::Shared(Arc::clone(shared)));
+            from = at + shared.len();
         }
+        if from < json.len() || pieces.is_empty() {
+            pieces.push(Piece::Own(json[from..].into()));
+        }
+        Frame { name, json: pieces }
     }
 }
 
@@ -91,13 +134,32 @@ impl LogItem for Frame {
         TERMINAL_FRAMES.contains(&self.name.as_str())
     }
     fn json(&self) -> Cow<'_, str> {
-        Cow::Borrowed(&self.json)
+        match self.json.as_slice() {
+            [Piece::Own(whole)] => Cow::Borrowed(whole),
+            pieces => Cow::Owned(
+                pieces
+                    .iter()
+                    .map(|p| match p {
+                        Piece::Own(text) => &**text,
+                        Piece::Shared(text) => &**text,
+                    })
+                    .collect(),
+            ),
+        }
     }
+    /// Its own text only: what it shares is counted once, by its log.
     fn size(&self) -> usize {
-        self.name.len() + self.json.len()
+        let own = self.json.iter().map(|p| match p {
+            Piece::Own(text) => text.len(),
+            Piece::Shared(_) => 0,
+        });
+        self.name.len() + own.sum::<usize>()
     }
     fn registry(logs: &Logs) -> &Registry<Self> {
         &logs.responses
+    }
+    fn kind() -> LogKind {
+        LogKind::Response
     }
 }
 
@@ -117,6 +179,8 @@ struct LogState<T> {
     first: u64,
     entries: VecDeque<(Arc<T>, usize)>,
     bytes: usize,
+    /// Bytes its items share (counted once, not per item).
+    shared: usize,
     ended: bool,
 }
 
@@ -137,6 +201,7 @@ impl<T: LogItem> EventLog<T> {
                 first: 1,
                 entries: VecDeque::new(),
                 bytes: 0,
+                shared: 0,
                 ended: false,
             }),
             last: watch::channel(0).0,
@@ -170,6 +235,18 @@ impl<T: LogItem> EventLog<T> {
         };
         self.last.send_replace(seq);
         Some(seq)
+    }
+
+    /// Counts `bytes` of text its items share (see [`Frame::sharing`]) once.
+    pub(crate) fn hold_shared(&self, bytes: usize) {
+        if let Ok(mut state) = self.state.lock() {
+            state.shared += bytes;
+        }
+    }
+
+    /// The bytes it holds: its events and, once, what they share.
+    pub(crate) fn bytes(&self) -> usize {
+        self.state.lock().map_or(0, |s| s.bytes + s.shared)
     }
 
     /// Ends the log without a terminal event (its turn's task went away).
@@ -296,17 +373,47 @@ impl<T> Registry<T> {
 }
 
 /// The logs of this process's turns, and of responses, by id: running ones and those
-/// that ended less than the grace period ago.
+/// that ended less than the grace period ago, within the byte budget of ended ones.
 #[derive(Default)]
 pub(crate) struct Logs {
     turns: Registry<ChatEvent>,
     responses: Registry<Frame>,
+    ended: Mutex<Retained<LogKind>>,
 }
 
 impl Logs {
     /// The log of turn (or response) `id`, when this process has it.
     pub(crate) fn get<T: LogItem>(&self, id: &str) -> Option<Arc<EventLog<T>>> {
         T::registry(self).get(id)
+    }
+
+    /// Keeps an ended log within `budget` bytes of ended logs: forgets those that ended
+    /// first to make room (itself too, when it alone is larger).
+    pub(crate) fn ended<T: LogItem>(&self, log: &EventLog<T>, budget: usize) {
+        let gone = match self.ended.lock() {
+            Ok(mut ended) => ended.keep(T::kind(), &log.id, log.bytes(), budget),
+            Err(_) => return,
+        };
+        for (kind, id) in gone {
+            match kind {
+                LogKind::Turn => self.turns.remove(&id),
+                LogKind::Response => self.responses.remove(&id),
+            }
+        }
+    }
+
+    /// Forgets an ended log (its grace period is over).
+    pub(crate) fn forget<T: LogItem>(&self, id: &str) {
+        T::registry(self).remove(id);
+        if let Ok(mut ended) = self.ended.lock() {
+            ended.forget(T::kind(), id);
+        }
+    }
+
+    /// The bytes ended logs hold, and how many there are.
+    #[cfg(test)]
+    pub(crate) fn ended_bytes(&self) -> (usize, usize) {
+        self.ended.lock().map_or((0, 0), |e| (e.bytes(), e.len()))
     }
 }
 
@@ -370,5 +477,66 @@ mod tests {
         log.close();
         assert!(matches!(watcher.next().await, Some(Next::Event(5, _))));
         assert!(watcher.next().await.is_none());
+    }
+
+    #[test]
+    fn a_frame_holds_shared_text_once_and_writes_it_back_in_place() {
+        let instructions = "Be terse. ".repeat(10_000);
+        let shared: Arc<str> = serde_json::to_string(&instructions).unwrap().into();
+        let log: Arc<EventLog<Frame>> = EventLog::new("resp_1".into(), "me".into());
+        log.hold_shared(shared.len());
+        for name in [
+            "response.created",
+            "response.in_progress",
+            "response.completed",
+        ] {
+            let data = serde_json::json!({"type": name, "response": {"id": "resp_1",
+                "instructions": instructions, "output": []}});
+            let frame = Frame::sharing(name.into(), &data, Some(&shared));
+            assert_eq!(frame.json(), data.to_string(), "the wire text is unchanged");
+            assert!(frame.size() < 200, "{}", frame.size());
+            log.push(frame);
+        }
+        assert_eq!(Arc::strong_count(&shared), 4, "three frames, one copy");
+        let bytes = log.bytes();
+        assert!(
+            (shared.len()..shared.len() + 600).contains(&bytes),
+            "{bytes}"
+        );
+        // Short text is not split for.
+        let small = Frame::sharing(
+            "x".into(),
+            &serde_json::json!({"a": "b"}),
+            Some(&"\"b\"".into()),
+        );
+        assert!(matches!(small.json.as_slice(), [Piece::Own(_)]));
+    }
+
+    #[test]
+    fn ended_logs_stay_within_the_budget_the_oldest_going_first() {
+        let logs = Logs::default();
+        let budget = 3 * 1_064;
+        let mut kept = Vec::new();
+        for n in 0..6 {
+            let log = EventLog::new(format!("turn_{n}"), "me".into());
+            logs.turns.insert(&log);
+            log.push_sized(delta("x"), 1_000);
+            log.push(ChatEvent::Error {
+                reason: buddy_core::StopReason::Cancelled,
+                message: String::new(),
+                stats: Default::default(),
+            });
+            logs.ended(&log, budget);
+            kept.push(log);
+        }
+        let held: Vec<bool> = (0..6)
+            .map(|n| logs.get::<ChatEvent>(&format!("turn_{n}")).is_some())
+            .collect();
+        assert_eq!(held, [false, false, false, true, true, true]);
+        let (bytes, count) = logs.ended_bytes();
+        assert!(bytes <= budget && count == 3, "{bytes} {count}");
+        logs.forget::<ChatEvent>("turn_5");
+        assert_eq!(logs.ended_bytes().1, 2);
+        assert!(logs.get::<ChatEvent>("turn_5").is_none());
     }
 }

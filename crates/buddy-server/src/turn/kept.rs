@@ -107,13 +107,17 @@ impl<T: LogItem> KeptLog<T> {
         if let Some(persisting) = self.persisting {
             let _ = persisting.await;
         }
-        let weak = Arc::downgrade(&self.state.inner);
-        let grace = self.state.inner.settings.turn_events_grace;
+        let inner = &self.state.inner;
+        inner
+            .logs
+            .ended(&self.log, inner.settings.retained_events_bytes);
+        let weak = Arc::downgrade(inner);
+        let grace = inner.settings.turn_events_grace;
         let id = self.log.id.clone();
         tokio::spawn(async move {
             tokio::time::sleep(grace).await;
             if let Some(inner) = weak.upgrade() {
-                T::registry(&inner.logs).remove(&id);
+                inner.logs.forget::<T>(&id);
             }
         });
     }

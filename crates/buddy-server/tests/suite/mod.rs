@@ -15,6 +15,7 @@ mod request_mcp;
 mod response_tree;
 mod responses;
 mod responses_ws;
+mod retention;
 mod sampling;
 mod settings;
 mod sharing;
