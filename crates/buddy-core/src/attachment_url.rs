@@ -155,7 +155,7 @@ fn is_base64(data: &str) -> bool {
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/')
         && body.len() % 4 != 1
-        && (padding == 0 || data.len() % 4 == 0)
+        && (padding == 0 || data.len().is_multiple_of(4))
 }
 
 #[cfg(test)]

@@ -15,8 +15,6 @@ use buddy_core::ChatEvent;
 use serde_json::Value;
 use tokio::sync::watch;
 
-use crate::retained_logs::Retained;
-
 /// Bytes of events one log keeps in memory (about a long turn with large tool results).
 pub(crate) const MAX_LOG_BYTES: usize = 32 * 1024 * 1024;
 
@@ -373,12 +371,12 @@ impl<T> Registry<T> {
 }
 
 /// The logs of this process's turns, and of responses, by id: running ones and those
-/// that ended less than the grace period ago, within the byte budget of ended ones.
+/// that ended less than the grace period ago (within the byte budget of ended ones,
+/// which `turn::kept` keeps).
 #[derive(Default)]
 pub(crate) struct Logs {
     turns: Registry<ChatEvent>,
     responses: Registry<Frame>,
-    ended: Mutex<Retained<LogKind>>,
 }
 
 impl Logs {
@@ -387,33 +385,12 @@ impl Logs {
         T::registry(self).get(id)
     }
 
-    /// Keeps an ended log within `budget` bytes of ended logs: forgets those that ended
-    /// first to make room (itself too, when it alone is larger).
-    pub(crate) fn ended<T: LogItem>(&self, log: &EventLog<T>, budget: usize) {
-        let gone = match self.ended.lock() {
-            Ok(mut ended) => ended.keep(T::kind(), &log.id, log.bytes(), budget),
-            Err(_) => return,
-        };
-        for (kind, id) in gone {
-            match kind {
-                LogKind::Turn => self.turns.remove(&id),
-                LogKind::Response => self.responses.remove(&id),
-            }
+    /// Forgets log `id` of kind `kind`.
+    pub(crate) fn remove(&self, kind: LogKind, id: &str) {
+        match kind {
+            LogKind::Turn => self.turns.remove(id),
+            LogKind::Response => self.responses.remove(id),
         }
-    }
-
-    /// Forgets an ended log (its grace period is over).
-    pub(crate) fn forget<T: LogItem>(&self, id: &str) {
-        T::registry(self).remove(id);
-        if let Ok(mut ended) = self.ended.lock() {
-            ended.forget(T::kind(), id);
-        }
-    }
-
-    /// The bytes ended logs hold, and how many there are.
-    #[cfg(test)]
-    pub(crate) fn ended_bytes(&self) -> (usize, usize) {
-        self.ended.lock().map_or((0, 0), |e| (e.bytes(), e.len()))
     }
 }
 
@@ -513,30 +490,14 @@ mod tests {
     }
 
     #[test]
-    fn ended_logs_stay_within_the_budget_the_oldest_going_first() {
+    fn a_log_is_forgotten_by_its_kind_and_id() {
         let logs = Logs::default();
-        let budget = 3 * 1_064;
-        let mut kept = Vec::new();
-        for n in 0..6 {
-            let log = EventLog::new(format!("turn_{n}"), "me".into());
-            logs.turns.insert(&log);
-            log.push_sized(delta("x"), 1_000);
-            log.push(ChatEvent::Error {
-                reason: buddy_core::StopReason::Cancelled,
-                message: String::new(),
-                stats: Default::default(),
-            });
-            logs.ended(&log, budget);
-            kept.push(log);
-        }
-        let held: Vec<bool> = (0..6)
-            .map(|n| logs.get::<ChatEvent>(&format!("turn_{n}")).is_some())
-            .collect();
-        assert_eq!(held, [false, false, false, true, true, true]);
-        let (bytes, count) = logs.ended_bytes();
-        assert!(bytes <= budget && count == 3, "{bytes} {count}");
-        logs.forget::<ChatEvent>("turn_5");
-        assert_eq!(logs.ended_bytes().1, 2);
-        assert!(logs.get::<ChatEvent>("turn_5").is_none());
+        let turn = EventLog::<ChatEvent>::new("same_id".into(), "me".into());
+        let response = EventLog::<Frame>::new("same_id".into(), "me".into());
+        logs.turns.insert(&turn);
+        logs.responses.insert(&response);
+        logs.remove(LogKind::Turn, "same_id");
+        assert!(logs.get::<ChatEvent>("same_id").is_none());
+        assert!(logs.get::<Frame>("same_id").is_some());
     }
 }
