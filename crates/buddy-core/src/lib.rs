@@ -5,6 +5,7 @@
 //! drives.
 
 mod arguments;
+mod attachment_url;
 mod cost;
 mod event;
 mod exact_json;
@@ -21,6 +22,7 @@ mod token;
 pub const USER_AGENT: &str = concat!("buddy/", env!("CARGO_PKG_VERSION"));
 
 pub use arguments::Arguments;
+pub use attachment_url::{AttachmentUrlError, check_file_data, check_image_url};
 pub use cost::{Price, Usd};
 pub use event::{ChatEvent, Evidence, GuardAction, GuardKind, PendingCall};
 pub use exact_json::{json_exact, json_len};

@@ -151,6 +151,15 @@ impl Attachment {
     /// window (providers count images by size; this is a round, cautious figure).
     pub const TOKENS: usize = 1_000;
 
+    /// Whether buddy may pass it on: an image by an `https:` URL to a public host or a
+    /// well-formed `data:image/…;base64,…` URL; a file as a well-formed `data:` URL.
+    pub fn check(&self) -> Result<(), crate::AttachmentUrlError> {
+        match self {
+            Attachment::Image { url, .. } => crate::check_image_url(url),
+            Attachment::File { data, .. } => crate::check_file_data(data),
+        }
+    }
+
     /// The media type and base64 data of a `data:` URL (`None` for another URL).
     pub fn data_parts(url: &str) -> Option<(&str, &str)> {
         let rest = url.strip_prefix("data:")?;

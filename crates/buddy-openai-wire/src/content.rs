@@ -60,7 +60,11 @@ pub fn user_content(content: &Value) -> Result<(String, Vec<Attachment>), String
                     .and_then(|v| v.get("detail"))
                     .or_else(|| part.get("detail"))
                     .and_then(string);
-                attachments.push(Attachment::Image { url, detail });
+                let image = Attachment::Image { url, detail };
+                image
+                    .check()
+                    .map_err(|e| format!("part {n}: image_url: {e}"))?;
+                attachments.push(image);
             }
             "file" | "input_file" => {
                 let file = part.get("file").filter(|v| v.is_object()).unwrap_or(part);
@@ -73,7 +77,10 @@ pub fn user_content(content: &Value) -> Result<(String, Vec<Attachment>), String
                     format!("part {n}: a file needs `file_data` (data:<media type>;base64,…); file URLs are not fetched")
                 })?;
                 let filename = file.get("filename").and_then(string);
-                attachments.push(Attachment::File { filename, data });
+                let file = Attachment::File { filename, data };
+                file.check()
+                    .map_err(|e| format!("part {n}: file_data: {e}"))?;
+                attachments.push(file);
             }
             other => {
                 return Err(format!(

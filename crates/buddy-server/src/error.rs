@@ -22,6 +22,9 @@ pub enum AppError {
     BodyTimeout(std::time::Duration),
     #[error("{0}")]
     TooManyTurns(String),
+    /// A key at a quota that time alone does not lift (its storage): 429, not retried.
+    #[error("{0}")]
+    Quota(String),
     #[error("{0}")]
     Conflict(String),
     #[error("the server is shutting down; retry against another instance or later")]
@@ -46,7 +49,7 @@ impl AppError {
             AppError::NotFound(_) => StatusCode::NOT_FOUND,
             AppError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             AppError::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
-            AppError::TooManyTurns(_) => StatusCode::TOO_MANY_REQUESTS,
+            AppError::TooManyTurns(_) | AppError::Quota(_) => StatusCode::TOO_MANY_REQUESTS,
             AppError::Conflict(_) => StatusCode::CONFLICT,
             AppError::ShuttingDown | AppError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
             AppError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -85,6 +88,7 @@ impl AppError {
             AppError::Unauthorized => "authentication_error",
             AppError::NotFound(_) => "not_found_error",
             AppError::TooManyTurns(_) => "rate_limit_error",
+            AppError::Quota(_) => "insufficient_quota",
             AppError::Conflict(_) => "conflict_error",
             AppError::ShuttingDown => "unavailable",
             AppError::Store(_) => "store_error",
@@ -117,6 +121,7 @@ impl AppError {
             AppError::TooLarge(_) => "request_too_large",
             AppError::BodyTimeout(_) => "request_timeout",
             AppError::TooManyTurns(_) => "rate_limit_exceeded",
+            AppError::Quota(_) => "insufficient_quota",
             AppError::Conflict(_) => "conflict",
             AppError::ShuttingDown => "shutting_down",
             AppError::Store(_) => "store_error",

@@ -1,9 +1,12 @@
 //! Per-key spend ceilings: what a key's turns cost is kept in the store's ledger per UTC
 //! day; a key at its daily or monthly ceiling gets 429 for new turns, and a turn it
-//! starts may spend no more than the room left.
+//! starts holds the room it may spend before it starts (so turns running at once cannot
+//! together pass the ceiling), settled when it ends.
+
+use std::time::Duration;
 
 use buddy_core::Usd;
-use buddy_store::Store;
+use buddy_store::{SpendHold, Store};
 
 use crate::error::AppError;
 use crate::settings::SpendCeiling;
@@ -66,6 +69,98 @@ pub(crate) async fn room(
         room = Some(room.map_or(left, |r| r.min(left)));
     }
     Ok(room)
+}
+
+/// How long a hold lasts past the turn's deadline (or, without one, at all) if its turn
+/// never settles it (the process died): then the room is free again.
+const HOLD_LASTS: Duration = Duration::from_secs(3600);
+
+/// What a starting turn holds of its key's spend room; settled by [`settle`].
+#[derive(Debug)]
+pub(crate) struct Held {
+    /// The hold's id in the store.
+    pub id: String,
+    /// What the turn may spend: its money budget.
+    pub amount: Usd,
+}
+
+/// Who holds and under which ceiling: the key's identity and name, its ceiling, and the
+/// turn's own budget (`None`: all the room left) and deadline.
+pub(crate) struct Holder<'a> {
+    pub owner: &'a str,
+    pub name: &'a str,
+    pub ceiling: SpendCeiling,
+    pub budget: Option<Usd>,
+    pub deadline: Option<Duration>,
+}
+
+/// Holds the room a turn may spend under its key's ceiling (`None`: no ceiling). Under
+/// a ceiling a model without a price (`unpriced` names it) is refused, as its cost could
+/// not be counted; a key whose running turns hold all its room gets 429.
+pub(crate) async fn hold(
+    store: &dyn Store,
+    holder: &Holder<'_>,
+    unpriced: Option<&str>,
+    now: time::OffsetDateTime,
+) -> Result<Option<Held>, AppError> {
+    let name = holder.name;
+    if room(store, holder.owner, name, holder.ceiling, now)
+        .await?
+        .is_none()
+    {
+        return Ok(None);
+    }
+    if let Some(model) = unpriced {
+        return Err(AppError::BadRequest(format!(
+            "model `{model}` has no price, and key `{name}` has a spend ceiling: what its turns              cost could not be counted. The operator must price it in buddy.toml (`prices`,              dollars per million tokens)"
+        )));
+    }
+    let ceilings: Vec<(String, Usd)> = [
+        (day(now), holder.ceiling.daily),
+        (month_start(now), holder.ceiling.monthly),
+    ]
+    .into_iter()
+    .filter_map(|(since, limit)| Some((since, limit?)))
+    .collect();
+    let now_ms = i64::try_from(now.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX);
+    let lasts = holder.deadline.unwrap_or_default() + HOLD_LASTS;
+    let id = buddy_store::new_id("hold");
+    let amount = store
+        .hold_spend(SpendHold {
+            owner: holder.owner,
+            id: &id,
+            wanted: holder.budget,
+            ceilings: &ceilings,
+            now_ms,
+            expires_at_ms: now_ms
+                .saturating_add(i64::try_from(lasts.as_millis()).unwrap_or(i64::MAX)),
+        })
+        .await?;
+    if amount == Usd::ZERO {
+        return Err(AppError::TooManyTurns(format!(
+            "key `{name}`'s running turns hold the rest of what it may spend under its ceiling:              wait for one to end (or give turns a smaller budget, `max_turn_cost_usd`, so that              several fit)"
+        )));
+    }
+    Ok(Some(Held { id, amount }))
+}
+
+/// Ends a turn's hold (if it had one) and adds what it cost to `owner`'s spend today; a
+/// failed write is logged, never an error: what was spent was spent.
+pub(crate) async fn settle(
+    store: &dyn Store,
+    owner: &str,
+    name: &str,
+    held: Option<&Held>,
+    cost: Option<Usd>,
+) {
+    let Some(held) = held else {
+        return add(store, owner, name, cost.unwrap_or(Usd::ZERO), "turn").await;
+    };
+    let today = day(time::OffsetDateTime::now_utc());
+    let cost = cost.unwrap_or(Usd::ZERO);
+    if let Err(e) = store.settle_spend(owner, &held.id, &today, cost).await {
+        tracing::error!(key = %name, error = %e, "the turn's cost was not added to the key's spend (its hold lapses by itself)");
+    }
 }
 
 /// Adds `cost` to `owner`'s spend today (the key `name`, for the log); a failed write

@@ -12,8 +12,9 @@ use tokio_util::task::TaskTracker;
 use crate::backend::Backend;
 use crate::error::AppError;
 use crate::item_cache::ItemCache;
+use crate::retained_logs::Retained;
 use crate::settings::ServerSettings;
-use crate::turn_log::Logs;
+use crate::turn_log::{LogKind, Logs};
 
 /// Everything the handlers share. Cheap to clone.
 #[derive(Clone)]
@@ -36,6 +37,8 @@ pub(crate) struct Inner {
     pub turns: TaskTracker,
     /// The events of running and recently ended turns, by turn (and response) id.
     pub logs: Logs,
+    /// Which ended logs `logs` keeps, within `retained_events_bytes`.
+    pub ended_logs: Mutex<Retained<LogKind>>,
     /// WebSocket sessions of `/v1/responses` open at once (`max_connections`), also when
     /// the router runs without `serve`'s connection table, which counts them too.
     pub websockets: Arc<tokio::sync::Semaphore>,
@@ -87,6 +90,7 @@ impl AppState {
                 coordinator,
                 local: Mutex::new(HashMap::new()),
                 logs: Logs::default(),
+                ended_logs: Mutex::default(),
                 websockets,
                 items: Arc::default(),
                 shutdown: CancellationToken::new(),

@@ -30,6 +30,15 @@ pub(crate) trait LogItem: Send + Sync + Sized + 'static {
     fn size(&self) -> usize;
     /// Where this process keeps logs of this kind.
     fn registry(logs: &Logs) -> &Registry<Self>;
+    /// Which kind of log it is.
+    fn kind() -> LogKind;
+}
+
+/// The kinds of log a process keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LogKind {
+    Turn,
+    Response,
 }
 
 impl LogItem for ChatEvent {
@@ -57,21 +66,53 @@ impl LogItem for ChatEvent {
     fn registry(logs: &Logs) -> &Registry<Self> {
         &logs.turns
     }
+    fn kind() -> LogKind {
+        LogKind::Turn
+    }
 }
 
-/// An event of another wire format (the Responses API's), its JSON written once.
+/// An event of another wire format (the Responses API's), its JSON written once. Text
+/// that many of a log's frames repeat (a response's `instructions`, in each lifecycle
+/// event's response object) is held once, shared, and written back in place.
 #[derive(Clone, Debug)]
 pub(crate) struct Frame {
     name: String,
-    json: String,
+    json: Vec<Piece>,
 }
 
+/// A run of a frame's JSON: its own, or text shared with the log's other frames.
+#[derive(Clone, Debug)]
+enum Piece {
+    Own(Box<str>),
+    Shared(Arc<str>),
+}
+
+/// Shared text shorter than this is not worth splitting a frame for.
+const SHARE_FROM: usize = 1024;
+
 impl Frame {
-    pub(crate) fn new(name: String, data: &Value) -> Self {
-        Frame {
-            name,
-            json: data.to_string(),
+    /// A frame of `data`'s JSON, whose runs equal to `shared` (JSON text) point to it.
+    pub(crate) fn sharing(name: String, data: &Value, shared: Option<&Arc<str>>) -> Self {
+        let json = data.to_string();
+        let Some(shared) = shared.filter(|s| s.len() >= SHARE_FROM) else {
+            return Frame {
+                name,
+                json: vec![Piece::Own(json.into())],
+            };
+        };
+        let mut pieces = Vec::new();
+        let mut from = 0;
+        for (at, _) in json.match_indices(&**shared) {
+            if at > from {
+                pieces.push(Piece::Own(json[from..at].into()));
+            }
+            pieces.push(Piece::Shared(Arc::clone(shared)));
+            from = at + shared.len();
         }
+        if from < json.len() || pieces.is_empty() {
+            pieces.push(Piece::Own(json[from..].into()));
+        }
+        Frame { name, json: pieces }
     }
 }
 
@@ -91,13 +132,32 @@ impl LogItem for Frame {
         TERMINAL_FRAMES.contains(&self.name.as_str())
     }
     fn json(&self) -> Cow<'_, str> {
-        Cow::Borrowed(&self.json)
+        match self.json.as_slice() {
+            [Piece::Own(whole)] => Cow::Borrowed(whole),
+            pieces => Cow::Owned(
+                pieces
+                    .iter()
+                    .map(|p| match p {
+                        Piece::Own(text) => &**text,
+                        Piece::Shared(text) => &**text,
+                    })
+                    .collect(),
+            ),
+        }
     }
+    /// Its own text only: what it shares is counted once, by its log.
     fn size(&self) -> usize {
-        self.name.len() + self.json.len()
+        let own = self.json.iter().map(|p| match p {
+            Piece::Own(text) => text.len(),
+            Piece::Shared(_) => 0,
+        });
+        self.name.len() + own.sum::<usize>()
     }
     fn registry(logs: &Logs) -> &Registry<Self> {
         &logs.responses
+    }
+    fn kind() -> LogKind {
+        LogKind::Response
     }
 }
 
@@ -117,6 +177,8 @@ struct LogState<T> {
     first: u64,
     entries: VecDeque<(Arc<T>, usize)>,
     bytes: usize,
+    /// Bytes its items share (counted once, not per item).
+    shared: usize,
     ended: bool,
 }
 
@@ -137,6 +199,7 @@ impl<T: LogItem> EventLog<T> {
                 first: 1,
                 entries: VecDeque::new(),
                 bytes: 0,
+                shared: 0,
                 ended: false,
             }),
             last: watch::channel(0).0,
@@ -170,6 +233,18 @@ impl<T: LogItem> EventLog<T> {
         };
         self.last.send_replace(seq);
         Some(seq)
+    }
+
+    /// Counts `bytes` of text its items share (see [`Frame::sharing`]) once.
+    pub(crate) fn hold_shared(&self, bytes: usize) {
+        if let Ok(mut state) = self.state.lock() {
+            state.shared += bytes;
+        }
+    }
+
+    /// The bytes it holds: its events and, once, what they share.
+    pub(crate) fn bytes(&self) -> usize {
+        self.state.lock().map_or(0, |s| s.bytes + s.shared)
     }
 
     /// Ends the log without a terminal event (its turn's task went away).
@@ -242,12 +317,15 @@ impl<T: LogItem> Watch<T> {
         let Ok(state) = self.log.state.lock() else {
             return Ready::Ended;
         };
-        if self.after + 1 < state.first {
-            let missed = state.first - 1 - self.after;
+        // Saturating: `after` comes from a client, and `u64::MAX` is past every event,
+        // not a wrap back to the first.
+        let next = self.after.saturating_add(1);
+        if next < state.first {
+            let missed = state.first - next;
             self.after = state.first - 1;
             return Ready::Item(Next::Gap { missed });
         }
-        let index = (self.after + 1 - state.first) as usize;
+        let index = usize::try_from(next - state.first).unwrap_or(usize::MAX);
         match state.entries.get(index) {
             Some((item, _)) => {
                 self.after += 1;
@@ -293,7 +371,8 @@ impl<T> Registry<T> {
 }
 
 /// The logs of this process's turns, and of responses, by id: running ones and those
-/// that ended less than the grace period ago.
+/// that ended less than the grace period ago (within the byte budget of ended ones,
+/// which `turn::kept` keeps).
 #[derive(Default)]
 pub(crate) struct Logs {
     turns: Registry<ChatEvent>,
@@ -304,6 +383,14 @@ impl Logs {
     /// The log of turn (or response) `id`, when this process has it.
     pub(crate) fn get<T: LogItem>(&self, id: &str) -> Option<Arc<EventLog<T>>> {
         T::registry(self).get(id)
+    }
+
+    /// Forgets log `id` of kind `kind`.
+    pub(crate) fn remove(&self, kind: LogKind, id: &str) {
+        match kind {
+            LogKind::Turn => self.turns.remove(id),
+            LogKind::Response => self.responses.remove(id),
+        }
     }
 }
 
@@ -367,5 +454,50 @@ mod tests {
         log.close();
         assert!(matches!(watcher.next().await, Some(Next::Event(5, _))));
         assert!(watcher.next().await.is_none());
+    }
+
+    #[test]
+    fn a_frame_holds_shared_text_once_and_writes_it_back_in_place() {
+        let instructions = "Be terse. ".repeat(10_000);
+        let shared: Arc<str> = serde_json::to_string(&instructions).unwrap().into();
+        let log: Arc<EventLog<Frame>> = EventLog::new("resp_1".into(), "me".into());
+        log.hold_shared(shared.len());
+        for name in [
+            "response.created",
+            "response.in_progress",
+            "response.completed",
+        ] {
+            let data = serde_json::json!({"type": name, "response": {"id": "resp_1",
+                "instructions": instructions, "output": []}});
+            let frame = Frame::sharing(name.into(), &data, Some(&shared));
+            assert_eq!(frame.json(), data.to_string(), "the wire text is unchanged");
+            assert!(frame.size() < 200, "{}", frame.size());
+            log.push(frame);
+        }
+        assert_eq!(Arc::strong_count(&shared), 4, "three frames, one copy");
+        let bytes = log.bytes();
+        assert!(
+            (shared.len()..shared.len() + 600).contains(&bytes),
+            "{bytes}"
+        );
+        // Short text is not split for.
+        let small = Frame::sharing(
+            "x".into(),
+            &serde_json::json!({"a": "b"}),
+            Some(&"\"b\"".into()),
+        );
+        assert!(matches!(small.json.as_slice(), [Piece::Own(_)]));
+    }
+
+    #[test]
+    fn a_log_is_forgotten_by_its_kind_and_id() {
+        let logs = Logs::default();
+        let turn = EventLog::<ChatEvent>::new("same_id".into(), "me".into());
+        let response = EventLog::<Frame>::new("same_id".into(), "me".into());
+        logs.turns.insert(&turn);
+        logs.responses.insert(&response);
+        logs.remove(LogKind::Turn, "same_id");
+        assert!(logs.get::<ChatEvent>("same_id").is_none());
+        assert!(logs.get::<Frame>("same_id").is_some());
     }
 }

@@ -6,6 +6,7 @@
 mod body;
 mod coordinate;
 mod deletion;
+mod ledger;
 mod open;
 mod postgres;
 mod sqlite;
@@ -17,6 +18,6 @@ pub use open::{OpenError, OpenedStore, StoreLocation, open};
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 pub use store::{
-    ConversationDetail, ConversationInfo, ConversationSummary, CountedHistory, ForkCopy, Store,
-    StoreError, TurnClosing, TurnEnd, TurnOpening, TurnRecord, new_id,
+    ConversationDetail, ConversationInfo, ConversationSummary, CountedHistory, ForkCopy, SpendHold,
+    Store, StoreError, TurnClosing, TurnEnd, TurnOpening, TurnRecord, UNREADABLE_TITLE, new_id,
 };

@@ -8,10 +8,11 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::body::message_json;
 use crate::deletion::{self, Plan, TurnDeletion};
+use crate::ledger;
 use crate::store::{
-    ConversationDetail, ConversationInfo, ConversationSummary, CountedHistory, ForkCopy, Store,
-    StoreError, TurnClosing, TurnOpening, TurnRecord, count_columns, decode, first_user_title,
-    new_id, now_ms, role, runs, settings, stored_count, title, turn_end,
+    ConversationDetail, ConversationInfo, ConversationSummary, CountedHistory, ForkCopy, SpendHold,
+    Store, StoreError, TurnClosing, TurnOpening, TurnRecord, count_columns, decode,
+    first_user_title, listed_title, new_id, now_ms, role, runs, settings, stored_count, turn_end,
 };
 
 /// Schema migrations, applied in order; `PRAGMA user_version` records how many ran.
@@ -78,6 +79,17 @@ ALTER TABLE turns ADD COLUMN hidden INTEGER NOT NULL DEFAULT 0;
     r#"
 ALTER TABLE conversations ADD COLUMN forked_from TEXT;
 ALTER TABLE conversations ADD COLUMN fork_before INTEGER;
+"#,
+    // What running turns hold of their key's spend room (issue 46): settled at the
+    // turn's end; one a dead process left lapses at `expires_at_ms`.
+    r#"
+CREATE TABLE spend_holds (
+    id TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    nanos INTEGER NOT NULL,
+    expires_at_ms INTEGER NOT NULL
+);
+CREATE INDEX spend_holds_by_owner ON spend_holds(owner);
 "#,
 ];
 
@@ -158,6 +170,8 @@ impl SqliteStore {
             "UPDATE turns SET stop_reason = 'interrupted', finished_at_ms = ?1 WHERE finished_at_ms IS NULL",
             params![now_ms()],
         )?;
+        // Their turns were interrupted too: what they held is free again.
+        conn.execute("DELETE FROM spend_holds", [])?;
         Self::spawn(conn, path)
     }
 
@@ -200,8 +214,15 @@ impl SqliteStore {
 /// `CAST(body AS TEXT)`, since such a row holds it as a blob).
 const INLINE_BODY_MAX: usize = 256 * 1024;
 
+/// A failed statement; a value that does not read as its type (invalid UTF-8, a wrong
+/// column type) is a damaged record, not a failure a retry could mend.
 fn backend(e: rusqlite::Error) -> StoreError {
-    StoreError::Backend(e.to_string())
+    match e {
+        rusqlite::Error::FromSqlConversionFailure(..)
+        | rusqlite::Error::Utf8Error(..)
+        | rusqlite::Error::InvalidColumnType(..) => StoreError::Corrupt(e.to_string()),
+        e => StoreError::Backend(e.to_string()),
+    }
 }
 
 /// Every message of a conversation with the turn that added it.
@@ -645,8 +666,9 @@ impl Store for SqliteStore {
                         r.get::<_, i64>(1)?,
                         r.get::<_, i64>(2)?,
                         r.get::<_, i64>(3)?,
-                        r.get::<_, Option<String>>(4)?,
-                        r.get::<_, Option<String>>(5)?,
+                        // Read apart: one damaged row marks its conversation only.
+                        r.get::<_, Option<String>>(4).map_err(backend),
+                        r.get::<_, Option<String>>(5).map_err(backend),
                         r.get::<_, Option<String>>(6)?,
                         r.get::<_, Option<String>>(7)?,
                         r.get::<_, Option<i64>>(8)?,
@@ -656,17 +678,13 @@ impl Store for SqliteStore {
             rows.map(|row| {
                 let (id, created, updated, count, first_user, reason, named, from, before) =
                     row.map_err(backend)?;
-                let title = match named {
-                    Some(named) => named,
-                    None => title(first_user.as_deref())?,
-                };
                 Ok(ConversationSummary {
                     id,
                     created_at_ms: created,
                     updated_at_ms: updated,
                     messages: u64::try_from(count).unwrap_or(0),
-                    title,
-                    last_stop_reason: turn_end(reason)?,
+                    title: listed_title(named, first_user),
+                    last_stop_reason: reason.and_then(turn_end).unwrap_or(None),
                     forked_from: from,
                     fork_before: before.and_then(|n| u64::try_from(n).ok()),
                 })
@@ -918,6 +936,27 @@ impl Store for SqliteStore {
                 .map_err(backend)?;
             Ok(Usd::from_nanos(u64::try_from(nanos).unwrap_or(0)))
         })
+    }
+
+    fn hold_spend<'a>(&'a self, hold: SpendHold<'a>) -> BoxFuture<'a, Result<Usd, StoreError>> {
+        let hold = ledger::Hold::from(hold);
+        self.run(move |conn| ledger::hold(conn, &hold))
+    }
+
+    fn settle_spend<'a>(
+        &'a self,
+        owner: &'a str,
+        id: &'a str,
+        day: &'a str,
+        cost: Usd,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let (owner, id, day) = (owner.to_owned(), id.to_owned(), day.to_owned());
+        self.run(move |conn| ledger::settle(conn, &owner, &id, &day, cost))
+    }
+
+    fn stored_bytes<'a>(&'a self, owner: &'a str) -> BoxFuture<'a, Result<u64, StoreError>> {
+        let owner = owner.to_owned();
+        self.run(move |conn| ledger::stored_bytes(conn, &owner))
     }
 }
 

@@ -475,6 +475,81 @@ pub trait Store: Send + Sync {
         owner: &'a str,
         first_day: &'a str,
     ) -> BoxFuture<'a, Result<Usd, StoreError>>;
+    /// Holds part of `hold.owner`'s room under its ceilings for a turn about to start, so
+    /// that turns running at once cannot together pass a ceiling: what is held counts as
+    /// spent until [`Store::settle_spend`] (or `expires_at_ms`, if its process died).
+    /// Returns what it holds: `wanted` or the room left, the smaller; zero holds nothing.
+    /// A store that can checks and holds atomically; this default only reads the room.
+    fn hold_spend<'a>(&'a self, hold: SpendHold<'a>) -> BoxFuture<'a, Result<Usd, StoreError>> {
+        Box::pin(async move {
+            let mut room = hold.wanted;
+            for (first_day, limit) in hold.ceilings {
+                let spent = self.spend_since(hold.owner, first_day).await?;
+                let left = Usd::from_nanos(limit.nanos().saturating_sub(spent.nanos()));
+                room = Some(room.map_or(left, |r| r.min(left)));
+            }
+            Ok(room.unwrap_or(Usd::ZERO))
+        })
+    }
+    /// Ends hold `id` of `owner` and adds what its turn cost to `day`'s spend.
+    fn settle_spend<'a>(
+        &'a self,
+        owner: &'a str,
+        id: &'a str,
+        day: &'a str,
+        cost: Usd,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let _ = id;
+        Box::pin(async move {
+            match cost == Usd::ZERO {
+                true => Ok(()),
+                false => self.add_spend(owner, day, cost).await,
+            }
+        })
+    }
+    /// Bytes of message JSON `owner`'s conversations hold (for a per-key storage quota).
+    /// This default reads every conversation; the stores sum it in one query.
+    fn stored_bytes<'a>(&'a self, owner: &'a str) -> BoxFuture<'a, Result<u64, StoreError>> {
+        Box::pin(async move {
+            let mut bytes = 0u64;
+            for summary in self.list_conversations(Some(owner)).await? {
+                for message in self.load_messages(&summary.id).await? {
+                    let json = serde_json::to_string(&message)
+                        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                    bytes = bytes.saturating_add(json.len() as u64);
+                }
+            }
+            Ok(bytes)
+        })
+    }
+}
+
+/// A turn's hold on its key's spend room (see [`Store::hold_spend`]).
+#[derive(Clone, Copy, Debug)]
+pub struct SpendHold<'a> {
+    /// The key's identity.
+    pub owner: &'a str,
+    /// The hold's id, given again to settle it.
+    pub id: &'a str,
+    /// What the turn may spend at most (its money budget); `None`: all the room left.
+    pub wanted: Option<Usd>,
+    /// Each ceiling as (first day it counts from, `YYYY-MM-DD`; its limit): what was spent
+    /// since that day and what other live holds hold stay under the limit.
+    pub ceilings: &'a [(String, Usd)],
+    /// Now, in ms since the epoch: holds that expired before it hold nothing.
+    pub now_ms: i64,
+    /// When this hold lapses unless settled first (its process died mid-turn).
+    pub expires_at_ms: i64,
+}
+
+/// The room under `ceilings` given what was spent in each and what live holds hold,
+/// capped at `wanted`: what a new hold holds.
+pub(crate) fn room_to_hold(wanted: Option<Usd>, ceilings: &[(Usd, u64)], held: u64) -> u64 {
+    let mut room = wanted.map_or(u64::MAX, Usd::nanos);
+    for (limit, spent) in ceilings {
+        room = room.min(limit.nanos().saturating_sub(spent.saturating_add(held)));
+    }
+    room
 }
 
 /// A new random id with a prefix (`conv_…`, `turn_…`): 128 bits, hex.
@@ -540,6 +615,24 @@ pub(crate) fn title(first_user: Option<&str>) -> Result<String, StoreError> {
         None => Ok(String::new()),
     }
 }
+
+/// The title a conversation is listed under: its own, else its first user message's; a
+/// message that cannot be read marks this conversation rather than failing the list.
+pub(crate) fn listed_title(
+    named: Option<String>,
+    first_user: Result<Option<String>, StoreError>,
+) -> String {
+    if let Some(named) = named {
+        return named;
+    }
+    match first_user.and_then(|body| title(body.as_deref())) {
+        Ok(title) => title,
+        Err(_) => UNREADABLE_TITLE.to_owned(),
+    }
+}
+
+/// The title of a listed conversation whose first message cannot be read.
+pub const UNREADABLE_TITLE: &str = "(unreadable: a stored message of this conversation is damaged)";
 
 /// The title of a conversation nobody named: its first user message, shortened.
 pub(crate) fn first_user_title(messages: &[Message]) -> String {

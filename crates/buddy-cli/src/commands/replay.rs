@@ -58,10 +58,12 @@ enum PolicyFromArg {
 struct Replayable {
     name: String,
     recording: Result<Recording, String>,
+    /// A recording was there but could not be read: the replay is incomplete.
+    unreadable: bool,
 }
 
 /// Replays what the arguments name; exits 0 when every turn stops as recorded, 1 when
-/// some stop changes, 2 on bad input.
+/// some stop changes, 2 on bad input (a recording that cannot be read among it).
 pub async fn run(config_path: Option<&Path>, args: ReplayArgs) -> anyhow::Result<u8> {
     let runtime = Runtime::load(config_path)?;
     let config = runtime.config();
@@ -87,11 +89,13 @@ pub async fn run(config_path: Option<&Path>, args: ReplayArgs) -> anyhow::Result
     let summarise = args.all || turns.len() > 1 && !args.files.is_empty();
     let mut summary = Summary::default();
     let mut described = None;
+    let mut unreadable = 0;
     for turn in &turns {
         let recording = match &turn.recording {
             Ok(recording) => recording,
             Err(why) => {
-                if !summarise {
+                unreadable += usize::from(turn.unreadable);
+                if !summarise || turn.unreadable {
                     eprintln!("{}: not replayable: {why}", turn.name);
                 }
                 summary.skipped.push((turn.name.clone(), why.clone()));
@@ -120,6 +124,10 @@ pub async fn run(config_path: Option<&Path>, args: ReplayArgs) -> anyhow::Result
     if summarise && !args.json {
         let policy = described.unwrap_or_default();
         print!("{}", summary.text(started.elapsed(), &policy));
+    }
+    if unreadable > 0 {
+        eprintln!("{unreadable} recording(s) could not be read: the replay is incomplete");
+        return Ok(2);
     }
     Ok(u8::from(summary.same < summary.replayed))
 }
@@ -187,6 +195,7 @@ async fn from_store(runtime: &Runtime, args: &ReplayArgs) -> anyhow::Result<Vec<
                     turn.turn, turn.conversation, turn.model
                 ),
                 recording: turn.recording,
+                unreadable: turn.unreadable,
             });
         }
         if let Some(only) = &args.turn
@@ -229,6 +238,7 @@ fn from_files(files: &[PathBuf]) -> anyhow::Result<Vec<Replayable>> {
                         file.display(),
                         out.len() - before + 1
                     ),
+                    unreadable: recording.is_err(),
                     recording,
                 });
             }

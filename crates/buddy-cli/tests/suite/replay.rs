@@ -157,6 +157,24 @@ fn replay_says_what_is_wrong_with_its_input() {
         "{}",
         text(&out.stderr)
     );
+    // A recording that is there but cannot be read is no success (issue 46, item 11).
+    std::fs::write(
+        &file,
+        "{\"type\":\"recording\",\"recording\":{\"tape\":7}}\n",
+    )
+    .unwrap();
+    let out = buddy(dir.path())
+        .args(["replay", "--file"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("its recording is unreadable")
+            && text(&out.stderr).contains("the replay is incomplete"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 /// What terminations v3 and v4 changed: the scenario turns recorded under the v2 rules

@@ -3,6 +3,7 @@
 use axum::Json;
 use axum::extract::{Path, Query};
 use axum::http::StatusCode;
+use buddy_store::StoreError;
 use serde_json::{Value, json};
 
 use crate::conversation_settings::ConversationSettings;
@@ -48,7 +49,15 @@ pub(crate) async fn list(
                 .filter(|w| !title.contains(w))
                 .collect();
             if !missing.is_empty() {
-                let messages = state.inner.store.load_messages(&summary.id).await?;
+                let messages = match state.inner.store.load_messages(&summary.id).await {
+                    Ok(messages) => messages,
+                    // A damaged conversation is not searched; the others still are.
+                    Err(StoreError::Corrupt(e)) => {
+                        tracing::warn!(conversation = %summary.id, error = %e, "not searched: a stored message is damaged");
+                        continue;
+                    }
+                    Err(e) => return Err(e.into()),
+                };
                 let texts = messages
                     .iter()
                     .filter(|m| !matches!(m, buddy_core::Message::System { .. }))

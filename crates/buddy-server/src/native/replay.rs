@@ -20,6 +20,8 @@ pub struct StoredTurn {
     pub turn: String,
     pub model: String,
     pub recording: Result<Recording, String>,
+    /// A tape was kept but cannot be read (a damaged store), as against none kept.
+    pub unreadable: bool,
 }
 
 /// The turns of a stored conversation, oldest first, each with its recording.
@@ -47,6 +49,7 @@ pub async fn stored_turns(
             .iter()
             .rposition(|t| order.get(t.as_str()).is_some_and(|&o| o <= position))
             .map_or(0, |i| i + 1);
+        let kept = tapes.contains_key(&turn.id);
         let recording = match tapes.get(&turn.id) {
             None => Err(
                 "this turn has no tape: it ran before buddy kept tapes, or the server stopped during it"
@@ -64,6 +67,7 @@ pub async fn stored_turns(
             conversation: conversation.to_owned(),
             turn: turn.id.clone(),
             model: turn.model.clone(),
+            unreadable: kept && recording.is_err(),
             recording,
         });
     }

@@ -230,6 +230,13 @@ impl Builder {
     }
 
     /// Whose response it is.
+    /// Its instructions as JSON text (a string literal), as every response object
+    /// written of it holds them.
+    pub(crate) fn instructions_json(&self) -> Option<Arc<str>> {
+        let instructions = self.instructions.as_ref()?;
+        serde_json::to_string(instructions).ok().map(Arc::from)
+    }
+
     pub(crate) fn owner(&self) -> &str {
         &self.owner
     }

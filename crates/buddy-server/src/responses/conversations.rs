@@ -19,6 +19,7 @@ use super::items::{list, message_items};
 use crate::conversation_settings::{ConversationSettings, checked_metadata};
 use crate::error::AppError;
 use crate::request::{Client, JsonBody, JsonOrEmpty, owned_conversation};
+use crate::storage_quota;
 
 /// The body of `POST /v1/conversations` and of `POST /v1/conversations/{id}/items`.
 #[derive(Deserialize, Default)]
@@ -91,6 +92,8 @@ pub(crate) async fn create(
         body.items.unwrap_or(Value::Null),
     )
     .map_err(|e| AppError::BadRequest(e.replace("input[", "items[")))?;
+    every_result_has_its_call(&[], &messages)?;
+    storage_quota::check(&state, &caller, stored_size(&messages)).await?;
     let store = &state.inner.store;
     let id = store.create_conversation(&caller.owner).await?;
     if !messages.is_empty()
@@ -310,6 +313,8 @@ pub(crate) async fn add_items(
         ));
     }
     let store = &state.inner.store;
+    every_result_has_its_call(&store.load_messages(&id).await?, &messages)?;
+    storage_quota::check(&state, &caller, stored_size(&messages)).await?;
     store
         .append_messages(&id, &buddy_store::new_id("items"), &messages)
         .await?;
@@ -324,4 +329,37 @@ pub(crate) async fn add_items(
         .map(|(_, item)| item)
         .collect();
     Ok(Json(list(added)))
+}
+
+/// Refuses added messages holding a tool result that answers no open call — one the
+/// assistant message right before its run of results made (in `history` or among
+/// `added`), as every model server requires: every later turn would be refused for it.
+fn every_result_has_its_call(history: &[Message], added: &[Message]) -> Result<(), AppError> {
+    let mut open: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    for (i, message) in history.iter().chain(added).enumerate() {
+        match message {
+            Message::Assistant { tool_calls, .. } => {
+                open = tool_calls.iter().map(|c| c.id.as_str()).collect();
+            }
+            Message::Tool { tool_call_id, .. } => {
+                if !open.remove(tool_call_id.as_str()) && i >= history.len() {
+                    return Err(AppError::BadRequest(format!(
+                        "items: a `function_call_output` for call `{tool_call_id}`, which no \
+                         `function_call` before it made (or one answered already); add the call \
+                         (a `function_call` item with that `call_id`) right before its output"
+                    )));
+                }
+            }
+            _ => open.clear(),
+        }
+    }
+    Ok(())
+}
+
+/// About the bytes `messages` take in the store (their JSON).
+fn stored_size(messages: &[Message]) -> u64 {
+    messages
+        .iter()
+        .map(|m| serde_json::to_string(m).map_or(0, |json| json.len() as u64))
+        .sum()
 }

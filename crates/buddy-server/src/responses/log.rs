@@ -22,12 +22,18 @@ pub(crate) fn response_log(
     builder: Builder,
 ) -> Arc<EventLog<Frame>> {
     let log = EventLog::new(builder.id.clone(), builder.owner().to_owned());
+    // Each lifecycle event repeats the response object, instructions and all: the log
+    // holds them once.
+    let shared = builder.instructions_json();
+    if let Some(shared) = &shared {
+        log.hold_shared(shared.len());
+    }
     let kept = state.keep_log(&log);
     let into = Arc::clone(&log);
     let mut encoded = Box::pin(frames(turn.events, builder, None));
     state.inner.turns.spawn(async move {
         while let Some((name, data)) = encoded.next().await {
-            into.push(Frame::new(name, &data));
+            into.push(Frame::sharing(name, &data, shared.as_ref()));
         }
         into.close();
         kept.ended().await;

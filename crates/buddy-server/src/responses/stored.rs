@@ -118,11 +118,15 @@ pub(crate) async fn retrieve(
         // The log's numbers are the events' sequence numbers + 1.
         let after = match query.starting_after.as_deref() {
             None => 0,
-            Some(n) => n.trim().parse::<u64>().map(|n| n + 1).map_err(|_| {
-                AppError::BadRequest(format!(
-                    "`starting_after` must be a sequence number, not `{n}`"
-                ))
-            })?,
+            Some(n) => n
+                .trim()
+                .parse::<u64>()
+                .map(|n| n.saturating_add(1))
+                .map_err(|_| {
+                    AppError::BadRequest(format!(
+                        "`starting_after` must be a sequence number, not `{n}`"
+                    ))
+                })?,
         };
         // Whose response it is, its log says: the conversation need not be read.
         if let Some(log) = state.inner.logs.get::<Frame>(&id) {

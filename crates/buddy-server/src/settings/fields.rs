@@ -134,6 +134,17 @@ server_settings! {
         turn_events_grace as "turn_events_grace_secs": Duration = Duration::from_secs(300);
             check SettingCheck::Any;
             flag SettingFlag::None;
+        /// Bytes of events all ended turns' logs keep together for reattaching clients;
+        /// past it the logs that ended first are forgotten first (their clients read the
+        /// conversation instead).
+        retained_events_bytes as "retained_events_bytes": usize = 256 * 1024 * 1024;
+            check SettingCheck::Any;
+            flag SettingFlag::None;
+        /// Bytes of messages one key's conversations may hold in the store (0: no limit);
+        /// past it new turns and added items get 429 `insufficient_quota`.
+        max_stored_bytes_per_key as "max_stored_bytes_per_key": usize = 0;
+            check SettingCheck::Any;
+            flag SettingFlag::None;
     }
     elsewhere {
         /// Accepted bearer keys (from `api_keys_env`, `keys` and `--api-key`); empty means

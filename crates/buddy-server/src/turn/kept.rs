@@ -107,13 +107,28 @@ impl<T: LogItem> KeptLog<T> {
         if let Some(persisting) = self.persisting {
             let _ = persisting.await;
         }
-        let weak = Arc::downgrade(&self.state.inner);
-        let grace = self.state.inner.settings.turn_events_grace;
+        let inner = &self.state.inner;
+        // Within the budget of ended logs: those that ended first go first (this one too,
+        // when it alone is larger).
+        let budget = inner.settings.retained_events_bytes;
+        let bytes = self.log.bytes();
+        let gone = match inner.ended_logs.lock() {
+            Ok(mut ended) => ended.keep(T::kind(), &self.log.id, bytes, budget),
+            Err(_) => Vec::new(),
+        };
+        for (kind, id) in gone {
+            inner.logs.remove(kind, &id);
+        }
+        let weak = Arc::downgrade(inner);
+        let grace = inner.settings.turn_events_grace;
         let id = self.log.id.clone();
         tokio::spawn(async move {
             tokio::time::sleep(grace).await;
             if let Some(inner) = weak.upgrade() {
-                T::registry(&inner.logs).remove(&id);
+                inner.logs.remove(T::kind(), &id);
+                if let Ok(mut ended) = inner.ended_logs.lock() {
+                    ended.forget(T::kind(), &id);
+                }
             }
         });
     }

@@ -24,6 +24,7 @@ use crate::error::AppError;
 use crate::request::Client;
 use crate::spend;
 use crate::state::AppState;
+use crate::storage_quota;
 
 /// The turn service as a handler holds it: the client asking (taken from the request
 /// once, an extractor), with what every endpoint asks of turns.
@@ -70,13 +71,34 @@ impl Turns {
             .settings
             .prices
             .price(spec.resolved.provider.name(), &spec.resolved.model);
-        let room = self.spend_room().await?;
-        let layer = policy::spend_layer(&policy, room, price.is_some())?;
+        if !matches!(spec.conversation, Conversation::Ephemeral(_)) {
+            let adding = spec.user_message.as_ref().map_or(0, String::len);
+            storage_quota::check(state, caller, adding as u64 + 1).await?;
+        }
+        let holder = spend::Holder {
+            owner: &caller.owner,
+            name: &caller.name,
+            ceiling: caller.spend,
+            budget: policy.max_turn_cost_usd,
+            deadline: policy.deadline_ms.map(std::time::Duration::from_millis),
+        };
+        let unpriced = price.is_none().then_some(spec.resolved.model.as_str());
+        let now = time::OffsetDateTime::now_utc();
+        let store = &*state.inner.store;
+        let held = spend::hold(store, &holder, unpriced, now).await?;
+        let layer = policy::spend_layer(&policy, held.as_ref().map(|h| h.amount), price.is_some())?;
         policy
             .apply(&layer)
             .map_err(|e| AppError::Internal(e.to_string()))?;
-        let opened = open::open(state, caller, spec).await?;
-        Ok(run::run(state, caller, opened, policy, price))
+        let opened = match open::open(state, caller, spec).await {
+            Ok(opened) => opened,
+            Err(e) => {
+                // Nothing ran: the hold is given back at once.
+                spend::settle(store, &caller.owner, &caller.name, held.as_ref(), None).await;
+                return Err(e);
+            }
+        };
+        Ok(run::run(state, caller, opened, policy, price, held))
     }
 
     /// What the caller's key may still spend today and this month (`None`: no ceiling);

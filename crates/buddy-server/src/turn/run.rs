@@ -33,6 +33,7 @@ pub(crate) fn run(
     opened: Opened,
     policy: LoopPolicy,
     price: Option<buddy_core::Price>,
+    held: Option<spend::Held>,
 ) -> StartedTurn {
     let store = Arc::clone(&state.inner.store);
     let settings = &state.inner.settings;
@@ -107,6 +108,7 @@ pub(crate) fn run(
         kept,
         messages: kept_tx,
         lease: opened.lease,
+        held,
     };
     state.inner.turns.spawn(running.drive());
     StartedTurn {
@@ -131,6 +133,8 @@ struct Running {
     /// Where the whole conversation goes at the end, when the endpoint asked for it.
     messages: Option<oneshot::Sender<Vec<Message>>>,
     lease: TurnLease,
+    /// What the turn holds of its key's spend room, settled at its end.
+    held: Option<spend::Held>,
 }
 
 impl Running {
@@ -158,9 +162,8 @@ impl Running {
         if let Some(messages) = self.messages {
             let _ = messages.send(outcome.messages.clone());
         }
-        if let Some(cost) = stats.cost_usd {
-            spend::add(store, &names.owner, &names.key, cost, "turn").await;
-        }
+        let held = self.held.as_ref();
+        spend::settle(store, &names.owner, &names.key, held, stats.cost_usd).await;
         tracing::info!(turn = %names.turn, conversation = ?sink.map(|s| &s.conversation), key = %names.key,
             reason = %reason, model_calls = stats.model_calls, tool_calls = stats.tool_calls, "turn ended");
         // Free the conversation and the key's slot before the client hears the turn

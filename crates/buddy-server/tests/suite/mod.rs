@@ -1,6 +1,7 @@
 //! The router driven with `oneshot`, no socket: auth, errors, models, a whole SSE turn.
 
 mod approvals;
+mod attachments;
 mod client_tools;
 mod compact;
 mod connections;
@@ -14,10 +15,13 @@ mod request_mcp;
 mod response_tree;
 mod responses;
 mod responses_ws;
+mod retention;
 mod sampling;
 mod settings;
 mod sharing;
 mod shedding;
+mod spend_holds;
+mod stored_items;
 mod telemetry;
 mod web;
 mod ws_limits;

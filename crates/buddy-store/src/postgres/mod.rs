@@ -15,6 +15,7 @@ use tokio::sync::mpsc;
 mod coordinate;
 mod deletes;
 mod fork;
+mod ledger;
 mod schema;
 mod writes;
 
@@ -24,9 +25,9 @@ use writes::{
 };
 
 use crate::store::{
-    ConversationDetail, ConversationInfo, ConversationSummary, CountedHistory, ForkCopy, Store,
-    StoreError, TurnClosing, TurnOpening, TurnRecord, decode, first_user_title, new_id, now_ms,
-    runs, settings, stored_count, title, turn_end,
+    ConversationDetail, ConversationInfo, ConversationSummary, CountedHistory, ForkCopy, SpendHold,
+    Store, StoreError, TurnClosing, TurnOpening, TurnRecord, decode, first_user_title,
+    listed_title, new_id, now_ms, runs, settings, stored_count, turn_end,
 };
 
 /// The channel cancel requests travel on.
@@ -55,8 +56,15 @@ fn fork_before(stored: Option<i64>) -> Option<u64> {
     stored.and_then(|n| u64::try_from(n).ok())
 }
 
+/// A failed statement; a value that does not decode as its type is a damaged record,
+/// not a failure a retry could mend.
 fn backend(e: sqlx::Error) -> StoreError {
-    StoreError::Backend(format!("postgres: {e}"))
+    match e {
+        sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_) => {
+            StoreError::Corrupt(format!("postgres: {e}"))
+        }
+        e => StoreError::Backend(format!("postgres: {e}")),
+    }
 }
 
 /// A pool of at most `connections` to `url`; an error says what to check.
@@ -439,19 +447,17 @@ impl Store for PgStore {
             rows.iter()
                 .map(|row| {
                     let count: i64 = row.try_get(3).map_err(backend)?;
-                    let first_user: Option<String> = row.try_get(4).map_err(backend)?;
+                    // Read apart: one damaged row marks its conversation only.
+                    let first_user = row.try_get::<Option<String>, _>(4).map_err(backend);
                     let named: Option<String> = row.try_get(6).map_err(backend)?;
-                    let title = match named {
-                        Some(named) => named,
-                        None => title(first_user.as_deref())?,
-                    };
+                    let reason = row.try_get::<Option<String>, _>(5).map_err(backend);
                     Ok(ConversationSummary {
                         id: row.try_get(0).map_err(backend)?,
                         created_at_ms: row.try_get(1).map_err(backend)?,
                         updated_at_ms: row.try_get(2).map_err(backend)?,
                         messages: u64::try_from(count).unwrap_or(0),
-                        title,
-                        last_stop_reason: turn_end(row.try_get(5).map_err(backend)?)?,
+                        title: listed_title(named, first_user),
+                        last_stop_reason: reason.and_then(turn_end).unwrap_or(None),
                         forked_from: row.try_get(7).map_err(backend)?,
                         fork_before: fork_before(row.try_get(8).map_err(backend)?),
                     })
@@ -655,6 +661,24 @@ impl Store for PgStore {
             let nanos: i64 = row.try_get(0).map_err(backend)?;
             Ok(Usd::from_nanos(u64::try_from(nanos).unwrap_or(0)))
         })
+    }
+
+    fn hold_spend<'a>(&'a self, hold: SpendHold<'a>) -> BoxFuture<'a, Result<Usd, StoreError>> {
+        Box::pin(ledger::hold(&self.inner.pool, hold))
+    }
+
+    fn settle_spend<'a>(
+        &'a self,
+        owner: &'a str,
+        id: &'a str,
+        day: &'a str,
+        cost: Usd,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(ledger::settle(&self.inner.pool, owner, id, day, cost))
+    }
+
+    fn stored_bytes<'a>(&'a self, owner: &'a str) -> BoxFuture<'a, Result<u64, StoreError>> {
+        Box::pin(ledger::stored_bytes(&self.inner.pool, owner))
     }
 }
 

@@ -84,4 +84,11 @@ CREATE TABLE IF NOT EXISTS buddy_spend (
     nanos BIGINT NOT NULL,
     PRIMARY KEY (owner, day)
 );
+CREATE TABLE IF NOT EXISTS buddy_spend_holds (
+    id TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    nanos BIGINT NOT NULL,
+    expires_at_ms BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS buddy_spend_holds_by_owner ON buddy_spend_holds(owner);
 "#;

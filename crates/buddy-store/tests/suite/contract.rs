@@ -2,8 +2,8 @@
 
 use buddy_core::{Message, StopReason, TokenCount, ToolCall, TurnStats, Usd};
 use buddy_store::{
-    CountedHistory, ForkCopy, PgStore, SqliteStore, Store, StoreError, TurnClosing, TurnDeletion,
-    TurnOpening,
+    CountedHistory, ForkCopy, PgStore, SpendHold, SqliteStore, Store, StoreError, TurnClosing,
+    TurnDeletion, TurnOpening,
 };
 
 /// The spend ledger: sums per owner over days, concurrent additions all counted.
@@ -30,6 +30,106 @@ async fn spend(store: &dyn Store) {
         store.spend_since(&owner, "2026-11-02").await.unwrap(),
         Usd::ZERO
     );
+}
+
+/// Spend holds (issue 46, item 9): holds taken at once never together pass a ceiling;
+/// settling one frees what it held and adds what it cost; one never settled (its process
+/// died) lapses at its expiry.
+async fn spend_holds(store: &dyn Store) {
+    let owner = buddy_store::new_id("owner");
+    let cents = |n: u64| Usd::from_nanos(n * 10_000_000);
+    store
+        .add_spend(&owner, "2026-11-01", cents(4))
+        .await
+        .unwrap();
+    let ceilings = vec![
+        ("2026-11-01".to_owned(), cents(10)),
+        ("2026-10-01".to_owned(), cents(100)),
+    ];
+    let ids: Vec<String> = (0..20).map(|_| buddy_store::new_id("hold")).collect();
+    let held = futures::future::join_all(
+        ids.iter()
+            .map(|id| store.hold_spend(a_hold(&owner, id, Some(cents(1)), &ceilings, 1_000))),
+    )
+    .await;
+    let held: Vec<Usd> = held.into_iter().map(Result::unwrap).collect();
+    assert_eq!(
+        held.iter().filter(|h| **h == cents(1)).count(),
+        6,
+        "$0.10 ceiling, $0.04 spent: six holds of a cent, the rest nothing: {held:?}"
+    );
+    assert!(held.iter().all(|h| *h == cents(1) || *h == Usd::ZERO));
+    // One turn settles at two cents; the ceiling is full (6 spent + 5 held > 10).
+    let first = &ids[held.iter().position(|h| *h == cents(1)).unwrap()];
+    store
+        .settle_spend(&owner, first, "2026-11-01", cents(2))
+        .await
+        .unwrap();
+    let more = store
+        .hold_spend(a_hold(
+            &owner,
+            &buddy_store::new_id("hold"),
+            None,
+            &ceilings,
+            2_000,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(more, Usd::ZERO);
+    assert_eq!(
+        store.spend_since(&owner, "2026-11-01").await.unwrap(),
+        cents(6)
+    );
+    // The other five never settle: once they lapse, their room is free again.
+    let after = store
+        .hold_spend(a_hold(
+            &owner,
+            &buddy_store::new_id("hold"),
+            None,
+            &ceilings,
+            61_001,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(after, cents(4), "10 - 6 spent, nothing held");
+}
+
+/// A hold of `owner`'s lasting a minute from `now_ms`.
+fn a_hold<'a>(
+    owner: &'a str,
+    id: &'a str,
+    wanted: Option<Usd>,
+    ceilings: &'a [(String, Usd)],
+    now_ms: i64,
+) -> SpendHold<'a> {
+    SpendHold {
+        owner,
+        id,
+        wanted,
+        ceilings,
+        now_ms,
+        expires_at_ms: now_ms + 60_000,
+    }
+}
+
+/// Bytes a key's conversations hold, per key (for the storage quota of issue 46).
+async fn stored_bytes(store: &dyn Store) {
+    let owner = buddy_store::new_id("owner");
+    assert_eq!(store.stored_bytes(&owner).await.unwrap(), 0);
+    let id = store.create_conversation(&owner).await.unwrap();
+    let message = Message::user("x".repeat(1000));
+    store.append_message(&id, "t1", &message).await.unwrap();
+    let one = store.stored_bytes(&owner).await.unwrap();
+    assert!((1000..1100).contains(&one), "{one}");
+    let long = Message::user("é".repeat(300_000));
+    store.append_message(&id, "t1", &long).await.unwrap();
+    let both = store.stored_bytes(&owner).await.unwrap();
+    assert!(
+        (one + 600_000..one + 600_100).contains(&both),
+        "bytes, not characters, also of long rows: {both}"
+    );
+    let other = buddy_store::new_id("owner");
+    assert_eq!(store.stored_bytes(&other).await.unwrap(), 0);
 }
 
 /// The settings a turn of conversation `id` would start from.
@@ -669,6 +769,8 @@ async fn forks(store: &dyn Store) {
 #[tokio::test]
 async fn sqlite_keeps_the_store_contract() {
     let store = SqliteStore::in_memory().unwrap();
+    spend_holds(&store).await;
+    stored_bytes(&store).await;
     contract(&store).await;
     turn_deletions(&store).await;
     forks(&store).await;
@@ -701,6 +803,8 @@ async fn the_step_by_step_opening_and_closing_keep_the_contract() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_keeps_the_store_contract() {
     let store = PgStore::connect(&super::postgres_url()).await.unwrap();
+    spend_holds(&store).await;
+    stored_bytes(&store).await;
     contract(&store).await;
     turn_deletions(&store).await;
     forks(&store).await;
@@ -776,4 +880,66 @@ async fn a_postgres_url_that_does_not_answer_is_a_clear_error() {
         .unwrap()
         .to_string();
     assert!(error.contains("cannot connect to PostgreSQL"), "{error}");
+}
+
+/// Two conversations of one owner, one of them with its first message damaged by
+/// `damage` (given its id): the list and the readable one are answered, the damaged one
+/// is marked in the list and read as corrupt — never as a failure worth retrying.
+async fn a_damaged_row_stays_in_its_conversation(
+    store: &dyn Store,
+    damage: impl AsyncFnOnce(&str),
+) {
+    let owner = buddy_store::new_id("owner");
+    let good = store.create_conversation(&owner).await.unwrap();
+    let bad = store.create_conversation(&owner).await.unwrap();
+    for id in [&good, &bad] {
+        store
+            .append_message(id, "t1", &Message::user("hello"))
+            .await
+            .unwrap();
+    }
+    damage(&bad).await;
+    let listed = store.list_conversations(Some(&owner)).await.unwrap();
+    assert_eq!(listed.len(), 2, "{listed:?}");
+    let title_of = |id: &str| listed.iter().find(|c| c.id == id).unwrap().title.clone();
+    assert_eq!(title_of(&good), "hello");
+    assert_eq!(title_of(&bad), buddy_store::UNREADABLE_TITLE);
+    assert_eq!(store.load_messages(&good).await.unwrap().len(), 1);
+    let read = store.load_messages(&bad).await.unwrap_err();
+    assert!(matches!(read, StoreError::Corrupt(_)), "{read:?}");
+}
+
+#[tokio::test]
+async fn sqlite_keeps_a_damaged_row_to_its_conversation() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("damaged.db");
+    let store = SqliteStore::open(&path).unwrap();
+    // Invalid UTF-8 (was a retryable 503), and JSON that is no message.
+    for body in ["X'C328FF'", "'{\"role\": 7}'"] {
+        let path = path.clone();
+        a_damaged_row_stays_in_its_conversation(&store, async move |id: &str| {
+            let raw = rusqlite::Connection::open(&path).unwrap();
+            raw.execute(
+                &format!("UPDATE messages SET body = {body} WHERE conversation_id = ?1"),
+                [id],
+            )
+            .unwrap();
+        })
+        .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_keeps_a_damaged_row_to_its_conversation() {
+    let url = super::postgres_url();
+    let store = PgStore::connect(&url).await.unwrap();
+    let raw = sqlx::PgPool::connect(&url).await.unwrap();
+    a_damaged_row_stays_in_its_conversation(&store, async |id: &str| {
+        sqlx::query("UPDATE buddy_messages SET body = '{\"role\": 7}' WHERE conversation_id = $1")
+            .bind(id)
+            .execute(&raw)
+            .await
+            .unwrap();
+    })
+    .await;
 }
