@@ -112,7 +112,7 @@ pub(crate) async fn hold(
     }
     if let Some(model) = unpriced {
         return Err(AppError::BadRequest(format!(
-            "model `{model}` has no price, and key `{name}` has a spend ceiling: what its turns              cost could not be counted. The operator must price it in buddy.toml (`prices`,              dollars per million tokens)"
+            "model `{model}` has no price, and key `{name}` has a spend ceiling: what its turns cost could not be counted. The operator must price it in buddy.toml (`prices`, dollars per million tokens)"
         )));
     }
     let ceilings: Vec<(String, Usd)> = [
@@ -138,7 +138,7 @@ pub(crate) async fn hold(
         .await?;
     if amount == Usd::ZERO {
         return Err(AppError::TooManyTurns(format!(
-            "key `{name}`'s running turns hold the rest of what it may spend under its ceiling:              wait for one to end (or give turns a smaller budget, `max_turn_cost_usd`, so that              several fit)"
+            "key `{name}`'s running turns hold the rest of what it may spend under its ceiling: wait for one to end (or give turns a smaller budget, `max_turn_cost_usd`, so that several fit)"
         )));
     }
     Ok(Some(Held { id, amount }))

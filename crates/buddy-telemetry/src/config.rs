@@ -95,7 +95,7 @@ impl TelemetryConfig {
             let valid_name = reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_ok();
             if !valid_name || reqwest::header::HeaderValue::from_str(value).is_err() {
                 return Err(TelemetryError::Config(format!(
-                    "headers: `{name}` is not a valid HTTP header (name or value); header names are                      letters, digits and -, values printable text"
+                    "headers: `{name}` is not a valid HTTP header (name or value); header names are letters, digits and -, values printable text"
                 )));
             }
         }

@@ -239,7 +239,7 @@ pub(crate) fn unsupported(provider: &str, sampling: &Sampling) -> Option<String>
     }
     if sampling.response_format == Some(ResponseFormat::JsonObject) {
         return Some(format!(
-            "provider `{provider}` (Anthropic Messages API) does not take `response_format` of type              json_object; give a json_schema instead"
+            "provider `{provider}` (Anthropic Messages API) does not take `response_format` of type json_object; give a json_schema instead"
         ));
     }
     None

@@ -45,16 +45,20 @@ pub(crate) async fn upgrade(
     progress: Option<Extension<Arc<Progress>>>,
     ws: WebSocketUpgrade,
 ) -> Result<Response, AppError> {
-    let permit = Arc::clone(&state.inner.websockets)
-        .try_acquire_owned()
-        .map_err(|_| {
-            AppError::TooManyTurns(
-                "the server holds as many WebSocket sessions as it takes (max_connections); close idle ones or retry shortly".into(),
-            )
-        })?;
-    let place = match &progress {
-        Some(Extension(progress)) => Some(progress.session(&caller.owner)?),
-        None => None,
+    // Under `serve` the connection table holds the session's place (and sheds the idlest
+    // for a newcomer); without it, the server's own count of sessions bounds them.
+    let (place, permit) = match &progress {
+        Some(Extension(progress)) => (Some(progress.session(&caller.owner)?), None),
+        None => {
+            let permit = Arc::clone(&state.inner.websockets)
+                .try_acquire_owned()
+                .map_err(|_| {
+                    AppError::TooManyTurns(
+                        "the server holds as many WebSocket sessions as it takes (max_connections); close idle ones or retry shortly".into(),
+                    )
+                })?;
+            (None, Some(permit))
+        }
     };
     let limit = state.inner.settings.max_body_bytes;
     Ok(ws
@@ -73,7 +77,7 @@ pub(crate) async fn upgrade(
 /// when the router runs without `serve`) and its share of the server's sessions.
 struct Held {
     place: Option<Session>,
-    _permit: OwnedSemaphorePermit,
+    _permit: Option<OwnedSemaphorePermit>,
 }
 
 /// Resolves when the table sheds the session; never without a table.
