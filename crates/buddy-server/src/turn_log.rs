@@ -11,9 +11,12 @@ use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
+use axum::body::Bytes;
 use buddy_core::ChatEvent;
 use serde_json::Value;
 use tokio::sync::watch;
+
+use crate::sse;
 
 /// Bytes of events one log keeps in memory (about a long turn with large tool results).
 pub(crate) const MAX_LOG_BYTES: usize = 32 * 1024 * 1024;
@@ -26,6 +29,10 @@ pub(crate) trait LogItem: Send + Sync + Sized + 'static {
     fn is_terminal(&self) -> bool;
     /// The JSON form, as sent and as stored.
     fn json(&self) -> Cow<'_, str>;
+    /// Its numbered SSE frame: `id: SEQ`, the event's name, its JSON.
+    fn numbered_frame(&self, seq: u64) -> Bytes {
+        sse::numbered_frame(seq, self.name(), &self.json())
+    }
     /// About the bytes it holds, for the log's bound.
     fn size(&self) -> usize;
     /// Where this process keeps logs of this kind.
@@ -48,8 +55,17 @@ impl LogItem for ChatEvent {
     fn is_terminal(&self) -> bool {
         ChatEvent::is_terminal(self)
     }
+    /// In a buffer of its size: a call's arguments can be megabytes.
     fn json(&self) -> Cow<'_, str> {
-        Cow::Owned(serde_json::to_string(self).unwrap_or_else(|_| "{}".into()))
+        let text = buddy_core::json_exact(self, 0).map(String::from_utf8);
+        Cow::Owned(match text {
+            Ok(Ok(text)) => text,
+            _ => "{}".into(),
+        })
+    }
+    /// Written straight into the frame, without a JSON text of its own first.
+    fn numbered_frame(&self, seq: u64) -> Bytes {
+        sse::numbered_json_frame(seq, self.name(), self)
     }
     /// Its text, not its JSON (counting that would serialise every event once more).
     fn size(&self) -> usize {
@@ -93,7 +109,11 @@ const SHARE_FROM: usize = 1024;
 impl Frame {
     /// A frame of `data`'s JSON, whose runs equal to `shared` (JSON text) point to it.
     pub(crate) fn sharing(name: String, data: &Value, shared: Option<&Arc<str>>) -> Self {
-        let json = data.to_string();
+        // In a buffer of its size (a growing one holds up to twice an item's arguments).
+        let json = match buddy_core::json_exact(data, 0).map(String::from_utf8) {
+            Ok(Ok(json)) => json,
+            _ => data.to_string(),
+        };
         let Some(shared) = shared.filter(|s| s.len() >= SHARE_FROM) else {
             return Frame {
                 name,
