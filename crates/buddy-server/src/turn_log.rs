@@ -422,6 +422,23 @@ mod tests {
         ChatEvent::TextDelta { text: text.into() }
     }
 
+    #[test]
+    fn an_event_written_straight_into_its_frame_is_the_frame_of_its_json() {
+        let call = ChatEvent::ToolCallStart {
+            id: "call_1".into(),
+            name: "count_bytes".into(),
+            arguments: format!("{{\"text\":\"{}\\n\"}}", "é".repeat(70_000)).into(),
+        };
+        for event in [delta("a\"b"), call] {
+            let json = event.json();
+            assert_eq!(json, serde_json::to_string(&event).unwrap());
+            assert_eq!(
+                event.numbered_frame(7),
+                sse::numbered_frame(7, event.name(), &json)
+            );
+        }
+    }
+
     #[tokio::test]
     async fn watchers_read_every_event_once_in_order_from_where_they_ask() {
         let log = EventLog::new("turn_1".into(), "me".into());
