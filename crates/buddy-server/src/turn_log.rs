@@ -108,31 +108,55 @@ const SHARE_FROM: usize = 1024;
 
 impl Frame {
     /// A frame of `data`'s JSON, whose runs equal to `shared` (JSON text) point to it.
+    #[cfg(test)]
     pub(crate) fn sharing(name: String, data: &Value, shared: Option<&Arc<str>>) -> Self {
+        Self::sharing_all(name, data, shared.map_or(&[][..], std::slice::from_ref))
+    }
+
+    /// A frame of `data`'s JSON, whose runs equal to any of `shared` point to it.
+    pub(crate) fn sharing_all(name: String, data: &Value, shared: &[Arc<str>]) -> Self {
         // In a buffer of its size (a growing one holds up to twice an item's arguments).
         let json = match buddy_core::json_exact(data, 0).map(String::from_utf8) {
             Ok(Ok(json)) => json,
             _ => data.to_string(),
         };
-        let Some(shared) = shared.filter(|s| s.len() >= SHARE_FROM) else {
-            return Frame {
-                name,
-                json: vec![Piece::Own(json.into())],
-            };
+        let mut pieces = vec![Piece::Own(json.into_boxed_str())];
+        for text in shared.iter().filter(|s| s.len() >= SHARE_FROM) {
+            pieces = pieces.into_iter().flat_map(|p| p.split(text)).collect();
+        }
+        Frame { name, json: pieces }
+    }
+}
+
+impl Piece {
+    fn text(&self) -> &str {
+        match self {
+            Piece::Own(text) => text,
+            Piece::Shared(text) => text,
+        }
+    }
+
+    /// Its own text's runs equal to `shared` made to point to it.
+    fn split(self, shared: &Arc<str>) -> Vec<Piece> {
+        let Piece::Own(own) = &self else {
+            return vec![self];
         };
-        let mut pieces = Vec::new();
-        let mut from = 0;
-        for (at, _) in json.match_indices(&**shared) {
+        let found: Vec<usize> = own.match_indices(&**shared).map(|(at, _)| at).collect();
+        if found.is_empty() {
+            return vec![self];
+        }
+        let (mut pieces, mut from) = (Vec::new(), 0);
+        for at in found {
             if at > from {
-                pieces.push(Piece::Own(json[from..at].into()));
+                pieces.push(Piece::Own(own[from..at].into()));
             }
             pieces.push(Piece::Shared(Arc::clone(shared)));
             from = at + shared.len();
         }
-        if from < json.len() || pieces.is_empty() {
-            pieces.push(Piece::Own(json[from..].into()));
+        if from < own.len() {
+            pieces.push(Piece::Own(own[from..].into()));
         }
-        Frame { name, json: pieces }
+        pieces
     }
 }
 
@@ -154,16 +178,20 @@ impl LogItem for Frame {
     fn json(&self) -> Cow<'_, str> {
         match self.json.as_slice() {
             [Piece::Own(whole)] => Cow::Borrowed(whole),
-            pieces => Cow::Owned(
-                pieces
-                    .iter()
-                    .map(|p| match p {
-                        Piece::Own(text) => &**text,
-                        Piece::Shared(text) => &**text,
-                    })
-                    .collect(),
-            ),
+            pieces => Cow::Owned(pieces.iter().map(Piece::text).collect()),
         }
+    }
+    /// Written from its pieces, without joining them first.
+    fn numbered_frame(&self, seq: u64) -> Bytes {
+        let head = format!("id: {seq}\nevent: {}\ndata: ", self.name);
+        let len: usize = self.json.iter().map(|p| p.text().len()).sum();
+        let mut out = Vec::with_capacity(head.len() + len + 2);
+        out.extend_from_slice(head.as_bytes());
+        for piece in &self.json {
+            out.extend_from_slice(piece.text().as_bytes());
+        }
+        out.extend_from_slice(b"\n\n");
+        Bytes::from(out)
     }
     /// Its own text only: what it shares is counted once, by its log.
     fn size(&self) -> usize {
