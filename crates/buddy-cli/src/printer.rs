@@ -8,9 +8,29 @@ use buddy_core::ChatEvent;
 /// Longest piece of a tool result or arguments shown on one human line.
 const SHOWN_CHARS: usize = 160;
 
+/// `text` with its runs of whitespace made single spaces, cut at [`SHOWN_CHARS`]; reads
+/// only what it shows (a tool call's arguments can be megabytes).
 fn one_line(text: &str) -> String {
-    let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if flat.chars().count() > SHOWN_CHARS {
+    let mut flat = String::new();
+    let mut chars = 0;
+    for word in text.split_whitespace() {
+        if chars > SHOWN_CHARS {
+            break;
+        }
+        if chars > 0 {
+            flat.push(' ');
+            chars += 1;
+        }
+        // Enough of the word to pass the cut; the rest is never shown.
+        let room = SHOWN_CHARS + 1 - chars.min(SHOWN_CHARS + 1);
+        let end = word
+            .char_indices()
+            .nth(room)
+            .map_or(word.len(), |(at, _)| at);
+        flat.push_str(&word[..end]);
+        chars += word[..end].chars().count();
+    }
+    if chars > SHOWN_CHARS {
         let cut: String = flat.chars().take(SHOWN_CHARS).collect();
         format!("{cut}…")
     } else {
@@ -128,8 +148,10 @@ impl<O: Write, E: Write> Printer<O, E> {
     /// Prints one event. Write errors (a closed pipe) are ignored: the turn goes on.
     pub fn print(&mut self, event: &ChatEvent) {
         if self.json {
-            if let Ok(line) = serde_json::to_string(event) {
-                let _ = writeln!(self.out, "{line}");
+            // Written into a buffer of its size: a call's arguments can be megabytes.
+            if let Ok(mut line) = buddy_core::json_exact(event, 1) {
+                line.push(b'\n');
+                let _ = self.out.write_all(&line);
                 let _ = self.out.flush();
             }
             return;
@@ -164,6 +186,37 @@ impl<O: Write, E: Write> Printer<O, E> {
 mod tests {
     use super::*;
     use buddy_core::{StopReason, TurnStats};
+    use proptest::prelude::*;
+
+    /// What `one_line` showed when it flattened the whole text first.
+    fn one_line_of_whole(text: &str) -> String {
+        let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        if flat.chars().count() > SHOWN_CHARS {
+            let cut: String = flat.chars().take(SHOWN_CHARS).collect();
+            format!("{cut}…")
+        } else {
+            flat
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn one_line_shows_what_flattening_the_whole_text_showed(
+            text in "([a-zé€ ]|\\s|\n){0,400}"
+        ) {
+            prop_assert_eq!(one_line(&text), one_line_of_whole(&text));
+        }
+    }
+
+    #[test]
+    fn one_line_cuts_at_the_limit_exactly() {
+        for n in [159, 160, 161, 162] {
+            let text = "é".repeat(n);
+            assert_eq!(one_line(&text), one_line_of_whole(&text), "{n}");
+            let spaced = format!("  {}  x", "a ".repeat(n / 2));
+            assert_eq!(one_line(&spaced), one_line_of_whole(&spaced), "{n}");
+        }
+    }
 
     #[test]
     fn text_goes_to_stdout_and_the_rest_to_stderr() {

@@ -43,6 +43,22 @@ pub(crate) fn numbered_frame(seq: u64, name: &str, json: &str) -> Bytes {
     Bytes::from(out)
 }
 
+/// A numbered frame of `data`'s JSON, written straight into a buffer of its size (no
+/// JSON text of its own first: a call's arguments can be megabytes).
+pub(crate) fn numbered_json_frame(seq: u64, name: &str, data: &impl Serialize) -> Bytes {
+    let head = format!("id: {seq}\nevent: {name}\ndata: ");
+    let Ok(len) = buddy_core::json_len(data) else {
+        return numbered_frame(seq, name, "{}");
+    };
+    let mut out = Vec::with_capacity(head.len() + len + 2);
+    out.extend_from_slice(head.as_bytes());
+    if serde_json::to_writer(&mut out, data).is_err() {
+        return numbered_frame(seq, name, "{}");
+    }
+    out.extend_from_slice(b"\n\n");
+    Bytes::from(out)
+}
+
 /// A frame of plain text (`[DONE]`); each line of it is a data line.
 pub(crate) fn text_frame(name: Option<&str>, data: &str) -> Bytes {
     let mut out = String::new();

@@ -11,9 +11,12 @@ use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
+use axum::body::Bytes;
 use buddy_core::ChatEvent;
 use serde_json::Value;
 use tokio::sync::watch;
+
+use crate::sse;
 
 /// Bytes of events one log keeps in memory (about a long turn with large tool results).
 pub(crate) const MAX_LOG_BYTES: usize = 32 * 1024 * 1024;
@@ -26,6 +29,10 @@ pub(crate) trait LogItem: Send + Sync + Sized + 'static {
     fn is_terminal(&self) -> bool;
     /// The JSON form, as sent and as stored.
     fn json(&self) -> Cow<'_, str>;
+    /// Its numbered SSE frame: `id: SEQ`, the event's name, its JSON.
+    fn numbered_frame(&self, seq: u64) -> Bytes {
+        sse::numbered_frame(seq, self.name(), &self.json())
+    }
     /// About the bytes it holds, for the log's bound.
     fn size(&self) -> usize;
     /// Where this process keeps logs of this kind.
@@ -48,8 +55,17 @@ impl LogItem for ChatEvent {
     fn is_terminal(&self) -> bool {
         ChatEvent::is_terminal(self)
     }
+    /// In a buffer of its size: a call's arguments can be megabytes.
     fn json(&self) -> Cow<'_, str> {
-        Cow::Owned(serde_json::to_string(self).unwrap_or_else(|_| "{}".into()))
+        let text = buddy_core::json_exact(self, 0).map(String::from_utf8);
+        Cow::Owned(match text {
+            Ok(Ok(text)) => text,
+            _ => "{}".into(),
+        })
+    }
+    /// Written straight into the frame, without a JSON text of its own first.
+    fn numbered_frame(&self, seq: u64) -> Bytes {
+        sse::numbered_json_frame(seq, self.name(), self)
     }
     /// Its text, not its JSON (counting that would serialise every event once more).
     fn size(&self) -> usize {
@@ -92,27 +108,55 @@ const SHARE_FROM: usize = 1024;
 
 impl Frame {
     /// A frame of `data`'s JSON, whose runs equal to `shared` (JSON text) point to it.
+    #[cfg(test)]
     pub(crate) fn sharing(name: String, data: &Value, shared: Option<&Arc<str>>) -> Self {
-        let json = data.to_string();
-        let Some(shared) = shared.filter(|s| s.len() >= SHARE_FROM) else {
-            return Frame {
-                name,
-                json: vec![Piece::Own(json.into())],
-            };
+        Self::sharing_all(name, data, shared.map_or(&[][..], std::slice::from_ref))
+    }
+
+    /// A frame of `data`'s JSON, whose runs equal to any of `shared` point to it.
+    pub(crate) fn sharing_all(name: String, data: &Value, shared: &[Arc<str>]) -> Self {
+        // In a buffer of its size (a growing one holds up to twice an item's arguments).
+        let json = match buddy_core::json_exact(data, 0).map(String::from_utf8) {
+            Ok(Ok(json)) => json,
+            _ => data.to_string(),
         };
-        let mut pieces = Vec::new();
-        let mut from = 0;
-        for (at, _) in json.match_indices(&**shared) {
+        let mut pieces = vec![Piece::Own(json.into_boxed_str())];
+        for text in shared.iter().filter(|s| s.len() >= SHARE_FROM) {
+            pieces = pieces.into_iter().flat_map(|p| p.split(text)).collect();
+        }
+        Frame { name, json: pieces }
+    }
+}
+
+impl Piece {
+    fn text(&self) -> &str {
+        match self {
+            Piece::Own(text) => text,
+            Piece::Shared(text) => text,
+        }
+    }
+
+    /// Its own text's runs equal to `shared` made to point to it.
+    fn split(self, shared: &Arc<str>) -> Vec<Piece> {
+        let Piece::Own(own) = &self else {
+            return vec![self];
+        };
+        let found: Vec<usize> = own.match_indices(&**shared).map(|(at, _)| at).collect();
+        if found.is_empty() {
+            return vec![self];
+        }
+        let (mut pieces, mut from) = (Vec::new(), 0);
+        for at in found {
             if at > from {
-                pieces.push(Piece::Own(json[from..at].into()));
+                pieces.push(Piece::Own(own[from..at].into()));
             }
             pieces.push(Piece::Shared(Arc::clone(shared)));
             from = at + shared.len();
         }
-        if from < json.len() || pieces.is_empty() {
-            pieces.push(Piece::Own(json[from..].into()));
+        if from < own.len() {
+            pieces.push(Piece::Own(own[from..].into()));
         }
-        Frame { name, json: pieces }
+        pieces
     }
 }
 
@@ -134,16 +178,20 @@ impl LogItem for Frame {
     fn json(&self) -> Cow<'_, str> {
         match self.json.as_slice() {
             [Piece::Own(whole)] => Cow::Borrowed(whole),
-            pieces => Cow::Owned(
-                pieces
-                    .iter()
-                    .map(|p| match p {
-                        Piece::Own(text) => &**text,
-                        Piece::Shared(text) => &**text,
-                    })
-                    .collect(),
-            ),
+            pieces => Cow::Owned(pieces.iter().map(Piece::text).collect()),
         }
+    }
+    /// Written from its pieces, without joining them first.
+    fn numbered_frame(&self, seq: u64) -> Bytes {
+        let head = format!("id: {seq}\nevent: {}\ndata: ", self.name);
+        let len: usize = self.json.iter().map(|p| p.text().len()).sum();
+        let mut out = Vec::with_capacity(head.len() + len + 2);
+        out.extend_from_slice(head.as_bytes());
+        for piece in &self.json {
+            out.extend_from_slice(piece.text().as_bytes());
+        }
+        out.extend_from_slice(b"\n\n");
+        Bytes::from(out)
     }
     /// Its own text only: what it shares is counted once, by its log.
     fn size(&self) -> usize {
@@ -400,6 +448,23 @@ mod tests {
 
     fn delta(text: &str) -> ChatEvent {
         ChatEvent::TextDelta { text: text.into() }
+    }
+
+    #[test]
+    fn an_event_written_straight_into_its_frame_is_the_frame_of_its_json() {
+        let call = ChatEvent::ToolCallStart {
+            id: "call_1".into(),
+            name: "count_bytes".into(),
+            arguments: format!("{{\"text\":\"{}\\n\"}}", "é".repeat(70_000)).into(),
+        };
+        for event in [delta("a\"b"), call] {
+            let json = event.json();
+            assert_eq!(json, serde_json::to_string(&event).unwrap());
+            assert_eq!(
+                event.numbered_frame(7),
+                sse::numbered_frame(7, event.name(), &json)
+            );
+        }
     }
 
     #[tokio::test]

@@ -236,3 +236,18 @@ impl From<ApprovalFlag> for buddy_engine::ApprovalMode {
         }
     }
 }
+
+/// Makes glibc serve every allocation of 256 KiB or more from a mapping of its own,
+/// unmapped when freed. By default glibc raises that threshold after the first large
+/// free (up to 32 MiB), and from then on a turn's megabytes of tool-call arguments come
+/// from the heap: their copies stay resident after the turn (`serve`) and each new one
+/// adds to the peak (`run`).
+#[allow(unsafe_code)]
+pub(crate) fn return_large_buffers() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets an allocator tunable; it takes plain integers and is
+    // called once, before the command allocates anything large.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 * 1024);
+    }
+}

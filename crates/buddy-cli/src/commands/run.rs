@@ -9,6 +9,7 @@ use clap::Args;
 
 use super::TurnArgs;
 use super::drive::drive_turn;
+use super::return_large_buffers;
 use super::wiring::setup;
 
 /// `buddy run [PROMPT]`.
@@ -28,6 +29,7 @@ pub async fn run(config: Option<&Path>, args: RunArgs) -> anyhow::Result<u8> {
     // Approval questions need a person at a terminal; piped or scripted runs refuse
     // the calls that need one (the model reads why).
     let attended = std::io::stdin().is_terminal();
+    return_large_buffers();
     let setup = setup(config, &args.turn, attended).await?;
     let prompt = match (args.prompt, &setup.scenario) {
         (Some(prompt), _) => prompt,

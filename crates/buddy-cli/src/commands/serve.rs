@@ -68,7 +68,7 @@ pub async fn serve(config_path: Option<&Path>, args: ServeArgs) -> anyhow::Resul
     settings.prices = runtime.price_table();
     settings.telemetry = runtime.telemetry(&process_env)?;
     open_files_for(settings.max_connections.max(1));
-    return_large_buffers();
+    super::return_large_buffers();
     let listen = settings.listen.clone();
     let listener = tokio::net::TcpListener::bind(&listen)
         .await
@@ -185,18 +185,4 @@ fn open_files_for(max_connections: usize) {
     }
     #[cfg(not(unix))]
     let _ = max_connections;
-}
-
-/// Makes glibc serve every allocation of 256 KiB or more from a mapping of its own,
-/// unmapped when freed. By default glibc raises that threshold after the first large
-/// free (up to 32 MiB), and from then on a turn's megabytes of tool-call arguments come
-/// from the heap and stay resident after the turn.
-#[allow(unsafe_code)]
-fn return_large_buffers() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only sets an allocator tunable; it takes plain integers and is
-    // called once, before the server allocates anything large.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 * 1024);
-    }
 }

@@ -91,7 +91,7 @@ impl<T: LogItem> Encoder<T> for Numbered {
     }
 
     fn encode(&mut self, seq: u64, item: &T) -> Vec<Bytes> {
-        vec![sse::numbered_frame(seq, item.name(), &item.json())]
+        vec![item.numbered_frame(seq)]
     }
 
     fn gap(&mut self, missed: u64) -> Vec<Bytes> {
