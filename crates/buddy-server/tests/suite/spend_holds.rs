@@ -49,12 +49,14 @@ fn server(daily: f64, priced: bool) -> (AppState, Arc<Semaphore>, Arc<dyn Store>
     (state, gate, store)
 }
 
-/// Starts `n` turns of Alice at once (each held at the gate), opens the gate, and
-/// returns each answer: its status and its last event's data (or the error body).
+/// Starts `n` turns of Alice at once (each held at the gate), opens the gate once all
+/// but `held` have been answered (refused), and returns each answer: its status and its
+/// last event's data (or the error body).
 async fn at_once(
     state: &AppState,
     gate: &Semaphore,
     n: usize,
+    held: usize,
     body: Value,
 ) -> Vec<(StatusCode, Value)> {
     let turns: Vec<_> = (0..n)
@@ -63,8 +65,14 @@ async fn at_once(
             tokio::spawn(async move { send(&state, post("/v1/chat", body, Some(ALICE))).await })
         })
         .collect();
-    // Every turn has been held or refused before any model call returns.
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    // Every turn has been held or refused before any model call returns: the refused
+    // ones have answered, the held ones wait at the gate (however slow the machine is).
+    let settled = async {
+        while turns.iter().filter(|t| t.is_finished()).count() < n - held {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    };
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(20), settled).await;
     gate.add_permits(1 << 20);
     let mut out = Vec::new();
     for turn in turns {
@@ -86,7 +94,7 @@ async fn turns_started_at_once_never_together_pass_the_keys_ceiling() {
     // $0.10 a day; a turn (a call and its answer) costs $0.04. Eight at once used to
     // spend 4.8 times the ceiling: now the first holds all the room and the rest wait.
     let (state, gate, store) = server(0.10, true);
-    let answers = at_once(&state, &gate, 8, json!({"message": "look it up"})).await;
+    let answers = at_once(&state, &gate, 8, 1, json!({"message": "look it up"})).await;
     let ran = answers.iter().filter(|(s, _)| *s == StatusCode::OK).count();
     assert_eq!(ran, 1, "{answers:?}");
     for (status, body) in answers.iter().filter(|(s, _)| *s != StatusCode::OK) {
@@ -100,6 +108,7 @@ async fn turns_started_at_once_never_together_pass_the_keys_ceiling() {
         &state,
         &gate,
         8,
+        2,
         json!({"message": "look it up", "policy": {"max_turn_cost_usd": 0.04}}),
     )
     .await;
