@@ -104,13 +104,14 @@ pub(crate) async fn hold(
     now: time::OffsetDateTime,
 ) -> Result<Option<Held>, AppError> {
     let name = holder.name;
-    if room(store, holder.owner, name, holder.ceiling, now)
-        .await?
-        .is_none()
-    {
+    if holder.ceiling.is_none() {
         return Ok(None);
     }
+    // A key at its ceiling is told what it spent (`room`'s refusal), before anything else;
+    // the store's hold reads the spend again only for a priced turn.
+    let at_ceiling = || room(store, holder.owner, name, holder.ceiling, now);
     if let Some(model) = unpriced {
+        at_ceiling().await?;
         return Err(AppError::BadRequest(format!(
             "model `{model}` has no price, and key `{name}` has a spend ceiling: what its turns cost could not be counted. The operator must price it in buddy.toml (`prices`, dollars per million tokens)"
         )));
@@ -137,6 +138,7 @@ pub(crate) async fn hold(
         })
         .await?;
     if amount == Usd::ZERO {
+        at_ceiling().await?;
         return Err(AppError::TooManyTurns(format!(
             "key `{name}`'s running turns hold the rest of what it may spend under its ceiling: wait for one to end (or give turns a smaller budget, `max_turn_cost_usd`, so that several fit)"
         )));
