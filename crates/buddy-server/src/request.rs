@@ -10,6 +10,7 @@ use buddy_engine::PolicyPatch;
 use buddy_store::ConversationInfo;
 
 use crate::auth::Caller;
+use crate::backend::Resolved;
 use crate::error::AppError;
 use crate::state::AppState;
 
@@ -38,6 +39,20 @@ impl FromRequestParts<AppState> for Client {
 }
 
 impl Client {
+    /// The provider, tools and model a request names (the server's default for `None`);
+    /// one the server does not have is a 400 saying which it has.
+    pub(crate) fn resolve(
+        &self,
+        provider: Option<&str>,
+        model: Option<&str>,
+    ) -> Result<Resolved, AppError> {
+        self.state
+            .inner
+            .backend
+            .resolve(provider, model)
+            .map_err(|e| AppError::BadRequest(e.to_string()))
+    }
+
     /// The conversation if the caller may use it (another key's is "does not exist").
     pub(crate) async fn conversation(&self, id: &str) -> Result<ConversationInfo, AppError> {
         owned_conversation(&self.state, &self.caller, id).await

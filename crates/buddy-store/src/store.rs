@@ -143,6 +143,22 @@ pub struct ConversationDetail {
     pub fork_before: Option<u64>,
 }
 
+impl ConversationDetail {
+    /// Turn `id`'s record, unless it is unknown here or hidden (a deleted response).
+    pub fn live_turn(&self, id: &str) -> Option<&TurnRecord> {
+        self.turns.iter().find(|t| t.id == id && !t.hidden)
+    }
+
+    /// How many of the messages come up to the end of turn `id`'s own: the history a
+    /// response of that turn was made from, and answered (0 when it has none).
+    pub fn through_turn(&self, id: &str) -> usize {
+        self.message_turns
+            .iter()
+            .rposition(|t| t == id)
+            .map_or(0, |i| i + 1)
+    }
+}
+
 /// `{}`: the settings of a conversation nobody set any for.
 fn empty_object() -> serde_json::Value {
     serde_json::Value::Object(serde_json::Map::new())

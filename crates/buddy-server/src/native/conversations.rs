@@ -116,7 +116,7 @@ const MAX_TITLE_CHARS: usize = 200;
 /// `PATCH /v1/conversations/{id}` with `{"title": "…"}` and/or `{"settings": {"system":
 /// "…", "policy": {…}}}`: names a conversation, or sets what its next turns run with.
 pub(crate) async fn update(
-    Client { state, caller }: Client,
+    client: Client,
     Path(id): Path<String>,
     JsonBody(body): JsonBody<PatchBody>,
 ) -> Result<Json<Value>, AppError> {
@@ -134,7 +134,8 @@ pub(crate) async fn update(
         )));
     }
     let settings = body.settings.map(ConversationSettings::parse).transpose()?;
-    let info = owned_conversation(&state, &caller, &id).await?;
+    let info = client.conversation(&id).await?;
+    let state = &client.state;
     // New settings keep the conversation's metadata unless they bring their own.
     let settings = settings.map(|mut new| {
         if new.metadata.is_none() {
@@ -149,12 +150,8 @@ pub(crate) async fn update(
     if let Some(settings) = settings {
         // Refused now, not at the next turn: a policy above what the conversation's model
         // may run with.
-        let resolved = state
-            .inner
-            .backend
-            .resolve(None, info.last_model.as_deref())
-            .map_err(|e| AppError::BadRequest(e.to_string()))?;
-        turn_policy(&state, &resolved, &settings.policy)?;
+        let resolved = client.resolve(None, info.last_model.as_deref())?;
+        turn_policy(state, &resolved, &settings.policy)?;
         let kept = settings.to_value();
         if !state.inner.store.set_settings(&id, &kept).await? {
             return Err(gone());

@@ -131,14 +131,10 @@ async fn to_compact(
                 .get_conversation(&id)
                 .await?
                 .ok_or_else(not_found)?;
-            if !detail.turns.iter().any(|t| t.id == turn && !t.hidden) {
+            if detail.live_turn(&turn).is_none() {
                 return Err(not_found());
             }
-            let end = detail
-                .message_turns
-                .iter()
-                .rposition(|t| *t == turn)
-                .map_or(0, |i| i + 1);
+            let end = detail.through_turn(&turn);
             let mut messages = detail.messages;
             messages.truncate(end);
             messages

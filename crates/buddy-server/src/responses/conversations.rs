@@ -66,8 +66,8 @@ pub(crate) async fn update(
     JsonBody(body): JsonBody<UpdateBody>,
 ) -> Result<Json<Value>, AppError> {
     let metadata = metadata_of(Some(body.metadata))?.unwrap_or_default();
-    let info = client.conversation(&id).await?;
-    let mut settings = ConversationSettings::stored(&info.settings)?;
+    let detail = detail_of(&client, &id).await?;
+    let mut settings = ConversationSettings::stored(&detail.settings)?;
     settings.metadata = Some(metadata);
     let kept = settings.to_value();
     let store = &client.state.inner.store;
@@ -76,7 +76,6 @@ pub(crate) async fn update(
             "conversation `{id}` does not exist"
         )));
     }
-    let detail = detail_of(&client, &id).await?;
     Ok(Json(conversation_object(&id, detail.created_at_ms, &kept)))
 }
 

@@ -59,7 +59,7 @@ async fn locate(state: &AppState, caller: &Caller, id: &str) -> Result<Located, 
         .get_conversation(&conversation)
         .await?
         .ok_or_else(|| not_found(id))?;
-    if !detail.turns.iter().any(|t| t.id == turn && !t.hidden) {
+    if detail.live_turn(&turn).is_none() {
         return Err(not_found(id));
     }
     Ok(Located {

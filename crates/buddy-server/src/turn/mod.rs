@@ -19,7 +19,6 @@ pub(crate) use encoder::{CancelOnDrop, Encoder, PendingCalls, frames, unix_now, 
 pub(crate) use policy::turn_policy;
 pub(crate) use spec::{Conversation, Family, StartedTurn, TurnSpec};
 
-use crate::backend::Resolved;
 use crate::error::AppError;
 use crate::request::Client;
 use crate::spend;
@@ -47,20 +46,6 @@ impl std::ops::Deref for Turns {
 }
 
 impl Turns {
-    /// The provider, tools and model a request names (the server's default for `None`);
-    /// one the server does not have is a 400 saying which it has.
-    pub(crate) fn resolve(
-        &self,
-        provider: Option<&str>,
-        model: Option<&str>,
-    ) -> Result<Resolved, AppError> {
-        self.state
-            .inner
-            .backend
-            .resolve(provider, model)
-            .map_err(|e| AppError::BadRequest(e.to_string()))
-    }
-
     /// Starts the turn `spec` asks for on its own task.
     pub(crate) async fn start(&self, spec: TurnSpec) -> Result<StartedTurn, AppError> {
         let (state, caller) = (&self.state, &self.caller);

@@ -146,11 +146,7 @@ async fn after_turn(
         .get_conversation(conversation)
         .await?
         .ok_or_else(gone)?;
-    let record = detail
-        .turns
-        .iter()
-        .find(|t| t.id == after && !t.hidden)
-        .ok_or_else(gone)?;
+    let record = detail.live_turn(after).ok_or_else(gone)?;
     if record.stop_reason.is_none() {
         return Err(AppError::Conflict(format!(
             "the response of turn `{after}` is still in progress; continue from it once it has \
@@ -176,11 +172,7 @@ async fn after_turn(
             Err(e) => return Err(e),
         }
     }
-    let end = detail
-        .message_turns
-        .iter()
-        .rposition(|t| t == after)
-        .map_or(0, |i| i + 1);
+    let end = detail.through_turn(after);
     let (mut messages, mut turns) = (detail.messages, detail.message_turns);
     messages.truncate(end);
     turns.truncate(end);
