@@ -62,6 +62,10 @@ pub struct BuddyConfig {
     /// `[telemetry]`: export turns' spans over OTLP (also switched on by `OTEL_*`).
     #[serde(default)]
     pub telemetry: Option<buddy_telemetry::TelemetryConfig>,
+    /// `[[agents]]`: sub-agents offered to turns as tools, each running a turn of its own
+    /// under the calling turn's budget.
+    #[serde(default)]
+    pub agents: Vec<buddy_engine::AgentSpec>,
 }
 
 /// `path` with a leading `~` or `$HOME` (`${HOME}`) replaced by `home`, so the README's

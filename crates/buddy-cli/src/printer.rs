@@ -106,6 +106,13 @@ pub fn human_line(event: &ChatEvent) -> Option<String> {
                 names.join(", ")
             )
         }
+        // A sub-agent's steps, indented by depth under the agents that lead to it (its
+        // text stays off stdout, which holds the top-level answer only).
+        ChatEvent::Agent { path, event } => {
+            let inner = human_line(event)?;
+            let names: Vec<&str> = path.iter().map(|h| h.agent.as_str()).collect();
+            format!("{}[{}] {inner}", "  ".repeat(path.len()), names.join(" › "))
+        }
         _ => return None,
     })
 }

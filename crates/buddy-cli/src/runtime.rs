@@ -3,11 +3,15 @@
 //! session's provider and toolbox (MCP included), the server's backend, the store,
 //! policy layering, prices, approval rules and telemetry. Commands only drive the parts.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use buddy_core::{Price, Provider, Toolbox};
-use buddy_engine::{ApprovalMode, ApprovalRules, LoopPolicy, PolicyError, PolicyPatch, PriceTable};
+use buddy_engine::{
+    AgentSet, AgentSpec, AgentSpecError, ApprovalMode, ApprovalRules, LoopPolicy, PolicyError,
+    PolicyPatch, PriceTable,
+};
 use buddy_scripted::{Scenario, ScenarioTool};
 use buddy_skills::{Sandbox, SandboxError};
 use buddy_store::{OpenError, StoreLocation};
@@ -53,6 +57,9 @@ pub enum RuntimeError {
     /// The server's backend could not be built.
     #[error(transparent)]
     ServerBackend(BackendBuildError),
+    /// An `[[agents]]` declaration cannot be used.
+    #[error("an agent declaration ([[agents]] in buddy.toml, or the scenario's `agents`): {0}")]
+    Agents(#[source] AgentSpecError),
 }
 
 /// A `run` or `chat` session's provider with the toolbox its turns are offered.
@@ -151,6 +158,7 @@ impl Runtime {
         let backend = self.backends.get(chosen.config.kind)?;
         let built = backend.session(&chosen, wants, env)?;
         let toolbox = build_toolbox(&self.config, sandbox, built.scenario.as_ref()).await?;
+        let toolbox = self.with_agents(toolbox, &built.provider, built.scenario.as_ref())?;
         Ok(Session {
             provider_name: chosen.name,
             provider: built.provider,
@@ -159,6 +167,29 @@ impl Runtime {
             scenario: built.scenario,
             list_priced: backend.list_priced(),
         })
+    }
+
+    /// `toolbox` with the sub-agents of buddy.toml's `[[agents]]` and the scenario's
+    /// offered beside its tools; their model calls go to `provider`.
+    pub fn with_agents(
+        &self,
+        toolbox: Arc<dyn Toolbox>,
+        provider: &Arc<dyn Provider>,
+        scenario: Option<&Scenario>,
+    ) -> Result<Arc<dyn Toolbox>, RuntimeError> {
+        let declared: Vec<AgentSpec> = self
+            .config
+            .agents
+            .iter()
+            .chain(scenario.into_iter().flat_map(|s| &s.agents))
+            .cloned()
+            .collect();
+        if declared.is_empty() {
+            return Ok(toolbox);
+        }
+        let set = AgentSet::new(declared, toolbox, Arc::clone(provider), HashMap::new())
+            .map_err(RuntimeError::Agents)?;
+        Ok(set.toolbox())
     }
 
     /// The `BUDDY_<FIELD>` policy variables of `vars`, as a patch.

@@ -62,6 +62,12 @@ pub enum ChatEvent {
     /// The engine never emits it; `buddy run --json` writes it just before the terminal
     /// event so that its output can be replayed.
     Recording { recording: serde_json::Value },
+    /// An event of a sub-agent's turn, passed up to the top-level stream: `path` names
+    /// each delegation from the top-level turn down to the agent that emitted `event`.
+    Agent {
+        path: Vec<AgentHop>,
+        event: Box<ChatEvent>,
+    },
     /// The turn ended with an answer (possibly written by buddy when the model gave none).
     Done {
         reason: StopReason,
@@ -92,10 +98,19 @@ impl ChatEvent {
             ChatEvent::IterationStats { .. } => "iteration_stats",
             ChatEvent::ApprovalRequired { .. } => "approval_required",
             ChatEvent::Recording { .. } => "recording",
+            ChatEvent::Agent { .. } => "agent",
             ChatEvent::Done { .. } => "done",
             ChatEvent::Error { .. } => "error",
         }
     }
+}
+
+/// One step of a delegation: the sub-agent `agent`, started by the tool call `call_id`
+/// of the turn above it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentHop {
+    pub agent: String,
+    pub call_id: String,
 }
 
 /// A tool call waiting for a person's decision.
@@ -182,6 +197,9 @@ pub enum GuardKind {
     Approval,
     /// The model server refused the conversation for repeating tool calls.
     ProviderLoopRefusal,
+    /// A sub-agent bound acted: depth, spawns per turn, a self-spawn, a stalled child,
+    /// or the tree's shared budget.
+    Delegation,
 }
 
 impl GuardKind {
@@ -211,6 +229,7 @@ impl GuardKind {
             GuardKind::ToolsIgnored => "tools_ignored",
             GuardKind::Approval => "approval",
             GuardKind::ProviderLoopRefusal => "provider_loop_refusal",
+            GuardKind::Delegation => "delegation",
         }
     }
 }
@@ -246,6 +265,8 @@ pub enum GuardAction {
     AskedAgain,
     /// Parts the request could do without were left out so that it fits the window.
     Shed,
+    /// A sub-agent was stopped (it went silent) and its work so far returned.
+    StoppedAgent,
 }
 
 impl GuardAction {
@@ -265,6 +286,7 @@ impl GuardAction {
             GuardAction::ComposedAnswer => "composed_answer",
             GuardAction::AskedAgain => "asked_again",
             GuardAction::Shed => "shed",
+            GuardAction::StoppedAgent => "stopped_agent",
         }
     }
 }

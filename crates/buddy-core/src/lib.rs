@@ -24,7 +24,7 @@ pub const USER_AGENT: &str = concat!("buddy/", env!("CARGO_PKG_VERSION"));
 pub use arguments::Arguments;
 pub use attachment_url::{AttachmentUrlError, check_file_data, check_image_url};
 pub use cost::{Price, Usd};
-pub use event::{ChatEvent, Evidence, GuardAction, GuardKind, PendingCall};
+pub use event::{AgentHop, ChatEvent, Evidence, GuardAction, GuardKind, PendingCall};
 pub use exact_json::{json_exact, json_len};
 pub use head_tail::head_and_tail;
 pub use message::{Attachment, Message, ToolCall, ToolSpec};
@@ -38,7 +38,7 @@ pub use skill::{
     MessageSink, RecordError, RepeatSemantics, Skill, SkillContext, SkillError, ToolOutcome,
     Toolbox,
 };
-pub use stop::{StopReason, TurnStats};
+pub use stop::{DelegatedStats, StopReason, TurnStats};
 pub use token::{FinishReason, ResponseInfo, Token, TokenCount, TokenStream, Usage};
 
 /// A boxed, sendable future: the return type of buddy's object-safe async trait methods.

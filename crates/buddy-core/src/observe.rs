@@ -23,6 +23,12 @@ pub trait TurnObserver: Send + Sync {
 
     /// The W3C `traceparent` to send with tool call `call_id` (started by its event).
     fn tool_traceparent(&self, call_id: &str) -> Option<String>;
+
+    /// An observer for the sub-agent `agent` started by tool call `call_id`, nested under
+    /// that call (an `invoke_agent` span); `None`, the default, leaves it untraced.
+    fn sub_agent(&self, _call_id: &str, _agent: &str) -> Option<std::sync::Arc<dyn TurnObserver>> {
+        None
+    }
 }
 
 /// The W3C trace context headers of a call: `traceparent`, and the caller's

@@ -38,6 +38,10 @@ pub struct SkillContext {
     /// The W3C `traceparent` of the call's span when tracing is on: a skill that calls
     /// another service (MCP's `params._meta`) sends it on.
     pub traceparent: Option<String>,
+    /// What a skill that runs a turn of its own (a sub-agent) inherits from the calling
+    /// turn: its budget lease, cancellation and event stream. Set by the engine for
+    /// [`Skill::is_agent`] skills only; other skills never see it.
+    pub scope: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 /// A skill's failure. `Failed` becomes an error tool result the model sees and can
@@ -96,6 +100,11 @@ pub trait Skill: Send + Sync {
     fn timeout(&self) -> Option<Duration> {
         None
     }
+    /// True for a sub-agent: a skill that runs a whole turn of its own under the calling
+    /// turn's budget (the engine hands it a [`SkillContext::scope`]).
+    fn is_agent(&self) -> bool {
+        false
+    }
     /// Runs the skill. Cancellation is by dropping the future.
     fn execute<'a>(
         &'a self,
@@ -128,6 +137,9 @@ impl<S: Skill + ?Sized> Skill for Arc<S> {
     }
     fn timeout(&self) -> Option<Duration> {
         (**self).timeout()
+    }
+    fn is_agent(&self) -> bool {
+        (**self).is_agent()
     }
     fn execute<'a>(
         &'a self,
@@ -183,6 +195,10 @@ pub trait Toolbox: Send + Sync {
     fn is_external(&self, _name: &str) -> bool {
         false
     }
+    /// True for a tool that is a sub-agent ([`Skill::is_agent`]).
+    fn is_agent(&self, _name: &str) -> bool {
+        false
+    }
     /// For a toolbox whose tools can change while it is in use (an MCP server's
     /// `notifications/tools/list_changed`): a generation number, bumped on every change,
     /// and the toolbox to use now. The engine asks before every model call and switches
@@ -226,6 +242,9 @@ impl<T: Toolbox + ?Sized> Toolbox for Arc<T> {
     }
     fn is_external(&self, name: &str) -> bool {
         (**self).is_external(name)
+    }
+    fn is_agent(&self, name: &str) -> bool {
+        (**self).is_agent(name)
     }
     fn latest(&self) -> BoxFuture<'_, Option<(u64, Arc<dyn Toolbox>)>> {
         (**self).latest()

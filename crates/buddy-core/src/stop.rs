@@ -154,6 +154,30 @@ pub struct TurnStats {
     /// What the model calls cost, in dollars (absent when the model's price is unknown).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_usd: Option<crate::Usd>,
+    /// The part of these figures the turn's sub-agents made (already in the totals above,
+    /// which cover the whole tree of agents).
+    #[serde(default, skip_serializing_if = "DelegatedStats::is_empty")]
+    pub delegated: DelegatedStats,
+}
+
+/// What a turn's sub-agents (and theirs) used, counted in the turn's own totals too.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DelegatedStats {
+    /// Sub-agents started under the turn, at every depth.
+    pub agents: u32,
+    pub model_calls: u32,
+    pub tool_calls: u32,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<crate::Usd>,
+}
+
+impl DelegatedStats {
+    /// True when no sub-agent ran (the field is then left out of JSON).
+    pub fn is_empty(&self) -> bool {
+        *self == DelegatedStats::default()
+    }
 }
 
 #[cfg(test)]

@@ -28,6 +28,17 @@ impl Emitter {
         let _ = self.tx.send(event).await;
     }
 
+    /// The raw stream, for a sub-agent's events passed up it (the observer sees them
+    /// through the sub-agent's own observer).
+    pub(crate) fn sender(&self) -> mpsc::Sender<ChatEvent> {
+        self.tx.clone()
+    }
+
+    /// The turn's observer, shared, for a sub-agent's to hang under.
+    pub(crate) fn observer_arc(&self) -> Option<Arc<dyn TurnObserver>> {
+        self.observer.clone()
+    }
+
     /// The turn's observer, if something traces it.
     pub(crate) fn observer(&self) -> Option<&dyn TurnObserver> {
         self.observer.as_deref()

@@ -58,6 +58,18 @@ impl Engine {
         turn.run(entry).await
     }
 
+    /// Runs a sub-agent's turn under `lease`, its share of the calling turn's tree.
+    pub(crate) async fn run_leased(
+        &self,
+        request: TurnRequest,
+        lease: crate::agents::Lease,
+        events: mpsc::Sender<ChatEvent>,
+    ) -> TurnOutcome {
+        let (mut turn, entry) = Turn::new(&*self.provider, &*self.toolbox, request, events);
+        turn.lease = lease;
+        turn.run(entry).await
+    }
+
     /// Runs one turn on its own task; events arrive on the returned receiver.
     pub fn spawn(
         self: &Arc<Self>,

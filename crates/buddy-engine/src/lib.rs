@@ -9,6 +9,7 @@
 //! [`ChatEvent`]: buddy_core::ChatEvent
 //! [`StopReason`]: buddy_core::StopReason
 
+mod agents;
 mod approval;
 pub mod context;
 mod emitter;
@@ -27,6 +28,9 @@ mod request;
 mod tape;
 mod words;
 
+pub use agents::{
+    AgentOutcome, AgentSet, AgentSkill, AgentSpec, AgentSpecError, AgentStatus, MAX_HISTORY,
+};
 pub use approval::{ApprovalMode, ApprovalRules, CallDecision, Decision, Resume};
 pub use engine::Engine;
 pub use glob::glob_match;

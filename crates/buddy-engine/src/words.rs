@@ -200,6 +200,7 @@ pub(crate) mod not_run {
     pub(crate) const DEADLINE: &str = "not finished: the turn's deadline passed";
     /// The toolbox lost a result (a bug).
     pub(crate) const MISSING: &str = "internal error: the tool result went missing";
+    pub(crate) const TREE_TOOL_CALLS: &str = "not run: the tool calls this turn and its sub-agents share are used up; answer from the results so far";
     /// A call left open when the conversation went on.
     pub(crate) const INTERRUPTED: &str = "not finished: the turn was interrupted (or the call was still \
          waiting for approval) when the conversation went on";

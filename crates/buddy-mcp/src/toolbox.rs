@@ -167,6 +167,10 @@ impl Toolbox for Joined {
     fn is_external(&self, name: &str) -> bool {
         self.base.is_external(name)
     }
+
+    fn is_agent(&self, name: &str) -> bool {
+        self.mcp.semantics(name).is_none() && self.base.is_agent(name)
+    }
 }
 
 impl Toolbox for McpToolbox {
@@ -184,6 +188,10 @@ impl Toolbox for McpToolbox {
 
     fn is_external(&self, name: &str) -> bool {
         self.first.is_external(name)
+    }
+
+    fn is_agent(&self, name: &str) -> bool {
+        self.first.is_agent(name)
     }
 
     fn latest(&self) -> BoxFuture<'_, Option<(u64, Arc<dyn Toolbox>)>> {

@@ -18,6 +18,7 @@ pub(crate) struct Rendered {
 /// What the rules can see of a request.
 struct View<'a> {
     tools: Vec<&'a str>,
+    system: &'a str,
     has_user: bool,
     latest_user: &'a str,
     tool_results: usize,
@@ -38,6 +39,13 @@ impl<'a> View<'a> {
                 .iter()
                 .map(|t| t.name.as_str())
                 .collect(),
+            system: messages
+                .iter()
+                .find_map(|m| match m {
+                    Message::System { content } => Some(content.as_str()),
+                    _ => None,
+                })
+                .unwrap_or(""),
             has_user: latest_user_at.is_some(),
             latest_user: latest_user_at
                 .and_then(|i| messages[i].text())
@@ -73,6 +81,10 @@ impl<'a> View<'a> {
                 .tool_offered
                 .as_deref()
                 .is_none_or(|t| self.tools.contains(&t))
+            && when
+                .system_contains
+                .as_deref()
+                .is_none_or(|s| self.system.to_lowercase().contains(&s.to_lowercase()))
             && check(when.has_user_message, self.has_user)
             && when
                 .user_contains

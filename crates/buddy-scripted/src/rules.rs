@@ -22,6 +22,10 @@ pub struct Condition {
     /// Is this tool offered?
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_offered: Option<String>,
+    /// Does the request's system prompt contain this text (case-insensitive)? Tells a
+    /// sub-agent's calls (its instructions are its system prompt) from its caller's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_contains: Option<String>,
     /// Is there a user message at all?
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub has_user_message: Option<bool>,

@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use buddy_core::{ChatEvent, Message, StopReason, TurnStats};
-use buddy_engine::{Engine, LoopPolicy, PolicyError, PolicyPatch, TurnRequest};
+use buddy_core::{ChatEvent, Message, Provider, StopReason, Toolbox, TurnStats};
+use buddy_engine::{AgentSet, Engine, LoopPolicy, PolicyError, PolicyPatch, TurnRequest};
 use buddy_skills::{RegistryError, Sandbox, SkillRegistry};
 use serde::Serialize;
 
@@ -97,10 +97,9 @@ pub async fn run_scenario(
     let policy = scenario_policy(&scenario, extra)?;
     let registry = scenario_registry(&scenario, sandbox)?;
     let scenario = Arc::new(scenario);
-    let engine = Engine::new(
-        Arc::new(ScriptedProvider::new(Arc::clone(&scenario))),
-        Arc::new(registry),
-    );
+    let provider: Arc<dyn Provider> = Arc::new(ScriptedProvider::new(Arc::clone(&scenario)));
+    let toolbox = with_agents(&scenario, Arc::new(registry), &provider)?;
+    let engine = Engine::new(provider, toolbox);
     let history = scenario.system.iter().map(Message::system).collect();
     let request = TurnRequest::new(
         format!("scripted:{}", scenario.name),
@@ -108,7 +107,17 @@ pub async fn run_scenario(
     )
     .with_history(history)
     .with_policy(policy);
-    let (events, outcome) = engine.run_collect(request).await;
+    let cancel = request.cancel.clone();
+    let (events, outcome) = match scenario.cancel_after_ms {
+        Some(ms) => {
+            let (done, ()) = tokio::join!(engine.run_collect(request), async {
+                tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+                cancel.cancel();
+            });
+            done
+        }
+        None => engine.run_collect(request).await,
+    };
     let recording = outcome.recording();
     let expect = &scenario.expect;
     let answer = outcome.answer.clone().unwrap_or_default();
@@ -150,6 +159,26 @@ pub async fn run_scenario(
         messages: outcome.messages,
         recording: Some(recording),
     })
+}
+
+/// `toolbox` with the scenario's sub-agents (if it declares any) offered beside its
+/// tools; the agents' model calls go to `provider`, the scenario's model.
+pub fn with_agents(
+    scenario: &Scenario,
+    toolbox: Arc<dyn Toolbox>,
+    provider: &Arc<dyn Provider>,
+) -> Result<Arc<dyn Toolbox>, RunError> {
+    if scenario.agents.is_empty() {
+        return Ok(toolbox);
+    }
+    let set = AgentSet::new(
+        scenario.agents.clone(),
+        toolbox,
+        Arc::clone(provider),
+        std::collections::HashMap::new(),
+    )
+    .map_err(|e| RunError::Setup(format!("scenario `{}`: {e}", scenario.name)))?;
+    Ok(set.toolbox())
 }
 
 /// `explicit`, else `./scenarios` when it exists, else the checkout buddy was built from

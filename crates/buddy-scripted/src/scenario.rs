@@ -43,6 +43,13 @@ pub struct Scenario {
     pub policy: PolicyPatch,
     /// The outcome the scenario must reach.
     pub expect: Expectation,
+    /// Sub-agents offered to the turn as tools (`[[agents]]` of buddy.toml); their
+    /// calls are answered by the same rules (tell them apart by `system_contains`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agents: Vec<buddy_engine::AgentSpec>,
+    /// The client cancels the turn this long after it starts (a scripted Ctrl-C).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancel_after_ms: Option<u64>,
     /// The model's behaviour: the first rule whose `when` matches answers.
     pub rules: Vec<Rule>,
     /// Characters per streamed text chunk.

@@ -31,6 +31,9 @@ impl Toolbox for WithClientTools {
     fn is_external(&self, name: &str) -> bool {
         self.client.contains(name)
     }
+    fn is_agent(&self, name: &str) -> bool {
+        !self.client.contains(name) && self.inner.is_agent(name)
+    }
 }
 
 /// The server's `toolbox` plus the client's `declared` tools. A client tool named like

@@ -181,6 +181,13 @@ impl Toolbox for SkillRegistry {
             .map(|e| e.skill.semantics())
     }
 
+    fn is_agent(&self, name: &str) -> bool {
+        self.index
+            .get(name)
+            .and_then(|i| self.entries.get(*i))
+            .is_some_and(|e| e.skill.is_agent())
+    }
+
     fn invoke<'a>(
         &'a self,
         call: &'a ToolCall,

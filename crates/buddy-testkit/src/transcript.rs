@@ -4,6 +4,9 @@ use buddy_core::ChatEvent;
 
 /// A stable, readable rendering of a turn's events for snapshot tests: text deltas are
 /// joined, timings and token counts left out.
+///
+/// A sub-agent's events (`Agent`) are rendered the same way, each run of them under the
+/// same path indented and prefixed with that path (`  [researcher] call …`).
 pub fn transcript(events: &[ChatEvent]) -> String {
     let mut out = String::new();
     let mut text = String::new();
@@ -13,7 +16,30 @@ pub fn transcript(events: &[ChatEvent]) -> String {
             text.clear();
         }
     };
+    let mut nested: Vec<ChatEvent> = Vec::new();
+    let mut nested_path: Vec<String> = Vec::new();
+    let flush_nested = |nested: &mut Vec<ChatEvent>, path: &[String], out: &mut String| {
+        if nested.is_empty() {
+            return;
+        }
+        let prefix = format!("{}[{}] ", "  ".repeat(path.len()), path.join(" › "));
+        for line in transcript(nested).lines() {
+            let _ = writeln!(out, "{prefix}{line}");
+        }
+        nested.clear();
+    };
     for event in events {
+        if let ChatEvent::Agent { path, event } = event {
+            let names: Vec<String> = path.iter().map(|h| h.agent.clone()).collect();
+            flush(&mut text, &mut out);
+            if names != nested_path {
+                flush_nested(&mut nested, &nested_path, &mut out);
+                nested_path = names;
+            }
+            nested.push((**event).clone());
+            continue;
+        }
+        flush_nested(&mut nested, &nested_path, &mut out);
         if let ChatEvent::TextDelta { text: t } = event {
             text.push_str(t);
             continue;
@@ -81,6 +107,7 @@ pub fn transcript(events: &[ChatEvent]) -> String {
             _ => writeln!(out, "{event:?}"),
         };
     }
+    flush_nested(&mut nested, &nested_path, &mut out);
     flush(&mut text, &mut out);
     out
 }

@@ -40,6 +40,14 @@ pub async fn run(config: Option<&Path>, args: RunArgs) -> anyhow::Result<u8> {
         .with_history(setup.history.clone())
         .with_policy(setup.policy.clone())
         .with_price(setup.price);
+    // A scenario may script the client's Ctrl-C.
+    if let Some(ms) = setup.scenario.as_ref().and_then(|s| s.cancel_after_ms) {
+        let cancel = request.cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+            cancel.cancel();
+        });
+    }
     let outcome = drive_turn(&setup, request, args.json).await;
     setup.flush_telemetry().await;
     Ok(exit_code(outcome?.reason))

@@ -12,7 +12,7 @@ use tracing::warn;
 
 use super::account::{CallAccount, reply_tokens, reported_input};
 use super::request::ended_without_reply;
-use super::{End, State, Turn, announce_to};
+use super::{End, State, Turn, announce_to, tree_cause};
 use crate::context::budget::{Budgeted, History, RequestParts, cap_after_refusal, fit_request};
 use crate::guards::chant::ChantDetector;
 use crate::judge::{FinalizeCause, Judge, Trip};
@@ -31,6 +31,13 @@ impl Turn<'_> {
                 .limit_before_call(&self.stats, self.deadline_passed(), estimate)
         {
             return State::Finalize(cause);
+        }
+        self.lease.book(&self.stats);
+        if let Some(stop) = self.lease.stop_before_call(estimate) {
+            return State::Finalize(tree_cause(stop));
+        }
+        if !self.lease.take_round_call() {
+            return State::Finalize(tree_cause(self.lease.calls_spent()));
         }
         let tools = self.tools_for_next_call().await;
         self.tools_offered_now = tools.is_some();
@@ -111,6 +118,8 @@ impl Turn<'_> {
             let result = self
                 .model_call_once(tools, finalize_instruction, purpose)
                 .await;
+            // Booked at once: a sub-agent dropped by its caller's cancel still counts.
+            self.lease.book(&self.stats);
             match &result {
                 Err(CallEnd::Provider(e)) => self.tape.steps.push(TapeStep::failed(purpose, e)),
                 Err(CallEnd::Cancelled) => self.tape.steps.push(TapeStep::Interrupted {

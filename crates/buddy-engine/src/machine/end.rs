@@ -4,6 +4,7 @@ use buddy_core::{ChatEvent, Message, StopReason};
 use tracing::debug;
 
 use super::{End, Turn, store_failed};
+use crate::agents::with_delegated;
 use crate::judge::Judge;
 use crate::request::TurnOutcome;
 use crate::tape::TapeEnd;
@@ -16,6 +17,10 @@ impl Turn<'_> {
             other => other,
         };
         self.stats.elapsed_ms = self.elapsed_ms();
+        self.lease.book(&self.stats);
+        // What the turn reports covers its sub-agents; its tape keeps its own calls.
+        let own = self.stats;
+        self.stats = with_delegated(own, self.lease.delegated());
         let (reason, answer, error) = match end {
             End::Answered { reason, text } | End::Paused { reason, text } => {
                 debug!(%reason, stats = ?self.stats, "turn done");
@@ -54,8 +59,8 @@ impl Turn<'_> {
         self.tape.new_messages = self.ledger.new_count();
         self.tape.ended = Some(TapeEnd {
             reason,
-            model_calls: self.stats.model_calls,
-            tool_calls: self.stats.tool_calls,
+            model_calls: own.model_calls,
+            tool_calls: own.tool_calls,
         });
         TurnOutcome {
             reason,

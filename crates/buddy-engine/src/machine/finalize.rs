@@ -36,6 +36,11 @@ impl Turn<'_> {
             debug!(%reason, "finalize: no money left for the answer call");
             return answered(reason, String::new());
         }
+        if self.lease.child_out_of_budget() || !self.lease.take_final_call() {
+            // Sub-agents used the calls of the tree: buddy answers from the tool results.
+            debug!(%reason, "finalize: no model call left in the tree for the answer");
+            return answered(reason, String::new());
+        }
         debug!(%reason, detail = %cause.detail, "finalize: one last model call without tools");
         let instruction = words::finalize_instruction(&cause.detail);
         // Tools stay defined but not callable: some APIs (Anthropic) refuse a history with

@@ -36,13 +36,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use buddy_core::{
-    CallPurpose, ChatEvent, Message, PendingCall, Price, Provider, StopReason, ToolCall, Toolbox,
-    TurnStats, Usd,
+    CallPurpose, ChatEvent, GuardKind, Message, PendingCall, Price, Provider, StopReason, ToolCall,
+    Toolbox, TurnStats, Usd,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
+use crate::agents::{Lease, TreeStop};
 use crate::approval::{ApprovalRules, CallDecision, Decision, Resume};
 use crate::context::budget::Room;
 use crate::context::counter_for_model;
@@ -194,6 +195,9 @@ pub(crate) struct Turn<'e> {
     /// history already holds it; the answer is it and the rest).
     cut_answer: String,
     tape: Tape,
+    /// The turn's share of its tree of agents: the whole tree's ledger for a top-level
+    /// turn, a lease carved from the caller's for a sub-agent.
+    pub(crate) lease: Lease,
 }
 
 impl<'e> Turn<'e> {
@@ -251,6 +255,7 @@ impl<'e> Turn<'e> {
             given,
         );
         tape.tools = crate::tape::tools_of(toolbox);
+        let lease = Lease::root(&policy);
         let turn = Turn {
             provider,
             base_toolbox: toolbox,
@@ -281,6 +286,7 @@ impl<'e> Turn<'e> {
             prune_repeats: false,
             cut_answer: String::new(),
             tape,
+            lease,
         };
         (turn, entry)
     }
@@ -434,6 +440,35 @@ async fn announce_to(events: &Emitter, tape: &mut Tape, model_call: u32, trip: T
             evidence,
         })
         .await;
+}
+
+/// A stop of the turn's tree of agents as the Finalize it causes.
+fn tree_cause(stop: TreeStop) -> FinalizeCause {
+    match stop {
+        TreeStop::Calls { max, used } => FinalizeCause::new(
+            StopReason::MaxModelCalls,
+            GuardKind::ModelCallLimit,
+            format!(
+                "{used} of the {max} model calls this turn and its sub-agents share are used, the rest held for answers"
+            ),
+        ),
+        TreeStop::Tokens { budget, used } => FinalizeCause::new(
+            StopReason::TokenBudget,
+            GuardKind::TokenBudget,
+            format!("{used} of {budget} tokens used by this turn and its sub-agents"),
+        ),
+        TreeStop::Cost {
+            budget,
+            spent,
+            next,
+        } => FinalizeCause::new(
+            StopReason::CostBudget,
+            GuardKind::CostBudget,
+            format!(
+                "{spent} of {budget} spent by this turn and its sub-agents; the next call would cost about {next}, and the answer as much again"
+            ),
+        ),
+    }
 }
 
 /// The end of a turn whose messages could not be stored.

@@ -7,9 +7,13 @@ use buddy_core::{
     CallPurpose, ChatEvent, Message, RepeatSemantics, SkillContext, StopReason, ToolCall,
     ToolOutcome,
 };
+use std::sync::Arc;
+
+use buddy_core::GuardKind;
 use futures::StreamExt;
 
 use super::{End, Round, State, Turn};
+use crate::agents::{Scope, as_line};
 use crate::judge::{FinalizeCause, Judge, Plan, RoundFacts, RoundJudge, Slot};
 use crate::tape::TapeStep;
 use crate::words::not_run;
@@ -44,10 +48,11 @@ impl Turn<'_> {
             tools_offered: self.tools_offered_now,
             approval: &self.approval,
         };
-        let (slots, trips) =
+        let (mut slots, trips) =
             self.judge
                 .plan_round(&mut judged, calls, &semantics, &mut decided, facts);
         self.announce_all(trips).await;
+        let then = self.draw_tool_calls(&mut slots).or(then);
 
         let interrupted = self.run_slots(&slots, &mut judged).await;
 
@@ -86,6 +91,52 @@ impl Turn<'_> {
         }
     }
 
+    /// Draws the calls about to run from the tree's tool-call pool; those it has no room
+    /// for are answered unrun, and the turn goes to Finalize after the round. A turn
+    /// without sub-agents always gets them all (its judge planned within the same cap).
+    fn draw_tool_calls(&mut self, slots: &mut [Slot]) -> Option<FinalizeCause> {
+        let wanted = slots.iter().filter(|s| matches!(s.plan, Plan::Run)).count();
+        let wanted = u32::try_from(wanted).unwrap_or(u32::MAX);
+        let granted = self.lease.take_tool_calls(wanted);
+        if granted == wanted {
+            return None;
+        }
+        for slot in slots
+            .iter_mut()
+            .filter(|s| matches!(s.plan, Plan::Run))
+            .skip(usize::try_from(granted).unwrap_or(usize::MAX))
+        {
+            slot.plan = Plan::Answer {
+                content: not_run::TREE_TOOL_CALLS.to_owned(),
+                is_error: true,
+            };
+        }
+        Some(FinalizeCause::new(
+            StopReason::MaxToolCalls,
+            GuardKind::ToolCallLimit,
+            "the tool calls this turn and its sub-agents share are used".to_owned(),
+        ))
+    }
+
+    /// The scope handed to sub-agent calls of this round: the turn's place in its tree,
+    /// cancellation, stream, deadline, policy and latest messages.
+    fn agent_scope(&self) -> Arc<dyn std::any::Any + Send + Sync> {
+        let messages = self.ledger.messages();
+        let from = messages
+            .len()
+            .saturating_sub(usize::try_from(crate::agents::MAX_HISTORY).unwrap_or(0));
+        Arc::new(Scope {
+            place: self.lease.place(),
+            cancel: self.cancel.clone(),
+            events: self.events.sender(),
+            observer: self.events.observer_arc(),
+            deadline: self.deadline,
+            policy: self.judge.policy().clone(),
+            model: self.model.clone(),
+            recent: messages[from..].iter().filter_map(as_line).collect(),
+        })
+    }
+
     /// Runs the `Run` slots concurrently (bounded), emitting and recording every result
     /// in call order. Calls still running when the turn is cancelled or its deadline
     /// passes get an error result, so the history stays valid.
@@ -104,11 +155,17 @@ impl Turn<'_> {
             .collect();
         let mut pending: Vec<buddy_core::BoxFuture<'_, ToolOutcome>> = Vec::new();
         let observer = self.events.observer();
+        let mut scope = None;
         for call in &to_run {
+            let scope = match toolbox.is_agent(&call.name) {
+                true => Some(Arc::clone(scope.get_or_insert_with(|| self.agent_scope()))),
+                false => None,
+            };
             let ctx = SkillContext {
                 call_id: call.id.clone(),
                 arguments: call.arguments.clone(),
                 traceparent: observer.and_then(|o| o.tool_traceparent(&call.id)),
+                scope,
             };
             pending.push(toolbox.invoke(call, ctx));
         }
@@ -144,6 +201,7 @@ impl Turn<'_> {
                     match next {
                         Ok(Some(outcome)) => {
                             self.stats.tool_calls += 1;
+                            self.lease.book(&self.stats);
                             let trips = self.judge.observe(judged, slot, &outcome);
                             self.announce_all(trips).await;
                             ran = Some(outcome.fatal);

@@ -141,6 +141,29 @@ policy_fields! {
         check Check::Range { lo: 1, hi: 64, expected: "1..=64" };
         ceiling Ceiling::AtMost;
         flag Flag::None;
+    /// How deep sub-agents may nest: 1 lets the turn delegate, 2 lets its sub-agents
+    /// delegate once more; at the last level the delegation tools are not offered (and
+    /// refused if called). 0 turns sub-agents off.
+    max_agent_depth: u32 = 2;
+        check Check::Range { lo: 0, hi: 8, expected: "0..=8" };
+        ceiling Ceiling::AtMost;
+        flag Flag::Value { value_name: "N", help: "How deep sub-agents may nest (0 = none)." };
+    /// Sub-agents one turn runs at the same time; more wait their turn, in order.
+    max_running_agents: u32 = 4;
+        check Check::Range { lo: 1, hi: 64, expected: "1..=64" };
+        ceiling Ceiling::AtMost;
+        flag Flag::None;
+    /// Sub-agents started over a whole top-level turn and its tree; more are refused.
+    max_agent_spawns: u32 = 16;
+        check Check::Range { lo: 0, hi: 1000, expected: "0..=1000" };
+        ceiling Ceiling::AtMost;
+        flag Flag::Value { value_name: "N", help: "Sub-agents started per top-level turn." };
+    /// A sub-agent that sends no event for this long is stopped, and its work so far is
+    /// returned marked partial; off with 0.
+    child_stall_secs: Option<u64> = Some(120);
+        check Check::Range { lo: 1, hi: 86_400, expected: "1..=86400 seconds, or 0 for off" };
+        ceiling Ceiling::AtMost;
+        flag Flag::None;
     /// Tool calls one response may ask for; the excess get an error result the model reads.
     max_calls_per_reply: u32 = 128;
         check Check::Range { lo: 1, hi: 100_000, expected: "1..=100000" };

@@ -9,6 +9,7 @@ mod property;
 mod refusals;
 mod replay;
 mod routing;
+mod subagents;
 mod tool_changes;
 
 use std::sync::Arc;

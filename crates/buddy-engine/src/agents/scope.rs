@@ -1,0 +1,29 @@
+//! What a sub-agent call inherits from the turn that makes it: its place in the tree,
+//! cancellation, the event stream, the deadline and the policy.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use buddy_core::{ChatEvent, TurnObserver};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::tree::Place;
+use crate::policy::LoopPolicy;
+
+/// The calling turn, as a sub-agent skill sees it (through `SkillContext::scope`).
+pub(crate) struct Scope {
+    pub place: Place,
+    pub cancel: CancellationToken,
+    /// The calling turn's event stream: the sub-agent's events go up it.
+    pub events: mpsc::Sender<ChatEvent>,
+    pub observer: Option<Arc<dyn TurnObserver>>,
+    pub deadline: Option<Instant>,
+    /// The calling turn's policy, which a sub-agent's declaration refines.
+    pub policy: LoopPolicy,
+    /// The calling turn's model.
+    pub model: String,
+    /// The calling conversation's latest messages as text, newest last (for declarations
+    /// that ask for history).
+    pub recent: Vec<String>,
+}
