@@ -47,30 +47,30 @@ pub fn read_runs(text: &str, label: &str) -> Vec<Result<LoggedRun, InputError>> 
     {
         return match value {
             Value::Array(items) if items.first().is_some_and(is_message) => {
-                vec![run_of(Value::Array(items), label.to_owned(), &source)]
+                tree_of(Value::Array(items), label.to_owned(), &source)
             }
             Value::Array(items) => items
                 .into_iter()
                 .enumerate()
-                .map(|(i, item)| run_of(item, format!("{label}#{}", i + 1), &source))
+                .flat_map(|(i, item)| tree_of(item, format!("{label}#{}", i + 1), &source))
                 .collect(),
-            other => vec![run_of(other, label.to_owned(), &source)],
+            other => tree_of(other, label.to_owned(), &source),
         };
     }
     // JSONL: one conversation per line.
     text.lines()
         .enumerate()
         .filter(|(_, line)| !line.trim().is_empty())
-        .map(|(n, line)| {
+        .flat_map(|(n, line)| {
             let place = format!("{label}:{}", n + 1);
             match serde_json::from_str::<Value>(line) {
-                Ok(value) => run_of(value, place, &source),
-                Err(e) => Err(fail(
+                Ok(value) => tree_of(value, place, &source),
+                Err(e) => vec![Err(fail(
                     place,
                     format!(
                         "not JSON ({e}); write one conversation per line, or one JSON document"
                     ),
-                )),
+                ))],
             }
         })
         .collect()
@@ -99,6 +99,84 @@ fn is_message(value: &Value) -> bool {
 
 /// Keys a log may keep a conversation's messages under, in order of preference.
 const MESSAGE_KEYS: [&str; 5] = ["messages", "traj", "trajectory", "conversation", "history"];
+
+/// Keys a log may keep a run's sub-agent runs under (each a run of its own).
+const CHILD_KEYS: [&str; 4] = ["subagents", "agents", "children", "sidechains"];
+
+/// How deep nested sub-agent runs are read.
+const MAX_TREE_DEPTH: usize = 8;
+
+/// The run `value` holds, then every sub-agent run nested in it (depth first), each
+/// judged as a run of its own: its id is its caller's, `>`, and its own id, agent name
+/// or place; a child that does not say whether it succeeded takes its caller's word.
+fn tree_of(value: Value, place: String, source: &str) -> Vec<Result<LoggedRun, InputError>> {
+    let mut runs = Vec::new();
+    collect_tree(value, place, source, None, 0, &mut runs);
+    runs
+}
+
+fn collect_tree(
+    mut value: Value,
+    place: String,
+    source: &str,
+    inherited: Option<bool>,
+    depth: usize,
+    runs: &mut Vec<Result<LoggedRun, InputError>>,
+) {
+    let children: Vec<Value> = match value.as_object_mut() {
+        Some(object) if depth < MAX_TREE_DEPTH => CHILD_KEYS
+            .iter()
+            .filter_map(|key| match object.get(*key) {
+                Some(Value::Array(items)) if items.iter().all(is_run) && !items.is_empty() => {
+                    object.remove(*key)
+                }
+                _ => None,
+            })
+            .flat_map(|v| match v {
+                Value::Array(items) => items,
+                _ => Vec::new(),
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    let run = run_of(value, place.clone(), source).map(|mut run| {
+        run.success = run.success.or(inherited);
+        if depth > 0 {
+            run.id = place.clone();
+        }
+        run
+    });
+    let (parent_id, success) = match &run {
+        Ok(run) => (run.id.clone(), run.success),
+        Err(_) => (place.clone(), inherited),
+    };
+    runs.push(run);
+    for (i, child) in children.into_iter().enumerate() {
+        let name = child
+            .get("id")
+            .or_else(|| child.get("agent"))
+            .or_else(|| child.get("name"))
+            .and_then(Value::as_str)
+            .map_or_else(|| format!("#{}", i + 1), str::to_owned);
+        collect_tree(
+            child,
+            format!("{parent_id}>{name}"),
+            source,
+            success,
+            depth + 1,
+            runs,
+        );
+    }
+}
+
+/// True for a value that is a run (a conversation) rather than a name or a message.
+fn is_run(value: &Value) -> bool {
+    match value {
+        Value::Array(items) => items.first().is_some_and(is_message),
+        Value::Object(object) => MESSAGE_KEYS.iter().any(|k| object.contains_key(*k)),
+        _ => false,
+    }
+}
 
 /// The run `value` holds (an array of messages, or an object with them).
 fn run_of(value: Value, place: String, source: &str) -> Result<LoggedRun, InputError> {
@@ -610,5 +688,29 @@ mod tests {
         assert_eq!(logged.messages[1], Message::assistant("B"));
         assert!(runs[2].is_err());
         assert!(read_runs("  ", "e.json")[0].is_err());
+    }
+
+    #[test]
+    fn a_tree_of_runs_is_read_as_one_run_per_agent_each_named_by_its_path() {
+        let user = |text: &str| json!([{"role": "user", "content": text}]);
+        let text = json!({
+            "id": "t1", "success": true, "messages": user("top"),
+            "subagents": [
+                {"agent": "researcher", "messages": user("child"),
+                 "subagents": [{"id": "deep", "success": false, "messages": user("grandchild")}]},
+                [{"role": "user", "content": "second child"}]
+            ],
+            "agents": ["a name, not a run"]
+        })
+        .to_string();
+        let runs: Vec<LoggedRun> = read_runs(&text, "tree.json")
+            .into_iter()
+            .map(|r| r.expect("readable"))
+            .collect();
+        let ids: Vec<&str> = runs.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(ids, ["t1", "t1>researcher", "t1>researcher>deep", "t1>#2"]);
+        let success: Vec<Option<bool>> = runs.iter().map(|r| r.success).collect();
+        assert_eq!(success, [Some(true), Some(true), Some(false), Some(true)]);
+        assert_eq!(runs[2].messages, vec![Message::user("grandchild")]);
     }
 }

@@ -3,6 +3,7 @@
 //! Modules of the `buddy` binary, not of the library; the `bench` command prints their
 //! reports.
 
+pub mod cancel;
 pub mod gateway;
 pub mod iteration;
 pub mod load;

@@ -17,6 +17,7 @@ mod scenarios;
 mod secrets;
 mod server;
 mod snapshots;
+mod subagents;
 
 use std::path::PathBuf;
 

@@ -97,6 +97,14 @@ impl AgentOutcome {
             (StopReason::Completed | StopReason::FinishTool, Some(text)) => {
                 (AgentStatus::Answered, text)
             }
+            // Words buddy wrote for a turn that never reached its model are no answer.
+            (reason, _) if turn.stats.model_calls == 0 => (
+                AgentStatus::Failed,
+                format!(
+                    "the sub-agent ended ({reason}) before it made a model call{}",
+                    turn.error.map(|e| format!(": {e}")).unwrap_or_default()
+                ),
+            ),
             (_, Some(text)) if turn.reason != StopReason::NoAnswer => (AgentStatus::Partial, text),
             (reason, text) => (
                 AgentStatus::Failed,
@@ -163,6 +171,17 @@ mod tests {
                 ..TurnStats::default()
             },
         }
+    }
+
+    #[test]
+    fn a_child_that_never_reached_its_model_failed_whatever_buddy_wrote() {
+        let mut ended = turn(
+            StopReason::CostBudget,
+            Some("I could not produce an answer"),
+        );
+        ended.stats.model_calls = 0;
+        let o = AgentOutcome::of_turn("r", ended, "", false);
+        assert_eq!(o.status, AgentStatus::Failed);
     }
 
     #[test]

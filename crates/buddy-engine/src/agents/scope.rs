@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use buddy_core::{ChatEvent, TurnObserver};
+use buddy_core::{ChatEvent, Price, TurnObserver};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -23,6 +23,9 @@ pub(crate) struct Scope {
     pub policy: LoopPolicy,
     /// The calling turn's model.
     pub model: String,
+    /// What the calling turn's model charges: a sub-agent on the same model is priced
+    /// the same (a configured price is not lost on the way down).
+    pub price: Option<Price>,
     /// The calling conversation's latest messages as text, newest last (for declarations
     /// that ask for history).
     pub recent: Vec<String>,

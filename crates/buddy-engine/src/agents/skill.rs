@@ -290,7 +290,12 @@ impl AgentSkill {
         } else {
             task.to_owned()
         };
+        let price = match &spec.model {
+            Some(own) if *own != scope.model => crate::prices::default_price(own),
+            _ => scope.price,
+        };
         let mut request = TurnRequest::new(model, user)
+            .with_price(price)
             .with_history(history)
             .with_policy(policy)
             .with_cancel(scope.cancel.child_token());

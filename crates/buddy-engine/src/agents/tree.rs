@@ -75,6 +75,8 @@ pub(crate) enum Refusal {
     Calls { max: u32 },
     /// No tool call is left.
     ToolCalls { max: u32 },
+    /// The tree's token or money budget is spent.
+    Budget,
 }
 
 impl std::fmt::Display for Refusal {
@@ -95,6 +97,10 @@ impl std::fmt::Display for Refusal {
             Refusal::ToolCalls { max } => write!(
                 f,
                 "the turn's {max} tool calls (shared by every agent in it) are spent; answer from what you have"
+            ),
+            Refusal::Budget => write!(
+                f,
+                "the turn's token or money budget (shared by every agent in it) is spent; answer from what you have"
             ),
         }
     }
@@ -384,6 +390,11 @@ impl Place {
                 return Err(Refusal::Calls {
                     max: limits.model_calls,
                 });
+            }
+            if limits.tokens.is_some_and(|budget| pool.tokens >= budget)
+                || limits.cost.is_some_and(|budget| pool.cost >= budget)
+            {
+                return Err(Refusal::Budget);
             }
             pool.spawns += 1;
             if limits.reserve {

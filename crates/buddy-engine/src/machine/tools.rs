@@ -133,6 +133,7 @@ impl Turn<'_> {
             deadline: self.deadline,
             policy: self.judge.policy().clone(),
             model: self.model.clone(),
+            price: self.price,
             recent: messages[from..].iter().filter_map(as_line).collect(),
         })
     }

@@ -44,6 +44,11 @@ struct TreeModel {
     child: Child,
     open: Arc<AtomicUsize>,
     calls: Arc<AtomicUsize>,
+    /// Children between their first call and their report, and the most at once.
+    active: AtomicUsize,
+    most_active: AtomicUsize,
+    /// The user message of every child's first call.
+    tasks: std::sync::Mutex<Vec<String>>,
 }
 
 impl TreeModel {
@@ -53,6 +58,9 @@ impl TreeModel {
             child,
             open: Arc::new(AtomicUsize::new(0)),
             calls: Arc::new(AtomicUsize::new(0)),
+            active: AtomicUsize::new(0),
+            most_active: AtomicUsize::new(0),
+            tasks: std::sync::Mutex::new(Vec::new()),
         }
     }
 
@@ -71,6 +79,17 @@ impl TreeModel {
         let n = self.calls.load(Ordering::SeqCst);
         let offers = request.offers_tools();
         if system.is_some_and(|s| s.contains("child agent")) {
+            if round == 1 {
+                let now = self.active.fetch_add(1, Ordering::SeqCst) + 1;
+                self.most_active.fetch_max(now, Ordering::SeqCst);
+                if let Ok(mut tasks) = self.tasks.lock() {
+                    tasks.push(user.to_owned());
+                }
+            }
+            let last = !offers || matches!(self.child, Child::Steps(steps) if round >= steps);
+            if last {
+                self.active.fetch_sub(1, Ordering::SeqCst);
+            }
             if !offers {
                 return (
                     reply_tokens(&format!("partial findings on {user}"), vec![]),
@@ -604,5 +623,126 @@ impl Provider for RepeatDelegation {
             )
         };
         Box::pin(async move { Ok(futures::stream::iter(tokens).boxed()) })
+    }
+}
+
+#[tokio::test]
+async fn a_money_budget_holds_over_the_tree_and_children_are_priced_like_their_caller() {
+    // Each call reports 10 tokens in and 5 out: $1 per million each way makes $0.000015.
+    let price = buddy_core::Price {
+        input: 1.0,
+        output: 1.0,
+        cached_input: None,
+    };
+    let budget = buddy_core::Usd::from_dollars(0.000_15).expect("dollars");
+    let model = Arc::new(TreeModel::new(8, Child::Steps(6)));
+    let engine = tree_engine(&model, vec![helper()], "money");
+    let policy = LoopPolicy {
+        max_turn_cost_usd: Some(budget),
+        ..LoopPolicy::default()
+    };
+    let request = TurnRequest::new("unlisted-model", "go")
+        .with_policy(policy)
+        .with_price(Some(price));
+    let (_, outcome) = run(&engine, request).await;
+    let spent = outcome.stats.cost_usd.expect("priced");
+    let call = buddy_core::Usd::from_dollars(0.000_015).expect("dollars");
+    // Past the budget by at most the calls in flight when it was reached (4 children).
+    assert!(
+        spent.nanos() <= budget.nanos() + 4 * call.nanos(),
+        "{spent} spent against {budget}"
+    );
+    let children = outcomes(&outcome);
+    assert!(
+        children
+            .iter()
+            .filter(|c| c.status != AgentStatus::Refused)
+            .all(|c| c.cost_usd.is_some()),
+        "a child on its caller's model is priced like it: {children:?}"
+    );
+    assert!(outcome.answer.is_some_and(|a| !a.trim().is_empty()));
+}
+
+#[tokio::test]
+async fn at_most_max_running_agents_run_at_once_the_rest_wait_and_spawns_are_capped() {
+    let model = Arc::new(TreeModel::new(20, Child::Steps(3)));
+    let engine = tree_engine(&model, vec![helper()], "running");
+    let policy = LoopPolicy {
+        max_parallel_tools: 32,
+        max_calls_per_reply: 32,
+        max_running_agents: 3,
+        ..LoopPolicy::default()
+    };
+    let (events, outcome) = run(&engine, TurnRequest::new("m", "go").with_policy(policy)).await;
+    assert_eq!(
+        model.most_active.load(Ordering::SeqCst),
+        3,
+        "3 at once, no more"
+    );
+    let children = outcomes(&outcome);
+    let answered = children
+        .iter()
+        .filter(|c| c.status == AgentStatus::Answered)
+        .count();
+    let refused = children
+        .iter()
+        .filter(|c| c.status == AgentStatus::Refused)
+        .count();
+    assert_eq!(
+        (answered, refused),
+        (16, 4),
+        "16 spawns per turn, then refusals"
+    );
+    let refusals = events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e,
+                ChatEvent::GuardTripped {
+                    guard: GuardKind::Delegation,
+                    ..
+                }
+            )
+        })
+        .count();
+    assert_eq!(refusals, 4);
+    // Waiting children start in the order they were asked for.
+    let tasks = model.tasks.lock().expect("lock").clone();
+    let order: Vec<usize> = tasks
+        .iter()
+        .filter_map(|t| t.strip_prefix("task ").and_then(|n| n.parse().ok()))
+        .collect();
+    let mut sorted = order.clone();
+    sorted.sort_unstable();
+    assert_eq!(order, sorted, "in order of asking");
+}
+
+#[tokio::test]
+async fn a_child_starts_fresh_unless_its_declaration_asks_for_history() {
+    for (history, expect_context) in [(0u32, false), (2, true)] {
+        let model = Arc::new(TreeModel::new(1, Child::Steps(1)));
+        let spec = AgentSpec {
+            history,
+            ..helper()
+        };
+        let engine = tree_engine(&model, vec![spec], "history");
+        let request = TurnRequest::new("m", "the secret word is tangerine").with_history(vec![
+            Message::user("earlier question"),
+            Message::assistant("earlier answer"),
+        ]);
+        run(&engine, request).await;
+        let tasks = model.tasks.lock().expect("lock").clone();
+        assert_eq!(tasks.len(), 1);
+        assert!(tasks[0].starts_with("task 0"));
+        assert_eq!(
+            tasks[0].contains("tangerine"),
+            expect_context,
+            "history = {history}: {}",
+            tasks[0]
+        );
+        assert!(
+            !tasks[0].contains("earlier question"),
+            "only the latest {history} messages"
+        );
     }
 }

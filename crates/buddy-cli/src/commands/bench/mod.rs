@@ -1,6 +1,7 @@
-//! `buddy bench` (loops, load, replay, memory, iteration, gateway): each kind's flags and
+//! `buddy bench` (loops, load, replay, memory, iteration, gateway, cancel): each kind's flags and
 //! report in a file of its own; the measuring is in the library's `bench` module.
 
+mod cancel;
 mod gateway;
 mod iteration;
 mod load;
@@ -34,6 +35,8 @@ enum BenchKind {
     Iteration(iteration::IterationArgs),
     /// Gateway: latency `buddy serve` adds to /v1/chat/completions at fixed request rates.
     Gateway(gateway::GatewayArgs),
+    /// Cancel: how fast a cancel ends every sub-agent, process and model stream of a tree.
+    Cancel(cancel::CancelArgs),
 }
 
 /// The scenarios a benchmark runs: `dir`, else ./scenarios, else the built-in ones.
@@ -50,6 +53,7 @@ pub async fn bench(args: BenchArgs) -> anyhow::Result<u8> {
         BenchKind::Iteration(args) => iteration::run(args).await,
         BenchKind::Replay(args) => replay::run(args).await,
         BenchKind::Loops(args) => loops::run(args).await,
+        BenchKind::Cancel(args) => cancel::run(args).await,
     }
 }
 
