@@ -54,6 +54,17 @@ pub fn human_line(event: &ChatEvent) -> Option<String> {
             let mark = if *is_error { "✗" } else { "←" };
             format!("{mark} {name}: {}", one_line(content))
         }
+        ChatEvent::ToolPolling {
+            name,
+            check,
+            wait_ms,
+            waited_ms,
+            ..
+        } => format!(
+            "… {name}: the same result as before; buddy checks again in {:.1} s (check {check}, {:.0} s waited, no model call)",
+            *wait_ms as f64 / 1000.0,
+            *waited_ms as f64 / 1000.0
+        ),
         ChatEvent::GuardTripped {
             guard,
             action,

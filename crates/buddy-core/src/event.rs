@@ -25,6 +25,16 @@ pub enum ChatEvent {
         content: String,
         is_error: bool,
     },
+    /// A `pollable` call returned the same result as before: buddy waits `wait_ms` and
+    /// checks it again itself (check number `check`), without a model call.
+    ToolPolling {
+        id: String,
+        name: String,
+        check: u32,
+        wait_ms: u64,
+        /// How long buddy has waited on this call so far.
+        waited_ms: u64,
+    },
     /// A limit or loop guard acted; `detail` says why in words.
     GuardTripped {
         guard: GuardKind,
@@ -94,6 +104,7 @@ impl ChatEvent {
             ChatEvent::TextDelta { .. } => "text_delta",
             ChatEvent::ToolCallStart { .. } => "tool_call_start",
             ChatEvent::ToolCallResult { .. } => "tool_call_result",
+            ChatEvent::ToolPolling { .. } => "tool_polling",
             ChatEvent::GuardTripped { .. } => "guard_tripped",
             ChatEvent::IterationStats { .. } => "iteration_stats",
             ChatEvent::ApprovalRequired { .. } => "approval_required",

@@ -6,6 +6,7 @@
 
 mod arguments;
 mod attachment_url;
+mod clock;
 mod cost;
 mod event;
 mod exact_json;
@@ -23,6 +24,7 @@ pub const USER_AGENT: &str = concat!("buddy/", env!("CARGO_PKG_VERSION"));
 
 pub use arguments::Arguments;
 pub use attachment_url::{AttachmentUrlError, check_file_data, check_image_url};
+pub use clock::WaitClock;
 pub use cost::{Price, Usd};
 pub use event::{AgentHop, ChatEvent, Evidence, GuardAction, GuardKind, PendingCall};
 pub use exact_json::{json_exact, json_len};

@@ -22,6 +22,7 @@ mod ledger;
 mod machine;
 mod model_call;
 mod policy;
+mod poll;
 mod prices;
 mod replay;
 mod request;

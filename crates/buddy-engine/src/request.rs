@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use buddy_core::{
     Message, MessageSink, Price, Sampling, StopReason, TokenCount, TurnObserver, TurnStats,
+    WaitClock,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -39,6 +40,9 @@ pub struct TurnRequest {
     /// Sampling and output settings for every model call of the turn (temperature,
     /// structured output, …); the provider refuses what it cannot honour.
     pub sampling: Sampling,
+    /// The clock buddy's own waits run on (its checks of a pollable tool); `None`, the
+    /// default, is real time. A scripted scenario may bring a simulated one.
+    pub clock: Option<Arc<dyn WaitClock>>,
 }
 
 impl std::fmt::Debug for TurnRequest {
@@ -54,6 +58,7 @@ impl std::fmt::Debug for TurnRequest {
             .field("price", &self.price)
             .field("observer", &self.observer.is_some())
             .field("sampling", &self.sampling)
+            .field("clock", &self.clock.is_some())
             .finish()
     }
 }
@@ -75,6 +80,7 @@ impl TurnRequest {
             resume: None,
             observer: None,
             sampling: Sampling::default(),
+            clock: None,
         }
     }
 
@@ -133,6 +139,12 @@ impl TurnRequest {
     /// Sets the sampling and output settings of the turn's model calls.
     pub fn with_sampling(mut self, sampling: Sampling) -> Self {
         self.sampling = sampling;
+        self
+    }
+
+    /// Has buddy's own waits run on `clock` (`None`: real time).
+    pub fn with_clock(mut self, clock: Option<Arc<dyn WaitClock>>) -> Self {
+        self.clock = clock;
         self
     }
 

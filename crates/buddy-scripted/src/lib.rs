@@ -4,6 +4,7 @@
 //! buddy does can be run and measured without a real model.
 
 pub mod bench_loops;
+mod clock;
 pub mod library;
 pub mod mock_server;
 mod provider;
@@ -14,7 +15,10 @@ mod scenario;
 mod stub_skill;
 pub mod tools;
 
+pub use clock::{ClockKind, SimClock};
 pub use provider::ScriptedProvider;
 pub use rules::{CallTemplate, Condition, ErrorTemplate, ReplyTemplate, Rule};
-pub use scenario::{Expectation, Scenario, ScenarioError, ScenarioTool, StubResult, StubTool};
+pub use scenario::{
+    Expectation, Scenario, ScenarioError, ScenarioTool, StubResult, StubTool, TimedResult,
+};
 pub use stub_skill::StubSkill;

@@ -106,7 +106,8 @@ pub async fn run_scenario(
         scenario.prompt.clone(),
     )
     .with_history(history)
-    .with_policy(policy);
+    .with_policy(policy)
+    .with_clock(scenario.wait_clock());
     let cancel = request.cancel.clone();
     let (events, outcome) = match scenario.cancel_after_ms {
         Some(ms) => {

@@ -8,6 +8,7 @@ use buddy_engine::PolicyPatch;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::clock::{ClockKind, SimClock};
 use crate::rules::Rule;
 
 /// A scenario could not be loaded.
@@ -47,6 +48,13 @@ pub struct Scenario {
     /// calls are answered by the same rules (tell them apart by `system_contains`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub agents: Vec<buddy_engine::AgentSpec>,
+    /// `simulated`: buddy's waits (its checks of a pollable tool) pass at once on the
+    /// scenario's own clock, which stub `timeline`s read; default `real`.
+    #[serde(default, skip_serializing_if = "is_real")]
+    pub clock: ClockKind,
+    /// The simulated clock (shared by the stubs and turns made from this scenario).
+    #[serde(skip)]
+    pub sim: SimClock,
     /// The client cancels the turn this long after it starts (a scripted Ctrl-C).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cancel_after_ms: Option<u64>,
@@ -106,9 +114,27 @@ pub struct StubTool {
     /// Time each call takes, in milliseconds.
     #[serde(default)]
     pub delay_ms: u64,
+    /// Results by time since the stub's first call (on the scenario's clock): the first
+    /// entry whose `until_ms` has not passed answers; one without `until_ms` answers
+    /// from then on. Used instead of `results` when given.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timeline: Vec<TimedResult>,
     /// Lines every result starts with (a long log whose verdict is its last line).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lines_before: Option<RepeatedLine>,
+}
+
+/// A stub result that holds until `until_ms` after the stub's first call.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimedResult {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until_ms: Option<u64>,
+    pub result: StubResult,
+}
+
+fn is_real(kind: &ClockKind) -> bool {
+    *kind == ClockKind::Real
 }
 
 /// One line written `times` times.

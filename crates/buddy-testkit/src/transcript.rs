@@ -60,6 +60,9 @@ pub fn transcript(events: &[ChatEvent]) -> String {
                 let mark = if *is_error { "error" } else { "ok" };
                 writeln!(out, "result {id} {mark}: {content:?}")
             }
+            ChatEvent::ToolPolling {
+                id, check, wait_ms, ..
+            } => writeln!(out, "poll {id}: check {check} after {wait_ms} ms"),
             ChatEvent::GuardTripped {
                 guard,
                 action,

@@ -39,7 +39,8 @@ pub async fn run(config: Option<&Path>, args: RunArgs) -> anyhow::Result<u8> {
     let request = TurnRequest::new(setup.model.clone(), prompt)
         .with_history(setup.history.clone())
         .with_policy(setup.policy.clone())
-        .with_price(setup.price);
+        .with_price(setup.price)
+        .with_clock(setup.scenario.as_ref().and_then(|s| s.wait_clock()));
     // A scenario may script the client's Ctrl-C.
     if let Some(ms) = setup.scenario.as_ref().and_then(|s| s.cancel_after_ms) {
         let cancel = request.cancel.clone();

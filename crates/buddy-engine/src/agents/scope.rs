@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use buddy_core::{ChatEvent, Price, TurnObserver};
+use buddy_core::{ChatEvent, Price, TurnObserver, WaitClock};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -26,6 +26,8 @@ pub(crate) struct Scope {
     /// What the calling turn's model charges: a sub-agent on the same model is priced
     /// the same (a configured price is not lost on the way down).
     pub price: Option<Price>,
+    /// The clock the calling turn's waits run on.
+    pub clock: Option<Arc<dyn WaitClock>>,
     /// The calling conversation's latest messages as text, newest last (for declarations
     /// that ask for history).
     pub recent: Vec<String>,

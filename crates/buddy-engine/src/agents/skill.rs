@@ -296,6 +296,7 @@ impl AgentSkill {
         };
         let mut request = TurnRequest::new(model, user)
             .with_price(price)
+            .with_clock(scope.clock.clone())
             .with_history(history)
             .with_policy(policy)
             .with_cancel(scope.cancel.child_token());

@@ -102,6 +102,15 @@ impl CallLog {
             .find(|r| r.key == key && r.is_error == is_error && r.fingerprint == fingerprint)
     }
 
+    /// What every earlier call with this key got back: (is an error, fingerprint).
+    pub fn results_for_key(&self, key: &str) -> Vec<(bool, u64)> {
+        self.records
+            .iter()
+            .filter(|r| r.key == key)
+            .map(|r| (r.is_error, r.fingerprint))
+            .collect()
+    }
+
     /// The earlier call of skill `name` (any arguments) that got the same information
     /// back, if there is one.
     pub fn seen_for_skill(

@@ -120,6 +120,22 @@ impl Judge {
         round.plan(self, calls, semantics, decisions, facts)
     }
 
+    /// For a `pollable` call that repeats an earlier action: what that action got back,
+    /// so buddy can check again itself while the result stays the same (`poll.rs`).
+    /// `None` for other calls, or when `poll_max_secs` is off.
+    pub(crate) fn poll_watch(&self, slot: &Slot) -> Option<crate::poll::PollWatch> {
+        let budget = self.policy().poll_max_secs?;
+        if slot.semantics != RepeatSemantics::Pollable {
+            return None;
+        }
+        let seen = self.memory.log.results_for_key(&slot.key);
+        (!seen.is_empty()).then(|| crate::poll::PollWatch {
+            seen,
+            arg_strings: slot.arg_strings.clone(),
+            budget: std::time::Duration::from_secs(budget),
+        })
+    }
+
     /// Books a call answered without running.
     pub(crate) fn not_run(round: &mut RoundJudge, slot: &Slot, content: &str, is_error: bool) {
         round.not_run(slot, content, is_error);

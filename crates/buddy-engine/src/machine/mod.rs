@@ -195,6 +195,8 @@ pub(crate) struct Turn<'e> {
     /// history already holds it; the answer is it and the rest).
     cut_answer: String,
     tape: Tape,
+    /// The clock buddy's own waits run on (`None`: real time).
+    clock: Option<Arc<dyn buddy_core::WaitClock>>,
     /// The turn's share of its tree of agents: the whole tree's ledger for a top-level
     /// turn, a lease carved from the caller's for a sub-agent.
     pub(crate) lease: Lease,
@@ -268,6 +270,7 @@ impl<'e> Turn<'e> {
             stats: TurnStats::default(),
             price: request.price,
             sampling: request.sampling,
+            clock: request.clock,
             last_call_cost: None,
             judge: Judge::new(policy),
             ledger,

@@ -15,6 +15,7 @@ use futures::StreamExt;
 use super::{End, Round, State, Turn};
 use crate::agents::{Scope, as_line};
 use crate::judge::{FinalizeCause, Judge, Plan, RoundFacts, RoundJudge, Slot};
+use crate::poll::{PollWatch, Polled, poll_until_changed};
 use crate::tape::TapeStep;
 use crate::words::not_run;
 
@@ -54,7 +55,7 @@ impl Turn<'_> {
         self.announce_all(trips).await;
         let then = self.draw_tool_calls(&mut slots).or(then);
 
-        let interrupted = self.run_slots(&slots, &mut judged).await;
+        let (interrupted, poll_notes) = self.run_slots(&slots, &mut judged).await;
 
         let names = self.tool_names();
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
@@ -64,10 +65,9 @@ impl Turn<'_> {
             self.stats.model_calls,
             &names,
         );
-        if !verdict.notes.is_empty() {
-            self.ledger
-                .push(Message::note(verdict.notes.join("\n")))
-                .await;
+        let notes: Vec<String> = poll_notes.into_iter().chain(verdict.notes).collect();
+        if !notes.is_empty() {
+            self.ledger.push(Message::note(notes.join("\n"))).await;
         }
         if let Some(message) = verdict.fatal {
             return State::End(End::Failed {
@@ -134,6 +134,7 @@ impl Turn<'_> {
             policy: self.judge.policy().clone(),
             model: self.model.clone(),
             price: self.price,
+            clock: self.clock.clone(),
             recent: messages[from..].iter().filter_map(as_line).collect(),
         })
     }
@@ -141,7 +142,15 @@ impl Turn<'_> {
     /// Runs the `Run` slots concurrently (bounded), emitting and recording every result
     /// in call order. Calls still running when the turn is cancelled or its deadline
     /// passes get an error result, so the history stays valid.
-    async fn run_slots(&mut self, slots: &[Slot], judged: &mut RoundJudge) -> Option<Interrupted> {
+    ///
+    /// A `pollable` call that repeats an earlier action is checked again by buddy while its
+    /// result stays the same (`poll.rs`); what the model is told about such waits comes
+    /// back beside the interruption, as notes for after the results.
+    async fn run_slots(
+        &mut self,
+        slots: &[Slot],
+        judged: &mut RoundJudge,
+    ) -> (Option<Interrupted>, Vec<String>) {
         let toolbox = self.toolbox_handle();
         let cancel = self.cancel.clone();
         let deadline = self.deadline;
@@ -149,15 +158,15 @@ impl Turn<'_> {
             .unwrap_or(1)
             .max(1);
         // Collected first so the stream holds no closures across awaits (keeps the future Send).
-        let to_run: Vec<ToolCall> = slots
+        let to_run: Vec<(ToolCall, Option<PollWatch>)> = slots
             .iter()
             .filter(|s| matches!(s.plan, Plan::Run))
-            .map(|s| s.call.clone())
+            .map(|s| (s.call.clone(), self.judge.poll_watch(s)))
             .collect();
-        let mut pending: Vec<buddy_core::BoxFuture<'_, ToolOutcome>> = Vec::new();
+        let mut pending: Vec<buddy_core::BoxFuture<'_, (ToolOutcome, Option<Polled>)>> = Vec::new();
         let observer = self.events.observer();
         let mut scope = None;
-        for call in &to_run {
+        for (call, watch) in &to_run {
             let scope = match toolbox.is_agent(&call.name) {
                 true => Some(Arc::clone(scope.get_or_insert_with(|| self.agent_scope()))),
                 false => None,
@@ -168,7 +177,17 @@ impl Turn<'_> {
                 traceparent: observer.and_then(|o| o.tool_traceparent(&call.id)),
                 scope,
             };
-            pending.push(toolbox.invoke(call, ctx));
+            let toolbox = &toolbox;
+            pending.push(match watch.clone() {
+                Some(watch) => Box::pin(poll_until_changed(
+                    call,
+                    watch,
+                    self.events.sender(),
+                    self.clock.clone(),
+                    move || toolbox.invoke(call, ctx.clone()),
+                )),
+                None => Box::pin(async move { (toolbox.invoke(call, ctx).await, None) }),
+            });
         }
         let mut running = futures::stream::iter(pending).buffered(parallel);
         let deadline_passed = async {
@@ -179,6 +198,7 @@ impl Turn<'_> {
         };
         tokio::pin!(deadline_passed);
         let mut interrupted = None;
+        let mut poll_notes = Vec::new();
         let mut results: Vec<(String, bool)> = Vec::with_capacity(slots.len());
         for slot in slots {
             let mut ran = None;
@@ -200,7 +220,10 @@ impl Turn<'_> {
                         outcome = running.next() => Ok(outcome),
                     };
                     match next {
-                        Ok(Some(outcome)) => {
+                        Ok(Some((outcome, polled))) => {
+                            if let Some(polled) = polled {
+                                poll_notes.push(crate::poll::note(&slot.call, &polled));
+                            }
                             self.stats.tool_calls += 1;
                             self.lease.book(&self.stats);
                             let trips = self.judge.observe(judged, slot, &outcome);
@@ -248,7 +271,7 @@ impl Turn<'_> {
                 .await;
             results.push((content, is_error));
         }
-        interrupted
+        (interrupted, poll_notes)
     }
 }
 

@@ -55,6 +55,12 @@ policy_fields! {
         check Check::Range { lo: 0, hi: 1000, expected: "0..=1000" };
         ceiling Ceiling::AtMost;
         flag Flag::None;
+    /// Seconds buddy may spend checking a `pollable` call again itself, without a model
+    /// call, while it keeps returning the same result; off with 0 (the model polls).
+    poll_max_secs: Option<u64> = Some(300);
+        check Check::Range { lo: 1, hi: 86_400, expected: "1..=86400 seconds, or 0 for off" };
+        ceiling Ceiling::AtMost;
+        flag Flag::Value { value_name: "SECS", help: "Seconds buddy polls a pollable tool itself before handing back (0 = off)." };
     /// Guard trips (on any skills) after which the turn goes to Finalize.
     max_guard_trips: u32 = 3;
         check Check::Range { lo: 1, hi: 1000, expected: UP_TO_1000 };
