@@ -1,5 +1,6 @@
 //! The router driven with `oneshot`, no socket: auth, errors, models, a whole SSE turn.
 
+mod agents;
 mod approvals;
 mod attachments;
 mod client_tools;
