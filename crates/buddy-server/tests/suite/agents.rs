@@ -22,7 +22,7 @@ use super::sharing::events;
 use super::{post, send};
 
 /// The model of these turns: one with a built-in price, so a tree's cost is counted.
-const MODEL: &str = "gpt-4o-mini";
+pub(super) const MODEL: &str = "gpt-4o-mini";
 
 /// The `helper` agent as a request (or the backend) declares it.
 fn helper() -> Value {
@@ -64,10 +64,10 @@ fn scenario(agents: bool) -> Scenario {
 }
 
 /// Serves [`scenario`] as `gpt-4o-mini`, with fresh stub tools every turn.
-struct Tree {
+pub(super) struct Tree {
     /// The backend offers `helper` (as buddy.toml's `[[agents]]` would).
-    agents: bool,
-    sandbox: tempfile::TempDir,
+    pub(super) agents: bool,
+    pub(super) sandbox: tempfile::TempDir,
 }
 
 impl Backend for Tree {
