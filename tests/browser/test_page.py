@@ -933,3 +933,21 @@ def test_sub_agents_are_collapsible_blocks_nested_in_their_callers_turn(page, se
     turn_end(page)
     expect(page.locator("#transcript > .cards .card").first.locator(".status")).to_contain_text("answered · 6 model calls")
     assert not page.errors, page.errors
+
+
+def test_the_built_in_research_tree_shows_each_researcher_complete(page, server):
+    open_page(page, server)
+    ask(page, "scripted:subagents_research", "Compare the three archives.")
+    end = turn_end(page)
+    expect(end).to_have_attribute("data-reason", "completed")
+    expect(end.locator(".stats")).to_contain_text("26 model calls · 24 tool calls")
+    blocks = page.locator("#transcript > details.agent")
+    expect(blocks).to_have_count(3)
+    for n, archive in enumerate("ABC"):
+        block = blocks.nth(n)
+        expect(block).to_have_attribute("data-reason", "completed")
+        expect(block.locator("> .head .task")).to_have_text(f"archive {archive}")
+        expect(block.locator("> .head .agent-stats")).to_contain_text("8 model calls · 7 tool calls")
+        expect(block.locator(".card")).to_have_count(7)
+    expect(page.locator("#transcript > .answer-row .msg.assistant").last).to_contain_text("Comparison of the 3 reports")
+    assert not page.errors, page.errors

@@ -1036,6 +1036,11 @@ class TurnView {
         view.answer = null;
         view.cardRow = null;
         child = new AgentView(view.parent, path.slice(0, depth + 1), taskOf(view.cards.get(hop.call_id)));
+        // In call order, whichever agent spoke first: before the block of a later call.
+        const order = [...view.cards.keys()];
+        const at = order.indexOf(hop.call_id);
+        const later = [...view.agents].find(([id]) => order.indexOf(id) > at);
+        if (at >= 0 && later) later[1].node.before(child.node);
         view.agents.set(hop.call_id, child);
       }
       view = child;
