@@ -92,6 +92,31 @@ SCENARIOS = {
             {"when": {}, "reply": {"text": "Result: {last_result}"}},
         ],
     },
+    # Sub-agents two deep: a lead that hands parts to readers, and a reader of its own;
+    # the agents run on a model with a list price, so each shows its cost.
+    "delegating": {
+        "name": "delegating", "prompt": "sum up the archive",
+        "tools": [{"name": "lookup", "description": "Looks a part up.",
+                   "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
+                   "template": "entry for {q}"}],
+        "agents": [
+            {"name": "lead", "description": "Splits a task among readers.", "model": "gpt-4o-mini",
+             "instructions": "You are the lead sub-agent.", "agents": ["reader"]},
+            {"name": "reader", "description": "Reads one part.", "model": "gpt-4o-mini",
+             "instructions": "You are the reader sub-agent.", "skills": ["lookup"]},
+        ],
+        "expect": {"stop_reason": "completed", "model_calls": 10, "tool_calls": 7},
+        "rules": [
+            {"when": {"system_contains": "reader sub-agent", "round": 2}, "reply": {"text": "Read {user}: {last_result}"}},
+            {"when": {"system_contains": "reader sub-agent"}, "reply": {"text": "Reading {user}.", "tool_calls": [{"name": "lookup", "arguments": {"q": "{user}"}}]}},
+            {"when": {"system_contains": "lead sub-agent", "round": 2}, "reply": {"text": "Lead report: {results} parts read."}},
+            {"when": {"system_contains": "lead sub-agent"}, "reply": {"text": "Handing out the parts.", "tool_calls": [
+                {"name": "reader", "arguments": {"task": "part one"}}, {"name": "reader", "arguments": {"task": "part two"}}]}},
+            {"when": {"round": 1}, "reply": {"text": "Delegating.", "tool_calls": [
+                {"name": "lead", "arguments": {"task": "the archive"}}, {"name": "reader", "arguments": {"task": "the index"}}]}},
+            {"when": {}, "reply": {"text": "All done: {results} reports."}},
+        ],
+    },
 }
 
 
@@ -115,6 +140,7 @@ def server():
     (work / "buddy.toml").write_text(
         '[providers.scripted]\nkind = "scripted"\n'
         '[providers.scripted.prices]\n"scripted:chain_3_steps" = { input = 1000, output = 2000 }\n'
+        '"scripted:delegating" = { input = 1000, output = 2000 }\n'
     )
     port = free_port()
     proc = subprocess.Popen(
@@ -852,3 +878,76 @@ def test_blockquotes_are_set_apart_and_readable(browser, server, scheme):
     hi, lo = max(fg, bg), min(fg, bg)
     assert (hi + 0.05) / (lo + 0.05) >= 4.5, (scheme, style)
     context.close()
+
+
+def test_sub_agents_are_collapsible_blocks_nested_in_their_callers_turn(page, server):
+    open_page(page, server)
+    ask(page, "scripted:delegating", "Sum up the archive.")
+    end = turn_end(page)
+    expect(end).to_have_attribute("data-reason", "completed")
+    # The turn's figures cover the whole tree, and its cost is known.
+    expect(end.locator(".stats")).to_contain_text("10 model calls · 7 tool calls")
+    expect(end.locator(".stats")).to_contain_text("$")
+    # The top level's own calls are its cards; its answer is its own text.
+    top_calls = page.locator("#transcript > .cards .card .name").all_inner_texts()
+    assert top_calls == ["lead", "reader"], top_calls
+    expect(page.locator("#transcript > .answer-row .msg.assistant").last).to_have_text("All done: 2 reports.")
+    # One block per sub-agent started by the top level, closed, each with its stop reason,
+    # calls and cost.
+    blocks = page.locator("#transcript > details.agent")
+    expect(blocks).to_have_count(2)
+    lead = page.locator('#transcript > details.agent[data-agent="lead"]')
+    expect(lead.locator("> .head .path")).to_have_text("lead")
+    expect(lead.locator("> .head .task")).to_have_text("the archive")
+    expect(lead).to_have_attribute("data-reason", "completed")
+    expect(lead.locator("> .head > .status")).to_have_text("Answered")
+    # The lead's figures count its readers' too: 2 + 2 × 2 model calls, 2 + 2 tool calls.
+    expect(lead.locator("> .head .agent-stats")).to_contain_text("6 model calls · 4 tool calls")
+    expect(lead.locator("> .head .agent-stats")).to_contain_text("$")
+    expect(lead.locator("> .agent-body")).not_to_be_visible()
+    # Opened: its own calls, and the readers it started, nested one level deeper.
+    lead.locator("> .head").click()
+    own = lead.locator("> .agent-body > .cards .card .name").all_inner_texts()
+    assert own == ["reader", "reader"], own
+    nested = lead.locator("> .agent-body > details.agent")
+    expect(nested).to_have_count(2)
+    expect(nested.first.locator("> .head .path")).to_have_text("lead › reader")
+    expect(nested.first.locator("> .head .agent-stats")).to_contain_text("2 model calls · 1 tool call")
+    nested.first.locator("> .head").click()
+    expect(nested.first.locator(".card .name")).to_have_text("lookup")
+    expect(nested.first.locator(".msg.assistant").last).to_contain_text("Read part one: entry for part one")
+    # The reader the top level started directly is a block of its own, not nested.
+    reader = page.locator('#transcript > details.agent[data-agent="reader"]')
+    expect(reader.locator("> .head .path")).to_have_text("reader")
+    expect(reader.locator("> .head .agent-stats")).to_contain_text("2 model calls · 1 tool call")
+    # No child's text or call leaked into the top level's own rows.
+    assert "Reading" not in " ".join(page.locator("#transcript > .answer-row").all_inner_texts())
+    assert "lookup" not in top_calls
+    # The calls that started them say how each ended, with its calls and cost.
+    lead_call = page.locator("#transcript > .cards .card").first
+    expect(lead_call.locator(".status")).to_contain_text("answered · 6 model calls · 4 tool calls · $")
+    shoot(page, "sub-agents")
+    # Reloaded, the stored calls still say so (the agents' own steps live in the turn's
+    # events, not in the conversation).
+    page.reload()
+    turn_end(page)
+    expect(page.locator("#transcript > .cards .card").first.locator(".status")).to_contain_text("answered · 6 model calls")
+    assert not page.errors, page.errors
+
+
+def test_the_built_in_research_tree_shows_each_researcher_complete(page, server):
+    open_page(page, server)
+    ask(page, "scripted:subagents_research", "Compare the three archives.")
+    end = turn_end(page)
+    expect(end).to_have_attribute("data-reason", "completed")
+    expect(end.locator(".stats")).to_contain_text("26 model calls · 24 tool calls")
+    blocks = page.locator("#transcript > details.agent")
+    expect(blocks).to_have_count(3)
+    for n, archive in enumerate("ABC"):
+        block = blocks.nth(n)
+        expect(block).to_have_attribute("data-reason", "completed")
+        expect(block.locator("> .head .task")).to_have_text(f"archive {archive}")
+        expect(block.locator("> .head .agent-stats")).to_contain_text("8 model calls · 7 tool calls")
+        expect(block.locator(".card")).to_have_count(7)
+    expect(page.locator("#transcript > .answer-row .msg.assistant").last).to_contain_text("Comparison of the 3 reports")
+    assert not page.errors, page.errors

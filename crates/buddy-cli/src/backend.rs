@@ -1,12 +1,13 @@
 //! The server's [`Backend`] from buddy.toml: the configured providers, or — when none is
-//! configured — every scripted scenario as a model (`scripted:<name>`).
+//! configured — every scripted scenario as a model (`scripted:<name>`); the `[[agents]]`
+//! (and a scenario's own) offered beside the tools of every turn.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Arc;
 
 use buddy_core::{Provider, Toolbox};
-use buddy_engine::PolicyPatch;
+use buddy_engine::{AgentSet, AgentSpec, PolicyPatch};
 use buddy_server::{Backend, BackendError, Resolved};
 use buddy_skills::Sandbox;
 
@@ -38,6 +39,10 @@ pub struct ConfiguredBackend {
     sandbox: Sandbox,
     /// The configured skills, shared by every turn of an HTTP provider.
     toolbox: Arc<dyn Toolbox>,
+    /// `[[agents]]`: sub-agents offered to every turn beside its tools.
+    agents: Vec<AgentSpec>,
+    /// The configured providers by name, for an agent whose declaration names one.
+    agent_providers: HashMap<String, Arc<dyn Provider>>,
 }
 
 /// The backend could not be built.
@@ -92,21 +97,68 @@ impl ConfiguredBackend {
         let scripted = scenario_models(scenarios_dir).map_err(|e| err(&e))?;
         let toolbox: Arc<dyn Toolbox> =
             Arc::new(build_registry(&config.skills, &sandbox, None).map_err(|e| err(&e))?);
-        Ok(ConfiguredBackend {
+        let agent_providers = http
+            .iter()
+            .map(|(name, p)| (name.clone(), Arc::clone(&p.provider)))
+            .collect();
+        let backend = ConfiguredBackend {
             http,
             default_provider: config.default_provider.clone(),
             scripted,
             skills: config.skills.clone(),
             sandbox,
             toolbox,
-        })
+            agents: config.agents.clone(),
+            agent_providers,
+        };
+        backend.check_agents()?;
+        Ok(backend)
     }
 
     /// Offers `toolbox` (the configured skills plus the MCP servers' tools) to the turns
     /// of HTTP providers instead of the configured skills alone.
-    pub fn with_toolbox(mut self, toolbox: Arc<dyn Toolbox>) -> Self {
+    pub fn with_toolbox(mut self, toolbox: Arc<dyn Toolbox>) -> Result<Self, BackendBuildError> {
         self.toolbox = toolbox;
-        self
+        self.check_agents()?;
+        Ok(self)
+    }
+
+    /// Refuses, at start, `[[agents]]` that no turn of an HTTP provider could be offered
+    /// (a bad name, an unknown agent or provider, a clash with a skill).
+    fn check_agents(&self) -> Result<(), BackendBuildError> {
+        match self.http.values().next() {
+            Some(first) => self
+                .with_agents(Arc::clone(&self.toolbox), &first.provider, &[])
+                .map(drop)
+                .map_err(|e| {
+                    BackendBuildError(format!(
+                        "an agent declaration ([[agents]] in buddy.toml): {e}"
+                    ))
+                }),
+            None => Ok(()),
+        }
+    }
+
+    /// `toolbox` with the `[[agents]]` and `more` (a scenario's own) offered beside its
+    /// tools; their model calls go to `provider`, or to the configured one they name.
+    fn with_agents(
+        &self,
+        toolbox: Arc<dyn Toolbox>,
+        provider: &Arc<dyn Provider>,
+        more: &[AgentSpec],
+    ) -> Result<Arc<dyn Toolbox>, BackendError> {
+        if self.agents.is_empty() && more.is_empty() {
+            return Ok(toolbox);
+        }
+        let declared = self.agents.iter().chain(more).cloned().collect();
+        AgentSet::new(
+            declared,
+            toolbox,
+            Arc::clone(provider),
+            self.agent_providers.clone(),
+        )
+        .map(|set| set.toolbox())
+        .map_err(|e| BackendError(e.to_string()))
     }
 
     fn scripted(&self, name: &str) -> Result<Resolved, BackendError> {
@@ -118,9 +170,11 @@ impl ConfiguredBackend {
         // Stub tools count their calls: every turn gets fresh ones.
         let registry = build_registry(&self.skills, &self.sandbox, Some(&model.scenario))
             .map_err(|e| BackendError(e.to_string()))?;
+        let provider = Arc::clone(&model.provider) as Arc<dyn Provider>;
+        let toolbox = self.with_agents(Arc::new(registry), &provider, &model.scenario.agents)?;
         Ok(Resolved {
-            provider: Arc::clone(&model.provider) as Arc<dyn Provider>,
-            toolbox: Arc::new(registry),
+            provider,
+            toolbox,
             model: format!("scripted:{name}"),
             policy: model.scenario.policy.clone(),
             system: model.scenario.system.clone(),
@@ -152,8 +206,8 @@ impl ConfiguredBackend {
             )));
         }
         Ok(Resolved {
+            toolbox: self.with_agents(Arc::clone(&self.toolbox), &provider.provider, &[])?,
             provider: Arc::clone(&provider.provider),
-            toolbox: Arc::clone(&self.toolbox),
             model,
             policy: PolicyPatch::default(),
             system: None,

@@ -309,7 +309,9 @@ impl Runtime {
             ConfiguredBackend::with_backends(&self.config, &self.backends, sandbox, scenarios, env)
                 .map_err(RuntimeError::ServerBackend)?;
         Ok(match mcp {
-            Some(toolbox) => backend.with_toolbox(toolbox),
+            Some(toolbox) => backend
+                .with_toolbox(toolbox)
+                .map_err(RuntimeError::ServerBackend)?,
             None => backend,
         })
     }

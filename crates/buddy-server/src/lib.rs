@@ -29,6 +29,7 @@ mod item_cache;
 mod metrics;
 mod native;
 mod request;
+mod request_agents;
 mod request_mcp;
 mod responses;
 mod retained_logs;

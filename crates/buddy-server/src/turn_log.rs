@@ -76,6 +76,14 @@ impl LogItem for ChatEvent {
             ChatEvent::ToolCallResult { content, .. } => content.len(),
             ChatEvent::Done { answer, .. } => answer.len(),
             ChatEvent::Error { message, .. } => message.len(),
+            // A sub-agent's event: its own size, and its path.
+            ChatEvent::Agent { path, event } => {
+                event.size()
+                    + path
+                        .iter()
+                        .map(|h| h.agent.len() + h.call_id.len())
+                        .sum::<usize>()
+            }
             _ => 256,
         }
     }

@@ -69,6 +69,7 @@ const GUARD_WORDS = {
   tools_ignored: "The model server may be ignoring tools",
   approval: "Needed an approval nobody could give",
   provider_loop_refusal: "The model service refused repeated calls",
+  delegation: "A sub-agent bound",
 };
 const ACTION_WORDS = {
   returned_earlier_result: "buddy gave back the earlier result instead of running it again",
@@ -84,6 +85,7 @@ const ACTION_WORDS = {
   composed_answer: "buddy wrote the answer from the tool results",
   asked_again: "buddy asked the model again for an answer",
   shed: "buddy left out what the request could do without, to fit",
+  stopped_agent: "buddy stopped the sub-agent and kept its work so far",
 };
 
 function plural(n, word) {
@@ -102,6 +104,24 @@ function statsLine(stats) {
   ];
   // Present only when the model's price is known (buddy.toml's prices or buddy's list).
   if (typeof stats.cost_usd === "number") parts.push(money(stats.cost_usd));
+  return parts.join(" · ");
+}
+
+/** A sub-agent's typed outcome, when a tool result is one (else null). */
+function agentOutcome(content) {
+  if (!content.startsWith("{\"agent\":")) return null;
+  try {
+    const outcome = JSON.parse(content);
+    return typeof outcome.status === "string" && typeof outcome.model_calls === "number" ? outcome : null;
+  } catch {
+    return null;
+  }
+}
+
+/** How a sub-agent ended, in brief: `answered`, `partial`, `stalled` …, its calls and cost. */
+function agentWords(outcome) {
+  const parts = [outcome.status, plural(outcome.model_calls, "model call"), plural(outcome.tool_uses || 0, "tool call")];
+  if (typeof outcome.cost_usd === "number") parts.push(money(outcome.cost_usd));
   return parts.join(" · ");
 }
 
@@ -779,6 +799,7 @@ class TurnView {
     }
     // When the call began: as stored (a turn drawn again after a reload), else now.
     card.started = this.calledAt.get(id) ?? Date.now();
+    card.args = args;
     card.node.className = "card running";
     card.node.replaceChildren(
       el("summary", { class: "head" }, el("span", { class: "name", text: name }), el("span", { class: "brief", text: brief(args) }), el("span", { class: "status", text: "running…" })),
@@ -798,8 +819,10 @@ class TurnView {
     // A call buddy did not run (withdrawn, refused, rejected) or did not finish (the turn
     // was cancelled) is no failure of the tool: it is shown apart from real errors.
     const skipped = isError && /^not (run|finished):/.test(content);
-    const outcome = skipped ? (content.startsWith("not finished") ? "not finished" : "not run") : isError ? "error" : "done";
-    node.className = `card ${skipped ? "skipped" : isError ? "failed" : "done"}`;
+    // A sub-agent's call says how the agent ended (answered, partial, stalled, …).
+    const agent = agentOutcome(content);
+    const outcome = skipped ? (content.startsWith("not finished") ? "not finished" : "not run") : agent ? agentWords(agent) : isError ? "error" : "done";
+    node.className = `card ${skipped ? "skipped" : isError ? "failed" : "done"}${agent ? " agent-call" : ""}`;
     // How long it ran: from its start to its result, as seen live or as stored. A stored
     // result of a round of several calls was stored with the round's last: at most that.
     const stored = this.endedAt.get(id);
@@ -1001,6 +1024,30 @@ class TurnView {
     }
   }
 
+  /** An event of the sub-agent at the end of `path`, drawn in its block (made when its
+   * first event comes, nested in the block of the agent that started it). */
+  agentEvent(path, event) {
+    let view = this;
+    for (let depth = 0; depth < path.length; depth++) {
+      const hop = path[depth];
+      view.agents ??= new Map();
+      let child = view.agents.get(hop.call_id);
+      if (!child) {
+        view.answer = null;
+        view.cardRow = null;
+        child = new AgentView(view.parent, path.slice(0, depth + 1), taskOf(view.cards.get(hop.call_id)));
+        // In call order, whichever agent spoke first: before the block of a later call.
+        const order = [...view.cards.keys()];
+        const at = order.indexOf(hop.call_id);
+        const later = [...view.agents].find(([id]) => order.indexOf(id) > at);
+        if (at >= 0 && later) later[1].node.before(child.node);
+        view.agents.set(hop.call_id, child);
+      }
+      view = child;
+    }
+    drawEvent(view, event.type, event);
+  }
+
   /** A pause for approval that was answered: its end line says it no longer waits. */
   decided() {
     const reason = this.footer && this.footer.querySelector(".reason");
@@ -1011,6 +1058,52 @@ class TurnView {
     if (!this.footer) return;
     this.footer.append(el("button", { type: "button", text: "Continue with a fresh budget", onclick: (e) => { e.target.remove(); resumeTurn({ continue: true }); } }));
   }
+}
+
+/** The task a sub-agent's call handed it (from the call's arguments), if there is one. */
+function taskOf(card) {
+  try {
+    const task = card && JSON.parse(card.args).task;
+    return typeof task === "string" ? task : "";
+  } catch {
+    return "";
+  }
+}
+
+/** A sub-agent's turn inside its caller's: a collapsible block (the agents from the top
+ * down, what it is doing, and at its end its stop reason, calls and cost) holding its own
+ * text, tool calls, notices and, nested, its own sub-agents. */
+class AgentView extends TurnView {
+  /** `task`: what its caller asked of it, as the call's arguments say. */
+  constructor(parent, path, task) {
+    const body = el("div", { class: "agent-body" });
+    super(body);
+    const names = path.map((hop) => hop.agent);
+    this.status = el("span", { class: "status", text: "running…" });
+    this.summary = el("span", { class: "agent-stats" });
+    this.node = el(
+      "details",
+      { class: "agent running", "data-agent": names[names.length - 1], "data-call": path[path.length - 1].call_id, "aria-label": `Sub-agent ${names.join(" › ")}` },
+      el("summary", { class: "head" }, el("span", { class: "path", text: names.join(" › ") }), task ? el("span", { class: "task", text: task }) : null, this.summary, this.status),
+      body,
+    );
+    parent.append(this.node);
+  }
+
+  /** Its end: the stop reason in its head, and its calls and cost (its own sub-agents' included). */
+  end(reason, stats, message) {
+    this.answer = null;
+    this.cardRow = null;
+    this.node.className = `agent ${CLEAN.has(reason) ? "clean" : "bad"}`;
+    this.node.dataset.reason = reason;
+    this.status.textContent = STOP_WORDS[reason] || reason;
+    this.summary.textContent = statsLine(stats);
+    if (message) this.parent.append(el("div", { class: "notice", role: "note" }, el("span", { class: "detail", text: message })));
+  }
+
+  offerApproval() {}
+
+  offerContinue() {}
 }
 
 /** The calls of a stored conversation that wait for approval: those of its last
@@ -1093,6 +1186,9 @@ function drawEvent(view, name, data) {
       break;
     case "approval_required":
       view.pending = data.calls;
+      break;
+    case "agent":
+      view.agentEvent(data.path, data.event);
       break;
     case "done":
     case "error":

@@ -1,4 +1,5 @@
-//! buddy-telemetry: a turn's spans — `invoke_agent`, `chat` per model call, `execute_tool`
+//! buddy-telemetry: a turn's spans — `invoke_agent` (one per sub-agent too, under the
+//! tool call that started it), `chat` per model call, `execute_tool`
 //! per tool call — exported over OTLP (HTTP/protobuf), following the OpenTelemetry GenAI
 //! semantic conventions, with W3C trace context taken from callers and sent on.
 //!

@@ -41,6 +41,11 @@ pub const COST_USD: &str = "buddy.cost_usd";
 /// Model calls and tool calls the turn made.
 pub const MODEL_CALLS: &str = "buddy.model_calls";
 pub const TOOL_CALLS: &str = "buddy.tool_calls";
+/// The part of those a turn's sub-agents made, at every depth: agents started, their
+/// model calls and tool calls.
+pub const DELEGATED_AGENTS: &str = "buddy.delegated.agents";
+pub const DELEGATED_MODEL_CALLS: &str = "buddy.delegated.model_calls";
+pub const DELEGATED_TOOL_CALLS: &str = "buddy.delegated.tool_calls";
 /// Why a model call was made (`turn`, `finalize`, `reask`).
 pub const CALL_PURPOSE: &str = "buddy.call.purpose";
 /// Tools offered to a model call.

@@ -1,9 +1,10 @@
 //! One turn's spans, built from what the engine tells its observer: `invoke_agent` for the
 //! turn, a `chat` child per model call, an `execute_tool` child per tool call, guard trips
-//! as events on the turn's span.
+//! as events on the turn's span; a sub-agent's turn is an `invoke_agent` span of its own
+//! under the tool call that started it.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use buddy_core::{
     ChatEvent, CompletionRequest, FinishReason, Message, ModelCallEnd, ResponseInfo, ServedBy,
@@ -44,9 +45,20 @@ pub(crate) struct TurnSpans {
     provider: String,
     /// `server.address` and `server.port` of the model server, when known.
     server: Option<(String, Option<u16>)>,
+    /// `gen_ai.conversation.id`, also on the spans of the turn's sub-agents.
+    conversation: Option<String>,
     /// The context holding the turn's `invoke_agent` span: every other span's parent.
     turn: Context,
     open: Mutex<Open>,
+}
+
+/// What a turn's spans share with its sub-agents' (who serves them, what they record).
+struct Agent {
+    tracer: SdkTracer,
+    capture_content: bool,
+    provider: String,
+    server: Option<(String, Option<u16>)>,
+    conversation: Option<String>,
 }
 
 #[derive(Default)]
@@ -66,26 +78,52 @@ impl TurnSpans {
         let parent = extract(scope.traceparent, scope.tracestate);
         let provider = served.map_or(scope.provider, |s| s.provider_name);
         let server = served.and_then(|s| server_of(s.base_url));
+        TurnSpans::open_turn(
+            Agent {
+                tracer,
+                capture_content,
+                provider: provider.to_owned(),
+                server,
+                conversation: scope.conversation.map(str::to_owned),
+            },
+            &parent,
+            AGENT,
+            Some(scope.model),
+        )
+    }
+
+    /// The spans of a turn run by `agent` under `parent`: its `invoke_agent` span opened.
+    fn open_turn(agent: Agent, parent: &Context, name: &str, model: Option<&str>) -> Self {
+        let Agent {
+            tracer,
+            capture_content,
+            provider,
+            server,
+            conversation,
+        } = agent;
         let mut attributes = vec![
             KeyValue::new(sc::OPERATION_NAME, "invoke_agent"),
-            KeyValue::new(sc::AGENT_NAME, AGENT),
-            KeyValue::new(sc::PROVIDER_NAME, provider.to_owned()),
-            KeyValue::new(sc::REQUEST_MODEL, scope.model.to_owned()),
+            KeyValue::new(sc::AGENT_NAME, name.to_owned()),
+            KeyValue::new(sc::PROVIDER_NAME, provider.clone()),
         ];
-        if let Some(id) = scope.conversation {
-            attributes.push(KeyValue::new(sc::CONVERSATION_ID, id.to_owned()));
+        if let Some(model) = model {
+            attributes.push(KeyValue::new(sc::REQUEST_MODEL, model.to_owned()));
+        }
+        if let Some(id) = &conversation {
+            attributes.push(KeyValue::new(sc::CONVERSATION_ID, id.clone()));
         }
         let span = tracer
-            .span_builder(format!("invoke_agent {AGENT}"))
+            .span_builder(format!("invoke_agent {name}"))
             .with_kind(SpanKind::Internal)
             .with_attributes(attributes)
-            .start_with_context(&tracer, &parent);
+            .start_with_context(&tracer, parent);
         TurnSpans {
             turn: parent.with_span(span),
             tracer,
             capture_content,
-            provider: provider.to_owned(),
+            provider,
             server,
+            conversation,
             open: Mutex::default(),
         }
     }
@@ -176,6 +214,22 @@ impl TurnSpans {
         span.set_attribute(KeyValue::new(sc::STOP_REASON, reason.as_str()));
         span.set_attribute(KeyValue::new(sc::MODEL_CALLS, i64::from(stats.model_calls)));
         span.set_attribute(KeyValue::new(sc::TOOL_CALLS, i64::from(stats.tool_calls)));
+        // What its sub-agents made, at every depth (already in the counts above).
+        if !stats.delegated.is_empty() {
+            let delegated = &stats.delegated;
+            span.set_attribute(KeyValue::new(
+                sc::DELEGATED_AGENTS,
+                i64::from(delegated.agents),
+            ));
+            span.set_attribute(KeyValue::new(
+                sc::DELEGATED_MODEL_CALLS,
+                i64::from(delegated.model_calls),
+            ));
+            span.set_attribute(KeyValue::new(
+                sc::DELEGATED_TOOL_CALLS,
+                i64::from(delegated.tool_calls),
+            ));
+        }
         span.set_attribute(KeyValue::new(
             sc::USAGE_INPUT_TOKENS,
             count(stats.input_tokens),
@@ -345,6 +399,32 @@ impl TurnObserver for TurnSpans {
 
     fn tool_traceparent(&self, call_id: &str) -> Option<String> {
         self.open().tools.get(call_id).and_then(inject)
+    }
+
+    /// The sub-agent's turn as an `invoke_agent` span under the tool call that started
+    /// it (under the turn's span if that call's span is gone), in the same trace.
+    fn sub_agent(&self, call_id: &str, agent: &str) -> Option<Arc<dyn TurnObserver>> {
+        let parent = {
+            let open = self.open();
+            if open.ended {
+                return None;
+            }
+            open.tools.get(call_id).cloned()
+        }
+        .unwrap_or_else(|| self.turn.clone());
+        let shared = Agent {
+            tracer: self.tracer.clone(),
+            capture_content: self.capture_content,
+            provider: self.provider.clone(),
+            server: self.server.clone(),
+            conversation: self.conversation.clone(),
+        };
+        let spans = TurnSpans::open_turn(shared, &parent, agent, None);
+        spans
+            .turn
+            .span()
+            .set_attribute(KeyValue::new(sc::TOOL_CALL_ID, call_id.to_owned()));
+        Some(Arc::new(spans))
     }
 }
 

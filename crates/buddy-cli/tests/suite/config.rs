@@ -335,3 +335,87 @@ fn scenario_stubs_do_not_wait_for_approval_unless_asked() {
     let (_, _, stderr) = run(&["--approval", "always"]);
     assert!(stderr.contains("needs a person's approval"), "{stderr}");
 }
+
+#[test]
+fn the_server_offers_the_configured_agents_and_a_scenarios_own() {
+    use buddy_server::Backend;
+    buddy_providers::install_crypto_provider();
+    let config = BuddyConfig::parse(
+        r#"
+        [providers.main]
+        kind = "openai"
+        base_url = "http://127.0.0.1:9/v1"
+        model = "model-one"
+        [[agents]]
+        name = "helper"
+        description = "Does one thing."
+        [[agents]]
+        name = "second_opinion"
+        description = "Checks with the other provider."
+        provider = "main"
+        "#,
+        "test",
+    )
+    .unwrap();
+    let sandbox = tempfile::tempdir().unwrap();
+    let backend = |config: &BuddyConfig| {
+        buddy_cli::backend::ConfiguredBackend::new(
+            config,
+            buddy_skills::Sandbox::new(sandbox.path()).unwrap(),
+            Some(&super::scenarios_dir()),
+            &|_| Some("sk-test".into()),
+        )
+    };
+    let served = backend(&config).unwrap();
+    let offered = |resolved: buddy_server::Resolved| -> Vec<(String, bool)> {
+        let toolbox = resolved.toolbox;
+        let mut names: Vec<(String, bool)> = toolbox
+            .specs()
+            .iter()
+            .map(|s| (s.name.clone(), toolbox.is_agent(&s.name)))
+            .collect();
+        names.sort();
+        names
+    };
+    // An HTTP provider's turns: the configured skills and both agents.
+    let http = offered(served.resolve(Some("main"), None).unwrap());
+    let agents: Vec<&str> = http
+        .iter()
+        .filter(|(_, agent)| *agent)
+        .map(|(n, _)| n.as_str())
+        .collect();
+    assert_eq!(agents, ["helper", "second_opinion"]);
+    assert!(http.contains(&("read_file".to_owned(), false)), "{http:?}");
+    // A scenario's model: its tools, its own agents, and the operator's.
+    let scripted = offered(
+        served
+            .resolve(Some("scripted"), Some("subagents_research"))
+            .unwrap(),
+    );
+    for (name, agent) in [("helper", true), ("lookup", false), ("researcher", true)] {
+        assert!(
+            scripted.contains(&(name.to_owned(), agent)),
+            "{name}: {scripted:?}"
+        );
+    }
+    // A declaration that cannot be offered stops the server at start, saying why.
+    let broken = BuddyConfig::parse(
+        r#"
+        [providers.main]
+        kind = "openai"
+        base_url = "http://127.0.0.1:9/v1"
+        model = "model-one"
+        [[agents]]
+        name = "helper"
+        description = "Does one thing."
+        provider = "elsewhere"
+        "#,
+        "test",
+    )
+    .unwrap();
+    let err = backend(&broken).err().unwrap().to_string();
+    assert!(
+        err.contains("[[agents]]") && err.contains("provider `elsewhere`"),
+        "{err}"
+    );
+}

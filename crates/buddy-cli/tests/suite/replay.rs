@@ -21,7 +21,14 @@ async fn every_scenario_turn_a_server_stored_replays_exactly() {
     let scenarios = all_scenarios();
     // A server of its own (a process): its turns stay out of this process's metrics.
     let (mut server, url) = spawn_server(&db, scenarios.path(), dir.path(), &[]);
-    let files = scenario_files(&scenarios_dir()).unwrap();
+    // A scenario that scripts the client's Ctrl-C (`cancel_after_ms`) is played by
+    // `buddy run`; a server has no client to press it, so its turn would run its slow
+    // tools out: it is left to `buddy run`'s tests.
+    let files: Vec<_> = scenario_files(&scenarios_dir())
+        .unwrap()
+        .into_iter()
+        .filter(|f| Scenario::load(f).unwrap().cancel_after_ms.is_none())
+        .collect();
     for file in &files {
         let scenario = Scenario::load(file).unwrap();
         let (status, body) = chat(

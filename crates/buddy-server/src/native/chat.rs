@@ -9,6 +9,7 @@ use serde_json::json;
 use crate::conversation_settings::ConversationSettings;
 use crate::error::AppError;
 use crate::request::{JsonBody, request_policy};
+use crate::request_agents::with_request_agents;
 use crate::request_mcp::{RequestMcp, with_request_mcp};
 use crate::sse;
 use crate::turn::watch::Numbered;
@@ -26,6 +27,10 @@ pub(crate) struct ChatBody {
     /// MCP servers for this turn (when the operator allows it).
     #[serde(default)]
     mcp: Vec<RequestMcp>,
+    /// Sub-agents for this turn, declared like buddy.toml's `[[agents]]` (checked here,
+    /// so a bad one is a 400 naming `agents[i]`).
+    #[serde(default)]
+    agents: Vec<serde_json::Value>,
     /// Sampling and output settings (temperature, top_p, max_output_tokens, seed, stop,
     /// response_format).
     #[serde(default)]
@@ -64,6 +69,7 @@ pub(crate) async fn chat(
         turn_policy(&turns.state, &resolved, &new.policy)?;
     }
     resolved.toolbox = with_request_mcp(&turns.state, resolved.toolbox, body.mcp).await?;
+    resolved.toolbox = with_request_agents(&turns, &resolved, body.agents)?;
     let conversation = Conversation::Stored(body.conversation_id);
     let turn = turns
         .start(TurnSpec {
@@ -91,6 +97,9 @@ pub(crate) struct ResumeBody {
     /// The MCP servers the paused turn had, so its waiting calls can run.
     #[serde(default)]
     mcp: Vec<RequestMcp>,
+    /// The sub-agents the paused turn had, so a waiting call to one can run.
+    #[serde(default)]
+    agents: Vec<serde_json::Value>,
 }
 
 /// `POST /v1/conversations/{id}/resume`: goes on with a turn paused for approval (a
@@ -117,6 +126,7 @@ pub(crate) async fn resume(
     let policy = settings.policy_with(&request_policy(body.policy)?);
     let mut resolved = turns.resolve(None, info.last_model.as_deref())?;
     resolved.toolbox = with_request_mcp(&turns.state, resolved.toolbox, body.mcp).await?;
+    resolved.toolbox = with_request_agents(&turns, &resolved, body.agents)?;
     let conversation = Conversation::Stored(Some(id));
     let turn = turns
         .start(TurnSpec {

@@ -1,5 +1,7 @@
 //! The router driven with `oneshot`, no socket: auth, errors, models, a whole SSE turn.
 
+mod agent_traces;
+mod agents;
 mod approvals;
 mod attachments;
 mod client_tools;

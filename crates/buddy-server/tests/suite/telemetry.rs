@@ -30,21 +30,21 @@ use super::send;
 
 /// A span as received, with what the checks read.
 #[derive(Clone, Debug)]
-struct Got {
-    span: Span,
+pub(super) struct Got {
+    pub(super) span: Span,
     scope: String,
     schema_url: String,
     service: Option<String>,
 }
 
 impl Got {
-    fn trace(&self) -> String {
+    pub(super) fn trace(&self) -> String {
         hex(&self.span.trace_id)
     }
-    fn id(&self) -> String {
+    pub(super) fn id(&self) -> String {
         hex(&self.span.span_id)
     }
-    fn parent(&self) -> String {
+    pub(super) fn parent(&self) -> String {
         hex(&self.span.parent_span_id)
     }
     fn attr(&self, key: &str) -> Option<Any> {
@@ -55,13 +55,13 @@ impl Got {
             .and_then(|kv| kv.value.clone())
             .and_then(|v| v.value)
     }
-    fn text(&self, key: &str) -> Option<String> {
+    pub(super) fn text(&self, key: &str) -> Option<String> {
         match self.attr(key) {
             Some(Any::StringValue(s)) => Some(s),
             _ => None,
         }
     }
-    fn int(&self, key: &str) -> Option<i64> {
+    pub(super) fn int(&self, key: &str) -> Option<i64> {
         match self.attr(key) {
             Some(Any::IntValue(n)) => Some(n),
             _ => None,
@@ -91,8 +91,8 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// An OTLP/HTTP receiver on a loopback port: `POST /v1/traces` with protobuf bodies.
-struct Receiver {
-    url: String,
+pub(super) struct Receiver {
+    pub(super) url: String,
     spans: Arc<Mutex<Vec<Got>>>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -103,7 +103,7 @@ impl Drop for Receiver {
     }
 }
 
-async fn receiver() -> Receiver {
+pub(super) async fn receiver() -> Receiver {
     let spans: Arc<Mutex<Vec<Got>>> = Arc::default();
     let kept = Arc::clone(&spans);
     let app = axum::Router::new().route(
@@ -294,7 +294,7 @@ fn traced(
 }
 
 /// `uri` with `body` and the caller's `traceparent`.
-fn traced_post(uri: &str, body: Value, traceparent: &str) -> Request<Body> {
+pub(super) fn traced_post(uri: &str, body: Value, traceparent: &str) -> Request<Body> {
     Request::post(uri)
         .header("content-type", "application/json")
         .header("traceparent", traceparent)
@@ -303,12 +303,12 @@ fn traced_post(uri: &str, body: Value, traceparent: &str) -> Request<Body> {
         .unwrap()
 }
 
-fn caller(trace: &str) -> String {
+pub(super) fn caller(trace: &str) -> String {
     format!("00-{trace}-00f067aa0ba902b7-01")
 }
 
 /// The spans of one trace, once the turn's spans have all arrived.
-async fn spans_of(telemetry: &Telemetry, receiver: &Receiver, trace: &str) -> Vec<Got> {
+pub(super) async fn spans_of(telemetry: &Telemetry, receiver: &Receiver, trace: &str) -> Vec<Got> {
     telemetry.flush().await;
     receiver
         .spans
@@ -320,7 +320,7 @@ async fn spans_of(telemetry: &Telemetry, receiver: &Receiver, trace: &str) -> Ve
         .collect()
 }
 
-fn named<'a>(spans: &'a [Got], prefix: &str) -> Vec<&'a Got> {
+pub(super) fn named<'a>(spans: &'a [Got], prefix: &str) -> Vec<&'a Got> {
     spans
         .iter()
         .filter(|s| s.span.name.starts_with(prefix))
