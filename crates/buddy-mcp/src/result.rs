@@ -14,44 +14,7 @@ pub fn result_text(result: &Value) -> String {
         .map(Vec::as_slice)
         .unwrap_or_default();
     for block in blocks {
-        let kind = block.get("type").and_then(Value::as_str).unwrap_or("");
-        let text = |key: &str| block.get(key).and_then(Value::as_str).unwrap_or("");
-        match kind {
-            "text" => parts.push(text("text").to_owned()),
-            "image" | "audio" => parts.push(format!(
-                "[{kind} ({}, {} bytes of base64) dropped: buddy passes text only]",
-                if text("mimeType").is_empty() {
-                    "unknown type"
-                } else {
-                    text("mimeType")
-                },
-                text("data").len()
-            )),
-            "resource" => {
-                let resource = block.get("resource").cloned().unwrap_or(Value::Null);
-                let uri = resource.get("uri").and_then(Value::as_str).unwrap_or("");
-                match resource.get("text").and_then(Value::as_str) {
-                    Some(body) => parts.push(format!("[resource {uri}]\n{body}")),
-                    None => parts.push(format!(
-                        "[resource {uri}: binary content dropped: buddy passes text only]"
-                    )),
-                }
-            }
-            "resource_link" => {
-                let name = text("name");
-                let description = text("description");
-                let mut line = format!("[resource link: {}", text("uri"));
-                if !name.is_empty() {
-                    line.push_str(&format!(" ({name})"));
-                }
-                if !description.is_empty() {
-                    line.push_str(&format!(": {description}"));
-                }
-                line.push(']');
-                parts.push(line);
-            }
-            other => parts.push(format!("[a `{other}` content block was dropped]")),
-        }
+        parts.push(block_text(block));
     }
     if let Some(structured) = result.get("structuredContent").filter(|v| !v.is_null()) {
         let json = structured.to_string();
@@ -62,6 +25,50 @@ pub fn result_text(result: &Value) -> String {
         }
     }
     parts.join("\n")
+}
+
+/// One content block (of a tool result or a prompt message) as text: text as it is,
+/// embedded text resources with their URI, resource links named, and binary content
+/// replaced by a note saying what was dropped.
+pub(crate) fn block_text(block: &Value) -> String {
+    let kind = block.get("type").and_then(Value::as_str).unwrap_or("");
+    let text = |key: &str| block.get(key).and_then(Value::as_str).unwrap_or("");
+    match kind {
+        "text" => text("text").to_owned(),
+        "image" | "audio" => format!(
+            "[{kind} ({}, {} bytes of base64) dropped: buddy passes text only]",
+            if text("mimeType").is_empty() {
+                "unknown type"
+            } else {
+                text("mimeType")
+            },
+            text("data").len()
+        ),
+        "resource" => {
+            let resource = block.get("resource").cloned().unwrap_or(Value::Null);
+            let uri = resource.get("uri").and_then(Value::as_str).unwrap_or("");
+            match resource.get("text").and_then(Value::as_str) {
+                Some(body) => format!("[resource {uri}]\n{body}"),
+                None => {
+                    format!("[resource {uri}: binary content dropped: buddy passes text only]")
+                }
+            }
+        }
+        "resource_link" => {
+            let name = text("name");
+            let description = text("description");
+            let mut line = format!("[resource link: {}", text("uri"));
+            if !name.is_empty() {
+                line.push_str(&format!(" ({name})"));
+            }
+            if !description.is_empty() {
+                line.push_str(&format!(": {description}"));
+            }
+            line.push(']');
+            line
+        }
+        other => format!("[a `{other}` content block was dropped]"),
+    }
 }
 
 #[cfg(test)]
