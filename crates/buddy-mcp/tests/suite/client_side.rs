@@ -300,3 +300,41 @@ async fn sampling_is_answered_by_buddys_model_only_when_the_operator_allows_it()
     );
     assert_eq!(source.sampling_use().requests, 0);
 }
+
+/// A stdio server with two tools: `fine`, and `remote` whose schema has a `$ref` to a
+/// network URI (a canary on a closed loopback port).
+const REMOTE_REF: &str = r#"
+import json, sys
+for line in sys.stdin:
+    msg = json.loads(line)
+    method, mid = msg.get("method"), msg.get("id")
+    def send(obj):
+        sys.stdout.write(json.dumps(obj) + "\n"); sys.stdout.flush()
+    if mid is None:
+        continue
+    if method == "initialize":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"protocolVersion": "2025-11-25",
+              "capabilities": {"tools": {}}, "serverInfo": {"name": "refs", "version": "1"}}})
+    elif method == "tools/list":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"tools": [
+            {"name": "fine", "inputSchema": {"type": "object"}},
+            {"name": "remote", "inputSchema": {"type": "object", "properties": {
+                "profile": {"$ref": "http://127.0.0.1:9/profile.json"}}}}]}})
+    else:
+        send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": "no such method"}})
+"#;
+
+#[tokio::test]
+async fn a_tool_whose_schema_needs_a_network_ref_is_left_out_and_the_rest_come_in() {
+    let source = McpSource::new(McpServerConfig::stdio(
+        "refs",
+        &["python3", "-c", REMOTE_REF],
+    ));
+    let skills = McpSkill::all(Arc::clone(&source)).await.unwrap();
+    let names: Vec<&str> = skills.iter().map(|s| s.name()).collect();
+    assert_eq!(names, ["refs__fine"]);
+    let left_out = source.left_out();
+    assert_eq!(left_out.len(), 1, "{left_out:?}");
+    assert_eq!(left_out[0].0, "remote");
+    assert!(left_out[0].1.contains("input schema"), "{left_out:?}");
+}
