@@ -72,6 +72,38 @@ pub(crate) fn progress_line(params: &ProgressNotificationParam) -> String {
     }
 }
 
+impl Handler {
+    /// The roots buddy offers: the sandbox.
+    pub(crate) fn roots(&self) -> ListRootsResult {
+        let roots = self
+            .roots
+            .iter()
+            .map(|dir| {
+                let mut root = Root::new(file_uri(dir));
+                root.name = Some("sandbox".to_owned());
+                root
+            })
+            .collect();
+        ListRootsResult::new(roots)
+    }
+
+    /// A sampling request answered by buddy's model, or refused when the operator did
+    /// not allow sampling for this server.
+    pub(crate) async fn sample(
+        &self,
+        params: CreateMessageRequestParams,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        match &self.sampler {
+            Some(sampler) => {
+                crate::sampling::answer(&self.server, sampler, &self.sampling, params).await
+            }
+            None => Err(ErrorData::method_not_found::<
+                rmcp::model::CreateMessageRequestMethod,
+            >()),
+        }
+    }
+}
+
 impl ClientHandler for Handler {
     fn get_info(&self) -> ClientConfig {
         let mut capabilities = ClientCapabilities::default();
@@ -94,16 +126,7 @@ impl ClientHandler for Handler {
         &self,
         _context: RequestContext<RoleClient>,
     ) -> impl std::future::Future<Output = Result<ListRootsResult, ErrorData>> + Send + '_ {
-        let roots = self
-            .roots
-            .iter()
-            .map(|dir| {
-                let mut root = Root::new(file_uri(dir));
-                root.name = Some("sandbox".to_owned());
-                root
-            })
-            .collect();
-        std::future::ready(Ok(ListRootsResult::new(roots)))
+        std::future::ready(Ok(self.roots()))
     }
 
     async fn create_message(
@@ -111,14 +134,7 @@ impl ClientHandler for Handler {
         params: CreateMessageRequestParams,
         _context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, ErrorData> {
-        match &self.sampler {
-            Some(sampler) => {
-                crate::sampling::answer(&self.server, sampler, &self.sampling, params).await
-            }
-            None => Err(ErrorData::method_not_found::<
-                rmcp::model::CreateMessageRequestMethod,
-            >()),
-        }
+        self.sample(params).await
     }
 
     fn on_tool_list_changed(

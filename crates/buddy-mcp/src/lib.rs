@@ -8,6 +8,7 @@
 //! prompts to people through `buddy mcp prompt`; the sandbox is offered as its roots.
 
 mod annotations;
+mod call;
 mod catalog;
 mod config;
 mod handler;

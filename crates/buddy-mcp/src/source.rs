@@ -515,8 +515,16 @@ impl McpSource {
             params.meta = Some(meta);
         }
         let secs = self.config.call_timeout_secs;
-        match tokio::time::timeout(Duration::from_secs_f64(secs), client.call_tool(params)).await {
-            Err(_) => {
+        let limit = Duration::from_secs_f64(secs);
+        // rmcp ends the call at `limit` (sending `notifications/cancelled`); the outer
+        // bound is a backstop for a transport that blocks.
+        let called = tokio::time::timeout(
+            limit + Duration::from_secs(1),
+            crate::call::call_tool(&client, params, limit),
+        )
+        .await;
+        match called {
+            Err(_) | Ok(Err(ServiceError::Timeout { .. })) => {
                 self.disconnect().await;
                 Err(self.failed(format!(
                     "MCP server `{name}` did not answer `{tool}` within {secs}s; the server was stopped and is restarted for the next call"

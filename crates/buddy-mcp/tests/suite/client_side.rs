@@ -228,6 +228,27 @@ async fn a_call_given_up_sends_notifications_cancelled_for_it() {
     assert_eq!(all[1]["params"]["clientInfo"]["name"], "buddy");
 }
 
+#[tokio::test]
+async fn a_call_past_its_timeout_is_cancelled_before_the_server_is_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("messages.jsonl");
+    let log_arg = log.display().to_string();
+    let mut config = McpServerConfig::stdio("rec", &["python3", "-c", RECORDER, &log_arg]);
+    config.call_timeout_secs = 0.5;
+    let source = McpSource::new(config);
+    source.start().await.unwrap();
+    let err = source.call("hang", json!({})).await.unwrap_err();
+    assert!(err.to_string().contains("did not answer `hang`"), "{err}");
+    // buddy wrote the notification before the call returned; the server reads its
+    // input to the end once its stdin is closed.
+    eventually("notifications/cancelled arrives", async || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("notifications/cancelled")
+    })
+    .await;
+}
+
 /// A model that answers every call with `text`.
 fn answering(text: &str) -> buddy_mcp::Sampler {
     let script = json!({"name": "sampler", "prompt": "",
