@@ -27,6 +27,33 @@ pub fn result_text(result: &Value) -> String {
     parts.join("\n")
 }
 
+/// A note for the model when a successful result does not keep the tool's output
+/// schema (MCP: clients SHOULD validate `structuredContent`): none when it does.
+pub(crate) fn structured_mismatch(
+    result: &Value,
+    schema: &jsonschema::Validator,
+) -> Option<String> {
+    let Some(structured) = result.get("structuredContent").filter(|v| !v.is_null()) else {
+        return Some(
+            "[the tool declares an output schema but sent no structuredContent]".to_owned(),
+        );
+    };
+    let errors: Vec<String> = schema
+        .iter_errors(structured)
+        .take(3)
+        .map(|e| {
+            let at = e.instance_path().to_string();
+            format!("{}: {e}", if at.is_empty() { "(result)" } else { &at })
+        })
+        .collect();
+    (!errors.is_empty()).then(|| {
+        format!(
+            "[the result's structuredContent does not match the tool's output schema: {}]",
+            errors.join("; ")
+        )
+    })
+}
+
 /// One content block (of a tool result or a prompt message) as text: text as it is,
 /// embedded text resources with their URI, resource links named, and binary content
 /// replaced by a note saying what was dropped.
@@ -88,6 +115,27 @@ mod tests {
         assert_eq!(
             text,
             "hello\n[image (image/png, 4 bytes of base64) dropped: buddy passes text only]\n[resource file:///a.txt]\ninside\n[resource file:///b.bin: binary content dropped: buddy passes text only]\n[resource link: file:///c (c): the c]"
+        );
+    }
+
+    #[test]
+    fn structured_content_is_checked_against_the_output_schema() {
+        let schema = jsonschema::validator_for(&json!({"type": "object", "required": ["t"],
+            "properties": {"t": {"type": "number"}}}))
+        .unwrap();
+        let good = json!({"content": [], "structuredContent": {"t": 21.5}});
+        assert_eq!(structured_mismatch(&good, &schema), None);
+        let bad = json!({"content": [], "structuredContent": {"t": "warm"}});
+        assert_eq!(
+            structured_mismatch(&bad, &schema).as_deref(),
+            Some(
+                "[the result's structuredContent does not match the tool's output schema: /t: \"warm\" is not of type \"number\"]"
+            )
+        );
+        let none = json!({"content": [{"type": "text", "text": "21.5"}]});
+        assert_eq!(
+            structured_mismatch(&none, &schema).as_deref(),
+            Some("[the tool declares an output schema but sent no structuredContent]")
         );
     }
 

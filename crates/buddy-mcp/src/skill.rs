@@ -19,6 +19,9 @@ pub struct McpSkill {
     tool: McpTool,
     semantics: RepeatSemantics,
     description: String,
+    /// The tool's output schema, compiled (none when it declares none, or one that
+    /// cannot be compiled: its results are then passed unchecked).
+    output: Option<jsonschema::Validator>,
 }
 
 impl McpSkill {
@@ -66,8 +69,13 @@ impl McpSkill {
             .and_then(|o| o.semantics)
             .unwrap_or_else(|| semantics_of(tool.annotations.as_ref()));
         let description = describe(&tool);
+        let output = tool
+            .output_schema
+            .as_ref()
+            .and_then(|schema| jsonschema::validator_for(schema).ok());
         McpSkill {
             description,
+            output,
             name: config.skill_name(&tool.name),
             source,
             tool,
@@ -132,7 +140,12 @@ impl Skill for McpSkill {
     ) -> BoxFuture<'a, Result<String, SkillError>> {
         Box::pin(async move {
             self.source
-                .call_traced(&self.tool.name, args, ctx.traceparent.as_deref())
+                .call_checked(
+                    &self.tool.name,
+                    args,
+                    ctx.traceparent.as_deref(),
+                    self.output.as_ref(),
+                )
                 .await
         })
     }

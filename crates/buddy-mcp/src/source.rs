@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use crate::config::{McpServerConfig, Transport};
 use crate::handler::{Handler, Notes};
-use crate::result::result_text;
+use crate::result::{result_text, structured_mismatch};
 use crate::sampling::{Sampler, SamplingCount, SamplingUse};
 
 pub(crate) type Client = RunningService<RoleClient, Handler>;
@@ -494,6 +494,18 @@ impl McpSource {
         arguments: Value,
         traceparent: Option<&str>,
     ) -> Result<String, SkillError> {
+        self.call_checked(tool, arguments, traceparent, None).await
+    }
+
+    /// [`McpSource::call_traced`], the result's `structuredContent` checked against the
+    /// tool's output schema (`output`): a mismatch is noted in the text the model reads.
+    pub(crate) async fn call_checked(
+        &self,
+        tool: &str,
+        arguments: Value,
+        traceparent: Option<&str>,
+        output: Option<&jsonschema::Validator>,
+    ) -> Result<String, SkillError> {
         let name = &self.config.name;
         if let ServerState::GaveUp(why) = self.state() {
             return Err(SkillError::Failed(format!(
@@ -541,11 +553,14 @@ impl McpSource {
                 )))
             }
             Ok(Ok(result)) => {
-                let text = result_text(&serde_json::to_value(&result).unwrap_or(Value::Null));
-                if result.is_error == Some(true) {
-                    Err(SkillError::Failed(text))
-                } else {
-                    Ok(text)
+                let result = serde_json::to_value(&result).unwrap_or(Value::Null);
+                let text = result_text(&result);
+                if result.get("isError") == Some(&Value::Bool(true)) {
+                    return Err(SkillError::Failed(text));
+                }
+                match output.and_then(|schema| structured_mismatch(&result, schema)) {
+                    Some(note) => Ok(format!("{text}\n{note}")),
+                    None => Ok(text),
                 }
             }
         }

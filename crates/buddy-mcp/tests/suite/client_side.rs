@@ -109,6 +109,8 @@ async fn a_tools_output_schema_is_told_to_the_model_and_its_structured_content_p
         .find_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
         .unwrap_or_else(|| panic!("no JSON line in {result}"));
     assert!(structured.get("temperature").is_some(), "{structured}");
+    // It keeps its own schema: no note about a mismatch.
+    assert!(!result.contains("output schema"), "{result}");
 }
 
 #[tokio::test]
