@@ -4,7 +4,8 @@
 # OpenAPI description (scripts/openai-openapi.sh, for the contract test), then runs every
 # Rust test against a throw-away PostgreSQL cluster (scripts/postgres.sh), then the web
 # page's browser tests (scripts/browser-tests.sh) and the Open Responses compliance suite
-# (scripts/openresponses.sh), then the installed binary's first commands
+# (scripts/openresponses.sh) and the official MCP conformance suite against buddy as a
+# client (scripts/mcp-conformance.sh), then the installed binary's first commands
 # (scripts/install-check.sh). Extra arguments go to `cargo test`.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -48,5 +49,8 @@ cargo test --workspace --locked "$@"
 bash "$root/scripts/browser-tests.sh"
 # The Open Responses compliance suite (Node: tsx and zod from npm) against buddy serve.
 bash "$root/scripts/openresponses.sh"
+# The official MCP conformance suite (npm, pinned, with its Node 22) against buddy as an
+# MCP client, revision 2026-07-28.
+bash "$root/scripts/mcp-conformance.sh"
 # A new user's first commands from an installed binary, with no checkout around.
 bash "$root/scripts/install-check.sh"

@@ -100,7 +100,9 @@ fn describe(command: &Command) -> Option<std::io::Result<()>> {
 fn init_logging(verbose: u8, format: LogFormat) {
     let default = match verbose {
         0 => "warn",
-        1 => "warn,buddy_engine=debug,buddy_skills=debug,buddy_providers=debug,buddy_cli=debug",
+        1 => {
+            "warn,buddy_engine=debug,buddy_skills=debug,buddy_providers=debug,buddy_cli=debug,buddy_mcp=debug"
+        }
         _ => "trace",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()

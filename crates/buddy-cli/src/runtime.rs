@@ -157,7 +157,18 @@ impl Runtime {
     ) -> Result<Session, RuntimeError> {
         let backend = self.backends.get(chosen.config.kind)?;
         let built = backend.session(&chosen, wants, env)?;
-        let toolbox = build_toolbox(&self.config, sandbox, built.scenario.as_ref()).await?;
+        // The servers allowed to sample (`sampling = true`) ask this session's model.
+        let sampler = buddy_mcp::Sampler {
+            provider: Arc::clone(&built.provider),
+            model: built.model.clone(),
+        };
+        let toolbox = build_toolbox(
+            &self.config,
+            sandbox,
+            built.scenario.as_ref(),
+            Some(sampler),
+        )
+        .await?;
         let toolbox = self.with_agents(toolbox, &built.provider, built.scenario.as_ref())?;
         Ok(Session {
             provider_name: chosen.name,
@@ -303,7 +314,8 @@ impl Runtime {
     ) -> Result<ConfiguredBackend, RuntimeError> {
         let mcp = match self.config.mcp.is_empty() {
             true => None,
-            false => Some(build_toolbox(&self.config, &sandbox, None).await?),
+            // A server's turns use many providers: sampling requests are refused there.
+            false => Some(build_toolbox(&self.config, &sandbox, None, None).await?),
         };
         let backend =
             ConfiguredBackend::with_backends(&self.config, &self.backends, sandbox, scenarios, env)

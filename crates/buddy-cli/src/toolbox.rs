@@ -9,7 +9,7 @@ use buddy_skills::builtin::{FileLimits, builtin_skill};
 use buddy_skills::{ChildPrivileges, CommandSkill, RegistryError, Sandbox, SkillRegistry};
 
 use buddy_core::{Skill, Toolbox};
-use buddy_mcp::{McpSource, McpToolbox, RegistryFactory};
+use buddy_mcp::{McpSource, McpToolbox, RegistryFactory, Sampler};
 
 use crate::config::{BuddyConfig, SkillsConfig};
 
@@ -39,16 +39,31 @@ pub fn build_registry(
 }
 
 /// The toolbox for turns: [`build_registry`]'s skills, plus the tools of every `[[mcp]]`
-/// server (started here, at once; one that cannot start is an error naming it).
+/// server (started here, at once; one that cannot start is an error naming it). Each
+/// server is offered the sandbox as its roots; `sampler` answers the sampling requests
+/// of the servers whose entry says `sampling = true` (none: they are refused).
 pub async fn build_toolbox(
     config: &BuddyConfig,
     sandbox: &Sandbox,
     scenario: Option<&Scenario>,
+    sampler: Option<Sampler>,
 ) -> Result<Arc<dyn Toolbox>, ToolboxError> {
     if config.mcp.is_empty() {
         return Ok(Arc::new(build_registry(&config.skills, sandbox, scenario)?));
     }
-    let sources = config.mcp.iter().cloned().map(McpSource::new).collect();
+    let sources = config
+        .mcp
+        .iter()
+        .cloned()
+        .map(|mut server| {
+            server.roots = vec![sandbox.root().to_path_buf()];
+            let source = McpSource::new(server);
+            if let Some(sampler) = &sampler {
+                source.set_sampler(sampler.clone());
+            }
+            source
+        })
+        .collect();
     let base = Arc::new(build_registry(&config.skills, sandbox, scenario)?);
     let toolbox = McpToolbox::start(base, sources, registry_factory(&config.skills)).await?;
     Ok(Arc::new(toolbox))

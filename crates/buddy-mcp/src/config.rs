@@ -55,10 +55,19 @@ pub struct McpServerConfig {
     /// Per-tool settings that beat the server's annotations, by the tool's own name.
     #[serde(default)]
     pub tools: BTreeMap<String, ToolOverride>,
+    /// Let the server ask buddy's model for completions (`sampling/createMessage`),
+    /// answered with the session's provider and model. Off by default: the server
+    /// would spend the operator's tokens.
+    #[serde(default)]
+    pub sampling: bool,
     /// The user a stdio server runs as when buddy is root: `[skills] run_as`, set by the
     /// CLI (not an `[[mcp]]` key). Either way a root buddy's servers have no capabilities.
     #[serde(skip)]
     pub run_as: Option<buddy_skills::RunAs>,
+    /// Directories offered to the server as its roots (`roots/list`): the sandbox, set
+    /// by the CLI and the server (not an `[[mcp]]` key). Empty: no roots capability.
+    #[serde(skip)]
+    pub roots: Vec<PathBuf>,
 }
 
 /// How an MCP server is reached.
@@ -138,7 +147,9 @@ impl McpServerConfig {
             call_timeout_secs: default_call_secs(),
             max_restarts: default_restarts(),
             tools: BTreeMap::new(),
+            sampling: false,
             run_as: None,
+            roots: Vec::new(),
         }
     }
 

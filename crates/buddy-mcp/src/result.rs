@@ -14,44 +14,7 @@ pub fn result_text(result: &Value) -> String {
         .map(Vec::as_slice)
         .unwrap_or_default();
     for block in blocks {
-        let kind = block.get("type").and_then(Value::as_str).unwrap_or("");
-        let text = |key: &str| block.get(key).and_then(Value::as_str).unwrap_or("");
-        match kind {
-            "text" => parts.push(text("text").to_owned()),
-            "image" | "audio" => parts.push(format!(
-                "[{kind} ({}, {} bytes of base64) dropped: buddy passes text only]",
-                if text("mimeType").is_empty() {
-                    "unknown type"
-                } else {
-                    text("mimeType")
-                },
-                text("data").len()
-            )),
-            "resource" => {
-                let resource = block.get("resource").cloned().unwrap_or(Value::Null);
-                let uri = resource.get("uri").and_then(Value::as_str).unwrap_or("");
-                match resource.get("text").and_then(Value::as_str) {
-                    Some(body) => parts.push(format!("[resource {uri}]\n{body}")),
-                    None => parts.push(format!(
-                        "[resource {uri}: binary content dropped: buddy passes text only]"
-                    )),
-                }
-            }
-            "resource_link" => {
-                let name = text("name");
-                let description = text("description");
-                let mut line = format!("[resource link: {}", text("uri"));
-                if !name.is_empty() {
-                    line.push_str(&format!(" ({name})"));
-                }
-                if !description.is_empty() {
-                    line.push_str(&format!(": {description}"));
-                }
-                line.push(']');
-                parts.push(line);
-            }
-            other => parts.push(format!("[a `{other}` content block was dropped]")),
-        }
+        parts.push(block_text(block));
     }
     if let Some(structured) = result.get("structuredContent").filter(|v| !v.is_null()) {
         let json = structured.to_string();
@@ -62,6 +25,77 @@ pub fn result_text(result: &Value) -> String {
         }
     }
     parts.join("\n")
+}
+
+/// A note for the model when a successful result does not keep the tool's output
+/// schema (MCP: clients SHOULD validate `structuredContent`): none when it does.
+pub(crate) fn structured_mismatch(
+    result: &Value,
+    schema: &jsonschema::Validator,
+) -> Option<String> {
+    let Some(structured) = result.get("structuredContent").filter(|v| !v.is_null()) else {
+        return Some(
+            "[the tool declares an output schema but sent no structuredContent]".to_owned(),
+        );
+    };
+    let errors: Vec<String> = schema
+        .iter_errors(structured)
+        .take(3)
+        .map(|e| {
+            let at = e.instance_path().to_string();
+            format!("{}: {e}", if at.is_empty() { "(result)" } else { &at })
+        })
+        .collect();
+    (!errors.is_empty()).then(|| {
+        format!(
+            "[the result's structuredContent does not match the tool's output schema: {}]",
+            errors.join("; ")
+        )
+    })
+}
+
+/// One content block (of a tool result or a prompt message) as text: text as it is,
+/// embedded text resources with their URI, resource links named, and binary content
+/// replaced by a note saying what was dropped.
+pub(crate) fn block_text(block: &Value) -> String {
+    let kind = block.get("type").and_then(Value::as_str).unwrap_or("");
+    let text = |key: &str| block.get(key).and_then(Value::as_str).unwrap_or("");
+    match kind {
+        "text" => text("text").to_owned(),
+        "image" | "audio" => format!(
+            "[{kind} ({}, {} bytes of base64) dropped: buddy passes text only]",
+            if text("mimeType").is_empty() {
+                "unknown type"
+            } else {
+                text("mimeType")
+            },
+            text("data").len()
+        ),
+        "resource" => {
+            let resource = block.get("resource").cloned().unwrap_or(Value::Null);
+            let uri = resource.get("uri").and_then(Value::as_str).unwrap_or("");
+            match resource.get("text").and_then(Value::as_str) {
+                Some(body) => format!("[resource {uri}]\n{body}"),
+                None => {
+                    format!("[resource {uri}: binary content dropped: buddy passes text only]")
+                }
+            }
+        }
+        "resource_link" => {
+            let name = text("name");
+            let description = text("description");
+            let mut line = format!("[resource link: {}", text("uri"));
+            if !name.is_empty() {
+                line.push_str(&format!(" ({name})"));
+            }
+            if !description.is_empty() {
+                line.push_str(&format!(": {description}"));
+            }
+            line.push(']');
+            line
+        }
+        other => format!("[a `{other}` content block was dropped]"),
+    }
 }
 
 #[cfg(test)]
@@ -81,6 +115,27 @@ mod tests {
         assert_eq!(
             text,
             "hello\n[image (image/png, 4 bytes of base64) dropped: buddy passes text only]\n[resource file:///a.txt]\ninside\n[resource file:///b.bin: binary content dropped: buddy passes text only]\n[resource link: file:///c (c): the c]"
+        );
+    }
+
+    #[test]
+    fn structured_content_is_checked_against_the_output_schema() {
+        let schema = jsonschema::validator_for(&json!({"type": "object", "required": ["t"],
+            "properties": {"t": {"type": "number"}}}))
+        .unwrap();
+        let good = json!({"content": [], "structuredContent": {"t": 21.5}});
+        assert_eq!(structured_mismatch(&good, &schema), None);
+        let bad = json!({"content": [], "structuredContent": {"t": "warm"}});
+        assert_eq!(
+            structured_mismatch(&bad, &schema).as_deref(),
+            Some(
+                "[the result's structuredContent does not match the tool's output schema: /t: \"warm\" is not of type \"number\"]"
+            )
+        );
+        let none = json!({"content": [{"type": "text", "text": "21.5"}]});
+        assert_eq!(
+            structured_mismatch(&none, &schema).as_deref(),
+            Some("[the tool declares an output schema but sent no structuredContent]")
         );
     }
 

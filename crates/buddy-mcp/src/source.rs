@@ -3,38 +3,34 @@
 
 use std::collections::HashMap;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use buddy_core::SkillError;
 use reqwest::header::{HeaderName, HeaderValue};
-use rmcp::model::{CallToolRequestParams, RequestMetaObject};
-use rmcp::service::{NotificationContext, RoleClient, RunningService, ServiceError};
+use rmcp::model::{CallToolRequestParams, ProtocolVersion, RequestMetaObject};
+use rmcp::service::{ClientInitializeError, RoleClient, RunningService, ServiceError};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
-use rmcp::{ClientHandler, ServiceExt};
+use rmcp::{ClientLifecycleMode, ClientServiceExt};
 use serde_json::Value;
 
 use crate::config::{McpServerConfig, Transport};
-use crate::result::result_text;
+use crate::handler::{Handler, Notes};
+use crate::result::{result_text, structured_mismatch};
+use crate::sampling::{Sampler, SamplingCount, SamplingUse};
 
-type Client = RunningService<RoleClient, Listener>;
+pub(crate) type Client = RunningService<RoleClient, Handler>;
 
-/// The client side of the connection: notes `notifications/tools/list_changed`.
-struct Listener {
-    changed: Arc<AtomicBool>,
-    seen: Arc<AtomicU32>,
-}
-
-impl ClientHandler for Listener {
-    fn on_tool_list_changed(
-        &self,
-        _context: NotificationContext<RoleClient>,
-    ) -> impl std::future::Future<Output = ()> + Send + '_ {
-        self.changed.store(true, Ordering::SeqCst);
-        self.seen.fetch_add(1, Ordering::SeqCst);
-        std::future::ready(())
+/// How buddy opens a connection: it asks `server/discover` (2026-07-28, stateless,
+/// per-request `_meta`) and falls back to the `initialize` handshake of 2025-11-25
+/// and earlier when the server answers that with an error (rmcp waits 10 s for a
+/// server that does not answer at all).
+fn lifecycle() -> ClientLifecycleMode {
+    ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
     }
 }
 
@@ -177,6 +173,8 @@ pub struct McpTool {
     pub input_schema: Value,
     /// The `annotations` object, if any.
     pub annotations: Option<Value>,
+    /// The JSON Schema of its `structuredContent`, if it declares one.
+    pub output_schema: Option<Value>,
 }
 
 /// A running (or restartable) MCP server.
@@ -185,12 +183,16 @@ pub struct McpSource {
     client: tokio::sync::Mutex<Option<Arc<Client>>>,
     restarts: AtomicU32,
     state: Mutex<ServerState>,
-    /// Set when the server announced a tool list change.
-    changed: Arc<AtomicBool>,
-    /// Tool list changes the server announced since buddy started.
-    changes_seen: Arc<AtomicU32>,
+    /// What the server's notifications said (tool list changes, progress).
+    notes: Arc<Notes>,
     /// The last lines a stdio server wrote to stderr.
     stderr_tail: StderrTail,
+    /// Tools of its last listing left out, each with the reason.
+    left_out: Mutex<Vec<(String, String)>>,
+    /// The model that answers its sampling requests (with `sampling = true`).
+    sampler: Mutex<Option<Sampler>>,
+    /// Its sampling requests and their tokens.
+    sampling: Arc<SamplingCount>,
 }
 
 impl McpSource {
@@ -201,9 +203,11 @@ impl McpSource {
             client: tokio::sync::Mutex::new(None),
             restarts: AtomicU32::new(0),
             state: Mutex::new(ServerState::Idle),
-            changed: Arc::new(AtomicBool::new(false)),
-            changes_seen: Arc::new(AtomicU32::new(0)),
+            notes: Arc::default(),
             stderr_tail: Arc::default(),
+            left_out: Mutex::default(),
+            sampler: Mutex::default(),
+            sampling: Arc::default(),
         })
     }
 
@@ -229,6 +233,33 @@ impl McpSource {
         &self.config
     }
 
+    /// Lets `sampler` answer the server's sampling requests, when its entry says
+    /// `sampling = true` (otherwise nothing changes). Takes effect at the next start.
+    pub fn set_sampler(&self, sampler: Sampler) {
+        if !self.config.sampling {
+            return;
+        }
+        if let Ok(mut slot) = self.sampler.lock() {
+            *slot = Some(sampler);
+        }
+    }
+
+    /// The sampling requests the server made and the tokens they took.
+    pub fn sampling_use(&self) -> SamplingUse {
+        self.sampling.snapshot()
+    }
+
+    /// Tools of the last listing that are not offered, each with the reason.
+    pub fn left_out(&self) -> Vec<(String, String)> {
+        self.left_out.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+
+    pub(crate) fn set_left_out(&self, tools: Vec<(String, String)>) {
+        if let Ok(mut left_out) = self.left_out.lock() {
+            *left_out = tools;
+        }
+    }
+
     /// What the server is doing now.
     pub fn state(&self) -> ServerState {
         self.state
@@ -247,7 +278,7 @@ impl McpSource {
     pub async fn start(&self) -> Result<Vec<McpTool>, McpError> {
         let client = self.connected().await?;
         // Cleared before listing: a change announced from here on is listed again.
-        self.changed.store(false, Ordering::SeqCst);
+        self.notes.changed.store(false, Ordering::SeqCst);
         let secs = self.config.startup_timeout_secs;
         let listed =
             tokio::time::timeout(Duration::from_secs_f64(secs), client.list_all_tools()).await;
@@ -268,6 +299,7 @@ impl McpSource {
                     description: tool.description.as_deref().unwrap_or_default().to_owned(),
                     input_schema: Value::Object((*tool.input_schema).clone()),
                     annotations,
+                    output_schema: tool.output_schema.map(|s| Value::Object((*s).clone())),
                 }
             })
             .collect())
@@ -290,11 +322,61 @@ impl McpSource {
     }
 
     /// The live client, starting the server if it is not running.
-    async fn connected(&self) -> Result<Arc<Client>, McpError> {
+    pub(crate) async fn connected(&self) -> Result<Arc<Client>, McpError> {
         let mut slot = self.client.lock().await;
         if let Some(client) = slot.as_ref().filter(|c| !c.is_transport_closed()) {
             return Ok(Arc::clone(client));
         }
+        let name = self.config.name.clone();
+        let mut started = self.open(lifecycle()).await?;
+        if let Ok(Err(e)) = &started {
+            // It answered `server/discover` with something other than an error (a
+            // sloppy legacy server answers every method): start it again and shake
+            // hands the old way.
+            tracing::debug!(server = %name, error = %e, "MCP server/discover failed; trying initialize");
+            started = self.open(ClientLifecycleMode::Initialize).await?;
+        }
+        let client = match started {
+            Ok(Ok(client)) => client,
+            Ok(Err(e)) => {
+                // It ended or answered wrongly at once: not a timeout. Give its stderr a
+                // moment to arrive, then quote it.
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                let message = format!("initialize failed ({e}){}", self.said());
+                self.set_state(ServerState::Down(message.clone()));
+                return Err(McpError::Failed {
+                    server: name,
+                    message,
+                });
+            }
+            Err(_) => {
+                return Err(self.down_at_startup(format!("no answer to initialize{}", self.said())));
+            }
+        };
+        let (server, protocol) = match client.peer_info() {
+            Some(info) => (
+                info.server_info
+                    .as_ref()
+                    .map(|i| format!("{} {}", i.name, i.version))
+                    .unwrap_or_else(|| "unnamed".to_owned()),
+                info.protocol_version.to_string(),
+            ),
+            None => ("unknown".to_owned(), "unknown".to_owned()),
+        };
+        tracing::debug!(server = %name, %protocol, "MCP server started");
+        self.set_state(ServerState::Running { server, protocol });
+        let client = Arc::new(client);
+        *slot = Some(Arc::clone(&client));
+        Ok(client)
+    }
+
+    /// Starts the server (a stdio process) or reaches it (HTTP) and opens the MCP
+    /// connection with `lifecycle`, within `startup_timeout_secs`.
+    async fn open(
+        &self,
+        lifecycle: ClientLifecycleMode,
+    ) -> Result<Result<Result<Client, ClientInitializeError>, tokio::time::error::Elapsed>, McpError>
+    {
         let name = self.config.name.clone();
         let transport = self
             .config
@@ -303,9 +385,12 @@ impl McpSource {
                 server: name.clone(),
                 message,
             })?;
-        let listener = Listener {
-            changed: Arc::clone(&self.changed),
-            seen: Arc::clone(&self.changes_seen),
+        let handler = Handler {
+            server: name.clone(),
+            notes: Arc::clone(&self.notes),
+            roots: self.config.roots.clone(),
+            sampler: self.sampler.lock().ok().and_then(|s| s.clone()),
+            sampling: Arc::clone(&self.sampling),
         };
         let secs = self.config.startup_timeout_secs;
         let started = match transport {
@@ -343,7 +428,11 @@ impl McpSource {
                         Arc::clone(&self.stderr_tail),
                     ));
                 }
-                tokio::time::timeout(Duration::from_secs_f64(secs), listener.serve(transport)).await
+                tokio::time::timeout(
+                    Duration::from_secs_f64(secs),
+                    handler.serve_with_lifecycle(transport, lifecycle),
+                )
+                .await
             }
             Transport::Http { url } => {
                 let transport =
@@ -352,52 +441,36 @@ impl McpSource {
                         secs,
                         message,
                     })?;
-                tokio::time::timeout(Duration::from_secs_f64(secs), listener.serve(transport)).await
+                tokio::time::timeout(
+                    Duration::from_secs_f64(secs),
+                    handler.serve_with_lifecycle(transport, lifecycle),
+                )
+                .await
             }
         };
-        let client = match started {
-            Ok(Ok(client)) => client,
-            Ok(Err(e)) => {
-                // It ended or answered wrongly at once: not a timeout. Give its stderr a
-                // moment to arrive, then quote it.
-                tokio::time::sleep(Duration::from_millis(200)).await;
-                let message = format!("initialize failed ({e}){}", self.said());
-                self.set_state(ServerState::Down(message.clone()));
-                return Err(McpError::Failed {
-                    server: name,
-                    message,
-                });
-            }
-            Err(_) => {
-                return Err(self.down_at_startup(format!("no answer to initialize{}", self.said())));
-            }
-        };
-        let (server, protocol) = match client.peer_info() {
-            Some(info) => (
-                info.server_info
-                    .as_ref()
-                    .map(|i| format!("{} {}", i.name, i.version))
-                    .unwrap_or_else(|| "unnamed".to_owned()),
-                info.protocol_version.to_string(),
-            ),
-            None => ("unknown".to_owned(), "unknown".to_owned()),
-        };
-        tracing::debug!(server = %name, %protocol, "MCP server started");
-        self.set_state(ServerState::Running { server, protocol });
-        let client = Arc::new(client);
-        *slot = Some(Arc::clone(&client));
-        Ok(client)
+        Ok(started)
     }
 
     /// How many tool list changes the server has announced.
     pub fn list_changes_seen(&self) -> u32 {
-        self.changes_seen.load(Ordering::SeqCst)
+        self.notes.changes_seen.load(Ordering::SeqCst)
+    }
+
+    /// How many progress notifications the server has sent, and the last one.
+    pub fn progress_seen(&self) -> (u32, Option<String>) {
+        let last = self
+            .notes
+            .last_progress
+            .lock()
+            .ok()
+            .and_then(|last| last.clone());
+        (self.notes.progress_seen.load(Ordering::SeqCst), last)
     }
 
     /// True once after the server said its tool list changed: the caller lists the
     /// tools again.
     pub fn take_tools_changed(&self) -> bool {
-        self.changed.swap(false, Ordering::SeqCst)
+        self.notes.changed.swap(false, Ordering::SeqCst)
     }
 
     /// Drops the connection (which stops the server process).
@@ -421,6 +494,18 @@ impl McpSource {
         arguments: Value,
         traceparent: Option<&str>,
     ) -> Result<String, SkillError> {
+        self.call_checked(tool, arguments, traceparent, None).await
+    }
+
+    /// [`McpSource::call_traced`], the result's `structuredContent` checked against the
+    /// tool's output schema (`output`): a mismatch is noted in the text the model reads.
+    pub(crate) async fn call_checked(
+        &self,
+        tool: &str,
+        arguments: Value,
+        traceparent: Option<&str>,
+        output: Option<&jsonschema::Validator>,
+    ) -> Result<String, SkillError> {
         let name = &self.config.name;
         if let ServerState::GaveUp(why) = self.state() {
             return Err(SkillError::Failed(format!(
@@ -442,8 +527,16 @@ impl McpSource {
             params.meta = Some(meta);
         }
         let secs = self.config.call_timeout_secs;
-        match tokio::time::timeout(Duration::from_secs_f64(secs), client.call_tool(params)).await {
-            Err(_) => {
+        let limit = Duration::from_secs_f64(secs);
+        // rmcp ends the call at `limit` (sending `notifications/cancelled`); the outer
+        // bound is a backstop for a transport that blocks.
+        let called = tokio::time::timeout(
+            limit + Duration::from_secs(1),
+            crate::call::call_tool(&client, params, limit),
+        )
+        .await;
+        match called {
+            Err(_) | Ok(Err(ServiceError::Timeout { .. })) => {
                 self.disconnect().await;
                 Err(self.failed(format!(
                     "MCP server `{name}` did not answer `{tool}` within {secs}s; the server was stopped and is restarted for the next call"
@@ -460,11 +553,14 @@ impl McpSource {
                 )))
             }
             Ok(Ok(result)) => {
-                let text = result_text(&serde_json::to_value(&result).unwrap_or(Value::Null));
-                if result.is_error == Some(true) {
-                    Err(SkillError::Failed(text))
-                } else {
-                    Ok(text)
+                let result = serde_json::to_value(&result).unwrap_or(Value::Null);
+                let text = result_text(&result);
+                if result.get("isError") == Some(&Value::Bool(true)) {
+                    return Err(SkillError::Failed(text));
+                }
+                match output.and_then(|schema| structured_mismatch(&result, schema)) {
+                    Some(note) => Ok(format!("{text}\n{note}")),
+                    None => Ok(text),
                 }
             }
         }

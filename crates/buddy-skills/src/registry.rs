@@ -169,6 +169,23 @@ impl SkillRegistry {
     }
 }
 
+/// `args` without its top-level `null` members that `schema` does not require, or
+/// `None` when it has none.
+fn without_null_optionals(args: &Value, schema: &Value) -> Option<Value> {
+    let object = args.as_object()?;
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let kept: serde_json::Map<String, Value> = object
+        .iter()
+        .filter(|(key, value)| !value.is_null() || required.contains(&key.as_str()))
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect();
+    (kept.len() < object.len()).then_some(Value::Object(kept))
+}
+
 impl Toolbox for SkillRegistry {
     fn specs(&self) -> &[ToolSpec] {
         &self.specs
@@ -203,9 +220,19 @@ impl Toolbox for SkillRegistry {
                 Ok(args) => args,
                 Err(outcome) => return outcome,
             };
-            if let Err(outcome) = Self::check_schema(entry, name, &args) {
-                return outcome;
-            }
+            let args = match Self::check_schema(entry, name, &args) {
+                Ok(()) => args,
+                // A null given for an optional parameter the schema does not let be null
+                // means "not given" (OpenAI's strict mode sends one for every optional
+                // parameter; MCP's SEP-2243 omits them): left out, the call may fit.
+                Err(outcome) => match without_null_optionals(&args, &entry.skill.parameters()) {
+                    Some(stripped) if Self::check_schema(entry, name, &stripped).is_ok() => {
+                        ctx.arguments = stripped.to_string().into();
+                        stripped
+                    }
+                    _ => return outcome,
+                },
+            };
             let timeout = entry.skill.timeout().unwrap_or(self.default_timeout);
             let run = AssertUnwindSafe(entry.skill.execute(args, ctx)).catch_unwind();
             match tokio::time::timeout(timeout, run).await {

@@ -1,5 +1,6 @@
-//! `buddy mcp list`: each `[[mcp]]` server's state and tools; `buddy mcp import`: another
-//! client's servers as `[[mcp]]` entries.
+//! `buddy mcp list`: each `[[mcp]]` server's state, tools, resources and prompts;
+//! `buddy mcp read` / `buddy mcp prompt`: a resource's text, a prompt filled in;
+//! `buddy mcp import`: another client's servers as `[[mcp]]` entries.
 
 use buddy_cli::config::expand_home;
 use buddy_cli::runtime::Runtime;
@@ -28,6 +29,31 @@ enum McpCommand {
         /// The client's JSON file (`claude_desktop_config.json`, `.cursor/mcp.json`, …).
         file: std::path::PathBuf,
     },
+    /// Print the text of a resource of an [[mcp]] server (its URI as `buddy mcp list`
+    /// shows it).
+    Read {
+        /// The server's name in buddy.toml.
+        server: String,
+        /// The resource's URI.
+        uri: String,
+    },
+    /// Print a prompt of an [[mcp]] server, filled in with NAME=VALUE arguments: each
+    /// message's text, user messages first in a turn's order. Pipe it to `buddy run`:
+    /// `buddy run "$(buddy mcp prompt docs summarize topic=MCP)"`.
+    Prompt {
+        /// The server's name in buddy.toml.
+        server: String,
+        /// The prompt's name.
+        name: String,
+        /// Its arguments, each NAME=VALUE.
+        arguments: Vec<String>,
+    },
+    /// The client the official MCP conformance suite drives (scripts/mcp-conformance.sh).
+    #[command(hide = true)]
+    ConformanceClient {
+        /// The scenario server's URL, as the suite appends it.
+        url: String,
+    },
 }
 
 /// Runs `buddy mcp list` (exit 0 when every server started, 1 when one did not; the
@@ -53,8 +79,36 @@ pub async fn mcp(config_path: Option<&Path>, args: McpArgs) -> anyhow::Result<u8
         }
         return Ok(0);
     }
+    if let McpCommand::ConformanceClient { url } = &args.command {
+        return super::mcp_conformance::conformance_client(url).await;
+    }
     let runtime = Runtime::load(config_path)?;
     let config = runtime.config();
+    if let McpCommand::Read { server, uri } = &args.command {
+        let source = McpSource::new(named(config, server)?);
+        let text = source.read_resource(uri).await?;
+        println!("{text}");
+        return Ok(0);
+    }
+    if let McpCommand::Prompt {
+        server,
+        name,
+        arguments,
+    } = &args.command
+    {
+        let source = McpSource::new(named(config, server)?);
+        let mut given = serde_json::Map::new();
+        for pair in arguments {
+            let (key, value) = pair
+                .split_once('=')
+                .ok_or_else(|| anyhow::anyhow!("prompt argument `{pair}` is not NAME=VALUE"))?;
+            given.insert(key.to_owned(), serde_json::Value::String(value.to_owned()));
+        }
+        let messages = source.get_prompt(name, given).await?;
+        let texts: Vec<&str> = messages.iter().map(|(_, text)| text.as_str()).collect();
+        println!("{}", texts.join("\n\n"));
+        return Ok(0);
+    }
     if config.mcp.is_empty() && config.mcp_skipped.is_empty() {
         println!(
             "No MCP servers: add an [[mcp]] entry to buddy.toml (see README: \"Tools from MCP servers\")."
@@ -82,6 +136,9 @@ pub async fn mcp(config_path: Option<&Path>, args: McpArgs) -> anyhow::Result<u8
                     server.name,
                     skills.len()
                 );
+                for (tool, why) in source.left_out() {
+                    println!("    {tool:<40} left out: {why}");
+                }
                 for skill in &skills {
                     let semantics = skill.semantics();
                     let asks = if rules.needs_approval(skill.name(), semantics).is_some() {
@@ -95,6 +152,7 @@ pub async fn mcp(config_path: Option<&Path>, args: McpArgs) -> anyhow::Result<u8
                         format!("{semantics:?}").to_lowercase()
                     );
                 }
+                show_catalog(&source).await;
             }
             Err(e) => {
                 failed += 1;
@@ -111,4 +169,79 @@ pub async fn mcp(config_path: Option<&Path>, args: McpArgs) -> anyhow::Result<u8
         );
     }
     Ok(u8::from(failed > 0))
+}
+
+/// The `[[mcp]]` entry named `server`, offered the sandbox as its roots.
+fn named(
+    config: &buddy_cli::config::BuddyConfig,
+    server: &str,
+) -> anyhow::Result<buddy_mcp::McpServerConfig> {
+    let mut entry = config
+        .mcp
+        .iter()
+        .find(|s| s.name == server)
+        .cloned()
+        .ok_or_else(|| {
+            let names: Vec<&str> = config.mcp.iter().map(|s| s.name.as_str()).collect();
+            anyhow::anyhow!(
+                "no [[mcp]] server `{server}` in buddy.toml (its servers: {})",
+                if names.is_empty() {
+                    "none".to_owned()
+                } else {
+                    names.join(", ")
+                }
+            )
+        })?;
+    entry.roots = match &config.skills.sandbox {
+        Some(sandbox) => vec![sandbox.clone()],
+        None => vec![std::env::current_dir()?],
+    };
+    Ok(entry)
+}
+
+/// The resources and prompts of a running server, under its tools.
+async fn show_catalog(source: &McpSource) {
+    match source.list_resources().await {
+        Ok(resources) if !resources.is_empty() => {
+            println!(
+                "  {} resource(s): `buddy mcp read {} URI`",
+                resources.len(),
+                source.config().name
+            );
+            for resource in &resources {
+                println!("    {:<40} {}", resource.uri, resource.name);
+            }
+        }
+        Ok(_) => {}
+        Err(e) => println!("  resources: {e}"),
+    }
+    match source.list_prompts().await {
+        Ok(prompts) if !prompts.is_empty() => {
+            println!(
+                "  {} prompt(s): `buddy mcp prompt {} NAME [ARG=VALUE…]`",
+                prompts.len(),
+                source.config().name
+            );
+            for prompt in &prompts {
+                let arguments: Vec<String> = prompt
+                    .arguments
+                    .iter()
+                    .map(|a| {
+                        if a.required {
+                            a.name.clone()
+                        } else {
+                            format!("[{}]", a.name)
+                        }
+                    })
+                    .collect();
+                println!(
+                    "    {:<40} {}",
+                    format!("{} {}", prompt.name, arguments.join(" ")).trim_end(),
+                    prompt.description
+                );
+            }
+        }
+        Ok(_) => {}
+        Err(e) => println!("  prompts: {e}"),
+    }
 }

@@ -9,6 +9,7 @@ mod drive;
 mod init;
 mod judge;
 mod mcp;
+mod mcp_conformance;
 mod mock_server;
 mod replay;
 mod run;

@@ -338,3 +338,72 @@ fn doctor_checks_every_mcp_server_and_quotes_a_failing_ones_error() {
         "{stdout}"
     );
 }
+
+/// server-everything (npm, installed pinned by scripts/test.sh) as an `[[mcp]]` entry.
+fn everything_config(dir: &Path) {
+    let modules = std::env::var_os("BUDDY_MCP_NODE_MODULES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../clients/mcp/node_modules"
+            ))
+        });
+    let server = modules.join(".bin/mcp-server-everything");
+    assert!(
+        server.exists(),
+        "{} is missing: run scripts/test.sh (or scripts/mcp-servers.sh)",
+        server.display()
+    );
+    let text = format!(
+        "[[mcp]]\nname = \"e\"\ncommand = [{:?}, \"stdio\"]\n",
+        server.display().to_string()
+    );
+    std::fs::write(dir.join("buddy.toml"), text).unwrap();
+}
+
+#[test]
+fn a_servers_resources_and_prompts_are_listed_read_and_filled_in() {
+    let dir = tempfile::tempdir().unwrap();
+    everything_config(dir.path());
+    let out = buddy(dir.path(), &["mcp", "list"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("e__read_resource"), "{stdout}");
+    assert!(
+        stdout.contains("resource(s): `buddy mcp read e URI`")
+            && stdout.contains("demo://resource/static/document/architecture.md"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("prompt(s): `buddy mcp prompt e NAME [ARG=VALUE…]`")
+            && stdout.contains("args-prompt city [state]"),
+        "{stdout}"
+    );
+
+    let out = buddy(
+        dir.path(),
+        &[
+            "mcp",
+            "read",
+            "e",
+            "demo://resource/static/document/architecture.md",
+        ],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.len() > 100, "{text}");
+
+    let out = buddy(
+        dir.path(),
+        &["mcp", "prompt", "e", "args-prompt", "city=Lyon"],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("Lyon"), "{text}");
+
+    let out = buddy(dir.path(), &["mcp", "prompt", "nobody", "x"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(stderr.contains("no [[mcp]] server `nobody`"), "{stderr}");
+}

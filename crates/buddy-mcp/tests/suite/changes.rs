@@ -76,6 +76,8 @@ for line in sys.stdin:
             tools.append("extra")
             send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
         send({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": name + " done"}]}})
+    elif mid is not None:
+        send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": "no such method"}})
 "#;
 
 #[tokio::test]

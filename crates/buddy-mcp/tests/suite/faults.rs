@@ -30,6 +30,9 @@ for line in sys.stdin:
         if name == "hang":
             time.sleep(3600)
         reply({"content": [{"type": "text", "text": "pid %d" % os.getpid()}]})
+    elif mid is not None:
+        sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": "no such method"}}) + "\n")
+        sys.stdout.flush()
 "#;
 
 fn fake(call_timeout_secs: f64) -> std::sync::Arc<McpSource> {
@@ -134,6 +137,9 @@ for line in sys.stdin:
             sys.stdout.flush()
         else:
             reply({"content": [{"type": "text", "text": "ok"}]})
+    elif mid is not None:
+        sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": "no such method"}}) + "\n")
+        sys.stdout.flush()
 "#;
 
 #[tokio::test]
@@ -191,11 +197,13 @@ class Handler(BaseHTTPRequestHandler):
                 pass
             return
         if method == "initialize":
-            result = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
-                      "serverInfo": {"name": "flood-http", "version": "1"}}
+            answer = {"result": {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                                 "serverInfo": {"name": "flood-http", "version": "1"}}}
+        elif method == "tools/list":
+            answer = {"result": {"tools": [{"name": "flood", "inputSchema": {"type": "object"}}]}}
         else:
-            result = {"tools": [{"name": "flood", "inputSchema": {"type": "object"}}]}
-        body = json.dumps({"jsonrpc": "2.0", "id": mid, "result": result}).encode()
+            answer = {"error": {"code": -32601, "message": "no such method"}}
+        body = json.dumps({"jsonrpc": "2.0", "id": mid, **answer}).encode()
         self.send_response(200)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(body)))

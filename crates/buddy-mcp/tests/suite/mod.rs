@@ -3,6 +3,7 @@
 //! hostile ones (a server that crashes or hangs mid-call).
 
 mod changes;
+mod client_side;
 mod faults;
 mod servers;
 

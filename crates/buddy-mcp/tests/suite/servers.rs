@@ -62,7 +62,8 @@ async fn the_time_server_tells_the_time_in_a_turn() {
     let ServerState::Running { protocol, .. } = source.state() else {
         panic!("{:?}", source.state())
     };
-    assert!(protocol.as_str() <= "2025-11-25", "negotiated {protocol}");
+    // mcp-server-time speaks the 2026-07-28 revision: buddy's `server/discover` finds it.
+    assert_eq!(protocol, "2026-07-28");
 
     let answer = turn(
         skills,

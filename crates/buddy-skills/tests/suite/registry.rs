@@ -74,6 +74,23 @@ async fn valid_arguments_run_the_skill() {
     );
 }
 
+fn echo_args(args: Value) -> Result<String, SkillError> {
+    Ok(args.to_string())
+}
+
+#[tokio::test]
+async fn a_null_optional_argument_counts_as_not_given_but_a_null_required_one_is_refused() {
+    let registry = registry_with(echo_args, Duration::ZERO);
+    let out = invoke(&registry, "weather", r#"{"city":"Oslo","days":null}"#).await;
+    assert_eq!(
+        (out.content.as_str(), out.is_error),
+        (r#"{"city":"Oslo"}"#, false)
+    );
+    let out = invoke(&registry, "weather", r#"{"city":null}"#).await;
+    assert!(out.is_error, "{}", out.content);
+    assert!(out.content.contains("/city"), "{}", out.content);
+}
+
 #[tokio::test]
 async fn each_kind_of_bad_argument_is_an_error_result_the_model_can_read() {
     let registry = registry_with(ok_weather, Duration::ZERO);

@@ -1,0 +1,116 @@
+//! One `tools/call` to its end: its `input_required` rounds (SEP-2322) answered by
+//! buddy's handler, and `notifications/cancelled` sent for it when it runs past its
+//! time (written before the call returns) or is dropped (a cancelled turn).
+
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
+    ClientRequest, InputRequest, InputRequests, InputResponses, RequestId, ServerResult,
+};
+use rmcp::service::{PeerRequestOptions, RoleClient, ServiceError};
+use serde_json::{Value, json};
+
+use crate::source::Client;
+
+/// Rounds of `input_required` answered before the call is given up (rmcp's default).
+const MAX_INPUT_ROUNDS: usize = rmcp::model::DEFAULT_MRTR_MAX_ROUNDS;
+
+/// Sends `notifications/cancelled` for a request whose caller went away.
+struct CancelOnDrop {
+    peer: rmcp::Peer<RoleClient>,
+    id: Option<RequestId>,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else {
+            return;
+        };
+        let peer = self.peer.clone();
+        let mut params = CancelledNotificationParam::new(Some(id), None);
+        params.reason = Some("the caller gave up the call".to_owned());
+        // Drop cannot wait: the notification goes out from a task of its own.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = peer.notify_cancelled(params).await;
+            });
+        }
+    }
+}
+
+/// What buddy answers to each request of an `input_required` result: roots and
+/// sampling through its handler, elicitation declined (it has no form to show yet).
+async fn answer_inputs(
+    client: &Client,
+    requests: InputRequests,
+) -> Result<InputResponses, ServiceError> {
+    let handler = client.service();
+    let mut responses = InputResponses::new();
+    for (key, request) in requests {
+        let answer = match request {
+            InputRequest::ListRoots(_) => serde_json::to_value(handler.roots()),
+            InputRequest::CreateMessage(request) => {
+                let result = handler
+                    .sample(request.params)
+                    .await
+                    .map_err(ServiceError::McpError)?;
+                serde_json::to_value(result)
+            }
+            InputRequest::Elicitation(_) => Ok(json!({"action": "decline"})),
+            _ => Ok(Value::Null),
+        };
+        let answer = answer.map_err(|_| ServiceError::UnexpectedResponse)?;
+        responses.insert(key, answer);
+    }
+    Ok(responses)
+}
+
+/// Calls the tool within `timeout` (all rounds together).
+pub(crate) async fn call_tool(
+    client: &Client,
+    mut params: CallToolRequestParams,
+    timeout: Duration,
+) -> Result<CallToolResult, ServiceError> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut state_only_rounds = 0u32;
+    for _ in 0..MAX_INPUT_ROUNDS {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
+        let handle = client
+            .peer()
+            .send_request_with_option(request, PeerRequestOptions::with_timeout(left))
+            .await?;
+        let mut guard = CancelOnDrop {
+            peer: client.peer().clone(),
+            id: Some(handle.id.clone()),
+        };
+        // Past `left`, rmcp writes `notifications/cancelled` before it returns.
+        let answered = handle.await_response().await;
+        guard.id = None;
+        match answered? {
+            ServerResult::CallToolResult(result) => return Ok(result),
+            ServerResult::InputRequiredResult(result) => {
+                let requests = result.input_requests.unwrap_or_default();
+                if requests.is_empty() && result.request_state.is_none() {
+                    return Err(ServiceError::UnexpectedResponse);
+                }
+                if requests.is_empty() {
+                    // Only state to echo: the server is working; ask again, backing off.
+                    let millis = (50u64 << state_only_rounds.min(3)).min(250);
+                    tokio::time::sleep(Duration::from_millis(millis)).await;
+                    state_only_rounds += 1;
+                } else {
+                    state_only_rounds = 0;
+                }
+                let responses = answer_inputs(client, requests).await?;
+                params.input_responses = (!responses.is_empty()).then_some(responses);
+                params.request_state = result.request_state;
+            }
+            _ => return Err(ServiceError::UnexpectedResponse),
+        }
+    }
+    Err(ServiceError::InputRequiredRoundsExceeded {
+        max_rounds: MAX_INPUT_ROUNDS,
+    })
+}

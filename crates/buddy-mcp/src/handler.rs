@@ -1,0 +1,187 @@
+//! buddy's side of an MCP connection: who it says it is, the roots it offers (the
+//! sandbox), and the notifications it notes (tool list changes, progress).
+
+// Roots are deprecated by SEP-2577 (2026-07-28) yet still asked for, by older servers
+// and through `inputRequests`: buddy answers them.
+#![allow(deprecated)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
+    Implementation, ListRootsResult, ProgressNotificationParam, Root, RootsCapabilities,
+    SamplingCapability,
+};
+
+use crate::sampling::{Sampler, SamplingCount};
+use rmcp::service::{NotificationContext, RequestContext, RoleClient};
+use rmcp::{ClientHandler, ErrorData};
+
+/// What the handler shares with its [`crate::McpSource`]: flags and counters the
+/// notifications set.
+#[derive(Default)]
+pub(crate) struct Notes {
+    /// Set when the server announced a tool list change.
+    pub changed: AtomicBool,
+    /// Tool list changes the server announced since buddy started.
+    pub changes_seen: AtomicU32,
+    /// Progress notifications the server sent since buddy started.
+    pub progress_seen: AtomicU32,
+    /// The last progress notification, as a line a person reads.
+    pub last_progress: std::sync::Mutex<Option<String>>,
+}
+
+/// The client handler of one server connection.
+pub(crate) struct Handler {
+    pub server: String,
+    pub notes: Arc<Notes>,
+    /// Directories offered as roots (`file://` URIs): the sandbox.
+    pub roots: Vec<std::path::PathBuf>,
+    /// The model that answers sampling requests, when the operator allows them.
+    pub sampler: Option<Sampler>,
+    /// Sampling requests answered and their tokens.
+    pub sampling: Arc<SamplingCount>,
+}
+
+/// `file://` URI of an absolute path, its bytes outside the unreserved set and `/`
+/// percent-encoded (RFC 8089).
+pub fn file_uri(path: &std::path::Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut uri = String::from("file://");
+    for &byte in path.as_os_str().as_bytes() {
+        match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => {
+                uri.push(byte as char)
+            }
+            other => uri.push_str(&format!("%{other:02X}")),
+        }
+    }
+    uri
+}
+
+/// One line for a progress notification: `3/10: copying` or `40%`.
+pub(crate) fn progress_line(params: &ProgressNotificationParam) -> String {
+    let amount = match params.total {
+        Some(total) if total > 0.0 => format!("{}/{}", params.progress, total),
+        _ => format!("{}", params.progress),
+    };
+    match params.message.as_deref() {
+        Some(message) if !message.is_empty() => format!("{amount}: {message}"),
+        _ => amount,
+    }
+}
+
+impl Handler {
+    /// The roots buddy offers: the sandbox.
+    pub(crate) fn roots(&self) -> ListRootsResult {
+        let roots = self
+            .roots
+            .iter()
+            .map(|dir| {
+                let mut root = Root::new(file_uri(dir));
+                root.name = Some("sandbox".to_owned());
+                root
+            })
+            .collect();
+        ListRootsResult::new(roots)
+    }
+
+    /// A sampling request answered by buddy's model, or refused when the operator did
+    /// not allow sampling for this server.
+    pub(crate) async fn sample(
+        &self,
+        params: CreateMessageRequestParams,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        match &self.sampler {
+            Some(sampler) => {
+                crate::sampling::answer(&self.server, sampler, &self.sampling, params).await
+            }
+            None => Err(ErrorData::method_not_found::<
+                rmcp::model::CreateMessageRequestMethod,
+            >()),
+        }
+    }
+}
+
+impl ClientHandler for Handler {
+    fn get_info(&self) -> ClientConfig {
+        let mut capabilities = ClientCapabilities::default();
+        if !self.roots.is_empty() {
+            // buddy's sandbox is fixed while it runs: the list never changes.
+            let mut roots = RootsCapabilities::default();
+            roots.list_changed = Some(false);
+            capabilities.roots = Some(roots);
+        }
+        if self.sampler.is_some() {
+            capabilities.sampling = Some(SamplingCapability::default());
+        }
+        ClientConfig::new(
+            capabilities,
+            Implementation::new("buddy", env!("CARGO_PKG_VERSION")),
+        )
+    }
+
+    fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> impl std::future::Future<Output = Result<ListRootsResult, ErrorData>> + Send + '_ {
+        std::future::ready(Ok(self.roots()))
+    }
+
+    async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        self.sample(params).await
+    }
+
+    fn on_tool_list_changed(
+        &self,
+        _context: NotificationContext<RoleClient>,
+    ) -> impl std::future::Future<Output = ()> + Send + '_ {
+        self.notes.changed.store(true, Ordering::SeqCst);
+        self.notes.changes_seen.fetch_add(1, Ordering::SeqCst);
+        std::future::ready(())
+    }
+
+    fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) -> impl std::future::Future<Output = ()> + Send + '_ {
+        let line = progress_line(&params);
+        tracing::info!(server = %self.server, progress = %line, "MCP progress");
+        self.notes.progress_seen.fetch_add(1, Ordering::SeqCst);
+        if let Ok(mut last) = self.notes.last_progress.lock() {
+            *last = Some(line);
+        }
+        std::future::ready(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_uris_encode_what_a_uri_cannot_hold() {
+        assert_eq!(
+            file_uri(std::path::Path::new("/srv/my notes/ü")),
+            "file:///srv/my%20notes/%C3%BC"
+        );
+    }
+
+    #[test]
+    fn progress_reads_as_a_line() {
+        let mut params: ProgressNotificationParam = serde_json::from_value(
+            serde_json::json!({"progressToken": 1, "progress": 3, "total": 10, "message": "copying"}),
+        )
+        .unwrap();
+        assert_eq!(progress_line(&params), "3/10: copying");
+        params.total = None;
+        params.message = None;
+        assert_eq!(progress_line(&params), "3");
+    }
+}
