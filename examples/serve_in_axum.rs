@@ -49,13 +49,11 @@ impl Backend for ClockBackend {
                 "this server has one model: `clock`".to_owned(),
             ));
         }
-        Ok(Resolved {
-            provider: Arc::new(ScriptedProvider::new(Arc::clone(&self.scenario))),
-            toolbox: self.skills.clone(),
-            model: "clock".to_owned(),
-            policy: Default::default(),
-            system: None,
-        })
+        Ok(Resolved::new(
+            Arc::new(ScriptedProvider::new(Arc::clone(&self.scenario))),
+            self.skills.clone(),
+            "clock",
+        ))
     }
 }
 

@@ -178,6 +178,7 @@ impl ConfiguredBackend {
             model: format!("scripted:{name}"),
             policy: model.scenario.policy.clone(),
             system: model.scenario.system.clone(),
+            clock: model.scenario.wait_clock(),
         })
     }
 
@@ -211,6 +212,7 @@ impl ConfiguredBackend {
             model,
             policy: PolicyPatch::default(),
             system: None,
+            clock: None,
         })
     }
 }

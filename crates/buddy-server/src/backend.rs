@@ -18,6 +18,28 @@ pub struct Resolved {
     pub policy: PolicyPatch,
     /// A system prompt for new conversations.
     pub system: Option<String>,
+    /// The clock buddy's own waits run on: a scripted scenario's simulated one, or
+    /// `None` for real time.
+    pub clock: Option<Arc<dyn buddy_core::WaitClock>>,
+}
+
+impl Resolved {
+    /// `provider`, `toolbox` and `model`, with no policy of the backend's, no system
+    /// prompt and real time.
+    pub fn new(
+        provider: Arc<dyn Provider>,
+        toolbox: Arc<dyn Toolbox>,
+        model: impl Into<String>,
+    ) -> Self {
+        Resolved {
+            provider,
+            toolbox,
+            model: model.into(),
+            policy: PolicyPatch::default(),
+            system: None,
+            clock: None,
+        }
+    }
 }
 
 /// A request named a provider or model the server does not have.

@@ -48,7 +48,8 @@ pub(crate) fn run(
         .with_history_counts(opened.counts)
         .with_policy(policy)
         .with_cancel(opened.cancel.clone())
-        .with_approval(approval);
+        .with_approval(approval)
+        .with_clock(resolved.clock.clone());
     request.user_message = opened.spec.user_message;
     request.resume = opened.spec.resume;
     request.sampling = opened.spec.sampling;

@@ -97,6 +97,7 @@ impl Backend for Tree {
             model: MODEL.into(),
             policy: PolicyPatch::default(),
             system: None,
+            clock: None,
         })
     }
 }

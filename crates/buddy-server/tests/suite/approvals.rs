@@ -57,6 +57,7 @@ impl Backend for Writer {
             model: name.into(),
             policy: PolicyPatch::default(),
             system: None,
+            clock: None,
         })
     }
 }

@@ -52,6 +52,7 @@ impl Backend for Looping {
             model: "looper".into(),
             policy: PolicyPatch::default(),
             system: None,
+            clock: None,
         })
     }
 }

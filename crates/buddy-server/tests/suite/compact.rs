@@ -54,6 +54,7 @@ impl Backend for Summariser {
             model: "summariser".into(),
             policy: PolicyPatch::default(),
             system: None,
+            clock: None,
         })
     }
 }

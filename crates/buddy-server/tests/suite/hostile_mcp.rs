@@ -149,6 +149,7 @@ impl Backend for Prober {
             model: "scripted:prober".into(),
             policy: PolicyPatch::default(),
             system: None,
+            clock: None,
         })
     }
 }

@@ -71,6 +71,7 @@ impl Backend for Hello {
             model: "scripted:hello".into(),
             policy: PolicyPatch::default(),
             system: Some("Be kind.".into()),
+            clock: None,
         })
     }
 }

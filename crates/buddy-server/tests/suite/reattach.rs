@@ -86,6 +86,7 @@ impl Backend for SlowBackend {
             model: "slow".into(),
             policy: PolicyPatch::default(),
             system: None,
+            clock: None,
         })
     }
 }

@@ -112,6 +112,7 @@ impl Backend for Echoer {
             model: "scripted:echoer".into(),
             policy: PolicyPatch::default(),
             system: None,
+            clock: None,
         })
     }
 }

@@ -46,6 +46,7 @@ impl Backend for Echo {
             model: "echo".into(),
             policy: PolicyPatch::default(),
             system: None,
+            clock: None,
         })
     }
 }

@@ -318,6 +318,7 @@ impl buddy_server::Backend for Broken {
             model: "broken".into(),
             policy: buddy_engine::PolicyPatch::default(),
             system: None,
+            clock: None,
         })
     }
 }

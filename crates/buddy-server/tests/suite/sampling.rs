@@ -60,6 +60,7 @@ impl Backend for TwoKinds {
             model,
             policy: PolicyPatch::default(),
             system: None,
+            clock: None,
         })
     }
 }

@@ -42,6 +42,7 @@ impl Backend for Recorded {
             model: "gpt-test".into(),
             policy: PolicyPatch::default(),
             system: Some("Operator rules.".into()),
+            clock: None,
         })
     }
 }

@@ -93,6 +93,7 @@ impl Backend for TestBackend {
             model,
             policy: PolicyPatch::default(),
             system: None,
+            clock: None,
         })
     }
 }

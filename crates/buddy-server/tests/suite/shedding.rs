@@ -58,6 +58,7 @@ impl Backend for StuckBackend {
             model: "stuck".into(),
             policy: PolicyPatch::default(),
             system: None,
+            clock: None,
         })
     }
 }

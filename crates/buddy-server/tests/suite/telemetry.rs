@@ -221,6 +221,7 @@ impl Backend for Modelled {
             model: "gpt-4o-mini".into(),
             policy: PolicyPatch::default(),
             system: None,
+            clock: None,
         })
     }
 }

@@ -178,6 +178,7 @@ impl Backend for Chatty {
             model: "chatty".into(),
             policy: PolicyPatch::default(),
             system: None,
+            clock: None,
         })
     }
 }

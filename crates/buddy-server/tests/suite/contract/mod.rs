@@ -116,6 +116,7 @@ impl Backend for Models {
             model,
             policy: PolicyPatch::default(),
             system: None,
+            clock: None,
         })
     }
 }
