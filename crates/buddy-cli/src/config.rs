@@ -341,6 +341,12 @@ impl BuddyConfig {
                     server.name
                 )));
             }
+            if !(server.task_timeout_secs > 0.0 && server.task_timeout_secs <= 7.0 * 86_400.0) {
+                return Err(invalid(format!(
+                    "[[mcp]] `{}`: task_timeout_secs must be above 0 and at most a week (604800)",
+                    server.name
+                )));
+            }
         }
         if let Some(t) = config.skills.timeout_secs
             && !(t > 0.0 && t <= 3600.0)

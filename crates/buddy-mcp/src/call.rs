@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
-    ClientRequest, InputRequest, InputRequests, InputResponses, RequestId, ServerResult,
+    ClientRequest, InputRequest, InputRequests, InputResponses, RequestId, ServerResult, Task,
 };
 use rmcp::service::{PeerRequestOptions, RoleClient, ServiceError};
 use serde_json::{Value, json};
@@ -41,7 +41,7 @@ impl Drop for CancelOnDrop {
 
 /// What buddy answers to each request of an `input_required` result: roots and
 /// sampling through its handler, elicitation declined (it has no form to show yet).
-async fn answer_inputs(
+pub(crate) async fn answer_inputs(
     client: &Client,
     requests: InputRequests,
 ) -> Result<InputResponses, ServiceError> {
@@ -66,12 +66,18 @@ async fn answer_inputs(
     Ok(responses)
 }
 
+/// How a `tools/call` came back: the tool's result, or a task to wait on (`task.rs`).
+pub(crate) enum Called {
+    Done(CallToolResult),
+    Task(Task),
+}
+
 /// Calls the tool within `timeout` (all rounds together).
 pub(crate) async fn call_tool(
     client: &Client,
     mut params: CallToolRequestParams,
     timeout: Duration,
-) -> Result<CallToolResult, ServiceError> {
+) -> Result<Called, ServiceError> {
     let deadline = tokio::time::Instant::now() + timeout;
     let mut state_only_rounds = 0u32;
     for _ in 0..MAX_INPUT_ROUNDS {
@@ -89,7 +95,8 @@ pub(crate) async fn call_tool(
         let answered = handle.await_response().await;
         guard.id = None;
         match answered? {
-            ServerResult::CallToolResult(result) => return Ok(result),
+            ServerResult::CallToolResult(result) => return Ok(Called::Done(result)),
+            ServerResult::CreateTaskResult(created) => return Ok(Called::Task(created.task)),
             ServerResult::InputRequiredResult(result) => {
                 let requests = result.input_requests.unwrap_or_default();
                 if requests.is_empty() && result.request_state.is_none() {

@@ -49,6 +49,10 @@ pub struct McpServerConfig {
     /// Time one tool call may take; then it is an error result and the server restarted.
     #[serde(default = "default_call_secs")]
     pub call_timeout_secs: f64,
+    /// Time a call the server turns into a task (2026-07-28 Tasks) may take in all, polled
+    /// without model calls; then the task is cancelled and the call is an error result.
+    #[serde(default = "default_task_secs")]
+    pub task_timeout_secs: f64,
     /// Restarts after a crash or hang before its tools fail without trying.
     #[serde(default = "default_restarts")]
     pub max_restarts: u32,
@@ -121,6 +125,10 @@ fn default_startup_secs() -> f64 {
     30.0
 }
 
+fn default_task_secs() -> f64 {
+    3600.0
+}
+
 fn default_call_secs() -> f64 {
     60.0
 }
@@ -145,6 +153,7 @@ impl McpServerConfig {
             tool_prefix: None,
             startup_timeout_secs: default_startup_secs(),
             call_timeout_secs: default_call_secs(),
+            task_timeout_secs: default_task_secs(),
             max_restarts: default_restarts(),
             tools: BTreeMap::new(),
             sampling: false,

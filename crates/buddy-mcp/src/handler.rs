@@ -116,6 +116,13 @@ impl ClientHandler for Handler {
         if self.sampler.is_some() {
             capabilities.sampling = Some(SamplingCapability::default());
         }
+        // Tasks (SEP-2663): a server may answer a long call with a task buddy waits on.
+        let mut extensions = rmcp::model::ExtensionCapabilities::new();
+        extensions.insert(
+            rmcp::model::TASKS_EXTENSION_ID.to_owned(),
+            serde_json::Map::new(),
+        );
+        capabilities.extensions = Some(extensions);
         ClientConfig::new(
             capabilities,
             Implementation::new("buddy", env!("CARGO_PKG_VERSION")),

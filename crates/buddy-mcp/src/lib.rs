@@ -18,6 +18,7 @@ mod result;
 mod sampling;
 mod skill;
 mod source;
+mod task;
 mod toolbox;
 
 pub use annotations::semantics_of;

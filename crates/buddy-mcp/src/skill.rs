@@ -126,10 +126,11 @@ impl Skill for McpSkill {
     }
 
     fn timeout(&self) -> Option<std::time::Duration> {
-        // The source bounds the call itself (and restarts a hung server); this is a
-        // backstop a little past that.
+        // The source bounds the call itself (and restarts a hung server), and a call the
+        // server turns into a task by `task_timeout_secs`; this is a backstop past both.
+        let config = self.source.config();
         Some(std::time::Duration::from_secs_f64(
-            self.source.config().call_timeout_secs + 5.0,
+            config.call_timeout_secs + config.task_timeout_secs + 5.0,
         ))
     }
 

@@ -535,6 +535,16 @@ impl McpSource {
             crate::call::call_tool(&client, params, limit),
         )
         .await;
+        // A task handle: waited on (its own bound) outside the call's time.
+        let called = match called {
+            Ok(Ok(crate::call::Called::Task(task))) => {
+                let wait = Duration::from_secs_f64(self.config.task_timeout_secs);
+                Ok(crate::task::await_task(&client, task, wait).await)
+            }
+            Ok(Ok(crate::call::Called::Done(result))) => Ok(Ok(result)),
+            Ok(Err(e)) => Ok(Err(e)),
+            Err(e) => Err(e),
+        };
         match called {
             Err(_) | Ok(Err(ServiceError::Timeout { .. })) => {
                 self.disconnect().await;

@@ -361,3 +361,115 @@ async fn a_tool_whose_schema_needs_a_network_ref_is_left_out_and_the_rest_come_i
     assert_eq!(left_out[0].0, "remote");
     assert!(left_out[0].1.contains("input schema"), "{left_out:?}");
 }
+
+/// A stdio server whose `export` the server runs as a task (SEP-2663): `tasks/get`
+/// reports `working` three times, then `completed` with the tool's result; `stuck` never
+/// finishes. Every message it gets is appended to the file argv[1].
+const TASKS: &str = r#"
+import json, sys
+log = open(sys.argv[1], "a")
+polls = {}
+def send(obj):
+    sys.stdout.write(json.dumps(obj) + "\n"); sys.stdout.flush()
+def task(tid, status, **more):
+    t = {"taskId": tid, "status": status, "createdAt": "2026-11-27T12:00:00Z",
+         "lastUpdatedAt": "2026-11-27T12:00:00Z", "ttlMs": None, "pollIntervalMs": 20}
+    t.update(more)
+    return t
+for line in sys.stdin:
+    log.write(line); log.flush()
+    msg = json.loads(line)
+    method, mid, params = msg.get("method"), msg.get("id"), msg.get("params") or {}
+    if mid is None:
+        continue
+    if method == "initialize":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"protocolVersion": "2025-11-25",
+              "capabilities": {"tools": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}},
+              "serverInfo": {"name": "tasks", "version": "1"}}})
+    elif method == "tools/list":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"tools": [
+            {"name": "export", "inputSchema": {"type": "object"}},
+            {"name": "stuck", "inputSchema": {"type": "object"}}]}})
+    elif method == "tools/call":
+        tid = "t-" + params["name"]
+        polls[tid] = 0
+        send({"jsonrpc": "2.0", "id": mid, "result": dict(task(tid, "working"), resultType="task")})
+    elif method == "tasks/get":
+        tid = params["taskId"]
+        polls[tid] += 1
+        if tid == "t-export" and polls[tid] > 3:
+            body = task(tid, "completed", result={"content": [{"type": "text", "text": "exported 48,213 rows"}]})
+        else:
+            body = task(tid, "working")
+        send({"jsonrpc": "2.0", "id": mid, "result": dict(body, resultType="complete")})
+    elif method == "tasks/cancel":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"resultType": "complete"}})
+    else:
+        send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": "no such method"}})
+"#;
+
+#[tokio::test]
+async fn a_call_the_server_runs_as_a_task_is_polled_to_its_result_and_cancelled_when_given_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("messages.jsonl");
+    let log_arg = log.display().to_string();
+    let source = McpSource::new(McpServerConfig::stdio(
+        "jobs",
+        &["python3", "-c", TASKS, &log_arg],
+    ));
+    source.start().await.unwrap();
+    let text = source.call("export", json!({})).await.unwrap();
+    assert_eq!(text, "exported 48,213 rows");
+    let messages = || -> Vec<serde_json::Value> {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    };
+    let polls = messages()
+        .iter()
+        .filter(|m| m["method"] == "tasks/get" && m["params"]["taskId"] == "t-export")
+        .count();
+    assert_eq!(polls, 4, "polled until completed");
+    // buddy told the server it takes tasks.
+    let hello = messages()
+        .into_iter()
+        .find(|m| m["method"] == "initialize")
+        .unwrap();
+    assert!(
+        hello["params"]["capabilities"]["extensions"]
+            .get("io.modelcontextprotocol/tasks")
+            .is_some(),
+        "{hello}"
+    );
+    // A turn that gives up the call (its future dropped) cancels the task.
+    let given_up =
+        tokio::time::timeout(Duration::from_millis(300), source.call("stuck", json!({}))).await;
+    assert!(given_up.is_err(), "the task never finishes");
+    eventually("tasks/cancel arrives", async || {
+        messages()
+            .iter()
+            .any(|m| m["method"] == "tasks/cancel" && m["params"]["taskId"] == "t-stuck")
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_task_past_task_timeout_secs_is_cancelled_and_an_error_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("messages.jsonl");
+    let log_arg = log.display().to_string();
+    let mut config = McpServerConfig::stdio("jobs", &["python3", "-c", TASKS, &log_arg]);
+    config.task_timeout_secs = 0.2;
+    let source = McpSource::new(config);
+    source.start().await.unwrap();
+    let error = source.call("stuck", json!({})).await.unwrap_err();
+    assert!(error.to_string().contains("task_timeout_secs"), "{error}");
+    eventually("tasks/cancel arrives", async || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("tasks/cancel")
+    })
+    .await;
+}
