@@ -125,9 +125,10 @@ pub struct ConversationDetail {
     /// names the same message after others are removed), in the order of `messages`.
     #[serde(default, skip_serializing)]
     pub message_seqs: Vec<i64>,
-    /// When each message was stored (ms since the epoch), in the order of `messages`: a
-    /// turn's call message is stored when the model makes the calls, their results when
-    /// the last of them is in, so the two times bound the round's tool time.
+    /// When each message was made (ms since the epoch), in the order of `messages`: a
+    /// turn's call message when the model made the calls, each result when it came in
+    /// (kept as made, though written with the next reply), so the two bound the tool's
+    /// time.
     #[serde(default)]
     pub message_times_ms: Vec<i64>,
     pub turns: Vec<TurnRecord>,
