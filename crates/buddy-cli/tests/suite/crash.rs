@@ -130,13 +130,12 @@ fn spawn_mock_model(cwd: &Path, latency_ms: u64) -> (Child, String) {
     spawn_buddy(&args, cwd, &[])
 }
 
-/// A round's results wait in memory for the model's next reply, to be written with it:
-/// killed while the model works on that reply, the server loses them, and only them.
-/// The round's call message is stored (it went in before its tool ran), the turn reads
-/// `interrupted` after a restart, and the next turn answers the call as interrupted and
-/// goes on — as after a kill mid-tool.
+/// A round's results go in together the moment its last one is in, before the model is
+/// called again: killed while the model works on its next reply, the server has lost
+/// nothing a tool produced. The round (its call and its result) is on record after a
+/// restart, the turn reads `interrupted`, and the next turn goes on from it.
 #[tokio::test(flavor = "multi_thread")]
-async fn killing_the_server_while_the_model_answers_a_round_keeps_its_call_and_goes_on() {
+async fn killing_the_server_while_the_model_answers_a_round_keeps_the_round_and_goes_on() {
     let (dir, scenarios) = (tempfile::tempdir().unwrap(), all_scenarios());
     // Every model call waits 3 s: the kill lands while the second one waits.
     let (mut mock, mock_url) = spawn_mock_model(dir.path(), 3000);
@@ -173,8 +172,28 @@ async fn killing_the_server_while_the_model_answers_a_round_keeps_its_call_and_g
         .as_str()
         .unwrap()
         .to_owned();
-    // The first round's tool has answered; the model now works on its second reply.
+    // The first round's tool has answered; the model now works on its second reply
+    // (3 s), and the round is on record before that call is made.
     read_until(&mut response, "tool_call_result").await;
+    let stored = async || -> usize {
+        let detail: Value = client()
+            .get(format!("{url}/v1/conversations/{id}"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        detail["messages"].as_array().map_or(0, Vec::len)
+    };
+    let waited = std::time::Instant::now();
+    while stored().await < 3 {
+        assert!(
+            waited.elapsed() < std::time::Duration::from_secs(2),
+            "the round's result is written before the next model call"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     server.kill().unwrap();
     server.wait().unwrap();
     drop(response);
@@ -192,10 +211,11 @@ async fn killing_the_server_while_the_model_answers_a_round_keeps_its_call_and_g
     assert_eq!(messages[0]["role"], "user", "{detail}");
     assert_eq!(messages[1]["role"], "assistant", "{detail}");
     assert_eq!(messages[1]["tool_calls"][0]["name"], "get_time", "{detail}");
+    assert_eq!(messages[2]["role"], "tool", "{detail}");
     assert_eq!(
         messages.len(),
-        2,
-        "the round's result waited for the next reply, which never came: {detail}"
+        3,
+        "the round is whole on record, nothing after it: {detail}"
     );
     assert_eq!(detail["turns"][0]["stop_reason"], "interrupted", "{detail}");
 
@@ -223,7 +243,14 @@ async fn killing_the_server_while_the_model_answers_a_round_keeps_its_call_and_g
     assert_eq!(messages[2]["role"], "tool", "{detail}");
     assert_eq!(
         messages[2]["tool_call_id"], call,
-        "the call is answered: {detail}"
+        "the call keeps the result its tool gave: {detail}"
+    );
+    assert!(
+        !messages[2]["content"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("interrupted"),
+        "{detail}"
     );
     assert_eq!(messages[3]["role"], "user", "{detail}");
     server.kill().unwrap();

@@ -5,17 +5,17 @@ use std::sync::{Arc, Mutex};
 use buddy_core::{BoxFuture, Message, MessageSink, RecordError, TokenCount};
 use buddy_store::{CountedHistory, Store};
 
-/// Writes a turn's messages to the store, one write per model round: an assistant
+/// Writes a turn's messages to the store, two writes per tool round: an assistant
 /// message that calls tools goes in at once, before its tools run (so a crash mid-tool
-/// still shows what was running), and takes along what was kept back since the last
-/// write — the previous round's results, notes. The user's message usually went in
-/// with the turn's opening (else it goes at once, with what came before it), and what is kept back at the end (the last
-/// results, the answer) goes in with the turn's end, so a turn of n rounds writes n + 2
-/// times. A crash while the model works on its next reply loses the round's results,
-/// kept back in memory: the call message is on record without them, and the next turn
-/// answers its calls as interrupted — as after a crash mid-tool. A failed write is
-/// reported to the engine, which stops the turn and writes nothing more, so the store
-/// holds whole rounds, or a last call message with no results at all.
+/// still shows what was running), with what was kept back since the last write (buddy's
+/// notes); the round's results go in together the moment the last of them is in —
+/// before the model is called again, so nothing a tool produced is ever lost to a
+/// crash. The user's message usually went in with the turn's opening (else it goes at
+/// once), and the answer goes in with the turn's end: with its opening, a turn of n tool
+/// rounds writes 2n + 2 times, whatever the calls per round. A crash mid-round loses only the results
+/// of calls still running, which the next turn answers as interrupted. A failed write
+/// is reported to the engine, which stops the turn and writes nothing more, so the
+/// store holds whole rounds, or a last call message with no results at all.
 pub(crate) struct StoreSink {
     store: Arc<dyn Store>,
     pub(crate) conversation: String,
@@ -31,6 +31,8 @@ struct Round {
     /// The user's message went in with the turn's opening: the engine's record of it,
     /// the turn's first, is already kept.
     user_stored: bool,
+    /// Calls of the latest call message still waiting for their result.
+    open_calls: usize,
 }
 
 impl Round {
@@ -119,11 +121,23 @@ impl StoreSink {
                 round.kept.times_ms.push(unix_ms());
                 match message {
                     // The call message goes out now, with what waited for it.
-                    Message::Assistant { tool_calls, .. } if !tool_calls.is_empty() => round.take(),
+                    Message::Assistant { tool_calls, .. } if !tool_calls.is_empty() => {
+                        round.open_calls = tool_calls.len();
+                        round.take()
+                    }
                     // The user's message (when the opening could not take it: it follows
                     // the answers to a crashed turn's calls) is never kept back.
                     Message::User { .. } => round.take(),
-                    // Results, an answer, a note: with the next call message or the end.
+                    // The round's last result: the round's results go out together.
+                    Message::Tool { .. } => {
+                        round.open_calls = round.open_calls.saturating_sub(1);
+                        if round.open_calls == 0 {
+                            round.take()
+                        } else {
+                            CountedHistory::default()
+                        }
+                    }
+                    // An answer, a note: with the next call message or the end.
                     _ => CountedHistory::default(),
                 }
             };

@@ -639,10 +639,10 @@ async fn a_store_that_fails_mid_turn_ends_it_with_store_error_and_leaves_whole_r
     assert_eq!(end, "done");
 
     // 1: the user message is written, the call message is not: the turn stops at the
-    // failed write, before any other model call. 2: the call message is written too; its
-    // result waits for the model's next reply, the answer, which goes with the turn's
-    // end in the write that fails: neither is kept, and the turn says so.
-    for (allowed, kept, model_calls) in [(1, 1, 1), (2, 2, 2)] {
+    // failed write, before any other model call. 2: the call message is written too; the
+    // round's result is not, and the turn stops before the model is called again. 3: the
+    // round is whole on record; the answer, with the turn's end, is the write that fails.
+    for (allowed, kept, model_calls, results) in [(1, 1, 1, 0), (2, 2, 1, 0), (3, 3, 2, 1)] {
         let before = s.state_messages(&id).await;
         store.writes_left.store(allowed, Ordering::SeqCst);
         let (_, (end, data)) = turn(
@@ -674,8 +674,9 @@ async fn a_store_that_fails_mid_turn_ends_it_with_store_error_and_leaves_whole_r
             before
                 .iter()
                 .filter(|m| matches!(m, Message::Tool { .. }))
-                .count(),
-            "no result of the failed round was kept"
+                .count()
+                + results,
+            "a round's results are kept whole or not at all"
         );
 
         // With the store back, the conversation goes on and its history is valid (a
@@ -705,16 +706,21 @@ async fn a_store_that_fails_mid_turn_ends_it_with_store_error_and_leaves_whole_r
     assert_history_valid(&s.state_messages(&id).await);
 }
 
-/// A stored turn of n rounds writes n + 2 times: its opening (the conversation when new,
-/// the turn, the user's message) in one write, each round's call before its tools run
-/// (with the results of the round before), and its last results and answer with its end
-/// in one write.
+/// A stored turn of n tool rounds writes 2n + 2 times: its opening (the conversation when
+/// new, the turn, the user's message) in one write, each round's call before its tools
+/// run, the round's results together once the last is in (before the next model call),
+/// and its answer with its end in one write.
 #[tokio::test]
 async fn a_turn_writes_its_opening_once_each_round_once_and_its_end_once() {
     let (store, s) = failing_setup();
     let (id, (end, _)) = turn(&s.state, json!({"message": "first"}), ALICE).await;
     assert_eq!(end, "done");
-    let one_round = ["open_turn", "append_counted", "close_turn"];
+    let one_round = [
+        "open_turn",
+        "append_counted",
+        "append_counted",
+        "close_turn",
+    ];
     assert_eq!(store.take_calls(), one_round);
     let (_, (end, _)) = turn(
         &s.state,
