@@ -192,3 +192,6 @@ mod tests {
         assert_eq!(progress_line(&params), "3");
     }
 }
+
+/// A running connection to one MCP server, answered by buddy's handler.
+pub(crate) type Client = rmcp::service::RunningService<rmcp::RoleClient, Handler>;
