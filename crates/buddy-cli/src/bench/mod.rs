@@ -5,5 +5,6 @@
 
 pub mod gateway;
 pub mod iteration;
+pub mod iteration_workload;
 pub mod load;
 pub mod memory;
