@@ -107,7 +107,11 @@ pub async fn run_gateway(
         ) + "[skills]\nbuiltin = []\n[server]\nmax_concurrent_turns_per_key = 1000000\n";
         std::fs::write(dir.join("buddy.toml"), config).map_err(|e| e.to_string())?;
         let (server_proc, server) = spawn_serve(buddy, &["--db", "gateway.db"], &dir)?;
-        let gateways = [("buddy".to_owned(), server, Some(server_proc.0.id()))];
+        let gateways = [(
+            "buddy".to_owned(),
+            format!("{server}/v1"),
+            Some(server_proc.0.id()),
+        )];
         measure_all(&mock, &gateways, options).await
     }
     .await;
