@@ -24,6 +24,7 @@ use buddy_openai_wire::{ChatCompletionRequest, to_messages};
 
 use crate::provider::ScriptedProvider;
 use crate::scenario::Scenario;
+use futures::StreamExt;
 use serde_json::{Value, json};
 
 /// A request log kept in memory, for reading back what a mock server saw.
@@ -228,7 +229,7 @@ async fn completions(State(server): State<Arc<MockServer>>, body: axum::body::By
     });
     server.log_request(&model, body.stream, messages.len(), tools.len(), seen);
     if body.stream {
-        streamed(&model, reply)
+        streamed(&model, reply, provider.scenario().wire_chunk_chars)
     } else {
         whole(&model, reply)
     }
@@ -288,20 +289,46 @@ fn pieces(text: &str, max: usize) -> Vec<&str> {
     out
 }
 
-fn streamed(model: &str, reply: Completion) -> Response {
+/// `text` in pieces of at most `chars` characters; one piece (perhaps empty) when short.
+fn char_pieces(text: &str, chars: usize) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    loop {
+        let cut = rest
+            .char_indices()
+            .nth(chars)
+            .map_or(rest.len(), |(i, _)| i);
+        let (piece, tail) = rest.split_at(cut);
+        out.push(piece);
+        if tail.is_empty() {
+            return out;
+        }
+        rest = tail;
+    }
+}
+
+/// The reply as SSE; with `wire_chunk_chars`, in pieces of that many characters, each
+/// event written on its own (see [`Scenario::wire_chunk_chars`]).
+fn streamed(model: &str, reply: Completion, wire_chunk_chars: Option<usize>) -> Response {
     let chunk = |delta: Delta, finish: Option<&'static str>| {
         serde_json::to_string(&Chunk::new("chatcmpl-mock", 0, model, delta, finish))
     };
+    let text_chars = wire_chunk_chars.unwrap_or(16).max(1);
     let mut chunks = vec![chunk(Delta::opening(), None)];
-    let chars: Vec<char> = reply.text.chars().collect();
-    for piece in chars.chunks(16) {
-        chunks.push(chunk(Delta::text(piece.iter().collect()), None));
+    for piece in char_pieces(&reply.text, text_chars) {
+        if !piece.is_empty() {
+            chunks.push(chunk(Delta::text(piece.to_owned()), None));
+        }
     }
     for (i, call) in reply.tool_calls.iter().enumerate() {
         let opening = OutputToolCall::whole(Some(i), &call.id, &call.name, "".into());
         chunks.push(chunk(Delta::calls(vec![opening]), None));
         // Long arguments come in pieces, as a real server streams them.
-        for piece in pieces(&call.arguments, ARGUMENT_PIECE_BYTES) {
+        let arguments = match wire_chunk_chars {
+            Some(chars) => char_pieces(&call.arguments, chars.max(1)),
+            None => pieces(&call.arguments, ARGUMENT_PIECE_BYTES),
+        };
+        for piece in arguments {
             chunks.push(chunk(
                 Delta::calls(vec![OutputToolCall::piece(i, piece)]),
                 None,
@@ -329,8 +356,15 @@ fn streamed(model: &str, reply: Completion) -> Response {
     };
     let mut events: Vec<Event> = chunks.iter().map(|c| Event::default().data(c)).collect();
     events.push(Event::default().data("[DONE]"));
-    Sse::new(futures::stream::iter(
-        events.into_iter().map(Ok::<_, Infallible>),
-    ))
+    let events = futures::stream::iter(events.into_iter().map(Ok::<_, Infallible>));
+    if wire_chunk_chars.is_none() {
+        return Sse::new(events).into_response();
+    }
+    // Yielding before each event leaves the body pending, so hyper writes what it holds:
+    // one event per write, as a server generating tokens sends them.
+    Sse::new(events.then(|event| async move {
+        tokio::task::yield_now().await;
+        event
+    }))
     .into_response()
 }

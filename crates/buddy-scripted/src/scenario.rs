@@ -63,6 +63,11 @@ pub struct Scenario {
     /// Characters per streamed text chunk.
     #[serde(default = "default_chunk_chars")]
     pub chunk_chars: usize,
+    /// When set, `buddy mock-server` streams text and tool arguments in pieces of this
+    /// many characters, each event written on its own, as a hosted model sends tokens
+    /// (unset: 16-character text pieces, arguments whole, the events written together).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wire_chunk_chars: Option<usize>,
 }
 
 fn default_chunk_chars() -> usize {

@@ -5,6 +5,10 @@
 //! through buddy; requests are sent on a schedule whatever the answers do (open loop),
 //! so queueing shows as latency instead of as a lower rate. Added latency at a quantile
 //! is buddy's quantile less the mock's.
+//!
+//! Given a running mock and gateways already in front of it (`--mock`, `--gateway`), the
+//! same schedule goes to each of them in turn instead (scripts/bench-gateway-litellm.sh
+//! puts LiteLLM's proxy beside buddy this way).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -26,6 +30,18 @@ pub struct GatewayOptions {
     pub modes: Vec<bool>,
     /// A request unanswered after this long is an error.
     pub timeout: Duration,
+    /// Gateways already running in front of `mock`, by name and base URL (`…/v1`); when
+    /// empty, the benchmark starts its own mock and `buddy serve`.
+    pub external: Option<External>,
+}
+
+/// A running mock and the gateways in front of it, measured in turn at each rate.
+#[derive(Clone, Debug)]
+pub struct External {
+    /// The mock's base URL (`…/v1`).
+    pub mock: String,
+    /// Each gateway's name and base URL (`…/v1`).
+    pub gateways: Vec<(String, String)>,
 }
 
 /// One target at one rate.
@@ -47,22 +63,38 @@ pub struct Phase {
 /// One rate in one mode: the mock alone, through buddy, and the difference.
 #[derive(Clone, Debug, Serialize)]
 pub struct RateReport {
+    /// The gateway measured (`buddy` when the benchmark started its own).
+    pub gateway: String,
     pub stream: bool,
     pub rate: u32,
     pub direct: Phase,
-    pub buddy: Phase,
+    /// Through the gateway.
+    pub through: Phase,
     pub added_p50_ms: f64,
     pub added_p99_ms: f64,
     pub added_p999_ms: f64,
-    /// No errors, at least 95 % of the rate answered, and buddy's p99 under 100 ms.
+    /// No errors, at least 95 % of the rate answered, and the gateway's p99 under 100 ms.
     pub held: bool,
+    /// The gateway's peak resident memory (VmHWM) after this phase, when the benchmark
+    /// started it (KiB).
+    pub gateway_peak_rss_kib: Option<u64>,
 }
 
-/// Starts the mock and `buddy serve`, then measures every rate in every mode.
+/// Starts the mock and `buddy serve` (or uses the running ones `options.external`
+/// names), then measures every rate in every mode.
 pub async fn run_gateway(
     buddy: &Path,
     options: &GatewayOptions,
 ) -> Result<Vec<RateReport>, String> {
+    buddy_cli::install_crypto();
+    if let Some(external) = &options.external {
+        let gateways: Vec<(String, String, Option<u32>)> = external
+            .gateways
+            .iter()
+            .map(|(name, url)| (name.clone(), url.clone(), None))
+            .collect();
+        return measure_all(&external.mock, &gateways, options).await;
+    }
     let dir = std::env::temp_dir().join(format!("buddy-gateway-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
@@ -74,41 +106,59 @@ pub async fn run_gateway(
             "http2_prior_knowledge = true\n",
         ) + "[skills]\nbuiltin = []\n[server]\nmax_concurrent_turns_per_key = 1000000\n";
         std::fs::write(dir.join("buddy.toml"), config).map_err(|e| e.to_string())?;
-        let (_server, server) = spawn_serve(buddy, &["--db", "gateway.db"], &dir)?;
-        buddy_cli::install_crypto();
-        let client = reqwest::Client::builder()
-            .timeout(options.timeout)
-            .pool_max_idle_per_host(4096)
-            .build()
-            .map_err(|e| e.to_string())?;
-        let direct_url = format!("{mock}/chat/completions");
-        let buddy_url = format!("{server}/v1/chat/completions");
-        let mut reports = Vec::new();
-        for &stream in &options.modes {
-            for &rate in &options.rates {
-                let direct = measure(&client, &direct_url, stream, rate, options).await;
-                let through = measure(&client, &buddy_url, stream, rate, options).await;
+        let (server_proc, server) = spawn_serve(buddy, &["--db", "gateway.db"], &dir)?;
+        let gateways = [(
+            "buddy".to_owned(),
+            format!("{server}/v1"),
+            Some(server_proc.0.id()),
+        )];
+        measure_all(&mock, &gateways, options).await
+    }
+    .await;
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+/// Every mode and rate: the mock alone, then each gateway (name, base URL, process id
+/// when known) in turn.
+async fn measure_all(
+    mock: &str,
+    gateways: &[(String, String, Option<u32>)],
+    options: &GatewayOptions,
+) -> Result<Vec<RateReport>, String> {
+    let client = reqwest::Client::builder()
+        .timeout(options.timeout)
+        .pool_max_idle_per_host(4096)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let direct_url = format!("{mock}/chat/completions");
+    let mut reports = Vec::new();
+    for &stream in &options.modes {
+        for &rate in &options.rates {
+            let direct = measure(&client, &direct_url, stream, rate, options).await;
+            for (name, base, pid) in gateways {
+                let url = format!("{base}/chat/completions");
+                let through = measure(&client, &url, stream, rate, options).await;
                 let held = through.errors == 0
                     && direct.errors == 0
                     && through.achieved_per_sec >= 0.95 * f64::from(rate)
                     && through.p99_ms < 100.0;
                 reports.push(RateReport {
+                    gateway: name.clone(),
                     stream,
                     rate,
                     added_p50_ms: through.p50_ms - direct.p50_ms,
                     added_p99_ms: through.p99_ms - direct.p99_ms,
                     added_p999_ms: through.p999_ms - direct.p999_ms,
-                    direct,
-                    buddy: through,
+                    direct: direct.clone(),
+                    through,
                     held,
+                    gateway_peak_rss_kib: pid.map(super::load::peak_rss_kib),
                 });
             }
         }
-        Ok(reports)
     }
-    .await;
-    let _ = std::fs::remove_dir_all(&dir);
-    result
+    Ok(reports)
 }
 
 /// One phase: a warm-up, then `rate` requests per second for `options.phase`, open loop.

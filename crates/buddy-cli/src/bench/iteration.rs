@@ -1,56 +1,35 @@
 //! The per-iteration benchmark: what buddy's library costs in CPU per model call over a
 //! bare HTTP client doing the same loop. Both drive the same `buddy mock-server`
 //! process on 127.0.0.1 (a scripted model that asks for `calls` tool calls one round
-//! at a time, then answers), alternately, in this one process; the process's CPU time
+//! at a time, then answers: one of the workloads in `iteration_workload`), alternately,
+//! in this one process; the process's CPU time
 //! (`CLOCK_PROCESS_CPUTIME_ID`, every thread) is read around each batch of runs. The
 //! mock runs in its own process, so its CPU is not counted.
 //!
 //! - raw: a `reqwest` loop that posts the conversation and its tool schema, reads the
 //!   SSE reply, parses each chunk with `serde_json`, assembles the tool calls, appends
-//!   the assistant message and a fixed tool result, and posts again.
+//!   the assistant message and the tool's result, and posts again.
 //! - buddy: `Engine::run_collect` over `OpenAiProvider` and a skill registry holding
 //!   the same tool, with the default loop policy: the whole turn, events included.
 
 use std::path::Path;
 use std::sync::Arc;
 
-use buddy_core::{BoxFuture, Skill, SkillContext, SkillError};
 use buddy_core::{ChatEvent, StopReason};
 use buddy_engine::{Engine, TurnRequest};
 use buddy_providers::{OpenAiOptions, OpenAiProvider};
-use buddy_scripted::Scenario;
 use buddy_skills::SkillRegistry;
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use super::iteration_workload::{BenchTool, PROMPT, Workload};
 use super::load::spawn;
-
-/// The scenario's (and the raw loop's) user message.
-const PROMPT: &str = "Look up every item on the list and sum their prices.";
-/// What the tool answers for `item-N`, on both sides: a different item each time, as a
-/// real lookup would (identical results would rightly trip buddy's guards).
-fn lookup(args: &Value) -> String {
-    let n = args["item"]
-        .as_str()
-        .and_then(|item| item.strip_prefix("item-"))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0);
-    result(n)
-}
-
-fn result(n: usize) -> String {
-    format!(
-        "item {n} found: price {}.{:02} EUR, {} in stock, ships in {} days",
-        3 + n * 7 % 40,
-        n * 37 % 100,
-        n * 13 % 50,
-        1 + n % 5
-    )
-}
 
 /// What to run.
 #[derive(Clone, Debug)]
 pub struct IterationOptions {
+    /// The kind of turn both loops make.
+    pub workload: Workload,
     /// Tool calls per turn (one per round); the turn makes one more model call.
     pub calls: usize,
     /// Turns of each loop per repeat, taking turns run by run.
@@ -97,6 +76,7 @@ pub struct Batch {
 /// Every batch, and buddy's added CPU per iteration (medians of the repeats).
 #[derive(Clone, Debug, Serialize)]
 pub struct IterationReport {
+    pub workload: Workload,
     pub model_calls_per_run: usize,
     pub runs: usize,
     pub stream: bool,
@@ -107,35 +87,6 @@ pub struct IterationReport {
     pub buddy_cpu_ms_per_run: Option<f64>,
     /// Median over the repeats of (buddy − raw) / model calls per run, in µs.
     pub added_cpu_us_per_iteration: Option<f64>,
-}
-
-/// The scripted model both loops talk to: `calls` rounds of one `lookup` call each, then an answer.
-fn scenario(name: &str, calls: usize) -> Result<Scenario, String> {
-    let mut rules: Vec<Value> = (1..=calls)
-        .map(|round| {
-            json!({"when": {"round": round}, "reply": {
-                "text": format!("Checking item {round}."),
-                "tool_calls": [{"name": "lookup", "arguments": {"item": format!("item-{round}")}}]
-            }})
-        })
-        .collect();
-    rules.push(json!({"when": {}, "reply": {"text": format!("I looked up all {calls} items; {} is the dearest.", result(calls))}}));
-    let text = json!({
-        "name": name,
-        "description": "Benchmark: one lookup per round, then an answer.",
-        "prompt": PROMPT,
-        "tools": [tool_spec()],
-        "policy": {},
-        "expect": {"stop_reason": "completed", "model_calls": calls + 1, "tool_calls": calls},
-        "rules": rules,
-    });
-    Scenario::parse(&text.to_string(), "iteration benchmark").map_err(|e| e.to_string())
-}
-
-/// The `lookup` tool as both loops offer it (and the scenario declares it).
-fn tool_spec() -> Value {
-    let spec = Lookup.spec();
-    json!({"name": spec.name, "description": spec.description, "parameters": spec.parameters})
 }
 
 /// CPU time of this process, every thread, in seconds.
@@ -152,7 +103,7 @@ pub async fn run_iteration(
     let dir = std::env::temp_dir().join(format!("buddy-iteration-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("scenarios")).map_err(|e| e.to_string())?;
-    let scenario = scenario(&options.model, options.calls)?;
+    let scenario = options.workload.scenario(&options.model, options.calls)?;
     let scenario_json = serde_json::to_string(&scenario).map_err(|e| e.to_string())?;
     std::fs::write(dir.join("scenarios/model.json"), scenario_json).map_err(|e| e.to_string())?;
     let scenarios = dir.join("scenarios").display().to_string();
@@ -199,8 +150,8 @@ async fn measure(base: &str, options: &IterationOptions) -> Result<IterationRepo
     buddy_cli::install_crypto();
     let model = options.model.as_str();
     let calls = options.calls + 1;
-    let raw = RawLoop::new(base, model, options.stream)?;
-    let engine = buddy_engine(base, options.stream)?;
+    let raw = RawLoop::new(base, model, options.stream, options.workload)?;
+    let engine = buddy_engine(base, options.stream, options.workload)?;
     // Warm both: connections, allocator, lazily built tables.
     for _ in 0..3 {
         check(raw.run().await?, calls, "raw")?;
@@ -263,6 +214,7 @@ async fn measure(base: &str, options: &IterationOptions) -> Result<IterationRepo
         .collect();
     added.sort_by(f64::total_cmp);
     Ok(IterationReport {
+        workload: options.workload,
         model_calls_per_run: calls,
         runs: options.runs,
         stream: options.stream,
@@ -284,7 +236,7 @@ fn check(made: usize, expected: usize, what: &str) -> Result<(), String> {
     }
 }
 
-fn buddy_engine(base: &str, stream: bool) -> Result<Arc<Engine>, String> {
+fn buddy_engine(base: &str, stream: bool, workload: Workload) -> Result<Arc<Engine>, String> {
     let provider = OpenAiProvider::new(OpenAiOptions {
         name: "mock".into(),
         base_url: base.to_owned(),
@@ -294,7 +246,7 @@ fn buddy_engine(base: &str, stream: bool) -> Result<Arc<Engine>, String> {
     .map_err(|e| e.to_string())?;
     let mut registry = SkillRegistry::new();
     registry
-        .register(Arc::new(Lookup))
+        .register(Arc::new(BenchTool(workload)))
         .map_err(|e| e.to_string())?;
     Ok(Arc::new(Engine::new(
         Arc::new(provider),
@@ -337,6 +289,7 @@ struct RawLoop {
     model: String,
     stream: bool,
     tools: Value,
+    workload: Workload,
 }
 
 /// A tool call being assembled from stream deltas.
@@ -348,7 +301,7 @@ struct RawCall {
 }
 
 impl RawLoop {
-    fn new(base: &str, model: &str, stream: bool) -> Result<Self, String> {
+    fn new(base: &str, model: &str, stream: bool, workload: Workload) -> Result<Self, String> {
         Ok(RawLoop {
             client: reqwest::Client::builder()
                 .build()
@@ -356,7 +309,8 @@ impl RawLoop {
             url: format!("{base}/chat/completions"),
             model: model.to_owned(),
             stream,
-            tools: json!([{"type": "function", "function": tool_spec()}]),
+            tools: json!([{"type": "function", "function": workload.tool_spec()}]),
+            workload,
         })
     }
 
@@ -397,7 +351,7 @@ impl RawLoop {
                 let args: Value = serde_json::from_str(&call.arguments)
                     .map_err(|e| format!("raw loop: bad arguments: {e}"))?;
                 messages.push(
-                    json!({"role": "tool", "tool_call_id": call.id, "content": lookup(&args)}),
+                    json!({"role": "tool", "tool_call_id": call.id, "content": self.workload.result(&args)}),
                 );
             }
         }
@@ -467,29 +421,4 @@ async fn read_whole(response: reqwest::Response) -> Result<(String, Vec<RawCall>
         message["content"].as_str().unwrap_or_default().to_owned(),
         calls,
     ))
-}
-
-/// The benchmark's tool on buddy's side: the same answer the raw loop computes.
-struct Lookup;
-
-impl Skill for Lookup {
-    fn name(&self) -> &str {
-        "lookup"
-    }
-
-    fn description(&self) -> &str {
-        "Look an item up in the catalogue."
-    }
-
-    fn parameters(&self) -> Value {
-        json!({"type": "object", "properties": {"item": {"type": "string"}}, "required": ["item"]})
-    }
-
-    fn execute<'a>(
-        &'a self,
-        args: Value,
-        _ctx: SkillContext,
-    ) -> BoxFuture<'a, Result<String, SkillError>> {
-        Box::pin(async move { Ok(lookup(&args)) })
-    }
 }

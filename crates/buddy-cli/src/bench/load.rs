@@ -106,6 +106,11 @@ pub(crate) fn spawn_serve(
     spawn(buddy, &args, dir)
 }
 
+/// Peak resident memory of a process (VmHWM) in KiB (Linux).
+pub(crate) fn peak_rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmHWM:")
+}
+
 /// Resident memory of a process in KiB (Linux).
 pub(crate) fn rss_kib(pid: u32) -> u64 {
     status_kib(pid, "VmRSS:")

@@ -6,5 +6,6 @@
 pub mod cancel;
 pub mod gateway;
 pub mod iteration;
+pub mod iteration_workload;
 pub mod load;
 pub mod memory;

@@ -729,10 +729,26 @@ fn the_iteration_and_gateway_benchmarks_run_and_report() {
         "--json",
     ]));
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(report["model_calls_per_run"], 9);
-    assert_eq!(report["batches"].as_array().map(Vec::len), Some(2));
-    assert!(report["added_cpu_us_per_iteration"].is_number(), "{report}");
+    // Every workload by default, one report each: the short lookups, the 4 KB pages and
+    // the replies streamed a few characters to an event.
+    let reports: Vec<serde_json::Value> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let shape: Vec<(&str, u64)> = reports
+        .iter()
+        .map(|r| {
+            (
+                r["workload"].as_str().unwrap_or_default(),
+                r["model_calls_per_run"].as_u64().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(shape, [("lookup", 9), ("paging", 13), ("chunked", 9)]);
+    for report in &reports {
+        assert_eq!(report["batches"].as_array().map(Vec::len), Some(2));
+        assert!(report["added_cpu_us_per_iteration"].is_number(), "{report}");
+    }
 
     let out = run(buddy(dir.path()).args([
         "bench",
@@ -753,8 +769,10 @@ fn the_iteration_and_gateway_benchmarks_run_and_report() {
         .collect();
     assert_eq!(reports.len(), 2, "whole and streamed: {stdout}");
     for r in &reports {
-        assert_eq!(r["buddy"]["errors"], 0, "{r}");
-        assert_eq!(r["buddy"]["ok"], r["buddy"]["sent"], "{r}");
+        assert_eq!(r["gateway"], "buddy", "{r}");
+        assert_eq!(r["through"]["errors"], 0, "{r}");
+        assert_eq!(r["through"]["ok"], r["through"]["sent"], "{r}");
         assert_eq!(r["direct"]["ok"], r["direct"]["sent"], "{r}");
+        assert!(r["gateway_peak_rss_kib"].as_u64().unwrap_or(0) > 0, "{r}");
     }
 }

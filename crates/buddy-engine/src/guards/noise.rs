@@ -140,9 +140,13 @@ pub const FNV_START: u64 = 0xcbf2_9ce4_8422_2325;
 
 /// `hash` carried on over more bytes (FNV-1a), for text hashed as it is written.
 pub fn fnv(hash: u64, bytes: &[u8]) -> u64 {
-    bytes.iter().fold(hash, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
-    })
+    bytes.iter().fold(hash, |h, b| fnv_byte(h, *b))
+}
+
+/// `hash` carried on over one byte (FNV-1a).
+#[inline]
+pub fn fnv_byte(hash: u64, byte: u8) -> u64 {
+    (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
 }
 
 #[cfg(test)]

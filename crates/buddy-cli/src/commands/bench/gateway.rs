@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::bench::gateway::{GatewayOptions, run_gateway};
+use crate::bench::gateway::{External, GatewayOptions, run_gateway};
 use anyhow::Context;
 use clap::Args;
 
@@ -24,6 +24,24 @@ pub struct GatewayArgs {
     /// One JSON object per rate and mode instead of the table.
     #[arg(long)]
     json: bool,
+    /// A running mock's base URL (`http://…/v1`) to measure against, instead of starting
+    /// one; needs `--gateway`.
+    #[arg(long, value_name = "URL", requires = "gateways")]
+    mock: Option<String>,
+    /// A running gateway in front of `--mock`, as NAME=URL (its `http://…/v1`); repeatable,
+    /// measured in turn at each rate (none: start `buddy serve` and measure it).
+    #[arg(long = "gateway", value_name = "NAME=URL", requires = "mock", value_parser = name_and_url)]
+    gateways: Vec<(String, String)>,
+}
+
+/// `NAME=URL` split at the first `=`.
+fn name_and_url(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((name, url)) if !name.is_empty() && url.starts_with("http") => {
+            Ok((name.to_owned(), url.trim_end_matches('/').to_owned()))
+        }
+        _ => Err(format!("`{text}` is not NAME=http://…")),
+    }
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -44,13 +62,17 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<u8> {
             None => vec![false, true],
         },
         timeout: Duration::from_secs(30),
+        external: args.mock.map(|mock| External {
+            mock: mock.trim_end_matches('/').to_owned(),
+            gateways: args.gateways,
+        }),
     };
     let reports = run_gateway(&buddy, &options)
         .await
         .map_err(anyhow::Error::msg)?;
-    let missed = reports
-        .iter()
-        .any(|r| r.rate == 1000 && (!r.held || r.added_p99_ms > args.target_ms));
+    let missed = reports.iter().any(|r| {
+        r.gateway == "buddy" && r.rate == 1000 && (!r.held || r.added_p99_ms > args.target_ms)
+    });
     if args.json {
         for r in &reports {
             println!("{}", serde_json::to_string(r)?);
@@ -58,36 +80,43 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<u8> {
         return Ok(u8::from(missed));
     }
     println!(
-        "{:>6} {:>6} {:>8} {:>6} | {:>24} | {:>24} | {:>24} | {:>5}",
+        "{:>8} {:>6} {:>6} {:>8} {:>6} | {:>24} | {:>24} | {:>24} | {:>5} {:>9}",
+        "gateway",
         "mode",
         "rate",
         "achieved",
         "errors",
         "mock p50/p99/p999 ms",
-        "buddy p50/p99/p999 ms",
+        "gateway p50/p99/p999 ms",
         "added p50/p99/p999 ms",
-        "held"
+        "held",
+        "peak RSS"
     );
     for r in &reports {
         println!(
-            "{:>6} {:>6} {:>8.0} {:>6} | {:>7.2} {:>7.2} {:>8.2} | {:>7.2} {:>7.2} {:>8.2} | {:>7.2} {:>7.2} {:>8.2} | {:>5}",
+            "{:>8} {:>6} {:>6} {:>8.0} {:>6} | {:>7.2} {:>7.2} {:>8.2} | {:>7.2} {:>7.2} {:>8.2} | {:>7.2} {:>7.2} {:>8.2} | {:>5} {:>9}",
+            r.gateway,
             if r.stream { "stream" } else { "whole" },
             r.rate,
-            r.buddy.achieved_per_sec,
-            r.buddy.errors + r.direct.errors,
+            r.through.achieved_per_sec,
+            r.through.errors + r.direct.errors,
             r.direct.p50_ms,
             r.direct.p99_ms,
             r.direct.p999_ms,
-            r.buddy.p50_ms,
-            r.buddy.p99_ms,
-            r.buddy.p999_ms,
+            r.through.p50_ms,
+            r.through.p99_ms,
+            r.through.p999_ms,
             r.added_p50_ms,
             r.added_p99_ms,
             r.added_p999_ms,
             if r.held { "yes" } else { "NO" },
+            r.gateway_peak_rss_kib.map_or_else(
+                || "-".to_owned(),
+                |kib| format!("{:.1} MiB", kib as f64 / 1024.0)
+            ),
         );
         if let Some(e) = r
-            .buddy
+            .through
             .first_error
             .as_ref()
             .or(r.direct.first_error.as_ref())
@@ -95,16 +124,26 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<u8> {
             println!("       first error: {e}");
         }
     }
-    for stream in [false, true] {
-        let mode = if stream { "streamed" } else { "whole" };
-        let runs = reports.iter().filter(|r| r.stream == stream);
-        if let Some(broke) = runs.clone().find(|r| !r.held) {
-            println!(
-                "{mode}: held up to the rate before {} requests/s, which did not hold",
-                broke.rate
-            );
-        } else if let Some(top) = runs.map(|r| r.rate).max() {
-            println!("{mode}: held at every rate measured (up to {top} requests/s)");
+    let mut names: Vec<&str> = Vec::new();
+    for r in &reports {
+        if !names.contains(&r.gateway.as_str()) {
+            names.push(&r.gateway);
+        }
+    }
+    for name in names {
+        for stream in [false, true] {
+            let mode = if stream { "streamed" } else { "whole" };
+            let runs = reports
+                .iter()
+                .filter(|r| r.stream == stream && r.gateway == name);
+            if let Some(broke) = runs.clone().find(|r| !r.held) {
+                println!(
+                    "{name}, {mode}: held up to the rate before {} requests/s, which did not hold",
+                    broke.rate
+                );
+            } else if let Some(top) = runs.map(|r| r.rate).max() {
+                println!("{name}, {mode}: held at every rate measured (up to {top} requests/s)");
+            }
         }
     }
     Ok(u8::from(missed))
