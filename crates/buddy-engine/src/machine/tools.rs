@@ -9,10 +9,10 @@ use buddy_core::{
 };
 use std::sync::Arc;
 
-use buddy_core::GuardKind;
+use buddy_core::{BoxFuture, GuardKind};
 use futures::StreamExt;
 
-use super::{End, Round, State, Turn};
+use super::{End, Round, State, ToolboxHandle, Turn};
 use crate::agents::{Scope, as_line};
 use crate::judge::{FinalizeCause, Judge, Plan, RoundFacts, RoundJudge, Slot};
 use crate::poll::{PollWatch, Polled, poll_until_changed};
@@ -139,6 +139,41 @@ impl Turn<'_> {
         })
     }
 
+    /// The futures of the calls about to run, in call order: each with its context (a
+    /// sub-agent's scope for agents), a repeated pollable one checked again by buddy.
+    fn start_calls<'t>(
+        &self,
+        toolbox: &'t ToolboxHandle<'_>,
+        to_run: &'t [(ToolCall, Option<PollWatch>)],
+    ) -> Vec<BoxFuture<'t, (ToolOutcome, Option<Polled>)>> {
+        let observer = self.events.observer();
+        let mut scope = None;
+        let mut pending: Vec<BoxFuture<'t, (ToolOutcome, Option<Polled>)>> = Vec::new();
+        for (call, watch) in to_run {
+            let scope = match toolbox.is_agent(&call.name) {
+                true => Some(Arc::clone(scope.get_or_insert_with(|| self.agent_scope()))),
+                false => None,
+            };
+            let ctx = SkillContext {
+                call_id: call.id.clone(),
+                arguments: call.arguments.clone(),
+                traceparent: observer.and_then(|o| o.tool_traceparent(&call.id)),
+                scope,
+            };
+            pending.push(match watch.clone() {
+                Some(watch) => Box::pin(poll_until_changed(
+                    call,
+                    watch,
+                    self.events.sender(),
+                    self.clock.clone(),
+                    move || toolbox.invoke(call, ctx.clone()),
+                )),
+                None => Box::pin(async move { (toolbox.invoke(call, ctx).await, None) }),
+            });
+        }
+        pending
+    }
+
     /// Runs the `Run` slots concurrently (bounded), emitting and recording every result
     /// in call order. Calls still running when the turn is cancelled or its deadline
     /// passes get an error result, so the history stays valid.
@@ -163,32 +198,7 @@ impl Turn<'_> {
             .filter(|s| matches!(s.plan, Plan::Run))
             .map(|s| (s.call.clone(), self.judge.poll_watch(s)))
             .collect();
-        let mut pending: Vec<buddy_core::BoxFuture<'_, (ToolOutcome, Option<Polled>)>> = Vec::new();
-        let observer = self.events.observer();
-        let mut scope = None;
-        for (call, watch) in &to_run {
-            let scope = match toolbox.is_agent(&call.name) {
-                true => Some(Arc::clone(scope.get_or_insert_with(|| self.agent_scope()))),
-                false => None,
-            };
-            let ctx = SkillContext {
-                call_id: call.id.clone(),
-                arguments: call.arguments.clone(),
-                traceparent: observer.and_then(|o| o.tool_traceparent(&call.id)),
-                scope,
-            };
-            let toolbox = &toolbox;
-            pending.push(match watch.clone() {
-                Some(watch) => Box::pin(poll_until_changed(
-                    call,
-                    watch,
-                    self.events.sender(),
-                    self.clock.clone(),
-                    move || toolbox.invoke(call, ctx.clone()),
-                )),
-                None => Box::pin(async move { (toolbox.invoke(call, ctx).await, None) }),
-            });
-        }
+        let pending = self.start_calls(&toolbox, &to_run);
         let mut running = futures::stream::iter(pending).buffered(parallel);
         let deadline_passed = async {
             match deadline {
