@@ -57,6 +57,15 @@ pub enum RuntimeError {
     /// The server's backend could not be built.
     #[error(transparent)]
     ServerBackend(BackendBuildError),
+    /// The `[providers.NAME]` an agent names could not be built.
+    #[error(
+        "[providers.{provider}], which an agent declaration names, could not be built: {source}"
+    )]
+    AgentProvider {
+        provider: String,
+        #[source]
+        source: buddy_core::ProviderError,
+    },
     /// An `[[agents]]` declaration cannot be used.
     #[error("an agent declaration ([[agents]] in buddy.toml, or the scenario's `agents`): {0}")]
     Agents(#[source] AgentSpecError),
@@ -169,7 +178,7 @@ impl Runtime {
             Some(sampler),
         )
         .await?;
-        let toolbox = self.with_agents(toolbox, &built.provider, built.scenario.as_ref())?;
+        let toolbox = self.with_agents(toolbox, &built.provider, built.scenario.as_ref(), env)?;
         Ok(Session {
             provider_name: chosen.name,
             provider: built.provider,
@@ -181,12 +190,14 @@ impl Runtime {
     }
 
     /// `toolbox` with the sub-agents of buddy.toml's `[[agents]]` and the scenario's
-    /// offered beside its tools; their model calls go to `provider`.
+    /// offered beside its tools; their model calls go to `provider`, or to the
+    /// `[providers.NAME]` an agent names (built here, its key from `env`).
     pub fn with_agents(
         &self,
         toolbox: Arc<dyn Toolbox>,
         provider: &Arc<dyn Provider>,
         scenario: Option<&Scenario>,
+        env: Env<'_>,
     ) -> Result<Arc<dyn Toolbox>, RuntimeError> {
         let declared: Vec<AgentSpec> = self
             .config
@@ -198,7 +209,24 @@ impl Runtime {
         if declared.is_empty() {
             return Ok(toolbox);
         }
-        let set = AgentSet::new(declared, toolbox, Arc::clone(provider), HashMap::new())
+        let mut named = HashMap::new();
+        for name in declared.iter().filter_map(|a| a.provider.as_ref()) {
+            let (Some(config), false) = (self.config.providers.get(name), named.contains_key(name))
+            else {
+                continue; // unknown: AgentSet::new names it
+            };
+            let backend = self.backends.get(config.kind)?;
+            let served = backend.served(name, config, env).map_err(|source| {
+                RuntimeError::AgentProvider {
+                    provider: name.clone(),
+                    source,
+                }
+            })?;
+            if let Some(built) = served {
+                named.insert(name.clone(), built);
+            }
+        }
+        let set = AgentSet::new(declared, toolbox, Arc::clone(provider), named)
             .map_err(RuntimeError::Agents)?;
         Ok(set.toolbox())
     }

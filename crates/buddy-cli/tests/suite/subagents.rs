@@ -163,3 +163,32 @@ fn agents_in_buddy_toml_are_offered_and_a_bad_one_is_named() {
         "{said}"
     );
 }
+
+#[test]
+fn an_agent_may_name_one_of_the_configured_providers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let toml = |provider: &str| {
+        format!(
+            "[providers.other]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"small\"\n\n[[agents]]\nname = \"summariser\"\ndescription = \"Sums up a text.\"\nprovider = \"{provider}\"\n"
+        )
+    };
+    std::fs::write(dir.path().join("buddy.toml"), toml("other")).expect("written");
+    let ok = buddy(dir.path())
+        .args(["run", "--scenario", "plain_chat"])
+        .output()
+        .expect("runs");
+    assert_eq!(
+        ok.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    std::fs::write(dir.path().join("buddy.toml"), toml("nowhere")).expect("written");
+    let bad = buddy(dir.path())
+        .args(["run", "--scenario", "plain_chat"])
+        .output()
+        .expect("runs");
+    let said = String::from_utf8_lossy(&bad.stderr);
+    assert_ne!(bad.status.code(), Some(0));
+    assert!(said.contains("nowhere"), "{said}");
+}

@@ -103,6 +103,9 @@ pub async fn replay(
     if policy.deadline_ms.take().is_some() {
         caveats.push("deadline_ms is wall-clock time, which a replay does not simulate".to_owned());
     }
+    // buddy's own checks of a repeated pollable call are in the record already: the result
+    // recorded is the one they ended with. A replay plays it back, it never waits on time.
+    policy.poll_max_secs = None;
     if recording.history.len() != tape.given {
         caveats.push(format!(
             "the turn's request had {} message(s) before it, the stored conversation {} (a Responses \
