@@ -184,16 +184,23 @@ mod tests {
         let runs = AtomicU32::new(0);
         let (tx, mut rx) = mpsc::channel(64);
         let started = tokio::time::Instant::now();
-        let (outcome, polled) = poll_until_changed(&call, watch("running", 300), tx, None, || {
-            let n = runs.fetch_add(1, Ordering::SeqCst);
-            Box::pin(async move {
-                ToolOutcome::ok(if n < 5 {
-                    "running (checked at 12:00:0{n})"
-                } else {
-                    "done"
+        let (outcome, polled) = poll_until_changed(
+            &call,
+            watch("running (checked at 11:59:00)", 300),
+            tx,
+            None,
+            || {
+                let n = runs.fetch_add(1, Ordering::SeqCst);
+                Box::pin(async move {
+                    // Only the time changes while it runs: noise, the same result.
+                    ToolOutcome::ok(if n < 5 {
+                        format!("running (checked at 12:00:0{n})")
+                    } else {
+                        "done".to_owned()
+                    })
                 })
-            })
-        })
+            },
+        )
         .await;
         assert_eq!(outcome.content, "done");
         let polled = polled.expect("polled");
