@@ -6,6 +6,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 mod assertions;
+mod clock;
 mod mock_http;
 mod providers;
 mod streams;
@@ -13,6 +14,7 @@ mod toolbox;
 mod transcript;
 
 pub use assertions::{assert_event_order, assert_history_valid};
+pub use clock::{NoWait, no_wait};
 pub use mock_http::{End, HttpRequest, MockResponse, MockServer, Piece};
 pub use providers::{RecordedRequest, RecordingProvider, ReplyProvider, reply_tokens};
 pub use streams::{anthropic_sse, openai_sse};

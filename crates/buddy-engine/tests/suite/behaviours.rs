@@ -513,7 +513,9 @@ fn run(script: Script, policy: LoopPolicy) -> (Vec<ChatEvent>, TurnOutcome) {
         .build()
         .expect("runtime");
     let engine = Engine::new(Arc::new(model(script.rounds)), Arc::new(script.toolbox));
-    let request = TurnRequest::new("behaviour-model", "do the work").with_policy(policy);
+    let request = TurnRequest::new("behaviour-model", "do the work")
+        .with_policy(policy)
+        .with_clock(buddy_testkit::no_wait());
     let (events, outcome) = runtime
         .block_on(async {
             tokio::time::timeout(Duration::from_secs(30), engine.run_collect(request)).await

@@ -30,7 +30,10 @@ pub async fn run_turn(
     policy: LoopPolicy,
 ) -> (Vec<ChatEvent>, TurnOutcome) {
     let engine = Engine::new(Arc::new(provider), Arc::new(toolbox));
-    let request = TurnRequest::new("test-model", "please help").with_policy(policy);
+    // buddy's own waits (its checks of a pollable tool) pass at once.
+    let request = TurnRequest::new("test-model", "please help")
+        .with_policy(policy)
+        .with_clock(buddy_testkit::no_wait());
     let (events, outcome) = engine.run_collect(request).await;
     assert_event_order(&events);
     assert_history_valid(&outcome.messages);

@@ -120,7 +120,7 @@ proptest! {
             toolbox = toolbox.with(name, tool);
         }
         let engine = Engine::new(Arc::new(provider), Arc::new(toolbox));
-        let request = TurnRequest::new("prop", "do the thing").with_policy(policy.clone());
+        let request = TurnRequest::new("prop", "do the thing").with_policy(policy.clone()).with_clock(buddy_testkit::no_wait());
         let (events, outcome) = runtime
             .block_on(async { tokio::time::timeout(Duration::from_secs(20), engine.run_collect(request)).await })
             .expect("the turn must terminate");
