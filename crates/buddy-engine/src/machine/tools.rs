@@ -176,6 +176,7 @@ impl Turn<'_> {
                 arguments: call.arguments.clone(),
                 traceparent: observer.and_then(|o| o.tool_traceparent(&call.id)),
                 scope,
+                elicitor: Some(self.elicitation.for_call(&call.id)),
             };
             let toolbox = &toolbox;
             pending.push(match watch.clone() {
