@@ -2,21 +2,33 @@
 waits DELAY_MS / 2 before it is passed on, in each direction, in order.
 
 Usage: python3 delay_proxy.py LISTEN_PORT TARGET_HOST TARGET_PORT DELAY_MS
-Prints `ready PORT` once it listens; runs until killed. Used by scripts/bench-postgres-latency.sh
-(BENCHMARKS §3, issue 47): PostgreSQL 0, 1 and 5 ms away from buddy.
+Prints `ready PORT` once it listens; runs until killed. On SIGUSR1 it prints
+`round_trips N`: over all connections so far, how many times a client spoke after the
+server had (or first) — one round trip each, however the data was cut into pieces
+(issue 47 item 1 counts a turn's round trips with it). Used by
+scripts/bench-postgres-latency.sh and scripts/bench-postgres.sh (BENCHMARKS §3).
 """
 import asyncio
+import signal
 import sys
 
+# Round trips over all connections so far (see the usage above).
+ROUND_TRIPS = [0]
 
-async def pipe(reader, writer, delay):
-    """Copies reader to writer, each piece `delay` seconds late, order kept."""
+
+async def pipe(reader, writer, delay, side, spoke):
+    """Copies reader to writer, each piece `delay` seconds late, order kept. `side` is who
+    reads here ("client" or "server"); `spoke` is the connection's [who spoke last]."""
     queue = asyncio.Queue()
     loop = asyncio.get_running_loop()
 
     async def read():
         while True:
             data = await reader.read(65536)
+            if data:
+                if side == "client" and spoke[0] != "client":
+                    ROUND_TRIPS[0] += 1
+                spoke[0] = side
             await queue.put((loop.time() + delay, data))
             if not data:
                 return
@@ -49,12 +61,16 @@ async def main():
         except OSError:
             client_writer.close()
             return
+        spoke = [None]
         await asyncio.gather(
-            pipe(client_reader, server_writer, one_way),
-            pipe(server_reader, client_writer, one_way),
+            pipe(client_reader, server_writer, one_way, "client", spoke),
+            pipe(server_reader, client_writer, one_way, "server", spoke),
             return_exceptions=True,
         )
 
+    asyncio.get_running_loop().add_signal_handler(
+        signal.SIGUSR1, lambda: print(f"round_trips {ROUND_TRIPS[0]}", flush=True)
+    )
     server = await asyncio.start_server(serve, "127.0.0.1", listen)
     print(f"ready {listen}", flush=True)
     async with server:

@@ -11,7 +11,7 @@ use rmcp::model::{
 use rmcp::service::{PeerRequestOptions, RoleClient, ServiceError};
 use serde_json::{Value, json};
 
-use crate::source::Client;
+use crate::handler::Client;
 
 /// Rounds of `input_required` answered before the call is given up (rmcp's default).
 const MAX_INPUT_ROUNDS: usize = rmcp::model::DEFAULT_MRTR_MAX_ROUNDS;

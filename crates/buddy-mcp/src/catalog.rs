@@ -54,7 +54,7 @@ impl McpSource {
     /// the error.
     async fn bounded<T, F, Fut>(&self, what: &str, request: F) -> Result<T, CatalogError>
     where
-        F: FnOnce(std::sync::Arc<crate::source::Client>) -> Fut,
+        F: FnOnce(std::sync::Arc<crate::handler::Client>) -> Fut,
         Fut: Future<Output = Result<T, ServiceError>>,
     {
         let name = &self.config().name;

@@ -168,6 +168,9 @@ impl ClientHandler for Handler {
     }
 }
 
+/// A running connection to one MCP server, answered by buddy's handler.
+pub(crate) type Client = rmcp::service::RunningService<rmcp::RoleClient, Handler>;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,18 +10,17 @@ use std::time::Duration;
 use buddy_core::SkillError;
 use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::model::{CallToolRequestParams, ProtocolVersion, RequestMetaObject};
-use rmcp::service::{ClientInitializeError, RoleClient, RunningService, ServiceError};
+use rmcp::service::{ClientInitializeError, ServiceError};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientLifecycleMode, ClientServiceExt};
 use serde_json::Value;
 
 use crate::config::{McpServerConfig, Transport};
+use crate::handler::Client;
 use crate::handler::{Handler, Notes};
 use crate::result::{result_text, structured_mismatch};
 use crate::sampling::{Sampler, SamplingCount, SamplingUse};
-
-pub(crate) type Client = RunningService<RoleClient, Handler>;
 
 /// How buddy opens a connection: it asks `server/discover` (2026-07-28, stateless,
 /// per-request `_meta`) and falls back to the `initialize` handshake of 2025-11-25

@@ -17,7 +17,7 @@ use rmcp::service::{RoleClient, ServiceError};
 use serde_json::Value;
 
 use crate::call::answer_inputs;
-use crate::source::Client;
+use crate::handler::Client;
 
 /// The first wait between two polls when the task names no interval.
 const FIRST_POLL: Duration = Duration::from_millis(500);

@@ -7,13 +7,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use buddy_core::{ChatEvent, StopReason};
-use buddy_engine::{Engine, TurnRequest};
+use buddy_engine::Engine;
 use buddy_providers::{OpenAiOptions, OpenAiProvider};
 use buddy_skills::Sandbox;
 use serde::Serialize;
 
 use crate::mock_server::{MemoryLog, MockServer};
-use crate::run::{RunError, scenario_policy, scenario_registry};
+use crate::run::{
+    RunError, run_until_cancelled, scenario_policy, scenario_registry, scenario_request,
+    with_agents,
+};
 use crate::scenario::Scenario;
 
 /// Loops and misbehaving models: (scenario, most model calls allowed, Finalize
@@ -50,7 +53,7 @@ pub const LOOP_BOUNDS: [(&str, u32); 21] = [
     ("provider_refuses_loop", 3),
 ];
 /// Legitimate work: must complete with no guard event and no wasted call.
-pub const LEGITIMATE: [&str; 20] = [
+pub const LEGITIMATE: [&str; 22] = [
     "scaffold_empty_outputs",
     "booking_tools_answer_none",
     "write_twelve_files",
@@ -71,6 +74,8 @@ pub const LEGITIMATE: [&str; 20] = [
     "polling",
     "polling_undeclared",
     "plain_chat",
+    "poll_job_120s",
+    "subagents_research",
 ];
 
 /// The most model calls a loop scenario may take, if it is one.
@@ -133,20 +138,18 @@ pub async fn run_loops(
         })
         .map_err(|e| RunError::Setup(e.to_string()))?;
         let policy = scenario_policy(&scenario, &[])?;
-        // A scenario whose policy says on_limit = "error" is meant to end without an answer.
-        let answer_expected = policy.on_limit != buddy_engine::OnLimit::Error;
+        // A scenario whose policy says on_limit = "error", or that scripts the client's
+        // cancel, is meant to end without an answer.
+        let answer_expected = policy.on_limit != buddy_engine::OnLimit::Error
+            && scenario.expect.stop_reason != StopReason::Cancelled;
         let registry = scenario_registry(&scenario, sandbox)?;
-        let engine = Engine::new(Arc::new(provider), Arc::new(registry));
+        let provider: Arc<dyn buddy_core::Provider> = Arc::new(provider);
+        let toolbox = with_agents(&scenario, Arc::new(registry), &provider)?;
+        let engine = Engine::new(provider, toolbox);
         let model = format!("scripted:{}", scenario.name);
-        let history = scenario
-            .system
-            .iter()
-            .map(buddy_core::Message::system)
-            .collect();
-        let request = TurnRequest::new(model.clone(), scenario.prompt.clone())
-            .with_history(history)
-            .with_policy(policy);
-        let (events, outcome) = engine.run_collect(request).await;
+        let request = scenario_request(&scenario, model.clone(), policy);
+        let (events, outcome) =
+            run_until_cancelled(&engine, request, scenario.cancel_after_ms).await;
         // Requests the mock answered; one it refused (a scenario's HTTP error) made no reply,
         // as buddy counts it.
         let seen = log

@@ -100,25 +100,8 @@ pub async fn run_scenario(
     let provider: Arc<dyn Provider> = Arc::new(ScriptedProvider::new(Arc::clone(&scenario)));
     let toolbox = with_agents(&scenario, Arc::new(registry), &provider)?;
     let engine = Engine::new(provider, toolbox);
-    let history = scenario.system.iter().map(Message::system).collect();
-    let request = TurnRequest::new(
-        format!("scripted:{}", scenario.name),
-        scenario.prompt.clone(),
-    )
-    .with_history(history)
-    .with_policy(policy)
-    .with_clock(scenario.wait_clock());
-    let cancel = request.cancel.clone();
-    let (events, outcome) = match scenario.cancel_after_ms {
-        Some(ms) => {
-            let (done, ()) = tokio::join!(engine.run_collect(request), async {
-                tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
-                cancel.cancel();
-            });
-            done
-        }
-        None => engine.run_collect(request).await,
-    };
+    let request = scenario_request(&scenario, format!("scripted:{}", scenario.name), policy);
+    let (events, outcome) = run_until_cancelled(&engine, request, scenario.cancel_after_ms).await;
     let recording = outcome.recording();
     let expect = &scenario.expect;
     let answer = outcome.answer.clone().unwrap_or_default();
@@ -160,6 +143,34 @@ pub async fn run_scenario(
         messages: outcome.messages,
         recording: Some(recording),
     })
+}
+
+/// The scenario's turn for `model` under `policy`: its system prompt and prompt, on its
+/// clock.
+pub fn scenario_request(scenario: &Scenario, model: String, policy: LoopPolicy) -> TurnRequest {
+    let history = scenario.system.iter().map(Message::system).collect();
+    TurnRequest::new(model, scenario.prompt.clone())
+        .with_history(history)
+        .with_policy(policy)
+        .with_clock(scenario.wait_clock())
+}
+
+/// Runs `request` to its end and collects its events; with `cancel_after_ms`, the turn
+/// is cancelled that long after it starts (a scenario's scripted Ctrl-C).
+pub async fn run_until_cancelled(
+    engine: &Engine,
+    request: TurnRequest,
+    cancel_after_ms: Option<u64>,
+) -> (Vec<ChatEvent>, buddy_engine::TurnOutcome) {
+    let Some(ms) = cancel_after_ms else {
+        return engine.run_collect(request).await;
+    };
+    let cancel = request.cancel.clone();
+    let (done, ()) = tokio::join!(engine.run_collect(request), async {
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+        cancel.cancel();
+    });
+    done
 }
 
 /// `toolbox` with the scenario's sub-agents (if it declares any) offered beside its

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use buddy_engine::PolicyConfig;
-use buddy_store::{Claim, ClaimError, Coordinator, LocalCoordinator, Store};
+use buddy_store::{Claim, ClaimError, Coordinator, LocalCoordinator, Store, TurnOpening};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -111,6 +111,7 @@ impl AppState {
                 }
             });
             state.prune_kept_events_every_minute();
+            state.copy_logs_when_asked();
         }
         state
     }
@@ -135,26 +136,54 @@ impl AppState {
         owner: &str,
         cancel: &CancellationToken,
     ) -> Result<TurnLease, AppError> {
+        let claim = self.new_claim(turn_id, conversation_id, owner)?;
+        self.inner
+            .coordinator
+            .claim(&claim)
+            .await
+            .map_err(refused)?;
+        Ok(self.lease(turn_id, owner, cancel))
+    }
+
+    /// Writes a turn's opening on a new conversation and claims the turn on it (one
+    /// write where the store keeps the claims): the conversation's id and the claim, or
+    /// why not (429 at the key's cap), with nothing kept.
+    pub(crate) async fn open_claimed(
+        &self,
+        opening: TurnOpening<'_>,
+        cancel: &CancellationToken,
+    ) -> Result<(String, TurnLease), AppError> {
+        let claim = self.new_claim(opening.turn, None, opening.owner)?;
+        let store = &*self.inner.store;
+        let id = self
+            .inner
+            .coordinator
+            .open_claimed(store, opening, &claim)
+            .await
+            .map_err(refused)?;
+        Ok((id, self.lease(opening.turn, opening.owner, cancel)))
+    }
+
+    /// A claim for a turn of `owner`, unless the server is shutting down.
+    fn new_claim(
+        &self,
+        turn_id: &str,
+        conversation_id: Option<&str>,
+        owner: &str,
+    ) -> Result<Claim, AppError> {
         if self.inner.shutdown.is_cancelled() || self.inner.turns.is_closed() {
             return Err(AppError::ShuttingDown);
         }
-        let max = self.inner.settings.max_concurrent_turns_per_key;
-        let claim = Claim {
+        Ok(Claim {
             turn_id: turn_id.to_owned(),
             conversation_id: conversation_id.map(str::to_owned),
             owner: owner.to_owned(),
-            max_per_owner: max,
-        };
-        self.inner.coordinator.claim(&claim).await.map_err(|e| match e {
-            ClaimError::ConversationBusy { conversation, running } => AppError::Conflict(format!(
-                "conversation `{conversation}` already has a turn running ({running}); wait for it to end \
-                 (or cancel it: POST /v1/turns/{running}/cancel), then send the message again"
-            )),
-            ClaimError::OwnerAtCap { max } => AppError::TooManyTurns(format!(
-                "this key already runs {max} turns at once (max_concurrent_turns_per_key); wait for one to finish"
-            )),
-            ClaimError::Store(e) => AppError::from(e),
-        })?;
+            max_per_owner: self.inner.settings.max_concurrent_turns_per_key,
+        })
+    }
+
+    /// A claimed turn, recorded as running in this process.
+    fn lease(&self, turn_id: &str, owner: &str, cancel: &CancellationToken) -> TurnLease {
         if let Ok(mut local) = self.inner.local.lock() {
             local.insert(
                 turn_id.to_owned(),
@@ -164,10 +193,10 @@ impl AppState {
                 },
             );
         }
-        Ok(TurnLease {
+        TurnLease {
             state: self.clone(),
             turn_id: Some(turn_id.to_owned()),
-        })
+        }
     }
 
     /// Drops a turn from this process's running turns.
@@ -202,6 +231,23 @@ impl AppState {
     }
 }
 
+/// Why a claim was refused, as the client hears it.
+fn refused(e: ClaimError) -> AppError {
+    match e {
+        ClaimError::ConversationBusy {
+            conversation,
+            running,
+        } => AppError::Conflict(format!(
+            "conversation `{conversation}` already has a turn running ({running}); wait for it to end \
+             (or cancel it: POST /v1/turns/{running}/cancel), then send the message again"
+        )),
+        ClaimError::OwnerAtCap { max } => AppError::TooManyTurns(format!(
+            "this key already runs {max} turns at once (max_concurrent_turns_per_key); wait for one to finish"
+        )),
+        ClaimError::Store(e) => AppError::from(e),
+    }
+}
+
 /// A running turn's claim, released by [`TurnLease::release`] (or, failing that, when
 /// dropped).
 pub(crate) struct TurnLease {
@@ -210,6 +256,21 @@ pub(crate) struct TurnLease {
 }
 
 impl TurnLease {
+    /// Frees the turn after it was closed in the store (`closed`: that write succeeded):
+    /// where the store keeps this coordinator's claims, the closing ended the claim
+    /// already and only this process's record of the turn goes; else as [`Self::release`].
+    pub async fn release_closed(mut self, closed: bool) {
+        let inner = &self.state.inner;
+        let claims = inner.store.claims_of();
+        if closed && claims.is_some() && claims == inner.coordinator.instance() {
+            if let Some(turn) = self.turn_id.take() {
+                self.state.forget(&turn);
+            }
+            return;
+        }
+        self.release().await;
+    }
+
     /// Frees the turn's conversation and its place in the key's quota.
     pub async fn release(mut self) {
         if let Some(turn) = self.turn_id.take() {

@@ -226,6 +226,8 @@ pub(crate) struct EventLog<T> {
     state: Mutex<LogState<T>>,
     /// The number of the last event pushed, for watchers waiting on the next.
     last: watch::Sender<u64>,
+    /// Its events are being copied for other instances (asked once, copied once).
+    copying: std::sync::atomic::AtomicBool,
 }
 
 struct LogState<T> {
@@ -259,7 +261,15 @@ impl<T: LogItem> EventLog<T> {
                 ended: false,
             }),
             last: watch::channel(0).0,
+            copying: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// True the first time only: whoever gets it copies the log for other instances.
+    pub(crate) fn start_copy(&self) -> bool {
+        !self
+            .copying
+            .swap(true, std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Adds an event and wakes its watchers; returns its number. A terminal event ends

@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use buddy_core::BoxFuture;
 use tokio::sync::mpsc;
 
-use crate::store::StoreError;
+use crate::store::{Store, StoreError, TurnOpening};
 
 /// A turn asking to start.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,6 +41,20 @@ pub enum ClaimError {
 pub trait Coordinator: Send + Sync {
     /// Records a turn as running, or says why it may not run.
     fn claim<'a>(&'a self, claim: &'a Claim) -> BoxFuture<'a, Result<(), ClaimError>>;
+    /// Writes a turn's opening on a new conversation in `store` (see [`Store::open_turn`];
+    /// `opening.conversation` is `None`) and claims the turn on it (`claim`, its
+    /// conversation left out): the new conversation's id, or why the turn may not run —
+    /// then nothing of it is kept. A coordinator that keeps its claims in `store`'s
+    /// database ([`Store::claims_of`]) does both in one write; this default is
+    /// [`open_then_claim`].
+    fn open_claimed<'a>(
+        &'a self,
+        store: &'a dyn Store,
+        opening: TurnOpening<'a>,
+        claim: &'a Claim,
+    ) -> BoxFuture<'a, Result<String, ClaimError>> {
+        open_then_claim(self, store, opening, claim)
+    }
     /// Records that a turn is over (its conversation may be claimed again at once).
     fn release<'a>(&'a self, turn_id: &'a str) -> BoxFuture<'a, Result<(), StoreError>>;
     /// The turn running on a conversation, on any instance.
@@ -59,10 +73,26 @@ pub trait Coordinator: Send + Sync {
     fn cancellations(&self) -> mpsc::UnboundedReceiver<String>;
     /// Whether `turn_id` runs now, on any instance.
     fn is_running<'a>(&'a self, turn_id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>>;
+    /// This instance's id among those sharing the coordinator's database, `None` for a
+    /// coordinator of one process (see [`crate::Store::claims_of`]).
+    fn instance(&self) -> Option<&str> {
+        None
+    }
     /// Whether turns' events are kept where every instance reads them, so that a client
     /// may reattach to a turn through any instance. One process keeps them in memory.
     fn shares_events(&self) -> bool {
         false
+    }
+    /// Asks the instances to copy log `log_id` where every instance reads it: the one
+    /// that keeps it in memory does (events are copied only when a client elsewhere wants
+    /// them, not for every turn). A coordinator of one process has nothing to ask.
+    fn ask_for_events<'a>(&'a self, _log_id: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async { Ok(()) })
+    }
+    /// Logs another instance asked this one to copy ([`Coordinator::ask_for_events`]),
+    /// as log ids. Called once, by the server; a coordinator of one process closes it.
+    fn event_requests(&self) -> mpsc::UnboundedReceiver<String> {
+        mpsc::unbounded_channel().1
     }
     /// Appends events to log `log_id` (a turn's or a response's) of `owner`; `ended`
     /// marks the log complete.
@@ -94,6 +124,30 @@ pub trait Coordinator: Send + Sync {
     ) -> BoxFuture<'_, Result<u64, StoreError>> {
         Box::pin(async { Ok(0) })
     }
+}
+
+/// [`Coordinator::open_claimed`] in two writes: the opening, then the claim on the
+/// conversation it made; a refused claim deletes that conversation again.
+pub fn open_then_claim<'a, C: Coordinator + ?Sized>(
+    coordinator: &'a C,
+    store: &'a dyn Store,
+    opening: TurnOpening<'a>,
+    claim: &'a Claim,
+) -> BoxFuture<'a, Result<String, ClaimError>> {
+    Box::pin(async move {
+        let id = store.open_turn(opening).await?;
+        let claim = Claim {
+            conversation_id: Some(id.clone()),
+            ..claim.clone()
+        };
+        match coordinator.claim(&claim).await {
+            Ok(()) => Ok(id),
+            Err(e) => {
+                let _ = store.delete_conversation(&id).await;
+                Err(e)
+            }
+        }
+    })
 }
 
 /// One event of a turn's log, as kept for other instances.

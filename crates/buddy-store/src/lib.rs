@@ -12,7 +12,9 @@ mod postgres;
 mod sqlite;
 mod store;
 
-pub use coordinate::{Claim, ClaimError, Coordinator, LocalCoordinator, StoredEvent, StoredEvents};
+pub use coordinate::{
+    Claim, ClaimError, Coordinator, LocalCoordinator, StoredEvent, StoredEvents, open_then_claim,
+};
 pub use deletion::TurnDeletion;
 pub use open::{OpenError, OpenedStore, StoreLocation, open};
 pub use postgres::PgStore;

@@ -208,6 +208,30 @@ impl SqliteStore {
             })?
         })
     }
+
+    /// Appends messages in one transaction, each at its time in `times` (when it has
+    /// one there) or at the time of the write.
+    fn append_timed(
+        &self,
+        id: &str,
+        turn_id: &str,
+        messages: &[Message],
+        counts: &[Option<TokenCount>],
+        times: &[i64],
+    ) -> BoxFuture<'static, Result<(), StoreError>> {
+        let (id, turn_id) = (id.to_owned(), turn_id.to_owned());
+        // Cheap clones (arguments are shared); the JSON is written on the store thread,
+        // one message at a time, not by every turn at once.
+        let messages = messages.to_vec();
+        let counts = counts.to_vec();
+        let times = times.to_vec();
+        self.run(move |conn| {
+            let now = now_ms();
+            let tx = conn.transaction().map_err(backend)?;
+            append_in(&tx, &id, &turn_id, &messages, &counts, &times, now)?;
+            tx.commit().map_err(backend)
+        })
+    }
 }
 
 /// Message JSON longer than this is written into its row in pieces (and read back with
@@ -351,6 +375,7 @@ fn append_in(
     turn_id: &str,
     messages: &[Message],
     counts: &[Option<TokenCount>],
+    times: &[i64],
     now: i64,
 ) -> Result<(), StoreError> {
     let updated = tx
@@ -362,16 +387,18 @@ fn append_in(
     if updated == 0 {
         return Err(StoreError::NotFound(id.to_owned()));
     }
-    insert_messages(tx, id, turn_id, messages, counts, now)
+    insert_messages(tx, id, turn_id, messages, counts, times, now)
 }
 
-/// Appends `messages` to conversation `id` inside `tx`, numbered after its last one.
+/// Appends `messages` to conversation `id` inside `tx`, numbered after its last one,
+/// each at its time in `times` (when it has one there) or at `now`.
 fn insert_messages(
     tx: &rusqlite::Transaction<'_>,
     id: &str,
     turn_id: &str,
     messages: &[Message],
     counts: &[Option<TokenCount>],
+    times: &[i64],
     now: i64,
 ) -> Result<(), StoreError> {
     let mut insert = tx
@@ -382,6 +409,7 @@ fn insert_messages(
         .map_err(backend)?;
     for (i, message) in messages.iter().enumerate() {
         let (tokens, encoding) = count_columns(counts.get(i));
+        let at = times.get(i).copied().unwrap_or(now);
         let encode = |e: serde_json::Error| StoreError::Backend(e.to_string());
         let length = buddy_core::json_len(message).map_err(encode)?;
         if length <= INLINE_BODY_MAX {
@@ -392,7 +420,7 @@ fn insert_messages(
                     turn_id,
                     role(message),
                     body,
-                    now,
+                    at,
                     tokens,
                     encoding
                 ])
@@ -407,7 +435,7 @@ fn insert_messages(
             "INSERT INTO messages (conversation_id, seq, turn_id, role, body, created_at_ms, tokens, token_encoding)
              VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE conversation_id = ?1), ?2, ?3, zeroblob(?4), ?5, ?6, ?7)",
         )
-        .and_then(|mut long| long.execute(params![id, turn_id, role(message), length, now, tokens, encoding]))
+        .and_then(|mut long| long.execute(params![id, turn_id, role(message), length, at, tokens, encoding]))
         .map_err(backend)?;
         let mut blob = tx
             .blob_open(
@@ -496,17 +524,21 @@ impl Store for SqliteStore {
         messages: &'a [Message],
         counts: &'a [Option<TokenCount>],
     ) -> BoxFuture<'a, Result<(), StoreError>> {
-        let (id, turn_id) = (id.to_owned(), turn_id.to_owned());
-        // Cheap clones (arguments are shared); the JSON is written on the store thread,
-        // one message at a time, not by every turn at once.
-        let messages = messages.to_vec();
-        let counts = counts.to_vec();
-        self.run(move |conn| {
-            let now = now_ms();
-            let tx = conn.transaction().map_err(backend)?;
-            append_in(&tx, &id, &turn_id, &messages, &counts, now)?;
-            tx.commit().map_err(backend)
-        })
+        self.append_timed(id, turn_id, messages, counts, &[])
+    }
+
+    fn append_history<'a>(
+        &'a self,
+        id: &'a str,
+        turn_id: &'a str,
+        history: &'a CountedHistory,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let CountedHistory {
+            messages,
+            counts,
+            times_ms,
+        } = history;
+        self.append_timed(id, turn_id, messages, counts, times_ms)
     }
 
     fn open_turn<'a>(
@@ -553,9 +585,9 @@ impl Store for SqliteStore {
             )
             .map_err(backend)?;
             for (turn, run) in runs(&copied, &copied_turns) {
-                insert_messages(&tx, &id, turn, run, &[], now)?;
+                insert_messages(&tx, &id, turn, run, &[], &[], now)?;
             }
-            insert_messages(&tx, &id, &turn_id, &messages, &counts, now)?;
+            insert_messages(&tx, &id, &turn_id, &messages, &counts, &[], now)?;
             tx.commit().map_err(backend)?;
             Ok(id)
         })
@@ -611,7 +643,15 @@ impl Store for SqliteStore {
             let now = now_ms();
             let tx = conn.transaction().map_err(backend)?;
             if !last.messages.is_empty() {
-                append_in(&tx, &id, &turn_id, &last.messages, &last.counts, now)?;
+                append_in(
+                    &tx,
+                    &id,
+                    &turn_id,
+                    &last.messages,
+                    &last.counts,
+                    &last.times_ms,
+                    now,
+                )?;
             }
             tx.execute(
                 FINISH_TURN,

@@ -125,9 +125,10 @@ pub struct ConversationDetail {
     /// names the same message after others are removed), in the order of `messages`.
     #[serde(default, skip_serializing)]
     pub message_seqs: Vec<i64>,
-    /// When each message was stored (ms since the epoch), in the order of `messages`: a
-    /// turn's call message is stored when the model makes the calls, their results when
-    /// the last of them is in, so the two times bound the round's tool time.
+    /// When each message was made (ms since the epoch), in the order of `messages`: a
+    /// turn's call message when the model made the calls, each result when it came in
+    /// (kept as made, though written with the next reply), so the two bound the tool's
+    /// time.
     #[serde(default)]
     pub message_times_ms: Vec<i64>,
     pub turns: Vec<TurnRecord>,
@@ -181,6 +182,11 @@ pub struct ConversationInfo {
 pub struct CountedHistory {
     pub messages: Vec<Message>,
     pub counts: Vec<Option<TokenCount>>,
+    /// When each message was made (ms since the epoch), for messages written after they
+    /// were made ([`Store::append_history`], a closing): a store keeps it as the message's
+    /// time, so a round's results written with the next reply keep the time they came
+    /// in. A message without one takes the time of the write. Empty when read back.
+    pub times_ms: Vec<i64>,
 }
 
 /// What a stored turn writes before its engine starts, as one atomic write: the
@@ -243,7 +249,8 @@ pub struct ForkCopy<'a> {
 pub struct TurnClosing<'a> {
     pub conversation: &'a str,
     pub turn: &'a str,
-    /// Appended before the end is recorded; `counts` as in [`Store::append_counted`].
+    /// Appended before the end is recorded; `counts` as in [`Store::append_counted`],
+    /// `times_ms` as in [`Store::append_history`].
     pub last: &'a CountedHistory,
     pub reason: StopReason,
     pub stats: &'a TurnStats,
@@ -282,6 +289,17 @@ pub trait Store: Send + Sync {
         messages: &'a [Message],
         counts: &'a [Option<TokenCount>],
     ) -> BoxFuture<'a, Result<(), StoreError>>;
+    /// Appends `history`'s messages with their counts and the times they were made (see
+    /// [`CountedHistory::times_ms`]), in one transaction: all are kept or none. This
+    /// default gives them the time of the write; the stores here keep their own.
+    fn append_history<'a>(
+        &'a self,
+        id: &'a str,
+        turn_id: &'a str,
+        history: &'a CountedHistory,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.append_counted(id, turn_id, &history.messages, &history.counts)
+    }
     /// Appends messages, uncounted, in one transaction: all are kept or none.
     fn append_messages<'a>(
         &'a self,
@@ -373,17 +391,14 @@ pub trait Store: Send + Sync {
         tape: Option<&'a str>,
     ) -> BoxFuture<'a, Result<(), StoreError>>;
     /// Appends a turn's last messages and records how it ended. If the append fails,
-    /// the end is not recorded. A store that can does both in one transaction.
+    /// the end is not recorded. A store that can does both in one transaction. A store
+    /// that keeps turn claims ([`Store::claims_of`]) ends the turn's claim in the same
+    /// write, whatever else it finds.
     fn close_turn<'a>(&'a self, closing: TurnClosing<'a>) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
             if !closing.last.messages.is_empty() {
-                self.append_counted(
-                    closing.conversation,
-                    closing.turn,
-                    &closing.last.messages,
-                    &closing.last.counts,
-                )
-                .await?;
+                self.append_history(closing.conversation, closing.turn, closing.last)
+                    .await?;
             }
             self.finish_turn(
                 closing.turn,
@@ -394,6 +409,13 @@ pub trait Store: Send + Sync {
             )
             .await
         })
+    }
+    /// The instance whose turn claims this store keeps (PostgreSQL, the coordinator of
+    /// the instances sharing it), `None` for a store that keeps none: when it is the
+    /// server's own coordinator's ([`crate::Coordinator::instance`]), closing a turn has
+    /// ended its claim and the server does not release it with a write of its own.
+    fn claims_of(&self) -> Option<&str> {
+        None
     }
     /// The tapes a conversation's turns kept, as (turn id, tape JSON), oldest turn first.
     fn turn_tapes<'a>(

@@ -1,5 +1,6 @@
-//! Crash safety: `kill -9` the real server mid-turn; every message produced before the
-//! kill is in the database and the conversation goes on after a restart.
+//! Crash safety: `kill -9` the real server mid-turn; every message written before the
+//! kill is in the database (a call message always, before its tools run) and the
+//! conversation goes on after a restart.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -7,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 
 use serde_json::{Value, json};
 
-use super::server::{all_scenarios, client, sse_events, start_slow_turn};
+use super::server::{all_scenarios, client, read_until, sse_events, start_slow_turn};
 
 /// Starts `buddy ARGS` (a `serve`) in `cwd` with `env` set; returns the child and the
 /// base URL it printed.
@@ -110,6 +111,152 @@ async fn killing_the_server_mid_turn_loses_nothing_already_produced() {
     assert_eq!(events.last().unwrap().1["reason"], "completed", "{body}");
     server.kill().unwrap();
     server.wait().unwrap();
+}
+
+/// Starts `buddy mock-server` answering every model call after `latency_ms`; returns
+/// the child and its base URL.
+fn spawn_mock_model(cwd: &Path, latency_ms: u64) -> (Child, String) {
+    let latency = latency_ms.to_string();
+    let scenarios = super::scenarios_dir();
+    let args = [
+        "mock-server".as_ref(),
+        "--listen".as_ref(),
+        "127.0.0.1:0".as_ref(),
+        "--latency-ms".as_ref(),
+        std::ffi::OsStr::new(&latency),
+        "--scenarios".as_ref(),
+        scenarios.as_os_str(),
+    ];
+    spawn_buddy(&args, cwd, &[])
+}
+
+/// A round's results go in together the moment its last one is in, before the model is
+/// called again: killed while the model works on its next reply, the server has lost
+/// nothing a tool produced. The round (its call and its result) is on record after a
+/// restart, the turn reads `interrupted`, and the next turn goes on from it.
+#[tokio::test(flavor = "multi_thread")]
+async fn killing_the_server_while_the_model_answers_a_round_keeps_the_round_and_goes_on() {
+    let (dir, scenarios) = (tempfile::tempdir().unwrap(), all_scenarios());
+    // Every model call waits 3 s: the kill lands while the second one waits.
+    let (mut mock, mock_url) = spawn_mock_model(dir.path(), 3000);
+    std::fs::create_dir_all(dir.path().join("sandbox")).unwrap();
+    std::fs::write(
+        dir.path().join("buddy.toml"),
+        format!(
+            "default_provider = \"mock\"\n[providers.mock]\nkind = \"openai\"\nbase_url = \"{mock_url}\"\nmodel = \"scripted:three_rounds\"\n[providers.mock.http]\nmax_retries = 0\n[skills]\nsandbox = \"sandbox\"\n"
+        ),
+    )
+    .unwrap();
+    let db = dir.path().join("crash.db");
+    let args = [
+        "--config".as_ref(),
+        "buddy.toml".as_ref(),
+        "serve".as_ref(),
+        "--listen".as_ref(),
+        "127.0.0.1:0".as_ref(),
+        "--db".as_ref(),
+        db.as_os_str(),
+        "--scenarios".as_ref(),
+        scenarios.path().as_os_str(),
+    ];
+    let (mut server, url) = spawn_buddy(&args, dir.path(), &[]);
+
+    let mut response = client()
+        .post(format!("{url}/v1/chat"))
+        .json(&json!({"message": "Check the time, look at the workspace, and find where buddy is mentioned."}))
+        .send()
+        .await
+        .unwrap();
+    let first = String::from_utf8_lossy(&response.chunk().await.unwrap().unwrap()).into_owned();
+    let id = sse_events(&first)[0].1["conversation_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // The first round's tool has answered; the model now works on its second reply
+    // (3 s), and the round is on record before that call is made.
+    read_until(&mut response, "tool_call_result").await;
+    let stored = async || -> usize {
+        let detail: Value = client()
+            .get(format!("{url}/v1/conversations/{id}"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        detail["messages"].as_array().map_or(0, Vec::len)
+    };
+    let waited = std::time::Instant::now();
+    while stored().await < 3 {
+        assert!(
+            waited.elapsed() < std::time::Duration::from_secs(2),
+            "the round's result is written before the next model call"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    server.kill().unwrap();
+    server.wait().unwrap();
+    drop(response);
+
+    let (mut server, url) = spawn_buddy(&args, dir.path(), &[]);
+    let detail: Value = client()
+        .get(format!("{url}/v1/conversations/{id}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let messages = detail["messages"].as_array().unwrap();
+    assert_eq!(messages[0]["role"], "user", "{detail}");
+    assert_eq!(messages[1]["role"], "assistant", "{detail}");
+    assert_eq!(messages[1]["tool_calls"][0]["name"], "get_time", "{detail}");
+    assert_eq!(messages[2]["role"], "tool", "{detail}");
+    assert_eq!(
+        messages.len(),
+        3,
+        "the round is whole on record, nothing after it: {detail}"
+    );
+    assert_eq!(detail["turns"][0]["stop_reason"], "interrupted", "{detail}");
+
+    let body = client()
+        .post(format!("{url}/v1/chat"))
+        .json(&json!({"conversation_id": id, "message": "what time is it?", "model": "scripted:offline_assistant"}))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let events = sse_events(&body);
+    assert_eq!(events.last().unwrap().1["reason"], "completed", "{body}");
+    let detail: Value = client()
+        .get(format!("{url}/v1/conversations/{id}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let messages = detail["messages"].as_array().unwrap();
+    let call = messages[1]["tool_calls"][0]["id"].as_str().unwrap();
+    assert_eq!(messages[2]["role"], "tool", "{detail}");
+    assert_eq!(
+        messages[2]["tool_call_id"], call,
+        "the call keeps the result its tool gave: {detail}"
+    );
+    assert!(
+        !messages[2]["content"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("interrupted"),
+        "{detail}"
+    );
+    assert_eq!(messages[3]["role"], "user", "{detail}");
+    server.kill().unwrap();
+    server.wait().unwrap();
+    mock.kill().unwrap();
+    mock.wait().unwrap();
 }
 
 /// `buddy serve` started outside the checkout, with named keys from buddy.toml.

@@ -390,7 +390,8 @@ async fn bad_requests_get_a_400_or_413_that_names_the_problem() {
 }
 
 /// Reads an SSE response until `needle` appears, then returns it (still open).
-async fn read_until(response: &mut reqwest::Response, needle: &str) {
+/// Reads `response` until its text so far contains `needle`.
+pub async fn read_until(response: &mut reqwest::Response, needle: &str) {
     let mut seen = String::new();
     while !seen.contains(needle) {
         let chunk = tokio::time::timeout(Duration::from_secs(10), response.chunk())

@@ -90,7 +90,36 @@ impl AgentSet {
 
     /// The top-level turn's toolbox: the base's tools and every declared agent.
     pub fn toolbox(self: &Arc<Self>) -> Arc<dyn Toolbox> {
-        Arc::new(AgentToolbox::top(self))
+        let agents = self.skills().into_iter().map(as_tool).collect();
+        Arc::new(AgentToolbox::new(
+            Arc::clone(&self.base),
+            vec!["*".to_owned()],
+            agents,
+            Vec::new(),
+        ))
+    }
+
+    /// The toolbox of agent `index`: the skills its declaration allows and the agents
+    /// it lists — those named in `on_path` (itself) and every one when it may not
+    /// delegate (the last level of depth) are not offered, and refuse a call typed.
+    fn child_toolbox(
+        self: &Arc<Self>,
+        index: usize,
+        may_delegate: bool,
+        on_path: &[&str],
+    ) -> AgentToolbox {
+        let spec = &self.specs[index];
+        let (agents, hidden): (Vec<AgentSkill>, Vec<AgentSkill>) = spec
+            .agents
+            .iter()
+            .filter_map(|name| self.skill(name))
+            .partition(|agent| may_delegate && !on_path.contains(&agent.name()));
+        AgentToolbox::new(
+            Arc::clone(&self.base),
+            spec.skills.clone(),
+            agents.into_iter().map(as_tool).collect(),
+            hidden.into_iter().map(as_tool).collect(),
+        )
     }
 
     /// The declarations, in order.
@@ -99,7 +128,7 @@ impl AgentSet {
     }
 
     /// The agent named `name` as a skill.
-    pub(crate) fn skill(self: &Arc<Self>, name: &str) -> Option<AgentSkill> {
+    fn skill(self: &Arc<Self>, name: &str) -> Option<AgentSkill> {
         let index = self.specs.iter().position(|s| s.name == name)?;
         Some(AgentSkill {
             set: Arc::clone(self),
@@ -107,11 +136,7 @@ impl AgentSet {
         })
     }
 
-    pub(crate) fn base(&self) -> &Arc<dyn Toolbox> {
-        &self.base
-    }
-
-    pub(crate) fn spec_at(&self, index: usize) -> &AgentSpec {
+    fn spec_at(&self, index: usize) -> &AgentSpec {
         &self.specs[index]
     }
 }
@@ -229,7 +254,7 @@ impl AgentSkill {
         let cancel = request.cancel.clone();
         let on_path: Vec<&str> = lease.path().iter().map(|h| h.agent.as_str()).collect();
         let may_delegate = scope.place.child_depth() < scope.place.max_depth();
-        let toolbox = AgentToolbox::new(&self.set, self.index, may_delegate, &on_path);
+        let toolbox = self.set.child_toolbox(self.index, may_delegate, &on_path);
         let provider = match &self.spec().provider {
             Some(named) => self.set.providers.get(named).cloned(),
             None => None,
@@ -305,6 +330,11 @@ impl AgentSkill {
         }
         Ok(request)
     }
+}
+
+/// An agent as the toolbox holds it.
+fn as_tool(agent: AgentSkill) -> Arc<dyn Skill> {
+    Arc::new(agent)
 }
 
 /// A refused delegation: announced in the calling turn's stream, returned typed.

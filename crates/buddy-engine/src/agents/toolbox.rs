@@ -1,5 +1,8 @@
-//! A sub-agent's toolbox: the skills its declaration allows, and the agents it may
-//! delegate to in turn (none at the last level of depth, never one already on its path).
+//! A toolbox with agents beside a base toolbox's skills: for a sub-agent, the skills its
+//! declaration allows and the agents it may delegate to; for the top-level turn, every
+//! skill and every declared agent. Agents it may not start (itself, or any at the last
+//! level of depth) are not offered, but a call to one still reaches the agent, which
+//! refuses it typed.
 
 use std::sync::Arc;
 
@@ -8,45 +11,35 @@ use buddy_core::{
     Toolbox,
 };
 
-use super::skill::{AgentSet, AgentSkill};
 use crate::glob::glob_match;
 
-/// The tools one sub-agent is given.
+/// The tools one turn of a tree is given.
 pub(crate) struct AgentToolbox {
     base: Arc<dyn Toolbox>,
+    /// Names or globs of the base's skills on offer.
     allowed: Vec<String>,
-    agents: Vec<AgentSkill>,
-    /// Agents it may not start (itself, or any at the last level): refused if called.
-    hidden: Vec<AgentSkill>,
+    /// Agents on offer.
+    agents: Vec<Arc<dyn Skill>>,
+    /// Agents it may not start: refused (by the agent) if called.
+    hidden: Vec<Arc<dyn Skill>>,
     specs: Vec<ToolSpec>,
 }
 
 impl AgentToolbox {
-    /// The toolbox of agent `spec_index` of `set`; `may_delegate` is false at the last
-    /// level of depth, and agents named in `on_path` are left out (no self-spawn).
+    /// `base`'s skills that `allowed` names, the `agents` on offer, and the `hidden` ones.
     pub(crate) fn new(
-        set: &Arc<AgentSet>,
-        spec_index: usize,
-        may_delegate: bool,
-        on_path: &[&str],
+        base: Arc<dyn Toolbox>,
+        allowed: Vec<String>,
+        agents: Vec<Arc<dyn Skill>>,
+        hidden: Vec<Arc<dyn Skill>>,
     ) -> Self {
-        let base = Arc::clone(set.base());
-        let spec = set.spec_at(spec_index);
-        let allowed = spec.skills.clone();
-        // Agents on the path (itself) and every agent at the last level of depth are not
-        // offered; called anyway, they end in a typed refusal, never in a turn.
-        let (agents, hidden): (Vec<AgentSkill>, Vec<AgentSkill>) = spec
-            .agents
-            .iter()
-            .filter_map(|name| set.skill(name))
-            .partition(|agent| may_delegate && !on_path.contains(&agent.name()));
         let mut specs: Vec<ToolSpec> = base
             .specs()
             .iter()
             .filter(|s| allowed.iter().any(|p| glob_match(p, &s.name)))
             .cloned()
             .collect();
-        specs.extend(agents.iter().map(Skill::spec));
+        specs.extend(agents.iter().map(|a| a.spec()));
         AgentToolbox {
             base,
             allowed,
@@ -56,25 +49,7 @@ impl AgentToolbox {
         }
     }
 
-    /// The top-level turn's toolbox: every tool of the set's base, and every declared agent.
-    pub(crate) fn top(set: &Arc<AgentSet>) -> Self {
-        AgentToolbox::over(Arc::clone(set.base()), set.skills())
-    }
-
-    /// All of `base`'s tools, and `agents`.
-    fn over(base: Arc<dyn Toolbox>, agents: Vec<AgentSkill>) -> Self {
-        let mut specs = base.specs().to_vec();
-        specs.extend(agents.iter().map(Skill::spec));
-        AgentToolbox {
-            base,
-            allowed: vec!["*".to_owned()],
-            agents,
-            hidden: Vec::new(),
-            specs,
-        }
-    }
-
-    fn agent(&self, name: &str) -> Option<&AgentSkill> {
+    fn agent(&self, name: &str) -> Option<&Arc<dyn Skill>> {
         self.agents
             .iter()
             .chain(&self.hidden)
@@ -147,14 +122,12 @@ impl Toolbox for AgentToolbox {
     fn latest(&self) -> BoxFuture<'_, Option<(u64, Arc<dyn Toolbox>)>> {
         Box::pin(async move {
             let (generation, base) = self.base.latest().await?;
-            let mut next = AgentToolbox::over(base, self.agents.clone());
-            next.allowed = self.allowed.clone();
-            next.hidden = self.hidden.clone();
-            next.specs.retain(|s| {
-                next.agents.iter().any(|a| a.name() == s.name)
-                    || next.allowed.iter().any(|p| glob_match(p, &s.name))
-            });
-            let next: Arc<dyn Toolbox> = Arc::new(next);
+            let next: Arc<dyn Toolbox> = Arc::new(AgentToolbox::new(
+                base,
+                self.allowed.clone(),
+                self.agents.clone(),
+                self.hidden.clone(),
+            ));
             Some((generation, next))
         })
     }

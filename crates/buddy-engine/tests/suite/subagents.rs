@@ -746,3 +746,26 @@ async fn a_child_starts_fresh_unless_its_declaration_asks_for_history() {
         );
     }
 }
+
+#[tokio::test]
+async fn the_callers_deadline_ends_every_child_and_the_tree_still_answers() {
+    let model = Arc::new(TreeModel::new(8, Child::HangsInStream));
+    let engine = tree_engine(&model, vec![helper()], "deadline");
+    let policy = LoopPolicy {
+        deadline_ms: Some(300),
+        finalize_grace_ms: 1_000,
+        ..LoopPolicy::default()
+    };
+    let (_, outcome) = run(&engine, TurnRequest::new("m", "go").with_policy(policy)).await;
+    assert_eq!(outcome.reason, StopReason::Deadline);
+    assert!(
+        outcome.answer.is_some_and(|a| !a.trim().is_empty()),
+        "the caller answers"
+    );
+    assert_eq!(
+        model.open.load(Ordering::SeqCst),
+        0,
+        "no model stream left open"
+    );
+    assert!(outcome.stats.delegated.agents >= 4, "{:?}", outcome.stats);
+}

@@ -1,11 +1,11 @@
 //! Keeping logs where reattaching clients find them: in memory for the grace period after
-//! a turn ends, and, with several instances, copied into the database.
+//! a turn ends, and, with several instances, copied into the database when a client of
+//! another instance asks for one.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use buddy_store::StoredEvent;
-use tokio::task::JoinHandle;
 
 use super::watch::PAGE;
 use crate::state::{AppState, Inner};
@@ -13,100 +13,118 @@ use crate::turn_log::{EventLog, LogItem, Next};
 
 /// How long a batch of events waits for more before it is written (a model reply's
 /// events come in a burst): below `POLL`, so a watcher elsewhere is no further behind
-/// than its own polling makes it, and one statement per burst instead of several. A
-/// log's end is written at once.
+/// than its own polling makes it, and one statement per burst instead of several. The
+/// first batch (what the log held when it was asked for) and a log's end are written at
+/// once.
 const LINGER: Duration = Duration::from_millis(100);
 /// Logs never finished (their instance died) are forgotten after this long.
 const ABANDONED_AFTER: Duration = Duration::from_secs(24 * 3600);
 
 impl AppState {
-    /// Keeps a log where reattaching clients find it (and, with several instances, in the
-    /// database too) until [`KeptLog::ended`] and the grace period after.
+    /// Keeps a log where reattaching clients find it until [`KeptLog::ended`] and the
+    /// grace period after; with several instances it is copied into the database once
+    /// another instance asks for it ([`AppState::copy_logs_when_asked`]).
     pub(crate) fn keep_log<T: LogItem>(&self, log: &Arc<EventLog<T>>) -> KeptLog<T> {
         T::registry(&self.inner.logs).insert(log);
         KeptLog {
             state: self.clone(),
             log: Arc::clone(log),
-            persisting: self.persist_log(log),
         }
     }
 
-    /// With several instances, copies a log's events into the database as they come
-    /// (in batches: whatever arrived within `LINGER` of a batch's first event), so any instance
-    /// can serve a reattaching client. The handle ends once the log's end is written.
-    fn persist_log<T: LogItem>(&self, log: &Arc<EventLog<T>>) -> Option<JoinHandle<()>> {
-        let coordinator = Arc::clone(&self.inner.coordinator);
-        if !coordinator.shares_events() {
-            return None;
-        }
-        let mut watch = log.watch(0);
-        let id = log.id.clone();
-        let owner = log.owner.clone();
-        Some(tokio::spawn(async move {
-            loop {
-                let first = watch.next().await;
-                let mut batch = Vec::new();
-                // A log that closed without a terminal event is marked ended all the same.
-                let mut ended = first.is_none();
-                // Adds an event to the batch; true when it is the log's last.
-                let add = |next: Next<T>, batch: &mut Vec<StoredEvent>| {
-                    let Next::Event(seq, item) = next else {
-                        return false;
-                    };
-                    batch.push(StoredEvent {
-                        seq,
-                        name: item.name().to_owned(),
-                        data: item.json().into_owned(),
-                    });
-                    item.is_terminal()
-                };
-                if let Some(first) = first {
-                    ended |= add(first, &mut batch);
-                }
-                if !ended && !batch.is_empty() {
-                    tokio::time::sleep(LINGER).await;
-                }
-                while batch.len() < PAGE {
-                    match watch.try_next() {
-                        Some(next) => ended |= add(next, &mut batch),
-                        None => break,
-                    }
-                }
-                if batch.is_empty() && !ended {
-                    // Only a gap (this copy fell a whole log's bound behind): nothing to write.
-                    continue;
-                }
-                let mut tries = 0;
-                while let Err(e) = coordinator.append_events(&id, &owner, &batch, ended).await {
-                    tries += 1;
-                    if tries == 3 {
-                        tracing::error!(log = %id, error = %e, "turn events not kept for other instances");
-                        break;
-                    }
-                    tokio::time::sleep(Duration::from_millis(100 * tries)).await;
-                }
-                if ended {
-                    return;
+    /// With several instances, copies the logs other instances ask for (a client there
+    /// reattaches to a turn of this one), while the server runs: events are written to
+    /// the database only for turns someone elsewhere watches.
+    pub(crate) fn copy_logs_when_asked(&self) {
+        let mut requests = self.inner.coordinator.event_requests();
+        let weak = Arc::downgrade(&self.inner);
+        tokio::spawn(async move {
+            while let Some(id) = requests.recv().await {
+                let Some(inner) = weak.upgrade() else { return };
+                let logs = &inner.logs;
+                if let Some(log) = logs.get::<buddy_core::ChatEvent>(&id) {
+                    copy_log(&inner, log);
+                } else if let Some(log) = logs.get::<crate::turn_log::Frame>(&id) {
+                    copy_log(&inner, log);
                 }
             }
-        }))
+        });
     }
+}
+
+/// Copies a log's events into the database from its first (in batches: whatever arrived
+/// within `LINGER` of a batch's first event), unless a copy is under way already; the
+/// copy ends once the log's end is written.
+fn copy_log<T: LogItem>(inner: &Inner, log: Arc<EventLog<T>>) {
+    if !log.start_copy() {
+        return;
+    }
+    let coordinator = Arc::clone(&inner.coordinator);
+    let mut watch = log.watch(0);
+    let id = log.id.clone();
+    let owner = log.owner.clone();
+    tokio::spawn(async move {
+        let mut first_batch = true;
+        loop {
+            let first = watch.next().await;
+            let mut batch = Vec::new();
+            // A log that closed without a terminal event is marked ended all the same.
+            let mut ended = first.is_none();
+            // Adds an event to the batch; true when it is the log's last.
+            let add = |next: Next<T>, batch: &mut Vec<StoredEvent>| {
+                let Next::Event(seq, item) = next else {
+                    return false;
+                };
+                batch.push(StoredEvent {
+                    seq,
+                    name: item.name().to_owned(),
+                    data: item.json().into_owned(),
+                });
+                item.is_terminal()
+            };
+            if let Some(first) = first {
+                ended |= add(first, &mut batch);
+            }
+            if !ended && !batch.is_empty() && !first_batch {
+                tokio::time::sleep(LINGER).await;
+            }
+            first_batch = false;
+            while batch.len() < PAGE {
+                match watch.try_next() {
+                    Some(next) => ended |= add(next, &mut batch),
+                    None => break,
+                }
+            }
+            if batch.is_empty() && !ended {
+                // Only a gap (this copy fell a whole log's bound behind): nothing to write.
+                continue;
+            }
+            let mut tries = 0;
+            while let Err(e) = coordinator.append_events(&id, &owner, &batch, ended).await {
+                tries += 1;
+                if tries == 3 {
+                    tracing::error!(log = %id, error = %e, "turn events not kept for other instances");
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100 * tries)).await;
+            }
+            if ended {
+                return;
+            }
+        }
+    });
 }
 
 /// A log kept for reattaching clients.
 pub(crate) struct KeptLog<T> {
     state: AppState,
     log: Arc<EventLog<T>>,
-    persisting: Option<JoinHandle<()>>,
 }
 
 impl<T: LogItem> KeptLog<T> {
-    /// Once the log has ended: waits until its end is in the database (with several
-    /// instances), then forgets it when the grace period has passed.
+    /// Once the log has ended: forgets it when the grace period has passed (a copy for
+    /// another instance under way holds it until its end is written).
     pub(crate) async fn ended(self) {
-        if let Some(persisting) = self.persisting {
-            let _ = persisting.await;
-        }
         let inner = &self.state.inner;
         // Within the budget of ended logs: those that ended first go first (this one too,
         // when it alone is larger).

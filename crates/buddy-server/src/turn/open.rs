@@ -42,6 +42,7 @@ pub(crate) async fn open(
     let CountedHistory {
         messages: mut history,
         mut counts,
+        ..
     } = history;
     let (conversation_id, lease, user_stored) =
         record(state, caller, &turn_id, &cancel, place, &history, &spec).await?;
@@ -82,7 +83,7 @@ async fn place(
             let lease = state.claim(turn_id, None, &caller.owner, cancel).await?;
             let history = CountedHistory {
                 messages: history,
-                counts: Vec::new(),
+                ..CountedHistory::default()
             };
             (Place::Ephemeral(lease), history)
         }
@@ -98,7 +99,7 @@ async fn place(
                         .await
                         .map(|messages| CountedHistory {
                             messages,
-                            counts: Vec::new(),
+                            ..CountedHistory::default()
                         })
                 }
                 // With the counts kept with the messages: they are not counted again.
@@ -121,7 +122,7 @@ async fn place(
             let system = spec.resolved.system.iter().map(Message::system).collect();
             let history = CountedHistory {
                 messages: system,
-                counts: Vec::new(),
+                ..CountedHistory::default()
             };
             (Place::New, history)
         }
@@ -177,8 +178,8 @@ async fn after_turn(
     messages.truncate(end);
     turns.truncate(end);
     let history = CountedHistory {
-        counts: Vec::new(),
         messages,
+        ..CountedHistory::default()
     };
     Ok((Place::Branch(turns), history))
 }
@@ -242,23 +243,16 @@ async fn record(
             };
             let branch = !copied_turns.is_empty();
             let (first, user_stored) = first(!branch);
-            let opened = store.open_turn(TurnOpening {
+            // Written and claimed together: a refused claim keeps nothing.
+            let opening = TurnOpening {
                 messages: &first.messages,
                 counts: &first.counts,
                 copied: if branch { history } else { &[] },
                 copied_turns: &copied_turns,
                 ..opening
-            });
-            let id = opened.await?;
-            // A new conversation is claimed once it exists; if that is refused, the
-            // conversation made for this turn goes too.
-            match state.claim(turn_id, Some(&id), &caller.owner, cancel).await {
-                Ok(lease) => (Some(id), lease, user_stored),
-                Err(e) => {
-                    let _ = store.delete_conversation(&id).await;
-                    return Err(e);
-                }
-            }
+            };
+            let (id, lease) = state.open_claimed(opening, cancel).await?;
+            (Some(id), lease, user_stored)
         }
     })
 }

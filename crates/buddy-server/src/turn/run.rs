@@ -157,7 +157,7 @@ impl Running {
         };
         let (outcome, terminal) = tokio::join!(self.engine.run(self.request, inner_tx), forward);
         let sink = self.sink.as_deref();
-        let (reason, terminal) = close(store, sink, &outcome, terminal).await;
+        let (reason, terminal, closed) = close(store, sink, &outcome, terminal).await;
         let stats = &outcome.stats;
         observe_turn(reason, stats, &names.provider, &names.model, &names.key);
         if let Some(messages) = self.messages {
@@ -168,8 +168,9 @@ impl Running {
         tracing::info!(turn = %names.turn, conversation = ?sink.map(|s| &s.conversation), key = %names.key,
             reason = %reason, model_calls = stats.model_calls, tool_calls = stats.tool_calls, "turn ended");
         // Free the conversation and the key's slot before the client hears the turn
-        // ended, so that its next message is never refused as concurrent.
-        self.lease.release().await;
+        // ended, so that its next message is never refused as concurrent (a store that
+        // keeps the claims ended it with the closing write).
+        self.lease.release_closed(closed).await;
         match terminal {
             Some(terminal) => {
                 log.push(terminal);
@@ -190,16 +191,17 @@ struct Names {
 }
 
 /// Closes a stored turn (its last messages, stop reason, stats and tape); the reason
-/// and terminal event become `store_error` when that write fails.
+/// and terminal event become `store_error` when that write fails. The flag says the
+/// closing write was made.
 async fn close(
     store: &dyn Store,
     sink: Option<&StoreSink>,
     outcome: &TurnOutcome,
     terminal: Option<ChatEvent>,
-) -> (StopReason, Option<ChatEvent>) {
+) -> (StopReason, Option<ChatEvent>, bool) {
     let reason = outcome.reason;
     let Some(sink) = sink else {
-        return (reason, terminal);
+        return (reason, terminal, false);
     };
     // The tape lets an operator replay the turn under another policy later.
     let tape = serde_json::to_string(&outcome.tape).ok();
@@ -219,7 +221,7 @@ async fn close(
         Err(e) => Err(e),
     };
     let Err(e) = stored else {
-        return (reason, terminal);
+        return (reason, terminal, true);
     };
     tracing::error!(turn = %sink.turn, error = %e, "turn end not stored");
     let reason = StopReason::StoreError;
@@ -231,5 +233,5 @@ async fn close(
         ),
         stats: outcome.stats,
     };
-    (reason, Some(terminal))
+    (reason, Some(terminal), false)
 }

@@ -1,19 +1,21 @@
 //! Writing a turn's messages to the store, a whole round at a time.
 
-use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use buddy_core::{BoxFuture, Message, MessageSink, RecordError, TokenCount};
 use buddy_store::{CountedHistory, Store};
 
-/// Writes a turn's messages to the store. An assistant message that calls tools is
-/// written at once (so a crash mid-tool still shows what was running); the results of
-/// its calls are kept back until all are in, then written together in one transaction.
-/// The user's message usually went in with the turn's opening, and the answer goes in
-/// with the turn's end, so a turn of n rounds writes 2n + 2 times. A failed write is
-/// reported to the engine, which stops the turn and writes nothing more, so the store
-/// holds whole rounds, or a last call message with no results at all — which the next
-/// turn answers as interrupted before going on.
+/// Writes a turn's messages to the store, two writes per tool round: an assistant
+/// message that calls tools goes in at once, before its tools run (so a crash mid-tool
+/// still shows what was running), with what was kept back since the last write (buddy's
+/// notes); the round's results go in together the moment the last of them is in —
+/// before the model is called again, so nothing a tool produced is ever lost to a
+/// crash. The user's message usually went in with the turn's opening (else it goes at
+/// once), and the answer goes in with the turn's end: with its opening, a turn of n tool
+/// rounds writes 2n + 2 times, whatever the calls per round. A crash mid-round loses only the results
+/// of calls still running, which the next turn answers as interrupted. A failed write
+/// is reported to the engine, which stops the turn and writes nothing more, so the
+/// store holds whole rounds, or a last call message with no results at all.
 pub(crate) struct StoreSink {
     store: Arc<dyn Store>,
     pub(crate) conversation: String,
@@ -21,14 +23,16 @@ pub(crate) struct StoreSink {
     pending: Mutex<Round>,
 }
 
-/// Messages waiting for their round to be complete, with their token counts.
+/// Messages kept back until the next call message or the turn's end, with their token
+/// counts.
 #[derive(Default)]
 struct Round {
     kept: CountedHistory,
-    open_calls: HashSet<String>,
     /// The user's message went in with the turn's opening: the engine's record of it,
     /// the turn's first, is already kept.
     user_stored: bool,
+    /// Calls of the latest call message still waiting for their result.
+    open_calls: usize,
 }
 
 impl Round {
@@ -62,12 +66,7 @@ impl StoreSink {
             return Ok(());
         }
         self.store
-            .append_counted(
-                &self.conversation,
-                &self.turn,
-                &batch.messages,
-                &batch.counts,
-            )
+            .append_history(&self.conversation, &self.turn, &batch)
             .await
             .map_err(|e| {
                 tracing::error!(conversation = %self.conversation, turn = %self.turn, error = %e, "messages not stored");
@@ -100,7 +99,7 @@ impl MessageSink for StoreSink {
 }
 
 impl StoreSink {
-    /// Keeps `message` back until its round is whole, then writes the round.
+    /// Keeps `message` back, or writes it with what was kept when it calls tools.
     fn keep<'a>(
         &'a self,
         message: &'a Message,
@@ -117,30 +116,40 @@ impl StoreSink {
                 }
                 round.kept.messages.push(message.clone());
                 round.kept.counts.push(count);
+                // Stored as made, not as written: a round's results keep the time they
+                // came in, so a call's message and its results bound the tool's time.
+                round.kept.times_ms.push(unix_ms());
                 match message {
+                    // The call message goes out now, with what waited for it.
                     Message::Assistant { tool_calls, .. } if !tool_calls.is_empty() => {
-                        round
-                            .open_calls
-                            .extend(tool_calls.iter().map(|c| c.id.clone()));
-                        // The call message goes out now; its results will follow together.
+                        round.open_calls = tool_calls.len();
                         round.take()
                     }
-                    Message::Tool { tool_call_id, .. } => {
-                        round.open_calls.remove(tool_call_id);
-                        if round.open_calls.is_empty() {
+                    // The user's message (when the opening could not take it: it follows
+                    // the answers to a crashed turn's calls) is never kept back.
+                    Message::User { .. } => round.take(),
+                    // The round's last result: the round's results go out together.
+                    Message::Tool { .. } => {
+                        round.open_calls = round.open_calls.saturating_sub(1);
+                        if round.open_calls == 0 {
                             round.take()
                         } else {
                             CountedHistory::default()
                         }
                     }
-                    // An answer waits for the turn's end, to be written with it; a message
-                    // after it (the turn went on) takes it along.
-                    Message::Assistant { .. } => CountedHistory::default(),
-                    _ if round.open_calls.is_empty() => round.take(),
+                    // An answer, a note: with the next call message or the end.
                     _ => CountedHistory::default(),
                 }
             };
             self.write(batch).await
         })
     }
+}
+
+/// Now, in milliseconds since the Unix epoch.
+fn unix_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
 }

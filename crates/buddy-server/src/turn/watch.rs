@@ -25,6 +25,9 @@ use crate::turn_log::LogItem;
 const POLL: Duration = Duration::from_millis(150);
 /// How long a running turn of another instance may take to write its first events.
 const FIRST_EVENTS_WITHIN: Duration = Duration::from_secs(5);
+/// How long the instance keeping a log that is not running (it ended there, within its
+/// grace period) may take to copy it when asked; past it, no instance has it.
+const COPIED_WITHIN: Duration = Duration::from_secs(1);
 /// Events read from the database at once.
 pub(crate) const PAGE: usize = 500;
 /// How long a turn may be gone from every instance, its log unfinished, before a
@@ -112,13 +115,18 @@ pub(crate) async fn remote_frames(
     if !coordinator.shares_events() {
         return Err(gone(state, log_id));
     }
-    // A turn just started elsewhere may not have written its first events yet.
+    // Events are copied into the database only when asked for: the instance keeping
+    // this log copies it from its first event. A turn just started elsewhere may not
+    // have written its first events yet.
+    coordinator.ask_for_events(log_id).await?;
     let mut waited = Duration::ZERO;
     let first = loop {
         if let Some(kept) = coordinator.events_after(log_id, after, PAGE).await? {
             break kept;
         }
-        if waited >= FIRST_EVENTS_WITHIN || !coordinator.is_running(turn_id).await? {
+        if waited >= FIRST_EVENTS_WITHIN
+            || (waited >= COPIED_WITHIN && !coordinator.is_running(turn_id).await?)
+        {
             return Err(gone(state, log_id));
         }
         tokio::time::sleep(POLL).await;

@@ -6,9 +6,12 @@ use sqlx::Row;
 use sqlx::postgres::PgPool;
 use tokio::sync::mpsc;
 
-use super::{CANCEL_CHANNEL, PgStore, backend};
-use crate::coordinate::{Claim, ClaimError, Coordinator, StoredEvent, StoredEvents};
-use crate::store::{StoreError, now_ms};
+use super::writes::{MessageColumns, OPEN_CLAIMED, with_messages};
+use super::{CANCEL_CHANNEL, EVENTS_CHANNEL, PgStore, backend};
+use crate::coordinate::{
+    Claim, ClaimError, Coordinator, StoredEvent, StoredEvents, open_then_claim,
+};
+use crate::store::{Store, StoreError, TurnOpening, new_id, now_ms};
 
 /// A claim in one statement: the owner's counter goes up only while under the cap (its
 /// row is locked just for this statement), and the running-turn row goes in with it; a
@@ -65,6 +68,45 @@ async fn claim_once(pool: &PgPool, claim: &Claim, instance: &str) -> Result<(), 
 impl Coordinator for PgStore {
     fn claim<'a>(&'a self, claim: &'a Claim) -> BoxFuture<'a, Result<(), ClaimError>> {
         Box::pin(claim_once(&self.inner.pool, claim, &self.inner.instance))
+    }
+
+    fn open_claimed<'a>(
+        &'a self,
+        store: &'a dyn Store,
+        opening: TurnOpening<'a>,
+        claim: &'a Claim,
+    ) -> BoxFuture<'a, Result<String, ClaimError>> {
+        // One statement where it can: this database keeps `store`'s turns, the opening
+        // makes a conversation with no history copied into it, for the claim's owner.
+        let one_write = store.claims_of() == Some(self.inner.instance.as_str())
+            && opening.conversation.is_none()
+            && opening.copied.is_empty()
+            && opening.owner == claim.owner
+            && opening.turn == claim.turn_id;
+        if !one_write {
+            return open_then_claim(self, store, opening, claim);
+        }
+        Box::pin(async move {
+            let id = new_id("conv");
+            let columns = MessageColumns::of(opening.messages, opening.counts, &[])?;
+            let max = i64::try_from(claim.max_per_owner).unwrap_or(i64::MAX);
+            let opened = with_messages(OPEN_CLAIMED, &id, &claim.turn_id, &columns)
+                .bind(opening.model)
+                .bind(&self.inner.instance)
+                .bind(opening.settings.map(serde_json::Value::to_string))
+                .bind(opening.owner)
+                .bind(&columns.times)
+                .bind(max)
+                .fetch_optional(&self.inner.pool)
+                .await
+                .map_err(backend)?;
+            match opened {
+                Some(_) => Ok(id),
+                None => Err(ClaimError::OwnerAtCap {
+                    max: claim.max_per_owner,
+                }),
+            }
+        })
     }
 
     fn release<'a>(&'a self, turn_id: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
@@ -140,6 +182,30 @@ impl Coordinator for PgStore {
                 .map_err(backend)?;
             Ok(row.is_some())
         })
+    }
+
+    fn ask_for_events<'a>(&'a self, log_id: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            sqlx::query("SELECT pg_notify($1, $2)")
+                .bind(EVENTS_CHANNEL)
+                .bind(log_id)
+                .execute(&self.inner.pool)
+                .await
+                .map_err(backend)?;
+            Ok(())
+        })
+    }
+
+    fn event_requests(&self) -> mpsc::UnboundedReceiver<String> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        if let Ok(mut requests) = self.inner.event_requests.lock() {
+            *requests = Some(tx);
+        }
+        rx
+    }
+
+    fn instance(&self) -> Option<&str> {
+        Some(&self.inner.instance)
     }
 
     fn shares_events(&self) -> bool {

@@ -21,7 +21,8 @@ mod writes;
 
 use schema::SCHEMA;
 use writes::{
-    APPEND_MESSAGES, CLOSE_TURN, MessageColumns, OPEN_CONVERSATION, OPEN_TURN, with_messages, write,
+    APPEND_MESSAGES, CLOSE_TURN, FINISH_TURN, MessageColumns, OPEN_CONVERSATION, OPEN_TURN,
+    with_messages, write,
 };
 
 use crate::store::{
@@ -32,6 +33,8 @@ use crate::store::{
 
 /// The channel cancel requests travel on.
 const CANCEL_CHANNEL: &str = "buddy_cancel";
+/// The channel requests to copy a log's events travel on.
+const EVENTS_CHANNEL: &str = "buddy_events";
 /// How often an instance says it is alive.
 const HEARTBEAT: Duration = Duration::from_secs(5);
 /// An instance silent for this long is gone: its unfinished turns are `interrupted`
@@ -49,6 +52,8 @@ struct Inner {
     /// This process's id among the instances sharing the database.
     instance: String,
     cancels: Mutex<Option<mpsc::UnboundedSender<String>>>,
+    /// Where requests to copy a log's events go (see `Coordinator::event_requests`).
+    event_requests: Mutex<Option<mpsc::UnboundedSender<String>>>,
 }
 
 /// A stored `fork_before`; a negative one (never written) reads as none.
@@ -67,11 +72,25 @@ fn backend(e: sqlx::Error) -> StoreError {
     }
 }
 
+/// A pooled connection idle for longer than this is checked before use (a dead one is
+/// replaced); one used more recently goes straight to its statement. sqlx's default
+/// checks every connection on every use: a round trip of its own before each statement.
+const CHECK_IDLE_AFTER: Duration = Duration::from_secs(1);
+
 /// A pool of at most `connections` to `url`; an error says what to check.
 async fn pool(url: &str, connections: u32) -> Result<PgPool, StoreError> {
     PgPoolOptions::new()
         .max_connections(connections)
         .acquire_timeout(Duration::from_secs(10))
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for > CHECK_IDLE_AFTER {
+                    sqlx::Connection::ping(conn).await?;
+                }
+                Ok(true)
+            })
+        })
         .connect(url)
         .await
         .map_err(|e| {
@@ -101,6 +120,7 @@ impl PgStore {
             pool,
             instance,
             cancels: Mutex::new(None),
+            event_requests: Mutex::new(None),
         });
         inner.heartbeat().await?;
         inner.sweep().await?;
@@ -109,7 +129,10 @@ impl PgStore {
         let mut listener = PgListener::connect_with(&inner.pool)
             .await
             .map_err(backend)?;
-        listener.listen(CANCEL_CHANNEL).await.map_err(backend)?;
+        listener
+            .listen_all([CANCEL_CHANNEL, EVENTS_CHANNEL])
+            .await
+            .map_err(backend)?;
         tokio::spawn(listen(listener, weak));
         Ok(PgStore { inner })
     }
@@ -123,6 +146,7 @@ impl PgStore {
                 pool,
                 instance: "reader".to_owned(),
                 cancels: Mutex::new(None),
+                event_requests: Mutex::new(None),
             }),
         })
     }
@@ -201,14 +225,18 @@ async fn listen(mut listener: PgListener, inner: Weak<Inner>) {
         let Some(inner) = inner.upgrade() else { return };
         match notification {
             Ok(n) => {
-                if let Ok(cancels) = inner.cancels.lock()
-                    && let Some(tx) = cancels.as_ref()
+                let to = match n.channel() {
+                    EVENTS_CHANNEL => &inner.event_requests,
+                    _ => &inner.cancels,
+                };
+                if let Ok(to) = to.lock()
+                    && let Some(tx) = to.as_ref()
                 {
                     let _ = tx.send(n.payload().to_owned());
                 }
             }
             Err(e) => {
-                tracing::warn!(error = %e, "cancel listener failed; retrying");
+                tracing::warn!(error = %e, "cancel and event-request listener failed; retrying");
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
         }
@@ -280,8 +308,22 @@ impl Store for PgStore {
         counts: &'a [Option<TokenCount>],
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
-            let columns = MessageColumns::of(messages, counts)?;
-            let query = with_messages(APPEND_MESSAGES, id, turn_id, &columns);
+            let columns = MessageColumns::of(messages, counts, &[])?;
+            let query = with_messages(APPEND_MESSAGES, id, turn_id, &columns).bind(&columns.times);
+            write(query, &self.inner.pool, id).await
+        })
+    }
+
+    fn append_history<'a>(
+        &'a self,
+        id: &'a str,
+        turn_id: &'a str,
+        history: &'a CountedHistory,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            let columns =
+                MessageColumns::of(&history.messages, &history.counts, &history.times_ms)?;
+            let query = with_messages(APPEND_MESSAGES, id, turn_id, &columns).bind(&columns.times);
             write(query, &self.inner.pool, id).await
         })
     }
@@ -304,27 +346,29 @@ impl Store for PgStore {
                     Some(_) => query,
                     None => query.bind(opening.owner),
                 }
+                .bind(&columns.times)
             };
-            let columns = MessageColumns::of(opening.messages, opening.counts)?;
+            let columns = MessageColumns::of(opening.messages, opening.counts, &[])?;
             if opening.copied.is_empty() {
                 write(bind(&columns), &self.inner.pool, &id).await?;
                 return Ok(id);
             }
             // A branch: the turn, then the copied history with its own turns, then the
             // turn's first messages — one transaction.
-            let none = MessageColumns::of(&[], &[])?;
+            let none = MessageColumns::of(&[], &[], &[])?;
             let mut tx = self.inner.pool.begin().await.map_err(backend)?;
             write(bind(&none), &mut *tx, &id).await?;
             for (turn, run) in runs(opening.copied, opening.copied_turns) {
-                let copied = MessageColumns::of(run, &[])?;
+                let copied = MessageColumns::of(run, &[], &[])?;
                 write(
-                    with_messages(APPEND_MESSAGES, &id, turn, &copied),
+                    with_messages(APPEND_MESSAGES, &id, turn, &copied).bind(&copied.times),
                     &mut *tx,
                     &id,
                 )
                 .await?;
             }
-            let own = with_messages(APPEND_MESSAGES, &id, opening.turn, &columns);
+            let own =
+                with_messages(APPEND_MESSAGES, &id, opening.turn, &columns).bind(&columns.times);
             write(own, &mut *tx, &id).await?;
             tx.commit().await.map_err(backend)?;
             Ok(id)
@@ -381,25 +425,33 @@ impl Store for PgStore {
 
     fn close_turn<'a>(&'a self, closing: TurnClosing<'a>) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
+            let stats = serde_json::to_string(closing.stats).unwrap_or_default();
             if closing.last.messages.is_empty() {
-                return self
-                    .finish_turn(
-                        closing.turn,
-                        closing.reason,
-                        closing.stats,
-                        closing.error,
-                        closing.tape,
-                    )
-                    .await;
+                let query = sqlx::query(FINISH_TURN)
+                    .bind(closing.conversation)
+                    .bind(now_ms())
+                    .bind(closing.turn)
+                    .bind(closing.reason.as_str())
+                    .bind(stats)
+                    .bind(closing.error)
+                    .bind(closing.tape);
+                query.execute(&self.inner.pool).await.map_err(backend)?;
+                return Ok(());
             }
-            let columns = MessageColumns::of(&closing.last.messages, &closing.last.counts)?;
+            let last = closing.last;
+            let columns = MessageColumns::of(&last.messages, &last.counts, &last.times_ms)?;
             let query = with_messages(CLOSE_TURN, closing.conversation, closing.turn, &columns)
                 .bind(closing.reason.as_str())
-                .bind(serde_json::to_string(closing.stats).unwrap_or_default())
+                .bind(stats)
                 .bind(closing.error)
-                .bind(closing.tape);
+                .bind(closing.tape)
+                .bind(&columns.times);
             write(query, &self.inner.pool, closing.conversation).await
         })
+    }
+
+    fn claims_of(&self) -> Option<&str> {
+        Some(&self.inner.instance)
     }
 
     fn turn_tapes<'a>(

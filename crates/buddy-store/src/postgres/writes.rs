@@ -10,18 +10,23 @@ use super::backend;
 use crate::body::message_json;
 use crate::store::{StoreError, count_columns, now_ms, role};
 
-/// The end of every append: the messages (`$4`–`$7`, with the conversation `$1`, the
-/// time `$2` and the turn `$3`) numbered after `conv.base`, and that base sent back (no
-/// row back: no such conversation).
+/// The end of every append: the messages (`$4`–`$7`, with the conversation `$1` and the
+/// turn `$3`; the times they were made the statement's last parameter, named here)
+/// numbered after `conv.base`, and that base sent back (no row back: no such
+/// conversation).
 macro_rules! add_messages {
-    () => {
-        ", added AS (
+    ($times:literal) => {
+        concat!(
+            ", added AS (
     INSERT INTO buddy_messages (conversation_id, seq, turn_id, role, body, created_at_ms, tokens, token_encoding)
-    SELECT $1, conv.base + m.n, $3, m.role, m.body, $2, m.tokens, m.encoding
-    FROM conv, UNNEST($4::TEXT[], $5::TEXT[], $6::BIGINT[], $7::TEXT[])
-        WITH ORDINALITY AS m(role, body, tokens, encoding, n)
+    SELECT $1, conv.base + m.n, $3, m.role, m.body, m.at, m.tokens, m.encoding
+    FROM conv, UNNEST($4::TEXT[], $5::TEXT[], $6::BIGINT[], $7::TEXT[], ",
+            $times,
+            "::BIGINT[])
+        WITH ORDINALITY AS m(role, body, tokens, encoding, at, n)
 )
 SELECT base FROM conv"
+        )
     };
 }
 
@@ -57,18 +62,48 @@ macro_rules! add_turn {
 
 /// A round's messages in one statement (one round trip, atomic by itself): the
 /// conversation's row is locked and its `last_seq` moved past them, which numbers them
-/// in order even when two appends race; no row back means no such conversation.
-pub(super) const APPEND_MESSAGES: &str = concat!(lock_conversation!(), add_messages!());
+/// in order even when two appends race; no row back means no such conversation. `$8`:
+/// the messages' times.
+pub(super) const APPEND_MESSAGES: &str = concat!(lock_conversation!(), add_messages!("$8"));
 
-/// A turn's last messages and its end in one statement (`$8`–`$11`: stop reason, stats,
-/// error, tape); the end is recorded only with the messages.
+/// The claim of turn `$3` ended (its running row gone, its owner's count down), in any
+/// statement that ends the turn: a turn that is over holds nothing. Ending a claim
+/// twice changes nothing, so a coordinator's own release after it is harmless.
+macro_rules! end_claim {
+    () => {
+        ", released AS (
+    DELETE FROM buddy_running_turns WHERE turn_id = $3 RETURNING owner
+), slot AS (
+    UPDATE buddy_owner_turns SET running = running - 1 WHERE owner IN (SELECT owner FROM released)
+)"
+    };
+}
+
+/// A turn's last messages, its end and the end of its claim in one statement (`$8`–`$11`:
+/// stop reason, stats, error, tape; `$12` the messages' times); the end is recorded only
+/// with the messages.
 pub(super) const CLOSE_TURN: &str = concat!(
     lock_conversation!(),
     ", finish AS (
     UPDATE buddy_turns SET finished_at_ms = $2, stop_reason = $8, stats = $9, error = $10, tape = $11
     WHERE id = $3 AND EXISTS (SELECT 1 FROM conv)
 )",
-    add_messages!()
+    end_claim!(),
+    add_messages!("$12")
+);
+
+/// A turn's end with no last messages, and the end of its claim, in one statement (`$1`
+/// the conversation, `$2` the time, `$3` the turn, `$4`–`$7` stop reason, stats, error,
+/// tape), as `finish_turn` records it.
+pub(super) const FINISH_TURN: &str = concat!(
+    "WITH finish AS (
+    UPDATE buddy_turns SET finished_at_ms = $2, stop_reason = $4, stats = $5, error = $6, tape = $7
+    WHERE id = $3 AND conversation_id = $1
+    RETURNING id
+)",
+    end_claim!(),
+    "
+SELECT id FROM finish"
 );
 
 /// A batch of messages as the column arrays the appends `UNNEST`.
@@ -77,18 +112,27 @@ pub(super) struct MessageColumns<'m> {
     pub(super) bodies: Vec<String>,
     pub(super) tokens: Vec<Option<i64>>,
     pub(super) encodings: Vec<Option<&'m str>>,
+    /// When each was made: its time given, else now.
+    pub(super) times: Vec<i64>,
 }
 
 impl<'m> MessageColumns<'m> {
+    /// The columns of `messages`, with their `counts` and the `times` they were made
+    /// (either may be shorter: the rest have none, and are made now).
     pub(super) fn of(
         messages: &[Message],
         counts: &'m [Option<TokenCount>],
+        times: &[i64],
     ) -> Result<Self, StoreError> {
+        let now = now_ms();
         let mut columns = MessageColumns {
             roles: Vec::with_capacity(messages.len()),
             bodies: Vec::with_capacity(messages.len()),
             tokens: Vec::with_capacity(messages.len()),
             encodings: Vec::with_capacity(messages.len()),
+            times: (0..messages.len())
+                .map(|i| times.get(i).copied().unwrap_or(now))
+                .collect(),
         };
         for (i, message) in messages.iter().enumerate() {
             columns.roles.push(role(message));
@@ -104,7 +148,8 @@ impl<'m> MessageColumns<'m> {
 }
 
 /// `sql`, one of the statements above, with the parameters they all share bound: the
-/// conversation `$1`, the time `$2`, the turn `$3` and the messages' columns `$4`–`$7`.
+/// conversation `$1`, the time `$2`, the turn `$3` and the messages' columns `$4`–`$7`
+/// (their times are bound last, after each statement's own: `columns.times`).
 pub(super) fn with_messages<'q>(
     sql: &'static str,
     conversation: &'q str,
@@ -135,15 +180,15 @@ pub(super) async fn write<'e>(
 
 /// A turn's opening on an existing conversation in one statement: the conversation's row
 /// (locked, its settings replaced by `$10` when given), the turn's record and its first
-/// messages, numbered as `APPEND_MESSAGES` numbers them.
+/// messages (`$11` their times), numbered as `APPEND_MESSAGES` numbers them.
 pub(super) const OPEN_TURN: &str = concat!(
     lock_conversation!(",\n        settings = COALESCE($10, settings)"),
     add_turn!(),
-    add_messages!()
+    add_messages!("$11")
 );
 
 /// A turn's opening on a new conversation of owner `$11` in one statement: the
-/// conversation, the turn's record and its first messages.
+/// conversation, the turn's record and its first messages (`$12` their times).
 pub(super) const OPEN_CONVERSATION: &str = concat!(
     "WITH conv AS (
     INSERT INTO buddy_conversations (id, owner, created_at_ms, updated_at_ms, settings, last_seq)
@@ -151,5 +196,29 @@ pub(super) const OPEN_CONVERSATION: &str = concat!(
     RETURNING 0::BIGINT AS base
 )",
     add_turn!(),
-    add_messages!()
+    add_messages!("$12")
+);
+
+/// A turn's opening on a new conversation and its claim in one statement: the owner
+/// `$11`'s count of running turns goes up while under `$13` and the running turn's row
+/// goes in with it (as the coordinator's claim does), and only then the conversation,
+/// the turn's record and its first messages (`$12` their times). No row back: the owner
+/// is at its cap, and nothing was written.
+pub(super) const OPEN_CLAIMED: &str = concat!(
+    "WITH slot AS (
+    INSERT INTO buddy_owner_turns (owner, running) VALUES ($11, 1)
+    ON CONFLICT (owner) DO UPDATE SET running = buddy_owner_turns.running + 1
+    WHERE buddy_owner_turns.running < $13
+    RETURNING running
+), claimed AS (
+    INSERT INTO buddy_running_turns (turn_id, conversation_id, owner, instance, started_at_ms)
+    SELECT $3, $1, $11, $9, $2 FROM slot
+    RETURNING turn_id
+), conv AS (
+    INSERT INTO buddy_conversations (id, owner, created_at_ms, updated_at_ms, settings, last_seq)
+    SELECT $1, $11, $2, $2, $10, cardinality($4::TEXT[]) FROM claimed
+    RETURNING 0::BIGINT AS base
+)",
+    add_turn!(),
+    add_messages!("$12")
 );

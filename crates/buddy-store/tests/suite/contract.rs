@@ -457,6 +457,7 @@ async fn closings(store: &dyn Store) {
             encoding: "o200k_base/1".into(),
             tokens: 3,
         })],
+        ..CountedHistory::default()
     };
     let stats = TurnStats {
         model_calls: 1,
@@ -783,6 +784,7 @@ async fn sqlite_keeps_the_store_contract() {
     concurrent_rounds(&store).await;
     long_messages(&store).await;
     counts(&store).await;
+    timed_appends(&store).await;
     // Read back through a file as well (the long rows are blobs on disk).
     let dir = tempfile::tempdir().unwrap();
     let file = SqliteStore::open(&dir.path().join("long.db")).unwrap();
@@ -817,6 +819,7 @@ async fn postgres_keeps_the_store_contract() {
     concurrent_rounds(&store).await;
     long_messages(&store).await;
     counts(&store).await;
+    timed_appends(&store).await;
 }
 
 /// A database written before messages were numbered from the conversation's row: its
@@ -942,4 +945,67 @@ async fn postgres_keeps_a_damaged_row_to_its_conversation() {
             .unwrap();
     })
     .await;
+}
+
+/// Messages written after they were made keep the times they were made
+/// ([`Store::append_history`], a closing); those without one take the write's time.
+async fn timed_appends(store: &dyn Store) {
+    let turn = buddy_store::new_id("turn");
+    let id = store
+        .open_turn(opening(None, &turn, None, &[Message::user("Hi")]))
+        .await
+        .unwrap();
+    let before = now_ms();
+    let round = CountedHistory {
+        messages: vec![
+            Message::assistant("Thinking."),
+            Message::tool_result("call_1", "done", false),
+            Message::assistant("Still thinking."),
+        ],
+        counts: vec![],
+        times_ms: vec![1_000, 2_000],
+    };
+    store.append_history(&id, &turn, &round).await.unwrap();
+    let last = CountedHistory {
+        messages: vec![Message::assistant("Hello.")],
+        counts: vec![],
+        times_ms: vec![3_000],
+    };
+    let stats = TurnStats::default();
+    store
+        .close_turn(TurnClosing {
+            conversation: &id,
+            turn: &turn,
+            last: &last,
+            reason: StopReason::Completed,
+            stats: &stats,
+            error: None,
+            tape: None,
+        })
+        .await
+        .unwrap();
+    let detail = store.get_conversation(&id).await.unwrap().unwrap();
+    assert_eq!(
+        detail.messages,
+        [
+            &[Message::user("Hi")][..],
+            &round.messages[..],
+            &last.messages[..]
+        ]
+        .concat()
+    );
+    let times = &detail.message_times_ms;
+    assert_eq!(times[1..3], [1_000, 2_000]);
+    assert!(times[3] >= before, "no time given: the write's ({times:?})");
+    assert_eq!(times[4], 3_000);
+    // A conversation that is gone is not found, whatever the times.
+    let gone = store.append_history("conv_missing", &turn, &round).await;
+    assert!(matches!(gone, Err(StoreError::NotFound(_))), "{gone:?}");
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
 }

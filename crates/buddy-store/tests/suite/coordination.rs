@@ -1,6 +1,10 @@
 //! Running turns across instances: two `PgStore`s on one database are two instances.
 
-use buddy_store::{Claim, ClaimError, Coordinator, LocalCoordinator, PgStore};
+use buddy_core::{Message, StopReason, TurnStats};
+use buddy_store::{
+    Claim, ClaimError, Coordinator, CountedHistory, LocalCoordinator, PgStore, SqliteStore, Store,
+    TurnClosing, TurnOpening,
+};
 
 fn claim(turn: &str, conversation: Option<&str>, owner: &str, max: usize) -> Claim {
     Claim {
@@ -138,4 +142,148 @@ async fn racing_claims_never_pass_the_cap_or_share_a_conversation() {
             .await
             .unwrap();
     }
+}
+
+/// A new conversation's opening and its turn's claim ([`Coordinator::open_claimed`]):
+/// both kept, or (the key at its cap) neither; and a closing in a store that keeps the
+/// coordinator's claims ([`Store::claims_of`]) ends the claim with it.
+async fn openings_with_claims(store: &dyn Store, coordinator: &dyn Coordinator, tag: &str) {
+    let owner = format!("erin_{tag}");
+    let turn = format!("turn_open_{tag}");
+    let first = [Message::user("Hi")];
+    let opening = |turn: &'static str| TurnOpening {
+        conversation: None,
+        owner: "",
+        turn,
+        model: "m",
+        settings: None,
+        messages: &[],
+        counts: &[],
+        copied: &[],
+        copied_turns: &[],
+    };
+    let open = TurnOpening {
+        owner: &owner,
+        turn: &turn,
+        messages: &first,
+        ..opening("")
+    };
+    let id = coordinator
+        .open_claimed(store, open, &claim(&turn, None, &owner, 1))
+        .await
+        .unwrap();
+    assert_eq!(store.load_messages(&id).await.unwrap(), first);
+    assert_eq!(
+        coordinator.running_on(&id).await.unwrap(),
+        Some(turn.clone())
+    );
+    assert!(coordinator.is_running(&turn).await.unwrap());
+
+    // At the key's cap: refused, and nothing of the opening is kept.
+    let refused_turn = format!("turn_refused_{tag}");
+    let refused = coordinator
+        .open_claimed(
+            store,
+            TurnOpening {
+                owner: &owner,
+                turn: &refused_turn,
+                messages: &first,
+                ..opening("")
+            },
+            &claim(&refused_turn, None, &owner, 1),
+        )
+        .await;
+    assert!(
+        matches!(refused, Err(ClaimError::OwnerAtCap { max: 1 })),
+        "{refused:?}"
+    );
+    let listed = store.list_conversations(Some(&owner)).await.unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert!(!coordinator.is_running(&refused_turn).await.unwrap());
+
+    // The turn's end: where the store keeps this coordinator's claims, the closing ends
+    // the claim too; elsewhere the coordinator's release does.
+    let kept_here = store.claims_of().is_some() && store.claims_of() == coordinator.instance();
+    let stats = TurnStats::default();
+    store
+        .close_turn(TurnClosing {
+            conversation: &id,
+            turn: &turn,
+            last: &CountedHistory::default(),
+            reason: StopReason::Completed,
+            stats: &stats,
+            error: None,
+            tape: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(coordinator.is_running(&turn).await.unwrap(), !kept_here);
+    // Releasing after the closing changes nothing more (a claim ends once).
+    coordinator.release(&turn).await.unwrap();
+    coordinator.release(&turn).await.unwrap();
+    assert_eq!(coordinator.running_on(&id).await.unwrap(), None);
+    // The key's place is free again, once.
+    let next = format!("turn_next_{tag}");
+    coordinator
+        .claim(&claim(&next, Some(&id), &owner, 1))
+        .await
+        .unwrap();
+    let over = coordinator
+        .claim(&claim(&format!("turn_over_{tag}"), None, &owner, 1))
+        .await;
+    assert!(
+        matches!(over, Err(ClaimError::OwnerAtCap { max: 1 })),
+        "{over:?}"
+    );
+    coordinator.release(&next).await.unwrap();
+}
+
+#[tokio::test]
+async fn one_process_opens_and_claims_in_two_writes() {
+    let store = SqliteStore::in_memory().unwrap();
+    let local = LocalCoordinator::default();
+    assert_eq!(store.claims_of(), None);
+    assert_eq!(local.instance(), None);
+    openings_with_claims(&store, &local, "local").await;
+    // One process has no other instance to ask for events: the requests never come.
+    assert!(local.event_requests().recv().await.is_none());
+    local.ask_for_events("log_nowhere").await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_opens_and_claims_in_one_write_and_its_closing_ends_the_claim() {
+    let url = super::postgres_url();
+    let pg = PgStore::connect(&url).await.unwrap();
+    let tag = pg.instance().to_owned();
+    assert_eq!(Store::claims_of(&pg), Some(tag.as_str()));
+    assert_eq!(Coordinator::instance(&pg), Some(tag.as_str()));
+    openings_with_claims(&pg, &pg, &tag).await;
+    // PostgreSQL's store under a coordinator of its own (not one that keeps its claims
+    // there): the opening and the claim go apart, and the claim is the coordinator's.
+    let local = LocalCoordinator::default();
+    openings_with_claims(&pg, &local, &format!("{tag}_local")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_for_events_reaches_every_instance() {
+    let url = super::postgres_url();
+    let (a, b) = (
+        PgStore::connect(&url).await.unwrap(),
+        PgStore::connect(&url).await.unwrap(),
+    );
+    let mut at_a = a.event_requests();
+    let log = format!("turn_watched_{}", a.instance());
+    b.ask_for_events(&log).await.unwrap();
+    let heard = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        loop {
+            match at_a.recv().await {
+                Some(asked) if asked == log => return asked,
+                Some(_) => continue,
+                None => panic!("the event-request channel closed"),
+            }
+        }
+    })
+    .await
+    .expect("A hears the request sent through B");
+    assert_eq!(heard, log);
 }
