@@ -238,8 +238,10 @@ async fn an_unattended_turn_declines_by_default_and_cancels_if_told() {
 
 #[tokio::test(start_paused = true)]
 async fn nobody_answering_in_time_is_a_cancel() {
-    let mut policy = LoopPolicy::default();
-    policy.elicitation_timeout_secs = 5;
+    let policy = LoopPolicy {
+        elicitation_timeout_secs: 5,
+        ..LoopPolicy::default()
+    };
     let desk = Arc::new(ElicitationDesk::new());
     let (events, outcome) = attended(
         TurnRequest::new("m", "go").with_policy(policy),
