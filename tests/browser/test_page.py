@@ -154,7 +154,7 @@ for line in sys.stdin:
         send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": "no such method"}})
 """
 
-SCENARIOS["signup"] = {
+SIGNUP = {
     "name": "signup", "prompt": "sign me up",
     "expect": {"stop_reason": "completed", "model_calls": 2, "tool_calls": 1},
     "rules": [
@@ -180,21 +180,11 @@ def server():
         (scenarios / f"{name}.json").write_text(json.dumps(scenario))
     sandbox = work / "sandbox"
     sandbox.mkdir()
-    (work / "asking.py").write_text(ASKING_SERVER)
-    # MCP tools go to the turns of HTTP providers: buddy's mock server plays `signup` as one.
-    mock_port = free_port()
-    mock = subprocess.Popen(
-        [str(BUDDY), "mock-server", "--listen", f"127.0.0.1:{mock_port}", "--scenarios", str(scenarios)],
-        cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    # One scenario has a price, so its turns show what they cost; one MCP server asks.
+    # One scenario has a price, so its turns show what they cost.
     (work / "buddy.toml").write_text(
         '[providers.scripted]\nkind = "scripted"\n'
         '[providers.scripted.prices]\n"scripted:chain_3_steps" = { input = 1000, output = 2000 }\n'
         '"scripted:delegating" = { input = 1000, output = 2000 }\n'
-        f'[providers.mock]\nkind = "openai"\nbase_url = "http://127.0.0.1:{mock_port}/v1"\nmodel = "signup"\n'
-        '[[mcp]]\nname = "asking"\ncommand = ["python3", "asking.py"]\n'
-        '[approval.skills]\n"asking__signup" = "never"\n'
     )
     port = free_port()
     proc = subprocess.Popen(
@@ -213,12 +203,11 @@ def server():
             assert time.time() < deadline, "buddy serve did not start"
             time.sleep(0.1)
     yield {"url": base, "sandbox": sandbox}
-    for p in (proc, mock):
-        p.terminate()
-        try:
-            p.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            p.kill()
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
     shutil.rmtree(work, ignore_errors=True)
 
 
@@ -455,8 +444,58 @@ def test_a_call_waiting_for_approval_gets_buttons(page, server):
     expect(page.locator(".msg.assistant").last).to_contain_text("show it here instead")
 
 
-def test_a_servers_question_is_a_form_whose_answer_reaches_the_server(page, server):
-    open_page(page, server)
+def start_serve(work, args):
+    """`buddy serve` on a free port in `work` with `args`; its base URL and process."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(BUDDY), "serve", "--listen", f"127.0.0.1:{port}", "--db", str(work / "buddy.db"),
+         "--api-key", KEY] + args,
+        cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 30
+    while True:
+        try:
+            urllib.request.urlopen(base + "/healthz", timeout=1)
+            return base, proc
+        except OSError:
+            assert proc.poll() is None, "buddy serve exited"
+            assert time.time() < deadline, "buddy serve did not start"
+            time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def asking_server():
+    """A `buddy serve` whose model (buddy's mock server playing `signup`, an HTTP provider:
+    MCP tools go to those turns) calls the tool of an MCP server that elicits."""
+    work = Path(tempfile.mkdtemp(prefix="buddy-browser-asking-"))
+    scenarios = work / "scenarios"
+    scenarios.mkdir()
+    (scenarios / "signup.json").write_text(json.dumps(SIGNUP))
+    (work / "asking.py").write_text(ASKING_SERVER)
+    mock_port = free_port()
+    mock = subprocess.Popen(
+        [str(BUDDY), "mock-server", "--listen", f"127.0.0.1:{mock_port}", "--scenarios", str(scenarios)],
+        cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    (work / "buddy.toml").write_text(
+        f'[providers.mock]\nkind = "openai"\nbase_url = "http://127.0.0.1:{mock_port}/v1"\nmodel = "signup"\n'
+        '[[mcp]]\nname = "asking"\ncommand = ["python3", "asking.py"]\n'
+        '[approval.skills]\n"asking__signup" = "never"\n'
+    )
+    base, proc = start_serve(work, [])
+    yield {"url": base}
+    for p in (proc, mock):
+        p.terminate()
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def test_a_servers_question_is_a_form_whose_answer_reaches_the_server(page, asking_server):
+    open_page(page, asking_server)
     ask(page, "signup", "sign me up")
     form = page.locator("form.elicitation")
     expect(form).to_be_visible(timeout=20000)
