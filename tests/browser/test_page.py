@@ -120,6 +120,50 @@ SCENARIOS = {
 }
 
 
+# An MCP server (stdio) whose `signup` asks the person for a form over `input_required`
+# and answers with what came back: the page shows the form, the answer reaches it.
+ASKING_SERVER = r"""
+import json, sys
+def send(obj):
+    sys.stdout.write(json.dumps(obj) + "\n"); sys.stdout.flush()
+FORM = {"type": "object", "properties": {
+    "name": {"type": "string", "title": "Your name", "minLength": 1},
+    "plan": {"type": "string", "title": "Plan", "enum": ["basic", "pro"], "default": "basic"},
+    "age": {"type": "integer", "title": "Age", "minimum": 18, "description": "adults only"},
+    "newsletter": {"type": "boolean", "title": "Newsletter"}},
+    "required": ["name", "age"]}
+for line in sys.stdin:
+    msg = json.loads(line)
+    method, mid, params = msg.get("method"), msg.get("id"), msg.get("params") or {}
+    if mid is None:
+        continue
+    if method == "initialize":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"protocolVersion": "2025-11-25",
+              "capabilities": {"tools": {}}, "serverInfo": {"name": "asking", "version": "1"}}})
+    elif method == "tools/list":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"tools": [
+            {"name": "signup", "inputSchema": {"type": "object"}}]}})
+    elif method == "tools/call" and "inputResponses" not in params:
+        send({"jsonrpc": "2.0", "id": mid, "result": {"resultType": "input_required",
+              "inputRequests": {"who": {"method": "elicitation/create", "params": {
+                  "mode": "form", "message": "Who signs up?", "requestedSchema": FORM}}}}})
+    elif method == "tools/call":
+        got = json.dumps(params["inputResponses"]["who"], sort_keys=True)
+        send({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": "server got " + got}]}})
+    else:
+        send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": "no such method"}})
+"""
+
+SIGNUP = {
+    "name": "signup", "prompt": "sign me up",
+    "expect": {"stop_reason": "completed", "model_calls": 2, "tool_calls": 1},
+    "rules": [
+        {"when": {"round": 1}, "reply": {"tool_calls": [{"name": "asking__signup", "arguments": {}}]}},
+        {"when": {}, "reply": {"text": "Result: {last_result}"}},
+    ],
+}
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -398,6 +442,94 @@ def test_a_call_waiting_for_approval_gets_buttons(page, server):
     end = turn_end(page, 4)
     expect(end).to_have_attribute("data-reason", "completed")
     expect(page.locator(".msg.assistant").last).to_contain_text("show it here instead")
+
+
+def start_serve(work, args):
+    """`buddy serve` on a free port in `work` with `args`; its base URL and process."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(BUDDY), "serve", "--listen", f"127.0.0.1:{port}", "--db", str(work / "buddy.db"),
+         "--api-key", KEY] + args,
+        cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 30
+    while True:
+        try:
+            urllib.request.urlopen(base + "/healthz", timeout=1)
+            return base, proc
+        except OSError:
+            assert proc.poll() is None, "buddy serve exited"
+            assert time.time() < deadline, "buddy serve did not start"
+            time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def asking_server():
+    """A `buddy serve` whose model (buddy's mock server playing `signup`, an HTTP provider:
+    MCP tools go to those turns) calls the tool of an MCP server that elicits."""
+    work = Path(tempfile.mkdtemp(prefix="buddy-browser-asking-"))
+    scenarios = work / "scenarios"
+    scenarios.mkdir()
+    (scenarios / "signup.json").write_text(json.dumps(SIGNUP))
+    (work / "asking.py").write_text(ASKING_SERVER)
+    mock_port = free_port()
+    mock = subprocess.Popen(
+        [str(BUDDY), "mock-server", "--listen", f"127.0.0.1:{mock_port}", "--scenarios", str(scenarios)],
+        cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    (work / "buddy.toml").write_text(
+        f'[providers.mock]\nkind = "openai"\nbase_url = "http://127.0.0.1:{mock_port}/v1"\nmodel = "signup"\n'
+        '[[mcp]]\nname = "asking"\ncommand = ["python3", "asking.py"]\n'
+        '[approval.skills]\n"asking__signup" = "never"\n'
+    )
+    base, proc = start_serve(work, [])
+    yield {"url": base}
+    for p in (proc, mock):
+        p.terminate()
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def test_a_servers_question_is_a_form_whose_answer_reaches_the_server(page, asking_server):
+    open_page(page, asking_server)
+    ask(page, "signup", "sign me up")
+    form = page.locator("form.elicitation")
+    expect(form).to_be_visible(timeout=20000)
+    expect(form).to_contain_text("asking asks: Who signs up?")
+    expect(form.locator("label.field")).to_have_count(4)
+    expect(form).to_contain_text("Your name *")
+    expect(form).to_contain_text("Age *")
+    expect(form).to_contain_text("adults only")
+    expect(page.locator(".card.waiting")).to_contain_text("waiting for your answer")
+    # An answer that does not fit is refused, naming the field; the form stays.
+    form.locator('input[name="name"]').fill("Ada")
+    form.locator('input[name="age"]').fill("12")
+    form.locator('select[name="plan"]').select_option("pro")
+    form.locator('input[name="newsletter"]').check()
+    form.get_by_role("button", name="Submit").click()
+    expect(form.locator(".error")).to_contain_text("field `age`: must be at least 18")
+    expect(form).to_be_visible()
+    form.locator('input[name="age"]').fill("36")
+    form.get_by_role("button", name="Submit").click()
+    end = turn_end(page)
+    expect(end).to_have_attribute("data-reason", "completed")
+    expect(page.locator("form.elicitation")).to_have_count(0)
+    expect(page.locator(".msg.assistant").last).to_contain_text(
+        'Result: server got {"action": "accept", "content": {"age": 36, "name": "Ada", "newsletter": true, "plan": "pro"}}'
+    )
+
+    # Declined: the server hears that too.
+    ask(page, "signup", "sign me up again")
+    form = page.locator("form.elicitation")
+    expect(form).to_be_visible(timeout=20000)
+    form.get_by_role("button", name="Decline").click()
+    turn_end(page, 2)
+    expect(page.locator(".msg.assistant").last).to_contain_text('Result: server got {"action": "decline"}')
+    assert page.errors == []
 
 
 def test_conversations_can_be_renamed_and_deleted(page, server):

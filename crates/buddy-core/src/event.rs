@@ -35,6 +35,18 @@ pub enum ChatEvent {
         /// How long buddy has waited on this call so far.
         waited_ms: u64,
     },
+    /// A tool (an MCP server) asks the person for values while call `call_id` runs: the
+    /// call waits for the answer to request `id` (`schema` is the form to show).
+    ElicitationRequired {
+        id: String,
+        call_id: String,
+        server: String,
+        message: String,
+        schema: serde_json::Value,
+    },
+    /// Request `id` was answered (`accept`, `decline` or `cancel`, by the person, the
+    /// policy or its timeout): the form can go.
+    ElicitationResolved { id: String, action: String },
     /// A limit or loop guard acted; `detail` says why in words.
     GuardTripped {
         guard: GuardKind,
@@ -105,6 +117,8 @@ impl ChatEvent {
             ChatEvent::ToolCallStart { .. } => "tool_call_start",
             ChatEvent::ToolCallResult { .. } => "tool_call_result",
             ChatEvent::ToolPolling { .. } => "tool_polling",
+            ChatEvent::ElicitationRequired { .. } => "elicitation_required",
+            ChatEvent::ElicitationResolved { .. } => "elicitation_resolved",
             ChatEvent::GuardTripped { .. } => "guard_tripped",
             ChatEvent::IterationStats { .. } => "iteration_stats",
             ChatEvent::ApprovalRequired { .. } => "approval_required",

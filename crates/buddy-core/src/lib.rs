@@ -8,6 +8,7 @@ mod arguments;
 mod attachment_url;
 mod clock;
 mod cost;
+mod elicitation;
 mod event;
 mod exact_json;
 mod head_tail;
@@ -26,6 +27,9 @@ pub use arguments::Arguments;
 pub use attachment_url::{AttachmentUrlError, check_file_data, check_image_url};
 pub use clock::WaitClock;
 pub use cost::{Price, Usd};
+pub use elicitation::{
+    ContentError, ElicitationAnswer, ElicitationRequest, Elicitor, check_content, enum_values,
+};
 pub use event::{AgentHop, ChatEvent, Evidence, GuardAction, GuardKind, PendingCall};
 pub use exact_json::{json_exact, json_len};
 pub use head_tail::head_and_tail;

@@ -42,6 +42,9 @@ pub struct SkillContext {
     /// turn: its budget lease, cancellation and event stream. Set by the engine for
     /// [`Skill::is_agent`] skills only; other skills never see it.
     pub scope: Option<Arc<dyn std::any::Any + Send + Sync>>,
+    /// Asks the person for values mid-call (an MCP server's elicitation), pausing the
+    /// turn like an approval; `None` (a bare context) is answered `decline` by the caller.
+    pub elicitor: Option<Arc<dyn crate::Elicitor>>,
 }
 
 /// A skill's failure. `Failed` becomes an error tool result the model sees and can

@@ -12,6 +12,7 @@
 mod agents;
 mod approval;
 pub mod context;
+mod elicitation;
 mod emitter;
 mod engine;
 mod glob;
@@ -33,12 +34,13 @@ pub use agents::{
     AgentOutcome, AgentSet, AgentSkill, AgentSpec, AgentSpecError, AgentStatus, MAX_HISTORY,
 };
 pub use approval::{ApprovalMode, ApprovalRules, CallDecision, Decision, Resume};
+pub use elicitation::{AnswerError, ElicitationDesk};
 pub use engine::Engine;
 pub use glob::glob_match;
 pub use history_check::{HistoryError, check_history};
 pub use policy::{
     Ceiling, Check, Field, Flag, LoopPolicy, OnLimit, POLICY_FIELDS, PolicyConfig, PolicyError,
-    PolicyPatch, Raised,
+    PolicyPatch, Raised, UnattendedElicitation,
 };
 pub use prices::{PriceTable, default_price};
 pub use replay::{

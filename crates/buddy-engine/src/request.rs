@@ -9,6 +9,7 @@ use buddy_core::{
 use tokio_util::sync::CancellationToken;
 
 use crate::approval::{ApprovalRules, Resume};
+use crate::elicitation::ElicitationDesk;
 use crate::policy::LoopPolicy;
 use crate::tape::{Recording, Tape};
 
@@ -43,6 +44,9 @@ pub struct TurnRequest {
     /// The clock buddy's own waits run on (its checks of a pollable tool); `None`, the
     /// default, is real time. A scripted scenario may bring a simulated one.
     pub clock: Option<Arc<dyn WaitClock>>,
+    /// Where a person answers the tools' questions (MCP elicitation) while the turn
+    /// runs; `None`, the default, is an unattended turn: the policy answers them.
+    pub elicitation: Option<Arc<ElicitationDesk>>,
 }
 
 impl std::fmt::Debug for TurnRequest {
@@ -59,6 +63,7 @@ impl std::fmt::Debug for TurnRequest {
             .field("observer", &self.observer.is_some())
             .field("sampling", &self.sampling)
             .field("clock", &self.clock.is_some())
+            .field("elicitation", &self.elicitation.is_some())
             .finish()
     }
 }
@@ -81,6 +86,7 @@ impl TurnRequest {
             observer: None,
             sampling: Sampling::default(),
             clock: None,
+            elicitation: None,
         }
     }
 
@@ -90,6 +96,12 @@ impl TurnRequest {
         request.user_message = None;
         request.resume = Some(resume);
         request
+    }
+
+    /// Lets a person answer the tools' questions through `desk` (attended turn).
+    pub fn with_elicitation(mut self, desk: Arc<ElicitationDesk>) -> Self {
+        self.elicitation = Some(desk);
+        self
     }
 
     /// Sets which calls wait for approval.

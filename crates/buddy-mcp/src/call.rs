@@ -4,12 +4,13 @@
 
 use std::time::Duration;
 
+use buddy_core::Elicitor;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
     ClientRequest, InputRequest, InputRequests, InputResponses, RequestId, ServerResult, Task,
 };
 use rmcp::service::{PeerRequestOptions, RoleClient, ServiceError};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::handler::Client;
 
@@ -40,10 +41,12 @@ impl Drop for CancelOnDrop {
 }
 
 /// What buddy answers to each request of an `input_required` result: roots and
-/// sampling through its handler, elicitation declined (it has no form to show yet).
+/// sampling through its handler, elicitation by the person behind the call (`elicitor`;
+/// declined when there is nobody to ask).
 pub(crate) async fn answer_inputs(
     client: &Client,
     requests: InputRequests,
+    elicitor: Option<&dyn Elicitor>,
 ) -> Result<InputResponses, ServiceError> {
     let handler = client.service();
     let mut responses = InputResponses::new();
@@ -57,7 +60,10 @@ pub(crate) async fn answer_inputs(
                     .map_err(ServiceError::McpError)?;
                 serde_json::to_value(result)
             }
-            InputRequest::Elicitation(_) => Ok(json!({"action": "decline"})),
+            InputRequest::Elicitation(request) => {
+                let params = serde_json::to_value(&request.params).unwrap_or(Value::Null);
+                Ok(crate::elicit::answer(&handler.server, &params, elicitor).await)
+            }
             _ => Ok(Value::Null),
         };
         let answer = answer.map_err(|_| ServiceError::UnexpectedResponse)?;
@@ -72,28 +78,37 @@ pub(crate) enum Called {
     Task(Task),
 }
 
-/// Calls the tool within `timeout` (all rounds together).
+/// Calls the tool within `timeout` (all rounds together; the time a person takes to
+/// answer an elicitation does not count: the server is not working then).
 pub(crate) async fn call_tool(
     client: &Client,
     mut params: CallToolRequestParams,
     timeout: Duration,
+    elicitor: Option<&dyn Elicitor>,
 ) -> Result<Called, ServiceError> {
-    let deadline = tokio::time::Instant::now() + timeout;
+    let mut deadline = tokio::time::Instant::now() + timeout;
     let mut state_only_rounds = 0u32;
     for _ in 0..MAX_INPUT_ROUNDS {
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
-        let handle = client
-            .peer()
-            .send_request_with_option(request, PeerRequestOptions::with_timeout(left))
-            .await?;
-        let mut guard = CancelOnDrop {
-            peer: client.peer().clone(),
-            id: Some(handle.id.clone()),
+        let round = async {
+            let handle = client
+                .peer()
+                .send_request_with_option(request, PeerRequestOptions::with_timeout(left))
+                .await?;
+            let mut guard = CancelOnDrop {
+                peer: client.peer().clone(),
+                id: Some(handle.id.clone()),
+            };
+            // Past `left`, rmcp writes `notifications/cancelled` before it returns.
+            let answered = handle.await_response().await;
+            guard.id = None;
+            answered
         };
-        // Past `left`, rmcp writes `notifications/cancelled` before it returns.
-        let answered = handle.await_response().await;
-        guard.id = None;
+        // A backstop past rmcp's own bound, for a transport that blocks.
+        let answered = tokio::time::timeout(left + Duration::from_secs(1), round)
+            .await
+            .map_err(|_| ServiceError::Timeout { timeout: left })?;
         match answered? {
             ServerResult::CallToolResult(result) => return Ok(Called::Done(result)),
             ServerResult::CreateTaskResult(created) => return Ok(Called::Task(created.task)),
@@ -110,7 +125,9 @@ pub(crate) async fn call_tool(
                 } else {
                     state_only_rounds = 0;
                 }
-                let responses = answer_inputs(client, requests).await?;
+                let asked = tokio::time::Instant::now();
+                let responses = answer_inputs(client, requests, elicitor).await?;
+                deadline += asked.elapsed();
                 params.input_responses = (!responses.is_empty()).then_some(responses);
                 params.request_state = result.request_state;
             }

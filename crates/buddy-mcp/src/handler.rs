@@ -30,6 +30,8 @@ pub(crate) struct Notes {
     pub progress_seen: AtomicU32,
     /// The last progress notification, as a line a person reads.
     pub last_progress: std::sync::Mutex<Option<String>>,
+    /// The calls in flight with someone to ask, for a server-initiated elicitation.
+    pub askers: crate::elicit::Askers,
 }
 
 /// The client handler of one server connection.
@@ -116,6 +118,11 @@ impl ClientHandler for Handler {
         if self.sampler.is_some() {
             capabilities.sampling = Some(SamplingCapability::default());
         }
+        // Forms only: buddy shows a form to the person behind the call; it opens no URLs.
+        capabilities.elicitation = Some(
+            rmcp::model::ElicitationCapability::new()
+                .with_form(rmcp::model::FormElicitationCapability::default()),
+        );
         // Tasks (SEP-2663): a server may answer a long call with a task buddy waits on.
         let mut extensions = rmcp::model::ExtensionCapabilities::new();
         extensions.insert(
@@ -142,6 +149,19 @@ impl ClientHandler for Handler {
         _context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, ErrorData> {
         self.sample(params).await
+    }
+
+    /// A server-initiated `elicitation/create` (2025-11-25): put to the person behind the
+    /// server's one call in flight; declined when there is none, or several.
+    async fn create_elicitation(
+        &self,
+        request: rmcp::model::ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, ErrorData> {
+        let params = serde_json::to_value(&request).unwrap_or(serde_json::Value::Null);
+        let elicitor = self.notes.askers.only();
+        let answer = crate::elicit::answer(&self.server, &params, elicitor.as_deref()).await;
+        serde_json::from_value(answer).map_err(|e| ErrorData::internal_error(e.to_string(), None))
     }
 
     fn on_tool_list_changed(

@@ -11,6 +11,7 @@ mod annotations;
 mod call;
 mod catalog;
 mod config;
+mod elicit;
 mod handler;
 mod import;
 mod resource_skill;

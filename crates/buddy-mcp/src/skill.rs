@@ -146,6 +146,7 @@ impl Skill for McpSkill {
                     args,
                     ctx.traceparent.as_deref(),
                     self.output.as_ref(),
+                    ctx.elicitor.clone(),
                 )
                 .await
         })

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use buddy_core::SkillError;
+use buddy_core::{Elicitor, SkillError};
 use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::model::{CallToolRequestParams, ProtocolVersion, RequestMetaObject};
 use rmcp::service::{ClientInitializeError, ServiceError};
@@ -493,7 +493,20 @@ impl McpSource {
         arguments: Value,
         traceparent: Option<&str>,
     ) -> Result<String, SkillError> {
-        self.call_checked(tool, arguments, traceparent, None).await
+        self.call_checked(tool, arguments, traceparent, None, None)
+            .await
+    }
+
+    /// [`McpSource::call_traced`] with the server's questions (elicitation) put to the
+    /// person through `elicitor`: declined when it is `None`.
+    pub async fn call_asking(
+        &self,
+        tool: &str,
+        arguments: Value,
+        elicitor: Option<Arc<dyn Elicitor>>,
+    ) -> Result<String, SkillError> {
+        self.call_checked(tool, arguments, None, None, elicitor)
+            .await
     }
 
     /// [`McpSource::call_traced`], the result's `structuredContent` checked against the
@@ -504,6 +517,7 @@ impl McpSource {
         arguments: Value,
         traceparent: Option<&str>,
         output: Option<&jsonschema::Validator>,
+        elicitor: Option<Arc<dyn Elicitor>>,
     ) -> Result<String, SkillError> {
         let name = &self.config.name;
         if let ServerState::GaveUp(why) = self.state() {
@@ -527,41 +541,41 @@ impl McpSource {
         }
         let secs = self.config.call_timeout_secs;
         let limit = Duration::from_secs_f64(secs);
-        // rmcp ends the call at `limit` (sending `notifications/cancelled`); the outer
-        // bound is a backstop for a transport that blocks.
-        let called = tokio::time::timeout(
-            limit + Duration::from_secs(1),
-            crate::call::call_tool(&client, params, limit),
-        )
-        .await;
+        // A server-initiated `elicitation/create` during the call may be this call's.
+        let _asking = elicitor
+            .as_ref()
+            .map(|e| self.notes.askers.enter(Arc::clone(e)));
+        let elicitor = elicitor.as_deref();
+        // rmcp ends the call at `limit` (sending `notifications/cancelled`), with a
+        // backstop of its own for a transport that blocks.
+        let called = crate::call::call_tool(&client, params, limit, elicitor).await;
         // A task handle: waited on (its own bound) outside the call's time.
         let called = match called {
-            Ok(Ok(crate::call::Called::Task(task))) => {
+            Ok(crate::call::Called::Task(task)) => {
                 let wait = Duration::from_secs_f64(self.config.task_timeout_secs);
-                Ok(crate::task::await_task(&client, task, wait).await)
+                crate::task::await_task(&client, task, wait, elicitor).await
             }
-            Ok(Ok(crate::call::Called::Done(result))) => Ok(Ok(result)),
-            Ok(Err(e)) => Ok(Err(e)),
+            Ok(crate::call::Called::Done(result)) => Ok(result),
             Err(e) => Err(e),
         };
         match called {
-            Err(_) | Ok(Err(ServiceError::Timeout { .. })) => {
+            Err(ServiceError::Timeout { .. }) => {
                 self.disconnect().await;
                 Err(self.failed(format!(
                     "MCP server `{name}` did not answer `{tool}` within {secs}s; the server was stopped and is restarted for the next call"
                 )))
             }
-            Ok(Err(ServiceError::McpError(error))) => Err(SkillError::Failed(format!(
+            Err(ServiceError::McpError(error)) => Err(SkillError::Failed(format!(
                 "MCP server `{name}` refused the call to `{tool}`: {} (JSON-RPC error {})",
                 error.message, error.code.0
             ))),
-            Ok(Err(other)) => {
+            Err(other) => {
                 self.disconnect().await;
                 Err(self.failed(format!(
                     "MCP server `{name}` stopped during the call to `{tool}` ({other}); it is restarted for the next call"
                 )))
             }
-            Ok(Ok(result)) => {
+            Ok(result) => {
                 let result = serde_json::to_value(&result).unwrap_or(Value::Null);
                 let text = result_text(&result);
                 if result.get("isError") == Some(&Value::Bool(true)) {

@@ -50,13 +50,15 @@ impl Drop for CancelTaskOnDrop {
 }
 
 /// Waits for `task` (just created by a `tools/call`) to end, within `limit`; returns the
-/// tool's result, or an error result saying how the task ended.
+/// tool's result, or an error result saying how the task ended. Its `input_required`
+/// rounds are answered through `elicitor`; the person's time does not count.
 pub(crate) async fn await_task(
     client: &Client,
     task: Task,
     limit: Duration,
+    elicitor: Option<&dyn buddy_core::Elicitor>,
 ) -> Result<CallToolResult, ServiceError> {
-    let deadline = tokio::time::Instant::now() + limit;
+    let mut deadline = tokio::time::Instant::now() + limit;
     let mut guard = CancelTaskOnDrop {
         peer: client.peer().clone(),
         task_id: Some(task.task_id.clone()),
@@ -87,7 +89,9 @@ pub(crate) async fn await_task(
         match got.task.payload {
             TaskPayload::Working => {}
             TaskPayload::InputRequired { input_requests } => {
-                let responses = answer_inputs(client, input_requests).await?;
+                let asked = tokio::time::Instant::now();
+                let responses = answer_inputs(client, input_requests, elicitor).await?;
+                deadline += asked.elapsed();
                 let update = ClientRequest::UpdateTaskRequest(UpdateTaskRequest::new(
                     UpdateTaskParams::new(&task_id, responses),
                 ));

@@ -50,6 +50,8 @@ pub(crate) struct Inner {
 pub(crate) struct LocalTurn {
     pub cancel: CancellationToken,
     pub owner: String,
+    /// Where the person answers the turn's tool questions (MCP elicitation).
+    pub desk: Arc<buddy_engine::ElicitationDesk>,
 }
 
 impl AppState {
@@ -184,19 +186,36 @@ impl AppState {
 
     /// A claimed turn, recorded as running in this process.
     fn lease(&self, turn_id: &str, owner: &str, cancel: &CancellationToken) -> TurnLease {
+        let desk = Arc::new(buddy_engine::ElicitationDesk::new());
         if let Ok(mut local) = self.inner.local.lock() {
             local.insert(
                 turn_id.to_owned(),
                 LocalTurn {
                     cancel: cancel.clone(),
                     owner: owner.to_owned(),
+                    desk: Arc::clone(&desk),
                 },
             );
         }
         TurnLease {
             state: self.clone(),
             turn_id: Some(turn_id.to_owned()),
+            desk,
         }
+    }
+
+    /// The elicitation desk of a turn of `owner` (any owner for `None`) running in this
+    /// process; `None` when there is no such turn here.
+    pub(crate) fn elicitation_desk(
+        &self,
+        turn_id: &str,
+        owner: Option<&str>,
+    ) -> Option<Arc<buddy_engine::ElicitationDesk>> {
+        let local = self.inner.local.lock().ok()?;
+        local
+            .get(turn_id)
+            .filter(|t| owner.is_none_or(|o| o == t.owner))
+            .map(|t| Arc::clone(&t.desk))
     }
 
     /// Drops a turn from this process's running turns.
@@ -253,6 +272,8 @@ fn refused(e: ClaimError) -> AppError {
 pub(crate) struct TurnLease {
     state: AppState,
     turn_id: Option<String>,
+    /// The turn's elicitation desk (answered by `POST /v1/turns/{id}/elicitations/{eid}`).
+    pub(crate) desk: Arc<buddy_engine::ElicitationDesk>,
 }
 
 impl TurnLease {

@@ -1048,6 +1048,102 @@ class TurnView {
     drawEvent(view, event.type, event);
   }
 
+  /** A tool's question for the person (an MCP server's elicitation), as a form on its
+   * call's card: one field per property of `schema` (text, number, checkbox, choice),
+   * `*` on required ones; Submit (accept), Decline or Cancel answer it. The server checks
+   * the content: a misfit is shown and the form stays. */
+  askElicitation(data) {
+    let card = this.card(data.call_id);
+    if (!card) {
+      this.callStart(data.call_id, data.server, "{}");
+      card = this.cards.get(data.call_id);
+    }
+    if (!card || card.node.querySelector(`.elicitation[data-id="${CSS.escape(data.id)}"]`)) return;
+    const turnId = state.turnId;
+    card.node.className = "card waiting";
+    card.node.open = true;
+    card.node.querySelector(".status").textContent = "waiting for your answer";
+    const box = el("form", { class: "elicitation approval", "data-id": data.id });
+    box.append(el("span", { class: "question", text: `${data.server} asks: ${data.message}` }));
+    const schema = data.schema || {};
+    const required = new Set(schema.required || []);
+    const inputs = [];
+    for (const [name, field] of Object.entries(schema.properties || {})) {
+      const kind = field.type || "string";
+      const choices = field.enum || (field.oneOf || field.anyOf || []).map((o) => o.const).filter((c) => c !== undefined);
+      const titles = field.enumNames || (field.oneOf || field.anyOf || []).map((o) => o.title || o.const);
+      let input;
+      if (kind === "boolean") {
+        input = el("input", { type: "checkbox" });
+        input.checked = field.default === true;
+      } else if (choices.length) {
+        input = el("select", {});
+        if (!required.has(name)) input.append(el("option", { value: "", text: "—" }));
+        choices.forEach((c, i) => input.append(el("option", { value: String(c), text: String(titles[i] ?? c) })));
+        if (field.default !== undefined) input.value = String(field.default);
+      } else {
+        const type = kind === "number" || kind === "integer" ? "number" : { email: "email", uri: "url", date: "date" }[field.format] || "text";
+        input = el("input", { type });
+        if (kind === "integer") input.step = "1";
+        if (kind === "number") input.step = "any";
+        if (field.default !== undefined) input.value = String(field.default);
+      }
+      input.name = name;
+      const label = el("label", { class: "field" }, el("span", { class: "label", text: `${field.title || name}${required.has(name) ? " *" : ""}` }), input);
+      if (field.description) label.append(el("span", { class: "why", text: field.description }));
+      box.append(label);
+      inputs.push({ name, kind, input });
+    }
+    const problem = el("span", { class: "error" });
+    const answer = async (body) => {
+      problem.textContent = "";
+      try {
+        await withKey(() => apiJson(`/v1/turns/${encodeURIComponent(turnId)}/elicitations/${encodeURIComponent(data.id)}`, { method: "POST", json: body }));
+        box.remove();
+        card.node.className = "card";
+        card.node.querySelector(".status").textContent = `answered: ${body.action}`;
+      } catch (e) {
+        problem.textContent = e.message;
+      }
+    };
+    const content = () => {
+      const out = {};
+      for (const { name, kind, input } of inputs) {
+        if (kind === "boolean") out[name] = input.checked;
+        else if (input.value === "") continue;
+        else if (kind === "number" || kind === "integer") out[name] = Number(input.value);
+        else out[name] = input.value;
+      }
+      return out;
+    };
+    box.addEventListener("submit", (e) => {
+      e.preventDefault();
+      answer({ action: "accept", content: content() });
+    });
+    box.append(
+      el("button", { type: "submit", class: "primary", text: "Submit" }),
+      el("button", { type: "button", text: "Decline", onclick: () => answer({ action: "decline" }) }),
+      el("button", { type: "button", text: "Cancel", onclick: () => answer({ action: "cancel" }) }),
+      problem,
+    );
+    card.node.append(box);
+    const first = box.querySelector("input, select");
+    if (first) first.focus();
+  }
+
+  /** A question answered (here, in another tab, or by its timeout): its form goes. */
+  elicitationResolved(id, action) {
+    for (const box of document.querySelectorAll(`.elicitation[data-id="${CSS.escape(id)}"]`)) {
+      const card = box.closest(".card");
+      box.remove();
+      if (card) {
+        card.className = "card";
+        const status = card.querySelector(".status");
+        if (status) status.textContent = `answered: ${action}`;
+      }
+    }
+  }
+
   /** A pause for approval that was answered: its end line says it no longer waits. */
   decided() {
     const reason = this.footer && this.footer.querySelector(".reason");
@@ -1186,6 +1282,12 @@ function drawEvent(view, name, data) {
       break;
     case "approval_required":
       view.pending = data.calls;
+      break;
+    case "elicitation_required":
+      view.askElicitation(data);
+      break;
+    case "elicitation_resolved":
+      view.elicitationResolved(data.id, data.action);
       break;
     case "agent":
       view.agentEvent(data.path, data.event);

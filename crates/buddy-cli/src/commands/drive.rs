@@ -1,9 +1,10 @@
 //! Driving a turn at the terminal for `run` and `chat`: its events printed as they come,
-//! Ctrl-C, approval questions and the offer to continue a capped turn.
+//! Ctrl-C, approval questions, tools' questions (MCP elicitation) and the offer to
+//! continue a capped turn.
 
 use buddy_cli::printer::Printer;
 use buddy_core::PendingCall;
-use buddy_engine::{CancellationToken, Engine, Resume, TurnOutcome, TurnRequest};
+use buddy_engine::{CancellationToken, ElicitationDesk, Engine, Resume, TurnOutcome, TurnRequest};
 use buddy_telemetry::TurnScope;
 use std::sync::Arc;
 
@@ -43,6 +44,10 @@ pub async fn drive_turn(
 ) -> anyhow::Result<TurnOutcome> {
     let mut request = setup.traced(request.with_approval(setup.approval.clone()));
     loop {
+        // Questions are asked on the terminal, never with --json (stdout is for events).
+        if setup.attended && !json {
+            request = request.with_elicitation(Arc::new(ElicitationDesk::new()));
+        }
         let (outcome, pending) = drive_once(&setup.engine, request, json).await?;
         if outcome.reason != buddy_core::StopReason::ApprovalRequired || pending.is_empty() {
             return Ok(outcome);
@@ -87,6 +92,7 @@ async fn drive_once(
     json: bool,
 ) -> anyhow::Result<(TurnOutcome, Vec<PendingCall>)> {
     let cancel: CancellationToken = request.cancel.clone();
+    let desk = request.elicitation.clone();
     let ctrl_c = interrupt()?;
     tokio::pin!(ctrl_c);
     let (mut events, handle) = engine.spawn(request);
@@ -101,8 +107,17 @@ async fn drive_once(
                 Some(event) if json && event.is_terminal() => terminal = Some(event),
                 Some(event) => {
                     printer.print(&event);
-                    if let buddy_core::ChatEvent::ApprovalRequired { calls } = event {
-                        pending = calls;
+                    match event {
+                        buddy_core::ChatEvent::ApprovalRequired { calls } => pending = calls,
+                        buddy_core::ChatEvent::ElicitationRequired { id, server, message, schema, .. } => {
+                            if let Some(desk) = desk.clone() {
+                                tokio::task::spawn_blocking(move || {
+                                    super::elicit::answer(&desk, &id, &server, &message, &schema)
+                                })
+                                .await?;
+                            }
+                        }
+                        _ => {}
                     }
                 }
                 None => break,

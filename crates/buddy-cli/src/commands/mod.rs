@@ -6,6 +6,7 @@ mod chat;
 mod demo;
 mod doctor;
 mod drive;
+mod elicit;
 mod init;
 mod judge;
 mod mcp;

@@ -20,6 +20,9 @@ pub struct Setup {
     pub policy: LoopPolicy,
     /// Which calls wait for approval (attended: asked on the terminal).
     pub approval: ApprovalRules,
+    /// A person at the terminal answers the tools' questions (MCP elicitation); else
+    /// the policy's `unattended_elicitation` does.
+    pub attended: bool,
     pub history: Vec<Message>,
     /// The scenario the scripted model plays, if it is the provider.
     pub scenario: Option<Scenario>,
@@ -111,6 +114,7 @@ pub async fn setup(
         model: session.model,
         policy,
         approval,
+        attended,
         history: system.map(Message::system).into_iter().collect(),
         scenario: session.scenario,
     })

@@ -407,3 +407,66 @@ fn a_servers_resources_and_prompts_are_listed_read_and_filled_in() {
     assert_ne!(out.status.code(), Some(0));
     assert!(stderr.contains("no [[mcp]] server `nobody`"), "{stderr}");
 }
+
+/// A stdio server whose `signup` asks for a name over `input_required` and answers
+/// with what came back.
+const ASKING: &str = r#"
+import json, sys
+def send(obj):
+    sys.stdout.write(json.dumps(obj) + "\n"); sys.stdout.flush()
+for line in sys.stdin:
+    msg = json.loads(line)
+    method, mid, params = msg.get("method"), msg.get("id"), msg.get("params") or {}
+    if mid is None:
+        continue
+    if method == "initialize":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"protocolVersion": "2025-11-25",
+              "capabilities": {"tools": {}}, "serverInfo": {"name": "asking", "version": "1"}}})
+    elif method == "tools/list":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"tools": [
+            {"name": "signup", "inputSchema": {"type": "object"}}]}})
+    elif method == "tools/call" and "inputResponses" not in params:
+        send({"jsonrpc": "2.0", "id": mid, "result": {"resultType": "input_required",
+              "inputRequests": {"who": {"method": "elicitation/create", "params": {"mode": "form",
+                  "message": "Who signs up?", "requestedSchema": {"type": "object",
+                  "properties": {"name": {"type": "string"}}, "required": ["name"]}}}}}})
+    elif method == "tools/call":
+        got = json.dumps(params["inputResponses"]["who"], sort_keys=True)
+        send({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": "got " + got}]}})
+    else:
+        send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": "no such method"}})
+"#;
+
+/// Piped or scripted, nobody can answer a server's question: the policy declines it
+/// (or cancels it, when told so), and the server hears that.
+#[test]
+fn an_unattended_run_declines_a_servers_question() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("asking.py"), ASKING).unwrap();
+    std::fs::write(
+        dir.path().join("buddy.toml"),
+        "[[mcp]]\nname = \"asking\"\ncommand = [\"python3\", \"asking.py\"]\n",
+    )
+    .unwrap();
+    let scenario = r#"{"name": "signup", "prompt": "sign me up", "expect": {"stop_reason": "completed", "model_calls": 2, "tool_calls": 1},
+      "rules": [
+        {"when": {"round": 1}, "reply": {"tool_calls": [{"name": "asking__signup", "arguments": {}}]}},
+        {"when": {}, "reply": {"text": "Result: {last_result}"}}]}"#;
+    std::fs::write(dir.path().join("signup.json"), scenario).unwrap();
+    for (extra, expected) in [
+        (&[][..], r#"Result: got {"action": "decline"}"#),
+        (
+            &["--policy", "unattended_elicitation=cancel"][..],
+            r#"Result: got {"action": "cancel"}"#,
+        ),
+    ] {
+        let mut args = vec!["run", "--scenario", "signup.json"];
+        args.extend_from_slice(&["--approval", "never"]);
+        args.extend_from_slice(extra);
+        let out = buddy(dir.path(), &args);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+        assert_eq!(stdout.trim_end(), expected, "{stderr}");
+    }
+}

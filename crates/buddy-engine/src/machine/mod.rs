@@ -197,6 +197,8 @@ pub(crate) struct Turn<'e> {
     tape: Tape,
     /// The clock buddy's own waits run on (`None`: real time).
     clock: Option<Arc<dyn buddy_core::WaitClock>>,
+    /// How the turn's tool calls ask the person (MCP elicitation).
+    elicitation: crate::elicitation::TurnElicitation,
     /// The turn's share of its tree of agents: the whole tree's ledger for a top-level
     /// turn, a lease carved from the caller's for a sub-agent.
     pub(crate) lease: Lease,
@@ -258,7 +260,15 @@ impl<'e> Turn<'e> {
         );
         tape.tools = crate::tape::tools_of(toolbox);
         let lease = Lease::root(&policy);
+        let elicitation = crate::elicitation::TurnElicitation::new(
+            request.elicitation,
+            events.clone(),
+            request.cancel.clone(),
+            deadline,
+            &policy,
+        );
         let turn = Turn {
+            elicitation,
             provider,
             base_toolbox: toolbox,
             live: None,

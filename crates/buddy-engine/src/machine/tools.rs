@@ -159,6 +159,7 @@ impl Turn<'_> {
                 arguments: call.arguments.clone(),
                 traceparent: observer.and_then(|o| o.tool_traceparent(&call.id)),
                 scope,
+                elicitor: Some(self.elicitation.for_call(&call.id)),
             };
             pending.push(match watch.clone() {
                 Some(watch) => Box::pin(poll_until_changed(

@@ -139,7 +139,7 @@ mod tests {
             ("on_limit", _) => json!("finalize"),
             ("loop_detection", _) => json!(false),
             ("honor_stop", _) => json!(false),
-            ("show_budget" | "finish_tool", _) => return None,
+            ("show_budget" | "finish_tool" | "unattended_elicitation", _) => return None,
             ("context_window", _) => json!(1_000_000),
             ("reserve_output_tokens", _) => json!(1),
             (_, Value::Number(n)) if n.is_f64() => json!(n.as_f64()? + 0.01),
@@ -211,7 +211,7 @@ mod tests {
         }
         assert_eq!(
             free,
-            ["show_budget", "finish_tool"],
+            ["unattended_elicitation", "show_budget", "finish_tool"],
             "fields a request may set freely"
         );
     }

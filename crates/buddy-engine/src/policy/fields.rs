@@ -4,8 +4,8 @@
 
 use buddy_core::Usd;
 
-use super::OnLimit;
 use super::table::{Ceiling, Check, Flag, policy_fields};
+use super::{OnLimit, UnattendedElicitation};
 
 /// `expected` texts of ranges, shared by fields with the same bounds.
 const UP_TO_1000: &str = "1..=1000";
@@ -61,6 +61,18 @@ policy_fields! {
         check Check::Range { lo: 1, hi: 86_400, expected: "1..=86400 seconds, or 0 for off" };
         ceiling Ceiling::AtMost;
         flag Flag::Value { value_name: "SECS", help: "Seconds buddy polls a pollable tool itself before handing back (0 = off)." };
+    /// Seconds a tool's question for the person (an MCP server's elicitation) waits for
+    /// an answer; then it is answered `cancel` and the call goes on.
+    elicitation_timeout_secs: u64 = 300;
+        check Check::Range { lo: 1, hi: 86_400, expected: "1..=86400 seconds" };
+        ceiling Ceiling::AtMost;
+        flag Flag::None;
+    /// What a turn with nobody to ask (piped `buddy run`, the OpenAI facades) answers a
+    /// tool's elicitation: `decline` or `cancel`.
+    unattended_elicitation: UnattendedElicitation = UnattendedElicitation::Decline;
+        check Check::Any;
+        ceiling Ceiling::Free;
+        flag Flag::None;
     /// Guard trips (on any skills) after which the turn goes to Finalize.
     max_guard_trips: u32 = 3;
         check Check::Range { lo: 1, hi: 1000, expected: UP_TO_1000 };

@@ -25,6 +25,17 @@ pub enum OnLimit {
     Error,
 }
 
+/// What an unattended turn (nobody to ask) answers a tool's elicitation request.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnattendedElicitation {
+    /// "No": the tool goes on without the values.
+    #[default]
+    Decline,
+    /// Dismissed: the tool drops what it asked for.
+    Cancel,
+}
+
 /// A policy setting that is wrong, naming the field (or variable) and what is expected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PolicyError {

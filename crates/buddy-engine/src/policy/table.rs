@@ -2,7 +2,7 @@
 //! ceiling rule, command-line flag) and the macro that turns the table into
 //! [`LoopPolicy`](super::LoopPolicy) and [`POLICY_FIELDS`](super::POLICY_FIELDS).
 
-use super::OnLimit;
+use super::{OnLimit, UnattendedElicitation};
 
 /// One field of the policy, as the table declares it.
 #[derive(Clone, Copy)]
@@ -192,6 +192,22 @@ impl FieldValue for OnLimit {
         match self {
             OnLimit::Error => "error",
             OnLimit::Finalize => "finalize",
+        }
+        .to_owned()
+    }
+}
+
+impl FieldValue for UnattendedElicitation {
+    fn number(&self) -> Option<u64> {
+        Some(match self {
+            UnattendedElicitation::Decline => 0,
+            UnattendedElicitation::Cancel => 1,
+        })
+    }
+    fn words(&self) -> String {
+        match self {
+            UnattendedElicitation::Decline => "decline",
+            UnattendedElicitation::Cancel => "cancel",
         }
         .to_owned()
     }

@@ -4,6 +4,7 @@ mod approvals;
 mod behaviours;
 mod cancellation;
 mod context;
+mod elicitation;
 mod limits;
 mod property;
 mod refusals;

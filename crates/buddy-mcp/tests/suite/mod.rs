@@ -4,6 +4,7 @@
 
 mod changes;
 mod client_side;
+mod elicitation;
 mod faults;
 mod servers;
 

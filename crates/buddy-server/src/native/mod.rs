@@ -4,6 +4,7 @@
 
 mod chat;
 mod conversations;
+mod elicitations;
 mod events;
 mod fork;
 mod replay;
@@ -35,4 +36,8 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/v1/conversations/{id}/fork", post(fork::fork))
         .route("/v1/turns/{id}/cancel", post(conversations::cancel_turn))
         .route("/v1/turns/{id}/events", get(events::events))
+        .route(
+            "/v1/turns/{id}/elicitations/{eid}",
+            post(elicitations::answer),
+        )
 }

@@ -50,6 +50,11 @@ pub(crate) fn run(
         .with_cancel(opened.cancel.clone())
         .with_approval(approval)
         .with_clock(resolved.clock.clone());
+    // A person may answer the tools' questions on the native API; the OpenAI facades
+    // have no such event, so their turns are unattended (the policy answers).
+    if opened.spec.family == Family::Native {
+        request = request.with_elicitation(Arc::clone(&opened.lease.desk));
+    }
     request.user_message = opened.spec.user_message;
     request.resume = opened.spec.resume;
     request.sampling = opened.spec.sampling;

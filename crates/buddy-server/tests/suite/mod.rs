@@ -9,6 +9,7 @@ mod compact;
 mod connections;
 mod contract;
 mod counts;
+mod elicitations;
 mod hostile_mcp;
 mod instances;
 mod reattach;

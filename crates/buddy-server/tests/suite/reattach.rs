@@ -139,13 +139,13 @@ impl Rng {
 
 /// One SSE frame: its number (when it has one), name and data.
 #[derive(Clone, Debug, PartialEq)]
-struct Frame {
-    id: Option<u64>,
-    name: String,
-    data: Value,
+pub(super) struct Frame {
+    pub(super) id: Option<u64>,
+    pub(super) name: String,
+    pub(super) data: Value,
 }
 
-fn parse(block: &str) -> Option<Frame> {
+pub(super) fn parse(block: &str) -> Option<Frame> {
     let mut frame = Frame {
         id: None,
         name: "message".into(),
@@ -194,12 +194,12 @@ async fn read_frames(body: Body, stop_after: Option<usize>) -> Vec<Frame> {
     }
 }
 
-async fn open(state: &AppState, request: Request<Body>) -> (StatusCode, Body) {
+pub(super) async fn open(state: &AppState, request: Request<Body>) -> (StatusCode, Body) {
     let response = app(state.clone()).oneshot(request).await.unwrap();
     (response.status(), response.into_body())
 }
 
-fn watch_request(turn: &str, after: u64, by_header: bool, key: &str) -> Request<Body> {
+pub(super) fn watch_request(turn: &str, after: u64, by_header: bool, key: &str) -> Request<Body> {
     let mut builder = Request::get(match by_header {
         true => format!("/v1/turns/{turn}/events"),
         false => format!("/v1/turns/{turn}/events?after={after}"),
