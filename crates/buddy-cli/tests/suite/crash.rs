@@ -69,14 +69,7 @@ async fn killing_the_server_mid_turn_loses_nothing_already_produced() {
     drop(response);
 
     let (mut server, url) = spawn_server(&db, scenarios.path(), dir.path(), &[]);
-    let detail: Value = client()
-        .get(format!("{url}/v1/conversations/{id}"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let detail = conversation(&url, &id).await;
     let messages = detail["messages"].as_array().unwrap();
     assert_eq!(
         messages[0],
@@ -97,7 +90,29 @@ async fn killing_the_server_mid_turn_loses_nothing_already_produced() {
 
     // The conversation goes on: the next turn's request is valid because the dangling
     // call from the killed turn is answered before it goes to the model.
-    let body = client()
+    let body = next_turn(&url, &id).await;
+    let events = sse_events(&body);
+    assert_eq!(events.last().unwrap().0, "done", "{body}");
+    assert_eq!(events.last().unwrap().1["reason"], "completed", "{body}");
+    server.kill().unwrap();
+    server.wait().unwrap();
+}
+
+/// The stored conversation `id` as `GET /v1/conversations/{id}` shows it.
+async fn conversation(url: &str, id: &str) -> Value {
+    client()
+        .get(format!("{url}/v1/conversations/{id}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+/// The SSE body of a next turn of `id` ("what time is it?", offline scenario).
+async fn next_turn(url: &str, id: &str) -> String {
+    client()
         .post(format!("{url}/v1/chat"))
         .json(&json!({"conversation_id": id, "message": "what time is it?", "model": "scripted:offline_assistant"}))
         .send()
@@ -105,12 +120,7 @@ async fn killing_the_server_mid_turn_loses_nothing_already_produced() {
         .unwrap()
         .text()
         .await
-        .unwrap();
-    let events = sse_events(&body);
-    assert_eq!(events.last().unwrap().0, "done", "{body}");
-    assert_eq!(events.last().unwrap().1["reason"], "completed", "{body}");
-    server.kill().unwrap();
-    server.wait().unwrap();
+        .unwrap()
 }
 
 /// Starts `buddy mock-server` answering every model call after `latency_ms`; returns
@@ -176,14 +186,7 @@ async fn killing_the_server_while_the_model_answers_a_round_keeps_the_round_and_
     // (3 s), and the round is on record before that call is made.
     read_until(&mut response, "tool_call_result").await;
     let stored = async || -> usize {
-        let detail: Value = client()
-            .get(format!("{url}/v1/conversations/{id}"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let detail = conversation(&url, &id).await;
         detail["messages"].as_array().map_or(0, Vec::len)
     };
     let waited = std::time::Instant::now();
@@ -199,14 +202,7 @@ async fn killing_the_server_while_the_model_answers_a_round_keeps_the_round_and_
     drop(response);
 
     let (mut server, url) = spawn_buddy(&args, dir.path(), &[]);
-    let detail: Value = client()
-        .get(format!("{url}/v1/conversations/{id}"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let detail = conversation(&url, &id).await;
     let messages = detail["messages"].as_array().unwrap();
     assert_eq!(messages[0]["role"], "user", "{detail}");
     assert_eq!(messages[1]["role"], "assistant", "{detail}");
@@ -219,25 +215,10 @@ async fn killing_the_server_while_the_model_answers_a_round_keeps_the_round_and_
     );
     assert_eq!(detail["turns"][0]["stop_reason"], "interrupted", "{detail}");
 
-    let body = client()
-        .post(format!("{url}/v1/chat"))
-        .json(&json!({"conversation_id": id, "message": "what time is it?", "model": "scripted:offline_assistant"}))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let body = next_turn(&url, &id).await;
     let events = sse_events(&body);
     assert_eq!(events.last().unwrap().1["reason"], "completed", "{body}");
-    let detail: Value = client()
-        .get(format!("{url}/v1/conversations/{id}"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let detail = conversation(&url, &id).await;
     let messages = detail["messages"].as_array().unwrap();
     let call = messages[1]["tool_calls"][0]["id"].as_str().unwrap();
     assert_eq!(messages[2]["role"], "tool", "{detail}");
