@@ -115,20 +115,15 @@ impl Skill for StubSkill {
                         .map(|i| l.line.replace("{i}", &i.to_string()) + "\n")
                         .collect()
                 });
-            if let Some(result) = self.timed() {
-                return match result {
-                    StubResult::Ok(text) => Ok(before + &fill_template(text, &args, call)),
-                    StubResult::Error { error } => Err(SkillError::Failed(
-                        before + &fill_template(error, &args, call),
-                    )),
-                };
-            }
-            if self.tool.results.is_empty() {
-                let template = self.tool.template.as_deref().unwrap_or("ok");
-                return Ok(before + &fill_template(template, &args, call));
-            }
-            let index = (call - 1).min(self.tool.results.len() - 1);
-            match &self.tool.results[index] {
+            let result = match self.timed() {
+                Some(result) => result,
+                None if self.tool.results.is_empty() => {
+                    let template = self.tool.template.as_deref().unwrap_or("ok");
+                    return Ok(before + &fill_template(template, &args, call));
+                }
+                None => &self.tool.results[(call - 1).min(self.tool.results.len() - 1)],
+            };
+            match result {
                 StubResult::Ok(text) => Ok(before + &fill_template(text, &args, call)),
                 StubResult::Error { error } => Err(SkillError::Failed(
                     before + &fill_template(error, &args, call),
