@@ -54,7 +54,8 @@ impl Engine {
 
     /// Runs one turn, sending its events to `events`; returns when the terminal event is sent.
     pub async fn run(&self, request: TurnRequest, events: mpsc::Sender<ChatEvent>) -> TurnOutcome {
-        let (turn, entry) = Turn::new(&*self.provider, &*self.toolbox, request, events);
+        let lease = crate::agents::Lease::root(&request.policy);
+        let (turn, entry) = Turn::new(&*self.provider, &*self.toolbox, request, lease, events);
         turn.run(entry).await
     }
 
@@ -65,8 +66,7 @@ impl Engine {
         lease: crate::agents::Lease,
         events: mpsc::Sender<ChatEvent>,
     ) -> TurnOutcome {
-        let (mut turn, entry) = Turn::new(&*self.provider, &*self.toolbox, request, events);
-        turn.lease = lease;
+        let (turn, entry) = Turn::new(&*self.provider, &*self.toolbox, request, lease, events);
         turn.run(entry).await
     }
 

@@ -24,6 +24,14 @@ struct Limits {
     running: usize,
 }
 
+impl Limits {
+    /// True once `pool` has reached the tree's token or money budget.
+    fn budget_spent(&self, pool: &Pool) -> bool {
+        self.tokens.is_some_and(|budget| pool.tokens >= budget)
+            || self.cost.is_some_and(|budget| pool.cost >= budget)
+    }
+}
+
 /// What the tree has used and holds back, under one lock.
 #[derive(Debug, Default)]
 struct Pool {
@@ -295,8 +303,7 @@ impl Lease {
         }
         let limits = &self.tree.limits;
         let pool = self.tree.pool();
-        limits.tokens.is_some_and(|budget| pool.tokens >= budget)
-            || limits.cost.is_some_and(|budget| pool.cost >= budget)
+        limits.budget_spent(&pool)
     }
 
     /// The stop of a turn that could not draw a model call for its next round.
@@ -391,9 +398,7 @@ impl Place {
                     max: limits.model_calls,
                 });
             }
-            if limits.tokens.is_some_and(|budget| pool.tokens >= budget)
-                || limits.cost.is_some_and(|budget| pool.cost >= budget)
-            {
+            if limits.budget_spent(&pool) {
                 return Err(Refusal::Budget);
             }
             pool.spawns += 1;

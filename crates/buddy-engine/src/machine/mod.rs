@@ -201,15 +201,16 @@ pub(crate) struct Turn<'e> {
     elicitation: crate::elicitation::TurnElicitation,
     /// The turn's share of its tree of agents: the whole tree's ledger for a top-level
     /// turn, a lease carved from the caller's for a sub-agent.
-    pub(crate) lease: Lease,
+    lease: Lease,
 }
 
 impl<'e> Turn<'e> {
-    /// A turn over `request`, and the entry it begins with.
+    /// A turn over `request` holding `lease` on its tree, and the entry it begins with.
     pub(crate) fn new(
         provider: &'e dyn Provider,
         toolbox: &'e dyn Toolbox,
         request: TurnRequest,
+        lease: Lease,
         events: mpsc::Sender<ChatEvent>,
     ) -> (Self, Entry) {
         let started = Instant::now();
@@ -259,7 +260,6 @@ impl<'e> Turn<'e> {
             given,
         );
         tape.tools = crate::tape::tools_of(toolbox);
-        let lease = Lease::root(&policy);
         let elicitation = crate::elicitation::TurnElicitation::new(
             request.elicitation,
             events.clone(),
