@@ -164,6 +164,15 @@ async fn the_sandbox_is_offered_as_the_servers_roots() {
     assert!(text.contains(&file_uri(dir.path())), "{text}");
 }
 
+/// The messages a recording test server wrote to `log`, one JSON value a line.
+fn logged(log: &std::path::Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
 /// A stdio server (2026-07-28 discovery refused, so the handshake) whose `hang` never
 /// answers; every message it gets is appended to the file argv[1].
 const RECORDER: &str = r#"
@@ -200,13 +209,7 @@ async fn a_call_given_up_sends_notifications_cancelled_for_it() {
     let given_up =
         tokio::time::timeout(Duration::from_millis(300), source.call("hang", json!({}))).await;
     assert!(given_up.is_err(), "the call never answers");
-    let messages = || -> Vec<serde_json::Value> {
-        std::fs::read_to_string(&log)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect()
-    };
+    let messages = || logged(&log);
     eventually("notifications/cancelled arrives", async || {
         messages()
             .iter()
@@ -420,13 +423,7 @@ async fn a_call_the_server_runs_as_a_task_is_polled_to_its_result_and_cancelled_
     source.start().await.unwrap();
     let text = source.call("export", json!({})).await.unwrap();
     assert_eq!(text, "exported 48,213 rows");
-    let messages = || -> Vec<serde_json::Value> {
-        std::fs::read_to_string(&log)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect()
-    };
+    let messages = || logged(&log);
     let polls = messages()
         .iter()
         .filter(|m| m["method"] == "tasks/get" && m["params"]["taskId"] == "t-export")
