@@ -71,6 +71,26 @@ fn fault(field: &str, problem: impl Into<String>) -> ContentError {
     }
 }
 
+/// The answer of nobody-to-ask that takes the form's defaults (MCP's SEP-1034): accept
+/// with every field's `default` when that fills the form (each required field has
+/// one), else decline.
+pub fn answer_with_defaults(schema: &Value) -> ElicitationAnswer {
+    let defaults: Map<String, Value> = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|properties| {
+            properties
+                .iter()
+                .filter_map(|(name, p)| Some((name.clone(), p.get("default")?.clone())))
+                .collect()
+        })
+        .unwrap_or_default();
+    match check_content(schema, &defaults) {
+        Ok(content) => ElicitationAnswer::Accept { content },
+        Err(_) => ElicitationAnswer::Decline,
+    }
+}
+
 /// Checks `content` against the form `schema` and returns it with the defaults of
 /// fields left out filled in: required fields present, no unknown fields, each value of
 /// its type, within its enum, length, range and format.
@@ -267,6 +287,26 @@ fn is_date(text: &str) -> bool {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_defaults_answer_accepts_a_form_its_defaults_fill_and_declines_one_they_do_not() {
+        let filled = json!({"type": "object", "required": ["name"], "properties": {
+            "name": {"type": "string", "default": "Ada"},
+            "age": {"type": "integer", "default": 36},
+            "note": {"type": "string"}}});
+        assert_eq!(
+            answer_with_defaults(&filled),
+            ElicitationAnswer::Accept {
+                content: json!({"name": "Ada", "age": 36})
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default()
+            }
+        );
+        let missing = json!({"type": "object", "required": ["note"], "properties": {
+            "note": {"type": "string"}}});
+        assert_eq!(answer_with_defaults(&missing), ElicitationAnswer::Decline);
+    }
 
     fn form() -> Value {
         json!({

@@ -28,7 +28,8 @@ pub use attachment_url::{AttachmentUrlError, check_file_data, check_image_url};
 pub use clock::WaitClock;
 pub use cost::{Price, Usd};
 pub use elicitation::{
-    ContentError, ElicitationAnswer, ElicitationRequest, Elicitor, check_content, enum_values,
+    ContentError, ElicitationAnswer, ElicitationRequest, Elicitor, answer_with_defaults,
+    check_content, enum_values,
 };
 pub use event::{AgentHop, ChatEvent, Evidence, GuardAction, GuardKind, PendingCall};
 pub use exact_json::{json_exact, json_len};

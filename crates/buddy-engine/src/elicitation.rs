@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use buddy_core::{
     BoxFuture, ChatEvent, ContentError, ElicitationAnswer, ElicitationRequest, Elicitor,
-    check_content,
+    answer_with_defaults, check_content,
 };
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -202,6 +202,7 @@ impl Elicitor for CallElicitor {
                 return match turn.unattended {
                     UnattendedElicitation::Decline => ElicitationAnswer::Decline,
                     UnattendedElicitation::Cancel => ElicitationAnswer::Cancel,
+                    UnattendedElicitation::Defaults => answer_with_defaults(&request.schema),
                 };
             };
             let id = format!("elicit_{}", turn.counter.fetch_add(1, Ordering::SeqCst) + 1);

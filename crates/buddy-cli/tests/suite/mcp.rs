@@ -429,7 +429,7 @@ for line in sys.stdin:
         send({"jsonrpc": "2.0", "id": mid, "result": {"resultType": "input_required",
               "inputRequests": {"who": {"method": "elicitation/create", "params": {"mode": "form",
                   "message": "Who signs up?", "requestedSchema": {"type": "object",
-                  "properties": {"name": {"type": "string"}}, "required": ["name"]}}}}}})
+                  "properties": {"name": {"type": "string", "default": "Ada"}}, "required": ["name"]}}}}}})
     elif method == "tools/call":
         got = json.dumps(params["inputResponses"]["who"], sort_keys=True)
         send({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": "got " + got}]}})
@@ -438,7 +438,7 @@ for line in sys.stdin:
 "#;
 
 /// Piped or scripted, nobody can answer a server's question: the policy declines it
-/// (or cancels it, when told so), and the server hears that.
+/// (or cancels it, or takes the form's defaults, when told so), and the server hears that.
 #[test]
 fn an_unattended_run_declines_a_servers_question() {
     let dir = tempfile::tempdir().unwrap();
@@ -458,6 +458,10 @@ fn an_unattended_run_declines_a_servers_question() {
         (
             &["--policy", "unattended_elicitation=cancel"][..],
             r#"Result: got {"action": "cancel"}"#,
+        ),
+        (
+            &["--policy", "unattended_elicitation=defaults"][..],
+            r#"Result: got {"action": "accept", "content": {"name": "Ada"}}"#,
         ),
     ] {
         let mut args = vec!["run", "--scenario", "signup.json"];

@@ -34,6 +34,9 @@ pub enum UnattendedElicitation {
     Decline,
     /// Dismissed: the tool drops what it asked for.
     Cancel,
+    /// "Yes" with the form's own defaults, when every required field has one (MCP's
+    /// SEP-1034); otherwise decline.
+    Defaults,
 }
 
 /// A policy setting that is wrong, naming the field (or variable) and what is expected.

@@ -202,12 +202,14 @@ impl FieldValue for UnattendedElicitation {
         Some(match self {
             UnattendedElicitation::Decline => 0,
             UnattendedElicitation::Cancel => 1,
+            UnattendedElicitation::Defaults => 2,
         })
     }
     fn words(&self) -> String {
         match self {
             UnattendedElicitation::Decline => "decline",
             UnattendedElicitation::Cancel => "cancel",
+            UnattendedElicitation::Defaults => "defaults",
         }
         .to_owned()
     }

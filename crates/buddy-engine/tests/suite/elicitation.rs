@@ -216,6 +216,11 @@ async fn an_unattended_turn_declines_by_default_and_cancels_if_told() {
             Some(UnattendedElicitation::Cancel),
             r#"{"action":"cancel"}"#,
         ),
+        // `defaults` accepts only a form its defaults fill: `name` has none.
+        (
+            Some(UnattendedElicitation::Defaults),
+            r#"{"action":"decline"}"#,
+        ),
     ] {
         let mut policy = LoopPolicy::default();
         if let Some(unattended) = unattended {
