@@ -46,6 +46,11 @@ pub struct BuddyConfig {
     /// `[approval]`: which tool calls wait for a person's yes.
     #[serde(default)]
     pub approval: ApprovalConfig,
+    /// Where the OAuth tokens of HTTP MCP servers are kept, one file per server (default:
+    /// `$BUDDY_MCP_TOKENS`, else `$XDG_STATE_HOME/buddy/mcp-tokens`, else
+    /// `~/.local/state/buddy/mcp-tokens`); relative to buddy.toml.
+    #[serde(default)]
+    pub mcp_tokens: Option<PathBuf>,
     /// `[[mcp]]`: MCP servers whose tools are offered beside the skills.
     #[serde(default)]
     pub mcp: Vec<McpServerConfig>,
@@ -209,6 +214,11 @@ impl BuddyConfig {
         if config.server.db.is_relative() {
             config.server.db = base.join(&config.server.db);
         }
+        if let Some(tokens) = &config.mcp_tokens
+            && tokens.is_relative()
+        {
+            config.mcp_tokens = Some(base.join(tokens));
+        }
         for provider in config.providers.values_mut() {
             if let Some(scenario) = &provider.scenario
                 && scenario.is_relative()
@@ -254,6 +264,7 @@ impl BuddyConfig {
             config.import(imported, &origin, declared)?;
         }
         config.give_mcp_servers_run_as();
+        config.give_mcp_servers_token_dir();
         Ok(config)
     }
 
@@ -341,6 +352,12 @@ impl BuddyConfig {
                     server.name
                 )));
             }
+            if !(server.oauth.wait_secs > 0.0 && server.oauth.wait_secs <= 3600.0) {
+                return Err(invalid(format!(
+                    "[[mcp]] `{}`: oauth.wait_secs must be above 0 and at most 3600",
+                    server.name
+                )));
+            }
             if !(server.task_timeout_secs > 0.0 && server.task_timeout_secs <= 7.0 * 86_400.0) {
                 return Err(invalid(format!(
                     "[[mcp]] `{}`: task_timeout_secs must be above 0 and at most a week (604800)",
@@ -364,7 +381,30 @@ impl BuddyConfig {
         }
         let mut config = config;
         config.give_mcp_servers_run_as();
+        config.give_mcp_servers_token_dir();
         Ok(config)
+    }
+
+    /// Where the HTTP MCP servers' OAuth tokens are kept: `mcp_tokens`, else
+    /// `$BUDDY_MCP_TOKENS`, else the XDG state directory (none without a home).
+    pub fn mcp_token_dir(&self) -> Option<PathBuf> {
+        let from_env = |var: &str| {
+            std::env::var_os(var)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
+        self.mcp_tokens
+            .clone()
+            .or_else(|| from_env("BUDDY_MCP_TOKENS"))
+            .or_else(|| from_env("XDG_STATE_HOME").map(|d| d.join("buddy/mcp-tokens")))
+            .or_else(|| from_env("HOME").map(|d| d.join(".local/state/buddy/mcp-tokens")))
+    }
+
+    fn give_mcp_servers_token_dir(&mut self) {
+        let dir = self.mcp_token_dir();
+        for server in &mut self.mcp {
+            server.credentials_dir = dir.clone();
+        }
     }
 
     /// `[skills] run_as` holds for the stdio MCP servers too.

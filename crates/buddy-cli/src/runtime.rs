@@ -171,11 +171,16 @@ impl Runtime {
             provider: Arc::clone(&built.provider),
             model: built.model.clone(),
         };
+        let browser: Option<Arc<dyn buddy_mcp::Browser>> = match wants.attended {
+            true => Some(Arc::new(buddy_mcp::TerminalBrowser)),
+            false => None,
+        };
         let toolbox = build_toolbox(
             &self.config,
             sandbox,
             built.scenario.as_ref(),
             Some(sampler),
+            browser,
         )
         .await?;
         let toolbox = self.with_agents(toolbox, &built.provider, built.scenario.as_ref(), env)?;
@@ -343,7 +348,7 @@ impl Runtime {
         let mcp = match self.config.mcp.is_empty() {
             true => None,
             // A server's turns use many providers: sampling requests are refused there.
-            false => Some(build_toolbox(&self.config, &sandbox, None, None).await?),
+            false => Some(build_toolbox(&self.config, &sandbox, None, None, None).await?),
         };
         let backend =
             ConfiguredBackend::with_backends(&self.config, &self.backends, sandbox, scenarios, env)

@@ -41,12 +41,15 @@ pub fn build_registry(
 /// The toolbox for turns: [`build_registry`]'s skills, plus the tools of every `[[mcp]]`
 /// server (started here, at once; one that cannot start is an error naming it). Each
 /// server is offered the sandbox as its roots; `sampler` answers the sampling requests
-/// of the servers whose entry says `sampling = true` (none: they are refused).
+/// of the servers whose entry says `sampling = true` (none: they are refused);
+/// `browser` sends a person to authorize an HTTP server that asks for OAuth (none:
+/// unattended, the server's error says to run `buddy mcp login`).
 pub async fn build_toolbox(
     config: &BuddyConfig,
     sandbox: &Sandbox,
     scenario: Option<&Scenario>,
     sampler: Option<Sampler>,
+    browser: Option<Arc<dyn buddy_mcp::Browser>>,
 ) -> Result<Arc<dyn Toolbox>, ToolboxError> {
     if config.mcp.is_empty() {
         return Ok(Arc::new(build_registry(&config.skills, sandbox, scenario)?));
@@ -60,6 +63,9 @@ pub async fn build_toolbox(
             let source = McpSource::new(server);
             if let Some(sampler) = &sampler {
                 source.set_sampler(sampler.clone());
+            }
+            if let Some(browser) = &browser {
+                source.set_browser(Arc::clone(browser));
             }
             source
         })

@@ -64,6 +64,13 @@ pub struct McpServerConfig {
     /// would spend the operator's tokens.
     #[serde(default)]
     pub sampling: bool,
+    /// OAuth for an HTTP server that asks for it (`[mcp.oauth]`): on by default.
+    #[serde(default)]
+    pub oauth: crate::auth::OAuthConfig,
+    /// Where OAuth tokens are kept between runs, one file per server: set by the CLI
+    /// (not an `[[mcp]]` key). None: for the process only.
+    #[serde(skip)]
+    pub credentials_dir: Option<PathBuf>,
     /// The user a stdio server runs as when buddy is root: `[skills] run_as`, set by the
     /// CLI (not an `[[mcp]]` key). Either way a root buddy's servers have no capabilities.
     #[serde(skip)]
@@ -157,6 +164,8 @@ impl McpServerConfig {
             max_restarts: default_restarts(),
             tools: BTreeMap::new(),
             sampling: false,
+            oauth: crate::auth::OAuthConfig::default(),
+            credentials_dir: None,
             run_as: None,
             roots: Vec::new(),
         }

@@ -8,6 +8,7 @@
 //! prompts to people through `buddy mcp prompt`; the sandbox is offered as its roots.
 
 mod annotations;
+mod auth;
 mod call;
 mod catalog;
 mod config;
@@ -23,6 +24,7 @@ mod task;
 mod toolbox;
 
 pub use annotations::semantics_of;
+pub use auth::{Browser, FileCredentialStore, HeadlessBrowser, OAuthConfig, TerminalBrowser};
 pub use catalog::{CatalogError, McpPrompt, McpPromptArgument, McpResource};
 pub use config::{McpServerConfig, ToolOverride, Transport};
 pub use handler::file_uri;

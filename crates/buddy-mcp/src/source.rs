@@ -12,10 +12,11 @@ use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::model::{CallToolRequestParams, ProtocolVersion, RequestMetaObject};
 use rmcp::service::{ClientInitializeError, ServiceError};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::transport::{AuthClient, StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientLifecycleMode, ClientServiceExt};
 use serde_json::Value;
 
+use crate::auth::{AUTHORIZATIONS_PER_CALL, Authorization, Browser, challenge_of};
 use crate::config::{McpServerConfig, Transport};
 use crate::handler::Client;
 use crate::handler::{Handler, Notes};
@@ -88,13 +89,26 @@ async fn log_stderr(server: String, stderr: tokio::process::ChildStderr, tail: S
 /// Largest SSE event accepted from an HTTP server (a tool result, a tool list).
 const MAX_SSE_EVENT_BYTES: usize = 4 * 1024 * 1024;
 
-/// The Streamable HTTP transport for `url`, with the entry's headers.
+/// The HTTP client for an HTTP server: buddy's user agent, no redirects.
+fn http_client(config: &McpServerConfig) -> Result<reqwest::Client, String> {
+    // reqwest is built without a TLS crypto provider: ring's, unless one is installed.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+        .user_agent(buddy_core::USER_AGENT)
+        .connect_timeout(Duration::from_secs_f64(config.startup_timeout_secs))
+        // A redirect could carry the server's headers (its token) to another host.
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|e| format!("cannot build the HTTP client: {e}"))
+}
+
+/// The Streamable HTTP transport for `url`, with the entry's headers; `client` adds
+/// the server's OAuth token, when it has one.
 fn http_transport(
     config: &McpServerConfig,
     url: &str,
-) -> Result<StreamableHttpClientTransport<reqwest::Client>, String> {
-    // reqwest is built without a TLS crypto provider: ring's, unless one is installed.
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    client: AuthClient<reqwest::Client>,
+) -> Result<StreamableHttpClientTransport<AuthClient<reqwest::Client>>, String> {
     let mut headers = HashMap::new();
     let from_env = config.headers_env.iter().map(|(header, var)| {
         std::env::var(var)
@@ -110,13 +124,6 @@ fn http_transport(
             .map_err(|e| format!("the value of header `{header}` is not valid: {e}"))?;
         headers.insert(name, value);
     }
-    let client = reqwest::Client::builder()
-        .user_agent(buddy_core::USER_AGENT)
-        .connect_timeout(Duration::from_secs_f64(config.startup_timeout_secs))
-        // A redirect could carry the server's headers (its token) to another host.
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
     let transport_config = StreamableHttpClientTransportConfig::with_uri(url)
         .custom_headers(headers)
         .max_sse_event_size(MAX_SSE_EVENT_BYTES);
@@ -149,6 +156,10 @@ pub enum McpError {
     Failed { server: String, message: String },
     #[error("{message}")]
     NoCommand { server: String, message: String },
+    /// It asks for OAuth authorization buddy could not get (the message says why and
+    /// what to do).
+    #[error("{message}")]
+    Unauthorized { server: String, message: String },
 }
 
 /// What `buddy mcp list` shows of a server.
@@ -192,12 +203,26 @@ pub struct McpSource {
     sampler: Mutex<Option<Sampler>>,
     /// Its sampling requests and their tokens.
     sampling: Arc<SamplingCount>,
+    /// An HTTP server's OAuth tokens and how to get them.
+    auth: Option<Authorization>,
+    /// The challenge of the last call refused for want of authorization.
+    challenge: Mutex<Option<String>>,
 }
 
 impl McpSource {
     /// A source for `config`; nothing is started until [`McpSource::start`] or a call.
     pub fn new(config: McpServerConfig) -> Arc<Self> {
+        let auth = config.url.as_deref().map(|url| {
+            Authorization::new(
+                &config.name,
+                url,
+                config.oauth.clone(),
+                config.credentials_dir.as_deref(),
+            )
+        });
         Arc::new(McpSource {
+            auth,
+            challenge: Mutex::default(),
             config,
             client: tokio::sync::Mutex::new(None),
             restarts: AtomicU32::new(0),
@@ -275,12 +300,29 @@ impl McpSource {
 
     /// Starts the server and lists its tools (within `startup_timeout_secs`).
     pub async fn start(&self) -> Result<Vec<McpTool>, McpError> {
-        let client = self.connected().await?;
-        // Cleared before listing: a change announced from here on is listed again.
-        self.notes.changed.store(false, Ordering::SeqCst);
-        let secs = self.config.startup_timeout_secs;
-        let listed =
-            tokio::time::timeout(Duration::from_secs_f64(secs), client.list_all_tools()).await;
+        let mut authorized = false;
+        let listed = loop {
+            let client = self.connected().await?;
+            // Cleared before listing: a change announced from here on is listed again.
+            self.notes.changed.store(false, Ordering::SeqCst);
+            let secs = self.config.startup_timeout_secs;
+            let listed =
+                tokio::time::timeout(Duration::from_secs_f64(secs), client.list_all_tools()).await;
+            // A token the server stopped taking (it moved to another authorization
+            // server, say): authorize again, once.
+            match &listed {
+                Ok(Err(ServiceError::TransportSend(error))) if !authorized => {
+                    if let Some(challenge) = challenge_of(error) {
+                        authorized = true;
+                        self.disconnect().await;
+                        self.authorize(Some(&challenge)).await?;
+                        continue;
+                    }
+                }
+                _ => {}
+            }
+            break listed;
+        };
         let tools = match listed {
             Ok(Ok(tools)) => tools,
             Ok(Err(e)) => return Err(self.startup_failed(format!("tools/list failed: {e}")).await),
@@ -328,6 +370,24 @@ impl McpSource {
         }
         let name = self.config.name.clone();
         let mut started = self.open(lifecycle()).await?;
+        if let Ok(Err(e)) = &started
+            && let Some(challenge) = e.auth_challenge().map(str::to_owned)
+        {
+            // It wants a token: authorize (a person, in a browser) and connect again.
+            self.authorize(Some(&challenge)).await?;
+            started = self.open(lifecycle()).await?;
+            if let Ok(Err(e)) = &started
+                && e.auth_challenge().is_some()
+            {
+                let message =
+                    format!("MCP server `{name}` still refuses buddy after authorizing ({e})");
+                self.set_state(ServerState::Down(message.clone()));
+                return Err(McpError::Unauthorized {
+                    server: name,
+                    message,
+                });
+            }
+        }
         if let Ok(Err(e)) = &started {
             // It answered `server/discover` with something other than an error (a
             // sloppy legacy server answers every method): start it again and shake
@@ -434,12 +494,17 @@ impl McpSource {
                 .await
             }
             Transport::Http { url } => {
-                let transport =
-                    http_transport(&self.config, url).map_err(|message| McpError::Startup {
-                        server: name.clone(),
-                        secs,
-                        message,
-                    })?;
+                let startup = |message| McpError::Startup {
+                    server: name.clone(),
+                    secs,
+                    message,
+                };
+                let base = http_client(&self.config).map_err(startup)?;
+                let client = match &self.auth {
+                    Some(auth) => auth.http_client(&base).await.map_err(startup)?,
+                    None => return Err(startup("no OAuth side for an HTTP server".into())),
+                };
+                let transport = http_transport(&self.config, url, client).map_err(startup)?;
                 tokio::time::timeout(
                     Duration::from_secs_f64(secs),
                     handler.serve_with_lifecycle(transport, lifecycle),
@@ -509,9 +574,94 @@ impl McpSource {
             .await
     }
 
+    /// [`McpSource::call_attempt`], authorizing again and calling once more when the
+    /// server refused the call for want of a token or a scope (a step-up).
+    pub(crate) async fn call_checked(
+        &self,
+        tool: &str,
+        arguments: Value,
+        traceparent: Option<&str>,
+        output: Option<&jsonschema::Validator>,
+        elicitor: Option<Arc<dyn Elicitor>>,
+    ) -> Result<String, SkillError> {
+        let mut authorizations = 0;
+        loop {
+            let called = self
+                .call_attempt(
+                    tool,
+                    arguments.clone(),
+                    traceparent,
+                    output,
+                    elicitor.clone(),
+                )
+                .await;
+            let challenge = self.challenge.lock().ok().and_then(|mut c| c.take());
+            match challenge {
+                Some(challenge) if called.is_err() && authorizations < AUTHORIZATIONS_PER_CALL => {
+                    authorizations += 1;
+                    if let Err(e) = self.authorize(Some(&challenge)).await {
+                        return Err(SkillError::Failed(e.to_string()));
+                    }
+                }
+                _ => return called,
+            }
+        }
+    }
+
+    /// Runs the OAuth flow for the server's `challenge`, or says why it cannot.
+    async fn authorize(&self, challenge: Option<&str>) -> Result<(), McpError> {
+        let name = self.config.name.clone();
+        let unauthorized = |message| McpError::Unauthorized {
+            server: name.clone(),
+            message,
+        };
+        let auth = self.auth.as_ref().ok_or_else(|| {
+            unauthorized(format!(
+                "MCP server `{name}` asks for authorization, which only HTTP servers can"
+            ))
+        })?;
+        let base = http_client(&self.config).map_err(unauthorized)?;
+        let authorized = auth.authorize(&base, challenge).await.map_err(unauthorized);
+        if let Err(e) = &authorized {
+            self.set_state(ServerState::Down(e.to_string()));
+        }
+        authorized
+    }
+
+    /// Lets `browser` send a person to authorize buddy when an HTTP server asks (a
+    /// terminal); without one, such a server's error says to run `buddy mcp login`.
+    pub fn set_browser(&self, browser: Arc<dyn Browser>) {
+        if let Some(auth) = &self.auth {
+            auth.set_browser(browser);
+        }
+    }
+
+    /// `buddy mcp login`: connects, authorizing through the browser if the server asks;
+    /// where the tokens are kept, if on disk.
+    pub async fn login(&self) -> Result<Option<std::path::PathBuf>, McpError> {
+        self.connected().await?;
+        Ok(self
+            .auth
+            .as_ref()
+            .and_then(|a| a.kept_at())
+            .map(std::path::Path::to_path_buf))
+    }
+
+    /// `buddy mcp logout`: forgets the server's kept tokens.
+    pub async fn logout(&self) -> Result<(), McpError> {
+        self.disconnect().await;
+        match &self.auth {
+            Some(auth) => auth.forget().await.map_err(|message| McpError::Failed {
+                server: self.config.name.clone(),
+                message,
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// [`McpSource::call_traced`], the result's `structuredContent` checked against the
     /// tool's output schema (`output`): a mismatch is noted in the text the model reads.
-    pub(crate) async fn call_checked(
+    async fn call_attempt(
         &self,
         tool: &str,
         arguments: Value,
@@ -571,6 +721,18 @@ impl McpSource {
             ))),
             Err(other) => {
                 self.disconnect().await;
+                let transport_error = match &other {
+                    ServiceError::TransportSend(error) => challenge_of(error),
+                    _ => None,
+                };
+                if let Some(challenge) = transport_error {
+                    if let Ok(mut slot) = self.challenge.lock() {
+                        *slot = Some(challenge);
+                    }
+                    return Err(SkillError::Failed(format!(
+                        "MCP server `{name}` refused the call to `{tool}` for want of authorization ({other})"
+                    )));
+                }
                 Err(self.failed(format!(
                     "MCP server `{name}` stopped during the call to `{tool}` ({other}); it is restarted for the next call"
                 )))

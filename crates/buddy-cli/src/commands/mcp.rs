@@ -1,6 +1,7 @@
 //! `buddy mcp list`: each `[[mcp]]` server's state, tools, resources and prompts;
 //! `buddy mcp read` / `buddy mcp prompt`: a resource's text, a prompt filled in;
-//! `buddy mcp import`: another client's servers as `[[mcp]]` entries.
+//! `buddy mcp import`: another client's servers as `[[mcp]]` entries;
+//! `buddy mcp login` / `logout`: an HTTP server's OAuth authorization, kept or forgotten.
 
 use buddy_cli::config::expand_home;
 use buddy_cli::runtime::Runtime;
@@ -48,6 +49,18 @@ enum McpCommand {
         /// Its arguments, each NAME=VALUE.
         arguments: Vec<String>,
     },
+    /// Authorize buddy to an HTTP [[mcp]] server that asks for OAuth: open the address it
+    /// prints in a browser and approve; the token is kept (and refreshed) for every later
+    /// run, `buddy serve` included (see `mcp_tokens`).
+    Login {
+        /// The server's name in buddy.toml.
+        server: String,
+    },
+    /// Forget the OAuth token kept for an HTTP [[mcp]] server.
+    Logout {
+        /// The server's name in buddy.toml.
+        server: String,
+    },
     /// The client the official MCP conformance suite drives (scripts/mcp-conformance.sh).
     #[command(hide = true)]
     ConformanceClient {
@@ -84,6 +97,15 @@ pub async fn mcp(config_path: Option<&Path>, args: McpArgs) -> anyhow::Result<u8
     }
     let runtime = Runtime::load(config_path)?;
     let config = runtime.config();
+    if let McpCommand::Login { server } = &args.command {
+        return login(named(config, server)?).await;
+    }
+    if let McpCommand::Logout { server } = &args.command {
+        let source = McpSource::new(named(config, server)?);
+        source.logout().await?;
+        println!("buddy: forgot the OAuth token of MCP server `{server}`");
+        return Ok(0);
+    }
     if let McpCommand::Read { server, uri } = &args.command {
         let source = McpSource::new(named(config, server)?);
         let text = source.read_resource(uri).await?;
@@ -169,6 +191,30 @@ pub async fn mcp(config_path: Option<&Path>, args: McpArgs) -> anyhow::Result<u8
         );
     }
     Ok(u8::from(failed > 0))
+}
+
+/// `buddy mcp login SERVER`: connects, sending the person to the browser when the
+/// server asks for authorization; says where the token is kept.
+async fn login(entry: buddy_mcp::McpServerConfig) -> anyhow::Result<u8> {
+    let name = entry.name.clone();
+    if entry.url.is_none() {
+        anyhow::bail!(
+            "MCP server `{name}` is a stdio server: only HTTP servers ask for OAuth authorization"
+        );
+    }
+    let source = McpSource::new(entry);
+    source.set_browser(std::sync::Arc::new(buddy_mcp::TerminalBrowser));
+    let kept = source.login().await?;
+    match kept {
+        Some(path) => println!(
+            "buddy: MCP server `{name}` is reachable; its OAuth token (if it asked for one) is kept in {}",
+            path.display()
+        ),
+        None => println!(
+            "buddy: MCP server `{name}` is reachable; its OAuth token lives for this run only (no home directory: set mcp_tokens)"
+        ),
+    }
+    Ok(0)
 }
 
 /// The `[[mcp]]` entry named `server`, offered the sandbox as its roots.

@@ -15,6 +15,20 @@ use buddy_skills::SkillRegistry;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+/// Nobody to ask: forms are answered as `unattended_elicitation = "defaults"` answers
+/// them (accepted with the form's defaults when they fill it, else declined).
+#[derive(Debug)]
+struct Unattended;
+
+impl buddy_core::Elicitor for Unattended {
+    fn ask(
+        &self,
+        request: buddy_core::ElicitationRequest,
+    ) -> buddy_core::BoxFuture<'_, buddy_core::ElicitationAnswer> {
+        Box::pin(async move { buddy_core::answer_with_defaults(&request.schema) })
+    }
+}
+
 /// One call the scenario asks for.
 #[derive(Debug, Deserialize)]
 struct Call {
@@ -29,7 +43,16 @@ struct Call {
 struct Context {
     #[serde(default)]
     tool_calls: Vec<Call>,
+    /// A client registered with the scenario's authorization server beforehand.
+    #[serde(default, rename = "client_id")]
+    client_id: Option<String>,
+    #[serde(default, rename = "client_secret")]
+    client_secret: Option<String>,
 }
+
+/// The client metadata document URL the suite expects a client to be known by where
+/// the authorization server supports URL client ids.
+const CLIENT_METADATA_URL: &str = "https://conformance-test.local/client-metadata.json";
 
 /// Arguments for a tool from its schema: a plain value of each required property's type.
 fn sample_arguments(schema: &Value) -> Map<String, Value> {
@@ -73,7 +96,14 @@ pub async fn conformance_client(url: &str) -> anyhow::Result<u8> {
     config.call_timeout_secs = 20.0;
     config.max_restarts = 0;
     config.roots = vec![std::env::current_dir()?];
+    // The scenario's authorization server approves at once: a headless browser
+    // follows its redirects back to buddy's loopback callback.
+    config.oauth.client_id = context.client_id.clone();
+    config.oauth.client_secret = context.client_secret.clone();
+    config.oauth.client_metadata_url = Some(CLIENT_METADATA_URL.to_owned());
+    config.oauth.wait_secs = 15.0;
     let source = McpSource::new(config);
+    source.set_browser(Arc::new(buddy_mcp::HeadlessBrowser));
     let toolbox = McpToolbox::start(
         Arc::new(SkillRegistry::new()),
         vec![Arc::clone(&source)],
@@ -126,7 +156,11 @@ pub async fn conformance_client(url: &str) -> anyhow::Result<u8> {
             name,
             Value::Object(arguments).to_string(),
         );
-        let outcome = toolbox.invoke(&call, SkillContext::default()).await;
+        let context = SkillContext {
+            elicitor: Some(Arc::new(Unattended)),
+            ..SkillContext::default()
+        };
+        let outcome = toolbox.invoke(&call, context).await;
         failed += usize::from(outcome.is_error);
         eprintln!(
             "conformance: {} → {}{}",

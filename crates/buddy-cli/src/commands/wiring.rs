@@ -89,6 +89,7 @@ pub async fn setup(
         scenario: args.scenario.as_deref(),
         named: args.target.provider.is_some() || runtime.config().default_provider.is_some(),
         notify: &|note| eprintln!("{note}"),
+        attended,
     };
     let session = runtime
         .session(chosen, &wants, &sandbox, &process_env)

@@ -91,6 +91,9 @@ pub struct SessionWants<'a> {
     pub named: bool,
     /// Where a backend's word to the person goes (stderr, for the commands).
     pub notify: &'a dyn Fn(&str),
+    /// A person is at the terminal: an HTTP MCP server that asks for OAuth sends them to
+    /// the browser (otherwise its error says to run `buddy mcp login`).
+    pub attended: bool,
 }
 
 /// A session's provider as its backend built it.

@@ -6,6 +6,7 @@ mod changes;
 mod client_side;
 mod elicitation;
 mod faults;
+mod oauth;
 mod servers;
 
 use std::path::PathBuf;
