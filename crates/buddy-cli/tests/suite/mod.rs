@@ -9,6 +9,7 @@ mod doctor;
 mod judge;
 mod lockout;
 mod mcp;
+mod mcp_login;
 mod mock;
 mod providers;
 mod readme;
