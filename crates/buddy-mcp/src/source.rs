@@ -205,8 +205,6 @@ pub struct McpSource {
     sampling: Arc<SamplingCount>,
     /// An HTTP server's OAuth tokens and how to get them.
     auth: Option<Authorization>,
-    /// The challenge of the last call refused for want of authorization.
-    challenge: Mutex<Option<String>>,
 }
 
 impl McpSource {
@@ -222,7 +220,6 @@ impl McpSource {
         });
         Arc::new(McpSource {
             auth,
-            challenge: Mutex::default(),
             config,
             client: tokio::sync::Mutex::new(None),
             restarts: AtomicU32::new(0),
@@ -586,6 +583,7 @@ impl McpSource {
     ) -> Result<String, SkillError> {
         let mut authorizations = 0;
         loop {
+            let mut challenge = None;
             let called = self
                 .call_attempt(
                     tool,
@@ -593,9 +591,9 @@ impl McpSource {
                     traceparent,
                     output,
                     elicitor.clone(),
+                    &mut challenge,
                 )
                 .await;
-            let challenge = self.challenge.lock().ok().and_then(|mut c| c.take());
             match challenge {
                 Some(challenge) if called.is_err() && authorizations < AUTHORIZATIONS_PER_CALL => {
                     authorizations += 1;
@@ -661,6 +659,8 @@ impl McpSource {
 
     /// [`McpSource::call_traced`], the result's `structuredContent` checked against the
     /// tool's output schema (`output`): a mismatch is noted in the text the model reads.
+    /// A call refused for want of authorization leaves the server's challenge in
+    /// `challenge`.
     async fn call_attempt(
         &self,
         tool: &str,
@@ -668,6 +668,7 @@ impl McpSource {
         traceparent: Option<&str>,
         output: Option<&jsonschema::Validator>,
         elicitor: Option<Arc<dyn Elicitor>>,
+        challenge: &mut Option<String>,
     ) -> Result<String, SkillError> {
         let name = &self.config.name;
         if let ServerState::GaveUp(why) = self.state() {
@@ -725,10 +726,8 @@ impl McpSource {
                     ServiceError::TransportSend(error) => challenge_of(error),
                     _ => None,
                 };
-                if let Some(challenge) = transport_error {
-                    if let Ok(mut slot) = self.challenge.lock() {
-                        *slot = Some(challenge);
-                    }
+                if transport_error.is_some() {
+                    *challenge = transport_error;
                     return Err(SkillError::Failed(format!(
                         "MCP server `{name}` refused the call to `{tool}` for want of authorization ({other})"
                     )));

@@ -2,6 +2,7 @@
 //! authorization-code flow (PKCE, loopback redirect) that fills it.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -51,6 +52,10 @@ pub(crate) struct Authorization {
     client: tokio::sync::Mutex<Option<AuthClient<reqwest::Client>>>,
     /// Who can send a person to the authorization page; none: unattended.
     browser: Mutex<Option<Arc<dyn Browser>>>,
+    /// One authorization at a time: calls refused together send the person once.
+    authorizing: tokio::sync::Mutex<()>,
+    /// Authorizations finished, so a call that waited on another's knows it is done.
+    finished: AtomicU64,
 }
 
 impl Authorization {
@@ -78,6 +83,8 @@ impl Authorization {
             kept_at,
             client: tokio::sync::Mutex::new(None),
             browser: Mutex::new(None),
+            authorizing: tokio::sync::Mutex::new(()),
+            finished: AtomicU64::new(0),
         }
     }
 
@@ -194,6 +201,12 @@ impl Authorization {
         if let Some(why) = self.cannot() {
             return Err(why);
         }
+        let before = self.finished.load(Ordering::SeqCst);
+        let _one_at_a_time = self.authorizing.lock().await;
+        if self.finished.load(Ordering::SeqCst) != before {
+            // Another call authorized while this one waited: its token is the answer.
+            return Ok(());
+        }
         let browser = self
             .browser
             .lock()
@@ -255,6 +268,7 @@ impl Authorization {
             )
         })?;
         *self.client.lock().await = Some(AuthClient::new(base.clone(), manager));
+        self.finished.fetch_add(1, Ordering::SeqCst);
         tracing::debug!(server = %self.server, "OAuth authorization done");
         Ok(())
     }

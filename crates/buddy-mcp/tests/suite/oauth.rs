@@ -403,3 +403,25 @@ async fn a_refused_authorization_fails_with_the_servers_reason() {
     );
     assert!(!dir.path().join("guarded.json").exists(), "nothing kept");
 }
+
+#[tokio::test]
+async fn calls_made_together_need_one_step_up() {
+    let fake = serve().await;
+    let dir = tempfile::tempdir().expect("dir");
+    let source = source(&fake, dir.path(), true);
+    source.start().await.expect("authorized");
+    let calls = (0..4).map(|_| {
+        let source = Arc::clone(&source);
+        tokio::spawn(async move { source.call("publish", json!({})).await })
+    });
+    for call in calls {
+        let answer = call.await.expect("join").expect("stepped up");
+        assert_eq!(answer, "scopes: read write");
+    }
+    assert_eq!(
+        fake.seen().authorizations.len(),
+        2,
+        "the first authorization and one step-up: {:?}",
+        fake.seen().authorizations
+    );
+}
