@@ -81,6 +81,12 @@ impl ElicitationDesk {
         Ok(())
     }
 
+    /// Whether request `id` still waits for an answer (not answered, timed out or
+    /// dropped with its call).
+    pub fn is_open(&self, id: &str) -> bool {
+        self.lock().open.contains_key(id)
+    }
+
     /// The `elicitation_required` events of the requests still open, oldest first: what
     /// a client that reattaches must show again.
     pub fn open_requests(&self) -> Vec<ChatEvent> {

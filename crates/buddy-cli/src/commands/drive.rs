@@ -7,6 +7,7 @@ use buddy_core::PendingCall;
 use buddy_engine::{CancellationToken, ElicitationDesk, Engine, Resume, TurnOutcome, TurnRequest};
 use buddy_telemetry::TurnScope;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::signals::interrupt;
 use super::wiring::Setup;
@@ -111,10 +112,23 @@ async fn drive_once(
                         buddy_core::ChatEvent::ApprovalRequired { calls } => pending = calls,
                         buddy_core::ChatEvent::ElicitationRequired { id, server, message, schema, .. } => {
                             if let Some(desk) = desk.clone() {
-                                tokio::task::spawn_blocking(move || {
-                                    super::elicit::answer(&desk, &id, &server, &message, &schema)
-                                })
-                                .await?;
+                                // Ctrl-C while the form is asked cancels the turn and ends
+                                // the asking at once.
+                                let stop = Arc::new(AtomicBool::new(false));
+                                let stopped = Arc::clone(&stop);
+                                let asking = tokio::task::spawn_blocking(move || {
+                                    let stop = || stopped.load(Ordering::SeqCst);
+                                    super::elicit::answer(&desk, &id, &server, &message, &schema, &stop)
+                                });
+                                tokio::pin!(asking);
+                                tokio::select! {
+                                    asked = &mut asking => asked?,
+                                    _ = &mut ctrl_c, if !cancel.is_cancelled() => {
+                                        cancel.cancel();
+                                        stop.store(true, Ordering::SeqCst);
+                                        asking.await?;
+                                    }
+                                }
                             }
                         }
                         _ => {}

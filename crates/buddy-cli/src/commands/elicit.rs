@@ -2,34 +2,40 @@
 //! the form field by field (title, description, required mark, choices, default), then
 //! the answer checked against the form; a misfit is said and the form asked again.
 
-use std::io::{BufRead, Write};
+use std::io::Write;
 
 use buddy_core::{ElicitationAnswer, enum_values};
 use buddy_engine::{AnswerError, ElicitationDesk};
 use serde_json::{Map, Value};
 
-/// Reads one line from stdin; `None` at end of input.
-fn read_line() -> Option<String> {
-    let mut line = String::new();
-    match std::io::stdin().lock().read_line(&mut line) {
-        Ok(0) | Err(_) => None,
-        Ok(_) => Some(line.trim_end_matches(['\n', '\r']).to_owned()),
-    }
-}
-
-fn ask(question: &str) -> Option<String> {
+/// Shows `question` and reads the person's line; `None` at end of input or once
+/// `give_up` says so.
+fn ask(question: &str, give_up: &dyn Fn() -> bool) -> Option<String> {
     let mut err = std::io::stderr();
     let _ = write!(err, "{question}");
     let _ = err.flush();
-    read_line()
+    super::terminal_line::read_line(give_up)
 }
 
 /// Puts question `id` to the person until the desk takes an answer. End of input
-/// declines.
-pub fn answer(desk: &ElicitationDesk, id: &str, server: &str, message: &str, schema: &Value) {
+/// declines; the question stops waiting (answering nothing) once `stop` says so (Ctrl-C)
+/// or the question closed otherwise (its timeout, the turn's end).
+pub fn answer(
+    desk: &ElicitationDesk,
+    id: &str,
+    server: &str,
+    message: &str,
+    schema: &Value,
+    stop: &dyn Fn() -> bool,
+) {
     eprintln!("\nMCP server `{server}` asks: {message}");
+    let give_up = || stop() || !desk.is_open(id);
     loop {
-        let answer = fill(schema);
+        let answer = fill(schema, &give_up);
+        if give_up() {
+            eprintln!();
+            return;
+        }
         match desk.answer(id, answer) {
             Ok(()) => return,
             Err(AnswerError::Invalid(e)) => eprintln!("That does not fit the form: {e}. Again:"),
@@ -40,9 +46,9 @@ pub fn answer(desk: &ElicitationDesk, id: &str, server: &str, message: &str, sch
 }
 
 /// One pass over the form: accept with the fields filled in, decline or cancel.
-fn fill(schema: &Value) -> ElicitationAnswer {
+fn fill(schema: &Value, give_up: &dyn Fn() -> bool) -> ElicitationAnswer {
     loop {
-        let Some(choice) = ask("[a]nswer / [d]ecline / [c]ancel: ") else {
+        let Some(choice) = ask("[a]nswer / [d]ecline / [c]ancel: ", give_up) else {
             return ElicitationAnswer::Decline;
         };
         match choice.trim().to_lowercase().as_str() {
@@ -67,7 +73,7 @@ fn fill(schema: &Value) -> ElicitationAnswer {
         let must = required.contains(&name.as_str());
         eprintln!("{}", label(name, field, must));
         loop {
-            let Some(text) = ask("> ") else {
+            let Some(text) = ask("> ", give_up) else {
                 return ElicitationAnswer::Decline;
             };
             if text.trim().is_empty() {

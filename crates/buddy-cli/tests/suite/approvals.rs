@@ -18,7 +18,7 @@ fn driver() -> PathBuf {
 }
 
 /// `buddy ARGS` on a pseudo-terminal, typing `answers` as their questions appear.
-fn on_terminal(dir: &Path, answers: &[(&str, &str)], args: &[&str]) -> (Option<i32>, String) {
+pub fn on_terminal(dir: &Path, answers: &[(&str, &str)], args: &[&str]) -> (Option<i32>, String) {
     let steps = serde_json::to_string(answers).unwrap();
     let out: Output = Command::new("python3")
         .arg(driver())

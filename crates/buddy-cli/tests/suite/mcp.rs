@@ -437,14 +437,11 @@ for line in sys.stdin:
         send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": "no such method"}})
 "#;
 
-/// Piped or scripted, nobody can answer a server's question: the policy declines it
-/// (or cancels it, or takes the form's defaults, when told so), and the server hears that.
-#[test]
-fn an_unattended_run_declines_a_servers_question() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("asking.py"), ASKING).unwrap();
+/// The asking server and its scenario in `dir`.
+fn signup(dir: &Path) {
+    std::fs::write(dir.join("asking.py"), ASKING).unwrap();
     std::fs::write(
-        dir.path().join("buddy.toml"),
+        dir.join("buddy.toml"),
         "[[mcp]]\nname = \"asking\"\ncommand = [\"python3\", \"asking.py\"]\n",
     )
     .unwrap();
@@ -452,7 +449,49 @@ fn an_unattended_run_declines_a_servers_question() {
       "rules": [
         {"when": {"round": 1}, "reply": {"tool_calls": [{"name": "asking__signup", "arguments": {}}]}},
         {"when": {}, "reply": {"text": "Result: {last_result}"}}]}"#;
-    std::fs::write(dir.path().join("signup.json"), scenario).unwrap();
+    std::fs::write(dir.join("signup.json"), scenario).unwrap();
+}
+
+/// At a terminal the person fills the form in; Ctrl-C while it is asked cancels the
+/// turn at once (nothing waits for Enter).
+#[test]
+fn at_a_terminal_the_form_is_answered_and_ctrl_c_cancels_the_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    signup(dir.path());
+    let args = ["run", "--scenario", "signup.json", "--approval", "never"];
+    let (code, text) = super::approvals::on_terminal(
+        dir.path(),
+        &[
+            ("[a]nswer / [d]ecline / [c]ancel: ", "a\r"),
+            ("> ", "Grace\r"),
+        ],
+        &args,
+    );
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("MCP server `asking` asks: Who signs up?"),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"Result: got {"action": "accept", "content": {"name": "Grace"}}"#),
+        "{text}"
+    );
+
+    let (code, text) = super::approvals::on_terminal(
+        dir.path(),
+        &[("[a]nswer / [d]ecline / [c]ancel: ", "\u{3}")],
+        &args,
+    );
+    assert_eq!(code, Some(130), "cancelled: {text}");
+    assert!(!text.contains("Result: got"), "{text}");
+}
+
+/// Piped or scripted, nobody can answer a server's question: the policy declines it
+/// (or cancels it, or takes the form's defaults, when told so), and the server hears that.
+#[test]
+fn an_unattended_run_declines_a_servers_question() {
+    let dir = tempfile::tempdir().unwrap();
+    signup(dir.path());
     for (extra, expected) in [
         (&[][..], r#"Result: got {"action": "decline"}"#),
         (
