@@ -65,6 +65,45 @@ pub fn human_line(event: &ChatEvent) -> Option<String> {
             *wait_ms as f64 / 1000.0,
             *waited_ms as f64 / 1000.0
         ),
+        ChatEvent::ToolProgress {
+            name,
+            progress,
+            total,
+            message,
+            status,
+            ..
+        } => {
+            let mut parts = Vec::new();
+            if let Some(status) = status {
+                parts.push(format!("task {status}"));
+            }
+            match (progress, total) {
+                (Some(done), Some(total)) => parts.push(format!("{done}/{total}")),
+                (Some(done), None) => parts.push(format!("{done}")),
+                _ => {}
+            }
+            if let Some(message) = message {
+                parts.push(one_line(message));
+            }
+            format!("… {name}: {}", parts.join(" — "))
+        }
+        ChatEvent::ToolSampling {
+            name,
+            server,
+            model,
+            input_tokens,
+            output_tokens,
+            refused,
+            ..
+        } => match refused {
+            Some(why) => {
+                format!("✗ {name}: `{server}` asked buddy's model for a completion: {why}")
+            }
+            None => format!(
+                "↺ {name}: `{server}` asked buddy's model for a completion ({}, {input_tokens} tokens in, {output_tokens} out; counted in this turn)",
+                model.as_deref().unwrap_or("model")
+            ),
+        },
         ChatEvent::GuardTripped {
             guard,
             action,

@@ -9,11 +9,13 @@
 
 mod annotations;
 mod call;
+mod caller;
 mod catalog;
 mod config;
 mod elicit;
 mod handler;
 mod import;
+mod progress;
 mod resource_skill;
 mod result;
 mod sampling;

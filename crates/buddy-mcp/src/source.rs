@@ -16,6 +16,7 @@ use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientLifecycleMode, ClientServiceExt};
 use serde_json::Value;
 
+use crate::caller::Caller;
 use crate::config::{McpServerConfig, Transport};
 use crate::handler::Client;
 use crate::handler::{Handler, Notes};
@@ -493,7 +494,7 @@ impl McpSource {
         arguments: Value,
         traceparent: Option<&str>,
     ) -> Result<String, SkillError> {
-        self.call_checked(tool, arguments, traceparent, None, None)
+        self.call_checked(tool, arguments, traceparent, None, Caller::default())
             .await
     }
 
@@ -505,8 +506,11 @@ impl McpSource {
         arguments: Value,
         elicitor: Option<Arc<dyn Elicitor>>,
     ) -> Result<String, SkillError> {
-        self.call_checked(tool, arguments, None, None, elicitor)
-            .await
+        let caller = Caller {
+            elicitor,
+            ..Caller::default()
+        };
+        self.call_checked(tool, arguments, None, None, caller).await
     }
 
     /// [`McpSource::call_traced`], the result's `structuredContent` checked against the
@@ -517,7 +521,7 @@ impl McpSource {
         arguments: Value,
         traceparent: Option<&str>,
         output: Option<&jsonschema::Validator>,
-        elicitor: Option<Arc<dyn Elicitor>>,
+        caller: Caller,
     ) -> Result<String, SkillError> {
         let name = &self.config.name;
         if let ServerState::GaveUp(why) = self.state() {
@@ -541,19 +545,17 @@ impl McpSource {
         }
         let secs = self.config.call_timeout_secs;
         let limit = Duration::from_secs_f64(secs);
-        // A server-initiated `elicitation/create` during the call may be this call's.
-        let _asking = elicitor
-            .as_ref()
-            .map(|e| self.notes.askers.enter(Arc::clone(e)));
-        let elicitor = elicitor.as_deref();
+        // A server-initiated `elicitation/create` or sampling request during the call may
+        // be this call's.
+        let _asking = self.notes.askers.enter(caller.clone());
         // rmcp ends the call at `limit` (sending `notifications/cancelled`), with a
         // backstop of its own for a transport that blocks.
-        let called = crate::call::call_tool(&client, params, limit, elicitor).await;
+        let called = crate::call::call_tool(&client, params, limit, &caller).await;
         // A task handle: waited on (its own bound) outside the call's time.
         let called = match called {
-            Ok(crate::call::Called::Task(task)) => {
+            Ok(crate::call::Called::Task(task, _route)) => {
                 let wait = Duration::from_secs_f64(self.config.task_timeout_secs);
-                crate::task::await_task(&client, task, wait, elicitor).await
+                crate::task::await_task(&client, task, wait, &caller).await
             }
             Ok(crate::call::Called::Done(result)) => Ok(result),
             Err(e) => Err(e),

@@ -325,6 +325,21 @@ impl Lease {
     }
 }
 
+impl Lease {
+    /// Takes into this turn's booked figures what [`Place::book_side`] already booked
+    /// for it (model calls its tools made for their servers), once the turn has added
+    /// them to its own stats: the next [`Lease::book`] does not count them again.
+    pub(crate) fn absorb_side(&mut self, side: &DelegatedStats) {
+        let booked = &mut self.booked;
+        booked.model_calls += side.model_calls;
+        booked.input_tokens += side.input_tokens;
+        booked.output_tokens += side.output_tokens;
+        if let Some(cost) = side.cost_usd {
+            booked.cost_usd = Some(booked.cost_usd.unwrap_or_default().saturating_add(cost));
+        }
+    }
+}
+
 impl Drop for Lease {
     fn drop(&mut self) {
         if self.holds_reserve {
@@ -373,6 +388,43 @@ impl Place {
             .limits
             .tool_calls
             .saturating_sub(self.tree.pool().tool_calls)
+    }
+
+    /// Draws one model call a tool of this turn makes for its server (MCP sampling),
+    /// from the same pool as the turn's rounds: refused when only the calls held back
+    /// for answers are left, or the tree's token or money budget is spent.
+    pub(crate) fn take_side_call(&self) -> Result<(), Refusal> {
+        let limits = &self.tree.limits;
+        let mut pool = self.tree.pool();
+        if pool.model_calls + pool.reserved >= limits.model_calls {
+            return Err(Refusal::Calls {
+                max: limits.model_calls,
+            });
+        }
+        if limits.budget_spent(&pool) {
+            return Err(Refusal::Budget);
+        }
+        pool.model_calls += 1;
+        Ok(())
+    }
+
+    /// Books what a call drawn by [`Place::take_side_call`] used: its tokens and money
+    /// join the pool at once (the next draw sees them), and the whole of it every
+    /// ancestor's share. The turn takes it into its own stats later
+    /// ([`Lease::absorb_side`]).
+    pub(crate) fn book_side(&self, used: &DelegatedStats) {
+        {
+            let mut pool = self.tree.pool();
+            pool.tokens = pool
+                .tokens
+                .saturating_add(used.input_tokens + used.output_tokens);
+            pool.cost = pool.cost.saturating_add(used.cost_usd.unwrap_or_default());
+        }
+        let mut up = self.node.parent.clone();
+        while let Some(node) = up {
+            add(&mut lock(&node.delegated), used);
+            up = node.parent.clone();
+        }
     }
 
     /// Opens a child's lease for `hop`: the depth and spawn bounds are checked, and one
@@ -548,6 +600,49 @@ mod tests {
             root.place().open_child(hop(3)).err(),
             Some(Refusal::Spawns { max: 2 })
         );
+    }
+
+    #[test]
+    fn side_calls_share_the_pool_and_are_booked_once() {
+        let mut root = Lease::root(&LoopPolicy {
+            max_model_calls: 3,
+            max_turn_tokens: Some(1000),
+            ..LoopPolicy::default()
+        });
+        assert!(root.take_round_call());
+        let child = root.place().open_child(hop(0)).expect("room");
+        // 1 round call + the root's reserve + the child's reserve: the pool is full.
+        assert_eq!(
+            child.place().take_side_call(),
+            Err(Refusal::Calls { max: 3 })
+        );
+        drop(child);
+        let place = root.place();
+        assert_eq!(place.take_side_call(), Ok(()));
+        assert_eq!(place.take_side_call(), Err(Refusal::Calls { max: 3 }));
+        let used = DelegatedStats {
+            model_calls: 1,
+            input_tokens: 600,
+            output_tokens: 400,
+            ..DelegatedStats::default()
+        };
+        place.book_side(&used);
+        // The turn folds the call into its stats: booking them adds nothing again.
+        root.absorb_side(&used);
+        root.book(&TurnStats {
+            model_calls: 2,
+            input_tokens: 600,
+            output_tokens: 400,
+            ..TurnStats::default()
+        });
+        assert_eq!(
+            root.stop_before_call(None),
+            Some(TreeStop::Tokens {
+                budget: 1000,
+                used: 1000
+            })
+        );
+        assert!(root.take_final_call(), "the answer's call is still held");
     }
 
     #[test]

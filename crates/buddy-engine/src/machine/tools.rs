@@ -14,8 +14,10 @@ use futures::StreamExt;
 
 use super::{End, Round, State, ToolboxHandle, Turn};
 use crate::agents::{Scope, as_line};
+use crate::call_budget::TurnCallBudget;
 use crate::judge::{FinalizeCause, Judge, Plan, RoundFacts, RoundJudge, Slot};
 use crate::poll::{PollWatch, Polled, poll_until_changed};
+use crate::progress::CallProgress;
 use crate::tape::TapeStep;
 use crate::words::not_run;
 
@@ -154,14 +156,24 @@ impl Turn<'_> {
                 true => Some(Arc::clone(scope.get_or_insert_with(|| self.agent_scope()))),
                 false => None,
             };
+            let progress = Arc::new(CallProgress::default());
             let ctx = SkillContext {
                 call_id: call.id.clone(),
                 arguments: call.arguments.clone(),
                 traceparent: observer.and_then(|o| o.tool_traceparent(&call.id)),
                 scope,
                 elicitor: Some(self.elicitation.for_call(&call.id)),
+                progress: Some(Arc::clone(&progress) as Arc<dyn buddy_core::ProgressSink>),
+                budget: Some(Arc::new(TurnCallBudget {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    place: self.lease.place(),
+                    used: self.side_usage.clone(),
+                    events: self.events.sender(),
+                    price: self.price,
+                })),
             };
-            pending.push(match watch.clone() {
+            let run: BoxFuture<'t, (ToolOutcome, Option<Polled>)> = match watch.clone() {
                 Some(watch) => Box::pin(poll_until_changed(
                     call,
                     watch,
@@ -170,7 +182,13 @@ impl Turn<'_> {
                     move || toolbox.invoke(call, ctx.clone()),
                 )),
                 None => Box::pin(async move { (toolbox.invoke(call, ctx).await, None) }),
-            });
+            };
+            pending.push(Box::pin(crate::progress::follow(
+                call,
+                progress,
+                self.events.sender(),
+                run,
+            )));
         }
         pending
     }
@@ -236,6 +254,7 @@ impl Turn<'_> {
                                 poll_notes.push(crate::poll::note(&slot.call, &polled));
                             }
                             self.stats.tool_calls += 1;
+                            self.fold_side_usage();
                             self.lease.book(&self.stats);
                             let trips = self.judge.observe(judged, slot, &outcome);
                             self.announce_all(trips).await;
@@ -282,7 +301,27 @@ impl Turn<'_> {
                 .await;
             results.push((content, is_error));
         }
+        // Calls given up (cancel, deadline) may have sampled too.
+        self.fold_side_usage();
+        self.lease.book(&self.stats);
         (interrupted, poll_notes)
+    }
+
+    /// Adds the model calls the round's tools made for their servers (sampling) to the
+    /// turn's stats; the lease already has them.
+    fn fold_side_usage(&mut self) {
+        let side = self.side_usage.take();
+        if side.model_calls == 0 {
+            return;
+        }
+        self.stats.model_calls += side.model_calls;
+        self.stats.input_tokens += side.input_tokens;
+        self.stats.output_tokens += side.output_tokens;
+        if let Some(cost) = side.cost_usd {
+            self.stats.cost_usd =
+                Some(self.stats.cost_usd.unwrap_or_default().saturating_add(cost));
+        }
+        self.lease.absorb_side(&side);
     }
 }
 

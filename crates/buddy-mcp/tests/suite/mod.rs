@@ -6,7 +6,9 @@ mod changes;
 mod client_side;
 mod elicitation;
 mod faults;
+mod progress;
 mod servers;
+mod turn_progress;
 
 use std::path::PathBuf;
 
