@@ -1,11 +1,13 @@
 //! The turn's budget as its tool calls see it: a model call an MCP server asks for while
 //! a call runs (sampling) is drawn from the turn's tree pool — the one its rounds and its
-//! sub-agents draw from — refused when it is spent, shown on the stream, and folded into
-//! the turn's stats after the call ([`SideUsage::take`]).
+//! sub-agents draw from — refused when it is spent, shown on the stream, and added to
+//! the stats the turn reports at its end ([`with_side_calls`]). Like a sub-agent's calls
+//! they stay out of the turn's own figures while it runs (its model calls keep their
+//! numbers); the pool gates the next call.
 
 use std::sync::{Arc, Mutex};
 
-use buddy_core::{BoxFuture, CallBudget, ChatEvent, DelegatedStats, Price, Usage};
+use buddy_core::{BoxFuture, CallBudget, ChatEvent, DelegatedStats, Price, TurnStats, Usage};
 use tokio::sync::mpsc;
 
 use crate::agents::{Place, Refusal};
@@ -20,7 +22,7 @@ impl SideUsage {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// What was used since the last take (the turn adds it to its stats).
+    /// What was used since the last take.
     pub(crate) fn take(&self) -> DelegatedStats {
         std::mem::take(&mut *self.lock())
     }
@@ -127,4 +129,15 @@ impl CallBudget for TurnCallBudget {
                 .await;
         })
     }
+}
+
+/// `stats` with the model calls the turn's tools made for their servers added in.
+pub(crate) fn with_side_calls(mut stats: TurnStats, side: DelegatedStats) -> TurnStats {
+    stats.model_calls += side.model_calls;
+    stats.input_tokens += side.input_tokens;
+    stats.output_tokens += side.output_tokens;
+    if let Some(cost) = side.cost_usd {
+        stats.cost_usd = Some(stats.cost_usd.unwrap_or_default().saturating_add(cost));
+    }
+    stats
 }

@@ -325,21 +325,6 @@ impl Lease {
     }
 }
 
-impl Lease {
-    /// Takes into this turn's booked figures what [`Place::book_side`] already booked
-    /// for it (model calls its tools made for their servers), once the turn has added
-    /// them to its own stats: the next [`Lease::book`] does not count them again.
-    pub(crate) fn absorb_side(&mut self, side: &DelegatedStats) {
-        let booked = &mut self.booked;
-        booked.model_calls += side.model_calls;
-        booked.input_tokens += side.input_tokens;
-        booked.output_tokens += side.output_tokens;
-        if let Some(cost) = side.cost_usd {
-            booked.cost_usd = Some(booked.cost_usd.unwrap_or_default().saturating_add(cost));
-        }
-    }
-}
-
 impl Drop for Lease {
     fn drop(&mut self) {
         if self.holds_reserve {
@@ -409,9 +394,9 @@ impl Place {
     }
 
     /// Books what a call drawn by [`Place::take_side_call`] used: its tokens and money
-    /// join the pool at once (the next draw sees them), and the whole of it every
-    /// ancestor's share. The turn takes it into its own stats later
-    /// ([`Lease::absorb_side`]).
+    /// join the pool at once (the next draw and the next round see them), and the whole
+    /// of it every ancestor's share (as a sub-agent's calls are). The turn adds it to the
+    /// stats it reports at its end.
     pub(crate) fn book_side(&self, used: &DelegatedStats) {
         {
             let mut pool = self.tree.pool();
@@ -627,12 +612,9 @@ mod tests {
             ..DelegatedStats::default()
         };
         place.book_side(&used);
-        // The turn folds the call into its stats: booking them adds nothing again.
-        root.absorb_side(&used);
+        // The turn's own figures keep out the side call: booking them adds nothing to it.
         root.book(&TurnStats {
-            model_calls: 2,
-            input_tokens: 600,
-            output_tokens: 400,
+            model_calls: 1,
             ..TurnStats::default()
         });
         assert_eq!(

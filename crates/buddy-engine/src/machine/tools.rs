@@ -254,7 +254,6 @@ impl Turn<'_> {
                                 poll_notes.push(crate::poll::note(&slot.call, &polled));
                             }
                             self.stats.tool_calls += 1;
-                            self.fold_side_usage();
                             self.lease.book(&self.stats);
                             let trips = self.judge.observe(judged, slot, &outcome);
                             self.announce_all(trips).await;
@@ -301,27 +300,7 @@ impl Turn<'_> {
                 .await;
             results.push((content, is_error));
         }
-        // Calls given up (cancel, deadline) may have sampled too.
-        self.fold_side_usage();
-        self.lease.book(&self.stats);
         (interrupted, poll_notes)
-    }
-
-    /// Adds the model calls the round's tools made for their servers (sampling) to the
-    /// turn's stats; the lease already has them.
-    fn fold_side_usage(&mut self) {
-        let side = self.side_usage.take();
-        if side.model_calls == 0 {
-            return;
-        }
-        self.stats.model_calls += side.model_calls;
-        self.stats.input_tokens += side.input_tokens;
-        self.stats.output_tokens += side.output_tokens;
-        if let Some(cost) = side.cost_usd {
-            self.stats.cost_usd =
-                Some(self.stats.cost_usd.unwrap_or_default().saturating_add(cost));
-        }
-        self.lease.absorb_side(&side);
     }
 }
 
