@@ -1,13 +1,11 @@
 //! One `tools/call` to its end: its `input_required` rounds (SEP-2322) answered by
-//! buddy's handler, its progress routed to the caller, and `notifications/cancelled` sent for it when it runs past its
-//! time (written before the call returns) or is dropped (a cancelled turn).
-
-use std::time::Duration;
+//! buddy's handler, its progress routed to the caller, and `notifications/cancelled`
+//! sent for it when it runs past its time (written before the call returns) or is
+//! dropped (a cancelled turn).
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use crate::caller::Caller;
-use crate::progress::{Route, RouteKey};
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
     ClientRequest, InputRequest, InputRequests, InputResponses, RequestId, ServerResult, Task,
@@ -15,7 +13,9 @@ use rmcp::model::{
 use rmcp::service::{PeerRequestOptions, RoleClient, ServiceError};
 use serde_json::Value;
 
+use crate::caller::Caller;
 use crate::handler::Client;
+use crate::progress::{Route, RouteKey};
 
 /// Rounds of `input_required` answered before the call is given up (rmcp's default).
 const MAX_INPUT_ROUNDS: usize = rmcp::model::DEFAULT_MRTR_MAX_ROUNDS;

@@ -6,6 +6,7 @@
 //! model reads. A caller that gives up (a cancelled turn, a deadline) sends
 //! `tasks/cancel`, and so does a task that outlives `task_timeout_secs`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{
@@ -15,8 +16,6 @@ use rmcp::model::{
 };
 use rmcp::service::{RoleClient, ServiceError};
 use serde_json::Value;
-
-use std::sync::Arc;
 
 use crate::call::answer_inputs;
 use crate::caller::Caller;
