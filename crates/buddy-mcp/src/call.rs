@@ -20,9 +20,6 @@ use crate::progress::{Route, RouteKey};
 /// Rounds of `input_required` answered before the call is given up (rmcp's default).
 const MAX_INPUT_ROUNDS: usize = rmcp::model::DEFAULT_MRTR_MAX_ROUNDS;
 
-/// Times a call yields to the runtime after its answer, for notifications still queued.
-const SETTLE_YIELDS: usize = 4;
-
 /// Sends `notifications/cancelled` for a request whose caller went away.
 struct CancelOnDrop {
     peer: rmcp::Peer<RoleClient>,
@@ -117,10 +114,9 @@ pub(crate) async fn call_tool(
             let answered = handle.await_response().await;
             guard.id = None;
             // rmcp hands each notification to a task of its own, so one the server sent
-            // just before its answer may be handled just after it: let those run before
-            // the route goes.
-            for _ in 0..SETTLE_YIELDS {
-                tokio::task::yield_now().await;
+            // just before its answer may be handled just after it.
+            if let Some(route) = &route {
+                route.settle().await;
             }
             answered.map(|answer| (answer, route))
         };

@@ -849,16 +849,6 @@ class TurnView {
     if (status && parts.length) status.textContent = `${parts.join(" · ")}…`;
   }
 
-  /** A model call the call's MCP server asked for (tool_sampling), or its refusal. */
-  callSampling(data) {
-    const card = this.card(data.id);
-    if (!card) return;
-    const text = data.refused
-      ? `sampling refused: ${data.refused}`
-      : `sampling: ${data.model || "the model"} answered ${data.server} (${data.input_tokens} tokens in, ${data.output_tokens} out; counted in this turn)`;
-    card.node.append(el("div", { class: "label sampling", text }));
-  }
-
   notice(guard, action, skill, detail) {
     this.answer = null;
     this.cardRow = null;
@@ -1298,9 +1288,6 @@ function drawEvent(view, name, data) {
       break;
     case "tool_progress":
       view.callProgress(data);
-      break;
-    case "tool_sampling":
-      view.callSampling(data);
       break;
     case "guard_tripped":
       view.notice(data.guard, data.action, data.skill, data.detail);

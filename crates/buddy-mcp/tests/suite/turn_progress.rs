@@ -83,7 +83,9 @@ fn progress_of(events: &[ChatEvent], id: &str) -> Vec<Seen> {
         .collect()
 }
 
-#[tokio::test]
+// Multi-threaded, as `buddy run` and `buddy serve` are (rmcp's notification tasks then
+// run in any order).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn progress_and_task_status_are_stream_events_coalesced_with_the_last_before_the_result() {
     let source = McpSource::new(server("p"));
     let engine = Engine::new(

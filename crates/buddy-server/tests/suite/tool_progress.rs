@@ -83,7 +83,7 @@ fn at(frames: &[Frame], is: impl Fn(&Frame) -> bool) -> usize {
     frames.iter().position(is).expect("the frame")
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_native_stream_carries_coalesced_progress_and_task_status_before_each_result() {
     let state = state().await;
     let (status, body) = open(&state, post("/v1/chat", json!({"message": "go"}), None)).await;
