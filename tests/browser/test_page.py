@@ -532,6 +532,92 @@ def test_a_servers_question_is_a_form_whose_answer_reaches_the_server(page, aski
     assert page.errors == []
 
 
+# An MCP server (stdio) whose `export` reports its progress (1 of 2, "waiting for the
+# go-ahead"), waits for a file `go` in its directory, then reports 2 of 2 and answers:
+# the page shows the progress on the running call's card.
+PROGRESS_SERVER = r"""
+import json, os, sys, time
+def send(obj):
+    sys.stdout.write(json.dumps(obj) + "\n"); sys.stdout.flush()
+for line in sys.stdin:
+    msg = json.loads(line)
+    method, mid, params = msg.get("method"), msg.get("id"), msg.get("params") or {}
+    if mid is None:
+        continue
+    if method == "initialize":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"protocolVersion": "2025-11-25",
+              "capabilities": {"tools": {}}, "serverInfo": {"name": "slowly", "version": "1"}}})
+    elif method == "tools/list":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"tools": [
+            {"name": "export", "inputSchema": {"type": "object"}}]}})
+    elif method == "tools/call":
+        token = params["_meta"]["progressToken"]
+        def progress(n, message):
+            send({"jsonrpc": "2.0", "method": "notifications/progress", "params": {
+                  "progressToken": token, "progress": n, "total": 2, "message": message}})
+        progress(1, "waiting for the go-ahead")
+        deadline = time.time() + 60
+        while not os.path.exists("go") and time.time() < deadline:
+            time.sleep(0.05)
+        progress(2, "writing")
+        send({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": "exported"}]}})
+    else:
+        send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": "no such method"}})
+"""
+
+SLOW = {
+    "name": "slow", "prompt": "export it",
+    "expect": {"stop_reason": "completed", "model_calls": 2, "tool_calls": 1},
+    "rules": [
+        {"when": {"round": 1}, "reply": {"tool_calls": [{"name": "slowly__export", "arguments": {}}]}},
+        {"when": {}, "reply": {"text": "Result: {last_result}"}},
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def progress_server():
+    """A `buddy serve` whose model (buddy's mock server playing `slow`) calls the tool of
+    an MCP server that reports its progress and waits for the test's go-ahead."""
+    work = Path(tempfile.mkdtemp(prefix="buddy-browser-progress-"))
+    scenarios = work / "scenarios"
+    scenarios.mkdir()
+    (scenarios / "slow.json").write_text(json.dumps(SLOW))
+    (work / "slowly.py").write_text(PROGRESS_SERVER)
+    mock_port = free_port()
+    mock = subprocess.Popen(
+        [str(BUDDY), "mock-server", "--listen", f"127.0.0.1:{mock_port}", "--scenarios", str(scenarios)],
+        cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    (work / "buddy.toml").write_text(
+        f'[providers.mock]\nkind = "openai"\nbase_url = "http://127.0.0.1:{mock_port}/v1"\nmodel = "slow"\n'
+        '[[mcp]]\nname = "slowly"\ncommand = ["python3", "slowly.py"]\n'
+        '[approval.skills]\n"slowly__export" = "never"\n'
+    )
+    base, proc = start_serve(work, [])
+    yield {"url": base, "work": work}
+    for p in (proc, mock):
+        p.terminate()
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def test_a_running_calls_progress_shows_on_its_card(page, progress_server):
+    open_page(page, progress_server)
+    ask(page, "slow", "export it")
+    status = page.locator(".card.running .status")
+    expect(status).to_have_text("1/2 · waiting for the go-ahead…", timeout=20000)
+    (progress_server["work"] / "go").write_text("")
+    end = turn_end(page)
+    expect(end).to_have_attribute("data-reason", "completed")
+    expect(page.locator(".card.done .status")).to_contain_text("done")
+    expect(page.locator(".msg.assistant").last).to_contain_text("Result: exported")
+    assert page.errors == []
+
+
 def test_conversations_can_be_renamed_and_deleted(page, server):
     open_page(page, server)
     ask(page, "scripted:offline_assistant", "What time is it?")

@@ -65,6 +65,45 @@ pub fn human_line(event: &ChatEvent) -> Option<String> {
             *wait_ms as f64 / 1000.0,
             *waited_ms as f64 / 1000.0
         ),
+        ChatEvent::ToolProgress {
+            name,
+            progress,
+            total,
+            message,
+            status,
+            ..
+        } => {
+            let mut parts = Vec::new();
+            if let Some(status) = status {
+                parts.push(format!("task {status}"));
+            }
+            match (progress, total) {
+                (Some(done), Some(total)) => parts.push(format!("{done}/{total}")),
+                (Some(done), None) => parts.push(format!("{done}")),
+                _ => {}
+            }
+            if let Some(message) = message {
+                parts.push(one_line(message));
+            }
+            format!("… {name}: {}", parts.join(" — "))
+        }
+        ChatEvent::ToolSampling {
+            name,
+            server,
+            model,
+            input_tokens,
+            output_tokens,
+            refused,
+            ..
+        } => match refused {
+            Some(why) => {
+                format!("✗ {name}: `{server}` asked buddy's model for a completion: {why}")
+            }
+            None => format!(
+                "↺ {name}: `{server}` asked buddy's model for a completion ({}, {input_tokens} tokens in, {output_tokens} out; counted in this turn)",
+                model.as_deref().unwrap_or("model")
+            ),
+        },
         ChatEvent::GuardTripped {
             guard,
             action,
@@ -256,6 +295,56 @@ mod tests {
         assert_eq!(String::from_utf8(out).unwrap(), "Hi\n");
         let err = String::from_utf8(err).unwrap();
         assert!(err.starts_with("→ get_time {}\n■ stop: completed"), "{err}");
+    }
+
+    #[test]
+    fn progress_and_sampling_read_as_one_line_each() {
+        let progress = |progress, total, message: Option<&str>, status: Option<&str>| {
+            human_line(&ChatEvent::ToolProgress {
+                id: "c1".into(),
+                name: "db__export".into(),
+                progress,
+                total,
+                message: message.map(str::to_owned),
+                status: status.map(str::to_owned),
+            })
+        };
+        assert_eq!(
+            progress(Some(40.0), Some(300.0), Some("row 40"), None).as_deref(),
+            Some("… db__export: 40/300 — row 40")
+        );
+        assert_eq!(
+            progress(None, None, Some("copying rows"), Some("working")).as_deref(),
+            Some("… db__export: task working — copying rows")
+        );
+        assert_eq!(
+            progress(Some(0.5), None, None, None).as_deref(),
+            Some("… db__export: 0.5")
+        );
+        let sampling = |refused: Option<&str>| {
+            human_line(&ChatEvent::ToolSampling {
+                id: "c1".into(),
+                name: "db__export".into(),
+                server: "db".into(),
+                model: refused.is_none().then(|| "gpt-4o".to_owned()),
+                input_tokens: 12,
+                output_tokens: 5,
+                cost_usd: None,
+                refused: refused.map(str::to_owned),
+            })
+        };
+        assert_eq!(
+            sampling(None).as_deref(),
+            Some(
+                "↺ db__export: `db` asked buddy's model for a completion (gpt-4o, 12 tokens in, 5 out; counted in this turn)"
+            )
+        );
+        assert_eq!(
+            sampling(Some("buddy refused the sampling request: …")).as_deref(),
+            Some(
+                "✗ db__export: `db` asked buddy's model for a completion: buddy refused the sampling request: …"
+            )
+        );
     }
 
     fn stats() -> ChatEvent {

@@ -35,6 +35,38 @@ pub enum ChatEvent {
         /// How long buddy has waited on this call so far.
         waited_ms: u64,
     },
+    /// A running call's progress (an MCP server's `notifications/progress`, or the
+    /// status of the task behind it): its latest values, at most a few a second per
+    /// call, the last always sent before the call's result. Not part of the history.
+    ToolProgress {
+        id: String,
+        name: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        progress: Option<f64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        total: Option<f64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+        /// The status of the task running the call (`working`, `input_required`, …).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        status: Option<String>,
+    },
+    /// While call `id` ran, its MCP server asked buddy's model for a completion
+    /// (sampling): one model call drawn from the turn's budget and counted in its stats,
+    /// or `refused` (why) when the turn had none left.
+    ToolSampling {
+        id: String,
+        name: String,
+        server: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+        input_tokens: u64,
+        output_tokens: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<crate::Usd>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        refused: Option<String>,
+    },
     /// A tool (an MCP server) asks the person for values while call `call_id` runs: the
     /// call waits for the answer to request `id` (`schema` is the form to show).
     ElicitationRequired {
@@ -117,6 +149,8 @@ impl ChatEvent {
             ChatEvent::ToolCallStart { .. } => "tool_call_start",
             ChatEvent::ToolCallResult { .. } => "tool_call_result",
             ChatEvent::ToolPolling { .. } => "tool_polling",
+            ChatEvent::ToolProgress { .. } => "tool_progress",
+            ChatEvent::ToolSampling { .. } => "tool_sampling",
             ChatEvent::ElicitationRequired { .. } => "elicitation_required",
             ChatEvent::ElicitationResolved { .. } => "elicitation_resolved",
             ChatEvent::GuardTripped { .. } => "guard_tripped",

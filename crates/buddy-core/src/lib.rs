@@ -6,6 +6,7 @@
 
 mod arguments;
 mod attachment_url;
+mod call_budget;
 mod clock;
 mod cost;
 mod elicitation;
@@ -14,6 +15,7 @@ mod exact_json;
 mod head_tail;
 mod message;
 mod observe;
+mod progress;
 mod provider;
 mod sampling;
 mod skill;
@@ -25,6 +27,7 @@ pub const USER_AGENT: &str = concat!("buddy/", env!("CARGO_PKG_VERSION"));
 
 pub use arguments::Arguments;
 pub use attachment_url::{AttachmentUrlError, check_file_data, check_image_url};
+pub use call_budget::CallBudget;
 pub use clock::WaitClock;
 pub use cost::{Price, Usd};
 pub use elicitation::{
@@ -36,6 +39,7 @@ pub use exact_json::{json_exact, json_len};
 pub use head_tail::head_and_tail;
 pub use message::{Attachment, Message, ToolCall, ToolSpec};
 pub use observe::{ModelCallEnd, TraceContext, TurnObserver};
+pub use progress::{Progress, ProgressSink};
 pub use provider::ServedBy;
 pub use provider::{
     CallPurpose, Completion, CompletionRequest, Provider, ProviderError, ToolChoice,

@@ -45,6 +45,12 @@ pub struct SkillContext {
     /// Asks the person for values mid-call (an MCP server's elicitation), pausing the
     /// turn like an approval; `None` (a bare context) is answered `decline` by the caller.
     pub elicitor: Option<Arc<dyn crate::Elicitor>>,
+    /// Where the call reports its progress while it runs (`tool_progress` events);
+    /// `None`: nobody follows it.
+    pub progress: Option<Arc<dyn crate::ProgressSink>>,
+    /// The turn's budget, for model calls the tool makes on its server's behalf (MCP
+    /// sampling); `None`: they are not counted.
+    pub budget: Option<Arc<dyn crate::CallBudget>>,
 }
 
 /// A skill's failure. `Failed` becomes an error tool result the model sees and can

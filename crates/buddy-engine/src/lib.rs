@@ -11,6 +11,7 @@
 
 mod agents;
 mod approval;
+mod call_budget;
 pub mod context;
 mod elicitation;
 mod emitter;
@@ -25,6 +26,7 @@ mod model_call;
 mod policy;
 mod poll;
 mod prices;
+mod progress;
 mod replay;
 mod request;
 mod tape;

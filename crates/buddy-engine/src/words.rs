@@ -272,3 +272,12 @@ pub(crate) fn fallback_answer(reason: StopReason, quoted: Option<&str>) -> Strin
 pub(crate) fn quoted_results_addition(quoted: &str) -> String {
     format!("\n\nWhat the tools returned:\n{quoted}")
 }
+
+/// What an MCP server is told when buddy refuses its sampling request because the
+/// running turn's budget is spent (the server may pass it on to the model).
+pub(crate) fn sampling_refused(limit: &str) -> String {
+    format!(
+        "buddy refused the sampling request: {limit}; it draws from the same budget as the turn \
+         that called the tool"
+    )
+}

@@ -1,10 +1,11 @@
 //! One `tools/call` to its end: its `input_required` rounds (SEP-2322) answered by
-//! buddy's handler, and `notifications/cancelled` sent for it when it runs past its
-//! time (written before the call returns) or is dropped (a cancelled turn).
+//! buddy's handler, its progress routed to the caller, and `notifications/cancelled`
+//! sent for it when it runs past its time (written before the call returns) or is
+//! dropped (a cancelled turn).
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use buddy_core::Elicitor;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
     ClientRequest, InputRequest, InputRequests, InputResponses, RequestId, ServerResult, Task,
@@ -12,7 +13,9 @@ use rmcp::model::{
 use rmcp::service::{PeerRequestOptions, RoleClient, ServiceError};
 use serde_json::Value;
 
+use crate::caller::Caller;
 use crate::handler::Client;
+use crate::progress::{Route, RouteKey};
 
 /// Rounds of `input_required` answered before the call is given up (rmcp's default).
 const MAX_INPUT_ROUNDS: usize = rmcp::model::DEFAULT_MRTR_MAX_ROUNDS;
@@ -41,12 +44,12 @@ impl Drop for CancelOnDrop {
 }
 
 /// What buddy answers to each request of an `input_required` result: roots and
-/// sampling through its handler, elicitation by the person behind the call (`elicitor`;
-/// declined when there is nobody to ask).
+/// sampling through its handler (sampling drawn from the caller's turn budget),
+/// elicitation by the person behind the call (declined when there is nobody to ask).
 pub(crate) async fn answer_inputs(
     client: &Client,
     requests: InputRequests,
-    elicitor: Option<&dyn Elicitor>,
+    caller: &Caller,
 ) -> Result<InputResponses, ServiceError> {
     let handler = client.service();
     let mut responses = InputResponses::new();
@@ -55,13 +58,14 @@ pub(crate) async fn answer_inputs(
             InputRequest::ListRoots(_) => serde_json::to_value(handler.roots()),
             InputRequest::CreateMessage(request) => {
                 let result = handler
-                    .sample(request.params)
+                    .sample(request.params, caller.budget.as_deref())
                     .await
                     .map_err(ServiceError::McpError)?;
                 serde_json::to_value(result)
             }
             InputRequest::Elicitation(request) => {
                 let params = serde_json::to_value(&request.params).unwrap_or(Value::Null);
+                let elicitor = caller.elicitor.as_deref();
                 Ok(crate::elicit::answer(&handler.server, &params, elicitor).await)
             }
             _ => Ok(Value::Null),
@@ -72,10 +76,11 @@ pub(crate) async fn answer_inputs(
     Ok(responses)
 }
 
-/// How a `tools/call` came back: the tool's result, or a task to wait on (`task.rs`).
+/// How a `tools/call` came back: the tool's result, or a task to wait on (`task.rs`)
+/// with the route of its request's progress token (a task's progress keeps using it).
 pub(crate) enum Called {
     Done(CallToolResult),
-    Task(Task),
+    Task(Task, Option<Route>),
 }
 
 /// Calls the tool within `timeout` (all rounds together; the time a person takes to
@@ -84,7 +89,7 @@ pub(crate) async fn call_tool(
     client: &Client,
     mut params: CallToolRequestParams,
     timeout: Duration,
-    elicitor: Option<&dyn Elicitor>,
+    caller: &Caller,
 ) -> Result<Called, ServiceError> {
     let mut deadline = tokio::time::Instant::now() + timeout;
     let mut state_only_rounds = 0u32;
@@ -100,18 +105,31 @@ pub(crate) async fn call_tool(
                 peer: client.peer().clone(),
                 id: Some(handle.id.clone()),
             };
+            // The server's progress for this round goes to the caller.
+            let route = caller.progress.as_ref().map(|sink| {
+                let key = RouteKey::Token(handle.progress_token.clone());
+                crate::progress::route(&client.service().notes, key, Arc::clone(sink))
+            });
             // Past `left`, rmcp writes `notifications/cancelled` before it returns.
             let answered = handle.await_response().await;
             guard.id = None;
-            answered
+            // rmcp hands each notification to a task of its own, so one the server sent
+            // just before its answer may be handled just after it.
+            if let Some(route) = &route {
+                route.settle().await;
+            }
+            answered.map(|answer| (answer, route))
         };
         // A backstop past rmcp's own bound, for a transport that blocks.
         let answered = tokio::time::timeout(left + Duration::from_secs(1), round)
             .await
             .map_err(|_| ServiceError::Timeout { timeout: left })?;
-        match answered? {
+        let (answered, route) = answered?;
+        match answered {
             ServerResult::CallToolResult(result) => return Ok(Called::Done(result)),
-            ServerResult::CreateTaskResult(created) => return Ok(Called::Task(created.task)),
+            ServerResult::CreateTaskResult(created) => {
+                return Ok(Called::Task(created.task, route));
+            }
             ServerResult::InputRequiredResult(result) => {
                 let requests = result.input_requests.unwrap_or_default();
                 if requests.is_empty() && result.request_state.is_none() {
@@ -126,7 +144,7 @@ pub(crate) async fn call_tool(
                     state_only_rounds = 0;
                 }
                 let asked = tokio::time::Instant::now();
-                let responses = answer_inputs(client, requests, elicitor).await?;
+                let responses = answer_inputs(client, requests, caller).await?;
                 deadline += asked.elapsed();
                 params.input_responses = (!responses.is_empty()).then_some(responses);
                 params.request_state = result.request_state;

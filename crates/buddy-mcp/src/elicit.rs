@@ -12,10 +12,12 @@ use std::sync::{Arc, Mutex};
 use buddy_core::{ElicitationAnswer, ElicitationRequest, Elicitor};
 use serde_json::{Value, json};
 
-/// The calls of one server in flight that have someone to ask, in the order they began.
+use crate::caller::Caller;
+
+/// The calls of one server in flight, each with its caller, in the order they began.
 #[derive(Debug, Default)]
 pub(crate) struct Askers {
-    calls: Mutex<Vec<(u64, Arc<dyn Elicitor>)>>,
+    calls: Mutex<Vec<(u64, Caller)>>,
     next: std::sync::atomic::AtomicU64,
 }
 
@@ -26,10 +28,10 @@ pub(crate) struct Asking<'a> {
 }
 
 impl Askers {
-    /// Notes a call in flight whose questions go to `elicitor`.
-    pub(crate) fn enter(&self, elicitor: Arc<dyn Elicitor>) -> Asking<'_> {
+    /// Notes a call in flight made by `caller`.
+    pub(crate) fn enter(&self, caller: Caller) -> Asking<'_> {
         let id = self.next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        self.lock().push((id, elicitor));
+        self.lock().push((id, caller));
         Asking { askers: self, id }
     }
 
@@ -37,12 +39,20 @@ impl Askers {
     /// server-initiated request does not say which call it belongs to).
     pub(crate) fn only(&self) -> Option<Arc<dyn Elicitor>> {
         match self.lock().as_slice() {
-            [(_, elicitor)] => Some(Arc::clone(elicitor)),
+            [(_, caller)] => caller.elicitor.clone(),
             _ => None,
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(u64, Arc<dyn Elicitor>)>> {
+    /// The caller of the oldest call in flight, if any: a server-initiated sampling
+    /// request is drawn from its turn's budget (`buddy run` and `buddy chat`, the only
+    /// ones that answer sampling, run one turn at a time, and a turn's calls and its
+    /// sub-agents' share one pool).
+    pub(crate) fn oldest(&self) -> Option<Caller> {
+        self.lock().first().map(|(_, caller)| caller.clone())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(u64, Caller)>> {
         self.calls.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -129,9 +139,13 @@ mod tests {
     fn only_a_single_call_in_flight_gets_a_server_initiated_question() {
         let askers = Askers::default();
         assert!(askers.only().is_none());
-        let one = askers.enter(Arc::new(Says(ElicitationAnswer::Decline)));
+        let asking = |answer| Caller {
+            elicitor: Some(Arc::new(Says(answer))),
+            ..Caller::default()
+        };
+        let one = askers.enter(asking(ElicitationAnswer::Decline));
         assert!(askers.only().is_some());
-        let two = askers.enter(Arc::new(Says(ElicitationAnswer::Cancel)));
+        let two = askers.enter(asking(ElicitationAnswer::Cancel));
         assert!(
             askers.only().is_none(),
             "two calls: which one asks is unknown"

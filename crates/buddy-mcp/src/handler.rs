@@ -1,5 +1,6 @@
 //! buddy's side of an MCP connection: who it says it is, the roots it offers (the
-//! sandbox), and the notifications it notes (tool list changes, progress).
+//! sandbox), and the notifications it notes (tool list changes, progress and task
+//! status, routed to their calls).
 
 // Roots are deprecated by SEP-2577 (2026-07-28) yet still asked for, by older servers
 // and through `inputRequests`: buddy answers them.
@@ -14,6 +15,7 @@ use rmcp::model::{
     SamplingCapability,
 };
 
+use crate::progress::RouteKey;
 use crate::sampling::{Sampler, SamplingCount};
 use rmcp::service::{NotificationContext, RequestContext, RoleClient};
 use rmcp::{ClientHandler, ErrorData};
@@ -30,8 +32,11 @@ pub(crate) struct Notes {
     pub progress_seen: AtomicU32,
     /// The last progress notification, as a line a person reads.
     pub last_progress: std::sync::Mutex<Option<String>>,
-    /// The calls in flight with someone to ask, for a server-initiated elicitation.
+    /// The calls in flight and who made them, for a server-initiated elicitation or
+    /// sampling request.
     pub askers: crate::elicit::Askers,
+    /// Where progress and task status go: the call each belongs to.
+    pub progress: crate::progress::ProgressRoutes,
 }
 
 /// The client handler of one server connection.
@@ -89,15 +94,17 @@ impl Handler {
         ListRootsResult::new(roots)
     }
 
-    /// A sampling request answered by buddy's model, or refused when the operator did
-    /// not allow sampling for this server.
+    /// A sampling request answered by buddy's model, drawn from the budget of the turn
+    /// whose call it came in (none outside a turn); refused when the operator did not
+    /// allow sampling for this server, or the turn's budget is spent.
     pub(crate) async fn sample(
         &self,
         params: CreateMessageRequestParams,
+        budget: Option<&dyn buddy_core::CallBudget>,
     ) -> Result<CreateMessageResult, ErrorData> {
         match &self.sampler {
             Some(sampler) => {
-                crate::sampling::answer(&self.server, sampler, &self.sampling, params).await
+                crate::sampling::answer(&self.server, sampler, &self.sampling, params, budget).await
             }
             None => Err(ErrorData::method_not_found::<
                 rmcp::model::CreateMessageRequestMethod,
@@ -143,12 +150,25 @@ impl ClientHandler for Handler {
         std::future::ready(Ok(self.roots()))
     }
 
+    /// A server-initiated `sampling/createMessage`: drawn from the budget of the turn of
+    /// the server's oldest call in flight; refused when no call is in flight (no turn to
+    /// count it in).
     async fn create_message(
         &self,
         params: CreateMessageRequestParams,
         _context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, ErrorData> {
-        self.sample(params).await
+        if self.sampler.is_none() {
+            return self.sample(params, None).await;
+        }
+        let Some(caller) = self.notes.askers.oldest() else {
+            return Err(ErrorData::new(
+                rmcp::model::ErrorCode(-1),
+                "buddy answers sampling requests only while one of this server's tool calls runs (it is counted in that call's turn)",
+                None,
+            ));
+        };
+        self.sample(params, caller.budget.as_deref()).await
     }
 
     /// A server-initiated `elicitation/create` (2025-11-25): put to the person behind the
@@ -184,6 +204,25 @@ impl ClientHandler for Handler {
         if let Ok(mut last) = self.notes.last_progress.lock() {
             *last = Some(line);
         }
+        self.notes.progress.deliver(
+            RouteKey::Token(params.progress_token.clone()),
+            crate::progress::of_notification(&params),
+        );
+        std::future::ready(())
+    }
+
+    /// A task's status notification (`notifications/tasks`): to the call waiting on it.
+    fn on_task_status(
+        &self,
+        params: rmcp::model::TaskStatusNotificationParams,
+        _context: NotificationContext<RoleClient>,
+    ) -> impl std::future::Future<Output = ()> + Send + '_ {
+        let task = &params.task.task;
+        tracing::debug!(server = %self.server, task = %task.task_id, "MCP task status");
+        self.notes.progress.deliver(
+            RouteKey::Task(task.task_id.clone()),
+            crate::progress::of_task(task),
+        );
         std::future::ready(())
     }
 }

@@ -10,11 +10,13 @@
 mod annotations;
 mod auth;
 mod call;
+mod caller;
 mod catalog;
 mod config;
 mod elicit;
 mod handler;
 mod import;
+mod progress;
 mod resource_skill;
 mod result;
 mod sampling;

@@ -1,6 +1,7 @@
 //! Sampling: a server's `sampling/createMessage` answered by the model buddy runs its
 //! turns with — only for an `[[mcp]]` entry with `sampling = true` (off by default: a
-//! server would spend the operator's tokens), and counted per server.
+//! server would spend the operator's tokens), and counted per server and, during a
+//! turn, in the turn's budget (model calls, tokens, money), which refuses it when spent.
 
 // Sampling is deprecated by SEP-2577 (2026-07-28) yet still asked for, by older servers
 // and through `inputRequests`: buddy answers it when the operator allows it.
@@ -9,7 +10,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use buddy_core::{CompletionRequest, Message, Provider};
+use buddy_core::{CallBudget, CompletionRequest, Message, Provider};
 use rmcp::ErrorData;
 use rmcp::model::{
     CreateMessageRequestParams, CreateMessageResult, Role, SamplingContent, SamplingMessage,
@@ -64,13 +65,27 @@ fn message_text(content: &SamplingContent<SamplingMessageContentBlock>) -> Strin
         .join("\n")
 }
 
-/// Answers `params` with `sampler`'s model and counts it in `count`.
+/// What the server reads when buddy will not spend the turn's budget: MCP's code for a
+/// sampling request the client rejected.
+fn refused(message: String) -> ErrorData {
+    ErrorData::new(rmcp::model::ErrorCode(-1), message, None)
+}
+
+/// Answers `params` with `sampler`'s model and counts it in `count` and, when the call
+/// runs in a turn, in the turn's `budget` (drawn first: refused when it is spent).
 pub(crate) async fn answer(
     server: &str,
     sampler: &Sampler,
     count: &SamplingCount,
     params: CreateMessageRequestParams,
+    budget: Option<&dyn CallBudget>,
 ) -> Result<CreateMessageResult, ErrorData> {
+    if let Some(budget) = budget {
+        budget.draw(server).await.map_err(|why| {
+            tracing::info!(server, %why, "MCP sampling request refused");
+            refused(why)
+        })?;
+    }
     let mut messages = Vec::new();
     if let Some(system) = params.system_prompt.as_deref().filter(|s| !s.is_empty()) {
         messages.push(Message::system(system));
@@ -85,7 +100,13 @@ pub(crate) async fn answer(
     let mut request = CompletionRequest::new(&sampler.model, &messages);
     request.max_output_tokens = Some(params.max_tokens);
     count.requests.fetch_add(1, Ordering::SeqCst);
-    let reply = sampler.provider.complete(request).await.map_err(|e| {
+    let reply = sampler.provider.complete(request).await;
+    if let Some(budget) = budget {
+        // Drawn and made: counted, whatever came back.
+        let usage = reply.as_ref().ok().and_then(|r| r.usage);
+        budget.book(server, &sampler.model, usage).await;
+    }
+    let reply = reply.map_err(|e| {
         tracing::warn!(server, error = %e, "MCP sampling request failed");
         ErrorData::internal_error(format!("buddy's model failed: {e}"), None)
     })?;

@@ -146,7 +146,7 @@ impl Skill for McpSkill {
                     args,
                     ctx.traceparent.as_deref(),
                     self.output.as_ref(),
-                    ctx.elicitor.clone(),
+                    crate::caller::Caller::of(&ctx),
                 )
                 .await
         })

@@ -17,6 +17,7 @@ use rmcp::{ClientLifecycleMode, ClientServiceExt};
 use serde_json::Value;
 
 use crate::auth::{AUTHORIZATIONS_PER_CALL, Authorization, Browser, challenge_of};
+use crate::caller::Caller;
 use crate::config::{McpServerConfig, Transport};
 use crate::handler::Client;
 use crate::handler::{Handler, Notes};
@@ -555,7 +556,7 @@ impl McpSource {
         arguments: Value,
         traceparent: Option<&str>,
     ) -> Result<String, SkillError> {
-        self.call_checked(tool, arguments, traceparent, None, None)
+        self.call_checked(tool, arguments, traceparent, None, Caller::default())
             .await
     }
 
@@ -567,8 +568,11 @@ impl McpSource {
         arguments: Value,
         elicitor: Option<Arc<dyn Elicitor>>,
     ) -> Result<String, SkillError> {
-        self.call_checked(tool, arguments, None, None, elicitor)
-            .await
+        let caller = Caller {
+            elicitor,
+            ..Caller::default()
+        };
+        self.call_checked(tool, arguments, None, None, caller).await
     }
 
     /// [`McpSource::call_attempt`], authorizing again and calling once more when the
@@ -579,7 +583,7 @@ impl McpSource {
         arguments: Value,
         traceparent: Option<&str>,
         output: Option<&jsonschema::Validator>,
-        elicitor: Option<Arc<dyn Elicitor>>,
+        caller: Caller,
     ) -> Result<String, SkillError> {
         let mut authorizations = 0;
         loop {
@@ -590,7 +594,7 @@ impl McpSource {
                     arguments.clone(),
                     traceparent,
                     output,
-                    elicitor.clone(),
+                    caller.clone(),
                     &mut challenge,
                 )
                 .await;
@@ -667,7 +671,7 @@ impl McpSource {
         arguments: Value,
         traceparent: Option<&str>,
         output: Option<&jsonschema::Validator>,
-        elicitor: Option<Arc<dyn Elicitor>>,
+        caller: Caller,
         challenge: &mut Option<String>,
     ) -> Result<String, SkillError> {
         let name = &self.config.name;
@@ -692,19 +696,17 @@ impl McpSource {
         }
         let secs = self.config.call_timeout_secs;
         let limit = Duration::from_secs_f64(secs);
-        // A server-initiated `elicitation/create` during the call may be this call's.
-        let _asking = elicitor
-            .as_ref()
-            .map(|e| self.notes.askers.enter(Arc::clone(e)));
-        let elicitor = elicitor.as_deref();
+        // A server-initiated `elicitation/create` or sampling request during the call may
+        // be this call's.
+        let _asking = self.notes.askers.enter(caller.clone());
         // rmcp ends the call at `limit` (sending `notifications/cancelled`), with a
         // backstop of its own for a transport that blocks.
-        let called = crate::call::call_tool(&client, params, limit, elicitor).await;
+        let called = crate::call::call_tool(&client, params, limit, &caller).await;
         // A task handle: waited on (its own bound) outside the call's time.
         let called = match called {
-            Ok(crate::call::Called::Task(task)) => {
+            Ok(crate::call::Called::Task(task, _route)) => {
                 let wait = Duration::from_secs_f64(self.config.task_timeout_secs);
-                crate::task::await_task(&client, task, wait, elicitor).await
+                crate::task::await_task(&client, task, wait, &caller).await
             }
             Ok(crate::call::Called::Done(result)) => Ok(result),
             Err(e) => Err(e),

@@ -6,6 +6,7 @@
 //! model reads. A caller that gives up (a cancelled turn, a deadline) sends
 //! `tasks/cancel`, and so does a task that outlives `task_timeout_secs`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{
@@ -17,7 +18,9 @@ use rmcp::service::{RoleClient, ServiceError};
 use serde_json::Value;
 
 use crate::call::answer_inputs;
+use crate::caller::Caller;
 use crate::handler::Client;
+use crate::progress::RouteKey;
 
 /// The first wait between two polls when the task names no interval.
 const FIRST_POLL: Duration = Duration::from_millis(500);
@@ -51,12 +54,14 @@ impl Drop for CancelTaskOnDrop {
 
 /// Waits for `task` (just created by a `tools/call`) to end, within `limit`; returns the
 /// tool's result, or an error result saying how the task ended. Its `input_required`
-/// rounds are answered through `elicitor`; the person's time does not count.
+/// rounds are answered for `caller`; the person's time does not count. Each change of
+/// its status (or status message), from a poll or a `notifications/tasks`, goes to the
+/// caller's progress.
 pub(crate) async fn await_task(
     client: &Client,
     task: Task,
     limit: Duration,
-    elicitor: Option<&dyn buddy_core::Elicitor>,
+    caller: &Caller,
 ) -> Result<CallToolResult, ServiceError> {
     let mut deadline = tokio::time::Instant::now() + limit;
     let mut guard = CancelTaskOnDrop {
@@ -64,6 +69,21 @@ pub(crate) async fn await_task(
         task_id: Some(task.task_id.clone()),
     };
     let task_id = task.task_id.clone();
+    let notes = &client.service().notes;
+    let _route = caller.progress.as_ref().map(|sink| {
+        crate::progress::route(notes, RouteKey::Task(task_id.clone()), Arc::clone(sink))
+    });
+    let mut told = None;
+    let mut tell = |task: &Task| {
+        let now = (task.status, task.status_message.clone());
+        if let Some(sink) = &caller.progress
+            && told.as_ref() != Some(&now)
+        {
+            sink.report(crate::progress::of_task(task));
+            told = Some(now);
+        }
+    };
+    tell(&task);
     let mut asked = task.poll_interval_ms;
     let mut backoff = FIRST_POLL;
     loop {
@@ -86,11 +106,12 @@ pub(crate) async fn await_task(
             return Err(ServiceError::UnexpectedResponse);
         };
         asked = got.task.task.poll_interval_ms.or(asked);
+        tell(&got.task.task);
         match got.task.payload {
             TaskPayload::Working => {}
             TaskPayload::InputRequired { input_requests } => {
                 let asked = tokio::time::Instant::now();
-                let responses = answer_inputs(client, input_requests, elicitor).await?;
+                let responses = answer_inputs(client, input_requests, caller).await?;
                 deadline += asked.elapsed();
                 let update = ClientRequest::UpdateTaskRequest(UpdateTaskRequest::new(
                     UpdateTaskParams::new(&task_id, responses),

@@ -837,6 +837,18 @@ class TurnView {
     node.append(el("pre", { class: "result", text: content }));
   }
 
+  /** A running call's progress (tool_progress): its card's status says how far it is. */
+  callProgress(data) {
+    const card = this.card(data.id);
+    if (!card || card.answered) return;
+    const parts = [];
+    if (data.status) parts.push(`task ${data.status.replace(/_/g, " ")}`);
+    if (data.progress !== undefined) parts.push(data.total !== undefined ? `${data.progress}/${data.total}` : `${data.progress}`);
+    if (data.message) parts.push(data.message);
+    const status = card.node.querySelector(".status");
+    if (status && parts.length) status.textContent = `${parts.join(" · ")}…`;
+  }
+
   notice(guard, action, skill, detail) {
     this.answer = null;
     this.cardRow = null;
@@ -1273,6 +1285,9 @@ function drawEvent(view, name, data) {
       break;
     case "tool_call_result":
       view.callResult(data.id, data.name, data.content, data.is_error);
+      break;
+    case "tool_progress":
+      view.callProgress(data);
       break;
     case "guard_tripped":
       view.notice(data.guard, data.action, data.skill, data.detail);

@@ -63,6 +63,31 @@ pub fn transcript(events: &[ChatEvent]) -> String {
             ChatEvent::ToolPolling {
                 id, check, wait_ms, ..
             } => writeln!(out, "poll {id}: check {check} after {wait_ms} ms"),
+            ChatEvent::ToolProgress {
+                id,
+                progress,
+                total,
+                message,
+                status,
+                ..
+            } => writeln!(
+                out,
+                "progress {id}: {progress:?}/{total:?} {status:?} {message:?}"
+            ),
+            ChatEvent::ToolSampling {
+                id,
+                server,
+                input_tokens,
+                output_tokens,
+                refused,
+                ..
+            } => match refused {
+                Some(why) => writeln!(out, "sampling {id} [{server}] refused: {why}"),
+                None => writeln!(
+                    out,
+                    "sampling {id} [{server}]: {input_tokens} in, {output_tokens} out"
+                ),
+            },
             ChatEvent::GuardTripped {
                 guard,
                 action,

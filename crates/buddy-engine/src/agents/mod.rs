@@ -16,4 +16,4 @@ pub use outcome::{AgentOutcome, AgentStatus};
 pub(crate) use scope::Scope;
 pub(crate) use skill::as_line;
 pub use skill::{AgentSet, AgentSkill};
-pub(crate) use tree::{Lease, TreeStop, with_delegated};
+pub(crate) use tree::{Lease, Place, Refusal, TreeStop, with_delegated};

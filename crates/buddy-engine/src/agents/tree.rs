@@ -375,6 +375,43 @@ impl Place {
             .saturating_sub(self.tree.pool().tool_calls)
     }
 
+    /// Draws one model call a tool of this turn makes for its server (MCP sampling),
+    /// from the same pool as the turn's rounds: refused when only the calls held back
+    /// for answers are left, or the tree's token or money budget is spent.
+    pub(crate) fn take_side_call(&self) -> Result<(), Refusal> {
+        let limits = &self.tree.limits;
+        let mut pool = self.tree.pool();
+        if pool.model_calls + pool.reserved >= limits.model_calls {
+            return Err(Refusal::Calls {
+                max: limits.model_calls,
+            });
+        }
+        if limits.budget_spent(&pool) {
+            return Err(Refusal::Budget);
+        }
+        pool.model_calls += 1;
+        Ok(())
+    }
+
+    /// Books what a call drawn by [`Place::take_side_call`] used: its tokens and money
+    /// join the pool at once (the next draw and the next round see them), and the whole
+    /// of it every ancestor's share (as a sub-agent's calls are). The turn adds it to the
+    /// stats it reports at its end.
+    pub(crate) fn book_side(&self, used: &DelegatedStats) {
+        {
+            let mut pool = self.tree.pool();
+            pool.tokens = pool
+                .tokens
+                .saturating_add(used.input_tokens + used.output_tokens);
+            pool.cost = pool.cost.saturating_add(used.cost_usd.unwrap_or_default());
+        }
+        let mut up = self.node.parent.clone();
+        while let Some(node) = up {
+            add(&mut lock(&node.delegated), used);
+            up = node.parent.clone();
+        }
+    }
+
     /// Opens a child's lease for `hop`: the depth and spawn bounds are checked, and one
     /// model call is held back for the child's answer.
     pub(crate) fn open_child(&self, hop: AgentHop) -> Result<Lease, Refusal> {
@@ -548,6 +585,46 @@ mod tests {
             root.place().open_child(hop(3)).err(),
             Some(Refusal::Spawns { max: 2 })
         );
+    }
+
+    #[test]
+    fn side_calls_share_the_pool_and_are_booked_once() {
+        let mut root = Lease::root(&LoopPolicy {
+            max_model_calls: 3,
+            max_turn_tokens: Some(1000),
+            ..LoopPolicy::default()
+        });
+        assert!(root.take_round_call());
+        let child = root.place().open_child(hop(0)).expect("room");
+        // 1 round call + the root's reserve + the child's reserve: the pool is full.
+        assert_eq!(
+            child.place().take_side_call(),
+            Err(Refusal::Calls { max: 3 })
+        );
+        drop(child);
+        let place = root.place();
+        assert_eq!(place.take_side_call(), Ok(()));
+        assert_eq!(place.take_side_call(), Err(Refusal::Calls { max: 3 }));
+        let used = DelegatedStats {
+            model_calls: 1,
+            input_tokens: 600,
+            output_tokens: 400,
+            ..DelegatedStats::default()
+        };
+        place.book_side(&used);
+        // The turn's own figures keep out the side call: booking them adds nothing to it.
+        root.book(&TurnStats {
+            model_calls: 1,
+            ..TurnStats::default()
+        });
+        assert_eq!(
+            root.stop_before_call(None),
+            Some(TreeStop::Tokens {
+                budget: 1000,
+                used: 1000
+            })
+        );
+        assert!(root.take_final_call(), "the answer's call is still held");
     }
 
     #[test]

@@ -5,6 +5,7 @@ use tracing::debug;
 
 use super::{End, Turn, store_failed};
 use crate::agents::with_delegated;
+use crate::call_budget::with_side_calls;
 use crate::judge::Judge;
 use crate::request::TurnOutcome;
 use crate::tape::TapeEnd;
@@ -18,9 +19,14 @@ impl Turn<'_> {
         };
         self.stats.elapsed_ms = self.elapsed_ms();
         self.lease.book(&self.stats);
-        // What the turn reports covers its sub-agents; its tape keeps its own calls.
+        // What the turn reports covers its sub-agents and the model calls its tools made
+        // for their servers (sampling; the lease's pool has them already); its tape keeps
+        // its own calls.
         let own = self.stats;
-        self.stats = with_delegated(own, self.lease.delegated());
+        self.stats = with_side_calls(
+            with_delegated(own, self.lease.delegated()),
+            self.side_usage.take(),
+        );
         let (reason, answer, error) = match end {
             End::Answered { reason, text } | End::Paused { reason, text } => {
                 debug!(%reason, stats = ?self.stats, "turn done");

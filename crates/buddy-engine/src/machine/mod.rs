@@ -202,6 +202,9 @@ pub(crate) struct Turn<'e> {
     /// The turn's share of its tree of agents: the whole tree's ledger for a top-level
     /// turn, a lease carved from the caller's for a sub-agent.
     lease: Lease,
+    /// Model calls the turn's tools made for their MCP servers (sampling), drawn from
+    /// the lease's pool and not yet in `stats`.
+    side_usage: crate::call_budget::SideUsage,
 }
 
 impl<'e> Turn<'e> {
@@ -268,6 +271,7 @@ impl<'e> Turn<'e> {
             &policy,
         );
         let turn = Turn {
+            side_usage: crate::call_budget::SideUsage::default(),
             elicitation,
             provider,
             base_toolbox: toolbox,

@@ -14,8 +14,10 @@ use futures::StreamExt;
 
 use super::{End, Round, State, ToolboxHandle, Turn};
 use crate::agents::{Scope, as_line};
+use crate::call_budget::TurnCallBudget;
 use crate::judge::{FinalizeCause, Judge, Plan, RoundFacts, RoundJudge, Slot};
 use crate::poll::{PollWatch, Polled, poll_until_changed};
+use crate::progress::CallProgress;
 use crate::tape::TapeStep;
 use crate::words::not_run;
 
@@ -140,26 +142,43 @@ impl Turn<'_> {
     }
 
     /// The futures of the calls about to run, in call order: each with its context (a
-    /// sub-agent's scope for agents), a repeated pollable one checked again by buddy.
+    /// sub-agent's scope for agents; its progress sink, its share of the turn's budget),
+    /// a repeated pollable one checked again by buddy; and their progress sinks.
+    #[allow(clippy::type_complexity)]
     fn start_calls<'t>(
         &self,
         toolbox: &'t ToolboxHandle<'_>,
         to_run: &'t [(ToolCall, Option<PollWatch>)],
-    ) -> Vec<BoxFuture<'t, (ToolOutcome, Option<Polled>)>> {
+    ) -> (
+        Vec<BoxFuture<'t, (ToolOutcome, Option<Polled>)>>,
+        Vec<Arc<CallProgress>>,
+    ) {
         let observer = self.events.observer();
         let mut scope = None;
         let mut pending: Vec<BoxFuture<'t, (ToolOutcome, Option<Polled>)>> = Vec::new();
+        let mut sinks = Vec::new();
         for (call, watch) in to_run {
             let scope = match toolbox.is_agent(&call.name) {
                 true => Some(Arc::clone(scope.get_or_insert_with(|| self.agent_scope()))),
                 false => None,
             };
+            let progress = CallProgress::new(call, self.events.sender());
+            sinks.push(Arc::clone(&progress));
             let ctx = SkillContext {
                 call_id: call.id.clone(),
                 arguments: call.arguments.clone(),
                 traceparent: observer.and_then(|o| o.tool_traceparent(&call.id)),
                 scope,
                 elicitor: Some(self.elicitation.for_call(&call.id)),
+                progress: Some(Arc::clone(&progress) as Arc<dyn buddy_core::ProgressSink>),
+                budget: Some(Arc::new(TurnCallBudget {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    place: self.lease.place(),
+                    used: self.side_usage.clone(),
+                    events: self.events.sender(),
+                    price: self.price,
+                })),
             };
             pending.push(match watch.clone() {
                 Some(watch) => Box::pin(poll_until_changed(
@@ -172,7 +191,7 @@ impl Turn<'_> {
                 None => Box::pin(async move { (toolbox.invoke(call, ctx).await, None) }),
             });
         }
-        pending
+        (pending, sinks)
     }
 
     /// Runs the `Run` slots concurrently (bounded), emitting and recording every result
@@ -199,7 +218,8 @@ impl Turn<'_> {
             .filter(|s| matches!(s.plan, Plan::Run))
             .map(|s| (s.call.clone(), self.judge.poll_watch(s)))
             .collect();
-        let pending = self.start_calls(&toolbox, &to_run);
+        let (pending, sinks) = self.start_calls(&toolbox, &to_run);
+        let mut sinks = sinks.into_iter();
         let mut running = futures::stream::iter(pending).buffered(parallel);
         let deadline_passed = async {
             match deadline {
@@ -256,6 +276,12 @@ impl Turn<'_> {
                     }
                 }
             };
+            if matches!(slot.plan, Plan::Run)
+                && let Some(sink) = sinks.next()
+            {
+                // Its last progress goes before its result, none after.
+                sink.finish().await;
+            }
             let call = &slot.call;
             self.events
                 .emit(ChatEvent::ToolCallResult {

@@ -2,6 +2,7 @@
 
 mod approvals;
 mod behaviours;
+mod call_budget;
 mod cancellation;
 mod context;
 mod elicitation;
@@ -12,6 +13,7 @@ mod replay;
 mod routing;
 mod subagents;
 mod tool_changes;
+mod tool_progress;
 
 use std::sync::Arc;
 

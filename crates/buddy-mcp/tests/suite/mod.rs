@@ -7,7 +7,9 @@ mod client_side;
 mod elicitation;
 mod faults;
 mod oauth;
+mod progress;
 mod servers;
+mod turn_progress;
 
 use std::path::PathBuf;
 

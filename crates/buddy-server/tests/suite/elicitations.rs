@@ -111,20 +111,20 @@ fn state() -> AppState {
 }
 
 /// Frames of a stream, read until one named `until` (included) or the end.
-struct Frames {
+pub(super) struct Frames {
     stream: axum::body::BodyDataStream,
     buffer: String,
 }
 
 impl Frames {
-    fn new(body: Body) -> Self {
+    pub(super) fn new(body: Body) -> Self {
         Frames {
             stream: body.into_data_stream(),
             buffer: String::new(),
         }
     }
 
-    async fn until(&mut self, until: Option<&str>) -> Vec<Frame> {
+    pub(super) async fn until(&mut self, until: Option<&str>) -> Vec<Frame> {
         let mut frames = Vec::new();
         loop {
             while let Some(end) = self.buffer.find("\n\n") {

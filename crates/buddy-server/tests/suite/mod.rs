@@ -26,6 +26,7 @@ mod shedding;
 mod spend_holds;
 mod stored_items;
 mod telemetry;
+mod tool_progress;
 mod web;
 mod ws_limits;
 

@@ -1,0 +1,143 @@
+//! The turn's budget as its tool calls see it: a model call an MCP server asks for while
+//! a call runs (sampling) is drawn from the turn's tree pool — the one its rounds and its
+//! sub-agents draw from — refused when it is spent, shown on the stream, and added to
+//! the stats the turn reports at its end ([`with_side_calls`]). Like a sub-agent's calls
+//! they stay out of the turn's own figures while it runs (its model calls keep their
+//! numbers); the pool gates the next call.
+
+use std::sync::{Arc, Mutex};
+
+use buddy_core::{BoxFuture, CallBudget, ChatEvent, DelegatedStats, Price, TurnStats, Usage};
+use tokio::sync::mpsc;
+
+use crate::agents::{Place, Refusal};
+
+/// Model calls the turn's tools made for their servers and not yet in the turn's stats.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct SideUsage(Arc<Mutex<DelegatedStats>>);
+
+impl SideUsage {
+    fn lock(&self) -> std::sync::MutexGuard<'_, DelegatedStats> {
+        // Plain counters: a panic elsewhere leaves them usable.
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What was used since the last take.
+    pub(crate) fn take(&self) -> DelegatedStats {
+        std::mem::take(&mut *self.lock())
+    }
+
+    fn add(&self, used: &DelegatedStats) {
+        let mut total = self.lock();
+        total.model_calls += used.model_calls;
+        total.input_tokens += used.input_tokens;
+        total.output_tokens += used.output_tokens;
+        if let Some(cost) = used.cost_usd {
+            total.cost_usd = Some(total.cost_usd.unwrap_or_default().saturating_add(cost));
+        }
+    }
+}
+
+/// The budget handed to one tool call.
+#[derive(Debug)]
+pub(crate) struct TurnCallBudget {
+    pub call_id: String,
+    pub name: String,
+    pub place: Place,
+    pub used: SideUsage,
+    pub events: mpsc::Sender<ChatEvent>,
+    /// The turn's model's price: a sampling call on it costs the same.
+    pub price: Option<Price>,
+}
+
+impl TurnCallBudget {
+    fn event(&self, server: &str) -> ChatEvent {
+        ChatEvent::ToolSampling {
+            id: self.call_id.clone(),
+            name: self.name.clone(),
+            server: server.to_owned(),
+            model: None,
+            input_tokens: 0,
+            output_tokens: 0,
+            cost_usd: None,
+            refused: None,
+        }
+    }
+}
+
+/// The limit a refusal names, for the server.
+fn limit(refusal: &Refusal) -> String {
+    match refusal {
+        Refusal::Calls { max } => format!(
+            "the turn's {max} model calls (policy max_model_calls) are spent or held for its answer"
+        ),
+        Refusal::Budget => {
+            "the turn's token or money budget (max_turn_tokens, max_turn_cost_usd) is spent"
+                .to_owned()
+        }
+        other => other.to_string(),
+    }
+}
+
+impl CallBudget for TurnCallBudget {
+    fn draw<'a>(&'a self, server: &'a str) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            let Err(refusal) = self.place.take_side_call() else {
+                return Ok(());
+            };
+            let why = crate::words::sampling_refused(&limit(&refusal));
+            let mut shown = self.event(server);
+            if let ChatEvent::ToolSampling { refused, .. } = &mut shown {
+                *refused = Some(why.clone());
+            }
+            let _ = self.events.send(shown).await;
+            Err(why)
+        })
+    }
+
+    fn book<'a>(
+        &'a self,
+        server: &'a str,
+        model: &'a str,
+        usage: Option<Usage>,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let usage = usage.unwrap_or_default();
+            let cost = self.price.map(|price| price.cost(&usage));
+            let used = DelegatedStats {
+                agents: 0,
+                model_calls: 1,
+                tool_calls: 0,
+                input_tokens: usage.input_tokens,
+                output_tokens: usage.output_tokens,
+                cost_usd: cost,
+            };
+            self.place.book_side(&used);
+            self.used.add(&used);
+            let _ = self
+                .events
+                .send(ChatEvent::ToolSampling {
+                    id: self.call_id.clone(),
+                    name: self.name.clone(),
+                    server: server.to_owned(),
+                    model: Some(model.to_owned()),
+                    input_tokens: usage.input_tokens,
+                    output_tokens: usage.output_tokens,
+                    cost_usd: cost,
+                    refused: None,
+                })
+                .await;
+        })
+    }
+}
+
+/// `stats` with the model calls the turn's tools made for their servers added in.
+pub(crate) fn with_side_calls(mut stats: TurnStats, side: DelegatedStats) -> TurnStats {
+    stats.model_calls += side.model_calls;
+    stats.input_tokens += side.input_tokens;
+    stats.output_tokens += side.output_tokens;
+    if let Some(cost) = side.cost_usd {
+        stats.cost_usd = Some(stats.cost_usd.unwrap_or_default().saturating_add(cost));
+    }
+    stats
+}
