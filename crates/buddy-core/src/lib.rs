@@ -20,6 +20,7 @@ mod provider;
 mod sampling;
 mod skill;
 mod stop;
+mod task_log;
 mod token;
 
 /// The `User-Agent` buddy's HTTP clients (model servers, MCP servers) send.
@@ -50,6 +51,7 @@ pub use skill::{
     Toolbox,
 };
 pub use stop::{DelegatedStats, StopReason, TurnStats};
+pub use task_log::{RecordedTask, TaskLog};
 pub use token::{FinishReason, ResponseInfo, Token, TokenCount, TokenStream, Usage};
 
 /// A boxed, sendable future: the return type of buddy's object-safe async trait methods.

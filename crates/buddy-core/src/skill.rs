@@ -51,6 +51,9 @@ pub struct SkillContext {
     /// The turn's budget, for model calls the tool makes on its server's behalf (MCP
     /// sampling); `None`: they are not counted.
     pub budget: Option<Arc<dyn crate::CallBudget>>,
+    /// Where a call that becomes a task on its server (MCP Tasks) records it, so a turn
+    /// after a restart can wait on it again; `None`: not recorded.
+    pub tasks: Option<Arc<dyn crate::TaskLog>>,
 }
 
 /// A skill's failure. `Failed` becomes an error tool result the model sees and can
@@ -199,6 +202,17 @@ pub trait Toolbox: Send + Sync {
     fn semantics(&self, name: &str) -> Option<RepeatSemantics>;
     /// Validates and runs one call.
     fn invoke<'a>(&'a self, call: &'a ToolCall, ctx: SkillContext) -> BoxFuture<'a, ToolOutcome>;
+    /// Waits again on `task`, the task `call` became before a restart, and gives the
+    /// call's outcome; `None` (the default): this toolbox cannot, and the call is
+    /// answered as interrupted.
+    fn resume<'a>(
+        &'a self,
+        _call: &'a ToolCall,
+        _task: &'a crate::RecordedTask,
+        _ctx: SkillContext,
+    ) -> Option<BoxFuture<'a, ToolOutcome>> {
+        None
+    }
     /// True for a tool the caller runs itself (an OpenAI client's own tools): a call to it
     /// pauses the turn and goes back to the caller instead of being executed.
     fn is_external(&self, _name: &str) -> bool {
@@ -257,5 +271,13 @@ impl<T: Toolbox + ?Sized> Toolbox for Arc<T> {
     }
     fn latest(&self) -> BoxFuture<'_, Option<(u64, Arc<dyn Toolbox>)>> {
         (**self).latest()
+    }
+    fn resume<'a>(
+        &'a self,
+        call: &'a ToolCall,
+        task: &'a crate::RecordedTask,
+        ctx: SkillContext,
+    ) -> Option<BoxFuture<'a, ToolOutcome>> {
+        (**self).resume(call, task, ctx)
     }
 }

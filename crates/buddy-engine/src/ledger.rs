@@ -268,30 +268,9 @@ impl Ledger {
         })
     }
 
-    /// The calls a turn interrupted by a crash left open: the last call message's calls
-    /// without a result, when nothing but results follows it.
+    /// The calls a turn interrupted by a crash left open ([`calls_left_open`]).
     pub(crate) fn interrupted_calls(&self) -> Vec<String> {
-        let Some(last_call) = self.history.iter().rposition(
-            |m| matches!(m, Message::Assistant { tool_calls, .. } if !tool_calls.is_empty()),
-        ) else {
-            return Vec::new();
-        };
-        let Message::Assistant { tool_calls, .. } = &self.history[last_call] else {
-            return Vec::new();
-        };
-        let later = &self.history[last_call + 1..];
-        if later.iter().any(|m| !matches!(m, Message::Tool { .. })) {
-            return Vec::new();
-        }
-        tool_calls
-            .iter()
-            .filter(|c| {
-                !later.iter().any(
-                    |m| matches!(m, Message::Tool { tool_call_id, .. } if *tool_call_id == c.id),
-                )
-            })
-            .map(|c| c.id.clone())
-            .collect()
+        calls_left_open(&self.history)
     }
 
     /// Index just past the latest user message, if there is one.
@@ -333,4 +312,30 @@ fn bound_or_count(counter: &dyn TokenCounter, message: &Message) -> (usize, bool
         Some(bound) => (bound, false),
         None => (counter.message(message), true),
     }
+}
+
+/// The calls a turn interrupted by a crash left open in `history`: the last call
+/// message's calls without a result, when nothing but results follows it.
+pub fn calls_left_open(history: &[Message]) -> Vec<String> {
+    let Some(last_call) = history.iter().rposition(
+        |m| matches!(m, Message::Assistant { tool_calls, .. } if !tool_calls.is_empty()),
+    ) else {
+        return Vec::new();
+    };
+    let Message::Assistant { tool_calls, .. } = &history[last_call] else {
+        return Vec::new();
+    };
+    let later = &history[last_call + 1..];
+    if later.iter().any(|m| !matches!(m, Message::Tool { .. })) {
+        return Vec::new();
+    }
+    tool_calls
+        .iter()
+        .filter(|c| {
+            !later
+                .iter()
+                .any(|m| matches!(m, Message::Tool { tool_call_id, .. } if *tool_call_id == c.id))
+        })
+        .map(|c| c.id.clone())
+        .collect()
 }

@@ -40,6 +40,7 @@ pub use elicitation::{AnswerError, ElicitationDesk};
 pub use engine::Engine;
 pub use glob::glob_match;
 pub use history_check::{HistoryError, check_history};
+pub use ledger::calls_left_open;
 pub use policy::{
     Ceiling, Check, Field, Flag, LoopPolicy, OnLimit, POLICY_FIELDS, PolicyConfig, PolicyError,
     PolicyPatch, Raised, UnattendedElicitation,

@@ -1,10 +1,11 @@
 //! What a turn is asked to do, and what it leaves behind.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use buddy_core::{
-    Message, MessageSink, Price, Sampling, StopReason, TokenCount, TurnObserver, TurnStats,
-    WaitClock,
+    Message, MessageSink, Price, RecordedTask, Sampling, StopReason, TaskLog, TokenCount,
+    TurnObserver, TurnStats, WaitClock,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -47,6 +48,11 @@ pub struct TurnRequest {
     /// Where a person answers the tools' questions (MCP elicitation) while the turn
     /// runs; `None`, the default, is an unattended turn: the policy answers them.
     pub elicitation: Option<Arc<ElicitationDesk>>,
+    /// Tasks that calls left open in `history` became before a restart, by call id:
+    /// the turn waits on them again instead of answering the calls as interrupted.
+    pub open_tasks: HashMap<String, RecordedTask>,
+    /// Where calls that become tasks are recorded (a store); `None`: not recorded.
+    pub task_log: Option<Arc<dyn TaskLog>>,
 }
 
 impl std::fmt::Debug for TurnRequest {
@@ -64,6 +70,8 @@ impl std::fmt::Debug for TurnRequest {
             .field("sampling", &self.sampling)
             .field("clock", &self.clock.is_some())
             .field("elicitation", &self.elicitation.is_some())
+            .field("open_tasks", &self.open_tasks)
+            .field("task_log", &self.task_log.is_some())
             .finish()
     }
 }
@@ -87,6 +95,8 @@ impl TurnRequest {
             sampling: Sampling::default(),
             clock: None,
             elicitation: None,
+            open_tasks: HashMap::new(),
+            task_log: None,
         }
     }
 
@@ -157,6 +167,19 @@ impl TurnRequest {
     /// Has buddy's own waits run on `clock` (`None`: real time).
     pub fn with_clock(mut self, clock: Option<Arc<dyn WaitClock>>) -> Self {
         self.clock = clock;
+        self
+    }
+
+    /// Records the tasks calls become with `log`, and waits again on `open` (the tasks
+    /// of calls `history` leaves open, by call id) instead of answering them as
+    /// interrupted.
+    pub fn with_tasks(
+        mut self,
+        log: Option<Arc<dyn TaskLog>>,
+        open: HashMap<String, RecordedTask>,
+    ) -> Self {
+        self.task_log = log;
+        self.open_tasks = open;
         self
     }
 

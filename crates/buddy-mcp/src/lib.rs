@@ -19,6 +19,7 @@ mod import;
 mod progress;
 mod resource_skill;
 mod result;
+mod resume;
 mod sampling;
 mod skill;
 mod source;

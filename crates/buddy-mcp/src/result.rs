@@ -98,6 +98,23 @@ pub(crate) fn block_text(block: &Value) -> String {
     }
 }
 
+/// A `tools/call` result as the model reads it: its text, an error when `isError`, and
+/// a note when its `structuredContent` does not fit the tool's `output` schema.
+pub(crate) fn tool_result(
+    result: &rmcp::model::CallToolResult,
+    output: Option<&jsonschema::Validator>,
+) -> Result<String, buddy_core::SkillError> {
+    let result = serde_json::to_value(result).unwrap_or(Value::Null);
+    let text = result_text(&result);
+    if result.get("isError") == Some(&Value::Bool(true)) {
+        return Err(buddy_core::SkillError::Failed(text));
+    }
+    match output.and_then(|schema| structured_mismatch(&result, schema)) {
+        Some(note) => Ok(format!("{text}\n{note}")),
+        None => Ok(text),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

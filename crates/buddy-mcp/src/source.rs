@@ -21,7 +21,6 @@ use crate::caller::Caller;
 use crate::config::{McpServerConfig, Transport};
 use crate::handler::Client;
 use crate::handler::{Handler, Notes};
-use crate::result::{result_text, structured_mismatch};
 use crate::sampling::{Sampler, SamplingCount, SamplingUse};
 
 /// How buddy opens a connection: it asks `server/discover` (2026-07-28, stateless,
@@ -698,13 +697,14 @@ impl McpSource {
         let limit = Duration::from_secs_f64(secs);
         // A server-initiated `elicitation/create` or sampling request during the call may
         // be this call's.
-        let _asking = self.notes.askers.enter(caller.clone());
+        let _asking = self.in_flight(&caller);
         // rmcp ends the call at `limit` (sending `notifications/cancelled`), with a
         // backstop of its own for a transport that blocks.
         let called = crate::call::call_tool(&client, params, limit, &caller).await;
         // A task handle: waited on (its own bound) outside the call's time.
         let called = match called {
             Ok(crate::call::Called::Task(task, _route)) => {
+                self.record_task(&caller, &task.task_id).await;
                 let wait = Duration::from_secs_f64(self.config.task_timeout_secs);
                 crate::task::await_task(&client, task, wait, &caller).await
             }
@@ -738,18 +738,14 @@ impl McpSource {
                     "MCP server `{name}` stopped during the call to `{tool}` ({other}); it is restarted for the next call"
                 )))
             }
-            Ok(result) => {
-                let result = serde_json::to_value(&result).unwrap_or(Value::Null);
-                let text = result_text(&result);
-                if result.get("isError") == Some(&Value::Bool(true)) {
-                    return Err(SkillError::Failed(text));
-                }
-                match output.and_then(|schema| structured_mismatch(&result, schema)) {
-                    Some(note) => Ok(format!("{text}\n{note}")),
-                    None => Ok(text),
-                }
-            }
+            Ok(result) => crate::result::tool_result(&result, output),
         }
+    }
+
+    /// Marks `caller`'s call in flight while the guard lives, so the server's requests
+    /// (elicitation, sampling) during it reach it.
+    pub(crate) fn in_flight(&self, caller: &Caller) -> crate::elicit::Asking<'_> {
+        self.notes.askers.enter(caller.clone())
     }
 
     /// Counts a failure of the server; past `max_restarts` it is given up.

@@ -4,9 +4,13 @@
 use std::sync::Arc;
 
 use buddy_core::ToolSpec;
-use buddy_core::{BoxFuture, RepeatSemantics, Skill, SkillContext, ToolCall, ToolOutcome, Toolbox};
+use buddy_core::{
+    BoxFuture, RecordedTask, RepeatSemantics, Skill, SkillContext, SkillError, ToolCall,
+    ToolOutcome, Toolbox,
+};
 use buddy_skills::{RegistryError, SkillRegistry};
 
+use crate::caller::Caller;
 use crate::skill::McpSkill;
 use crate::source::{McpError, McpSource};
 
@@ -46,6 +50,8 @@ struct Joined {
     base: Arc<dyn Toolbox>,
     mcp: SkillRegistry,
     specs: Vec<ToolSpec>,
+    /// The servers, for waiting again on a task after a restart.
+    sources: Vec<Arc<McpSource>>,
 }
 
 impl McpToolbox {
@@ -59,7 +65,8 @@ impl McpToolbox {
         let started =
             futures::future::join_all(sources.iter().map(|s| McpSkill::all(Arc::clone(s)))).await;
         let listed = started.into_iter().collect::<Result<Vec<_>, _>>()?;
-        let joined = Arc::new(join(&base, &make_registry, &listed).map_err(ToolboxError::Clash)?);
+        let joined =
+            Arc::new(join(&base, &make_registry, &listed, &sources).map_err(ToolboxError::Clash)?);
         Ok(McpToolbox {
             base,
             sources,
@@ -99,7 +106,7 @@ impl McpToolbox {
                     }
                 }
             }
-            match join(&self.base, &self.make_registry, &listed) {
+            match join(&self.base, &self.make_registry, &listed, &self.sources) {
                 Ok(joined) => {
                     current.number += 1;
                     current.joined = Arc::new(joined);
@@ -126,6 +133,7 @@ fn join(
     base: &Arc<dyn Toolbox>,
     make_registry: &RegistryFactory,
     listed: &[Vec<Arc<dyn Skill>>],
+    sources: &[Arc<McpSource>],
 ) -> Result<Joined, RegistryError> {
     let mut mcp = make_registry();
     for skills in listed {
@@ -142,6 +150,7 @@ fn join(
         base: Arc::clone(base),
         mcp,
         specs,
+        sources: sources.to_vec(),
     })
 }
 
@@ -171,6 +180,30 @@ impl Toolbox for Joined {
     fn is_agent(&self, name: &str) -> bool {
         self.mcp.semantics(name).is_none() && self.base.is_agent(name)
     }
+
+    fn resume<'a>(
+        &'a self,
+        call: &'a ToolCall,
+        task: &'a RecordedTask,
+        ctx: SkillContext,
+    ) -> Option<BoxFuture<'a, ToolOutcome>> {
+        let Some(source) = self.sources.iter().find(|s| s.config().name == task.server) else {
+            return self.base.resume(call, task, ctx);
+        };
+        // A stdio server's tasks ended with the process that started it.
+        source.config().url.as_ref()?;
+        Some(Box::pin(async move {
+            match source.resume_task(&task.task_id, Caller::of(&ctx)).await {
+                Ok(text) => ToolOutcome::ok(text),
+                Err(SkillError::Failed(text)) => ToolOutcome::error(text),
+                Err(SkillError::Fatal(text)) => ToolOutcome {
+                    content: text,
+                    is_error: true,
+                    fatal: true,
+                },
+            }
+        }))
+    }
 }
 
 impl Toolbox for McpToolbox {
@@ -196,5 +229,14 @@ impl Toolbox for McpToolbox {
 
     fn latest(&self) -> BoxFuture<'_, Option<(u64, Arc<dyn Toolbox>)>> {
         Box::pin(async move { Some(self.refreshed().await) })
+    }
+
+    fn resume<'a>(
+        &'a self,
+        call: &'a ToolCall,
+        task: &'a RecordedTask,
+        ctx: SkillContext,
+    ) -> Option<BoxFuture<'a, ToolOutcome>> {
+        self.first.resume(call, task, ctx)
     }
 }

@@ -28,6 +28,14 @@ impl Toolbox for WithClientTools {
     fn invoke<'a>(&'a self, call: &'a ToolCall, ctx: SkillContext) -> BoxFuture<'a, ToolOutcome> {
         self.inner.invoke(call, ctx)
     }
+    fn resume<'a>(
+        &'a self,
+        call: &'a ToolCall,
+        task: &'a buddy_core::RecordedTask,
+        ctx: SkillContext,
+    ) -> Option<BoxFuture<'a, ToolOutcome>> {
+        self.inner.resume(call, task, ctx)
+    }
     fn is_external(&self, name: &str) -> bool {
         self.client.contains(name)
     }

@@ -116,6 +116,14 @@ impl Toolbox for SkillsOnly {
     fn invoke<'a>(&'a self, call: &'a ToolCall, ctx: SkillContext) -> BoxFuture<'a, ToolOutcome> {
         self.inner.invoke(call, ctx)
     }
+    fn resume<'a>(
+        &'a self,
+        call: &'a ToolCall,
+        task: &'a buddy_core::RecordedTask,
+        ctx: SkillContext,
+    ) -> Option<BoxFuture<'a, ToolOutcome>> {
+        self.inner.resume(call, task, ctx)
+    }
     fn is_external(&self, name: &str) -> bool {
         self.inner.is_external(name)
     }
@@ -171,6 +179,14 @@ impl Toolbox for WithRequestAgents {
             true => self.agents.invoke(call, ctx),
             false => self.inner.invoke(call, ctx),
         }
+    }
+    fn resume<'a>(
+        &'a self,
+        call: &'a ToolCall,
+        task: &'a buddy_core::RecordedTask,
+        ctx: SkillContext,
+    ) -> Option<BoxFuture<'a, ToolOutcome>> {
+        self.inner.resume(call, task, ctx)
     }
     fn is_external(&self, name: &str) -> bool {
         !self.names.contains(name) && self.inner.is_external(name)

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 
-use buddy_core::{BoxFuture, Message, StopReason, TokenCount, TurnStats, Usd};
+use buddy_core::{BoxFuture, Message, RecordedTask, StopReason, TokenCount, TurnStats, Usd};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::body::message_json;
@@ -90,6 +90,18 @@ CREATE TABLE spend_holds (
     expires_at_ms INTEGER NOT NULL
 );
 CREATE INDEX spend_holds_by_owner ON spend_holds(owner);
+"#,
+    // The tasks tool calls became on their MCP servers (issue 48): a turn after a
+    // restart waits on them again instead of answering the calls as interrupted.
+    r#"
+CREATE TABLE call_tasks (
+    conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    call_id TEXT NOT NULL,
+    server TEXT NOT NULL,
+    task_id TEXT NOT NULL,
+    created_at_ms INTEGER NOT NULL,
+    PRIMARY KEY (conversation_id, call_id)
+);
 "#,
 ];
 
@@ -853,6 +865,50 @@ impl Store for SqliteStore {
                 )
                 .map_err(backend)?;
             Ok(n > 0)
+        })
+    }
+
+    fn record_call_task<'a>(
+        &'a self,
+        id: &'a str,
+        call_id: &'a str,
+        task: &'a RecordedTask,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let (id, call_id, task) = (id.to_owned(), call_id.to_owned(), task.clone());
+        self.run(move |conn| {
+            conn.execute(
+                "INSERT OR REPLACE INTO call_tasks (conversation_id, call_id, server, task_id, created_at_ms) \
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![id, call_id, task.server, task.task_id, now_ms()],
+            )
+            .map_err(backend)?;
+            Ok(())
+        })
+    }
+
+    fn call_tasks<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<std::collections::HashMap<String, RecordedTask>, StoreError>> {
+        let id = id.to_owned();
+        self.run(move |conn| {
+            let mut statement = conn
+                .prepare(
+                    "SELECT call_id, server, task_id FROM call_tasks WHERE conversation_id = ?1",
+                )
+                .map_err(backend)?;
+            let rows = statement
+                .query_map(params![id], |row| {
+                    Ok((
+                        row.get::<_, String>(0)?,
+                        RecordedTask {
+                            server: row.get(1)?,
+                            task_id: row.get(2)?,
+                        },
+                    ))
+                })
+                .map_err(backend)?;
+            rows.collect::<Result<_, _>>().map_err(backend)
         })
     }
 

@@ -1,6 +1,6 @@
 //! The store trait and its records.
 
-use buddy_core::{BoxFuture, Message, StopReason, TokenCount, TurnStats, Usd};
+use buddy_core::{BoxFuture, Message, RecordedTask, StopReason, TokenCount, TurnStats, Usd};
 use serde::{Deserialize, Serialize};
 
 /// A store operation failed.
@@ -545,6 +545,19 @@ pub trait Store: Send + Sync {
             }
         })
     }
+    /// Records that call `call_id` of conversation `id` became `task` on its server, so
+    /// a turn after a restart can wait on it again ([`Store::call_tasks`]).
+    fn record_call_task<'a>(
+        &'a self,
+        id: &'a str,
+        call_id: &'a str,
+        task: &'a RecordedTask,
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
+    /// The tasks recorded for calls of conversation `id`, by call id.
+    fn call_tasks<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<std::collections::HashMap<String, RecordedTask>, StoreError>>;
     /// Bytes of message JSON `owner`'s conversations hold (for a per-key storage quota).
     /// This default reads every conversation; the stores sum it in one query.
     fn stored_bytes<'a>(&'a self, owner: &'a str) -> BoxFuture<'a, Result<u64, StoreError>> {

@@ -12,7 +12,7 @@ use super::server::{all_scenarios, client, read_until, sse_events, start_slow_tu
 
 /// Starts `buddy ARGS` (a `serve`) in `cwd` with `env` set; returns the child and the
 /// base URL it printed.
-fn spawn_buddy(args: &[&std::ffi::OsStr], cwd: &Path, env: &[(&str, &str)]) -> (Child, String) {
+pub fn spawn_buddy(args: &[&std::ffi::OsStr], cwd: &Path, env: &[(&str, &str)]) -> (Child, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_buddy"))
         .args(args)
         .current_dir(cwd)
@@ -99,7 +99,7 @@ async fn killing_the_server_mid_turn_loses_nothing_already_produced() {
 }
 
 /// The stored conversation `id` as `GET /v1/conversations/{id}` shows it.
-async fn conversation(url: &str, id: &str) -> Value {
+pub async fn conversation(url: &str, id: &str) -> Value {
     client()
         .get(format!("{url}/v1/conversations/{id}"))
         .send()
@@ -111,7 +111,7 @@ async fn conversation(url: &str, id: &str) -> Value {
 }
 
 /// The SSE body of a next turn of `id` ("what time is it?", offline scenario).
-async fn next_turn(url: &str, id: &str) -> String {
+pub async fn next_turn(url: &str, id: &str) -> String {
     client()
         .post(format!("{url}/v1/chat"))
         .json(&json!({"conversation_id": id, "message": "what time is it?", "model": "scripted:offline_assistant"}))

@@ -5,6 +5,7 @@ mod approvals;
 mod binary;
 mod config;
 mod crash;
+mod crash_task;
 mod doctor;
 mod judge;
 mod lockout;

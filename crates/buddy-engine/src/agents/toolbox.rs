@@ -110,6 +110,18 @@ impl Toolbox for AgentToolbox {
         })
     }
 
+    fn resume<'a>(
+        &'a self,
+        call: &'a ToolCall,
+        task: &'a buddy_core::RecordedTask,
+        ctx: SkillContext,
+    ) -> Option<BoxFuture<'a, ToolOutcome>> {
+        match self.allows(&call.name) {
+            true => self.base.resume(call, task, ctx),
+            false => None,
+        }
+    }
+
     fn is_agent(&self, name: &str) -> bool {
         self.agent(name).is_some()
     }

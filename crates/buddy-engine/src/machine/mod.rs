@@ -27,6 +27,7 @@ mod end;
 mod finalize;
 mod offer;
 mod request;
+mod resume_task;
 mod route;
 mod start;
 mod tools;
@@ -205,6 +206,10 @@ pub(crate) struct Turn<'e> {
     /// Model calls the turn's tools made for their MCP servers (sampling), drawn from
     /// the lease's pool and not yet in `stats`.
     side_usage: crate::call_budget::SideUsage,
+    /// Tasks calls left open in the history became before a restart, by call id.
+    open_tasks: std::collections::HashMap<String, buddy_core::RecordedTask>,
+    /// Where calls that become tasks are recorded.
+    task_log: Option<Arc<dyn buddy_core::TaskLog>>,
 }
 
 impl<'e> Turn<'e> {
@@ -271,6 +276,8 @@ impl<'e> Turn<'e> {
             &policy,
         );
         let turn = Turn {
+            open_tasks: request.open_tasks,
+            task_log: request.task_log,
             side_usage: crate::call_budget::SideUsage::default(),
             elicitation,
             provider,

@@ -20,6 +20,10 @@ impl Turn<'_> {
         match entry {
             Entry::Interrupted(then) => {
                 for id in self.ledger.interrupted_calls() {
+                    if let Some(result) = self.resume_task(&id).await {
+                        self.ledger.push(result).await;
+                        continue;
+                    }
                     debug!(call = %id, "answering a call an interrupted turn left open");
                     self.ledger
                         .push(Message::tool_result(id, words::not_run::INTERRUPTED, true))

@@ -179,6 +179,7 @@ impl Turn<'_> {
                     events: self.events.sender(),
                     price: self.price,
                 })),
+                tasks: self.task_log.clone(),
             };
             pending.push(match watch.clone() {
                 Some(watch) => Box::pin(poll_until_changed(

@@ -10,6 +10,7 @@ mod limits;
 mod property;
 mod refusals;
 mod replay;
+mod resumed_tasks;
 mod routing;
 mod subagents;
 mod tool_changes;

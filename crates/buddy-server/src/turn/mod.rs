@@ -10,6 +10,7 @@ mod policy;
 mod run;
 mod sink;
 mod spec;
+mod task_log;
 pub(crate) mod watch;
 
 use axum::extract::FromRequestParts;

@@ -1,10 +1,11 @@
 //! Opening a turn: its claim (one turn per conversation, a cap per key), its history,
 //! and the one write that records it (with a new conversation, when it makes one).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use buddy_core::{Message, StopReason, TokenCount};
-use buddy_engine::Resume;
+use buddy_core::{Message, RecordedTask, StopReason, TokenCount};
+use buddy_engine::{Resume, calls_left_open};
 use buddy_store::{CountedHistory, Store, TurnEnd, TurnOpening, new_id};
 use tokio_util::sync::CancellationToken;
 
@@ -26,6 +27,8 @@ pub(crate) struct Opened {
     pub counts: Vec<Option<TokenCount>>,
     /// The spec, its conversation, input and instructions taken into `history`.
     pub spec: TurnSpec,
+    /// The tasks calls a crash left open became, by call id: waited on again.
+    pub open_tasks: HashMap<String, RecordedTask>,
 }
 
 /// Claims the turn, loads its history and records its opening. Whatever fails frees
@@ -46,6 +49,19 @@ pub(crate) async fn open(
     } = history;
     let (conversation_id, lease, user_stored) =
         record(state, caller, &turn_id, &cancel, place, &history, &spec).await?;
+    let open_tasks = match &conversation_id {
+        Some(id) if !calls_left_open(&history).is_empty() => {
+            match state.inner.store.call_tasks(id).await {
+                Ok(tasks) => tasks,
+                Err(e) => {
+                    // Not fatal: the open calls are answered as interrupted, as without.
+                    tracing::warn!(conversation = %id, error = %e, "cannot read the tasks of calls a crash left open");
+                    HashMap::new()
+                }
+            }
+        }
+        _ => HashMap::new(),
+    };
     history.append(&mut spec.append);
     counts.resize(history.len(), None);
     if let Some(instructions) = spec.instructions.take() {
@@ -65,6 +81,7 @@ pub(crate) async fn open(
         history,
         counts,
         spec,
+        open_tasks,
     })
 }
 

@@ -81,6 +81,14 @@ pub(crate) fn run(
     if let Some(sink) = &sink {
         request = request.with_recorder(Arc::clone(sink) as Arc<dyn MessageSink>);
     }
+    // A stored conversation keeps the tasks its calls become, for a turn after a crash.
+    let task_log = opened.conversation_id.as_ref().map(|id| {
+        Arc::new(super::task_log::StoreTaskLog::new(
+            Arc::clone(&store),
+            id.clone(),
+        )) as Arc<dyn buddy_core::TaskLog>
+    });
+    request = request.with_tasks(task_log, opened.open_tasks);
     let names = Names {
         provider: resolved.provider.name().to_owned(),
         model: resolved.model.clone(),

@@ -91,4 +91,14 @@ CREATE TABLE IF NOT EXISTS buddy_spend_holds (
     expires_at_ms BIGINT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS buddy_spend_holds_by_owner ON buddy_spend_holds(owner);
+-- The tasks tool calls became on their MCP servers: a turn after a restart waits on
+-- them again instead of answering the calls as interrupted.
+CREATE TABLE IF NOT EXISTS buddy_call_tasks (
+    conversation_id TEXT NOT NULL REFERENCES buddy_conversations(id) ON DELETE CASCADE,
+    call_id TEXT NOT NULL,
+    server TEXT NOT NULL,
+    task_id TEXT NOT NULL,
+    created_at_ms BIGINT NOT NULL,
+    PRIMARY KEY (conversation_id, call_id)
+);
 "#;

@@ -767,9 +767,45 @@ async fn forks(store: &dyn Store) {
     ));
 }
 
+/// A task a call became is kept with its conversation, replaced when the call becomes
+/// another, and gone with the conversation.
+async fn call_tasks(store: &dyn Store) {
+    let id = store.create_conversation("tasks").await.unwrap();
+    let other = store.create_conversation("tasks").await.unwrap();
+    assert!(store.call_tasks(&id).await.unwrap().is_empty());
+    let task = |n: &str| buddy_core::RecordedTask {
+        server: "jobs".into(),
+        task_id: n.into(),
+    };
+    store
+        .record_call_task(&id, "call_1", &task("t1"))
+        .await
+        .unwrap();
+    store
+        .record_call_task(&id, "call_2", &task("t2"))
+        .await
+        .unwrap();
+    store
+        .record_call_task(&id, "call_2", &task("t3"))
+        .await
+        .unwrap();
+    store
+        .record_call_task(&other, "call_1", &task("x"))
+        .await
+        .unwrap();
+    let kept = store.call_tasks(&id).await.unwrap();
+    assert_eq!(kept.len(), 2);
+    assert_eq!(kept["call_1"], task("t1"));
+    assert_eq!(kept["call_2"], task("t3"));
+    assert!(store.delete_conversation(&id).await.unwrap());
+    assert!(store.call_tasks(&id).await.unwrap().is_empty());
+    assert_eq!(store.call_tasks(&other).await.unwrap()["call_1"], task("x"));
+}
+
 #[tokio::test]
 async fn sqlite_keeps_the_store_contract() {
     let store = SqliteStore::in_memory().unwrap();
+    call_tasks(&store).await;
     spend_holds(&store).await;
     stored_bytes(&store).await;
     contract(&store).await;
@@ -805,6 +841,7 @@ async fn the_step_by_step_opening_and_closing_keep_the_contract() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_keeps_the_store_contract() {
     let store = PgStore::connect(&super::postgres_url()).await.unwrap();
+    call_tasks(&store).await;
     spend_holds(&store).await;
     stored_bytes(&store).await;
     contract(&store).await;

@@ -91,6 +91,23 @@ impl Store for Stepwise {
     fn delete_conversation<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
         self.0.delete_conversation(id)
     }
+    fn record_call_task<'a>(
+        &'a self,
+        id: &'a str,
+        call_id: &'a str,
+        task: &'a buddy_core::RecordedTask,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.0.record_call_task(id, call_id, task)
+    }
+    fn call_tasks<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<
+        'a,
+        Result<std::collections::HashMap<String, buddy_core::RecordedTask>, StoreError>,
+    > {
+        self.0.call_tasks(id)
+    }
     fn remove_messages<'a>(
         &'a self,
         conversation: &'a str,

@@ -1,0 +1,63 @@
+//! A call a crash left open that had become a task on its server: the next turn waits on
+//! the same task again (its result, or how it ended) instead of answering the call as
+//! interrupted.
+
+use buddy_core::{ChatEvent, Message, SkillContext, ToolCall};
+use tracing::debug;
+
+use super::Turn;
+use crate::words;
+
+impl Turn<'_> {
+    /// The result of open call `id`, waited for again on the task it became, or `None`
+    /// when it became none (or the toolbox cannot resume it): then it is answered as
+    /// interrupted. Cancel and the deadline end the wait with an error result.
+    pub(super) async fn resume_task(&mut self, id: &str) -> Option<Message> {
+        let task = self.open_tasks.get(id)?.clone();
+        let call = self.open_call(id)?;
+        let ctx = SkillContext {
+            call_id: call.id.clone(),
+            arguments: call.arguments.clone(),
+            elicitor: Some(self.elicitation.for_call(&call.id)),
+            tasks: self.task_log.clone(),
+            ..SkillContext::default()
+        };
+        let toolbox = self.toolbox();
+        let waiting = toolbox.resume(&call, &task, ctx)?;
+        debug!(call = %id, task = %task.task_id, server = %task.server, "waiting again on a task a crash left open");
+        let deadline = async {
+            match self.deadline {
+                Some(at) => tokio::time::sleep_until(at.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        let outcome = tokio::select! {
+            outcome = waiting => outcome,
+            _ = self.cancel.cancelled() => buddy_core::ToolOutcome::error(words::not_run::INTERRUPTED),
+            _ = deadline => buddy_core::ToolOutcome::error(words::not_run::INTERRUPTED),
+        };
+        self.events
+            .emit(ChatEvent::ToolCallResult {
+                id: call.id.clone(),
+                name: call.name.clone(),
+                content: outcome.content.clone(),
+                is_error: outcome.is_error,
+            })
+            .await;
+        Some(Message::tool_result(
+            call.id,
+            outcome.content,
+            outcome.is_error,
+        ))
+    }
+
+    /// The call with `id` in the history's last round of calls.
+    fn open_call(&self, id: &str) -> Option<ToolCall> {
+        self.ledger.messages().iter().rev().find_map(|m| match m {
+            Message::Assistant { tool_calls, .. } => {
+                tool_calls.iter().find(|c| c.id == id).cloned()
+            }
+            _ => None,
+        })
+    }
+}
