@@ -76,14 +76,19 @@ pub fn denoise(text: &str) -> String {
     denoise_owned(text.trim().to_owned())
 }
 
+/// True when no noise pattern matches `text` (then [`denoise`] leaves it as it is).
+pub fn holds_no_noise(text: &str) -> bool {
+    NOISE_SET.as_ref().is_some_and(|set| !set.is_match(text))
+}
+
 /// [`denoise`] of an already trimmed text it may rewrite in place.
 fn denoise_owned(mut out: String) -> String {
-    let set = NOISE_SET.as_ref();
     // Most results hold no noise: asking whether any pattern matches stops at the first
     // match, where asking which ones match reads the whole text.
-    if set.is_some_and(|set| !set.is_match(&out)) {
+    if holds_no_noise(&out) {
         return out;
     }
+    let set = NOISE_SET.as_ref();
     let mut found = set.map(|set| set.matches(&out));
     for (i, (pattern, placeholder)) in NOISE.iter().enumerate() {
         if found.as_ref().is_some_and(|f| !f.matched(i)) {

@@ -5,7 +5,7 @@
 use super::noise::{FNV_START, fnv_byte, hash};
 
 /// Only the start of a long text is read for tokens (bounds the memory a turn keeps).
-const READ_BYTES: usize = 16 * 1024;
+pub(super) const READ_BYTES: usize = 16 * 1024;
 /// Shortest and longest token.
 const MIN_CHARS: usize = 4;
 const MAX_CHARS: usize = 64;
@@ -49,7 +49,7 @@ pub fn tokens(text: &str) -> Vec<u64> {
 }
 
 /// Whether a run of `chars` letters and digits, holding a digit or not, is a token.
-fn distinctive(chars: usize, has_digit: bool) -> bool {
+pub(super) fn distinctive(chars: usize, has_digit: bool) -> bool {
     (MIN_CHARS..=MAX_CHARS).contains(&chars) && (has_digit || chars >= MIN_WORD_CHARS)
 }
 

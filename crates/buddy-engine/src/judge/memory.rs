@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use buddy_core::GuardKind;
 use serde::{Deserialize, Serialize};
 
+use super::token_set::TokenSet;
 use crate::guards::call_log::CallLog;
 use crate::guards::ladder::Ladder;
 use crate::policy::LoopPolicy;
@@ -76,10 +77,12 @@ pub(super) struct JudgeMemory {
     /// Calls dropped from the latest reply for going over `max_calls_per_reply`.
     pub(super) dropped_calls: Option<usize>,
     /// Distinctive tokens (hashed) of every argument and result so far.
-    pub(super) seen_tokens: BTreeSet<u64>,
+    #[serde(with = "super::token_set")]
+    pub(super) seen_tokens: TokenSet,
     /// Tokens that first appeared in the latest round's results: a call whose arguments
     /// carry one follows what the model read.
-    pub(super) latest_tokens: BTreeSet<u64>,
+    #[serde(with = "super::token_set")]
+    pub(super) latest_tokens: TokenSet,
     /// Replies without an answer that were asked again.
     pub(super) reasks: u32,
     /// Replies cut by the output limit that were asked to continue.

@@ -20,6 +20,7 @@ mod memory;
 mod round;
 mod route;
 mod signals;
+mod token_set;
 mod verdict;
 
 pub(crate) use answer::{FinalCheck, Screened};

@@ -3,13 +3,12 @@
 //! re-run), then — as each result comes in, see `signals.rs` — what the results say, and
 //! at the end of the round where the turn goes.
 
-use std::collections::BTreeSet;
-
 use buddy_core::{
     Evidence, GuardAction, GuardKind, RepeatSemantics, StopReason, ToolCall, ToolOutcome,
 };
 
 use super::memory::Judge;
+use super::token_set::TokenSet;
 use super::verdict::{FinalizeCause, Trip, stop_for};
 use crate::approval::ApprovalRules;
 use crate::guards::call_log::call_key;
@@ -77,7 +76,7 @@ pub(crate) struct RoundJudge {
     /// The reply's text said what an earlier round beside tool calls already said.
     pub(super) text_repeated: bool,
     /// Tokens that first appeared in this round's results.
-    pub(super) new_tokens: BTreeSet<u64>,
+    pub(super) new_tokens: TokenSet,
     /// The calls behind this round's latest withdrawal, named again if it leaves no tools.
     pub(super) withdrawal_evidence: Vec<Evidence>,
     /// The reply's text beside the calls, normalised once for both ends of the round.

@@ -11,8 +11,8 @@ use super::memory::Judge;
 use super::round::{Plan, RoundJudge, Slot, refused};
 use super::verdict::{FinalizeCause, Trip, stop_for};
 use crate::guards::call_log::CallRecord;
+use crate::guards::digest::digest;
 use crate::guards::ladder::Rung;
-use crate::guards::noise::fingerprint;
 use crate::guards::similarity::args_near;
 use crate::guards::tokens::tokens;
 use crate::words::{self, not_run};
@@ -63,7 +63,9 @@ impl RoundJudge {
                 outcome.content
             ));
         }
-        let fingerprint = fingerprint(&outcome.content, &slot.arg_strings);
+        // The result read once: its fingerprint and its tokens.
+        let digest = digest(&outcome.content, &slot.arg_strings);
+        let fingerprint = digest.fingerprint;
         if outcome.is_error {
             let new_message = judge
                 .memory
@@ -91,7 +93,7 @@ impl RoundJudge {
             (Some(prev), true) if !moved_on => prev.unchanged + 1,
             _ => 0,
         };
-        let follows = self.follows_latest_results(judge, slot, outcome);
+        let follows = self.follows_latest_results(judge, slot, digest.tokens);
         if judge.policy.loop_detection
             && let Some(signal) = judge_result(
                 judge,
@@ -163,18 +165,18 @@ impl RoundJudge {
 
     /// True when the call's arguments carry a token that first appeared in the latest
     /// round's results (the model follows what it read); then books the tokens of its
-    /// arguments and result as seen.
+    /// arguments and its result's `result_tokens` as seen.
     fn follows_latest_results(
         &mut self,
         judge: &mut Judge,
         slot: &Slot,
-        outcome: &ToolOutcome,
+        result_tokens: Vec<u64>,
     ) -> bool {
         let memory = &mut judge.memory;
         let carried = tokens(&slot.call.arguments);
         let follows = carried.iter().any(|t| memory.latest_tokens.contains(t));
         memory.seen_tokens.extend(carried);
-        for token in tokens(&outcome.content) {
+        for token in result_tokens {
             if memory.seen_tokens.insert(token) {
                 self.new_tokens.insert(token);
             }

@@ -9,7 +9,7 @@ use buddy_core::{BoxFuture, Message, RecordedTask, StopReason, TokenCount, TurnS
 
 use crate::deletion::TurnDeletion;
 use sqlx::Row;
-use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
 use tokio::sync::mpsc;
 
 mod coordinate;
@@ -77,12 +77,34 @@ fn backend(e: sqlx::Error) -> StoreError {
 /// checks every connection on every use: a round trip of its own before each statement.
 const CHECK_IDLE_AFTER: Duration = Duration::from_secs(1);
 
+/// What every connection sets for its session when it is made (one statement, once per
+/// connection). `plan_cache_mode`: each statement of the store finds its rows by key (a
+/// conversation, a turn, an owner), so the plan PostgreSQL keeps for a prepared statement
+/// is as good as one made for its values; left to choose, it planned a turn's closing
+/// statement afresh on every execution (its cost estimated over `UNNEST`ed arrays of
+/// unknown length): ~0.24 ms of planning per turn (`scripts/profile-postgres.sh`,
+/// BENCHMARKS §3). A `SET`, not a start-up option, so connection poolers that refuse
+/// start-up options (PgBouncer) still work.
+const SESSION_SETTINGS: &str = "SET plan_cache_mode = force_generic_plan";
+
 /// A pool of at most `connections` to `url`; an error says what to check.
 async fn pool(url: &str, connections: u32) -> Result<PgPool, StoreError> {
+    let unreachable = |e: sqlx::Error| {
+        StoreError::Backend(format!(
+            "cannot connect to PostgreSQL ({e}); check `store` (postgres://user:password@host:port/database) and that the server runs"
+        ))
+    };
+    let options = url.parse::<PgConnectOptions>().map_err(unreachable)?;
     PgPoolOptions::new()
         .max_connections(connections)
         .acquire_timeout(Duration::from_secs(10))
         .test_before_acquire(false)
+        .after_connect(|conn, _| {
+            Box::pin(async move {
+                sqlx::Executor::execute(conn, SESSION_SETTINGS).await?;
+                Ok(())
+            })
+        })
         .before_acquire(|conn, meta| {
             Box::pin(async move {
                 if meta.idle_for > CHECK_IDLE_AFTER {
@@ -91,13 +113,9 @@ async fn pool(url: &str, connections: u32) -> Result<PgPool, StoreError> {
                 Ok(true)
             })
         })
-        .connect(url)
+        .connect_with(options)
         .await
-        .map_err(|e| {
-            StoreError::Backend(format!(
-                "cannot connect to PostgreSQL ({e}); check `store` (postgres://user:password@host:port/database) and that the server runs"
-            ))
-        })
+        .map_err(unreachable)
 }
 
 impl PgStore {
