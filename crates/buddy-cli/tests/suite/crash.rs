@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 
 use serde_json::{Value, json};
 
-use super::server::{all_scenarios, client, read_until, sse_events, start_slow_turn};
+use super::server::{all_scenarios, client, read_until, sse_events, start_chat, start_slow_turn};
 
 /// Starts `buddy ARGS` (a `serve`) in `cwd` with `env` set; returns the child and the
 /// base URL it printed.
@@ -171,17 +171,11 @@ async fn killing_the_server_while_the_model_answers_a_round_keeps_the_round_and_
     ];
     let (mut server, url) = spawn_buddy(&args, dir.path(), &[]);
 
-    let mut response = client()
-        .post(format!("{url}/v1/chat"))
-        .json(&json!({"message": "Check the time, look at the workspace, and find where buddy is mentioned."}))
-        .send()
-        .await
-        .unwrap();
-    let first = String::from_utf8_lossy(&response.chunk().await.unwrap().unwrap()).into_owned();
-    let id = sse_events(&first)[0].1["conversation_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let (mut response, id) = start_chat(
+        &url,
+        json!({"message": "Check the time, look at the workspace, and find where buddy is mentioned."}),
+    )
+    .await;
     // The first round's tool has answered; the model now works on its second reply
     // (3 s), and the round is on record before that call is made.
     read_until(&mut response, "tool_call_result").await;

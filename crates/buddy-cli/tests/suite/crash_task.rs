@@ -2,15 +2,13 @@
 //! the task is recorded with its call, and the next turn after the restart waits on the
 //! same task for its result instead of answering the call as interrupted.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use super::crash::{conversation, spawn_buddy};
-use super::server::{client, sse_events};
+use super::server::{client, sse_events, start_chat};
 
 /// A Streamable HTTP MCP server (legacy handshake, JSON answers) whose `export` runs as
 /// a task: `tasks/get` says `working` until the file `done` exists in its directory,
@@ -78,31 +76,6 @@ const EXPORT: &str = r#"{"name": "export_task", "prompt": "export it",
     {"when": {"tool_results": 0}, "reply": {"text": "Exporting.", "tool_calls": [{"name": "jobs__export", "arguments": {}}]}},
     {"when": {}, "reply": {"text": "Result: {last_result}"}}]}"#;
 
-/// The jobs server, stopped when dropped.
-struct Jobs(Child);
-
-impl Drop for Jobs {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start_jobs(dir: &Path) -> (Jobs, u16) {
-    std::fs::write(dir.join("jobs.py"), JOBS).unwrap();
-    let mut child = Command::new("python3")
-        .arg(dir.join("jobs.py"))
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let port = line.trim().parse().unwrap();
-    (Jobs(child), port)
-}
-
 /// The requests the jobs server got, as (method, params).
 fn requests(dir: &Path) -> Vec<(String, Value)> {
     std::fs::read_to_string(dir.join("requests.jsonl"))
@@ -138,7 +111,8 @@ async fn a_task_running_when_the_server_is_killed_is_waited_on_again_after_the_r
     let (dir, scenarios) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     std::fs::write(scenarios.path().join("export_task.json"), EXPORT).unwrap();
     let jobs_dir = tempfile::tempdir().unwrap();
-    let (_jobs, port) = start_jobs(jobs_dir.path());
+    let jobs = super::PythonServer::start(jobs_dir.path(), "jobs.py", JOBS);
+    let port = jobs.port;
     // The model: `buddy mock-server` playing the scenario over the OpenAI API.
     let mock_args = [
         "mock-server".as_ref(),
@@ -168,17 +142,7 @@ async fn a_task_running_when_the_server_is_killed_is_waited_on_again_after_the_r
     ];
     let (mut server, url) = spawn_buddy(&args, dir.path(), &[]);
 
-    let mut response = client()
-        .post(format!("{url}/v1/chat"))
-        .json(&json!({"message": "export it"}))
-        .send()
-        .await
-        .unwrap();
-    let first = String::from_utf8_lossy(&response.chunk().await.unwrap().unwrap()).into_owned();
-    let id = sse_events(&first)[0].1["conversation_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let (response, id) = start_chat(&url, json!({"message": "export it"})).await;
     // The call became a task and buddy is polling it: kill the server mid-task.
     until("the task is polled", || {
         count(jobs_dir.path(), "tasks/get") >= 2

@@ -2,9 +2,8 @@
 //! server in one (Python, stdlib only), `$BROWSER` a script that fetches the page and
 //! follows its redirect to buddy's callback, the token kept under `mcp_tokens`.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 
 /// Authorization server + legacy MCP server: `/mcp` wants a token it issued.
 const GUARDED: &str = r#"
@@ -81,34 +80,6 @@ server.serve_forever()
 /// `$BROWSER`: approves by fetching the page (urllib follows the redirect back).
 const BROWSER: &str = "#!/usr/bin/env python3\nimport sys, urllib.request\nurllib.request.urlopen(sys.argv[1], timeout=10).read()\n";
 
-/// The fake server, stopped when dropped.
-struct Guarded {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Guarded {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start(dir: &Path) -> Guarded {
-    std::fs::write(dir.join("guarded.py"), GUARDED).unwrap();
-    let mut child = Command::new("python3")
-        .arg(dir.join("guarded.py"))
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let port = line.trim().parse().unwrap();
-    Guarded { child, port }
-}
-
 fn buddy(dir: &Path, args: &[&str], browser: Option<&Path>) -> Output {
     let mut command = super::buddy(dir);
     command
@@ -132,7 +103,7 @@ fn text(out: &Output) -> String {
 #[test]
 fn login_keeps_a_token_every_later_run_uses_and_logout_forgets_it() {
     let dir = tempfile::tempdir().unwrap();
-    let guarded = start(dir.path());
+    let guarded = super::PythonServer::start(dir.path(), "guarded.py", GUARDED);
     let browser = dir.path().join("open.py");
     std::fs::write(&browser, BROWSER).unwrap();
     #[cfg(unix)]

@@ -67,3 +67,37 @@ pub async fn run_all() -> Vec<(Scenario, ScenarioReport)> {
     }
     reports
 }
+
+/// A Python script run as a local server that prints its port on its first line;
+/// stopped when dropped.
+pub struct PythonServer {
+    child: std::process::Child,
+    /// The port it listens on (127.0.0.1).
+    pub port: u16,
+}
+
+impl PythonServer {
+    /// Writes `source` to `dir/name` and runs it.
+    pub fn start(dir: &std::path::Path, name: &str, source: &str) -> Self {
+        use std::io::BufRead;
+        std::fs::write(dir.join(name), source).unwrap();
+        let mut child = std::process::Command::new("python3")
+            .arg(dir.join(name))
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port = line.trim().parse().unwrap();
+        PythonServer { child, port }
+    }
+}
+
+impl Drop for PythonServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -407,9 +407,21 @@ pub async fn read_until(response: &mut reqwest::Response, needle: &str) {
 /// Starts a turn whose tool takes a minute; returns the open stream (the tool is
 /// running) and the conversation id.
 pub async fn start_slow_turn(url: &str) -> (reqwest::Response, String) {
+    let (mut response, id) = start_chat(
+        url,
+        json!({"message": "wait for it", "model": "scripted:slow_tool"}),
+    )
+    .await;
+    read_until(&mut response, "tool_call_start").await;
+    (response, id)
+}
+
+/// Posts `body` to `/v1/chat`; returns the streaming response once its first event
+/// (the conversation's id) has come, and that id.
+pub async fn start_chat(url: &str, body: Value) -> (reqwest::Response, String) {
     let mut response = client()
         .post(format!("{url}/v1/chat"))
-        .json(&json!({"message": "wait for it", "model": "scripted:slow_tool"}))
+        .json(&body)
         .send()
         .await
         .unwrap();
@@ -418,7 +430,6 @@ pub async fn start_slow_turn(url: &str) -> (reqwest::Response, String) {
         .as_str()
         .unwrap()
         .to_owned();
-    read_until(&mut response, "tool_call_start").await;
     (response, id)
 }
 
