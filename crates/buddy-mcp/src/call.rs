@@ -108,7 +108,7 @@ pub(crate) async fn call_tool(
             // The server's progress for this round goes to the caller.
             let route = caller.progress.as_ref().map(|sink| {
                 let key = RouteKey::Token(handle.progress_token.clone());
-                crate::progress::route(&client.service().notes, key, Arc::clone(sink))
+                crate::progress::route(&client.service().notes.progress, key, Arc::clone(sink))
             });
             // Past `left`, rmcp writes `notifications/cancelled` before it returns.
             let answered = handle.await_response().await;

@@ -36,7 +36,7 @@ pub(crate) struct Notes {
     /// sampling request.
     pub askers: crate::elicit::Askers,
     /// Where progress and task status go: the call each belongs to.
-    pub progress: crate::progress::ProgressRoutes,
+    pub progress: Arc<crate::progress::ProgressRoutes>,
 }
 
 /// The client handler of one server connection.

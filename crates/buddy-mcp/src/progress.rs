@@ -77,13 +77,13 @@ impl std::fmt::Debug for ProgressRoutes {
 
 /// Takes a route away when the call that made it ends (or is dropped).
 pub(crate) struct Route {
-    routes: Arc<crate::handler::Notes>,
+    routes: Arc<ProgressRoutes>,
     key: RouteKey,
 }
 
 impl Route {
     fn received(&self) -> u64 {
-        let table = self.routes.progress.lock();
+        let table = self.routes.lock();
         table.routes.get(&self.key).map_or(0, |r| r.received)
     }
 
@@ -108,7 +108,7 @@ impl Route {
 
 impl Drop for Route {
     fn drop(&mut self) {
-        self.routes.progress.lock().routes.remove(&self.key);
+        self.routes.lock().routes.remove(&self.key);
     }
 }
 
@@ -138,11 +138,11 @@ impl ProgressRoutes {
 /// Routes what comes for `key` to `sink` (with what was held for it) until the returned
 /// [`Route`] is dropped.
 pub(crate) fn route(
-    notes: &Arc<crate::handler::Notes>,
+    routes: &Arc<ProgressRoutes>,
     key: RouteKey,
     sink: Arc<dyn ProgressSink>,
 ) -> Route {
-    let mut table = notes.progress.lock();
+    let mut table = routes.lock();
     let (mine, others): (VecDeque<_>, VecDeque<_>) = std::mem::take(&mut table.held)
         .into_iter()
         .partition(|(k, _)| *k == key);
@@ -158,7 +158,7 @@ pub(crate) fn route(
     table.routes.insert(key.clone(), routed);
     drop(table);
     Route {
-        routes: Arc::clone(notes),
+        routes: Arc::clone(routes),
         key,
     }
 }
@@ -208,23 +208,21 @@ mod tests {
 
     #[test]
     fn an_update_before_its_route_is_held_a_stale_one_and_one_after_it_dropped() {
-        let notes = Arc::new(crate::handler::Notes::default());
+        let routes = Arc::new(ProgressRoutes::default());
         let token = RouteKey::Token(ProgressToken(NumberOrString::Number(7)));
-        notes.progress.deliver(token.clone(), at(1.0));
-        notes
-            .progress
-            .deliver(RouteKey::Task("other".into()), at(9.0));
+        routes.deliver(token.clone(), at(1.0));
+        routes.deliver(RouteKey::Task("other".into()), at(9.0));
         let seen = Arc::new(Seen::default());
-        let route = route(&notes, token.clone(), seen.clone());
-        notes.progress.deliver(token.clone(), at(3.0));
+        let route = route(&routes, token.clone(), seen.clone());
+        routes.deliver(token.clone(), at(3.0));
         // Handled late (rmcp's tasks run in any order): stale, dropped.
-        notes.progress.deliver(token.clone(), at(2.0));
+        routes.deliver(token.clone(), at(2.0));
         assert_eq!(route.received(), 3);
         drop(route);
-        notes.progress.deliver(token.clone(), at(4.0));
+        routes.deliver(token.clone(), at(4.0));
         let got: Vec<Option<f64>> = seen.0.lock().unwrap().iter().map(|p| p.progress).collect();
         assert_eq!(got, [Some(1.0), Some(3.0)]);
         // The update for the other task is still held; the late one is held too.
-        assert_eq!(notes.progress.lock().held.len(), 2);
+        assert_eq!(routes.lock().held.len(), 2);
     }
 }

@@ -71,7 +71,11 @@ pub(crate) async fn await_task(
     let task_id = task.task_id.clone();
     let notes = &client.service().notes;
     let _route = caller.progress.as_ref().map(|sink| {
-        crate::progress::route(notes, RouteKey::Task(task_id.clone()), Arc::clone(sink))
+        crate::progress::route(
+            &notes.progress,
+            RouteKey::Task(task_id.clone()),
+            Arc::clone(sink),
+        )
     });
     let mut told = None;
     let mut tell = |task: &Task| {

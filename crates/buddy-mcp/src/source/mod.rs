@@ -1,27 +1,29 @@
 //! One MCP server: started on demand, restarted (a bounded number of times) after a
 //! crash or a hang, its calls bounded in time.
 
-use std::collections::HashMap;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use buddy_core::{Elicitor, SkillError};
-use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::model::{CallToolRequestParams, ProtocolVersion, RequestMetaObject};
 use rmcp::service::{ClientInitializeError, ServiceError};
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{AuthClient, StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::transport::TokioChildProcess;
 use rmcp::{ClientLifecycleMode, ClientServiceExt};
 use serde_json::Value;
 
-use crate::auth::{AUTHORIZATIONS_PER_CALL, Authorization, Browser, challenge_of};
+use crate::auth::{AUTHORIZATIONS_PER_CALL, Authorization, challenge_of};
 use crate::caller::Caller;
 use crate::config::{McpServerConfig, Transport};
 use crate::handler::Client;
 use crate::handler::{Handler, Notes};
 use crate::sampling::{Sampler, SamplingCount, SamplingUse};
+use http::{http_client, http_transport};
+use stderr::{StderrTail, log_stderr};
+
+mod http;
+mod stderr;
 
 /// How buddy opens a connection: it asks `server/discover` (2026-07-28, stateless,
 /// per-request `_meta`) and falls back to the `initialize` handshake of 2025-11-25
@@ -32,105 +34,6 @@ fn lifecycle() -> ClientLifecycleMode {
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
         legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
     }
-}
-
-/// Longest line of a server's stderr passed to the log.
-const STDERR_LINE_BYTES: usize = 4096;
-
-/// The last lines a stdio server wrote to stderr, kept to explain why it failed.
-type StderrTail = Arc<Mutex<std::collections::VecDeque<String>>>;
-
-/// Lines of a server's stderr kept for its errors.
-const STDERR_TAIL_LINES: usize = 8;
-
-fn keep_line(tail: &StderrTail, line: &[u8]) {
-    let text = String::from_utf8_lossy(line).trim_end().to_owned();
-    if text.is_empty() {
-        return;
-    }
-    if let Ok(mut tail) = tail.lock() {
-        if tail.len() == STDERR_TAIL_LINES {
-            tail.pop_front();
-        }
-        tail.push_back(text);
-    }
-}
-
-/// Passes a stdio server's stderr to buddy's log, a line at a time and bounded, so a
-/// server that writes without end neither fills memory nor blocks on a full pipe; the
-/// last lines are kept in `tail`.
-async fn log_stderr(server: String, stderr: tokio::process::ChildStderr, tail: StderrTail) {
-    use tokio::io::AsyncReadExt;
-    let mut reader = tokio::io::BufReader::new(stderr);
-    let mut chunk = vec![0u8; STDERR_LINE_BYTES];
-    let mut line: Vec<u8> = Vec::new();
-    loop {
-        let n = match reader.read(&mut chunk).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        for &byte in &chunk[..n] {
-            if byte == b'\n' || line.len() >= STDERR_LINE_BYTES {
-                tracing::debug!(server = %server, "MCP server stderr: {}", String::from_utf8_lossy(&line));
-                keep_line(&tail, &line);
-                line.clear();
-            }
-            if byte != b'\n' {
-                line.push(byte);
-            }
-        }
-    }
-    if !line.is_empty() {
-        tracing::debug!(server = %server, "MCP server stderr: {}", String::from_utf8_lossy(&line));
-        keep_line(&tail, &line);
-    }
-}
-
-/// Largest SSE event accepted from an HTTP server (a tool result, a tool list).
-const MAX_SSE_EVENT_BYTES: usize = 4 * 1024 * 1024;
-
-/// The HTTP client for an HTTP server: buddy's user agent, no redirects.
-fn http_client(config: &McpServerConfig) -> Result<reqwest::Client, String> {
-    // reqwest is built without a TLS crypto provider: ring's, unless one is installed.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder()
-        .user_agent(buddy_core::USER_AGENT)
-        .connect_timeout(Duration::from_secs_f64(config.startup_timeout_secs))
-        // A redirect could carry the server's headers (its token) to another host.
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .map_err(|e| format!("cannot build the HTTP client: {e}"))
-}
-
-/// The Streamable HTTP transport for `url`, with the entry's headers; `client` adds
-/// the server's OAuth token, when it has one.
-fn http_transport(
-    config: &McpServerConfig,
-    url: &str,
-    client: AuthClient<reqwest::Client>,
-) -> Result<StreamableHttpClientTransport<AuthClient<reqwest::Client>>, String> {
-    let mut headers = HashMap::new();
-    let from_env = config.headers_env.iter().map(|(header, var)| {
-        std::env::var(var)
-            .map(|value| (header, value))
-            .map_err(|_| format!("header `{header}` comes from ${var}, which is not set"))
-    });
-    let literal = config.headers.iter().map(|(h, v)| Ok((h, v.clone())));
-    for entry in literal.chain(from_env) {
-        let (header, value) = entry?;
-        let name = HeaderName::from_bytes(header.as_bytes())
-            .map_err(|e| format!("header name `{header}` is not valid: {e}"))?;
-        let value = HeaderValue::from_str(&value)
-            .map_err(|e| format!("the value of header `{header}` is not valid: {e}"))?;
-        headers.insert(name, value);
-    }
-    let transport_config = StreamableHttpClientTransportConfig::with_uri(url)
-        .custom_headers(headers)
-        .max_sse_event_size(MAX_SSE_EVENT_BYTES);
-    Ok(StreamableHttpClientTransport::with_client(
-        client,
-        transport_config,
-    ))
 }
 
 /// Why an MCP server could not be used.
@@ -606,57 +509,6 @@ impl McpSource {
                 }
                 _ => return called,
             }
-        }
-    }
-
-    /// Runs the OAuth flow for the server's `challenge`, or says why it cannot.
-    async fn authorize(&self, challenge: Option<&str>) -> Result<(), McpError> {
-        let name = self.config.name.clone();
-        let unauthorized = |message| McpError::Unauthorized {
-            server: name.clone(),
-            message,
-        };
-        let auth = self.auth.as_ref().ok_or_else(|| {
-            unauthorized(format!(
-                "MCP server `{name}` asks for authorization, which only HTTP servers can"
-            ))
-        })?;
-        let base = http_client(&self.config).map_err(unauthorized)?;
-        let authorized = auth.authorize(&base, challenge).await.map_err(unauthorized);
-        if let Err(e) = &authorized {
-            self.set_state(ServerState::Down(e.to_string()));
-        }
-        authorized
-    }
-
-    /// Lets `browser` send a person to authorize buddy when an HTTP server asks (a
-    /// terminal); without one, such a server's error says to run `buddy mcp login`.
-    pub fn set_browser(&self, browser: Arc<dyn Browser>) {
-        if let Some(auth) = &self.auth {
-            auth.set_browser(browser);
-        }
-    }
-
-    /// `buddy mcp login`: connects, authorizing through the browser if the server asks;
-    /// where the tokens are kept, if on disk.
-    pub async fn login(&self) -> Result<Option<std::path::PathBuf>, McpError> {
-        self.connected().await?;
-        Ok(self
-            .auth
-            .as_ref()
-            .and_then(|a| a.kept_at())
-            .map(std::path::Path::to_path_buf))
-    }
-
-    /// `buddy mcp logout`: forgets the server's kept tokens.
-    pub async fn logout(&self) -> Result<(), McpError> {
-        self.disconnect().await;
-        match &self.auth {
-            Some(auth) => auth.forget().await.map_err(|message| McpError::Failed {
-                server: self.config.name.clone(),
-                message,
-            }),
-            None => Ok(()),
         }
     }
 
