@@ -209,7 +209,7 @@ fn a_real_claude_desktop_file_imports_all_but_what_buddy_cannot_run() {
         "{stdout}"
     );
     assert!(
-        !stdout.contains("old"),
+        !stdout.lines().any(|line| line.starts_with("old ")),
         "a disabled server is left out: {stdout}"
     );
 
