@@ -36,6 +36,10 @@ pub struct Tape {
     pub new_messages: usize,
     /// How the turn ended.
     pub ended: Option<TapeEnd>,
+    /// Calls a crash left open that the turn waited on again (their tasks, by call id);
+    /// their results are `Result` steps.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub resumed: std::collections::BTreeMap<String, buddy_core::RecordedTask>,
 }
 
 /// One tool as the turn saw it.
@@ -201,6 +205,7 @@ impl Tape {
             steps: Vec::new(),
             new_messages: 0,
             ended: None,
+            resumed: std::collections::BTreeMap::new(),
         }
     }
 

@@ -6,6 +6,7 @@ use buddy_core::{ChatEvent, Message, SkillContext, ToolCall};
 use tracing::debug;
 
 use super::Turn;
+use crate::tape::TapeStep;
 use crate::words;
 
 impl Turn<'_> {
@@ -36,6 +37,13 @@ impl Turn<'_> {
             _ = self.cancel.cancelled() => buddy_core::ToolOutcome::error(words::not_run::INTERRUPTED),
             _ = deadline => buddy_core::ToolOutcome::error(words::not_run::INTERRUPTED),
         };
+        self.tape.resumed.insert(call.id.clone(), task);
+        self.tape.steps.push(TapeStep::Result {
+            call_id: call.id.clone(),
+            at: self.ledger.new_count(),
+            is_error: outcome.is_error,
+            fatal: outcome.fatal,
+        });
         self.events
             .emit(ChatEvent::ToolCallResult {
                 id: call.id.clone(),

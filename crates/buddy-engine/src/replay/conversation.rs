@@ -216,6 +216,7 @@ fn logged_turn(
         steps,
         new_messages: new_messages.len(),
         ended: None,
+        resumed: std::collections::BTreeMap::new(),
     };
     Some(LoggedTurn {
         recording: Recording {

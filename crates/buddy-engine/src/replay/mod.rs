@@ -122,7 +122,8 @@ pub async fn replay(
         .with_history(recording.history.clone())
         .with_policy(policy.clone())
         .with_cancel(cancel)
-        .with_approval(tape.approval.clone());
+        .with_approval(tape.approval.clone())
+        .with_tasks(None, tape.resumed.clone().into_iter().collect());
     request.user_message = None;
     match &tape.entry {
         TapeEntry::NewMessage { user_at: Some(at) } => {

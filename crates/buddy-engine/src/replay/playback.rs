@@ -504,6 +504,16 @@ impl Toolbox for PlaybackTools {
         Box::pin(async move { outcome })
     }
 
+    fn resume<'a>(
+        &'a self,
+        call: &'a ToolCall,
+        _task: &'a buddy_core::RecordedTask,
+        _ctx: SkillContext,
+    ) -> Option<BoxFuture<'a, ToolOutcome>> {
+        let outcome = self.results.get(&call.id)?.outcome.clone();
+        Some(Box::pin(async move { outcome }))
+    }
+
     fn latest(&self) -> BoxFuture<'_, Option<(u64, Arc<dyn Toolbox>)>> {
         let next_call = self.shared.model_calls() + 1;
         let current = self

@@ -161,3 +161,26 @@ async fn cancelling_the_turn_ends_the_wait_on_a_task() {
         "{results:?}"
     );
 }
+
+#[tokio::test]
+async fn a_turn_that_resumed_a_task_replays_as_it_ran() {
+    let jobs = Jobs::new();
+    let engine = Engine::new(Arc::new(model()), Arc::clone(&jobs) as Arc<dyn Toolbox>);
+    let request = TurnRequest::new("m", "and?")
+        .with_history(crashed())
+        .with_tasks(None, tasks(&[("c1", "t-done")]));
+    let (_, outcome) = engine.run_collect(request).await;
+    let recording = outcome.recording();
+    assert_eq!(
+        recording.tape.resumed.get("c1").map(|t| t.task_id.as_str()),
+        Some("t-done")
+    );
+    let replayed = buddy_engine::replay(&recording, None)
+        .await
+        .expect("replays");
+    assert!(replayed.same_stop, "{replayed:#?}");
+    assert_eq!(replayed.beyond, None, "{replayed:#?}");
+    assert_eq!(replayed.recorded, replayed.replayed, "{replayed:#?}");
+    // The replay asked no tool: the one resume was the recorded run's.
+    assert_eq!(*jobs.resumed.lock().unwrap(), vec!["c1:t-done".to_owned()]);
+}
