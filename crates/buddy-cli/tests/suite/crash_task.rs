@@ -121,7 +121,9 @@ async fn a_task_running_when_the_server_is_killed_is_waited_on_again_after_the_r
         "--scenarios".as_ref(),
         scenarios.path().as_os_str(),
     ];
-    let (mut mock, mock_url) = spawn_buddy(&mock_args, dir.path(), &[]);
+    let (mock, mock_url) = spawn_buddy(&mock_args, dir.path(), &[]);
+    // Stopped however the test ends.
+    let _mock = Stopped(mock);
     std::fs::write(
         dir.path().join("buddy.toml"),
         format!(
@@ -140,7 +142,8 @@ async fn a_task_running_when_the_server_is_killed_is_waited_on_again_after_the_r
         "--db".as_ref(),
         db.as_os_str(),
     ];
-    let (mut server, url) = spawn_buddy(&args, dir.path(), &[]);
+    let (server, url) = spawn_buddy(&args, dir.path(), &[]);
+    let mut server = Stopped(server);
 
     let (response, id) = start_chat(&url, json!({"message": "export it"})).await;
     // The call became a task and buddy is polling it: kill the server mid-task.
@@ -148,14 +151,15 @@ async fn a_task_running_when_the_server_is_killed_is_waited_on_again_after_the_r
         count(jobs_dir.path(), "tasks/get") >= 2
     })
     .await;
-    server.kill().unwrap();
-    server.wait().unwrap();
+    server.0.kill().unwrap();
+    server.0.wait().unwrap();
     drop(response);
     assert_eq!(count(jobs_dir.path(), "tools/call"), 1);
 
     // The job finishes while buddy is down; a restarted buddy continues the conversation.
     std::fs::write(jobs_dir.path().join("done"), "").unwrap();
-    let (mut server, url) = spawn_buddy(&args, dir.path(), &[]);
+    let (restarted, url) = spawn_buddy(&args, dir.path(), &[]);
+    let _server = Stopped(restarted);
     let body = client()
         .post(format!("{url}/v1/chat"))
         .json(&json!({"conversation_id": id, "message": "and?", "provider": "mock"}))
@@ -195,8 +199,14 @@ async fn a_task_running_when_the_server_is_killed_is_waited_on_again_after_the_r
             .filter(|(m, _)| m == "tasks/get")
             .all(|(_, p)| p["taskId"] == "t-export")
     );
-    server.kill().unwrap();
-    server.wait().unwrap();
-    mock.kill().unwrap();
-    mock.wait().unwrap();
+}
+
+/// A child process killed when dropped, so a failing test leaves none behind.
+struct Stopped(std::process::Child);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
