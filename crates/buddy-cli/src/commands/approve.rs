@@ -1,25 +1,12 @@
 //! Asking the person at the terminal about calls that wait for approval, and about
 //! continuing a turn that stopped at a limit.
 
-use std::io::{BufRead, Write};
-
 use buddy_core::PendingCall;
 use buddy_engine::{CallDecision, Decision};
 
-/// Reads one answer line from stdin; `None` at end of input.
-fn read_answer() -> Option<String> {
-    let mut line = String::new();
-    match std::io::stdin().lock().read_line(&mut line) {
-        Ok(0) | Err(_) => None,
-        Ok(_) => Some(line.trim().to_owned()),
-    }
-}
-
+/// Shows `question` and reads the answer, trimmed; `None` at end of input.
 fn ask(question: &str) -> Option<String> {
-    let mut err = std::io::stderr();
-    let _ = write!(err, "{question}");
-    let _ = err.flush();
-    read_answer()
+    super::terminal_line::ask(question, &|| false).map(|answer| answer.trim().to_owned())
 }
 
 /// Asks y / n / e about each pending call. End of input rejects what is left.

@@ -2,20 +2,11 @@
 //! the form field by field (title, description, required mark, choices, default), then
 //! the answer checked against the form; a misfit is said and the form asked again.
 
-use std::io::Write;
-
 use buddy_core::{ElicitationAnswer, enum_values};
 use buddy_engine::{AnswerError, ElicitationDesk};
 use serde_json::{Map, Value};
 
-/// Shows `question` and reads the person's line; `None` at end of input or once
-/// `give_up` says so.
-fn ask(question: &str, give_up: &dyn Fn() -> bool) -> Option<String> {
-    let mut err = std::io::stderr();
-    let _ = write!(err, "{question}");
-    let _ = err.flush();
-    super::terminal_line::read_line(give_up)
-}
+use super::terminal_line::ask;
 
 /// Puts question `id` to the person until the desk takes an answer. End of input
 /// declines; the question stops waiting (answering nothing) once `stop` says so (Ctrl-C)

@@ -5,6 +5,16 @@
 /// How often a waiting read looks whether it should give up, in milliseconds.
 const LOOK_EVERY_MS: i64 = 100;
 
+/// Shows `question` on stderr and reads the person's line; `None` at end of input or
+/// once `give_up` says so.
+pub fn ask(question: &str, give_up: &dyn Fn() -> bool) -> Option<String> {
+    use std::io::Write;
+    let mut err = std::io::stderr();
+    let _ = write!(err, "{question}");
+    let _ = err.flush();
+    read_line(give_up)
+}
+
 /// Reads one line from stdin; `None` at end of input, on an error, or once `give_up`
 /// says so.
 pub fn read_line(give_up: &dyn Fn() -> bool) -> Option<String> {
@@ -24,7 +34,8 @@ pub fn read_line(give_up: &dyn Fn() -> bool) -> Option<String> {
 }
 
 /// [`read_line`] from `input`: waits in short polls, so `give_up` is looked at between
-/// them; reads up to the newline (a terminal hands over whole lines).
+/// them; reads a byte at a time up to the newline, so nothing after it is taken from
+/// the input (the next question, or a piped answer, finds it there).
 #[cfg(unix)]
 fn read_line_from(input: impl std::os::fd::AsFd, give_up: &dyn Fn() -> bool) -> Option<String> {
     use rustix::event::{PollFd, PollFlags, Timespec, poll};
@@ -43,24 +54,18 @@ fn read_line_from(input: impl std::os::fd::AsFd, give_up: &dyn Fn() -> bool) -> 
             Ok(_) => {}
             Err(_) => return None,
         }
-        let mut chunk = [0u8; 1024];
-        match rustix::io::read(&input, &mut chunk) {
+        let mut byte = [0u8; 1];
+        match rustix::io::read(&input, &mut byte) {
             Err(rustix::io::Errno::INTR) => {}
             Err(_) => return None,
             Ok(0) => {
                 return (!line.is_empty()).then(|| String::from_utf8_lossy(&line).into_owned());
             }
-            Ok(n) => {
-                let got = &chunk[..n];
-                match got.iter().position(|&b| b == b'\n') {
-                    Some(end) => {
-                        line.extend_from_slice(&got[..end]);
-                        let text = String::from_utf8_lossy(&line);
-                        return Some(text.trim_end_matches('\r').to_owned());
-                    }
-                    None => line.extend_from_slice(got),
-                }
+            Ok(_) if byte[0] == b'\n' => {
+                let text = String::from_utf8_lossy(&line);
+                return Some(text.trim_end_matches('\r').to_owned());
             }
+            Ok(_) => line.push(byte[0]),
         }
     }
 }
@@ -83,6 +88,17 @@ mod tests {
         );
         drop(written);
         assert_eq!(read_line_from(&read, &|| false), None, "end of input");
+    }
+
+    #[test]
+    fn what_follows_the_line_stays_for_the_next_read() {
+        let (read, mut written) = std::io::pipe().unwrap();
+        written.write_all(b"y\nWhy not\n").unwrap();
+        // Bounded: a read that took the second line along would wait for a third.
+        let until = std::time::Instant::now() + Duration::from_secs(5);
+        let late = || std::time::Instant::now() > until;
+        assert_eq!(read_line_from(&read, &late).as_deref(), Some("y"));
+        assert_eq!(read_line_from(&read, &late).as_deref(), Some("Why not"));
     }
 
     #[test]
