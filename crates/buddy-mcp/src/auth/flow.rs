@@ -137,19 +137,18 @@ impl Authorization {
         Ok(manager)
     }
 
-    /// Why buddy cannot authorize here, or `None` when it can.
-    pub(crate) fn cannot(&self) -> Option<String> {
+    /// The browser to send the person to, or why buddy cannot authorize here.
+    fn browser(&self) -> Result<Arc<dyn Browser>, String> {
         if !self.config.enabled {
-            return Some(format!(
+            return Err(format!(
                 "MCP server `{}` asks for authorization and its `oauth.enabled` is false; give a token in `headers_env`, or enable OAuth",
                 self.server
             ));
         }
-        let attended = self.browser.lock().map(|b| b.is_some()).unwrap_or(false);
-        if attended {
-            return None;
+        if let Some(browser) = self.browser.lock().ok().and_then(|b| b.clone()) {
+            return Ok(browser);
         }
-        Some(match &self.kept_at {
+        Err(match &self.kept_at {
             Some(path) => format!(
                 "MCP server `{}` asks for OAuth authorization and nobody is here to give it: run `buddy mcp login {}` at a terminal once (buddy keeps the token in {} and refreshes it)",
                 self.server,
@@ -198,21 +197,13 @@ impl Authorization {
         base: &reqwest::Client,
         challenge: Option<&str>,
     ) -> Result<(), String> {
-        if let Some(why) = self.cannot() {
-            return Err(why);
-        }
+        let browser = self.browser()?;
         let before = self.finished.load(Ordering::SeqCst);
         let _one_at_a_time = self.authorizing.lock().await;
         if self.finished.load(Ordering::SeqCst) != before {
             // Another call authorized while this one waited: its token is the answer.
             return Ok(());
         }
-        let browser = self
-            .browser
-            .lock()
-            .ok()
-            .and_then(|b| b.clone())
-            .ok_or_else(|| format!("MCP server `{}`: no browser to authorize with", self.server))?;
         let failed = |e: AuthError| {
             format!(
                 "OAuth authorization for MCP server `{}` failed: {e}",
