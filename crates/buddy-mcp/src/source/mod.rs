@@ -210,16 +210,14 @@ impl McpSource {
                 tokio::time::timeout(Duration::from_secs_f64(secs), client.list_all_tools()).await;
             // A token the server stopped taking (it moved to another authorization
             // server, say): authorize again, once.
-            match &listed {
-                Ok(Err(ServiceError::TransportSend(error))) if !authorized => {
-                    if let Some(challenge) = challenge_of(error) {
-                        authorized = true;
-                        self.disconnect().await;
-                        self.authorize(Some(&challenge)).await?;
-                        continue;
-                    }
-                }
-                _ => {}
+            if let Ok(Err(error)) = &listed
+                && !authorized
+                && let Some(challenge) = challenge_of(error)
+            {
+                authorized = true;
+                self.disconnect().await;
+                self.authorize(Some(&challenge)).await?;
+                continue;
             }
             break listed;
         };
@@ -576,12 +574,9 @@ impl McpSource {
             ))),
             Err(other) => {
                 self.disconnect().await;
-                let transport_error = match &other {
-                    ServiceError::TransportSend(error) => challenge_of(error),
-                    _ => None,
-                };
-                if transport_error.is_some() {
-                    *challenge = transport_error;
+                let refused = challenge_of(&other);
+                if refused.is_some() {
+                    *challenge = refused;
                     return Err(SkillError::Failed(format!(
                         "MCP server `{name}` refused the call to `{tool}` for want of authorization ({other})"
                     )));
