@@ -5,7 +5,6 @@
 use std::time::Duration;
 
 use buddy_core::{RecordedTask, SkillError};
-use rmcp::model::{ClientRequest, GetTaskParams, GetTaskRequest, ServerResult, Task};
 
 use crate::caller::Caller;
 use crate::source::McpSource;
@@ -41,25 +40,14 @@ impl McpSource {
                 "{e}; the call's task {task_id} could not be waited on after the restart"
             ))
         })?;
-        let asked = client
-            .peer()
-            .send_request(ClientRequest::GetTaskRequest(GetTaskRequest::new(
-                GetTaskParams::new(task_id.to_owned()),
-            )))
-            .await;
-        let task: Task = match asked {
-            Ok(ServerResult::GetTaskResult(result)) => result.task.task,
-            Ok(_) => {
-                return Err(SkillError::Failed(format!(
-                    "MCP server `{name}` answered tasks/get for task {task_id} with something else; the call was interrupted by a restart"
-                )));
-            }
-            Err(e) => {
-                return Err(SkillError::Failed(format!(
+        let task = crate::task::get_task(&client, task_id)
+            .await
+            .map_err(|e| {
+                SkillError::Failed(format!(
                     "MCP server `{name}` no longer knows task {task_id} ({e}); the call was interrupted by a restart"
-                )));
-            }
-        };
+                ))
+            })?
+            .task;
         let _asking = self.in_flight(&caller);
         let wait = Duration::from_secs_f64(self.config().task_timeout_secs);
         match crate::task::await_task(&client, task, wait, &caller).await {

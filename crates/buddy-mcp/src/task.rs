@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolResult, CancelTaskParams, CancelTaskRequest, ClientRequest, ContentBlock,
+    CallToolResult, CancelTaskParams, CancelTaskRequest, ClientRequest, ContentBlock, DetailedTask,
     GetTaskParams, GetTaskRequest, ServerResult, Task, TaskPayload, UpdateTaskParams,
     UpdateTaskRequest,
 };
@@ -104,14 +104,10 @@ pub(crate) async fn await_task(
         }
         tokio::time::sleep(wait).await;
         backoff = (backoff * 2).min(MAX_POLL);
-        let request =
-            ClientRequest::GetTaskRequest(GetTaskRequest::new(GetTaskParams::new(&task_id)));
-        let ServerResult::GetTaskResult(got) = client.peer().send_request(request).await? else {
-            return Err(ServiceError::UnexpectedResponse);
-        };
-        asked = got.task.task.poll_interval_ms.or(asked);
-        tell(&got.task.task);
-        match got.task.payload {
+        let got = get_task(client, &task_id).await?;
+        asked = got.task.poll_interval_ms.or(asked);
+        tell(&got.task);
+        match got.payload {
             TaskPayload::Working => {}
             TaskPayload::InputRequired { input_requests } => {
                 let asked = tokio::time::Instant::now();
@@ -145,6 +141,15 @@ pub(crate) async fn await_task(
 }
 
 /// An error result the model reads.
+/// The task `task_id` as the server reports it now (`tasks/get`).
+pub(crate) async fn get_task(client: &Client, task_id: &str) -> Result<DetailedTask, ServiceError> {
+    let request = ClientRequest::GetTaskRequest(GetTaskRequest::new(GetTaskParams::new(task_id)));
+    match client.peer().send_request(request).await? {
+        ServerResult::GetTaskResult(got) => Ok(got.task),
+        _ => Err(ServiceError::UnexpectedResponse),
+    }
+}
+
 fn failed(text: String) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(text)])
 }
