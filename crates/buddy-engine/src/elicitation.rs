@@ -222,12 +222,7 @@ impl Elicitor for CallElicitor {
             let answered = desk.open(&id, shown.clone(), request.schema);
             let _close = CloseOnDrop { desk, id: &id };
             let _ = turn.events.send(shown).await;
-            let deadline_passed = async {
-                match turn.deadline {
-                    Some(at) => tokio::time::sleep_until(at.into()).await,
-                    None => futures::future::pending().await,
-                }
-            };
+            let deadline_passed = crate::deadline::passed(turn.deadline);
             let answer = tokio::select! {
                 answer = answered => answer.unwrap_or(ElicitationAnswer::Cancel),
                 _ = tokio::time::sleep(turn.timeout) => ElicitationAnswer::Cancel,

@@ -13,6 +13,7 @@ mod agents;
 mod approval;
 mod call_budget;
 pub mod context;
+mod deadline;
 mod elicitation;
 mod emitter;
 mod engine;

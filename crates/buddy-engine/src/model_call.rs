@@ -51,12 +51,7 @@ pub(crate) async fn stream_reply(
     mut chant: Option<ChantDetector>,
     request: CompletionRequest<'_>,
 ) -> Result<Reply, CallEnd> {
-    let deadline_passed = async {
-        match deadline {
-            Some(at) => tokio::time::sleep_until(at.into()).await,
-            None => futures::future::pending().await,
-        }
-    };
+    let deadline_passed = crate::deadline::passed(deadline);
     tokio::pin!(deadline_passed);
     let collect = async {
         let mut stream = provider.stream(request).await.map_err(CallEnd::Provider)?;

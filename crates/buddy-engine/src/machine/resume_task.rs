@@ -26,12 +26,7 @@ impl Turn<'_> {
         let toolbox = self.toolbox();
         let waiting = toolbox.resume(&call, &task, ctx)?;
         debug!(call = %id, task = %task.task_id, server = %task.server, "waiting again on a task a crash left open");
-        let deadline = async {
-            match self.deadline {
-                Some(at) => tokio::time::sleep_until(at.into()).await,
-                None => std::future::pending().await,
-            }
-        };
+        let deadline = crate::deadline::passed(self.deadline);
         let outcome = tokio::select! {
             outcome = waiting => outcome,
             _ = self.cancel.cancelled() => buddy_core::ToolOutcome::error(words::not_run::INTERRUPTED),

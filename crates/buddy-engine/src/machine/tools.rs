@@ -222,12 +222,7 @@ impl Turn<'_> {
         let (pending, sinks) = self.start_calls(&toolbox, &to_run);
         let mut sinks = sinks.into_iter();
         let mut running = futures::stream::iter(pending).buffered(parallel);
-        let deadline_passed = async {
-            match deadline {
-                Some(at) => tokio::time::sleep_until(at.into()).await,
-                None => futures::future::pending().await,
-            }
-        };
+        let deadline_passed = crate::deadline::passed(deadline);
         tokio::pin!(deadline_passed);
         let mut interrupted = None;
         let mut poll_notes = Vec::new();
