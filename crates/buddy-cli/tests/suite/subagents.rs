@@ -6,6 +6,11 @@ use serde_json::Value;
 
 use super::buddy;
 
+/// `buddy ARGS` in `dir`, run to its end.
+fn run(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+    buddy(dir).args(args).output().expect("runs")
+}
+
 /// The JSON lines of `buddy run --json` (the last one is the terminal event).
 fn events(stdout: &[u8]) -> Vec<Value> {
     String::from_utf8_lossy(stdout)
@@ -17,17 +22,17 @@ fn events(stdout: &[u8]) -> Vec<Value> {
 #[test]
 fn fan_out_against_nine_model_calls_answers_within_nine_over_the_whole_tree() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let out = buddy(dir.path())
-        .args([
+    let out = run(
+        dir.path(),
+        &[
             "run",
             "--scenario",
             "subagents_fanout",
             "--policy",
             "max_model_calls=9",
             "--json",
-        ])
-        .output()
-        .expect("runs");
+        ],
+    );
     let events = events(&out.stdout);
     let done = events.last().expect("a terminal event");
     assert_eq!(done["type"], "done", "{done}");
@@ -56,10 +61,10 @@ fn fan_out_against_nine_model_calls_answers_within_nine_over_the_whole_tree() {
 #[test]
 fn a_self_spawning_agent_is_refused_visibly_and_the_turn_completes() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let out = buddy(dir.path())
-        .args(["run", "--scenario", "subagents_recursive", "--json"])
-        .output()
-        .expect("runs");
+    let out = run(
+        dir.path(),
+        &["run", "--scenario", "subagents_recursive", "--json"],
+    );
     assert_eq!(out.status.code(), Some(0));
     let events = events(&out.stdout);
     assert_eq!(events.last().expect("done")["reason"], "completed");
@@ -72,10 +77,7 @@ fn a_self_spawning_agent_is_refused_visibly_and_the_turn_completes() {
     let refusal = refusal.expect("the refusal is in the stream");
     assert_eq!(refusal["path"][0]["agent"], "researcher");
     // The human view shows the child's steps indented under its name.
-    let human = buddy(dir.path())
-        .args(["run", "--scenario", "subagents_recursive"])
-        .output()
-        .expect("runs");
+    let human = run(dir.path(), &["run", "--scenario", "subagents_recursive"]);
     let shown = String::from_utf8_lossy(&human.stderr);
     assert!(
         shown.contains("  [researcher] ! guard delegation [researcher]: refused"),
@@ -86,10 +88,10 @@ fn a_self_spawning_agent_is_refused_visibly_and_the_turn_completes() {
 #[test]
 fn a_cancel_mid_fan_out_ends_the_tree_cancelled() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let out = buddy(dir.path())
-        .args(["run", "--scenario", "subagents_cancel", "--json"])
-        .output()
-        .expect("runs");
+    let out = run(
+        dir.path(),
+        &["run", "--scenario", "subagents_cancel", "--json"],
+    );
     assert_eq!(out.status.code(), Some(130), "cancelled");
     let events = events(&out.stdout);
     let done = events.last().expect("done");
@@ -103,10 +105,10 @@ fn a_cancel_mid_fan_out_ends_the_tree_cancelled() {
 #[test]
 fn a_tree_replays_from_its_record_without_running_anything() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let out = buddy(dir.path())
-        .args(["run", "--scenario", "subagents_research", "--json"])
-        .output()
-        .expect("runs");
+    let out = run(
+        dir.path(),
+        &["run", "--scenario", "subagents_research", "--json"],
+    );
     assert_eq!(out.status.code(), Some(0));
     let record = dir.path().join("tree.jsonl");
     std::fs::write(&record, &out.stdout).expect("written");
@@ -128,10 +130,7 @@ fn agents_in_buddy_toml_are_offered_and_a_bad_one_is_named() {
         "[[agents]]\nname = \"summariser\"\ndescription = \"Sums up a text.\"\ninstructions = \"Be brief.\"\n",
     )
     .expect("written");
-    let doctor = buddy(dir.path())
-        .args(["run", "--scenario", "plain_chat", "--json"])
-        .output()
-        .expect("runs");
+    let doctor = run(dir.path(), &["run", "--scenario", "plain_chat", "--json"]);
     assert_eq!(
         doctor.status.code(),
         Some(0),
@@ -152,10 +151,7 @@ fn agents_in_buddy_toml_are_offered_and_a_bad_one_is_named() {
         "[[agents]]\nname = \"summariser\"\ndescription = \"Sums up.\"\nagents = [\"ghost\"]\n",
     )
     .expect("written");
-    let bad = buddy(dir.path())
-        .args(["run", "--scenario", "plain_chat"])
-        .output()
-        .expect("runs");
+    let bad = run(dir.path(), &["run", "--scenario", "plain_chat"]);
     let said = String::from_utf8_lossy(&bad.stderr);
     assert_ne!(bad.status.code(), Some(0));
     assert!(
@@ -173,10 +169,7 @@ fn an_agent_may_name_one_of_the_configured_providers() {
         )
     };
     std::fs::write(dir.path().join("buddy.toml"), toml("other")).expect("written");
-    let ok = buddy(dir.path())
-        .args(["run", "--scenario", "plain_chat"])
-        .output()
-        .expect("runs");
+    let ok = run(dir.path(), &["run", "--scenario", "plain_chat"]);
     assert_eq!(
         ok.status.code(),
         Some(0),
@@ -184,10 +177,7 @@ fn an_agent_may_name_one_of_the_configured_providers() {
         String::from_utf8_lossy(&ok.stderr)
     );
     std::fs::write(dir.path().join("buddy.toml"), toml("nowhere")).expect("written");
-    let bad = buddy(dir.path())
-        .args(["run", "--scenario", "plain_chat"])
-        .output()
-        .expect("runs");
+    let bad = run(dir.path(), &["run", "--scenario", "plain_chat"]);
     let said = String::from_utf8_lossy(&bad.stderr);
     assert_ne!(bad.status.code(), Some(0));
     assert!(said.contains("nowhere"), "{said}");
