@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use buddy_core::{Provider, Toolbox};
-use buddy_engine::{AgentSet, AgentSpec, PolicyPatch};
+use buddy_engine::{AgentSpec, PolicyPatch, attach_agents};
 use buddy_server::{Backend, BackendError, Resolved};
 use buddy_skills::Sandbox;
 
@@ -147,17 +147,13 @@ impl ConfiguredBackend {
         provider: &Arc<dyn Provider>,
         more: &[AgentSpec],
     ) -> Result<Arc<dyn Toolbox>, BackendError> {
-        if self.agents.is_empty() && more.is_empty() {
-            return Ok(toolbox);
-        }
         let declared = self.agents.iter().chain(more).cloned().collect();
-        AgentSet::new(
+        attach_agents(
             declared,
             toolbox,
             Arc::clone(provider),
             self.agent_providers.clone(),
         )
-        .map(|set| set.toolbox())
         .map_err(|e| BackendError(e.to_string()))
     }
 

@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use buddy_core::{Price, Provider, Toolbox};
 use buddy_engine::{
-    AgentSet, AgentSpec, AgentSpecError, ApprovalMode, ApprovalRules, LoopPolicy, PolicyError,
-    PolicyPatch, PriceTable,
+    AgentSpec, AgentSpecError, ApprovalMode, ApprovalRules, LoopPolicy, PolicyError, PolicyPatch,
+    PriceTable, attach_agents,
 };
 use buddy_scripted::{Scenario, ScenarioTool};
 use buddy_skills::{Sandbox, SandboxError};
@@ -231,9 +231,7 @@ impl Runtime {
                 named.insert(name.clone(), built);
             }
         }
-        let set = AgentSet::new(declared, toolbox, Arc::clone(provider), named)
-            .map_err(RuntimeError::Agents)?;
-        Ok(set.toolbox())
+        attach_agents(declared, toolbox, Arc::clone(provider), named).map_err(RuntimeError::Agents)
     }
 
     /// The `BUDDY_<FIELD>` policy variables of `vars`, as a patch.

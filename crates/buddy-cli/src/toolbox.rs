@@ -72,7 +72,7 @@ pub async fn build_toolbox(
         .collect();
     let base = Arc::new(build_registry(&config.skills, sandbox, scenario)?);
     let toolbox = McpToolbox::start(base, sources, registry_factory(&config.skills)).await?;
-    Ok(Arc::new(toolbox))
+    Ok(Arc::new(toolbox.into_table()))
 }
 
 /// Makes empty registries with the `[skills]` settings (timeout, result cap).

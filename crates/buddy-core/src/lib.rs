@@ -22,6 +22,7 @@ mod skill;
 mod stop;
 mod task_log;
 mod token;
+mod tool_table;
 
 /// The `User-Agent` buddy's HTTP clients (model servers, MCP servers) send.
 pub const USER_AGENT: &str = concat!("buddy/", env!("CARGO_PKG_VERSION"));
@@ -53,6 +54,9 @@ pub use skill::{
 pub use stop::{DelegatedStats, StopReason, TurnStats};
 pub use task_log::{RecordedTask, TaskLog};
 pub use token::{FinishReason, ResponseInfo, Token, TokenCount, TokenStream, Usage};
+pub use tool_table::{
+    DuplicateTool, Keep, LiveTools, ToolEntry, ToolKind, ToolRunner, ToolTable, ToolTableBuilder,
+};
 
 /// A boxed, sendable future: the return type of buddy's object-safe async trait methods.
 pub type BoxFuture<'a, T> = futures::future::BoxFuture<'a, T>;

@@ -229,6 +229,11 @@ pub trait Toolbox: Send + Sync {
     fn latest(&self) -> BoxFuture<'_, Option<(u64, Arc<dyn Toolbox>)>> {
         Box::pin(async { None })
     }
+    /// This toolbox as a [`crate::ToolTable`], when it is one: a table built over it
+    /// takes its entries as they are instead of going through it.
+    fn as_table(&self) -> Option<&crate::ToolTable> {
+        None
+    }
 }
 
 /// Receives every message the moment it joins a conversation, so a store can keep it.
@@ -279,5 +284,8 @@ impl<T: Toolbox + ?Sized> Toolbox for Arc<T> {
         ctx: SkillContext,
     ) -> Option<BoxFuture<'a, ToolOutcome>> {
         (**self).resume(call, task, ctx)
+    }
+    fn as_table(&self) -> Option<&crate::ToolTable> {
+        (**self).as_table()
     }
 }

@@ -35,6 +35,7 @@ mod words;
 
 pub use agents::{
     AgentOutcome, AgentSet, AgentSkill, AgentSpec, AgentSpecError, AgentStatus, MAX_HISTORY,
+    attach_agents,
 };
 pub use approval::{ApprovalMode, ApprovalRules, CallDecision, Decision, Resume};
 pub use elicitation::{AnswerError, ElicitationDesk};

@@ -37,4 +37,4 @@ pub use result::result_text;
 pub use sampling::{Sampler, SamplingUse};
 pub use skill::McpSkill;
 pub use source::{McpError, McpSource, McpTool, ServerState};
-pub use toolbox::{McpToolbox, RegistryFactory, ToolboxError};
+pub use toolbox::{McpToolbox, McpTools, RegistryFactory, ToolboxError};

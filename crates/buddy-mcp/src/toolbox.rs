@@ -1,12 +1,11 @@
-//! Skills of buddy's own beside the tools of MCP servers, as one toolbox whose list
-//! follows the servers' `notifications/tools/list_changed`.
+//! The tools of MCP servers as a live source of a tool table, beside buddy's own skills;
+//! the table follows the servers' `notifications/tools/list_changed`.
 
 use std::sync::Arc;
 
-use buddy_core::ToolSpec;
 use buddy_core::{
-    BoxFuture, RecordedTask, RepeatSemantics, Skill, SkillContext, SkillError, ToolCall,
-    ToolOutcome, Toolbox,
+    BoxFuture, LiveTools, RecordedTask, RepeatSemantics, Skill, SkillContext, SkillError, ToolCall,
+    ToolEntry, ToolKind, ToolOutcome, ToolRunner, ToolSpec, ToolTable, Toolbox,
 };
 use buddy_skills::{RegistryError, SkillRegistry};
 
@@ -26,55 +25,38 @@ pub enum ToolboxError {
 /// Makes an empty registry with the operator's settings (timeouts, result caps).
 pub type RegistryFactory = Box<dyn Fn() -> SkillRegistry + Send + Sync>;
 
-/// The tools of some toolbox (buddy's skills) and every tool of some MCP servers, as one
-/// toolbox. A turn asks [`Toolbox::latest`] before each model call; when a server said
-/// its tools changed, they are listed again and the next call offers the new list.
-pub struct McpToolbox {
-    base: Arc<dyn Toolbox>,
+/// Every tool of some MCP servers, as the live source of a table: when a server said its
+/// tools changed, they are listed again and the next look at the table offers the new list.
+pub struct McpTools {
     sources: Vec<Arc<McpSource>>,
     make_registry: RegistryFactory,
-    /// The tools as first listed (what [`Toolbox::specs`] shows).
-    first: Arc<Joined>,
     current: tokio::sync::Mutex<Generation>,
 }
 
 struct Generation {
     number: u64,
-    joined: Arc<Joined>,
+    entries: Arc<[ToolEntry]>,
     /// Each source's skills as last listed, in source order.
     listed: Vec<Vec<Arc<dyn Skill>>>,
 }
 
-/// `base` beside a registry of MCP skills.
-struct Joined {
-    base: Arc<dyn Toolbox>,
-    mcp: SkillRegistry,
-    specs: Vec<ToolSpec>,
-    /// The servers, for waiting again on a task after a restart.
-    sources: Vec<Arc<McpSource>>,
-}
-
-impl McpToolbox {
-    /// Starts every server (at once) and joins their tools to `base`'s; a server that
-    /// cannot start, or a tool name taken twice, is an error that names it.
+impl McpTools {
+    /// Starts every server (at once) and lists their tools; a server that cannot start,
+    /// or a tool two servers name alike, is an error that names it.
     pub async fn start(
-        base: Arc<dyn Toolbox>,
         sources: Vec<Arc<McpSource>>,
         make_registry: RegistryFactory,
     ) -> Result<Self, ToolboxError> {
         let started =
             futures::future::join_all(sources.iter().map(|s| McpSkill::all(Arc::clone(s)))).await;
         let listed = started.into_iter().collect::<Result<Vec<_>, _>>()?;
-        let joined =
-            Arc::new(join(&base, &make_registry, &listed, &sources).map_err(ToolboxError::Clash)?);
-        Ok(McpToolbox {
-            base,
+        let entries = entries(&make_registry, &listed, &sources).map_err(ToolboxError::Clash)?;
+        Ok(McpTools {
             sources,
             make_registry,
-            first: Arc::clone(&joined),
             current: tokio::sync::Mutex::new(Generation {
                 number: 0,
-                joined,
+                entries,
                 listed,
             }),
         })
@@ -85,9 +67,10 @@ impl McpToolbox {
         &self.sources
     }
 
-    /// The current tools, after listing again those of the servers that announced a
-    /// change. A server that fails to list keeps its earlier tools (its calls say why).
-    pub async fn refreshed(&self) -> (u64, Arc<dyn Toolbox>) {
+    /// The current generation and tools, after listing again those of the servers that
+    /// announced a change. A server that fails to list keeps its earlier tools (its
+    /// calls say why).
+    async fn refreshed(&self) -> (u64, Arc<[ToolEntry]>) {
         let mut current = self.current.lock().await;
         let changed: Vec<usize> = self
             .sources
@@ -106,14 +89,14 @@ impl McpToolbox {
                     }
                 }
             }
-            match join(&self.base, &self.make_registry, &listed, &self.sources) {
-                Ok(joined) => {
+            match entries(&self.make_registry, &listed, &self.sources) {
+                Ok(entries) => {
                     current.number += 1;
-                    current.joined = Arc::new(joined);
+                    current.entries = entries;
                     current.listed = listed;
                     tracing::info!(
                         generation = current.number,
-                        tools = current.joined.specs.len(),
+                        tools = current.entries.len(),
                         "MCP tool list changed"
                     );
                 }
@@ -122,74 +105,65 @@ impl McpToolbox {
                 }
             }
         }
-        (
-            current.number,
-            Arc::clone(&current.joined) as Arc<dyn Toolbox>,
-        )
+        (current.number, Arc::clone(&current.entries))
     }
 }
 
-fn join(
-    base: &Arc<dyn Toolbox>,
+impl LiveTools for McpTools {
+    fn current(&self) -> BoxFuture<'_, (u64, Arc<[ToolEntry]>)> {
+        Box::pin(self.refreshed())
+    }
+}
+
+/// The listed skills as table entries, run through one registry (argument checks,
+/// timeouts, result caps) that also waits again on a server's task after a restart.
+fn entries(
     make_registry: &RegistryFactory,
     listed: &[Vec<Arc<dyn Skill>>],
     sources: &[Arc<McpSource>],
-) -> Result<Joined, RegistryError> {
-    let mut mcp = make_registry();
+) -> Result<Arc<[ToolEntry]>, RegistryError> {
+    let mut registry = make_registry();
     for skills in listed {
-        mcp.register_all(skills.iter().cloned())?;
+        registry.register_all(skills.iter().cloned())?;
     }
-    let mut specs = base.specs().to_vec();
-    for spec in mcp.specs() {
-        if specs.iter().any(|s| s.name == spec.name) {
-            return Err(RegistryError::Duplicate(spec.name.clone()));
-        }
-        specs.push(spec.clone());
-    }
-    Ok(Joined {
-        base: Arc::clone(base),
-        mcp,
-        specs,
+    let specs: Vec<ToolSpec> = registry.specs().to_vec();
+    let runner = Arc::new(McpRunner {
+        registry,
         sources: sources.to_vec(),
-    })
+    });
+    Ok(specs
+        .into_iter()
+        .map(|spec| {
+            let semantics = runner
+                .registry
+                .semantics(&spec.name)
+                .unwrap_or(RepeatSemantics::Observed);
+            ToolEntry::run_by(spec, semantics, ToolKind::Mcp, Arc::clone(&runner) as _)
+        })
+        .collect())
 }
 
-impl Toolbox for Joined {
-    fn specs(&self) -> &[ToolSpec] {
-        &self.specs
-    }
+/// Runs MCP tools' calls, and waits again on a task one became before a restart.
+struct McpRunner {
+    registry: SkillRegistry,
+    sources: Vec<Arc<McpSource>>,
+}
 
-    fn semantics(&self, name: &str) -> Option<RepeatSemantics> {
-        self.mcp
-            .semantics(name)
-            .or_else(|| self.base.semantics(name))
-    }
-
+impl ToolRunner for McpRunner {
     fn invoke<'a>(&'a self, call: &'a ToolCall, ctx: SkillContext) -> BoxFuture<'a, ToolOutcome> {
-        if self.mcp.semantics(&call.name).is_some() {
-            self.mcp.invoke(call, ctx)
-        } else {
-            self.base.invoke(call, ctx)
-        }
-    }
-
-    fn is_external(&self, name: &str) -> bool {
-        self.base.is_external(name)
-    }
-
-    fn is_agent(&self, name: &str) -> bool {
-        self.mcp.semantics(name).is_none() && self.base.is_agent(name)
+        self.registry.invoke(call, ctx)
     }
 
     fn resume<'a>(
         &'a self,
-        call: &'a ToolCall,
+        _call: &'a ToolCall,
         task: &'a RecordedTask,
         ctx: SkillContext,
     ) -> Option<BoxFuture<'a, ToolOutcome>> {
-        let Some(source) = self.sources.iter().find(|s| s.config().name == task.server) else {
-            return self.base.resume(call, task, ctx);
-        };
+        let source = self
+            .sources
+            .iter()
+            .find(|s| s.config().name == task.server)?;
         // A stdio server's tasks ended with the process that started it.
         source.config().url.as_ref()?;
         Some(Box::pin(async move {
@@ -206,37 +180,76 @@ impl Toolbox for Joined {
     }
 }
 
+/// A table of `base`'s tools with every tool of some MCP servers after them. Its
+/// [`Toolbox`] impl is the table's (MCP's one door in, kept for callers that hold it).
+pub struct McpToolbox {
+    tools: Arc<McpTools>,
+    table: ToolTable,
+}
+
+impl McpToolbox {
+    /// Starts every server and joins their tools to `base`'s; a server that cannot
+    /// start, or a tool name taken twice, is an error that names it.
+    pub async fn start(
+        base: Arc<dyn Toolbox>,
+        sources: Vec<Arc<McpSource>>,
+        make_registry: RegistryFactory,
+    ) -> Result<Self, ToolboxError> {
+        let tools = Arc::new(McpTools::start(sources, make_registry).await?);
+        let table = ToolTable::builder()
+            .toolbox(base)
+            .live(Arc::clone(&tools) as Arc<dyn LiveTools>)
+            .build()
+            .await
+            .map_err(|clash| ToolboxError::Clash(RegistryError::Duplicate(clash.name)))?;
+        Ok(McpToolbox { tools, table })
+    }
+
+    /// The MCP servers, for their state.
+    pub fn sources(&self) -> &[Arc<McpSource>] {
+        self.tools.sources()
+    }
+
+    /// The current tools and their generation (see [`McpTools`]).
+    pub async fn refreshed(&self) -> (u64, Arc<dyn Toolbox>) {
+        let now = self.table.refreshed().await;
+        (now.generation(), Arc::new(now))
+    }
+
+    /// The table itself, for a turn.
+    pub fn into_table(self) -> ToolTable {
+        self.table
+    }
+}
+
 impl Toolbox for McpToolbox {
     fn specs(&self) -> &[ToolSpec] {
-        self.first.specs()
+        self.table.specs()
     }
-
     fn semantics(&self, name: &str) -> Option<RepeatSemantics> {
-        self.first.semantics(name)
+        self.table.semantics(name)
     }
-
     fn invoke<'a>(&'a self, call: &'a ToolCall, ctx: SkillContext) -> BoxFuture<'a, ToolOutcome> {
-        self.first.invoke(call, ctx)
+        self.table.invoke(call, ctx)
     }
-
     fn is_external(&self, name: &str) -> bool {
-        self.first.is_external(name)
+        self.table.is_external(name)
     }
-
     fn is_agent(&self, name: &str) -> bool {
-        self.first.is_agent(name)
+        self.table.is_agent(name)
     }
-
     fn latest(&self) -> BoxFuture<'_, Option<(u64, Arc<dyn Toolbox>)>> {
-        Box::pin(async move { Some(self.refreshed().await) })
+        self.table.latest()
     }
-
     fn resume<'a>(
         &'a self,
         call: &'a ToolCall,
         task: &'a RecordedTask,
         ctx: SkillContext,
     ) -> Option<BoxFuture<'a, ToolOutcome>> {
-        self.first.resume(call, task, ctx)
+        self.table.resume(call, task, ctx)
+    }
+    fn as_table(&self) -> Option<&ToolTable> {
+        Some(&self.table)
     }
 }

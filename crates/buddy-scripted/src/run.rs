@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use buddy_core::{ChatEvent, Message, Provider, StopReason, Toolbox, TurnStats};
-use buddy_engine::{AgentSet, Engine, LoopPolicy, PolicyError, PolicyPatch, TurnRequest};
+use buddy_engine::{Engine, LoopPolicy, PolicyError, PolicyPatch, TurnRequest, attach_agents};
 use buddy_skills::{RegistryError, Sandbox, SkillRegistry};
 use serde::Serialize;
 
@@ -180,17 +180,13 @@ pub fn with_agents(
     toolbox: Arc<dyn Toolbox>,
     provider: &Arc<dyn Provider>,
 ) -> Result<Arc<dyn Toolbox>, RunError> {
-    if scenario.agents.is_empty() {
-        return Ok(toolbox);
-    }
-    let set = AgentSet::new(
+    attach_agents(
         scenario.agents.clone(),
         toolbox,
         Arc::clone(provider),
         std::collections::HashMap::new(),
     )
-    .map_err(|e| RunError::Setup(format!("scenario `{}`: {e}", scenario.name)))?;
-    Ok(set.toolbox())
+    .map_err(|e| RunError::Setup(format!("scenario `{}`: {e}", scenario.name)))
 }
 
 /// `explicit`, else `./scenarios` when it exists, else the checkout buddy was built from

@@ -84,5 +84,5 @@ pub(crate) async fn with_request_mcp(
             names.join(", ")
         )));
     }
-    Ok(Arc::new(joined))
+    Ok(Arc::new(joined.into_table()))
 }

@@ -15,5 +15,5 @@ pub use declaration::{AgentSpec, AgentSpecError, MAX_HISTORY};
 pub use outcome::{AgentOutcome, AgentStatus};
 pub(crate) use scope::Scope;
 pub(crate) use skill::as_line;
-pub use skill::{AgentSet, AgentSkill};
+pub use skill::{AgentSet, AgentSkill, attach_agents};
 pub(crate) use tree::{Lease, Place, Refusal, TreeStop, with_delegated};

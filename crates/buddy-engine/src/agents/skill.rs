@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use buddy_core::{
     AgentHop, BoxFuture, ChatEvent, GuardAction, GuardKind, Message, Provider, RepeatSemantics,
-    Skill, SkillContext, SkillError, Toolbox,
+    Skill, SkillContext, SkillError, ToolEntry, ToolTable, Toolbox,
 };
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -17,7 +17,7 @@ use super::declaration::{AgentSpec, AgentSpecError};
 use super::forward::forward;
 use super::outcome::AgentOutcome;
 use super::scope::Scope;
-use super::toolbox::AgentToolbox;
+use super::toolbox::{agent_entry, with_agents};
 use crate::engine::Engine;
 use crate::request::TurnRequest;
 
@@ -90,13 +90,18 @@ impl AgentSet {
 
     /// The top-level turn's toolbox: the base's tools and every declared agent.
     pub fn toolbox(self: &Arc<Self>) -> Arc<dyn Toolbox> {
-        let agents = self.skills().into_iter().map(as_tool).collect();
-        Arc::new(AgentToolbox::new(
-            Arc::clone(&self.base),
-            vec!["*".to_owned()],
-            agents,
-            Vec::new(),
-        ))
+        self.attach(Arc::clone(&self.base))
+    }
+
+    /// `tools` (the base's, or a server's with its operator's agents among them) with
+    /// every declared agent beside them: the one place agents join a turn's tools.
+    pub fn attach(self: &Arc<Self>, tools: Arc<dyn Toolbox>) -> Arc<dyn Toolbox> {
+        Arc::new(with_agents(tools, None, self.skills(), Vec::new()))
+    }
+
+    /// Every declared agent as a table entry.
+    pub fn entries(self: &Arc<Self>) -> Vec<ToolEntry> {
+        self.skills().into_iter().map(agent_entry).collect()
     }
 
     /// The toolbox of agent `index`: the skills its declaration allows and the agents
@@ -107,18 +112,18 @@ impl AgentSet {
         index: usize,
         may_delegate: bool,
         on_path: &[&str],
-    ) -> AgentToolbox {
+    ) -> ToolTable {
         let spec = &self.specs[index];
         let (agents, hidden): (Vec<AgentSkill>, Vec<AgentSkill>) = spec
             .agents
             .iter()
             .filter_map(|name| self.skill(name))
             .partition(|agent| may_delegate && !on_path.contains(&agent.name()));
-        AgentToolbox::new(
+        with_agents(
             Arc::clone(&self.base),
-            spec.skills.clone(),
-            agents.into_iter().map(as_tool).collect(),
-            hidden.into_iter().map(as_tool).collect(),
+            Some(spec.skills.clone()),
+            agents,
+            hidden,
         )
     }
 
@@ -139,6 +144,22 @@ impl AgentSet {
     fn spec_at(&self, index: usize) -> &AgentSpec {
         &self.specs[index]
     }
+}
+
+/// `tools` with the `declared` agents offered beside them (none declared: `tools` as
+/// they are): the one door by which buddy.toml's, a scenario's and a server's agents join
+/// a turn's tools. The agents' skills are `tools`' own; their model calls go to
+/// `provider`, or to the one of `providers` a declaration names.
+pub fn attach_agents(
+    declared: Vec<AgentSpec>,
+    tools: Arc<dyn Toolbox>,
+    provider: Arc<dyn Provider>,
+    providers: HashMap<String, Arc<dyn Provider>>,
+) -> Result<Arc<dyn Toolbox>, AgentSpecError> {
+    if declared.is_empty() {
+        return Ok(tools);
+    }
+    Ok(AgentSet::new(declared, tools, provider, providers)?.toolbox())
 }
 
 /// One declared agent, offered to a model as a tool that takes a task.
@@ -330,11 +351,6 @@ impl AgentSkill {
         }
         Ok(request)
     }
-}
-
-/// An agent as the toolbox holds it.
-fn as_tool(agent: AgentSkill) -> Arc<dyn Skill> {
-    Arc::new(agent)
 }
 
 /// A refused delegation: announced in the calling turn's stream, returned typed.

@@ -1,146 +1,77 @@
-//! A toolbox with agents beside a base toolbox's skills: for a sub-agent, the skills its
+//! Agents attached to a turn's tools, in one place: for a sub-agent, the base's skills its
 //! declaration allows and the agents it may delegate to; for the top-level turn, every
-//! skill and every declared agent. Agents it may not start (itself, or any at the last
-//! level of depth) are not offered, but a call to one still reaches the agent, which
-//! refuses it typed.
+//! tool of the base and every declared agent. Agents it may not start (itself, or any at
+//! the last level of depth) are not offered, but a call to one still reaches the agent,
+//! which refuses it typed.
 
 use std::sync::Arc;
 
 use buddy_core::{
-    BoxFuture, RepeatSemantics, Skill, SkillContext, SkillError, ToolCall, ToolOutcome, ToolSpec,
-    Toolbox,
+    BoxFuture, Keep, Skill, SkillContext, SkillError, ToolCall, ToolEntry, ToolKind, ToolOutcome,
+    ToolRunner, ToolTable, Toolbox,
 };
 
+use super::skill::AgentSkill;
 use crate::glob::glob_match;
 
-/// The tools one turn of a tree is given.
-pub(crate) struct AgentToolbox {
-    base: Arc<dyn Toolbox>,
-    /// Names or globs of the base's skills on offer.
-    allowed: Vec<String>,
-    /// Agents on offer.
-    agents: Vec<Arc<dyn Skill>>,
-    /// Agents it may not start: refused (by the agent) if called.
-    hidden: Vec<Arc<dyn Skill>>,
-    specs: Vec<ToolSpec>,
-}
+/// Runs a call to one agent: its arguments parsed, its turn run, its outcome as the result.
+struct AgentRunner(AgentSkill);
 
-impl AgentToolbox {
-    /// `base`'s skills that `allowed` names, the `agents` on offer, and the `hidden` ones.
-    pub(crate) fn new(
-        base: Arc<dyn Toolbox>,
-        allowed: Vec<String>,
-        agents: Vec<Arc<dyn Skill>>,
-        hidden: Vec<Arc<dyn Skill>>,
-    ) -> Self {
-        let mut specs: Vec<ToolSpec> = base
-            .specs()
-            .iter()
-            .filter(|s| allowed.iter().any(|p| glob_match(p, &s.name)))
-            .cloned()
-            .collect();
-        specs.extend(agents.iter().map(|a| a.spec()));
-        AgentToolbox {
-            base,
-            allowed,
-            agents,
-            hidden,
-            specs,
-        }
-    }
-
-    fn agent(&self, name: &str) -> Option<&Arc<dyn Skill>> {
-        self.agents
-            .iter()
-            .chain(&self.hidden)
-            .find(|a| a.name() == name)
-    }
-
-    fn allows(&self, name: &str) -> bool {
-        self.allowed.iter().any(|p| glob_match(p, name)) && self.base.semantics(name).is_some()
-    }
-}
-
-impl Toolbox for AgentToolbox {
-    fn specs(&self) -> &[ToolSpec] {
-        &self.specs
-    }
-
-    fn semantics(&self, name: &str) -> Option<RepeatSemantics> {
-        if let Some(agent) = self.agent(name) {
-            return Some(agent.semantics());
-        }
-        self.allows(name)
-            .then(|| self.base.semantics(name))
-            .flatten()
-    }
-
+impl ToolRunner for AgentRunner {
     fn invoke<'a>(&'a self, call: &'a ToolCall, ctx: SkillContext) -> BoxFuture<'a, ToolOutcome> {
-        if let Some(agent) = self.agent(&call.name) {
-            return Box::pin(async move {
-                let args = match serde_json::from_str::<serde_json::Value>(call.arguments.as_str())
-                {
-                    Ok(args) => args,
-                    Err(e) => {
-                        return ToolOutcome::error(format!(
-                            "the arguments of `{}` are not JSON ({e}); send {{\"task\": \"…\"}}",
-                            call.name
-                        ));
-                    }
-                };
-                match agent.execute(args, ctx).await {
-                    Ok(text) => ToolOutcome::ok(text),
-                    Err(SkillError::Failed(text)) => ToolOutcome::error(text),
-                    Err(SkillError::Fatal(text)) => ToolOutcome {
-                        content: text,
-                        is_error: true,
-                        fatal: true,
-                    },
+        Box::pin(async move {
+            let args = match serde_json::from_str::<serde_json::Value>(call.arguments.as_str()) {
+                Ok(args) => args,
+                Err(e) => {
+                    return ToolOutcome::error(format!(
+                        "the arguments of `{}` are not JSON ({e}); send {{\"task\": \"…\"}}",
+                        call.name
+                    ));
                 }
-            });
-        }
-        if self.allows(&call.name) {
-            return self.base.invoke(call, ctx);
-        }
-        let name = call.name.clone();
-        Box::pin(async move {
-            ToolOutcome::error(format!(
-                "this agent has no tool `{name}`; use one of the tools it was given"
-            ))
+            };
+            match self.0.execute(args, ctx).await {
+                Ok(text) => ToolOutcome::ok(text),
+                Err(SkillError::Failed(text)) => ToolOutcome::error(text),
+                Err(SkillError::Fatal(text)) => ToolOutcome {
+                    content: text,
+                    is_error: true,
+                    fatal: true,
+                },
+            }
         })
     }
+}
 
-    fn resume<'a>(
-        &'a self,
-        call: &'a ToolCall,
-        task: &'a buddy_core::RecordedTask,
-        ctx: SkillContext,
-    ) -> Option<BoxFuture<'a, ToolOutcome>> {
-        match self.allows(&call.name) {
-            true => self.base.resume(call, task, ctx),
-            false => None,
-        }
-    }
+/// `agent` as an entry of a table.
+pub(crate) fn agent_entry(agent: AgentSkill) -> ToolEntry {
+    let (spec, semantics) = (Skill::spec(&agent), agent.semantics());
+    ToolEntry::run_by(
+        spec,
+        semantics,
+        ToolKind::Agent,
+        Arc::new(AgentRunner(agent)),
+    )
+}
 
-    fn is_agent(&self, name: &str) -> bool {
-        self.agent(name).is_some()
-    }
-
-    fn is_external(&self, name: &str) -> bool {
-        self.agent(name).is_none() && self.allows(name) && self.base.is_external(name)
-    }
-
-    /// A base whose tools change (MCP list changes) is followed; the agents stay.
-    fn latest(&self) -> BoxFuture<'_, Option<(u64, Arc<dyn Toolbox>)>> {
-        Box::pin(async move {
-            let (generation, base) = self.base.latest().await?;
-            let next: Arc<dyn Toolbox> = Arc::new(AgentToolbox::new(
-                base,
-                self.allowed.clone(),
-                self.agents.clone(),
-                self.hidden.clone(),
-            ));
-            Some((generation, next))
-        })
-    }
+/// The tools one turn of a tree is given: `base`'s tools that `allowed` names (globs;
+/// `None`: every one), the `agents` on offer, and the `hidden` ones that refuse a call.
+/// The caller has checked that no agent has a tool's name; a name the base gains later
+/// keeps its first entry.
+pub(crate) fn with_agents(
+    base: Arc<dyn Toolbox>,
+    allowed: Option<Vec<String>>,
+    agents: Vec<AgentSkill>,
+    hidden: Vec<AgentSkill>,
+) -> ToolTable {
+    let keep = match allowed {
+        None => Keep::All,
+        Some(globs) => Keep::Named(Arc::new(move |name: &str| {
+            globs.iter().any(|p| glob_match(p, name))
+        })),
+    };
+    ToolTable::builder()
+        .toolbox_keeping(base, keep)
+        .entries(agents.into_iter().map(agent_entry))
+        .entries(hidden.into_iter().map(|a| agent_entry(a).hidden()))
+        .build_first_wins()
 }
