@@ -111,11 +111,14 @@ fn broken_links(root: &Path, pages: &[(String, String)]) -> Vec<String> {
                     continue; // https://…, mailto:…: not fetched
                 }
                 let (path, anchor) = target.split_once('#').unwrap_or((target, ""));
-                let file = if path.is_empty() {
-                    here.clone()
-                } else {
-                    join(dir, path)
-                };
+                if path.is_empty() {
+                    // An anchor of this page: its own text, as read.
+                    if !anchors(text).iter().any(|a| a == anchor) {
+                        broken.push(format!("{page}:{n}: `{target}`: no heading #{anchor}"));
+                    }
+                    continue;
+                }
+                let file = join(dir, path);
                 if !file.exists() {
                     broken.push(format!("{page}:{n}: `{target}`: no such file"));
                     continue;
@@ -140,9 +143,16 @@ fn every_relative_link_and_anchor_of_the_readme_and_the_book_resolves() {
     let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
     let links: usize = pages
         .iter()
-        .map(|(_, text)| prose(text).map(|(_, l)| link_targets(l).len()).sum::<usize>())
+        .map(|(_, text)| {
+            prose(text)
+                .map(|(_, l)| link_targets(l).len())
+                .sum::<usize>()
+        })
         .sum();
-    assert!(links >= 200, "only {links} links found: is the link parser blind?");
+    assert!(
+        links >= 200,
+        "only {links} links found: is the link parser blind?"
+    );
     let broken = broken_links(root, &pages);
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
 }
@@ -199,7 +209,8 @@ fn anchors_are_drawn_as_github_draws_them() {
     );
     assert_eq!(anchor_of("[`[[mcp]]`](mcp.md) entries"), "mcp-entries");
     assert_eq!(anchor_of("Über_alles"), "über_alles");
-    assert_eq!(anchors("# A\n## A\n```\n# not a heading\n```\n#nospace\n## A"), [
-        "a", "a-1", "a-2"
-    ]);
+    assert_eq!(
+        anchors("# A\n## A\n```\n# not a heading\n```\n#nospace\n## A"),
+        ["a", "a-1", "a-2"]
+    );
 }

@@ -157,10 +157,7 @@ fn every_offline_command_line_of_the_readme_and_the_book_is_one_buddy_takes() {
             out.status.code().is_some(),
             "{page}: `buddy {command}` died: {stderr}"
         );
-        eprintln!(
-            "{page}: ran buddy {command} (exit {:?})",
-            out.status.code()
-        );
+        eprintln!("{page}: ran buddy {command} (exit {:?})", out.status.code());
         ran += 1;
         pages.insert(page.as_str());
     }
@@ -262,7 +259,10 @@ fn the_tested_client_versions_are_the_pinned_ones() {
         .take_while(|l| l.starts_with('|'))
         .collect::<Vec<_>>()
         .join("\n");
-    assert!(table.contains("LangChain"), "{page}: no clients table: {table}");
+    assert!(
+        table.contains("LangChain"),
+        "{page}: no clients table: {table}"
+    );
     let script = std::fs::read_to_string(root.join("scripts/test.sh")).unwrap();
     let mut pins: Vec<(String, String)> = script
         .split('\'')
