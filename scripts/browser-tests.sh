@@ -2,7 +2,7 @@
 # The web page's browser tests (tests/browser/): Playwright from PyPI (pinned) driving
 # Debian's chromium, headless, against a real `buddy serve` on 127.0.0.1 with the
 # scripted model. Installs what it needs. BUDDY_SCREENSHOTS=docs/screenshots also
-# writes the README's screenshots. Extra arguments go to pytest.
+# writes the book's screenshots (docs/guide/chat-page.md). Extra arguments go to pytest.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 if ! command -v chromium >/dev/null; then

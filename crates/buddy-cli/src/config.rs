@@ -73,8 +73,8 @@ pub struct BuddyConfig {
     pub agents: Vec<buddy_engine::AgentSpec>,
 }
 
-/// `path` with a leading `~` or `$HOME` (`${HOME}`) replaced by `home`, so the README's
-/// `~/.config/Claude/…` works as written; other paths are returned as they are.
+/// `path` with a leading `~` or `$HOME` (`${HOME}`) replaced by `home`, so the book's
+/// `~/.config/Claude/…` (docs/guide/mcp.md) works as written; other paths are returned as they are.
 pub fn expand_home(path: &Path, home: Option<&Path>) -> Result<PathBuf, String> {
     let Some(text) = path.to_str() else {
         return Ok(path.to_owned());

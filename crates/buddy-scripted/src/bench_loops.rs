@@ -104,7 +104,7 @@ pub struct LoopReport {
     /// An answer reached the user (a `done` with text). Every scenario under a policy
     /// that finalizes must answer; `on_limit = "error"` ones must not.
     pub answered: bool,
-    /// Whether this line meets the target for its kind of scenario (README, Scenarios).
+    /// Whether this line meets the target for its kind of scenario (docs/guide/scenarios.md).
     pub meets_target: bool,
 }
 

@@ -147,7 +147,7 @@ async fn first_model(base_url: &str) -> Option<String> {
 }
 
 const HEADER: &str = "\
-# buddy.toml — written by `buddy init`. Every setting is in the README; what is
+# buddy.toml — written by `buddy init`. Every setting is in docs/reference/config.md; what is
 # commented out shows the default.
 
 # mcp_import = [\"claude_desktop_config.json\"]   # MCP servers another client has set up

@@ -132,9 +132,7 @@ pub async fn mcp(config_path: Option<&Path>, args: McpArgs) -> anyhow::Result<u8
         return Ok(0);
     }
     if config.mcp.is_empty() && config.mcp_skipped.is_empty() {
-        println!(
-            "No MCP servers: add an [[mcp]] entry to buddy.toml (see README: \"Tools from MCP servers\")."
-        );
+        println!("No MCP servers: add an [[mcp]] entry to buddy.toml (see docs/guide/mcp.md).");
         return Ok(0);
     }
     let rules = config.approval.rules(None, false);

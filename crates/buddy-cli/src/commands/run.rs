@@ -17,7 +17,7 @@ use super::wiring::setup;
 pub struct RunArgs {
     /// What to ask (default: the scenario's prompt).
     prompt: Option<String>,
-    /// Print every event as one JSON object per line on stdout (see README: "JSON output").
+    /// Print every event as one JSON object per line on stdout (see docs/reference/events.md).
     #[arg(long)]
     json: bool,
     #[command(flatten)]

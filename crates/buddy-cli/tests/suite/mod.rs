@@ -6,6 +6,7 @@ mod binary;
 mod config;
 mod crash;
 mod crash_task;
+mod doc_links;
 mod doctor;
 mod judge;
 mod lockout;

@@ -1,19 +1,49 @@
-//! The README's `buddy …` command lines that run offline are run, so the README cannot
-//! drift from the binary: each must be a valid command line (no usage or config error,
-//! exit 2) in a fresh directory beside the repository's `scenarios/`. Lines that need a
-//! model server, a running server, a terminal or files of the reader's are left out, by
-//! rule (below), not by a list.
+//! The `buddy …` command lines of the README and of the book (`docs/**/*.md`) that run
+//! offline are run, so the documentation cannot drift from the binary: each must be a
+//! valid command line (no usage or config error, exit 2) in a fresh directory beside the
+//! repository's `scenarios/`. Lines that need a model server, a running server, a
+//! terminal or files of the reader's are left out, by rule (below), not by a list.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-/// Every `buddy …` line of the README's shell blocks, comments and redirections cut.
-fn readme_commands() -> Vec<String> {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+/// The repository's root.
+fn root() -> PathBuf {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).to_path_buf()
+}
+
+/// Every Markdown page of the documentation, as (path from the root, text): README.md,
+/// then every `docs/**/*.md` in path order.
+pub(super) fn documentation() -> Vec<(String, String)> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "md") {
+                out.push(path);
+            }
+        }
+    }
+    let root = root();
+    let mut pages = Vec::new();
+    walk(&root.join("docs"), &mut pages);
+    pages.sort();
+    pages.insert(0, root.join("README.md"));
+    pages
+        .into_iter()
+        .map(|path| {
+            let name = path.strip_prefix(&root).unwrap().display().to_string();
+            (name, std::fs::read_to_string(&path).unwrap())
+        })
+        .collect()
+}
+
+/// Every `buddy …` line of a page's shell blocks, comments and redirections cut.
+fn shell_commands(page: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut in_shell = false;
-    for line in readme.lines() {
+    for line in page.lines() {
         if line.starts_with("```") {
             in_shell = !in_shell && (line == "```sh" || line == "```bash");
             continue;
@@ -43,6 +73,20 @@ fn readme_commands() -> Vec<String> {
             command.replace_range(a..=b, "");
         }
         out.push(command.trim().to_owned());
+    }
+    out
+}
+
+/// Every `buddy …` shell line of the documentation, once each, with the first page that
+/// has it.
+fn documented_commands() -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for (page, text) in documentation() {
+        for command in shell_commands(&text) {
+            if !out.iter().any(|(_, c)| *c == command) {
+                out.push((page.clone(), command));
+            }
+        }
     }
     out
 }
@@ -92,12 +136,13 @@ fn run(command: &str, scenarios: &Path) -> std::process::Output {
 }
 
 #[test]
-fn every_offline_readme_command_line_is_one_buddy_takes() {
-    let commands = readme_commands();
-    assert!(commands.len() >= 20, "{commands:?}");
+fn every_offline_command_line_of_the_readme_and_the_book_is_one_buddy_takes() {
+    let commands = documented_commands();
+    assert!(commands.len() >= 30, "{commands:?}");
     let scenarios = super::scenarios_dir().canonicalize().unwrap();
     let mut ran = 0;
-    for command in &commands {
+    let mut pages = std::collections::BTreeSet::new();
+    for (page, command) in &commands {
         if offline_skip(command).is_some() {
             continue;
         }
@@ -106,29 +151,57 @@ fn every_offline_readme_command_line_is_one_buddy_takes() {
         assert_ne!(
             out.status.code(),
             Some(2),
-            "README: `buddy {command}` is refused:\n{stderr}"
+            "{page}: `buddy {command}` is refused:\n{stderr}"
         );
         assert!(
             out.status.code().is_some(),
-            "README: `buddy {command}` died: {stderr}"
+            "{page}: `buddy {command}` died: {stderr}"
         );
-        eprintln!(
-            "README line ran: buddy {command} (exit {:?})",
-            out.status.code()
-        );
+        eprintln!("{page}: ran buddy {command} (exit {:?})", out.status.code());
         ran += 1;
+        pages.insert(page.as_str());
     }
-    // run (3), demo, --help, init, completions, man at least.
-    assert!(ran >= 8, "only {ran} README lines ran: {commands:?}");
+    // run (3), demo, --help, init, completions, man at least; the README and the book.
+    assert!(ran >= 12, "only {ran} lines ran: {commands:?}");
+    assert!(pages.contains("README.md"), "{pages:?}");
+    assert!(pages.iter().any(|p| p.starts_with("docs/")), "{pages:?}");
 }
 
-/// The README's shell lines that install the bash completions work as written on a fresh
-/// account, where `~/.local/share/bash-completion/completions` does not exist yet.
+/// The rules that pick the shell lines: only `sh`/`bash` blocks, comments, pipes,
+/// redirections and optional `[parts]` cut; other blocks and prose left alone.
 #[test]
-fn the_readme_completions_install_works_in_a_fresh_home() {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
-    let lines: Vec<&str> = readme
+fn shell_lines_are_taken_from_shell_blocks_only() {
+    let page = "Run `buddy run x` in prose.\n\
+        ```sh\n\
+        buddy run --scenario a   # a comment\n\
+        buddy demo [--dir d] --json | head -1\n\
+        cargo build\n\
+        buddy man > buddy.1 && man ./buddy.1\n\
+        ```\n\
+        ```console\n\
+        buddy run --scenario not-a-shell-block\n\
+        ```\n\
+        ```\n\
+        buddy run --scenario output\n\
+        ```\n";
+    assert_eq!(
+        shell_commands(page),
+        ["run --scenario a", "demo  --json", "man"]
+    );
+    assert!(shell_commands("no blocks at all").is_empty());
+}
+
+/// The shell lines that install the bash completions (in the README, and wherever the
+/// book repeats them) work as written on a fresh account, where
+/// `~/.local/share/bash-completion/completions` does not exist yet.
+#[test]
+fn the_documented_completions_install_works_in_a_fresh_home() {
+    let pages = documentation();
+    let (page, text) = pages
+        .iter()
+        .find(|(_, text)| text.contains("buddy completions bash >"))
+        .expect("no page installs the completions");
+    let lines: Vec<&str> = text
         .lines()
         .filter(|l| l.contains("~/.local/share/bash-completion/completions"))
         .map(|l| l.split(" #").next().unwrap_or_default().trim())
@@ -157,7 +230,7 @@ fn the_readme_completions_install_works_in_a_fresh_home() {
         .unwrap();
     assert!(
         out.status.success(),
-        "README: {lines:?} fails on a fresh HOME: {}",
+        "{page}: {lines:?} fails on a fresh HOME: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     let script = std::fs::read_to_string(
@@ -168,20 +241,28 @@ fn the_readme_completions_install_works_in_a_fresh_home() {
     assert!(script.contains("complete"), "{script}");
 }
 
-/// The README's "Clients tested" table names the versions the suite installs: the pins
-/// of `scripts/test.sh` (PyPI) and `clients/node/package-lock.json` (npm).
+/// The "Clients tested" table (in the book's server guide, or wherever it moves) names
+/// the versions the suite installs: the pins of `scripts/test.sh` (PyPI) and
+/// `clients/node/package-lock.json` (npm).
 #[test]
 fn the_tested_client_versions_are_the_pinned_ones() {
-    let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
-    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
-    let table: String = readme
+    let root = root();
+    let pages = documentation();
+    let (page, text) = pages
+        .iter()
+        .find(|(_, text)| text.lines().any(|l| l.starts_with("**Clients tested**")))
+        .expect("no page has the \"Clients tested\" table");
+    let table: String = text
         .lines()
         .skip_while(|l| !l.starts_with("**Clients tested**"))
         .skip_while(|l| !l.starts_with('|'))
         .take_while(|l| l.starts_with('|'))
         .collect::<Vec<_>>()
         .join("\n");
-    assert!(table.contains("LangChain"), "no clients table: {table}");
+    assert!(
+        table.contains("LangChain"),
+        "{page}: no clients table: {table}"
+    );
     let script = std::fs::read_to_string(root.join("scripts/test.sh")).unwrap();
     let mut pins: Vec<(String, String)> = script
         .split('\'')
@@ -210,7 +291,7 @@ fn the_tested_client_versions_are_the_pinned_ones() {
     for (name, version) in &pins {
         assert!(
             table.lines().any(|row| row.contains(version.as_str())),
-            "README's clients table lacks {name} {version}:\n{table}"
+            "{page}: the clients table lacks {name} {version}:\n{table}"
         );
     }
 }

@@ -34,7 +34,9 @@ pub fn app(state: AppState) -> Router {
         .merge(web::routes())
         .merge(protected)
         .fallback(|| async {
-            AppError::NotFound("no such endpoint; see the README for the API".into())
+            AppError::NotFound(
+                "no such endpoint; see docs/reference/endpoints.md for the API".into(),
+            )
         })
         .layer(DefaultBodyLimit::max(limit))
         // The whole body within body_timeout, whatever pace it comes at.

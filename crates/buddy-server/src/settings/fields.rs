@@ -61,7 +61,7 @@ server_settings! {
             check SettingCheck::Any;
             flag SettingFlag::None;
         /// Connections held at once (0 counts as 1). A new one past it takes the place of
-        /// the connection doing the least (see the README's security section); it is
+        /// the connection doing the least (see docs/operations/security.md); it is
         /// refused (503) only when every connection is answering a request.
         max_connections as "max_connections": usize = 1024;
             check SettingCheck::Any;
