@@ -9,8 +9,8 @@ use axum::http::request::Parts;
 use buddy_engine::PolicyPatch;
 use buddy_store::ConversationInfo;
 
-use crate::auth::Caller;
 use crate::backend::Resolved;
+use crate::caller::Caller;
 use crate::error::AppError;
 use crate::state::AppState;
 

@@ -2,7 +2,7 @@
 //! key's conversations hold, counted in the store; a write that would pass it is refused
 //! with 429 `insufficient_quota` before anything is written.
 
-use crate::auth::Caller;
+use crate::caller::Caller;
 use crate::error::AppError;
 use crate::state::AppState;
 

@@ -51,7 +51,7 @@ pub fn app(state: AppState) -> Router {
 /// The metrics, where a key that is not an admin sees only its own per-key series.
 async fn render_metrics(
     State(_): State<AppState>,
-    Extension(caller): Extension<auth::Caller>,
+    Extension(caller): Extension<crate::caller::Caller>,
 ) -> impl IntoResponse {
     let all = metrics::handle().map(|h| h.render()).unwrap_or_default();
     let body = match caller.admin {

@@ -9,10 +9,10 @@ use serde_json::json;
 use crate::conversation_settings::ConversationSettings;
 use crate::error::AppError;
 use crate::request::{JsonBody, request_policy};
-use crate::request_agents::with_request_agents;
 use crate::request_mcp::{RequestMcp, with_request_mcp};
 use crate::sse;
 use crate::turn::watch::Numbered;
+use crate::turn::with_request_agents;
 use crate::turn::{Conversation, StartedTurn, TurnSpec, Turns, frames, turn_policy};
 
 /// The body of `POST /v1/chat`.

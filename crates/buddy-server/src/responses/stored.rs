@@ -24,7 +24,7 @@ use super::builder::Builder;
 use super::ids::{conversation_of, turn_of};
 use super::items::{list, message_items};
 use super::log::stream;
-use crate::auth::Caller;
+use crate::caller::Caller;
 use crate::error::AppError;
 use crate::request::{Client, owned_conversation};
 use crate::sse;

@@ -27,7 +27,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use super::begin::{ResponsesRequest, Unstored, begin};
 use super::builder::Builder;
 use super::ids::conversation_of;
-use crate::auth::Caller;
+use crate::caller::Caller;
 use crate::conn::{Progress, Session};
 use crate::error::AppError;
 use crate::request::Client;

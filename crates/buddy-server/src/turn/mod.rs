@@ -3,6 +3,7 @@
 //! its policy, opens the turn (claim, history, the opening write) and runs it on its
 //! own task (events into the turn's log; at the end close, spend, metrics, release).
 
+mod agents;
 mod encoder;
 pub(crate) mod kept;
 mod open;
@@ -16,6 +17,7 @@ pub(crate) mod watch;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 
+pub(crate) use agents::with_request_agents;
 pub(crate) use encoder::{CancelOnDrop, Encoder, PendingCalls, frames, unix_now, with_turn_header};
 pub(crate) use policy::turn_policy;
 pub(crate) use spec::{Conversation, Family, StartedTurn, TurnSpec};

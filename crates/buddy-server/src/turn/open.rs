@@ -10,7 +10,7 @@ use buddy_store::{CountedHistory, Store, TurnEnd, TurnOpening, new_id};
 use tokio_util::sync::CancellationToken;
 
 use super::spec::{Conversation, TurnSpec};
-use crate::auth::Caller;
+use crate::caller::Caller;
 use crate::error::AppError;
 use crate::state::{AppState, TurnLease};
 

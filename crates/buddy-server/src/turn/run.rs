@@ -15,7 +15,7 @@ use super::kept::KeptLog;
 use super::open::Opened;
 use super::sink::StoreSink;
 use super::spec::{Family, StartedTurn};
-use crate::auth::Caller;
+use crate::caller::Caller;
 use crate::metrics::{TimedProvider, observe_event, observe_turn};
 use crate::spend;
 use crate::state::{AppState, TurnLease};

@@ -14,7 +14,7 @@ use futures::Stream;
 use serde_json::json;
 
 use super::encoder::Encoder;
-use crate::auth::Caller;
+use crate::caller::Caller;
 use crate::conn::Progress;
 use crate::error::AppError;
 use crate::sse;

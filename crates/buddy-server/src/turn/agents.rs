@@ -10,10 +10,10 @@ use buddy_core::{Keep, Provider, ToolTable, Toolbox};
 use buddy_engine::{AgentSet, AgentSpec};
 use serde_json::Value;
 
+use super::turn_policy;
 use crate::backend::Resolved;
 use crate::error::AppError;
 use crate::request::Client;
-use crate::turn::turn_policy;
 
 /// Most sub-agents one request may declare: each is a tool definition the model reads
 /// on every call, and a tree bounded by the policy's spawns either way.
