@@ -180,6 +180,7 @@ pub(crate) async fn add(store: &dyn Store, owner: &str, name: &str, cost: Usd, w
 #[cfg(test)]
 mod tests {
     use super::*;
+    use buddy_store::prelude::*;
 
     #[test]
     fn days_and_months_are_utc_dates() {

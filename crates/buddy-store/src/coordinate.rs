@@ -1,7 +1,7 @@
 //! Who may run a turn now: one turn at a time per conversation, a cap of turns per key,
 //! and cancelling a turn wherever it runs. One process keeps this in memory
 //! ([`LocalCoordinator`]); several processes on one PostgreSQL share it through the
-//! database ([`crate::PgStore`]).
+//! database (`PgStore`).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -9,7 +9,9 @@ use std::sync::Mutex;
 use buddy_core::BoxFuture;
 use tokio::sync::mpsc;
 
-use crate::store::{Store, StoreError, TurnOpening};
+use crate::error::StoreError;
+use crate::records::TurnOpening;
+use crate::store::Store;
 
 /// A turn asking to start.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,11 +43,11 @@ pub enum ClaimError {
 pub trait Coordinator: Send + Sync {
     /// Records a turn as running, or says why it may not run.
     fn claim<'a>(&'a self, claim: &'a Claim) -> BoxFuture<'a, Result<(), ClaimError>>;
-    /// Writes a turn's opening on a new conversation in `store` (see [`Store::open_turn`];
+    /// Writes a turn's opening on a new conversation in `store` (see [`Turns::open_turn`](crate::store::Turns::open_turn);
     /// `opening.conversation` is `None`) and claims the turn on it (`claim`, its
     /// conversation left out): the new conversation's id, or why the turn may not run —
     /// then nothing of it is kept. A coordinator that keeps its claims in `store`'s
-    /// database ([`Store::claims_of`]) does both in one write; this default is
+    /// database ([`Turns::claims_of`](crate::store::Turns::claims_of)) does both in one write; this default is
     /// [`open_then_claim`].
     fn open_claimed<'a>(
         &'a self,
@@ -74,7 +76,7 @@ pub trait Coordinator: Send + Sync {
     /// Whether `turn_id` runs now, on any instance.
     fn is_running<'a>(&'a self, turn_id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>>;
     /// This instance's id among those sharing the coordinator's database, `None` for a
-    /// coordinator of one process (see [`crate::Store::claims_of`]).
+    /// coordinator of one process (see [`Turns::claims_of`](crate::store::Turns::claims_of)).
     fn instance(&self) -> Option<&str> {
         None
     }

@@ -6,9 +6,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::coordinate::{Coordinator, LocalCoordinator};
+use crate::error::StoreError;
 use crate::postgres::PgStore;
 use crate::sqlite::SqliteStore;
-use crate::store::{Store, StoreError};
+use crate::store::Store;
 
 /// What a store location may be, said in every error about one.
 const EXPECTED: &str = "give a SQLite file (a path, or sqlite:FILE) or a PostgreSQL URL (postgres://user:password@host:port/database)";

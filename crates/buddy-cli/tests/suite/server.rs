@@ -532,7 +532,7 @@ async fn shutdown_lets_turns_finish_up_to_the_grace_period_then_records_them_can
         "the client saw the turn end: {rest}"
     );
     let store = SqliteStore::open(&path).unwrap();
-    let detail = buddy_store::Store::get_conversation(&store, &id)
+    let detail = buddy_store::Conversations::get_conversation(&store, &id)
         .await
         .unwrap()
         .unwrap();

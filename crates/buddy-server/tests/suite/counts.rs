@@ -6,6 +6,7 @@ use std::sync::Arc;
 use buddy_core::{Message, TokenCount};
 use buddy_engine::PolicyConfig;
 use buddy_server::{AppState, ServerSettings};
+use buddy_store::prelude::*;
 use buddy_store::{SqliteStore, Store};
 use serde_json::{Value, json};
 

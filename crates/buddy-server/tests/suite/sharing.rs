@@ -16,8 +16,8 @@ use buddy_server::{
     ApiKey, AppState, Backend, BackendError, Resolved, ServerSettings, SpendCeiling, app,
 };
 use buddy_store::{
-    ConversationDetail, ConversationInfo, ConversationSummary, CountedHistory, SqliteStore, Store,
-    StoreError, TurnClosing, TurnOpening,
+    ConversationDetail, ConversationInfo, ConversationSummary, Conversations, CountedHistory,
+    Forks, History, Spend, SqliteStore, Store, StoreError, Tasks, TurnClosing, TurnOpening, Turns,
 };
 use buddy_testkit::{ReplyProvider, TestTool, TestToolbox, assert_history_valid, reply_tokens};
 use serde_json::{Value, json};
@@ -168,7 +168,7 @@ fn gated<'a, T: Send + 'a>(
     }
 }
 
-impl Store for Failing {
+impl Conversations for Failing {
     fn create_conversation<'a>(
         &'a self,
         owner: &'a str,
@@ -184,6 +184,41 @@ impl Store for Failing {
     ) -> BoxFuture<'a, Result<Option<ConversationInfo>, StoreError>> {
         self.inner.conversation_info(id)
     }
+    fn list_conversations<'a>(
+        &'a self,
+        owner: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Vec<ConversationSummary>, StoreError>> {
+        self.inner.list_conversations(owner)
+    }
+    fn get_conversation<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<ConversationDetail>, StoreError>> {
+        self.inner.get_conversation(id)
+    }
+    fn rename_conversation<'a>(
+        &'a self,
+        id: &'a str,
+        title: &'a str,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        self.inner.rename_conversation(id, title)
+    }
+    fn set_settings<'a>(
+        &'a self,
+        id: &'a str,
+        settings: &'a serde_json::Value,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        self.called("set_settings");
+        gated(self.check("set_settings"), || {
+            self.inner.set_settings(id, settings)
+        })
+    }
+    fn delete_conversation<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
+        self.inner.delete_conversation(id)
+    }
+}
+
+impl History for Failing {
     fn load_counted<'a>(
         &'a self,
         id: &'a str,
@@ -202,6 +237,16 @@ impl Store for Failing {
             self.inner.append_counted(id, turn_id, messages, counts)
         })
     }
+    fn remove_messages<'a>(
+        &'a self,
+        conversation: &'a str,
+        seqs: &'a [i64],
+    ) -> BoxFuture<'a, Result<usize, StoreError>> {
+        self.inner.remove_messages(conversation, seqs)
+    }
+}
+
+impl Turns for Failing {
     fn open_turn<'a>(
         &'a self,
         opening: TurnOpening<'a>,
@@ -253,38 +298,36 @@ impl Store for Failing {
     ) -> BoxFuture<'a, Result<Vec<(String, String)>, StoreError>> {
         self.inner.turn_tapes(id)
     }
-    fn list_conversations<'a>(
+    fn delete_turn<'a>(
         &'a self,
-        owner: Option<&'a str>,
-    ) -> BoxFuture<'a, Result<Vec<ConversationSummary>, StoreError>> {
-        self.inner.list_conversations(owner)
+        conversation: &'a str,
+        turn: &'a str,
+    ) -> BoxFuture<'a, Result<buddy_store::TurnDeletion, StoreError>> {
+        self.inner.delete_turn(conversation, turn)
     }
-    fn get_conversation<'a>(
+}
+
+impl Forks for Failing {}
+
+impl Spend for Failing {
+    fn add_spend<'a>(
         &'a self,
-        id: &'a str,
-    ) -> BoxFuture<'a, Result<Option<ConversationDetail>, StoreError>> {
-        self.inner.get_conversation(id)
+        owner: &'a str,
+        day: &'a str,
+        amount: buddy_core::Usd,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.inner.add_spend(owner, day, amount)
     }
-    fn rename_conversation<'a>(
+    fn spend_since<'a>(
         &'a self,
-        id: &'a str,
-        title: &'a str,
-    ) -> BoxFuture<'a, Result<bool, StoreError>> {
-        self.inner.rename_conversation(id, title)
+        owner: &'a str,
+        first_day: &'a str,
+    ) -> BoxFuture<'a, Result<buddy_core::Usd, StoreError>> {
+        self.inner.spend_since(owner, first_day)
     }
-    fn set_settings<'a>(
-        &'a self,
-        id: &'a str,
-        settings: &'a serde_json::Value,
-    ) -> BoxFuture<'a, Result<bool, StoreError>> {
-        self.called("set_settings");
-        gated(self.check("set_settings"), || {
-            self.inner.set_settings(id, settings)
-        })
-    }
-    fn delete_conversation<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
-        self.inner.delete_conversation(id)
-    }
+}
+
+impl Tasks for Failing {
     fn record_call_task<'a>(
         &'a self,
         id: &'a str,
@@ -301,35 +344,6 @@ impl Store for Failing {
         Result<std::collections::HashMap<String, buddy_core::RecordedTask>, StoreError>,
     > {
         self.inner.call_tasks(id)
-    }
-    fn remove_messages<'a>(
-        &'a self,
-        conversation: &'a str,
-        seqs: &'a [i64],
-    ) -> BoxFuture<'a, Result<usize, StoreError>> {
-        self.inner.remove_messages(conversation, seqs)
-    }
-    fn delete_turn<'a>(
-        &'a self,
-        conversation: &'a str,
-        turn: &'a str,
-    ) -> BoxFuture<'a, Result<buddy_store::TurnDeletion, StoreError>> {
-        self.inner.delete_turn(conversation, turn)
-    }
-    fn add_spend<'a>(
-        &'a self,
-        owner: &'a str,
-        day: &'a str,
-        amount: buddy_core::Usd,
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
-        self.inner.add_spend(owner, day, amount)
-    }
-    fn spend_since<'a>(
-        &'a self,
-        owner: &'a str,
-        first_day: &'a str,
-    ) -> BoxFuture<'a, Result<buddy_core::Usd, StoreError>> {
-        self.inner.spend_since(owner, first_day)
     }
 }
 

@@ -6,12 +6,16 @@ use sqlx::Row;
 use sqlx::postgres::PgPool;
 use tokio::sync::mpsc;
 
+use super::rows::backend;
 use super::writes::{MessageColumns, OPEN_CLAIMED, with_messages};
-use super::{CANCEL_CHANNEL, EVENTS_CHANNEL, PgStore, backend};
+use super::{CANCEL_CHANNEL, EVENTS_CHANNEL, PgStore};
+use crate::columns::{new_id, now_ms};
 use crate::coordinate::{
     Claim, ClaimError, Coordinator, StoredEvent, StoredEvents, open_then_claim,
 };
-use crate::store::{Store, StoreError, TurnOpening, new_id, now_ms};
+use crate::error::StoreError;
+use crate::records::TurnOpening;
+use crate::store::Store;
 
 /// A claim in one statement: the owner's counter goes up only while under the cap (its
 /// row is locked just for this statement), and the running-turn row goes in with it; a

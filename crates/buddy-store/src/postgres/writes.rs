@@ -6,9 +6,10 @@ use sqlx::Postgres;
 use sqlx::postgres::PgArguments;
 use sqlx::query::Query;
 
-use super::backend;
+use super::rows::backend;
 use crate::body::message_json;
-use crate::store::{StoreError, count_columns, now_ms, role};
+use crate::columns::{count_columns, now_ms, role};
+use crate::error::StoreError;
 
 /// The end of every append: the messages (`$4`–`$7`, with the conversation `$1` and the
 /// turn `$3`; the times they were made the statement's last parameter, named here)

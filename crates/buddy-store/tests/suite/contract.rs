@@ -1,6 +1,7 @@
 //! What every store must do, the same for SQLite and PostgreSQL.
 
 use buddy_core::{Message, StopReason, TokenCount, ToolCall, TurnStats, Usd};
+use buddy_store::prelude::*;
 use buddy_store::{
     CountedHistory, ForkCopy, PgStore, SpendHold, SqliteStore, Store, StoreError, TurnClosing,
     TurnDeletion, TurnOpening,

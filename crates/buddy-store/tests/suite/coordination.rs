@@ -1,6 +1,7 @@
 //! Running turns across instances: two `PgStore`s on one database are two instances.
 
 use buddy_core::{Message, StopReason, TurnStats};
+use buddy_store::Turns;
 use buddy_store::{
     Claim, ClaimError, Coordinator, CountedHistory, LocalCoordinator, PgStore, SqliteStore, Store,
     TurnClosing, TurnOpening,
@@ -255,7 +256,7 @@ async fn postgres_opens_and_claims_in_one_write_and_its_closing_ends_the_claim()
     let url = super::postgres_url();
     let pg = PgStore::connect(&url).await.unwrap();
     let tag = pg.instance().to_owned();
-    assert_eq!(Store::claims_of(&pg), Some(tag.as_str()));
+    assert_eq!(Turns::claims_of(&pg), Some(tag.as_str()));
     assert_eq!(Coordinator::instance(&pg), Some(tag.as_str()));
     openings_with_claims(&pg, &pg, &tag).await;
     // PostgreSQL's store under a coordinator of its own (not one that keeps its claims

@@ -1,16 +1,16 @@
-//! A store that keeps the `Store` trait's step-by-step defaults for a turn's opening and
+//! A store that keeps the subject traits' step-by-step defaults for a turn's opening and
 //! closing (a store written outside buddy that overrides neither) keeps the same contract.
 
 use buddy_core::{BoxFuture, Message, StopReason, TokenCount, TurnStats, Usd};
 use buddy_store::{
-    ConversationDetail, ConversationInfo, ConversationSummary, CountedHistory, SqliteStore, Store,
-    StoreError,
+    ConversationDetail, ConversationInfo, ConversationSummary, Conversations, CountedHistory,
+    Forks, History, Spend, SqliteStore, StoreError, Tasks, Turns,
 };
 
 /// SQLite behind the trait's required methods only.
 pub(super) struct Stepwise(pub(super) SqliteStore);
 
-impl Store for Stepwise {
+impl Conversations for Stepwise {
     fn create_conversation<'a>(
         &'a self,
         owner: &'a str,
@@ -22,45 +22,6 @@ impl Store for Stepwise {
         id: &'a str,
     ) -> BoxFuture<'a, Result<Option<ConversationInfo>, StoreError>> {
         self.0.conversation_info(id)
-    }
-    fn load_counted<'a>(
-        &'a self,
-        id: &'a str,
-    ) -> BoxFuture<'a, Result<CountedHistory, StoreError>> {
-        self.0.load_counted(id)
-    }
-    fn append_counted<'a>(
-        &'a self,
-        id: &'a str,
-        turn_id: &'a str,
-        messages: &'a [Message],
-        counts: &'a [Option<TokenCount>],
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
-        self.0.append_counted(id, turn_id, messages, counts)
-    }
-    fn begin_turn<'a>(
-        &'a self,
-        id: &'a str,
-        turn_id: &'a str,
-        model: &'a str,
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
-        self.0.begin_turn(id, turn_id, model)
-    }
-    fn finish_turn<'a>(
-        &'a self,
-        turn_id: &'a str,
-        reason: StopReason,
-        stats: &'a TurnStats,
-        error: Option<&'a str>,
-        tape: Option<&'a str>,
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
-        self.0.finish_turn(turn_id, reason, stats, error, tape)
-    }
-    fn turn_tapes<'a>(
-        &'a self,
-        id: &'a str,
-    ) -> BoxFuture<'a, Result<Vec<(String, String)>, StoreError>> {
-        self.0.turn_tapes(id)
     }
     fn list_conversations<'a>(
         &'a self,
@@ -91,6 +52,89 @@ impl Store for Stepwise {
     fn delete_conversation<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
         self.0.delete_conversation(id)
     }
+}
+
+impl History for Stepwise {
+    fn load_counted<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<CountedHistory, StoreError>> {
+        self.0.load_counted(id)
+    }
+    fn append_counted<'a>(
+        &'a self,
+        id: &'a str,
+        turn_id: &'a str,
+        messages: &'a [Message],
+        counts: &'a [Option<TokenCount>],
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.0.append_counted(id, turn_id, messages, counts)
+    }
+    fn remove_messages<'a>(
+        &'a self,
+        conversation: &'a str,
+        seqs: &'a [i64],
+    ) -> BoxFuture<'a, Result<usize, StoreError>> {
+        self.0.remove_messages(conversation, seqs)
+    }
+}
+
+impl Turns for Stepwise {
+    fn begin_turn<'a>(
+        &'a self,
+        id: &'a str,
+        turn_id: &'a str,
+        model: &'a str,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.0.begin_turn(id, turn_id, model)
+    }
+    fn finish_turn<'a>(
+        &'a self,
+        turn_id: &'a str,
+        reason: StopReason,
+        stats: &'a TurnStats,
+        error: Option<&'a str>,
+        tape: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.0.finish_turn(turn_id, reason, stats, error, tape)
+    }
+    fn turn_tapes<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<(String, String)>, StoreError>> {
+        self.0.turn_tapes(id)
+    }
+    fn delete_turn<'a>(
+        &'a self,
+        conversation: &'a str,
+        turn: &'a str,
+    ) -> BoxFuture<'a, Result<buddy_store::TurnDeletion, StoreError>> {
+        self.0.delete_turn(conversation, turn)
+    }
+}
+
+/// The fork keeps the trait's default: step by step, without records.
+impl Forks for Stepwise {}
+
+impl Spend for Stepwise {
+    fn add_spend<'a>(
+        &'a self,
+        owner: &'a str,
+        day: &'a str,
+        amount: Usd,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.0.add_spend(owner, day, amount)
+    }
+    fn spend_since<'a>(
+        &'a self,
+        owner: &'a str,
+        first_day: &'a str,
+    ) -> BoxFuture<'a, Result<Usd, StoreError>> {
+        self.0.spend_since(owner, first_day)
+    }
+}
+
+impl Tasks for Stepwise {
     fn record_call_task<'a>(
         &'a self,
         id: &'a str,
@@ -107,34 +151,5 @@ impl Store for Stepwise {
         Result<std::collections::HashMap<String, buddy_core::RecordedTask>, StoreError>,
     > {
         self.0.call_tasks(id)
-    }
-    fn remove_messages<'a>(
-        &'a self,
-        conversation: &'a str,
-        seqs: &'a [i64],
-    ) -> BoxFuture<'a, Result<usize, StoreError>> {
-        self.0.remove_messages(conversation, seqs)
-    }
-    fn delete_turn<'a>(
-        &'a self,
-        conversation: &'a str,
-        turn: &'a str,
-    ) -> BoxFuture<'a, Result<buddy_store::TurnDeletion, StoreError>> {
-        self.0.delete_turn(conversation, turn)
-    }
-    fn add_spend<'a>(
-        &'a self,
-        owner: &'a str,
-        day: &'a str,
-        amount: Usd,
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
-        self.0.add_spend(owner, day, amount)
-    }
-    fn spend_since<'a>(
-        &'a self,
-        owner: &'a str,
-        first_day: &'a str,
-    ) -> BoxFuture<'a, Result<Usd, StoreError>> {
-        self.0.spend_since(owner, first_day)
     }
 }

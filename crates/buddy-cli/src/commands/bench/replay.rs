@@ -10,7 +10,7 @@ use anyhow::Context;
 use buddy_scripted::Scenario;
 use buddy_scripted::run::run_scenario;
 use buddy_skills::Sandbox;
-use buddy_store::{SqliteStore, Store, new_id};
+use buddy_store::{SqliteStore, new_id, prelude::*};
 use clap::Args;
 
 use super::load_all;

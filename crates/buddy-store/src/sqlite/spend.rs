@@ -1,14 +1,17 @@
-//! SQLite's spend holds and storage count: what [`crate::Store::hold_spend`],
-//! [`crate::Store::settle_spend`] and [`crate::Store::stored_bytes`] do on the store's
-//! thread, each in one transaction.
+//! The spend ledger on SQLite: a hold checks the room and takes it in one transaction
+//! on the store's thread (which runs one job at a time, so no other hold comes between).
 
-use buddy_core::Usd;
+use buddy_core::{BoxFuture, Usd};
 use rusqlite::{Connection, params};
 
-use crate::store::{SpendHold, StoreError, room_to_hold};
+use super::{SqliteStore, backend};
+use crate::columns::{nanos, room_to_hold, stored_nanos};
+use crate::error::StoreError;
+use crate::records::SpendHold;
+use crate::store::Spend;
 
 /// A [`SpendHold`] owned, to send to the store's thread.
-pub(crate) struct Hold {
+struct Hold {
     owner: String,
     id: String,
     wanted: Option<Usd>,
@@ -30,17 +33,9 @@ impl From<SpendHold<'_>> for Hold {
     }
 }
 
-fn backend(e: rusqlite::Error) -> StoreError {
-    StoreError::Backend(e.to_string())
-}
-
-fn nanos(value: i64) -> u64 {
-    u64::try_from(value).unwrap_or(0)
-}
-
 /// Checks the room and holds it in one transaction (the store's one thread runs one
 /// job at a time, so no other hold comes between).
-pub(crate) fn hold(conn: &mut Connection, hold: &Hold) -> Result<Usd, StoreError> {
+fn hold_room(conn: &mut Connection, hold: &Hold) -> Result<Usd, StoreError> {
     let tx = conn.transaction().map_err(backend)?;
     tx.execute(
         "DELETE FROM spend_holds WHERE owner = ?1 AND expires_at_ms <= ?2",
@@ -83,7 +78,7 @@ pub(crate) fn hold(conn: &mut Connection, hold: &Hold) -> Result<Usd, StoreError
 }
 
 /// Ends a hold and adds what its turn cost, in one transaction.
-pub(crate) fn settle(
+fn settle(
     conn: &mut Connection,
     owner: &str,
     id: &str,
@@ -100,22 +95,64 @@ pub(crate) fn settle(
         tx.execute(
             "INSERT INTO spend (owner, day, nanos) VALUES (?1, ?2, ?3)
              ON CONFLICT (owner, day) DO UPDATE SET nanos = nanos + excluded.nanos",
-            params![owner, day, i64::try_from(cost.nanos()).unwrap_or(i64::MAX)],
+            params![owner, day, stored_nanos(cost)],
         )
         .map_err(backend)?;
     }
     tx.commit().map_err(backend)
 }
 
-/// Bytes of message JSON in `owner`'s conversations.
-pub(crate) fn stored_bytes(conn: &Connection, owner: &str) -> Result<u64, StoreError> {
-    let bytes: i64 = conn
-        .query_row(
-            "SELECT COALESCE(SUM(LENGTH(CAST(m.body AS BLOB))), 0) FROM messages m
-             JOIN conversations c ON c.id = m.conversation_id WHERE c.owner = ?1",
-            params![owner],
-            |r| r.get(0),
-        )
-        .map_err(backend)?;
-    Ok(nanos(bytes))
+impl Spend for SqliteStore {
+    fn add_spend<'a>(
+        &'a self,
+        owner: &'a str,
+        day: &'a str,
+        amount: Usd,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let (owner, day) = (owner.to_owned(), day.to_owned());
+        let nanos = stored_nanos(amount);
+        self.run(move |conn| {
+            conn.execute(
+                "INSERT INTO spend (owner, day, nanos) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (owner, day) DO UPDATE SET nanos = nanos + excluded.nanos",
+                params![owner, day, nanos],
+            )
+            .map_err(backend)?;
+            Ok(())
+        })
+    }
+
+    fn spend_since<'a>(
+        &'a self,
+        owner: &'a str,
+        first_day: &'a str,
+    ) -> BoxFuture<'a, Result<Usd, StoreError>> {
+        let (owner, first_day) = (owner.to_owned(), first_day.to_owned());
+        self.run(move |conn| {
+            let nanos: i64 = conn
+                .query_row(
+                    "SELECT COALESCE(SUM(nanos), 0) FROM spend WHERE owner = ?1 AND day >= ?2",
+                    params![owner, first_day],
+                    |r| r.get(0),
+                )
+                .map_err(backend)?;
+            Ok(Usd::from_nanos(self::nanos(nanos)))
+        })
+    }
+
+    fn hold_spend<'a>(&'a self, hold: SpendHold<'a>) -> BoxFuture<'a, Result<Usd, StoreError>> {
+        let hold = Hold::from(hold);
+        self.run(move |conn| hold_room(conn, &hold))
+    }
+
+    fn settle_spend<'a>(
+        &'a self,
+        owner: &'a str,
+        id: &'a str,
+        day: &'a str,
+        cost: Usd,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let (owner, id, day) = (owner.to_owned(), id.to_owned(), day.to_owned());
+        self.run(move |conn| settle(conn, &owner, &id, &day, cost))
+    }
 }

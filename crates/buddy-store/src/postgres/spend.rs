@@ -1,18 +1,74 @@
-//! PostgreSQL's spend holds and storage count. A hold takes a transaction-scoped
-//! advisory lock on its owner, so two instances holding for one key at once take turns.
+//! The spend ledger on PostgreSQL. A hold takes a transaction-scoped advisory lock on
+//! its owner, so two instances holding for one key at once take turns.
 
-use buddy_core::Usd;
+use buddy_core::{BoxFuture, Usd};
 use sqlx::{PgPool, Row};
 
-use super::backend;
-use crate::store::{SpendHold, StoreError, room_to_hold};
+use super::PgStore;
+use super::rows::backend;
+use crate::columns::{nanos, room_to_hold, stored_nanos};
+use crate::error::StoreError;
+use crate::records::SpendHold;
+use crate::store::Spend;
 
-fn nanos(value: i64) -> u64 {
-    u64::try_from(value).unwrap_or(0)
+impl Spend for PgStore {
+    fn add_spend<'a>(
+        &'a self,
+        owner: &'a str,
+        day: &'a str,
+        amount: Usd,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            sqlx::query(
+                "INSERT INTO buddy_spend (owner, day, nanos) VALUES ($1, $2, $3)
+                 ON CONFLICT (owner, day) DO UPDATE SET nanos = buddy_spend.nanos + excluded.nanos",
+            )
+            .bind(owner)
+            .bind(day)
+            .bind(stored_nanos(amount))
+            .execute(&self.inner.pool)
+            .await
+            .map_err(backend)?;
+            Ok(())
+        })
+    }
+
+    fn spend_since<'a>(
+        &'a self,
+        owner: &'a str,
+        first_day: &'a str,
+    ) -> BoxFuture<'a, Result<Usd, StoreError>> {
+        Box::pin(async move {
+            let row = sqlx::query(
+                "SELECT COALESCE(SUM(nanos), 0)::BIGINT FROM buddy_spend WHERE owner = $1 AND day >= $2",
+            )
+            .bind(owner)
+            .bind(first_day)
+            .fetch_one(&self.inner.pool)
+            .await
+            .map_err(backend)?;
+            let nanos: i64 = row.try_get(0).map_err(backend)?;
+            Ok(Usd::from_nanos(self::nanos(nanos)))
+        })
+    }
+
+    fn hold_spend<'a>(&'a self, hold: SpendHold<'a>) -> BoxFuture<'a, Result<Usd, StoreError>> {
+        Box::pin(hold_room(&self.inner.pool, hold))
+    }
+
+    fn settle_spend<'a>(
+        &'a self,
+        owner: &'a str,
+        id: &'a str,
+        day: &'a str,
+        cost: Usd,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(settle(&self.inner.pool, owner, id, day, cost))
+    }
 }
 
 /// Checks the room and holds it in one transaction, under the owner's lock.
-pub(super) async fn hold(pool: &PgPool, hold: SpendHold<'_>) -> Result<Usd, StoreError> {
+async fn hold_room(pool: &PgPool, hold: SpendHold<'_>) -> Result<Usd, StoreError> {
     let mut tx = pool.begin().await.map_err(backend)?;
     sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 46))")
         .bind(hold.owner)
@@ -64,7 +120,7 @@ pub(super) async fn hold(pool: &PgPool, hold: SpendHold<'_>) -> Result<Usd, Stor
 }
 
 /// Ends a hold and adds what its turn cost, in one transaction.
-pub(super) async fn settle(
+async fn settle(
     pool: &PgPool,
     owner: &str,
     id: &str,
@@ -85,24 +141,10 @@ pub(super) async fn settle(
         )
         .bind(owner)
         .bind(day)
-        .bind(i64::try_from(cost.nanos()).unwrap_or(i64::MAX))
+        .bind(stored_nanos(cost))
         .execute(&mut *tx)
         .await
         .map_err(backend)?;
     }
     tx.commit().await.map_err(backend)
-}
-
-/// Bytes of message JSON in `owner`'s conversations.
-pub(super) async fn stored_bytes(pool: &PgPool, owner: &str) -> Result<u64, StoreError> {
-    let bytes: i64 = sqlx::query(
-        "SELECT COALESCE(SUM(octet_length(m.body)), 0)::BIGINT FROM buddy_messages m
-         JOIN buddy_conversations c ON c.id = m.conversation_id WHERE c.owner = $1",
-    )
-    .bind(owner)
-    .fetch_one(pool)
-    .await
-    .and_then(|row| row.try_get(0))
-    .map_err(backend)?;
-    Ok(nanos(bytes))
 }

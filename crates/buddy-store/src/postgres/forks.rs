@@ -1,14 +1,28 @@
-//! A fork of a conversation, in one transaction (see [`ForkCopy`]).
+//! Forks on PostgreSQL, each in one transaction.
 
+use buddy_core::BoxFuture;
 use sqlx::PgPool;
 
-use super::backend;
-use crate::store::{ForkCopy, StoreError, new_id, now_ms};
+use super::PgStore;
+use super::rows::backend;
+use crate::columns::{new_id, now_ms};
+use crate::error::StoreError;
+use crate::records::ForkCopy;
+use crate::store::Forks;
+
+impl Forks for PgStore {
+    fn fork_conversation<'a>(
+        &'a self,
+        fork: ForkCopy<'a>,
+    ) -> BoxFuture<'a, Result<String, StoreError>> {
+        Box::pin(write(&self.inner.pool, fork))
+    }
+}
 
 /// Writes `fork`: the conversation with the original's title and settings, the messages
 /// before index `before` with their numbers, times and counts (its `last_seq` the last
 /// of them), then the copied turns' records, their messages renamed to them.
-pub(super) async fn write(pool: &PgPool, fork: ForkCopy<'_>) -> Result<String, StoreError> {
+async fn write(pool: &PgPool, fork: ForkCopy<'_>) -> Result<String, StoreError> {
     let id = new_id("conv");
     let before = i64::try_from(fork.before).unwrap_or(i64::MAX);
     let mut tx = pool.begin().await.map_err(backend)?;

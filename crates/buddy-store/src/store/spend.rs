@@ -1,0 +1,58 @@
+//! The spend ledger the server's per-key ceilings read: what each key spent per day,
+//! and what running turns hold of the room left.
+
+use buddy_core::{BoxFuture, Usd};
+
+use crate::error::StoreError;
+use crate::records::SpendHold;
+
+/// The spend ledger: per key and day, with holds for turns under way. It outlives
+/// conversations.
+pub trait Spend: Send + Sync {
+    /// Adds `amount` to what `owner` spent on `day` (a UTC date, `YYYY-MM-DD`): the
+    /// ledger the server's per-key spend ceilings read. It outlives conversations.
+    fn add_spend<'a>(
+        &'a self,
+        owner: &'a str,
+        day: &'a str,
+        amount: Usd,
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
+    /// What `owner` spent from `first_day` (inclusive, `YYYY-MM-DD`) on.
+    fn spend_since<'a>(
+        &'a self,
+        owner: &'a str,
+        first_day: &'a str,
+    ) -> BoxFuture<'a, Result<Usd, StoreError>>;
+    /// Holds part of `hold.owner`'s room under its ceilings for a turn about to start, so
+    /// that turns running at once cannot together pass a ceiling: what is held counts as
+    /// spent until [`Spend::settle_spend`] (or `expires_at_ms`, if its process died).
+    /// Returns what it holds: `wanted` or the room left, the smaller; zero holds nothing.
+    /// A store that can checks and holds atomically; this default only reads the room.
+    fn hold_spend<'a>(&'a self, hold: SpendHold<'a>) -> BoxFuture<'a, Result<Usd, StoreError>> {
+        Box::pin(async move {
+            let mut room = hold.wanted;
+            for (first_day, limit) in hold.ceilings {
+                let spent = self.spend_since(hold.owner, first_day).await?;
+                let left = Usd::from_nanos(limit.nanos().saturating_sub(spent.nanos()));
+                room = Some(room.map_or(left, |r| r.min(left)));
+            }
+            Ok(room.unwrap_or(Usd::ZERO))
+        })
+    }
+    /// Ends hold `id` of `owner` and adds what its turn cost to `day`'s spend.
+    fn settle_spend<'a>(
+        &'a self,
+        owner: &'a str,
+        id: &'a str,
+        day: &'a str,
+        cost: Usd,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let _ = id;
+        Box::pin(async move {
+            match cost == Usd::ZERO {
+                true => Ok(()),
+                false => self.add_spend(owner, day, cost).await,
+            }
+        })
+    }
+}
