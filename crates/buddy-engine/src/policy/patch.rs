@@ -56,6 +56,21 @@ impl PolicyPatch {
         self.0.set(field, value)
     }
 
+    /// Sets `max_tool_calls`, checked: a request's own tool-call limit (the Responses
+    /// API's `max_tool_calls`).
+    pub fn set_max_tool_calls(&mut self, value: u64) -> Result<(), PolicyError> {
+        self.0.set("max_tool_calls", Value::from(value))
+    }
+
+    /// Sets `max_turn_cost_usd`, checked: the money a turn may spend (a key's room).
+    pub fn set_max_turn_cost_usd(&mut self, value: buddy_core::Usd) -> Result<(), PolicyError> {
+        let json = serde_json::to_value(value).map_err(|e| PolicyError::InvalidValue {
+            field: "max_turn_cost_usd".into(),
+            message: e.to_string(),
+        })?;
+        self.0.set("max_turn_cost_usd", json)
+    }
+
     /// The patch given by `BUDDY_<FIELD>` variables (e.g. `BUDDY_MAX_MODEL_CALLS=10`).
     ///
     /// Takes the variables as pairs so callers (and tests) choose the source.

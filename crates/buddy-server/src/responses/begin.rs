@@ -5,7 +5,7 @@
 use buddy_core::{Message, Sampling};
 use buddy_engine::PolicyPatch;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::builder::{Builder, Echo};
 use super::ids::{conversation_of, response_id, turn_of};
@@ -160,7 +160,7 @@ fn policy(asked: Option<Value>, max_tool_calls: Option<u64>) -> Result<PolicyPat
     let mut policy = request_policy(asked)?;
     if let Some(max) = max_tool_calls {
         policy
-            .set("max_tool_calls", json!(max))
+            .set_max_tool_calls(max)
             .map_err(|e| AppError::BadRequest(format!("max_tool_calls: {e}")))?;
     }
     Ok(policy)

@@ -50,9 +50,8 @@ pub(crate) fn spend_layer(
     let mut layer = PolicyPatch::default();
     if let (Some(room), true) = (room, priced) {
         let budget = policy.max_turn_cost_usd.map_or(room, |b| b.min(room));
-        let value = serde_json::to_value(budget).map_err(|e| AppError::Internal(e.to_string()))?;
         layer
-            .set("max_turn_cost_usd", value)
+            .set_max_turn_cost_usd(budget)
             .map_err(|e| AppError::Internal(format!("the key's spend room is no budget ({e})")))?;
     }
     Ok(layer)
