@@ -54,7 +54,7 @@ impl Engine {
 
     /// Runs one turn, sending its events to `events`; returns when the terminal event is sent.
     pub async fn run(&self, request: TurnRequest, events: mpsc::Sender<ChatEvent>) -> TurnOutcome {
-        let lease = crate::agents::Lease::root(&request.policy);
+        let lease = crate::budget::Lease::root(&request.policy);
         let (turn, entry) = Turn::new(&*self.provider, &*self.toolbox, request, lease, events);
         turn.run(entry).await
     }
@@ -63,7 +63,7 @@ impl Engine {
     pub(crate) async fn run_leased(
         &self,
         request: TurnRequest,
-        lease: crate::agents::Lease,
+        lease: crate::budget::Lease,
         events: mpsc::Sender<ChatEvent>,
     ) -> TurnOutcome {
         let (turn, entry) = Turn::new(&*self.provider, &*self.toolbox, request, lease, events);

@@ -11,10 +11,10 @@
 
 mod agents;
 mod approval;
-mod call_budget;
+mod budget;
+mod calls;
 pub mod context;
 mod deadline;
-mod elicitation;
 mod emitter;
 mod engine;
 mod glob;
@@ -25,9 +25,7 @@ mod ledger;
 mod machine;
 mod model_call;
 mod policy;
-mod poll;
 mod prices;
-mod progress;
 mod replay;
 mod request;
 mod tape;
@@ -38,7 +36,7 @@ pub use agents::{
     attach_agents,
 };
 pub use approval::{ApprovalMode, ApprovalRules, CallDecision, Decision, Resume};
-pub use elicitation::{AnswerError, ElicitationDesk};
+pub use calls::elicitation::{AnswerError, ElicitationDesk};
 pub use engine::Engine;
 pub use glob::glob_match;
 pub use history_check::{HistoryError, check_history};

@@ -10,7 +10,7 @@ use buddy_core::{
 use tokio_util::sync::CancellationToken;
 
 use crate::approval::{ApprovalRules, Resume};
-use crate::elicitation::ElicitationDesk;
+use crate::calls::elicitation::ElicitationDesk;
 use crate::policy::LoopPolicy;
 use crate::tape::{Recording, Tape};
 

@@ -9,11 +9,9 @@ mod outcome;
 mod scope;
 mod skill;
 mod toolbox;
-mod tree;
 
 pub use declaration::{AgentSpec, AgentSpecError, MAX_HISTORY};
 pub use outcome::{AgentOutcome, AgentStatus};
 pub(crate) use scope::Scope;
 pub(crate) use skill::as_line;
 pub use skill::{AgentSet, AgentSkill, attach_agents};
-pub(crate) use tree::{Lease, Place, Refusal, TreeStop, with_delegated};

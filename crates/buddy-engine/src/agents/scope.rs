@@ -8,7 +8,7 @@ use buddy_core::{ChatEvent, Price, TurnObserver, WaitClock};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::tree::Place;
+use crate::budget::Place;
 use crate::policy::LoopPolicy;
 
 /// The calling turn, as a sub-agent skill sees it (through `SkillContext::scope`).

@@ -123,13 +123,13 @@ impl Judge {
     /// For a `pollable` call that repeats an earlier action: what that action got back,
     /// so buddy can check again itself while the result stays the same (`poll.rs`).
     /// `None` for other calls, or when `poll_max_secs` is off.
-    pub(crate) fn poll_watch(&self, slot: &Slot) -> Option<crate::poll::PollWatch> {
+    pub(crate) fn poll_watch(&self, slot: &Slot) -> Option<crate::calls::poll::PollWatch> {
         let budget = self.policy().poll_max_secs?;
         if slot.semantics != RepeatSemantics::Pollable {
             return None;
         }
         let seen = self.memory.log.results_for_key(&slot.key);
-        (!seen.is_empty()).then(|| crate::poll::PollWatch {
+        (!seen.is_empty()).then(|| crate::calls::poll::PollWatch {
             seen,
             arg_strings: slot.arg_strings.clone(),
             budget: std::time::Duration::from_secs(budget),

@@ -4,8 +4,8 @@ use buddy_core::{ChatEvent, Message, StopReason};
 use tracing::debug;
 
 use super::{End, Turn, store_failed};
-use crate::agents::with_delegated;
-use crate::call_budget::with_side_calls;
+use crate::budget::with_delegated;
+use crate::budget::with_side_calls;
 use crate::judge::Judge;
 use crate::request::TurnOutcome;
 use crate::tape::TapeEnd;

@@ -44,8 +44,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
-use crate::agents::{Lease, TreeStop};
 use crate::approval::{ApprovalRules, CallDecision, Decision, Resume};
+use crate::budget::{Lease, TreeStop};
 use crate::context::budget::Room;
 use crate::context::counter_for_model;
 use crate::emitter::Emitter;
@@ -199,13 +199,13 @@ pub(crate) struct Turn<'e> {
     /// The clock buddy's own waits run on (`None`: real time).
     clock: Option<Arc<dyn buddy_core::WaitClock>>,
     /// How the turn's tool calls ask the person (MCP elicitation).
-    elicitation: crate::elicitation::TurnElicitation,
+    elicitation: crate::calls::elicitation::TurnElicitation,
     /// The turn's share of its tree of agents: the whole tree's ledger for a top-level
     /// turn, a lease carved from the caller's for a sub-agent.
     lease: Lease,
     /// Model calls the turn's tools made for their MCP servers (sampling), drawn from
     /// the lease's pool and not yet in `stats`.
-    side_usage: crate::call_budget::SideUsage,
+    side_usage: crate::budget::SideUsage,
     /// Tasks calls left open in the history became before a restart, by call id.
     open_tasks: std::collections::HashMap<String, buddy_core::RecordedTask>,
     /// Where calls that become tasks are recorded.
@@ -268,7 +268,7 @@ impl<'e> Turn<'e> {
             given,
         );
         tape.tools = crate::tape::tools_of(toolbox);
-        let elicitation = crate::elicitation::TurnElicitation::new(
+        let elicitation = crate::calls::elicitation::TurnElicitation::new(
             request.elicitation,
             events.clone(),
             request.cancel.clone(),
@@ -278,7 +278,7 @@ impl<'e> Turn<'e> {
         let turn = Turn {
             open_tasks: request.open_tasks,
             task_log: request.task_log,
-            side_usage: crate::call_budget::SideUsage::default(),
+            side_usage: crate::budget::SideUsage::default(),
             elicitation,
             provider,
             base_toolbox: toolbox,

@@ -14,10 +14,10 @@ use futures::StreamExt;
 
 use super::{End, Round, State, ToolboxHandle, Turn};
 use crate::agents::{Scope, as_line};
-use crate::call_budget::TurnCallBudget;
+use crate::budget::TurnCallBudget;
+use crate::calls::poll::{PollWatch, Polled, poll_until_changed};
+use crate::calls::progress::CallProgress;
 use crate::judge::{FinalizeCause, Judge, Plan, RoundFacts, RoundJudge, Slot};
-use crate::poll::{PollWatch, Polled, poll_until_changed};
-use crate::progress::CallProgress;
 use crate::tape::TapeStep;
 use crate::words::not_run;
 
@@ -249,7 +249,7 @@ impl Turn<'_> {
                     match next {
                         Ok(Some((outcome, polled))) => {
                             if let Some(polled) = polled {
-                                poll_notes.push(crate::poll::note(&slot.call, &polled));
+                                poll_notes.push(crate::calls::poll::note(&slot.call, &polled));
                             }
                             self.stats.tool_calls += 1;
                             self.lease.book(&self.stats);

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use buddy_core::{BoxFuture, CallBudget, ChatEvent, DelegatedStats, Price, TurnStats, Usage};
 use tokio::sync::mpsc;
 
-use crate::agents::{Place, Refusal};
+use super::tree::{Place, Refusal};
 
 /// Model calls the turn's tools made for their servers and not yet in the turn's stats.
 #[derive(Clone, Debug, Default)]
