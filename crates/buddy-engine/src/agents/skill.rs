@@ -96,12 +96,16 @@ impl AgentSet {
     /// `tools` (the base's, or a server's with its operator's agents among them) with
     /// every declared agent beside them: the one place agents join a turn's tools.
     pub fn attach(self: &Arc<Self>, tools: Arc<dyn Toolbox>) -> Arc<dyn Toolbox> {
-        Arc::new(with_agents(tools, None, self.skills(), Vec::new()))
+        let agents = self.skills().into_iter().map(as_tool).collect();
+        Arc::new(with_agents(tools, None, agents, Vec::new()))
     }
 
     /// Every declared agent as a table entry.
     pub fn entries(self: &Arc<Self>) -> Vec<ToolEntry> {
-        self.skills().into_iter().map(agent_entry).collect()
+        self.skills()
+            .into_iter()
+            .map(|agent| agent_entry(as_tool(agent)))
+            .collect()
     }
 
     /// The toolbox of agent `index`: the skills its declaration allows and the agents
@@ -122,8 +126,8 @@ impl AgentSet {
         with_agents(
             Arc::clone(&self.base),
             Some(spec.skills.clone()),
-            agents,
-            hidden,
+            agents.into_iter().map(as_tool).collect(),
+            hidden.into_iter().map(as_tool).collect(),
         )
     }
 
@@ -351,6 +355,11 @@ impl AgentSkill {
         }
         Ok(request)
     }
+}
+
+/// An agent as a table holds it.
+fn as_tool(agent: AgentSkill) -> Arc<dyn Skill> {
+    Arc::new(agent)
 }
 
 /// A refused delegation: announced in the calling turn's stream, returned typed.

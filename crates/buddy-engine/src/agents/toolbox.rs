@@ -11,11 +11,10 @@ use buddy_core::{
     ToolRunner, ToolTable, Toolbox,
 };
 
-use super::skill::AgentSkill;
 use crate::glob::glob_match;
 
 /// Runs a call to one agent: its arguments parsed, its turn run, its outcome as the result.
-struct AgentRunner(AgentSkill);
+struct AgentRunner(Arc<dyn Skill>);
 
 impl ToolRunner for AgentRunner {
     fn invoke<'a>(&'a self, call: &'a ToolCall, ctx: SkillContext) -> BoxFuture<'a, ToolOutcome> {
@@ -43,8 +42,8 @@ impl ToolRunner for AgentRunner {
 }
 
 /// `agent` as an entry of a table.
-pub(crate) fn agent_entry(agent: AgentSkill) -> ToolEntry {
-    let (spec, semantics) = (Skill::spec(&agent), agent.semantics());
+pub(crate) fn agent_entry(agent: Arc<dyn Skill>) -> ToolEntry {
+    let (spec, semantics) = (agent.spec(), agent.semantics());
     ToolEntry::run_by(
         spec,
         semantics,
@@ -60,8 +59,8 @@ pub(crate) fn agent_entry(agent: AgentSkill) -> ToolEntry {
 pub(crate) fn with_agents(
     base: Arc<dyn Toolbox>,
     allowed: Option<Vec<String>>,
-    agents: Vec<AgentSkill>,
-    hidden: Vec<AgentSkill>,
+    agents: Vec<Arc<dyn Skill>>,
+    hidden: Vec<Arc<dyn Skill>>,
 ) -> ToolTable {
     let keep = match allowed {
         None => Keep::All,
