@@ -12,7 +12,7 @@ const HIDDEN: &str = "***";
 /// but a version's replaced by `***`, no fragment. Text that is not a URL loses whatever
 /// could be credentials (before an `@`, after a `?` or `#`).
 pub fn redact_url(url: &str) -> String {
-    match reqwest::Url::parse(url) {
+    match url::Url::parse(url) {
         // Nothing to take out: shown as given, not as the parser would spell it.
         Ok(parsed)
             if parsed.username().is_empty()
@@ -65,7 +65,7 @@ pub fn redact_urls_in(text: &str) -> String {
     out
 }
 
-fn redact_parsed(mut url: reqwest::Url) -> String {
+fn redact_parsed(mut url: url::Url) -> String {
     if !url.username().is_empty() || url.password().is_some() {
         let _ = url.set_username(HIDDEN);
         let _ = url.set_password(None);
