@@ -8,7 +8,6 @@ pub mod backend;
 pub mod config;
 pub mod doctor;
 pub mod exit_code;
-pub mod judge_input;
 pub mod judge_view;
 pub mod printer;
 pub mod provider_kinds;
