@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use buddy_core::{RecordedTask, SkillError};
 
-use crate::caller::Caller;
-use crate::source::McpSource;
+use crate::client::source::McpSource;
+use crate::requests::caller::Caller;
 
 impl McpSource {
     /// Records that the caller's call became task `task_id`, when a restart could wait
@@ -40,7 +40,7 @@ impl McpSource {
                 "{e}; the call's task {task_id} could not be waited on after the restart"
             ))
         })?;
-        let task = crate::task::get_task(&client, task_id)
+        let task = crate::client::task::get_task(&client, task_id)
             .await
             .map_err(|e| {
                 SkillError::Failed(format!(
@@ -50,8 +50,8 @@ impl McpSource {
             .task;
         let _asking = self.in_flight(&caller);
         let wait = Duration::from_secs_f64(self.config().task_timeout_secs);
-        match crate::task::await_task(&client, task, wait, &caller).await {
-            Ok(result) => crate::result::tool_result(&result, None),
+        match crate::client::task::await_task(&client, task, wait, &caller).await {
+            Ok(result) => crate::client::result::tool_result(&result, None),
             Err(e) => Err(SkillError::Failed(format!(
                 "MCP server `{name}`: waiting again on task {task_id} after a restart failed ({e})"
             ))),

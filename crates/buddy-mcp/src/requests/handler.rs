@@ -15,8 +15,8 @@ use rmcp::model::{
     SamplingCapability,
 };
 
-use crate::progress::RouteKey;
-use crate::sampling::{Sampler, SamplingCount};
+use crate::requests::progress::RouteKey;
+use crate::requests::sampling::{Sampler, SamplingCount};
 use rmcp::service::{NotificationContext, RequestContext, RoleClient};
 use rmcp::{ClientHandler, ErrorData};
 
@@ -34,9 +34,9 @@ pub(crate) struct Notes {
     pub last_progress: std::sync::Mutex<Option<String>>,
     /// The calls in flight and who made them, for a server-initiated elicitation or
     /// sampling request.
-    pub askers: crate::elicit::Askers,
+    pub askers: crate::requests::elicit::Askers,
     /// Where progress and task status go: the call each belongs to.
-    pub progress: Arc<crate::progress::ProgressRoutes>,
+    pub progress: Arc<crate::requests::progress::ProgressRoutes>,
 }
 
 /// The client handler of one server connection.
@@ -104,7 +104,14 @@ impl Handler {
     ) -> Result<CreateMessageResult, ErrorData> {
         match &self.sampler {
             Some(sampler) => {
-                crate::sampling::answer(&self.server, sampler, &self.sampling, params, budget).await
+                crate::requests::sampling::answer(
+                    &self.server,
+                    sampler,
+                    &self.sampling,
+                    params,
+                    budget,
+                )
+                .await
             }
             None => Err(ErrorData::method_not_found::<
                 rmcp::model::CreateMessageRequestMethod,
@@ -180,7 +187,8 @@ impl ClientHandler for Handler {
     ) -> Result<rmcp::model::ElicitResult, ErrorData> {
         let params = serde_json::to_value(&request).unwrap_or(serde_json::Value::Null);
         let elicitor = self.notes.askers.only();
-        let answer = crate::elicit::answer(&self.server, &params, elicitor.as_deref()).await;
+        let answer =
+            crate::requests::elicit::answer(&self.server, &params, elicitor.as_deref()).await;
         serde_json::from_value(answer).map_err(|e| ErrorData::internal_error(e.to_string(), None))
     }
 
@@ -206,7 +214,7 @@ impl ClientHandler for Handler {
         }
         self.notes.progress.deliver(
             RouteKey::Token(params.progress_token.clone()),
-            crate::progress::of_notification(&params),
+            crate::requests::progress::of_notification(&params),
         );
         std::future::ready(())
     }
@@ -221,7 +229,7 @@ impl ClientHandler for Handler {
         tracing::debug!(server = %self.server, task = %task.task_id, "MCP task status");
         self.notes.progress.deliver(
             RouteKey::Task(task.task_id.clone()),
-            crate::progress::of_task(task),
+            crate::requests::progress::of_task(task),
         );
         std::future::ready(())
     }

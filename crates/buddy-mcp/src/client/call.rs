@@ -13,9 +13,9 @@ use rmcp::model::{
 use rmcp::service::{PeerRequestOptions, RoleClient, ServiceError};
 use serde_json::Value;
 
-use crate::caller::Caller;
-use crate::handler::Client;
-use crate::progress::{Route, RouteKey};
+use crate::requests::caller::Caller;
+use crate::requests::handler::Client;
+use crate::requests::progress::{Route, RouteKey};
 
 /// Rounds of `input_required` answered before the call is given up (rmcp's default).
 const MAX_INPUT_ROUNDS: usize = rmcp::model::DEFAULT_MRTR_MAX_ROUNDS;
@@ -66,7 +66,7 @@ pub(crate) async fn answer_inputs(
             InputRequest::Elicitation(request) => {
                 let params = serde_json::to_value(&request.params).unwrap_or(Value::Null);
                 let elicitor = caller.elicitor.as_deref();
-                Ok(crate::elicit::answer(&handler.server, &params, elicitor).await)
+                Ok(crate::requests::elicit::answer(&handler.server, &params, elicitor).await)
             }
             _ => Ok(Value::Null),
         };
@@ -108,7 +108,11 @@ pub(crate) async fn call_tool(
             // The server's progress for this round goes to the caller.
             let route = caller.progress.as_ref().map(|sink| {
                 let key = RouteKey::Token(handle.progress_token.clone());
-                crate::progress::route(&client.service().notes.progress, key, Arc::clone(sink))
+                crate::requests::progress::route(
+                    &client.service().notes.progress,
+                    key,
+                    Arc::clone(sink),
+                )
             });
             // Past `left`, rmcp writes `notifications/cancelled` before it returns.
             let answered = handle.await_response().await;

@@ -5,9 +5,9 @@ use std::sync::Arc;
 use buddy_core::{BoxFuture, RepeatSemantics, Skill, SkillContext, SkillError};
 use serde_json::Value;
 
-use crate::annotations::semantics_of;
-use crate::resource_skill::ResourceSkill;
-use crate::source::{McpError, McpSource, McpTool};
+use crate::client::source::{McpError, McpSource, McpTool};
+use crate::tools::annotations::semantics_of;
+use crate::tools::resource_skill::ResourceSkill;
 
 /// Longest output schema written into a tool's description; a longer one is named only.
 const OUTPUT_SCHEMA_IN_DESCRIPTION: usize = 2048;
@@ -146,7 +146,7 @@ impl Skill for McpSkill {
                     args,
                     ctx.traceparent.as_deref(),
                     self.output.as_ref(),
-                    crate::caller::Caller::of(&ctx),
+                    crate::requests::caller::Caller::of(&ctx),
                 )
                 .await
         })

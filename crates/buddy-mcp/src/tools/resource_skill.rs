@@ -6,8 +6,8 @@ use std::sync::Arc;
 use buddy_core::{BoxFuture, RepeatSemantics, Skill, SkillContext, SkillError};
 use serde_json::{Value, json};
 
-use crate::catalog::McpResource;
-use crate::source::McpSource;
+use crate::client::catalog::McpResource;
+use crate::client::source::McpSource;
 
 /// Resources named in the skill's description; the rest are counted.
 const LISTED_IN_DESCRIPTION: usize = 30;

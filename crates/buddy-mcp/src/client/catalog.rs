@@ -8,8 +8,8 @@ use rmcp::model::{GetPromptRequestParams, ReadResourceRequestParams};
 use rmcp::service::ServiceError;
 use serde_json::Value;
 
-use crate::result::block_text;
-use crate::source::McpSource;
+use crate::client::source::McpSource;
+use crate::requests::content::block_text;
 
 /// One resource a server lists.
 #[derive(Clone, Debug, PartialEq)]
@@ -54,7 +54,7 @@ impl McpSource {
     /// the error.
     async fn bounded<T, F, Fut>(&self, what: &str, request: F) -> Result<T, CatalogError>
     where
-        F: FnOnce(std::sync::Arc<crate::handler::Client>) -> Fut,
+        F: FnOnce(std::sync::Arc<crate::requests::handler::Client>) -> Fut,
         Fut: Future<Output = Result<T, ServiceError>>,
     {
         let name = &self.config().name;

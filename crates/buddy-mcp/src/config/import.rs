@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::config::McpServerConfig;
+use crate::config::server::McpServerConfig;
 
 /// One server of such a file.
 #[derive(Deserialize)]
@@ -211,7 +211,7 @@ pub fn to_toml(servers: &[McpServerConfig]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Transport;
+    use crate::config::server::Transport;
 
     const CLAUDE_DESKTOP: &str = r#"{
       "mcpServers": {

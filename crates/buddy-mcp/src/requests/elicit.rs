@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use buddy_core::{ElicitationAnswer, ElicitationRequest, Elicitor};
 use serde_json::{Value, json};
 
-use crate::caller::Caller;
+use crate::requests::caller::Caller;
 
 /// The calls of one server in flight, each with its caller, in the order they began.
 #[derive(Debug, Default)]

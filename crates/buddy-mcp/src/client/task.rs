@@ -17,10 +17,10 @@ use rmcp::model::{
 use rmcp::service::{RoleClient, ServiceError};
 use serde_json::Value;
 
-use crate::call::answer_inputs;
-use crate::caller::Caller;
-use crate::handler::Client;
-use crate::progress::RouteKey;
+use crate::client::call::answer_inputs;
+use crate::requests::caller::Caller;
+use crate::requests::handler::Client;
+use crate::requests::progress::RouteKey;
 
 /// The first wait between two polls when the task names no interval.
 const FIRST_POLL: Duration = Duration::from_millis(500);
@@ -71,7 +71,7 @@ pub(crate) async fn await_task(
     let task_id = task.task_id.clone();
     let notes = &client.service().notes;
     let _route = caller.progress.as_ref().map(|sink| {
-        crate::progress::route(
+        crate::requests::progress::route(
             &notes.progress,
             RouteKey::Task(task_id.clone()),
             Arc::clone(sink),
@@ -83,7 +83,7 @@ pub(crate) async fn await_task(
         if let Some(sink) = &caller.progress
             && told.as_ref() != Some(&now)
         {
-            sink.report(crate::progress::of_task(task));
+            sink.report(crate::requests::progress::of_task(task));
             told = Some(now);
         }
     };

@@ -10,9 +10,9 @@ use buddy_core::{
 };
 use buddy_skills::{RegistryError, SkillRegistry};
 
-use crate::caller::Caller;
-use crate::skill::McpSkill;
-use crate::source::{McpError, McpSource};
+use crate::client::source::{McpError, McpSource};
+use crate::requests::caller::Caller;
+use crate::tools::skill::McpSkill;
 
 /// The toolbox could not be built.
 #[derive(Debug, thiserror::Error)]

@@ -60,7 +60,7 @@ fn message_text(content: &SamplingContent<SamplingMessageContentBlock>) -> Strin
     };
     blocks
         .iter()
-        .map(crate::result::block_text)
+        .map(crate::requests::content::block_text)
         .collect::<Vec<_>>()
         .join("\n")
 }
