@@ -126,7 +126,7 @@ impl Workload {
     }
 
     /// The scripted model, named `model`: `calls` rounds of one call each, then an answer.
-    pub fn scenario(self, model: &str, calls: usize) -> Result<Scenario, String> {
+    pub(crate) fn scenario(self, model: &str, calls: usize) -> Result<Scenario, String> {
         let mut rules: Vec<Value> = (1..=calls)
             .map(|round| {
                 json!({"when": {"round": round}, "reply": {

@@ -15,6 +15,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
+
+use crate::BenchError;
 use tokio::time::Instant;
 
 use super::load::{spawn, spawn_serve};
@@ -85,8 +87,18 @@ pub struct RateReport {
 pub async fn run_gateway(
     buddy: &Path,
     options: &GatewayOptions,
+) -> Result<Vec<RateReport>, BenchError> {
+    measure_gateway(buddy, options)
+        .await
+        .map_err(BenchError::Failed)
+}
+
+/// The benchmark, its failure in words.
+async fn measure_gateway(
+    buddy: &Path,
+    options: &GatewayOptions,
 ) -> Result<Vec<RateReport>, String> {
-    buddy_cli::install_crypto();
+    buddy_providers::install_crypto_provider();
     if let Some(external) = &options.external {
         let gateways: Vec<(String, String, Option<u32>)> = external
             .gateways

@@ -20,6 +20,8 @@ use buddy_skills::{CommandSkill, CommandSkillConfig, SkillRegistry};
 use futures::StreamExt;
 use serde::Serialize;
 
+use crate::BenchError;
+
 /// Children per round, and how many run at once (the default `max_running_agents`).
 const FAN: usize = 8;
 const RUNNING: usize = 4;
@@ -56,7 +58,7 @@ impl CancelReport {
 }
 
 /// Runs `rounds` rounds in `sandbox` and reports.
-pub async fn run_cancel(rounds: usize, sandbox: &Path) -> anyhow::Result<CancelReport> {
+pub async fn run_cancel(rounds: usize, sandbox: &Path) -> Result<CancelReport, BenchError> {
     let mut timings = Vec::with_capacity(rounds);
     let mut orphans = 0;
     for round in 0..rounds {
@@ -95,7 +97,7 @@ fn percentile(sorted: &[u64], p: usize) -> f64 {
 }
 
 /// One fan-out, cancelled once 4 children are busy; the timings and what was left.
-async fn one_round(sandbox: &Path, mark: &str) -> anyhow::Result<(Round, usize)> {
+async fn one_round(sandbox: &Path, mark: &str) -> Result<(Round, usize), BenchError> {
     let model = Arc::new(HangingModel::default());
     let provider: Arc<dyn Provider> = Arc::clone(&model) as Arc<dyn Provider>;
     let base: Arc<dyn Toolbox> = Arc::new(sleeper_registry(sandbox, mark)?);
@@ -106,7 +108,8 @@ async fn one_round(sandbox: &Path, mark: &str) -> anyhow::Result<(Round, usize)>
         skills: vec!["sleeper".into()],
         ..AgentSpec::default()
     };
-    let set = AgentSet::new(vec![worker], base, Arc::clone(&provider), HashMap::new())?;
+    let set = AgentSet::new(vec![worker], base, Arc::clone(&provider), HashMap::new())
+        .map_err(BenchError::failed)?;
     let engine = Arc::new(Engine::new(provider, set.toolbox()));
     let cancel = CancellationToken::new();
     let (mut events, handle) =
@@ -136,10 +139,10 @@ async fn one_round(sandbox: &Path, mark: &str) -> anyhow::Result<(Round, usize)>
             terminal_at = Some(Instant::now());
         }
     }
-    handle.await?;
+    handle.await.map_err(BenchError::failed)?;
     let cancelled_at =
-        cancelled_at.ok_or_else(|| anyhow::anyhow!("the children never got busy"))?;
-    let terminal_at = terminal_at.ok_or_else(|| anyhow::anyhow!("no terminal event"))?;
+        cancelled_at.ok_or_else(|| BenchError::Failed("the children never got busy".into()))?;
+    let terminal_at = terminal_at.ok_or_else(|| BenchError::Failed("no terminal event".into()))?;
     let quiet_by = cancelled_at + Duration::from_secs(5);
     let mut left = model.open.load(Ordering::SeqCst) + marked_processes(mark);
     while left > 0 && Instant::now() < quiet_by {
@@ -159,7 +162,7 @@ async fn one_round(sandbox: &Path, mark: &str) -> anyhow::Result<(Round, usize)>
 }
 
 /// A registry with one command skill, `sleeper` (`sleep 30`), tagged with `mark`.
-fn sleeper_registry(sandbox: &Path, mark: &str) -> anyhow::Result<SkillRegistry> {
+fn sleeper_registry(sandbox: &Path, mark: &str) -> Result<SkillRegistry, BenchError> {
     let config = CommandSkillConfig {
         name: "sleeper".into(),
         description: "Sleeps.".into(),
@@ -172,9 +175,11 @@ fn sleeper_registry(sandbox: &Path, mark: &str) -> anyhow::Result<SkillRegistry>
         cwd: None,
     };
     let mut registry = SkillRegistry::new();
-    registry.register(Arc::new(
-        CommandSkill::new(config, sandbox).map_err(anyhow::Error::msg)?,
-    ))?;
+    registry
+        .register(Arc::new(
+            CommandSkill::new(config, sandbox).map_err(BenchError::failed)?,
+        ))
+        .map_err(BenchError::failed)?;
     Ok(registry)
 }
 

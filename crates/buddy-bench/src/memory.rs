@@ -11,6 +11,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde::Serialize;
+
+use crate::BenchError;
 use serde_json::json;
 
 use super::load::{rss_kib, spawn, spawn_serve, status_kib};
@@ -91,7 +93,14 @@ async fn one_turn(client: reqwest::Client, url: String) -> Result<(), String> {
 }
 
 /// Runs the benchmark with the `buddy` binary at `buddy`.
-pub async fn run_memory(buddy: &Path, options: &MemoryOptions) -> Result<MemoryReport, String> {
+pub async fn run_memory(buddy: &Path, options: &MemoryOptions) -> Result<MemoryReport, BenchError> {
+    measure_memory(buddy, options)
+        .await
+        .map_err(BenchError::Failed)
+}
+
+/// The benchmark, its failure in words.
+async fn measure_memory(buddy: &Path, options: &MemoryOptions) -> Result<MemoryReport, String> {
     let dir = std::env::temp_dir().join(format!("buddy-memory-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("scenarios")).map_err(|e| e.to_string())?;
@@ -151,7 +160,7 @@ properties.text = { type = "string" }
             }
         })
     };
-    buddy_cli::install_crypto();
+    buddy_providers::install_crypto_provider();
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(600))
         .build()

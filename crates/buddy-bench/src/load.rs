@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use crate::BenchError;
+
 /// What to run.
 #[derive(Clone, Debug)]
 pub struct LoadOptions {
@@ -183,7 +185,14 @@ max_connections_per_address = 1000000
 }
 
 /// Runs one load test with the `buddy` binary at `buddy`.
-pub async fn run_load(buddy: &Path, options: &LoadOptions) -> Result<LoadReport, String> {
+pub async fn run_load(buddy: &Path, options: &LoadOptions) -> Result<LoadReport, BenchError> {
+    measure_load(buddy, options)
+        .await
+        .map_err(BenchError::Failed)
+}
+
+/// The benchmark, its failure in words.
+async fn measure_load(buddy: &Path, options: &LoadOptions) -> Result<LoadReport, String> {
     let (dir, _mock) = prepare(buddy, options)?;
     let instances = match &options.store {
         Some(_) => options.instances.max(1),
@@ -206,7 +215,7 @@ pub async fn run_load(buddy: &Path, options: &LoadOptions) -> Result<LoadReport,
     let pids: Vec<u32> = servers.iter().map(|s| s.0.id()).collect();
     let rss = move || pids.iter().map(|pid| rss_kib(*pid)).sum::<u64>();
     tokio::time::sleep(Duration::from_millis(200)).await;
-    buddy_cli::install_crypto();
+    buddy_providers::install_crypto_provider();
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(0)
         .timeout(options.timeout)

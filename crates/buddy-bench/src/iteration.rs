@@ -20,6 +20,8 @@ use buddy_engine::{Engine, TurnRequest};
 use buddy_providers::{OpenAiOptions, OpenAiProvider};
 use buddy_skills::SkillRegistry;
 use serde::Serialize;
+
+use crate::BenchError;
 use serde_json::{Value, json};
 
 use super::iteration_workload::{BenchTool, PROMPT, Workload};
@@ -99,6 +101,16 @@ fn cpu_secs() -> f64 {
 pub async fn run_iteration(
     buddy: &Path,
     options: &IterationOptions,
+) -> Result<IterationReport, BenchError> {
+    measure_iteration(buddy, options)
+        .await
+        .map_err(BenchError::Failed)
+}
+
+/// The benchmark, its failure in words.
+async fn measure_iteration(
+    buddy: &Path,
+    options: &IterationOptions,
 ) -> Result<IterationReport, String> {
     let dir = std::env::temp_dir().join(format!("buddy-iteration-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -147,7 +159,7 @@ pub async fn run_iteration(
 }
 
 async fn measure(base: &str, options: &IterationOptions) -> Result<IterationReport, String> {
-    buddy_cli::install_crypto();
+    buddy_providers::install_crypto_provider();
     let model = options.model.as_str();
     let calls = options.calls + 1;
     let raw = RawLoop::new(base, model, options.stream, options.workload)?;
