@@ -218,11 +218,31 @@ pub async fn probe(
     let mut report = Report::default();
     let mut config = config.clone();
     config.http.max_retries = 0;
-    let openai = config.kind == ProviderKind::Openai;
-
     // 1. A plain answer, streamed if the config streams.
+    if !answers_plainly(name, model, env, &mut config, &mut report).await {
+        return report;
+    }
+    // 2. Tool calls: does the model call an offered tool, and under which switches?
+    calls_a_tool(name, model, env, &mut config, &mut report).await;
+    // 3. A history whose assistant message only calls a tool (`content: null`).
+    if config.kind == ProviderKind::Openai {
+        accepts_a_tool_history(name, model, env, &mut config, &mut report).await;
+    }
+    report
+}
+
+/// Probe 1: a plain answer, and the switch that gets one when the first ask is refused;
+/// false (with `report.fatal` set) when no request is answered.
+async fn answers_plainly(
+    name: &str,
+    model: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+    config: &mut ProviderConfig,
+    report: &mut Report,
+) -> bool {
+    let openai = config.kind == ProviderKind::Openai;
     let plain = [Message::user(PLAIN_PROMPT)];
-    let first = ask(name, &config, model, env, &plain, None).await;
+    let first = ask(name, config, model, env, &plain, None).await;
     let mode = if config.stream { "streamed" } else { "plain" };
     match first {
         Ok((reply, took)) => report.checks.push(Check {
@@ -249,7 +269,7 @@ pub async fn probe(
                 &[Switch::NoStream]
             };
             let plain = &plain;
-            let fixed = first_that_works(&mut config, candidates, |trial| async move {
+            let fixed = first_that_works(config, candidates, |trial| async move {
                 ask(name, &trial, model, env, plain, None).await.is_ok()
             })
             .await;
@@ -266,13 +286,23 @@ pub async fn probe(
                     report.fatal = Some(format!(
                         "the provider answered no request, streamed or not: {error}"
                     ));
-                    return report;
+                    return false;
                 }
             }
         }
     }
+    true
+}
 
-    // 2. Tool calls: does the model call an offered tool, and under which switches?
+/// Probe 2: does the model call an offered tool, and under which switches.
+async fn calls_a_tool(
+    name: &str,
+    model: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+    config: &mut ProviderConfig,
+    report: &mut Report,
+) {
+    let openai = config.kind == ProviderKind::Openai;
     let tools = [probe_tool()];
     let asked = [Message::user(TOOL_PROMPT)];
     let (tools, asked) = (&tools, &asked);
@@ -297,7 +327,7 @@ pub async fn probe(
         } else {
             &[Switch::NoStream]
         };
-        let mut found = first_that_works(&mut config, candidates, calls).await;
+        let mut found = first_that_works(config, candidates, calls).await;
         // Some servers need both: tool_choice sent, and no streaming.
         if found.is_none() && openai && !config.compat.tool_choice_auto && config.stream {
             let mut both = config.clone();
@@ -306,7 +336,7 @@ pub async fn probe(
             if calls(both.clone()).await {
                 report.switches.push(Switch::ToolChoiceAuto);
                 found = Some(Switch::NoStream);
-                config = both;
+                *config = both;
             }
         }
         match found {
@@ -334,57 +364,63 @@ pub async fn probe(
             }),
         }
     }
+}
 
-    // 3. A history whose assistant message only calls a tool (`content: null`).
-    if openai {
-        let history = [
-            Message::user(TOOL_PROMPT),
-            Message::Assistant {
-                content: None,
-                tool_calls: vec![ToolCall {
-                    id: "call_doctor_1".into(),
-                    name: "get_weather".into(),
-                    arguments: r#"{"city":"Paris"}"#.into(),
-                }],
+/// Probe 3 (OpenAI-compatible servers): a history whose assistant message only calls a
+/// tool (`content: null`), and the switch that makes it accepted.
+async fn accepts_a_tool_history(
+    name: &str,
+    model: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+    config: &mut ProviderConfig,
+    report: &mut Report,
+) {
+    let tools = [probe_tool()];
+    let tools = &tools;
+    let history = [
+        Message::user(TOOL_PROMPT),
+        Message::Assistant {
+            content: None,
+            tool_calls: vec![ToolCall {
+                id: "call_doctor_1".into(),
+                name: "get_weather".into(),
+                arguments: r#"{"city":"Paris"}"#.into(),
+            }],
+        },
+        Message::Tool {
+            tool_call_id: "call_doctor_1".into(),
+            content: "Paris: 14°C, light rain.".into(),
+            is_error: false,
+        },
+    ];
+    let history = &history;
+    let accepts = |trial: ProviderConfig| async move {
+        ask(name, &trial, model, env, history, Some(tools))
+            .await
+            .is_ok()
+    };
+    if accepts(config.clone()).await {
+        report.checks.push(Check {
+            what: "accepts a tool-calling history".into(),
+            ok: true,
+            detail: if config.compat.assistant_content_empty_string {
+                "with `content: \"\"`".into()
+            } else {
+                "with `content: null`".into()
             },
-            Message::Tool {
-                tool_call_id: "call_doctor_1".into(),
-                content: "Paris: 14°C, light rain.".into(),
-                is_error: false,
+        });
+    } else {
+        let fixed = first_that_works(config, &[Switch::AssistantContentEmptyString], accepts).await;
+        report.checks.push(Check {
+            what: "accepts a tool-calling history".into(),
+            ok: false,
+            detail: match fixed {
+                Some(_) => "refuses `content: null` beside tool calls; `content: \"\"` works".into(),
+                None => "refuses the history of a tool call, whatever its content: turns with tools will fail after the first call".into(),
             },
-        ];
-        let history = &history;
-        let accepts = |trial: ProviderConfig| async move {
-            ask(name, &trial, model, env, history, Some(tools))
-                .await
-                .is_ok()
-        };
-        if accepts(config.clone()).await {
-            report.checks.push(Check {
-                what: "accepts a tool-calling history".into(),
-                ok: true,
-                detail: if config.compat.assistant_content_empty_string {
-                    "with `content: \"\"`".into()
-                } else {
-                    "with `content: null`".into()
-                },
-            });
-        } else {
-            let fixed =
-                first_that_works(&mut config, &[Switch::AssistantContentEmptyString], accepts)
-                    .await;
-            report.checks.push(Check {
-                what: "accepts a tool-calling history".into(),
-                ok: false,
-                detail: match fixed {
-                    Some(_) => "refuses `content: null` beside tool calls; `content: \"\"` works".into(),
-                    None => "refuses the history of a tool call, whatever its content: turns with tools will fail after the first call".into(),
-                },
-            });
-            report.switches.extend(fixed);
-        }
+        });
+        report.switches.extend(fixed);
     }
-    report
 }
 
 /// The start of a reply, for a check's detail.

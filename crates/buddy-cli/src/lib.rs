@@ -2,13 +2,12 @@
 //! from it (every part a command drives: providers through their kinds' backends, the
 //! toolbox, the server's backend, the store, policy, telemetry), doctor's probes and
 //! the event printers, kept here so tests drive exactly what the binary runs. The
-//! process benchmarks are the binary's own (`src/bench/`), not part of this library.
+//! process benchmarks are the `buddy-bench` crate's.
 
 pub mod backend;
 pub mod config;
 pub mod doctor;
 pub mod exit_code;
-pub mod judge_input;
 pub mod judge_view;
 pub mod printer;
 pub mod provider_kinds;

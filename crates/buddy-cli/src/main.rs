@@ -1,6 +1,5 @@
 //! `buddy`: run, chat with and demo the agent loop from the command line.
 
-mod bench;
 mod commands;
 
 use std::path::PathBuf;

@@ -3,7 +3,7 @@
 
 use std::io::Write;
 
-use buddy_core::ChatEvent;
+use buddy_core::{ChatEvent, Evidence, GuardAction, GuardKind};
 
 /// Longest piece of a tool result or arguments shown on one human line.
 const SHOWN_CHARS: usize = 160;
@@ -72,21 +72,13 @@ pub fn human_line(event: &ChatEvent) -> Option<String> {
             message,
             status,
             ..
-        } => {
-            let mut parts = Vec::new();
-            if let Some(status) = status {
-                parts.push(format!("task {status}"));
-            }
-            match (progress, total) {
-                (Some(done), Some(total)) => parts.push(format!("{done}/{total}")),
-                (Some(done), None) => parts.push(format!("{done}")),
-                _ => {}
-            }
-            if let Some(message) = message {
-                parts.push(one_line(message));
-            }
-            format!("… {name}: {}", parts.join(" — "))
-        }
+        } => progress_line(
+            name,
+            *progress,
+            *total,
+            message.as_deref(),
+            status.as_deref(),
+        ),
         ChatEvent::ToolSampling {
             name,
             server,
@@ -110,23 +102,7 @@ pub fn human_line(event: &ChatEvent) -> Option<String> {
             skill,
             detail,
             evidence,
-        } => {
-            let on = skill
-                .as_deref()
-                .map(|s| format!(" [{s}]"))
-                .unwrap_or_default();
-            let calls: Vec<&str> = evidence.iter().map(|e| e.call_id.as_str()).collect();
-            let seen = if calls.is_empty() {
-                String::new()
-            } else {
-                format!(" (calls {})", calls.join(", "))
-            };
-            format!(
-                "! guard {}{on}: {} — {detail}{seen}",
-                guard.as_str(),
-                action.as_str()
-            )
-        }
+        } => guard_line(guard, action, skill.as_deref(), detail, evidence),
         ChatEvent::Done { reason, stats, .. } => format!(
             "■ stop: {reason} ({}, {}, {} tokens in, {} out, {} ms{})",
             count(stats.model_calls, "model call"),
@@ -165,6 +141,51 @@ pub fn human_line(event: &ChatEvent) -> Option<String> {
         }
         _ => return None,
     })
+}
+
+/// A tool's progress: the task's status, how far it is, and its message.
+fn progress_line(
+    name: &str,
+    progress: Option<f64>,
+    total: Option<f64>,
+    message: Option<&str>,
+    status: Option<&str>,
+) -> String {
+    let mut parts = Vec::new();
+    if let Some(status) = status {
+        parts.push(format!("task {status}"));
+    }
+    match (progress, total) {
+        (Some(done), Some(total)) => parts.push(format!("{done}/{total}")),
+        (Some(done), None) => parts.push(format!("{done}")),
+        _ => {}
+    }
+    if let Some(message) = message {
+        parts.push(one_line(message));
+    }
+    format!("… {name}: {}", parts.join(" — "))
+}
+
+/// A guard's trip: which guard, on which skill, what it did, why, and the calls seen.
+fn guard_line(
+    guard: &GuardKind,
+    action: &GuardAction,
+    skill: Option<&str>,
+    detail: &str,
+    evidence: &[Evidence],
+) -> String {
+    let on = skill.map(|s| format!(" [{s}]")).unwrap_or_default();
+    let calls: Vec<&str> = evidence.iter().map(|e| e.call_id.as_str()).collect();
+    let seen = if calls.is_empty() {
+        String::new()
+    } else {
+        format!(" (calls {})", calls.join(", "))
+    };
+    format!(
+        "! guard {}{on}: {} — {detail}{seen}",
+        guard.as_str(),
+        action.as_str()
+    )
 }
 
 /// `1 tool call`, `2 tool calls`.

@@ -17,6 +17,7 @@ mod message;
 mod observe;
 mod progress;
 mod provider;
+mod redact;
 mod sampling;
 mod skill;
 mod stop;
@@ -46,6 +47,7 @@ pub use provider::ServedBy;
 pub use provider::{
     CallPurpose, Completion, CompletionRequest, Provider, ProviderError, ToolChoice,
 };
+pub use redact::{redact_url, redact_urls_in};
 pub use sampling::{MAX_STOP_SEQUENCES, ResponseFormat, Sampling};
 pub use skill::{
     MessageSink, RecordError, RepeatSemantics, Skill, SkillContext, SkillError, ToolOutcome,

@@ -49,7 +49,7 @@ pub use prices::{PriceTable, default_price};
 pub use replay::{
     Beyond, Comparison, Intervention, JudgeError, LOOP_REPEATS, LoggedConversation, LoggedTurn,
     NO_RESULT, Outcome, Repairs, Repeats, RunJudgement, Side, StopPoint, StoppedBy, TapeError,
-    TripAt, Wanted, judge_conversation, replay, turns_of,
+    TripAt, Wanted, judge_conversation, replay, transcript, turns_of,
 };
 pub use request::{TurnOutcome, TurnRequest};
 pub use tape::{

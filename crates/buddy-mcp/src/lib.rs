@@ -7,34 +7,21 @@
 //! resources are offered to the model through one `server__read_resource` skill, its
 //! prompts to people through `buddy mcp prompt`; the sandbox is offered as its roots.
 
-mod annotations;
 mod auth;
-mod call;
-mod caller;
-mod catalog;
+mod client;
 mod config;
-mod elicit;
-mod handler;
-mod import;
-mod progress;
-mod resource_skill;
-mod result;
-mod resume;
-mod sampling;
-mod skill;
-mod source;
-mod task;
-mod toolbox;
+mod requests;
+mod tools;
 
-pub use annotations::semantics_of;
 pub use auth::{Browser, FileCredentialStore, HeadlessBrowser, OAuthConfig, TerminalBrowser};
-pub use catalog::{CatalogError, McpPrompt, McpPromptArgument, McpResource};
-pub use config::{McpServerConfig, ToolOverride, Transport};
-pub use handler::file_uri;
-pub use import::{ImportError, Imported, SkippedServer, import_mcp_servers, to_toml};
-pub use resource_skill::ResourceSkill;
-pub use result::result_text;
-pub use sampling::{Sampler, SamplingUse};
-pub use skill::McpSkill;
-pub use source::{McpError, McpSource, McpTool, ServerState};
-pub use toolbox::{McpToolbox, McpTools, RegistryFactory, ToolboxError};
+pub use client::catalog::{CatalogError, McpPrompt, McpPromptArgument, McpResource};
+pub use client::result::result_text;
+pub use client::source::{McpError, McpSource, McpTool, ServerState};
+pub use config::import::{ImportError, Imported, SkippedServer, import_mcp_servers, to_toml};
+pub use config::server::{McpServerConfig, ToolOverride, Transport};
+pub use requests::handler::file_uri;
+pub use requests::sampling::{Sampler, SamplingUse};
+pub use tools::annotations::semantics_of;
+pub use tools::resource_skill::ResourceSkill;
+pub use tools::skill::McpSkill;
+pub use tools::toolbox::{McpToolbox, McpTools, RegistryFactory, ToolboxError};

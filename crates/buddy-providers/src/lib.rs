@@ -8,15 +8,14 @@ mod config;
 mod http;
 mod lenient;
 pub mod openai;
-mod redact;
 mod served_by;
 pub mod sse;
 pub mod tool_call_assembler;
 mod watchdog;
 
 pub use anthropic::{AnthropicOptions, AnthropicProvider};
+pub use buddy_core::{redact_url, redact_urls_in};
 pub use config::{ProviderConfig, ProviderKind};
 pub use http::{HttpSettings, USER_AGENT, install_crypto_provider};
 pub use openai::{OpenAiCompat, OpenAiOptions, OpenAiProvider, OutputLimitField};
-pub use redact::{redact_url, redact_urls_in};
 pub use served_by::genai_provider_name;

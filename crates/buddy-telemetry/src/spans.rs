@@ -478,10 +478,7 @@ fn count(n: u64) -> i64 {
 /// in it shown without credentials (a provider error names its `base_url`).
 fn first_line(text: &str) -> String {
     let line = text.lines().next().unwrap_or_default();
-    buddy_providers::redact_urls_in(line)
-        .chars()
-        .take(200)
-        .collect()
+    buddy_core::redact_urls_in(line).chars().take(200).collect()
 }
 
 /// Arguments as the conventions want them: the object, when they parse as one.

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::Context;
-use buddy_cli::judge_input::{LoggedRun, read_runs};
 use buddy_cli::judge_view::{JudgedRun, Summary, run_lines};
+use buddy_engine::transcript::{LoggedRun, read_runs};
 use buddy_engine::{LoopPolicy, PolicyPatch, judge_conversation};
 use clap::Args;
 use futures::StreamExt;

@@ -7,6 +7,7 @@
 mod conversation;
 mod judged;
 mod playback;
+pub mod transcript;
 
 use std::sync::Arc;
 

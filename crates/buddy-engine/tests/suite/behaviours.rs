@@ -125,213 +125,285 @@ fn arg_str(call: &ToolCall, key: &str) -> String {
 /// Adds one legitimate stretch (its tools named with suffix `s`) to the script.
 fn add_legit(script: &mut Script, part: &Legit, s: usize) {
     let toolbox = std::mem::take(&mut script.toolbox);
+    let rounds = &mut script.rounds;
     script.toolbox = match *part {
         Legit::Paging {
             pages,
             numbers_only,
-        } => {
-            let name = format!("read_page_{s}");
-            for page in 1..=u64::from(pages) {
-                script
-                    .rounds
-                    .push(vec![(name.clone(), json!({"page": page}))]);
-            }
-            toolbox.with(
-                &name,
-                TestTool::new(move |call, _| {
-                    let page = arg_u64(call, "page");
-                    ToolOutcome::ok(if numbers_only {
-                        format!("content of page {page}")
-                    } else {
-                        format!(
-                            "page {page}: the {} by the {}",
-                            WORDS[page as usize % 16],
-                            WORDS[(page as usize * 7) % 16]
-                        )
-                    })
-                }),
-            )
-        }
+        } => legit_paging(rounds, toolbox, s, pages, numbers_only),
         Legit::Polling { running, declared } => {
-            let (start, status) = (format!("start_job_{s}"), format!("job_status_{s}"));
-            script
-                .rounds
-                .push(vec![(start.clone(), json!({"table": "sales"}))]);
-            for _ in 0..=running {
-                script
-                    .rounds
-                    .push(vec![(status.clone(), json!({"job_id": format!("j_{s}")}))]);
-            }
-            let poll = TestTool::new(move |_, n| {
-                ToolOutcome::ok(if n <= usize::from(running) {
-                    "running".to_owned()
-                } else {
-                    format!("done: exported {} rows", 48_000 + n)
-                })
-            });
-            let poll = if declared {
-                poll.semantics(RepeatSemantics::Pollable)
+            legit_polling(rounds, toolbox, s, running, declared)
+        }
+        Legit::Retry { errors, same_error } => legit_retry(rounds, toolbox, s, errors, same_error),
+        Legit::Chain { steps } => legit_chain(rounds, toolbox, s, steps),
+        Legit::Batch { size, echo_only } => legit_batch(rounds, toolbox, s, size, echo_only),
+        Legit::Counter { times } => legit_counter(rounds, toolbox, s, times),
+        Legit::TokenChain { steps } => legit_token_chain(rounds, toolbox, s, steps),
+        Legit::Counting { steps, result } => legit_counting(rounds, toolbox, s, steps, result),
+        Legit::FixCycle { attempts } => legit_fix_cycle(rounds, toolbox, s, attempts),
+    };
+}
+
+/// [`Legit::Paging`] in stretch `s`: its rounds added, its tools on `toolbox`.
+fn legit_paging(
+    rounds: &mut Vec<Vec<(String, Value)>>,
+    toolbox: TestToolbox,
+    s: usize,
+    pages: u8,
+    numbers_only: bool,
+) -> TestToolbox {
+    let name = format!("read_page_{s}");
+    for page in 1..=u64::from(pages) {
+        rounds.push(vec![(name.clone(), json!({"page": page}))]);
+    }
+    toolbox.with(
+        &name,
+        TestTool::new(move |call, _| {
+            let page = arg_u64(call, "page");
+            ToolOutcome::ok(if numbers_only {
+                format!("content of page {page}")
             } else {
-                poll
-            };
-            toolbox
-                .with(
-                    &start,
-                    TestTool::new(move |_, _| ToolOutcome::ok(format!("started job j_{s}"))),
-                )
-                .with(&status, poll)
-        }
-        Legit::Retry { errors, same_error } => {
-            let name = format!("fetch_{s}");
-            for _ in 0..=errors {
-                script.rounds.push(vec![(
-                    name.clone(),
-                    json!({"url": format!("https://example.com/{s}")}),
-                )]);
-            }
-            toolbox.with(
-                &name,
-                TestTool::new(move |_, n| {
-                    if n <= usize::from(errors) {
-                        ToolOutcome::error(if same_error {
-                            "timed out after 5 s".to_owned()
-                        } else {
-                            format!("503 Service Unavailable (attempt {n})")
-                        })
-                    } else {
-                        ToolOutcome::ok(format!("report {s}: revenue up {n}%"))
-                    }
-                }),
-            )
-        }
-        Legit::Chain { steps } => {
-            let names: Vec<String> = (0..3).map(|k| format!("step_{s}_{k}")).collect();
-            for step in 0..u64::from(steps) {
-                let name = names[(step % 3) as usize].clone();
-                script
-                    .rounds
-                    .push(vec![(name, json!({"id": format!("item-{s}-{step}")}))]);
-            }
-            names.iter().fold(toolbox, |tb, name| {
-                tb.with(
-                    name,
-                    TestTool::new(|call, n| {
-                        let id = arg_str(call, "id");
-                        ToolOutcome::ok(format!(
-                            "{id} leads to {} and {}",
-                            WORDS[n % 16],
-                            WORDS[(n * 5 + 3) % 16]
-                        ))
-                    }),
+                format!(
+                    "page {page}: the {} by the {}",
+                    WORDS[page as usize % 16],
+                    WORDS[(page as usize * 7) % 16]
                 )
             })
-        }
-        Legit::Batch { size, echo_only } => {
-            let name = format!("lookup_{s}");
-            script.rounds.push(
-                KEYS.iter()
-                    .take(usize::from(size))
-                    .map(|key| (name.clone(), json!({"ticker": key})))
-                    .collect(),
-            );
-            toolbox.with(
-                &name,
-                TestTool::new(move |call, n| {
-                    let key = arg_str(call, "ticker");
-                    ToolOutcome::ok(if echo_only {
-                        format!("{key}: no trades today")
-                    } else {
-                        format!("{key}: {} trades today", n * 37)
-                    })
-                }),
-            )
-        }
-        Legit::Counter { times } => {
-            let name = format!("next_ticket_{s}");
-            for _ in 0..times {
-                script.rounds.push(vec![(name.clone(), json!({}))]);
-            }
-            toolbox.with(
-                &name,
-                TestTool::new(|_, n| ToolOutcome::ok(format!("{{\"n\":{}}}", n - 1))),
-            )
-        }
-        Legit::TokenChain { steps } => {
-            let (read, search) = (format!("read_page_{s}"), format!("search_wiki_{s}"));
-            for step in 1..=u64::from(steps) {
-                script.rounds.push(vec![(
-                    read.clone(),
-                    json!({"url": format!("/checklist/{s}/{step}")}),
-                )]);
-                script.rounds.push(vec![(
-                    search.clone(),
-                    json!({"query": format!("step {step} after {}", ticket(s, step))}),
-                )]);
-            }
-            toolbox
-                .with(
-                    &read,
-                    TestTool::new(move |_, n| ToolOutcome::ok(ticket(s, n as u64))),
-                )
-                .with(
-                    &search,
-                    TestTool::new(|call, _| {
-                        ToolOutcome::ok(format!(
-                            "Results for '{}': 1 page found.",
-                            arg_str(call, "query")
-                        ))
-                    }),
-                )
-        }
-        Legit::Counting { steps, result } => {
-            let name = format!("save_part_{s}");
-            for step in 1..=u64::from(steps) {
-                script.rounds.push(vec![(
-                    name.clone(),
-                    json!({"file": format!("part {step}.txt")}),
-                )]);
-            }
-            toolbox.with(
-                &name,
-                TestTool::new(move |call, _| {
-                    ToolOutcome::ok(match result {
-                        0 => "ok".to_owned(),
-                        1 => String::new(),
-                        _ => format!("saved {}", arg_str(call, "file")),
-                    })
-                }),
-            )
-        }
-        Legit::FixCycle { attempts } => {
-            let (save, test) = (format!("save_code_{s}"), format!("run_tests_{s}"));
-            for attempt in 0..=u64::from(attempts) {
-                script.rounds.push(vec![(
-                    save.clone(),
-                    json!({"path": "calc.py", "content": format!("def add(a, b):\n    return a + b * {attempt}\n")}),
-                )]);
-                script.rounds.push(vec![(test.clone(), json!({}))]);
-            }
-            let failures = usize::from(attempts);
-            toolbox
-                .with(
-                    &save,
-                    TestTool::new(|_, _| ToolOutcome::ok("wrote 41 bytes")),
-                )
-                .with(
-                    &test,
-                    TestTool::new(move |_, n| {
-                        if n <= failures {
-                            ToolOutcome::error(format!(
-                                "FAILED test_add: expected 3, got {}",
-                                WORDS[n % 16]
-                            ))
-                        } else {
-                            ToolOutcome::ok("2 passed in 0.01s")
-                        }
-                    }),
-                )
-        }
+        }),
+    )
+}
+
+/// [`Legit::Polling`] in stretch `s`: its rounds added, its tools on `toolbox`.
+fn legit_polling(
+    rounds: &mut Vec<Vec<(String, Value)>>,
+    toolbox: TestToolbox,
+    s: usize,
+    running: u8,
+    declared: bool,
+) -> TestToolbox {
+    let (start, status) = (format!("start_job_{s}"), format!("job_status_{s}"));
+    rounds.push(vec![(start.clone(), json!({"table": "sales"}))]);
+    for _ in 0..=running {
+        rounds.push(vec![(status.clone(), json!({"job_id": format!("j_{s}")}))]);
+    }
+    let poll = TestTool::new(move |_, n| {
+        ToolOutcome::ok(if n <= usize::from(running) {
+            "running".to_owned()
+        } else {
+            format!("done: exported {} rows", 48_000 + n)
+        })
+    });
+    let poll = if declared {
+        poll.semantics(RepeatSemantics::Pollable)
+    } else {
+        poll
     };
+    toolbox
+        .with(
+            &start,
+            TestTool::new(move |_, _| ToolOutcome::ok(format!("started job j_{s}"))),
+        )
+        .with(&status, poll)
+}
+
+/// [`Legit::Retry`] in stretch `s`: its rounds added, its tools on `toolbox`.
+fn legit_retry(
+    rounds: &mut Vec<Vec<(String, Value)>>,
+    toolbox: TestToolbox,
+    s: usize,
+    errors: u8,
+    same_error: bool,
+) -> TestToolbox {
+    let name = format!("fetch_{s}");
+    for _ in 0..=errors {
+        rounds.push(vec![(
+            name.clone(),
+            json!({"url": format!("https://example.com/{s}")}),
+        )]);
+    }
+    toolbox.with(
+        &name,
+        TestTool::new(move |_, n| {
+            if n <= usize::from(errors) {
+                ToolOutcome::error(if same_error {
+                    "timed out after 5 s".to_owned()
+                } else {
+                    format!("503 Service Unavailable (attempt {n})")
+                })
+            } else {
+                ToolOutcome::ok(format!("report {s}: revenue up {n}%"))
+            }
+        }),
+    )
+}
+
+/// [`Legit::Chain`] in stretch `s`: its rounds added, its tools on `toolbox`.
+fn legit_chain(
+    rounds: &mut Vec<Vec<(String, Value)>>,
+    toolbox: TestToolbox,
+    s: usize,
+    steps: u8,
+) -> TestToolbox {
+    let names: Vec<String> = (0..3).map(|k| format!("step_{s}_{k}")).collect();
+    for step in 0..u64::from(steps) {
+        let name = names[(step % 3) as usize].clone();
+        rounds.push(vec![(name, json!({"id": format!("item-{s}-{step}")}))]);
+    }
+    names.iter().fold(toolbox, |tb, name| {
+        tb.with(
+            name,
+            TestTool::new(|call, n| {
+                let id = arg_str(call, "id");
+                ToolOutcome::ok(format!(
+                    "{id} leads to {} and {}",
+                    WORDS[n % 16],
+                    WORDS[(n * 5 + 3) % 16]
+                ))
+            }),
+        )
+    })
+}
+
+/// [`Legit::Batch`] in stretch `s`: its rounds added, its tools on `toolbox`.
+fn legit_batch(
+    rounds: &mut Vec<Vec<(String, Value)>>,
+    toolbox: TestToolbox,
+    s: usize,
+    size: u8,
+    echo_only: bool,
+) -> TestToolbox {
+    let name = format!("lookup_{s}");
+    rounds.push(
+        KEYS.iter()
+            .take(usize::from(size))
+            .map(|key| (name.clone(), json!({"ticker": key})))
+            .collect(),
+    );
+    toolbox.with(
+        &name,
+        TestTool::new(move |call, n| {
+            let key = arg_str(call, "ticker");
+            ToolOutcome::ok(if echo_only {
+                format!("{key}: no trades today")
+            } else {
+                format!("{key}: {} trades today", n * 37)
+            })
+        }),
+    )
+}
+
+/// [`Legit::Counter`] in stretch `s`: its rounds added, its tools on `toolbox`.
+fn legit_counter(
+    rounds: &mut Vec<Vec<(String, Value)>>,
+    toolbox: TestToolbox,
+    s: usize,
+    times: u8,
+) -> TestToolbox {
+    let name = format!("next_ticket_{s}");
+    for _ in 0..times {
+        rounds.push(vec![(name.clone(), json!({}))]);
+    }
+    toolbox.with(
+        &name,
+        TestTool::new(|_, n| ToolOutcome::ok(format!("{{\"n\":{}}}", n - 1))),
+    )
+}
+
+/// [`Legit::TokenChain`] in stretch `s`: its rounds added, its tools on `toolbox`.
+fn legit_token_chain(
+    rounds: &mut Vec<Vec<(String, Value)>>,
+    toolbox: TestToolbox,
+    s: usize,
+    steps: u8,
+) -> TestToolbox {
+    let (read, search) = (format!("read_page_{s}"), format!("search_wiki_{s}"));
+    for step in 1..=u64::from(steps) {
+        rounds.push(vec![(
+            read.clone(),
+            json!({"url": format!("/checklist/{s}/{step}")}),
+        )]);
+        rounds.push(vec![(
+            search.clone(),
+            json!({"query": format!("step {step} after {}", ticket(s, step))}),
+        )]);
+    }
+    toolbox
+        .with(
+            &read,
+            TestTool::new(move |_, n| ToolOutcome::ok(ticket(s, n as u64))),
+        )
+        .with(
+            &search,
+            TestTool::new(|call, _| {
+                ToolOutcome::ok(format!(
+                    "Results for '{}': 1 page found.",
+                    arg_str(call, "query")
+                ))
+            }),
+        )
+}
+
+/// [`Legit::Counting`] in stretch `s`: its rounds added, its tools on `toolbox`.
+fn legit_counting(
+    rounds: &mut Vec<Vec<(String, Value)>>,
+    toolbox: TestToolbox,
+    s: usize,
+    steps: u8,
+    result: u8,
+) -> TestToolbox {
+    let name = format!("save_part_{s}");
+    for step in 1..=u64::from(steps) {
+        rounds.push(vec![(
+            name.clone(),
+            json!({"file": format!("part {step}.txt")}),
+        )]);
+    }
+    toolbox.with(
+        &name,
+        TestTool::new(move |call, _| {
+            ToolOutcome::ok(match result {
+                0 => "ok".to_owned(),
+                1 => String::new(),
+                _ => format!("saved {}", arg_str(call, "file")),
+            })
+        }),
+    )
+}
+
+/// [`Legit::FixCycle`] in stretch `s`: its rounds added, its tools on `toolbox`.
+fn legit_fix_cycle(
+    rounds: &mut Vec<Vec<(String, Value)>>,
+    toolbox: TestToolbox,
+    s: usize,
+    attempts: u8,
+) -> TestToolbox {
+    let (save, test) = (format!("save_code_{s}"), format!("run_tests_{s}"));
+    for attempt in 0..=u64::from(attempts) {
+        rounds.push(vec![(
+            save.clone(),
+            json!({"path": "calc.py", "content": format!("def add(a, b):\n    return a + b * {attempt}\n")}),
+        )]);
+        rounds.push(vec![(test.clone(), json!({}))]);
+    }
+    let failures = usize::from(attempts);
+    toolbox
+        .with(
+            &save,
+            TestTool::new(|_, _| ToolOutcome::ok("wrote 41 bytes")),
+        )
+        .with(
+            &test,
+            TestTool::new(move |_, n| {
+                if n <= failures {
+                    ToolOutcome::error(format!(
+                        "FAILED test_add: expected 3, got {}",
+                        WORDS[n % 16]
+                    ))
+                } else {
+                    ToolOutcome::ok("2 passed in 0.01s")
+                }
+            }),
+        )
 }
 
 /// The ticket number the `n`-th page of stretch `s` names: eight digits, all different.

@@ -531,10 +531,16 @@ async fn the_conversations_api_creates_lists_and_continues_a_keys_conversation()
     assert_eq!(status, StatusCode::OK);
     assert_eq!(object["object"], "conversation");
     assert!(object["created_at"].is_i64());
+    items_added_by_hand_stay_with_their_key(&state, &id).await;
+    conversation_metadata_is_kept_and_checked(&state).await;
+}
 
+/// Part of `the_conversations_api_creates_lists_and_continues_a_keys_conversation`.
+async fn items_added_by_hand_stay_with_their_key(state: &AppState, id: &str) {
+    let id = id.to_owned();
     // Items added by hand, then the key boundary: another key finds nothing.
     let (status, added) = send(
-        &state,
+        state,
         post(
             &format!("/v1/conversations/{id}/items"),
             json!({"items": [{"type": "message", "role": "user", "content": "One more thing."}]}),
@@ -543,19 +549,23 @@ async fn the_conversations_api_creates_lists_and_continues_a_keys_conversation()
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{added}");
-    let (status, _) = get_json(&state, format!("/v1/conversations/{id}/items"), BOB).await;
+    let (status, _) = get_json(state, format!("/v1/conversations/{id}/items"), BOB).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     let (status, refused) = respond(
-        &state,
+        state,
         json!({"model": "model-a", "conversation": id, "input": "mine now"}),
         BOB,
     )
     .await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{refused}");
+}
+
+/// Part of `the_conversations_api_creates_lists_and_continues_a_keys_conversation`.
+async fn conversation_metadata_is_kept_and_checked(state: &AppState) {
     // Metadata is kept, shown, replaced by POST /v1/conversations/{id}, kept through new
     // settings; one OpenAI would refuse is refused, naming what is wrong.
     let (status, text) = send(
-        &state,
+        state,
         post(
             "/v1/conversations",
             json!({"metadata": {"topic": "x"}}),
@@ -568,7 +578,7 @@ async fn the_conversations_api_creates_lists_and_continues_a_keys_conversation()
     assert_eq!(tagged["metadata"], json!({"topic": "x"}));
     let tagged_id = tagged["id"].as_str().unwrap();
     let (status, text) = send(
-        &state,
+        state,
         post(
             &format!("/v1/conversations/{tagged_id}"),
             json!({"metadata": {"topic": "y", "owner": "ada"}}),
@@ -586,15 +596,15 @@ async fn the_conversations_api_creates_lists_and_continues_a_keys_conversation()
             json!({"settings": {"system": "Be brief."}}).to_string(),
         ))
         .unwrap();
-    assert_eq!(send(&state, patch).await.0, StatusCode::OK);
-    let (_, read) = get_json(&state, format!("/v1/conversations/{tagged_id}"), ALICE).await;
+    assert_eq!(send(state, patch).await.0, StatusCode::OK);
+    let (_, read) = get_json(state, format!("/v1/conversations/{tagged_id}"), ALICE).await;
     assert_eq!(
         read["metadata"],
         json!({"topic": "y", "owner": "ada"}),
         "{read}"
     );
     let (status, _) = send(
-        &state,
+        state,
         post(
             &format!("/v1/conversations/{tagged_id}"),
             json!({"metadata": {"topic": "z"}}),
@@ -604,7 +614,7 @@ async fn the_conversations_api_creates_lists_and_continues_a_keys_conversation()
     .await;
     assert_eq!(status, StatusCode::NOT_FOUND, "another key's conversation");
     let (status, text) = send(
-        &state,
+        state,
         post(
             "/v1/conversations",
             json!({"metadata": {"n": 1}}),
@@ -675,10 +685,16 @@ async fn conversation_items_page_after_an_id_and_are_read_and_deleted_one_by_one
     )
     .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
+    one_item_is_read_then_deleted(&state, &id).await;
+    deleting_a_tool_output_deletes_its_round(&state, &id).await;
+}
 
+/// Part of `conversation_items_page_after_an_id_and_are_read_and_deleted_one_by_one`.
+async fn one_item_is_read_then_deleted(state: &AppState, id: &str) {
+    let id = id.to_owned();
     // One item read, then deleted (the Agents SDK's pop_item): the others keep their ids.
     let (_, newest) = get_json(
-        &state,
+        state,
         format!("/v1/conversations/{id}/items?limit=5"),
         ALICE,
     )
@@ -686,7 +702,7 @@ async fn conversation_items_page_after_an_id_and_are_read_and_deleted_one_by_one
     let last_id = newest["data"][0]["id"].as_str().unwrap().to_owned();
     let first_id = newest["data"][4]["id"].as_str().unwrap().to_owned();
     let (status, item) = get_json(
-        &state,
+        state,
         format!("/v1/conversations/{id}/items/{last_id}"),
         ALICE,
     )
@@ -694,7 +710,7 @@ async fn conversation_items_page_after_an_id_and_are_read_and_deleted_one_by_one
     assert_eq!(status, StatusCode::OK, "{item}");
     assert_eq!(item["content"][0]["text"], "note 4");
     let (status, _) = get_json(
-        &state,
+        state,
         format!("/v1/conversations/{id}/items/{last_id}"),
         BOB,
     )
@@ -705,7 +721,7 @@ async fn conversation_items_page_after_an_id_and_are_read_and_deleted_one_by_one
         "another key's item is not found"
     );
     let (status, after_delete) = delete_json(
-        &state,
+        state,
         format!("/v1/conversations/{id}/items/{last_id}"),
         ALICE,
     )
@@ -714,23 +730,27 @@ async fn conversation_items_page_after_an_id_and_are_read_and_deleted_one_by_one
     assert_eq!(after_delete["object"], "conversation");
     assert_eq!(after_delete["id"], id.as_str());
     let (status, _) = get_json(
-        &state,
+        state,
         format!("/v1/conversations/{id}/items/{last_id}"),
         ALICE,
     )
     .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     let (_, first) = get_json(
-        &state,
+        state,
         format!("/v1/conversations/{id}/items/{first_id}"),
         ALICE,
     )
     .await;
     assert_eq!(first["content"][0]["text"], "note 0");
+}
 
+/// Part of `conversation_items_page_after_an_id_and_are_read_and_deleted_one_by_one`.
+async fn deleting_a_tool_output_deletes_its_round(state: &AppState, id: &str) {
+    let id = id.to_owned();
     // A response added to the conversation names it.
     let (status, response) = respond(
-        &state,
+        state,
         json!({"model": "model-a", "input": "find it", "conversation": id}),
         ALICE,
     )
@@ -740,7 +760,7 @@ async fn conversation_items_page_after_an_id_and_are_read_and_deleted_one_by_one
     // Deleting the output of a tool call deletes its whole round: no call is left without
     // its result.
     let (_, items) = get_json(
-        &state,
+        state,
         format!("/v1/conversations/{id}/items?limit=20"),
         ALICE,
     )
@@ -755,14 +775,14 @@ async fn conversation_items_page_after_an_id_and_are_read_and_deleted_one_by_one
         .unwrap()
         .to_owned();
     let (status, _) = delete_json(
-        &state,
+        state,
         format!("/v1/conversations/{id}/items/{output}"),
         ALICE,
     )
     .await;
     assert_eq!(status, StatusCode::OK);
     let (_, items) = get_json(
-        &state,
+        state,
         format!("/v1/conversations/{id}/items?limit=20"),
         ALICE,
     )

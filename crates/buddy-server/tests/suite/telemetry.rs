@@ -342,12 +342,36 @@ async fn a_turns_spans_reach_an_otlp_receiver_in_the_callers_trace() {
         &model,
         |settings| settings.allow_request_mcp = true,
     );
+    let t = Traced {
+        telemetry,
+        state,
+        receiver,
+        model,
+    };
+    one_round_of_two_tools(&t).await;
+    a_loop_ends_with_its_reason(&t).await;
+    a_client_tool_round_trip_is_one_trace(&t).await;
+    an_mcp_call_carries_its_span_in_meta(&t, &mcp_url, &metas).await;
+    mcp_task.abort();
+    without_a_traceparent_a_turn_is_a_root(&t).await;
+}
 
+/// What the parts of the trace test share: the server, its telemetry, the OTLP receiver
+/// and the model server.
+struct Traced {
+    telemetry: Arc<Telemetry>,
+    state: AppState,
+    receiver: Receiver,
+    model: MockServer,
+}
+
+/// Part 1 of the trace test.
+async fn one_round_of_two_tools(t: &Traced) {
     // 1. Two tools in one round, then the answer: one invoke_agent, two chats, two
     //    execute_tools, all in the caller's trace under the caller's span.
     let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
     let (status, body) = send(
-        &state,
+        &t.state,
         traced_post(
             "/v1/chat",
             json!({"message": "look up two invoices"}),
@@ -356,7 +380,7 @@ async fn a_turns_spans_reach_an_otlp_receiver_in_the_callers_trace() {
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let spans = spans_of(&telemetry, &receiver, trace).await;
+    let spans = spans_of(&t.telemetry, &t.receiver, trace).await;
     let agents = named(&spans, "invoke_agent");
     assert_eq!(agents.len(), 1, "{spans:#?}");
     let agent = agents[0];
@@ -398,8 +422,12 @@ async fn a_turns_spans_reach_an_otlp_receiver_in_the_callers_trace() {
     assert_eq!(agent.int("gen_ai.usage.output_tokens"), Some(20));
     // gpt-4o-mini's list price: the turn has a cost.
     assert!(matches!(agent.attr("buddy.cost_usd"), Some(Any::DoubleValue(c)) if c > 0.0));
+    its_chats_and_tools(t, &spans, agent);
+}
 
-    let chats = named(&spans, "chat ");
+/// Part 1 of the trace test, continued: the round's chat and execute_tool spans.
+fn its_chats_and_tools(t: &Traced, spans: &[Got], agent: &Got) {
+    let chats = named(spans, "chat ");
     assert_eq!(chats.len(), 2, "{spans:#?}");
     for chat in &chats {
         assert_eq!(chat.span.name, "chat gpt-4o-mini");
@@ -421,7 +449,8 @@ async fn a_turns_spans_reach_an_otlp_receiver_in_the_callers_trace() {
         vec![vec!["stop".to_owned()], vec!["tool_call".to_owned()]]
     );
     // Each model request carried its chat span's context to the model server.
-    let sent: Vec<String> = model
+    let sent: Vec<String> = t
+        .model
         .requests()
         .iter()
         .filter_map(|r| r.header("traceparent").map(str::to_owned))
@@ -433,11 +462,11 @@ async fn a_turns_spans_reach_an_otlp_receiver_in_the_callers_trace() {
         assert_eq!(chat.text("server.address").as_deref(), Some("127.0.0.1"));
     }
     // The caller's tracestate went on with the trace.
-    for request in model.requests() {
+    for request in t.model.requests() {
         assert_eq!(request.header("tracestate"), Some("buddy-test=1"));
     }
 
-    let tools = named(&spans, "execute_tool");
+    let tools = named(spans, "execute_tool");
     assert_eq!(tools.len(), 2, "{spans:#?}");
     let mut ids: Vec<String> = tools
         .iter()
@@ -452,12 +481,15 @@ async fn a_turns_spans_reach_an_otlp_receiver_in_the_callers_trace() {
         .collect();
     ids.sort();
     assert_eq!(ids, ["call_a", "call_b"]);
+}
 
+/// Part 2 of the trace test.
+async fn a_loop_ends_with_its_reason(t: &Traced) {
     // 2. A loop: the turn ends with its stop reason as error.type and the guard trips as
     //    events on the turn's span.
     let trace = "5cf92f3577b34da6a3ce929d0e0e4737";
     let (status, body) = send(
-        &state,
+        &t.state,
         traced_post(
             "/v1/chat",
             json!({"message": "keep looking"}),
@@ -466,7 +498,7 @@ async fn a_turns_spans_reach_an_otlp_receiver_in_the_callers_trace() {
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let spans = spans_of(&telemetry, &receiver, trace).await;
+    let spans = spans_of(&t.telemetry, &t.receiver, trace).await;
     let agent = named(&spans, "invoke_agent")[0];
     let reason = agent.text("buddy.stop_reason").unwrap();
     assert_ne!(reason, "completed", "{body}");
@@ -496,7 +528,10 @@ async fn a_turns_spans_reach_an_otlp_receiver_in_the_callers_trace() {
         "the answer call after the guard is its own chat span"
     );
     assert!(named(&spans, "execute_tool").len() >= 2);
+}
 
+/// Part 3 of the trace test.
+async fn a_client_tool_round_trip_is_one_trace(t: &Traced) {
     // 3. A client-tool round trip on the OpenAI endpoint: two requests, two turns, one
     //    trace; the first ends waiting for the client's tool, its call span with it.
     let trace = "6df92f3577b34da6a3ce929d0e0e4738";
@@ -504,7 +539,7 @@ async fn a_turns_spans_reach_an_otlp_receiver_in_the_callers_trace() {
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]);
     let mut messages = vec![json!({"role": "user", "content": "what is the weather"})];
     let (status, body) = send(
-        &state,
+        &t.state,
         traced_post(
             "/v1/chat/completions",
             json!({"model": "gpt-4o-mini", "messages": messages, "tools": tools}),
@@ -521,7 +556,7 @@ async fn a_turns_spans_reach_an_otlp_receiver_in_the_callers_trace() {
     messages.push(reply["choices"][0]["message"].clone());
     messages.push(json!({"role": "tool", "tool_call_id": "call_w", "content": "sunny"}));
     let (status, body) = send(
-        &state,
+        &t.state,
         traced_post(
             "/v1/chat/completions",
             json!({"model": "gpt-4o-mini", "messages": messages, "tools": tools}),
@@ -530,7 +565,7 @@ async fn a_turns_spans_reach_an_otlp_receiver_in_the_callers_trace() {
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let spans = spans_of(&telemetry, &receiver, trace).await;
+    let spans = spans_of(&t.telemetry, &t.receiver, trace).await;
     let mut reasons: Vec<String> = named(&spans, "invoke_agent")
         .iter()
         .map(|a| {
@@ -553,11 +588,18 @@ async fn a_turns_spans_reach_an_otlp_receiver_in_the_callers_trace() {
         "ended with the turn that handed it to the client"
     );
     assert_eq!(named(&spans, "chat ").len(), 2);
+}
 
+/// Part 4 of the trace test.
+async fn an_mcp_call_carries_its_span_in_meta(
+    t: &Traced,
+    mcp_url: &str,
+    metas: &Mutex<Vec<Value>>,
+) {
     // 4. An MCP call: the execute_tool span's context travels in `params._meta`.
     let trace = "7ef92f3577b34da6a3ce929d0e0e4739";
     let (status, body) = send(
-        &state,
+        &t.state,
         traced_post(
             "/v1/chat",
             json!({"message": "probe it", "mcp": [{"name": "remote", "url": mcp_url}]}),
@@ -566,7 +608,7 @@ async fn a_turns_spans_reach_an_otlp_receiver_in_the_callers_trace() {
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let spans = spans_of(&telemetry, &receiver, trace).await;
+    let spans = spans_of(&t.telemetry, &t.receiver, trace).await;
     let probe = named(&spans, "execute_tool remote__probe");
     assert_eq!(probe.len(), 1, "{spans:#?}");
     let metas = metas.lock().unwrap().clone();
@@ -576,18 +618,20 @@ async fn a_turns_spans_reach_an_otlp_receiver_in_the_callers_trace() {
         Some(probe[0].traceparent().as_str()),
         "{metas:?}"
     );
-    mcp_task.abort();
+}
 
+/// Part 5 of the trace test.
+async fn without_a_traceparent_a_turn_is_a_root(t: &Traced) {
     // Without a traceparent a turn starts a trace of its own.
-    let before = receiver.spans.lock().unwrap().len();
+    let before = t.receiver.spans.lock().unwrap().len();
     let (status, _) = send(
-        &state,
+        &t.state,
         super::post("/v1/chat", json!({"message": "look up two invoices"}), None),
     )
     .await;
     assert_eq!(status, StatusCode::OK);
-    telemetry.flush().await;
-    let spans = receiver.spans.lock().unwrap().clone();
+    t.telemetry.flush().await;
+    let spans = t.receiver.spans.lock().unwrap().clone();
     let fresh: Vec<&Got> = spans[before..]
         .iter()
         .filter(|s| s.span.name.starts_with("invoke_agent"))

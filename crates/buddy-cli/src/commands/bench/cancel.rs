@@ -2,7 +2,7 @@
 
 use clap::Args;
 
-use crate::bench::cancel::run_cancel;
+use buddy_bench::cancel::run_cancel;
 
 use super::tempdir_path;
 

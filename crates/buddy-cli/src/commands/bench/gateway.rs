@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use crate::bench::gateway::{External, GatewayOptions, run_gateway};
 use anyhow::Context;
+use buddy_bench::gateway::{External, GatewayOptions, run_gateway};
 use clap::Args;
 
 /// `buddy bench gateway`.

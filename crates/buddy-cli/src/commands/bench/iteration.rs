@@ -1,8 +1,8 @@
 //! `buddy bench iteration`: buddy's CPU per model call over a bare reqwest loop.
 
-use crate::bench::iteration::{IterationOptions, IterationReport, Side, run_iteration};
-use crate::bench::iteration_workload::Workload;
 use anyhow::Context;
+use buddy_bench::iteration::{IterationOptions, IterationReport, Side, run_iteration};
+use buddy_bench::iteration_workload::Workload;
 use clap::Args;
 
 /// `buddy bench iteration`.

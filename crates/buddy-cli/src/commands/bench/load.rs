@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::bench::load::{LoadOptions, run_load};
 use anyhow::Context;
+use buddy_bench::load::{LoadOptions, run_load};
 use buddy_scripted::run::scenarios_dir;
 use clap::Args;
 

@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 
-use crate::bench::memory::{MemoryOptions, run_memory};
 use anyhow::Context;
+use buddy_bench::memory::{MemoryOptions, run_memory};
 use clap::Args;
 
 /// `buddy bench memory`.

@@ -1,5 +1,5 @@
 //! `buddy bench` (loops, load, replay, memory, iteration, gateway, cancel): each kind's flags and
-//! report in a file of its own; the measuring is in the library's `bench` module.
+//! report in a file of its own; the measuring is in the `buddy-bench` crate.
 
 mod cancel;
 mod gateway;

@@ -1,0 +1,155 @@
+//! Task-augmented tool calls (the 2026-07-28 Tasks extension, SEP-2663): a `tools/call`
+//! the server answers with a task handle is waited on here, without model calls. buddy
+//! polls `tasks/get` at the interval the task asks for (capped backoff when it names
+//! none), answers its `input_required` rounds through the handler, and takes the tool's
+//! result when the task completes; a failed or cancelled task is an error result the
+//! model reads. A caller that gives up (a cancelled turn, a deadline) sends
+//! `tasks/cancel`, and so does a task that outlives `task_timeout_secs`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolResult, CancelTaskParams, CancelTaskRequest, ClientRequest, ContentBlock, DetailedTask,
+    GetTaskParams, GetTaskRequest, ServerResult, Task, TaskPayload, UpdateTaskParams,
+    UpdateTaskRequest,
+};
+use rmcp::service::{RoleClient, ServiceError};
+use serde_json::Value;
+
+use crate::client::call::answer_inputs;
+use crate::requests::caller::Caller;
+use crate::requests::handler::Client;
+use crate::requests::progress::RouteKey;
+
+/// The first wait between two polls when the task names no interval.
+const FIRST_POLL: Duration = Duration::from_millis(500);
+/// The longest wait between two polls, whatever the task asks for.
+const MAX_POLL: Duration = Duration::from_secs(30);
+/// The shortest wait a task may ask for.
+const MIN_POLL: Duration = Duration::from_millis(50);
+
+/// Sends `tasks/cancel` for a task whose caller went away.
+struct CancelTaskOnDrop {
+    peer: rmcp::Peer<RoleClient>,
+    task_id: Option<String>,
+}
+
+impl Drop for CancelTaskOnDrop {
+    fn drop(&mut self) {
+        let Some(task_id) = self.task_id.take() else {
+            return;
+        };
+        let peer = self.peer.clone();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let request = ClientRequest::CancelTaskRequest(CancelTaskRequest::new(
+                    CancelTaskParams::new(task_id),
+                ));
+                let _ = peer.send_request(request).await;
+            });
+        }
+    }
+}
+
+/// Waits for `task` (just created by a `tools/call`) to end, within `limit`; returns the
+/// tool's result, or an error result saying how the task ended. Its `input_required`
+/// rounds are answered for `caller`; the person's time does not count. Each change of
+/// its status (or status message), from a poll or a `notifications/tasks`, goes to the
+/// caller's progress.
+pub(crate) async fn await_task(
+    client: &Client,
+    task: Task,
+    limit: Duration,
+    caller: &Caller,
+) -> Result<CallToolResult, ServiceError> {
+    let mut deadline = tokio::time::Instant::now() + limit;
+    let mut guard = CancelTaskOnDrop {
+        peer: client.peer().clone(),
+        task_id: Some(task.task_id.clone()),
+    };
+    let task_id = task.task_id.clone();
+    let notes = &client.service().notes;
+    let _route = caller.progress.as_ref().map(|sink| {
+        crate::requests::progress::route(
+            &notes.progress,
+            RouteKey::Task(task_id.clone()),
+            Arc::clone(sink),
+        )
+    });
+    let mut told = None;
+    let mut tell = |task: &Task| {
+        let now = (task.status, task.status_message.clone());
+        if let Some(sink) = &caller.progress
+            && told.as_ref() != Some(&now)
+        {
+            sink.report(crate::requests::progress::of_task(task));
+            told = Some(now);
+        }
+    };
+    tell(&task);
+    let mut asked = task.poll_interval_ms;
+    let mut backoff = FIRST_POLL;
+    loop {
+        let wait = asked
+            .map(Duration::from_millis)
+            .unwrap_or(backoff)
+            .clamp(MIN_POLL, MAX_POLL);
+        if tokio::time::Instant::now() + wait > deadline {
+            // The guard cancels the task on the server.
+            return Ok(failed(format!(
+                "the server's task `{task_id}` did not finish within {:.0} s (task_timeout_secs) and was cancelled",
+                limit.as_secs_f64()
+            )));
+        }
+        tokio::time::sleep(wait).await;
+        backoff = (backoff * 2).min(MAX_POLL);
+        let got = get_task(client, &task_id).await?;
+        asked = got.task.poll_interval_ms.or(asked);
+        tell(&got.task);
+        match got.payload {
+            TaskPayload::Working => {}
+            TaskPayload::InputRequired { input_requests } => {
+                let asked = tokio::time::Instant::now();
+                let responses = answer_inputs(client, input_requests, caller).await?;
+                deadline += asked.elapsed();
+                let update = ClientRequest::UpdateTaskRequest(UpdateTaskRequest::new(
+                    UpdateTaskParams::new(&task_id, responses),
+                ));
+                client.peer().send_request(update).await?;
+            }
+            TaskPayload::Completed { result } => {
+                guard.task_id = None;
+                return serde_json::from_value(Value::Object(result))
+                    .map_err(|_| ServiceError::UnexpectedResponse);
+            }
+            TaskPayload::Failed { error } => {
+                guard.task_id = None;
+                let message = error
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .map_or_else(|| Value::Object(error.clone()).to_string(), str::to_owned);
+                return Ok(failed(format!("the server's task failed: {message}")));
+            }
+            TaskPayload::Cancelled => {
+                guard.task_id = None;
+                return Ok(failed("the server cancelled the task".to_owned()));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// An error result the model reads.
+/// The task `task_id` as the server reports it now (`tasks/get`).
+pub(crate) async fn get_task(client: &Client, task_id: &str) -> Result<DetailedTask, ServiceError> {
+    let request = ClientRequest::GetTaskRequest(GetTaskRequest::new(GetTaskParams::new(task_id)));
+    match client.peer().send_request(request).await? {
+        ServerResult::GetTaskResult(got) => Ok(got.task),
+        _ => Err(ServiceError::UnexpectedResponse),
+    }
+}
+
+fn failed(text: String) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(text)])
+}

@@ -1,0 +1,4 @@
+//! A server's `[[mcp]]` entry, and entries imported from other tools' configuration.
+
+pub(crate) mod import;
+pub(crate) mod server;
