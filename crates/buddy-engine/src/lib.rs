@@ -11,6 +11,7 @@
 
 mod agents;
 mod approval;
+mod cache_key;
 mod call_budget;
 pub mod context;
 mod deadline;
@@ -37,6 +38,7 @@ pub use agents::{
     AgentOutcome, AgentSet, AgentSkill, AgentSpec, AgentSpecError, AgentStatus, MAX_HISTORY,
 };
 pub use approval::{ApprovalMode, ApprovalRules, CallDecision, Decision, Resume};
+pub use cache_key::conversation_cache_key;
 pub use elicitation::{AnswerError, ElicitationDesk};
 pub use engine::Engine;
 pub use glob::glob_match;

@@ -84,7 +84,7 @@ pub fn reply_tokens(text: &str, calls: Vec<ToolCall>) -> Vec<Result<Token, Provi
         usage: Some(Usage {
             input_tokens: 10,
             output_tokens: 5,
-            cached_input_tokens: 0,
+            ..Usage::default()
         }),
     }));
     tokens

@@ -15,6 +15,7 @@ mod routing;
 mod subagents;
 mod tool_changes;
 mod tool_progress;
+mod trim_steps;
 
 use std::sync::Arc;
 
