@@ -3,6 +3,8 @@
 //! Modules of the `buddy` binary, not of the library; the `bench` command prints their
 //! reports.
 
+pub mod cache;
+pub mod cache_mock;
 pub mod cancel;
 pub mod gateway;
 pub mod iteration;

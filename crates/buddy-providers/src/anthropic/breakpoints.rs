@@ -5,8 +5,8 @@
 //! and, for each breakpoint, looks back at most 20 blocks for an entry an earlier request
 //! wrote. At most four breakpoints per request. buddy places them on:
 //! 1. the latest markable block (slides with the conversation: the next call finds it);
-//! 2. the system prompt and 3. the last tool (stable: a history that changes still finds
-//!    them);
+//! 2. the system prompt (its first block) and 3. the last tool (stable: a history that
+//!    changes, or is trimmed, still finds them);
 //! 4. a fallback about 20 blocks before the latest, when a round added more blocks than the
 //!    lookback reaches (many parallel tool calls), so the previous call's entry is found.
 //!
@@ -65,13 +65,13 @@ pub fn place(slots: &[Slot], ttl: CacheTtl) -> Vec<Breakpoint> {
     let mut chosen: Vec<usize> = client.clone();
     let markable = |i: usize| slots[i].kind != BlockKind::Unmarkable;
     let last = (0..slots.len()).rev().find(|&i| markable(i));
-    let last_system = (0..slots.len())
-        .rev()
-        .find(|&i| slots[i].kind == BlockKind::System);
+    // The first system block: the operator's prompt (a later one, such as the note that
+    // earlier messages were trimmed, changes more often).
+    let first_system = (0..slots.len()).find(|&i| slots[i].kind == BlockKind::System);
     let last_tool = (0..slots.len())
         .rev()
         .find(|&i| slots[i].kind == BlockKind::Tool);
-    for candidate in [last, last_system, last_tool] {
+    for candidate in [last, first_system, last_tool] {
         add(&mut chosen, candidate);
     }
     if let Some(last) = last {
@@ -202,6 +202,12 @@ mod tests {
         // A client breakpoint on the latest block is not doubled.
         let mut s = turn(1, 3);
         s[4].client = Some(FiveMinutes);
+        assert_eq!(blocks(&place(&s, FiveMinutes)), vec![0, 1, 4]);
+    }
+
+    #[test]
+    fn the_first_system_block_is_marked_not_a_later_note() {
+        let s = slots(&[Tool, System, System, Content, Content]);
         assert_eq!(blocks(&place(&s, FiveMinutes)), vec![0, 1, 4]);
     }
 

@@ -15,7 +15,10 @@ pub(crate) struct MessagesRequest<'a> {
     model: &'a str,
     max_tokens: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
-    system: Option<System>,
+    system: Option<System<'a>>,
+    /// The system messages, one block each when the prompt carries breakpoints.
+    #[serde(skip)]
+    system_parts: Vec<&'a str>,
     messages: Vec<WireMessage<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tools: Option<Vec<WireTool<'a>>>,
@@ -33,19 +36,21 @@ pub(crate) struct MessagesRequest<'a> {
     output_config: Option<serde_json::Value>,
 }
 
-/// The system prompt: plain text, or one text block when it carries a breakpoint.
+/// The system prompt: plain text, or a text block per system message when the request
+/// carries breakpoints (so a trimming note after the prompt leaves the prompt's cache be).
 #[derive(Serialize)]
 #[serde(untagged)]
-enum System {
+enum System<'a> {
     Text(String),
-    Blocks([SystemBlock; 1]),
+    Blocks(Vec<SystemBlock<'a>>),
 }
 
 #[derive(Serialize)]
-struct SystemBlock {
+struct SystemBlock<'a> {
     r#type: &'static str,
-    text: String,
-    cache_control: CacheControl,
+    text: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_control: Option<CacheControl>,
 }
 
 /// `cache_control` of a block: `ephemeral`, with `ttl` only for the one-hour kind (five
@@ -170,6 +175,7 @@ pub(crate) fn messages_request<'a>(
         match message {
             Message::System { content } => {
                 system.push(content);
+                end = Some((SYSTEM, system.len() - 1));
             }
             // A note joins the user message that holds the tool results, as a text block after
             // them: the API has no mid-conversation system message, and inside a
@@ -242,6 +248,7 @@ pub(crate) fn messages_request<'a>(
         model: request.model,
         max_tokens: request.max_output_tokens.unwrap_or(max_tokens),
         system: (!system.is_empty()).then(|| System::Text(system.join("\n\n"))),
+        system_parts: system,
         messages,
         tools,
         tool_choice,
@@ -266,14 +273,14 @@ pub(crate) fn messages_request<'a>(
 /// Puts the breakpoints on `body`: the client's (`request.cache_marks`, on the last block
 /// of the message each names; `ends` maps messages to blocks) and, with `cache` set,
 /// buddy's own.
-fn mark(
-    body: &mut MessagesRequest<'_>,
+fn mark<'a>(
+    body: &mut MessagesRequest<'a>,
     request: &CompletionRequest<'_>,
     ends: &[Option<(usize, usize)>],
     cache: Option<CacheTtl>,
 ) {
     let tools = body.tools.as_ref().map_or(0, Vec::len);
-    let system = usize::from(body.system.is_some());
+    let system = body.system_parts.len();
     let mut slots: Vec<Slot> = Vec::new();
     slots.extend(std::iter::repeat_n(Slot::of(BlockKind::Tool), tools));
     slots.extend(std::iter::repeat_n(Slot::of(BlockKind::System), system));
@@ -284,12 +291,11 @@ fn mark(
     }
     for mark in request.cache_marks {
         let block = match request.messages.get(mark.message) {
-            Some(Message::System { .. }) if system == 1 => Some(tools),
-            Some(_) => ends
-                .get(mark.message)
-                .copied()
-                .flatten()
-                .map(|(m, b)| starts[m] + b),
+            Some(_) => match ends.get(mark.message).copied().flatten() {
+                Some((SYSTEM, part)) => Some(tools + part),
+                Some((m, b)) => Some(starts[m] + b),
+                None => None,
+            },
             None => None,
         };
         if let Some(slot) = block.and_then(|b| slots.get_mut(b)) {
@@ -301,6 +307,15 @@ fn mark(
         return;
     }
     let points = place(&slots, cache.unwrap_or_default());
+    let mut blocks: Vec<SystemBlock<'a>> = body
+        .system_parts
+        .iter()
+        .map(|&text| SystemBlock {
+            r#type: "text",
+            text,
+            cache_control: None,
+        })
+        .collect();
     for point in points {
         if client_only && slots[point.block].client.is_none() {
             continue;
@@ -311,12 +326,8 @@ fn mark(
                 tool.cache_control = control;
             }
         } else if point.block < tools + system {
-            if let Some(System::Text(text)) = body.system.take() {
-                body.system = Some(System::Blocks([SystemBlock {
-                    r#type: "text",
-                    text,
-                    cache_control: CacheControl::of(point.ttl),
-                }]));
+            if let Some(block) = blocks.get_mut(point.block - tools) {
+                block.cache_control = control;
             }
         } else {
             let m = starts.partition_point(|&s| s <= point.block) - 1;
@@ -325,7 +336,13 @@ fn mark(
             }
         }
     }
+    if !blocks.is_empty() && (!client_only || blocks.iter().any(|b| b.cache_control.is_some())) {
+        body.system = Some(System::Blocks(blocks));
+    }
 }
+
+/// Where `ends` puts a system message: not in a wire message but in `system` (its part).
+const SYSTEM: usize = usize::MAX;
 
 /// What a content block is to placement: an empty text block cannot carry a breakpoint.
 fn kind(block: &Block<'_>) -> BlockKind {

@@ -267,3 +267,25 @@ async fn a_compatible_server_gets_neither_unless_its_compat_says_so() {
     assert!(bodies[1].get("tools").is_none(), "{}", bodies[1]);
     assert!(bodies[1].get("tool_choice").is_none(), "{}", bodies[1]);
 }
+
+#[tokio::test]
+async fn a_trimming_note_after_the_system_prompt_leaves_the_prompts_breakpoint_be() {
+    let server = MockServer::always(reply()).await;
+    let provider = anthropic_at(&server.url(), Some(CacheTtl::FiveMinutes));
+    let mut history = history();
+    history.insert(
+        1,
+        Message::system("[system note] 4 earlier messages were left out."),
+    );
+    let tools = tools();
+    let request = CompletionRequest::new("claude-sonnet-4-5", &history).with_tools(&tools);
+    provider.complete(request).await.unwrap();
+    let body = server.requests()[0].json();
+    assert_eq!(
+        body["system"],
+        json!([
+            {"type": "text", "text": "You are careful.", "cache_control": {"type": "ephemeral"}},
+            {"type": "text", "text": "[system note] 4 earlier messages were left out."},
+        ])
+    );
+}
