@@ -7,6 +7,7 @@ mod cancellation;
 mod context;
 mod elicitation;
 mod limits;
+mod prompt_cache;
 mod property;
 mod refusals;
 mod replay;
