@@ -58,7 +58,11 @@ async fn every_call_of_a_conversation_sends_one_cache_key() {
         .iter()
         .map(|r| r.cache_key.clone())
         .collect();
-    assert_eq!(keys.len(), 5, "four calls, then one (the model has read everything)");
+    assert_eq!(
+        keys.len(),
+        5,
+        "four calls, then one (the model has read everything)"
+    );
     assert!(
         keys.iter().all(|k| k.as_deref() == Some(expected.as_str())),
         "{keys:?}"
