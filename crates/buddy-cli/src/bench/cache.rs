@@ -199,11 +199,12 @@ pub async fn run_one(api: Api, workload: Workload, cache: bool) -> anyhow::Resul
         Api::Anthropic => ANTHROPIC_MODEL,
         Api::Openai => OPENAI_MODEL,
     };
-    let mut policy = LoopPolicy::default();
-    policy.context_window = workload.window;
-    if let Some(cap) = workload.cap {
-        policy.max_model_calls = cap;
-    }
+    let defaults = LoopPolicy::default();
+    let policy = LoopPolicy {
+        context_window: workload.window,
+        max_model_calls: workload.cap.unwrap_or(defaults.max_model_calls),
+        ..defaults
+    };
     let mut history = vec![buddy_core::Message::system(system_prompt())];
     let mut buddy_usd = 0.0;
     for turn in 0..workload.turns {

@@ -347,7 +347,7 @@ const SYSTEM: usize = usize::MAX;
 /// What a content block is to placement: an empty text block cannot carry a breakpoint.
 fn kind(block: &Block<'_>) -> BlockKind {
     match block {
-        Block::Text { text } if text.is_empty() => BlockKind::Unmarkable,
+        Block::Text { text: "" } => BlockKind::Unmarkable,
         _ => BlockKind::Content,
     }
 }
