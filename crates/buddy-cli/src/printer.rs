@@ -127,19 +127,7 @@ pub fn human_line(event: &ChatEvent) -> Option<String> {
                 action.as_str()
             )
         }
-        ChatEvent::Done { reason, stats, .. } => format!(
-            "■ stop: {reason} ({}, {}, {} tokens in{}, {} out, {} ms{})",
-            count(stats.model_calls, "model call"),
-            count(stats.tool_calls, "tool call"),
-            stats.input_tokens,
-            cache_words(stats),
-            stats.output_tokens,
-            stats.elapsed_ms,
-            stats
-                .cost_usd
-                .map(|cost| format!(", {cost}"))
-                .unwrap_or_default()
-        ),
+        ChatEvent::Done { reason, stats, .. } => done_line(reason, stats),
         ChatEvent::Error {
             reason,
             message,
@@ -166,6 +154,24 @@ pub fn human_line(event: &ChatEvent) -> Option<String> {
         }
         _ => return None,
     })
+}
+
+/// The stop line of a turn that answered: its reason, calls, tokens (with the cache's
+/// share), time and cost.
+fn done_line(reason: &buddy_core::StopReason, stats: &buddy_core::TurnStats) -> String {
+    format!(
+        "■ stop: {reason} ({}, {}, {} tokens in{}, {} out, {} ms{})",
+        count(stats.model_calls, "model call"),
+        count(stats.tool_calls, "tool call"),
+        stats.input_tokens,
+        cache_words(stats),
+        stats.output_tokens,
+        stats.elapsed_ms,
+        stats
+            .cost_usd
+            .map(|cost| format!(", {cost}"))
+            .unwrap_or_default()
+    )
 }
 
 /// The prompt cache's share of a turn's input (` (9000 read from cache, 1500 written)`),

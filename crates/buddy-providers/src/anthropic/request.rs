@@ -256,18 +256,20 @@ pub(crate) fn messages_request<'a>(
         temperature: request.sampling.and_then(|s| s.temperature),
         top_p: request.sampling.and_then(|s| s.top_p),
         stop_sequences: request.sampling.map_or(&[], |s| s.stop.as_slice()),
-        output_config: request
-            .sampling
-            .and_then(|s| s.response_format.as_ref())
-            .and_then(|format| match format {
-                ResponseFormat::JsonSchema { schema, .. } => {
-                    Some(serde_json::json!({"format": {"type": "json_schema", "schema": schema}}))
-                }
-                ResponseFormat::Text | ResponseFormat::JsonObject => None,
-            }),
+        output_config: output_config(request),
     };
     mark(&mut body, request, &ends, cache);
     body
+}
+
+/// Structured output as `output_config.format`, when the client asked for a JSON schema.
+fn output_config(request: &CompletionRequest<'_>) -> Option<Value> {
+    match request.sampling?.response_format.as_ref()? {
+        ResponseFormat::JsonSchema { schema, .. } => {
+            Some(serde_json::json!({"format": {"type": "json_schema", "schema": schema}}))
+        }
+        ResponseFormat::Text | ResponseFormat::JsonObject => None,
+    }
 }
 
 /// Puts the breakpoints on `body`: the client's (`request.cache_marks`, on the last block
