@@ -226,7 +226,7 @@ fn finish(reason: FinishReason) -> Result<Token, ProviderError> {
         usage: Some(Usage {
             input_tokens: 10,
             output_tokens: 5,
-            cached_input_tokens: 0,
+            ..Usage::default()
         }),
     })
 }

@@ -3,6 +3,8 @@
 //! from the `buddy` binary it is given (or drives the mock from this process) and
 //! measures them; the `bench` command prints their reports.
 
+pub mod cache;
+pub mod cache_mock;
 pub mod cancel;
 pub mod gateway;
 pub mod iteration;

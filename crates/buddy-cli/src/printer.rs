@@ -103,18 +103,7 @@ pub fn human_line(event: &ChatEvent) -> Option<String> {
             detail,
             evidence,
         } => guard_line(guard, action, skill.as_deref(), detail, evidence),
-        ChatEvent::Done { reason, stats, .. } => format!(
-            "■ stop: {reason} ({}, {}, {} tokens in, {} out, {} ms{})",
-            count(stats.model_calls, "model call"),
-            count(stats.tool_calls, "tool call"),
-            stats.input_tokens,
-            stats.output_tokens,
-            stats.elapsed_ms,
-            stats
-                .cost_usd
-                .map(|cost| format!(", {cost}"))
-                .unwrap_or_default()
-        ),
+        ChatEvent::Done { reason, stats, .. } => done_line(reason, stats),
         ChatEvent::Error {
             reason,
             message,
@@ -186,6 +175,34 @@ fn guard_line(
         guard.as_str(),
         action.as_str()
     )
+}
+
+/// The stop line of a turn that answered: its reason, calls, tokens (with the cache's
+/// share), time and cost.
+fn done_line(reason: &buddy_core::StopReason, stats: &buddy_core::TurnStats) -> String {
+    format!(
+        "■ stop: {reason} ({}, {}, {} tokens in{}, {} out, {} ms{})",
+        count(stats.model_calls, "model call"),
+        count(stats.tool_calls, "tool call"),
+        stats.input_tokens,
+        cache_words(stats),
+        stats.output_tokens,
+        stats.elapsed_ms,
+        stats
+            .cost_usd
+            .map(|cost| format!(", {cost}"))
+            .unwrap_or_default()
+    )
+}
+
+/// The prompt cache's share of a turn's input (` (9000 read from cache, 1500 written)`),
+/// or nothing when the turn used no cache.
+fn cache_words(stats: &buddy_core::TurnStats) -> String {
+    match (stats.cache_read_tokens, stats.cache_write_tokens) {
+        (0, 0) => String::new(),
+        (read, 0) => format!(" ({read} read from cache)"),
+        (read, written) => format!(" ({read} read from cache, {written} written)"),
+    }
 }
 
 /// `1 tool call`, `2 tool calls`.
@@ -366,6 +383,33 @@ mod tests {
                 "✗ db__export: `db` asked buddy's model for a completion: buddy refused the sampling request: …"
             )
         );
+    }
+
+    #[test]
+    fn the_stop_line_says_what_the_cache_read_and_wrote() {
+        let done = |read, written| {
+            human_line(&ChatEvent::Done {
+                reason: buddy_core::StopReason::Completed,
+                answer: String::new(),
+                stats: buddy_core::TurnStats {
+                    model_calls: 2,
+                    input_tokens: 12_000,
+                    output_tokens: 50,
+                    cache_read_tokens: read,
+                    cache_write_tokens: written,
+                    ..buddy_core::TurnStats::default()
+                },
+            })
+            .unwrap_or_default()
+        };
+        assert!(
+            done(9_000, 1_500)
+                .contains("12000 tokens in (9000 read from cache, 1500 written), 50 out"),
+            "{}",
+            done(9_000, 1_500)
+        );
+        assert!(done(9_000, 0).contains("(9000 read from cache), 50 out"));
+        assert!(done(0, 0).contains("12000 tokens in, 50 out"));
     }
 
     fn stats() -> ChatEvent {

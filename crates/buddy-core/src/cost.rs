@@ -80,14 +80,36 @@ pub struct Price {
     /// Per million input tokens read from the prompt cache (unset: the input price).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached_input: Option<f64>,
+    /// Per million input tokens written to the prompt cache for five minutes (Anthropic
+    /// bills 1.25× the input price; unset: the input price).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write: Option<f64>,
+    /// Per million input tokens written to the prompt cache for an hour (Anthropic bills
+    /// 2× the input price; unset: the `cache_write` price).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_1h: Option<f64>,
 }
 
 impl Price {
-    /// What one call with `usage` costs.
+    /// A price of `input` and `output` dollars per million tokens, cache kinds unset.
+    pub const fn new(input: f64, output: f64) -> Self {
+        Price {
+            input,
+            output,
+            cached_input: None,
+            cache_write: None,
+            cache_write_1h: None,
+        }
+    }
+
+    /// What one call with `usage` costs: each kind of input token at its own price.
     pub fn cost(&self, usage: &Usage) -> Usd {
-        let cached = usage.cached_input_tokens.min(usage.input_tokens);
-        let dollars = ((usage.input_tokens - cached) as f64 * self.input
-            + cached as f64 * self.cached_input.unwrap_or(self.input)
+        let parts = InputParts::of(usage);
+        let write_5m = self.cache_write.unwrap_or(self.input);
+        let dollars = (parts.plain as f64 * self.input
+            + parts.read as f64 * self.cached_input.unwrap_or(self.input)
+            + parts.write_5m as f64 * write_5m
+            + parts.write_1h as f64 * self.cache_write_1h.unwrap_or(write_5m)
             + usage.output_tokens as f64 * self.output)
             / 1e6;
         Usd::from_dollars(dollars).unwrap_or_default()
@@ -98,8 +120,37 @@ impl Price {
         self.cost(&Usage {
             input_tokens: input,
             output_tokens: output,
-            cached_input_tokens: 0,
+            ..Usage::default()
         })
+    }
+}
+
+/// A call's input tokens split by how they are billed; the parts never add up to more
+/// than the input (a confused server's counts are clamped, reads first).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InputParts {
+    /// Billed at the plain input price.
+    pub plain: u64,
+    /// Read from the cache.
+    pub read: u64,
+    /// Written to the cache for five minutes.
+    pub write_5m: u64,
+    /// Written to the cache for an hour.
+    pub write_1h: u64,
+}
+
+impl InputParts {
+    /// The parts of `usage`'s input.
+    pub fn of(usage: &Usage) -> Self {
+        let read = usage.cached_input_tokens.min(usage.input_tokens);
+        let write = usage.cache_write_tokens.min(usage.input_tokens - read);
+        let write_1h = usage.cache_write_1h_tokens.min(write);
+        InputParts {
+            plain: usage.input_tokens - read - write,
+            read,
+            write_5m: write - write_1h,
+            write_1h,
+        }
     }
 }
 
@@ -127,15 +178,11 @@ mod tests {
 
     #[test]
     fn a_call_costs_its_tokens_at_the_price() {
-        let price = Price {
-            input: 2.5,
-            output: 10.0,
-            cached_input: None,
-        };
+        let price = Price::new(2.5, 10.0);
         let mut usage = Usage {
             input_tokens: 12_000,
             output_tokens: 500,
-            cached_input_tokens: 0,
+            ..Usage::default()
         };
         // 12,000 × 2.5 / 1e6 + 500 × 10 / 1e6 = 0.03 + 0.005
         assert_eq!(price.cost(&usage), Usd::from_dollars(0.035).unwrap());
@@ -151,5 +198,64 @@ mod tests {
         // A cache count above the input (a confused server) never costs less than zero.
         usage.cached_input_tokens = 99_999;
         assert_eq!(cached.cost(&usage), Usd::from_dollars(0.02).unwrap());
+    }
+
+    #[test]
+    fn every_cache_kind_is_billed_at_its_own_price() {
+        // Anthropic's Claude Sonnet 4.5: $3 in, $15 out, reads 0.1×, writes 1.25× / 2×.
+        let price = Price {
+            cached_input: Some(0.3),
+            cache_write: Some(3.75),
+            cache_write_1h: Some(6.0),
+            ..Price::new(3.0, 15.0)
+        };
+        let usage = Usage {
+            input_tokens: 100_000,
+            output_tokens: 1_000,
+            cached_input_tokens: 60_000,
+            cache_write_tokens: 30_000,
+            cache_write_1h_tokens: 10_000,
+        };
+        assert_eq!(
+            InputParts::of(&usage),
+            InputParts {
+                plain: 10_000,
+                read: 60_000,
+                write_5m: 20_000,
+                write_1h: 10_000
+            }
+        );
+        // 10k × 3 + 60k × 0.3 + 20k × 3.75 + 10k × 6 + 1k × 15, per million.
+        let expected = (30_000.0 + 18_000.0 + 75_000.0 + 60_000.0 + 15_000.0) / 1e6;
+        assert_eq!(price.cost(&usage), Usd::from_dollars(expected).unwrap());
+        // Unset, a one-hour write costs the five-minute write price, and that the input price.
+        let five = Price {
+            cache_write_1h: None,
+            ..price
+        };
+        let expected = (30_000.0 + 18_000.0 + 112_500.0 + 15_000.0) / 1e6;
+        assert_eq!(five.cost(&usage), Usd::from_dollars(expected).unwrap());
+        let plain = Price::new(3.0, 15.0);
+        assert_eq!(
+            plain.cost(&usage),
+            Usd::from_dollars((300_000.0 + 15_000.0) / 1e6).unwrap()
+        );
+        // Counts that overrun the input are clamped: reads first, then writes.
+        let confused = Usage {
+            input_tokens: 1_000,
+            cached_input_tokens: 800,
+            cache_write_tokens: 900,
+            cache_write_1h_tokens: 5_000,
+            ..Usage::default()
+        };
+        assert_eq!(
+            InputParts::of(&confused),
+            InputParts {
+                plain: 0,
+                read: 800,
+                write_5m: 0,
+                write_1h: 200
+            }
+        );
     }
 }

@@ -6,6 +6,7 @@
 
 mod arguments;
 mod attachment_url;
+mod cache;
 mod call_budget;
 mod clock;
 mod cost;
@@ -30,9 +31,10 @@ pub const USER_AGENT: &str = concat!("buddy/", env!("CARGO_PKG_VERSION"));
 
 pub use arguments::Arguments;
 pub use attachment_url::{AttachmentUrlError, check_file_data, check_image_url};
+pub use cache::{CacheMark, CacheTtl};
 pub use call_budget::CallBudget;
 pub use clock::WaitClock;
-pub use cost::{Price, Usd};
+pub use cost::{InputParts, Price, Usd};
 pub use elicitation::{
     ContentError, ElicitationAnswer, ElicitationRequest, Elicitor, answer_with_defaults,
     check_content, enum_values,

@@ -5,8 +5,8 @@ use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    Attachment, BoxFuture, FinishReason, Message, ResponseInfo, Sampling, Token, TokenStream,
-    ToolCall, ToolSpec, Usage,
+    Attachment, BoxFuture, CacheMark, FinishReason, Message, ResponseInfo, Sampling, Token,
+    TokenStream, ToolCall, ToolSpec, Usage,
 };
 
 /// How the model may use the offered tools.
@@ -56,6 +56,12 @@ pub struct CompletionRequest<'a> {
     pub tracestate: Option<&'a str>,
     /// Sampling and output settings the client asked for (`None`: the provider's own).
     pub sampling: Option<&'a Sampling>,
+    /// One key for every call of a conversation, for providers that route requests to
+    /// their prompt cache by it (OpenAI's `prompt_cache_key`).
+    pub cache_key: Option<&'a str>,
+    /// Cache breakpoints a client placed on `messages` itself: kept as placed and
+    /// counted against the provider's limit.
+    pub cache_marks: &'a [CacheMark],
 }
 
 impl<'a> CompletionRequest<'a> {
@@ -71,6 +77,8 @@ impl<'a> CompletionRequest<'a> {
             traceparent: None,
             tracestate: None,
             sampling: None,
+            cache_key: None,
+            cache_marks: &[],
         }
     }
 

@@ -150,6 +150,12 @@ pub struct TurnStats {
     pub tool_calls: u32,
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// The part of `input_tokens` read from the provider's prompt cache.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_read_tokens: u64,
+    /// The part of `input_tokens` written to the provider's prompt cache.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_tokens: u64,
     pub elapsed_ms: u64,
     /// What the model calls cost, in dollars (absent when the model's price is unknown).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -158,6 +164,10 @@ pub struct TurnStats {
     /// which cover the whole tree of agents).
     #[serde(default, skip_serializing_if = "DelegatedStats::is_empty")]
     pub delegated: DelegatedStats,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// What a turn's sub-agents (and theirs) used, counted in the turn's own totals too.
@@ -169,6 +179,12 @@ pub struct DelegatedStats {
     pub tool_calls: u32,
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// The part of `input_tokens` read from the provider's prompt cache.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_read_tokens: u64,
+    /// The part of `input_tokens` written to the provider's prompt cache.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_tokens: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_usd: Option<crate::Usd>,
 }

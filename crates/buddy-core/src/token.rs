@@ -86,6 +86,13 @@ pub struct Usage {
     /// cached-input price).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cached_input_tokens: u64,
+    /// The part of `input_tokens` written to the prompt cache (Anthropic's
+    /// `cache_creation_input_tokens`), one-hour writes included.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_tokens: u64,
+    /// The part of `cache_write_tokens` written for an hour (billed at `cache_write_1h`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_1h_tokens: u64,
 }
 
 fn is_zero(n: &u64) -> bool {

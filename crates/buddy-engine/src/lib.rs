@@ -12,6 +12,7 @@
 mod agents;
 mod approval;
 mod budget;
+mod cache_key;
 mod calls;
 pub mod context;
 mod deadline;
@@ -36,6 +37,7 @@ pub use agents::{
     attach_agents,
 };
 pub use approval::{ApprovalMode, ApprovalRules, CallDecision, Decision, Resume};
+pub use cache_key::conversation_cache_key;
 pub use calls::elicitation::{AnswerError, ElicitationDesk};
 pub use engine::Engine;
 pub use glob::glob_match;

@@ -5,32 +5,42 @@ use buddy_core::Price;
 
 use crate::glob::{glob_match, without_org};
 
+/// How a provider bills writes to its prompt cache.
+#[derive(Clone, Copy)]
+enum Writes {
+    /// At the input price (OpenAI and Google cache by themselves, writes cost nothing more).
+    AtInput,
+    /// Anthropic: 1.25× the input price for five minutes, 2× for an hour.
+    Anthropic,
+}
+
 /// (model-name pattern, dollars per million input tokens, per million output tokens, per
-/// million cached input tokens read), most specific first. Sources: OpenAI's,
-/// Anthropic's (cache reads) and Google's published list prices (standard tier) as of
-/// 2025; set your own in buddy.toml when yours differ.
-const PRICES: &[(&str, f64, f64, f64)] = &[
-    ("gpt-5-nano*", 0.05, 0.40, 0.005),
-    ("gpt-5-mini*", 0.25, 2.00, 0.025),
-    ("gpt-5*", 1.25, 10.00, 0.125),
-    ("gpt-4.1-nano*", 0.10, 0.40, 0.025),
-    ("gpt-4.1-mini*", 0.40, 1.60, 0.1),
-    ("gpt-4.1*", 2.00, 8.00, 0.5),
-    ("gpt-4o-mini*", 0.15, 0.60, 0.075),
-    ("gpt-4o*", 2.50, 10.00, 1.25),
-    ("o4-mini*", 1.10, 4.40, 0.275),
-    ("o3-mini*", 1.10, 4.40, 0.55),
-    ("o3*", 2.00, 8.00, 0.5),
-    ("o1*", 15.00, 60.00, 7.5),
-    ("claude-opus-4-5*", 5.00, 25.00, 0.5),
-    ("claude-opus-4*", 15.00, 75.00, 1.5),
-    ("claude-sonnet-4*", 3.00, 15.00, 0.3),
-    ("claude-3-7-sonnet*", 3.00, 15.00, 0.3),
-    ("claude-haiku-4-5*", 1.00, 5.00, 0.1),
-    ("claude-3-5-haiku*", 0.80, 4.00, 0.08),
-    ("gemini-2.5-pro*", 1.25, 10.00, 0.31),
-    ("gemini-2.5-flash-lite*", 0.10, 0.40, 0.025),
-    ("gemini-2.5-flash*", 0.30, 2.50, 0.075),
+/// million cached input tokens read, how cache writes are billed), most specific first.
+/// Sources: OpenAI's, Anthropic's and Google's published list prices (standard tier,
+/// 2025); set your own in buddy.toml when yours differ.
+const PRICES: &[(&str, f64, f64, f64, Writes)] = &[
+    ("gpt-5-nano*", 0.05, 0.40, 0.005, Writes::AtInput),
+    ("gpt-5-mini*", 0.25, 2.00, 0.025, Writes::AtInput),
+    ("gpt-5*", 1.25, 10.00, 0.125, Writes::AtInput),
+    ("gpt-4.1-nano*", 0.10, 0.40, 0.025, Writes::AtInput),
+    ("gpt-4.1-mini*", 0.40, 1.60, 0.1, Writes::AtInput),
+    ("gpt-4.1*", 2.00, 8.00, 0.5, Writes::AtInput),
+    ("gpt-4o-mini*", 0.15, 0.60, 0.075, Writes::AtInput),
+    ("gpt-4o*", 2.50, 10.00, 1.25, Writes::AtInput),
+    ("o4-mini*", 1.10, 4.40, 0.275, Writes::AtInput),
+    ("o3-mini*", 1.10, 4.40, 0.55, Writes::AtInput),
+    ("o3*", 2.00, 8.00, 0.5, Writes::AtInput),
+    ("o1*", 15.00, 60.00, 7.5, Writes::AtInput),
+    ("claude-opus-4-5*", 5.00, 25.00, 0.5, Writes::Anthropic),
+    ("claude-opus-4*", 15.00, 75.00, 1.5, Writes::Anthropic),
+    ("claude-sonnet-4*", 3.00, 15.00, 0.3, Writes::Anthropic),
+    ("claude-3-7-sonnet*", 3.00, 15.00, 0.3, Writes::Anthropic),
+    ("claude-haiku-4-5*", 1.00, 5.00, 0.1, Writes::Anthropic),
+    ("claude-3-5-haiku*", 0.80, 4.00, 0.08, Writes::Anthropic),
+    ("claude-3-haiku*", 0.25, 1.25, 0.03, Writes::Anthropic),
+    ("gemini-2.5-pro*", 1.25, 10.00, 0.31, Writes::AtInput),
+    ("gemini-2.5-flash-lite*", 0.10, 0.40, 0.025, Writes::AtInput),
+    ("gemini-2.5-flash*", 0.30, 2.50, 0.075, Writes::AtInput),
 ];
 
 /// The built-in price of `model`, if buddy knows it (`openai/gpt-4o` names `gpt-4o`).
@@ -43,10 +53,17 @@ fn builtin(base: &str) -> Option<Price> {
     PRICES
         .iter()
         .find(|(pattern, ..)| glob_match(pattern, base))
-        .map(|&(_, input, output, cached)| Price {
-            input,
-            output,
-            cached_input: Some(cached),
+        .map(|&(_, input, output, cached, writes)| {
+            let (cache_write, cache_write_1h) = match writes {
+                Writes::AtInput => (None, None),
+                Writes::Anthropic => (Some(input * 1.25), Some(input * 2.0)),
+            };
+            Price {
+                cached_input: Some(cached),
+                cache_write,
+                cache_write_1h,
+                ..Price::new(input, output)
+            }
         })
 }
 
@@ -119,18 +136,41 @@ mod tests {
     }
 
     #[test]
+    fn claude_cache_writes_cost_more_than_input_and_openai_writes_nothing_extra() {
+        let sonnet = default_price("claude-sonnet-4-5-20250929").unwrap();
+        assert_eq!(
+            (
+                sonnet.cached_input,
+                sonnet.cache_write,
+                sonnet.cache_write_1h
+            ),
+            (Some(0.3), Some(3.75), Some(6.0))
+        );
+        let haiku = default_price("claude-haiku-4-5").unwrap();
+        assert_eq!(
+            (haiku.cache_write, haiku.cache_write_1h),
+            (Some(1.25), Some(2.0))
+        );
+        let opus = default_price("anthropic/claude-opus-4-5").unwrap();
+        assert_eq!((opus.input, opus.cache_write), (5.0, Some(6.25)));
+        let gpt = default_price("gpt-5.1").unwrap();
+        assert_eq!(
+            (gpt.cached_input, gpt.cache_write, gpt.cache_write_1h),
+            (Some(0.125), None, None)
+        );
+        for (pattern, input, _, cached, _) in PRICES {
+            assert!(
+                cached < input,
+                "{pattern}: a cache read costs less than input"
+            );
+        }
+    }
+
+    #[test]
     fn the_operators_prices_win_per_provider() {
         let mut table = PriceTable::default();
-        let free = Price {
-            input: 0.0,
-            output: 0.0,
-            cached_input: None,
-        };
-        let discounted = Price {
-            input: 1.0,
-            output: 4.0,
-            cached_input: None,
-        };
+        let free = Price::new(0.0, 0.0);
+        let discounted = Price::new(1.0, 4.0);
         table.add(Some("azure"), "gpt-4o*", discounted);
         table.add(None, "qwen*", free);
         assert_eq!(table.price("azure", "gpt-4o"), Some(discounted));

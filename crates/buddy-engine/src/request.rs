@@ -4,8 +4,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use buddy_core::{
-    Message, MessageSink, Price, RecordedTask, Sampling, StopReason, TaskLog, TokenCount,
-    TurnObserver, TurnStats, WaitClock,
+    CacheMark, Message, MessageSink, Price, RecordedTask, Sampling, StopReason, TaskLog,
+    TokenCount, TurnObserver, TurnStats, WaitClock,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -53,6 +53,13 @@ pub struct TurnRequest {
     pub open_tasks: HashMap<String, RecordedTask>,
     /// Where calls that become tasks are recorded (a store); `None`: not recorded.
     pub task_log: Option<Arc<dyn TaskLog>>,
+    /// The conversation's prompt-cache key (a client's `prompt_cache_key`); `None`, the
+    /// default, is one buddy derives from the conversation's start
+    /// ([`crate::conversation_cache_key`]).
+    pub cache_key: Option<String>,
+    /// Cache breakpoints a client put on `history` messages (by index): kept as placed
+    /// in every request that sends the history whole.
+    pub cache_marks: Vec<CacheMark>,
 }
 
 impl std::fmt::Debug for TurnRequest {
@@ -72,6 +79,8 @@ impl std::fmt::Debug for TurnRequest {
             .field("elicitation", &self.elicitation.is_some())
             .field("open_tasks", &self.open_tasks)
             .field("task_log", &self.task_log.is_some())
+            .field("cache_key", &self.cache_key)
+            .field("cache_marks", &self.cache_marks)
             .finish()
     }
 }
@@ -97,6 +106,8 @@ impl TurnRequest {
             elicitation: None,
             open_tasks: HashMap::new(),
             task_log: None,
+            cache_key: None,
+            cache_marks: Vec::new(),
         }
     }
 

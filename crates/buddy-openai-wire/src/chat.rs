@@ -44,6 +44,10 @@ pub struct ChatCompletionRequest {
     /// How many choices to make; buddy makes one (a turn runs tools, and runs them once).
     #[serde(default)]
     pub n: Option<u32>,
+    /// The client's key for the provider's prompt cache: passed on for every model call
+    /// of the turn.
+    #[serde(default)]
+    pub prompt_cache_key: Option<String>,
 }
 
 impl ChatCompletionRequest {

@@ -37,6 +37,13 @@ pub struct ChatBody<'a> {
     pub stop: &'a [String],
     #[serde(skip_serializing_if = "Option::is_none")]
     pub response_format: Option<Value>,
+    /// One key for every call of a conversation: OpenAI routes requests with the same
+    /// key and prefix to the same prompt cache.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt_cache_key: Option<&'a str>,
+    /// How long OpenAI keeps the cached prefix (`in_memory`, `24h`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt_cache_retention: Option<&'a str>,
 }
 
 /// One message of a request buddy sends, by role.
@@ -114,9 +121,12 @@ mod tests {
             seed: None,
             stop: &[],
             response_format: Some(response_format_value(&format)),
+            prompt_cache_key: Some("conv-1"),
+            prompt_cache_retention: None,
         };
         let text = serde_json::to_string(&body).unwrap();
         let read: ChatCompletionRequest = serde_json::from_str(&text).unwrap();
+        assert_eq!(read.prompt_cache_key.as_deref(), Some("conv-1"));
         let sampling = read.sampling().unwrap();
         assert_eq!(sampling.response_format, Some(format));
         assert_eq!(sampling.max_output_tokens, Some(9));

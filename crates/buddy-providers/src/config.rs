@@ -110,6 +110,17 @@ pub struct ProviderConfig {
     /// dollars per million tokens); beats buddy's built-in list prices.
     #[serde(default)]
     pub prices: BTreeMap<String, buddy_core::Price>,
+    /// Use the provider's prompt cache: Anthropic `cache_control` breakpoints, OpenAI's
+    /// `prompt_cache_key` (`false` sends neither; a client's own breakpoints still go).
+    #[serde(default = "yes")]
+    pub prompt_cache: bool,
+    /// How long Anthropic keeps what buddy's breakpoints write: `"5m"` (the default,
+    /// writes billed 1.25× input) or `"1h"` (2×, for turns with long pauses).
+    #[serde(default)]
+    pub cache_ttl: buddy_core::CacheTtl,
+    /// OpenAI's `prompt_cache_retention` (`"in_memory"`, `"24h"`), where the server takes it.
+    #[serde(default)]
+    pub prompt_cache_retention: Option<String>,
 }
 
 impl ProviderConfig {
@@ -130,6 +141,9 @@ impl ProviderConfig {
             compat: OpenAiCompat::default(),
             scenario: None,
             prices: BTreeMap::new(),
+            prompt_cache: true,
+            cache_ttl: buddy_core::CacheTtl::default(),
+            prompt_cache_retention: None,
         }
     }
 
@@ -177,7 +191,7 @@ impl ProviderConfig {
                 http: self.http.clone(),
                 stream: self.stream,
                 max_output_tokens: self.max_output_tokens,
-                compat: self.compat.clone(),
+                compat: self.openai_compat(),
             })?),
             ProviderKind::Anthropic => Arc::new(AnthropicProvider::new(AnthropicOptions {
                 name: name.to_owned(),
@@ -187,6 +201,7 @@ impl ProviderConfig {
                 http: self.http.clone(),
                 stream: self.stream,
                 max_output_tokens: self.max_output_tokens,
+                cache: self.prompt_cache.then_some(self.cache_ttl),
             })?),
             ProviderKind::Scripted => {
                 return Err(ProviderError::Config {
@@ -195,6 +210,20 @@ impl ProviderConfig {
                 });
             }
         })
+    }
+}
+
+impl ProviderConfig {
+    /// The compat switches with the cache settings folded in.
+    fn openai_compat(&self) -> OpenAiCompat {
+        let mut compat = self.compat.clone();
+        if !self.prompt_cache {
+            compat.prompt_cache_key = Some(false);
+        }
+        if self.prompt_cache_retention.is_some() {
+            compat.prompt_cache_retention = self.prompt_cache_retention.clone();
+        }
+        compat
     }
 }
 
@@ -229,5 +258,34 @@ mod tests {
         let mut headed = ProviderConfig::of_kind(ProviderKind::Anthropic);
         headed.headers.insert("x-api-key".into(), "k".into());
         assert!(headed.build_http("p", &none).is_ok());
+    }
+
+    #[test]
+    fn cache_settings_read_from_toml_and_bad_ones_are_refused() {
+        let config: ProviderConfig =
+            toml_like(r#"{"kind": "anthropic", "cache_ttl": "1h", "prompt_cache": false}"#)
+                .unwrap();
+        assert_eq!(config.cache_ttl, buddy_core::CacheTtl::OneHour);
+        assert!(!config.prompt_cache);
+        assert_eq!(config.openai_compat().prompt_cache_key, Some(false));
+        let default: ProviderConfig = toml_like(r#"{"kind": "openai"}"#).unwrap();
+        assert!(default.prompt_cache);
+        assert_eq!(default.cache_ttl, buddy_core::CacheTtl::FiveMinutes);
+        assert_eq!(default.openai_compat().prompt_cache_key, None);
+        let error = toml_like(r#"{"kind": "anthropic", "cache_ttl": "2h"}"#)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(error.contains("2h"), "{error}");
+        let retained: ProviderConfig =
+            toml_like(r#"{"kind": "openai", "prompt_cache_retention": "24h"}"#).unwrap();
+        assert_eq!(
+            retained.openai_compat().prompt_cache_retention.as_deref(),
+            Some("24h")
+        );
+    }
+
+    fn toml_like(json: &str) -> Result<ProviderConfig, serde_json::Error> {
+        serde_json::from_str(json)
     }
 }

@@ -146,8 +146,7 @@ pub(crate) fn finish_reply(
 impl WireUsage {
     /// All input tokens: Anthropic counts cache writes and reads apart from `input_tokens`.
     pub fn input(&self) -> Option<u64> {
-        let cached = self.cache_creation_input_tokens.unwrap_or(0)
-            + self.cache_read_input_tokens.unwrap_or(0);
+        let cached = self.written() + self.cache_read_input_tokens.unwrap_or(0);
         self.prompt_tokens.map(|n| n + cached)
     }
 
@@ -156,6 +155,23 @@ impl WireUsage {
     pub fn cached(&self) -> u64 {
         self.cache_read_input_tokens
             .or(self.prompt_tokens_details.and_then(|d| d.cached_tokens))
+            .unwrap_or(0)
+    }
+
+    /// The input tokens written to the prompt cache (Anthropic's
+    /// `cache_creation_input_tokens`, else the sum of its `cache_creation` breakdown).
+    pub fn written(&self) -> u64 {
+        let breakdown = self.cache_creation.map(|c| {
+            c.ephemeral_5m_input_tokens.unwrap_or(0) + c.ephemeral_1h_input_tokens.unwrap_or(0)
+        });
+        self.cache_creation_input_tokens.or(breakdown).unwrap_or(0)
+    }
+
+    /// The part of [`WireUsage::written`] written for an hour
+    /// (`cache_creation.ephemeral_1h_input_tokens`).
+    pub fn written_1h(&self) -> u64 {
+        self.cache_creation
+            .and_then(|c| c.ephemeral_1h_input_tokens)
             .unwrap_or(0)
     }
 
@@ -187,6 +203,8 @@ impl From<WireUsage> for buddy_core::Usage {
             input_tokens: usage.input().unwrap_or(0),
             output_tokens: usage.output().unwrap_or(0),
             cached_input_tokens: usage.cached(),
+            cache_write_tokens: usage.written(),
+            cache_write_1h_tokens: usage.written_1h(),
         }
     }
 }
@@ -207,7 +225,18 @@ pub(crate) struct WireUsage {
     #[serde(default)]
     pub cache_read_input_tokens: Option<u64>,
     #[serde(default)]
+    pub cache_creation: Option<CacheCreation>,
+    #[serde(default)]
     pub prompt_tokens_details: Option<PromptDetails>,
+}
+
+/// `usage.cache_creation` of Anthropic: the cache writes by lifetime.
+#[derive(Clone, Copy, Debug, Default, Deserialize)]
+pub(crate) struct CacheCreation {
+    #[serde(default)]
+    pub ephemeral_5m_input_tokens: Option<u64>,
+    #[serde(default)]
+    pub ephemeral_1h_input_tokens: Option<u64>,
 }
 
 /// `usage.prompt_tokens_details` of OpenAI.
@@ -256,6 +285,27 @@ mod tests {
         );
         assert_eq!((anthropic.input_tokens, anthropic.output_tokens), (1312, 5));
         assert_eq!(anthropic.cached_input_tokens, 1000);
+        assert_eq!(anthropic.cache_write_tokens, 300);
+        // The breakdown by lifetime: one-hour writes are a part of the writes.
+        let by_ttl = usage(
+            r#"{"input_tokens":12,"cache_creation_input_tokens":300,"cache_read_input_tokens":0,"cache_creation":{"ephemeral_5m_input_tokens":100,"ephemeral_1h_input_tokens":200},"output_tokens":5}"#,
+        );
+        assert_eq!(
+            (
+                by_ttl.input_tokens,
+                by_ttl.cache_write_tokens,
+                by_ttl.cache_write_1h_tokens
+            ),
+            (312, 300, 200)
+        );
+        // Only the breakdown (a compatible server): its sum is the writes.
+        let only = usage(
+            r#"{"input_tokens":1,"cache_creation":{"ephemeral_5m_input_tokens":40,"ephemeral_1h_input_tokens":2},"output_tokens":5}"#,
+        );
+        assert_eq!(
+            (only.cache_write_tokens, only.cache_write_1h_tokens),
+            (42, 2)
+        );
         // OpenAI: cached tokens are part of prompt_tokens.
         let cached = usage(
             r#"{"prompt_tokens":2006,"completion_tokens":300,"total_tokens":2306,"prompt_tokens_details":{"cached_tokens":1920}}"#,

@@ -90,7 +90,7 @@ impl Provider for ScriptedProvider {
             let usage = Usage {
                 input_tokens: u64::try_from(input_chars.div_ceil(4)).unwrap_or(u64::MAX),
                 output_tokens: u64::try_from(output_chars.div_ceil(4)).unwrap_or(u64::MAX),
-                cached_input_tokens: 0,
+                ..Usage::default()
             };
             tokens.push(Ok(Token::Finish {
                 reason: reply.finish.unwrap_or(FinishReason::Stop),

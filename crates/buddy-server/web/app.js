@@ -102,6 +102,13 @@ function statsLine(stats) {
     plural(tokens, "token"),
     duration(ms),
   ];
+  // The prompt cache's share of the input: read back at about a tenth of the price.
+  const read = stats.cache_read_tokens || 0;
+  const written = stats.cache_write_tokens || 0;
+  if (read || written) {
+    const share = stats.input_tokens ? Math.round((100 * read) / stats.input_tokens) : 0;
+    parts.push(`${read.toLocaleString()} cached (${share}%)${written ? `, ${written.toLocaleString()} written` : ""}`);
+  }
   // Present only when the model's price is known (buddy.toml's prices or buddy's list).
   if (typeof stats.cost_usd === "number") parts.push(money(stats.cost_usd));
   return parts.join(" · ");

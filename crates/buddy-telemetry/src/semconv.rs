@@ -22,6 +22,10 @@ pub const RESPONSE_MODEL: &str = "gen_ai.response.model";
 pub const RESPONSE_FINISH_REASONS: &str = "gen_ai.response.finish_reasons";
 pub const USAGE_INPUT_TOKENS: &str = "gen_ai.usage.input_tokens";
 pub const USAGE_OUTPUT_TOKENS: &str = "gen_ai.usage.output_tokens";
+/// The part of the input tokens read from the provider's prompt cache.
+pub const USAGE_CACHE_READ_TOKENS: &str = "gen_ai.usage.cache_read.input_tokens";
+/// The part of the input tokens written to the provider's prompt cache.
+pub const USAGE_CACHE_CREATION_TOKENS: &str = "gen_ai.usage.cache_creation.input_tokens";
 pub const INPUT_MESSAGES: &str = "gen_ai.input.messages";
 pub const OUTPUT_MESSAGES: &str = "gen_ai.output.messages";
 pub const TOOL_NAME: &str = "gen_ai.tool.name";

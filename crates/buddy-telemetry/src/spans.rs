@@ -238,6 +238,7 @@ impl TurnSpans {
             sc::USAGE_OUTPUT_TOKENS,
             count(stats.output_tokens),
         ));
+        set_cache_usage(&span, stats.cache_read_tokens, stats.cache_write_tokens);
         if let Some(cost) = stats.cost_usd {
             span.set_attribute(KeyValue::new(sc::COST_USD, cost.dollars()));
         }
@@ -341,6 +342,8 @@ impl TurnObserver for TurnSpans {
                 sc::USAGE_OUTPUT_TOKENS,
                 count(usage.output_tokens),
             ));
+            let parts = buddy_core::InputParts::of(&usage);
+            set_cache_usage(&span, parts.read, parts.write_5m + parts.write_1h);
         }
         if let Some(cost) = end.cost {
             span.set_attribute(KeyValue::new(sc::COST_USD, cost.dollars()));
@@ -467,6 +470,19 @@ fn finish_reason(reason: &FinishReason) -> String {
         FinishReason::Length => "length".to_owned(),
         FinishReason::ContentFilter => "content_filter".to_owned(),
         FinishReason::Other(other) => other.clone(),
+    }
+}
+
+/// The prompt cache's share of a call's or a turn's input, when it had any.
+fn set_cache_usage(span: &opentelemetry::trace::SpanRef<'_>, read: u64, written: u64) {
+    if read > 0 {
+        span.set_attribute(KeyValue::new(sc::USAGE_CACHE_READ_TOKENS, count(read)));
+    }
+    if written > 0 {
+        span.set_attribute(KeyValue::new(
+            sc::USAGE_CACHE_CREATION_TOKENS,
+            count(written),
+        ));
     }
 }
 

@@ -12,6 +12,10 @@ pub struct RecordedRequest {
     /// `None` when no tools were sent; else the names offered.
     pub tools: Option<Vec<String>>,
     pub tool_choice: Option<ToolChoice>,
+    /// The conversation's prompt-cache key sent with the request.
+    pub cache_key: Option<String>,
+    /// A client's cache breakpoints sent with it.
+    pub cache_marks: Vec<buddy_core::CacheMark>,
 }
 
 /// Wraps a provider and records every request it receives.
@@ -59,6 +63,8 @@ impl<P: Provider> Provider for RecordingProvider<P> {
                     .tools
                     .map(|t| t.iter().map(|s| s.name.clone()).collect()),
                 tool_choice: request.tool_choice,
+                cache_key: request.cache_key.map(str::to_owned),
+                cache_marks: request.cache_marks.to_vec(),
             });
         }
         self.inner.stream(request)
@@ -84,7 +90,7 @@ pub fn reply_tokens(text: &str, calls: Vec<ToolCall>) -> Vec<Result<Token, Provi
         usage: Some(Usage {
             input_tokens: 10,
             output_tokens: 5,
-            cached_input_tokens: 0,
+            ..Usage::default()
         }),
     }));
     tokens

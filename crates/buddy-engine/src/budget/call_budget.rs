@@ -104,12 +104,15 @@ impl CallBudget for TurnCallBudget {
         Box::pin(async move {
             let usage = usage.unwrap_or_default();
             let cost = self.price.map(|price| price.cost(&usage));
+            let parts = buddy_core::InputParts::of(&usage);
             let used = DelegatedStats {
                 agents: 0,
                 model_calls: 1,
                 tool_calls: 0,
                 input_tokens: usage.input_tokens,
                 output_tokens: usage.output_tokens,
+                cache_read_tokens: parts.read,
+                cache_write_tokens: parts.write_5m + parts.write_1h,
                 cost_usd: cost,
             };
             self.place.book_side(&used);
@@ -136,6 +139,8 @@ pub(crate) fn with_side_calls(mut stats: TurnStats, side: DelegatedStats) -> Tur
     stats.model_calls += side.model_calls;
     stats.input_tokens += side.input_tokens;
     stats.output_tokens += side.output_tokens;
+    stats.cache_read_tokens += side.cache_read_tokens;
+    stats.cache_write_tokens += side.cache_write_tokens;
     if let Some(cost) = side.cost_usd {
         stats.cost_usd = Some(stats.cost_usd.unwrap_or_default().saturating_add(cost));
     }

@@ -241,6 +241,12 @@ impl Lease {
             tool_calls: own.tool_calls.saturating_sub(self.booked.tool_calls),
             input_tokens: own.input_tokens.saturating_sub(self.booked.input_tokens),
             output_tokens: own.output_tokens.saturating_sub(self.booked.output_tokens),
+            cache_read_tokens: own
+                .cache_read_tokens
+                .saturating_sub(self.booked.cache_read_tokens),
+            cache_write_tokens: own
+                .cache_write_tokens
+                .saturating_sub(self.booked.cache_write_tokens),
             cost_usd: match (own.cost_usd, self.booked.cost_usd) {
                 (Some(now), before) => Some(Usd::from_nanos(
                     now.nanos()
@@ -479,6 +485,8 @@ fn add(into: &mut DelegatedStats, delta: &DelegatedStats) {
     into.tool_calls += delta.tool_calls;
     into.input_tokens += delta.input_tokens;
     into.output_tokens += delta.output_tokens;
+    into.cache_read_tokens += delta.cache_read_tokens;
+    into.cache_write_tokens += delta.cache_write_tokens;
     if let Some(cost) = delta.cost_usd {
         into.cost_usd = Some(into.cost_usd.unwrap_or_default().saturating_add(cost));
     }
@@ -494,6 +502,8 @@ pub(crate) fn with_delegated(own: TurnStats, delegated: DelegatedStats) -> TurnS
         tool_calls: own.tool_calls + delegated.tool_calls,
         input_tokens: own.input_tokens + delegated.input_tokens,
         output_tokens: own.output_tokens + delegated.output_tokens,
+        cache_read_tokens: own.cache_read_tokens + delegated.cache_read_tokens,
+        cache_write_tokens: own.cache_write_tokens + delegated.cache_write_tokens,
         cost_usd: match (own.cost_usd, delegated.cost_usd) {
             (None, None) => None,
             (a, b) => Some(a.unwrap_or_default().saturating_add(b.unwrap_or_default())),

@@ -152,3 +152,32 @@ fn usage_is_booked_to_every_ancestor_and_the_pool() {
     let total = with_delegated(TurnStats::default(), at_root);
     assert_eq!(total.model_calls, 3);
 }
+
+#[test]
+fn the_trees_cache_reads_and_writes_are_in_the_turns_totals() {
+    let own = TurnStats {
+        input_tokens: 100,
+        cache_read_tokens: 80,
+        ..TurnStats::default()
+    };
+    let delegated = DelegatedStats {
+        agents: 1,
+        input_tokens: 50,
+        cache_read_tokens: 40,
+        cache_write_tokens: 5,
+        ..DelegatedStats::default()
+    };
+    let all = with_delegated(own, delegated);
+    assert_eq!(
+        (
+            all.input_tokens,
+            all.cache_read_tokens,
+            all.cache_write_tokens
+        ),
+        (150, 120, 5)
+    );
+    let mut sum = DelegatedStats::default();
+    add(&mut sum, &delegated);
+    add(&mut sum, &delegated);
+    assert_eq!((sum.cache_read_tokens, sum.cache_write_tokens), (80, 10));
+}

@@ -9,7 +9,7 @@ use buddy_core::{Message, ToolSpec};
 
 use super::counter::TokenCounter;
 use super::shed::{Shed, called_tools, compact_tools, reserve_floor, without_notes};
-use super::trim::{Fitted, Overflow, fit};
+use super::trim::{Fitted, Overflow, fit, fit_stepped};
 
 /// The room a model's window leaves a request: the window less the reply's reserve,
 /// under the cap a provider's refusal set.
@@ -78,6 +78,9 @@ pub(crate) struct RequestParts<'m, 't> {
     pub tools_tokens: usize,
     /// Tokens of an instruction sent after the history (the Finalize call's).
     pub instruction_tokens: usize,
+    /// Where the turn's trimming stands: messages before it were left out of the previous
+    /// request and stay out (see [`fit_stepped`]).
+    pub floor: usize,
 }
 
 /// A request fitted to its room.
@@ -96,6 +99,8 @@ pub(crate) struct Budgeted<'m, 't> {
     pub notes_left_out: usize,
     /// Tokens of the whole request: history, instruction and tools.
     pub tokens: usize,
+    /// Where trimming stands for the next request.
+    pub floor: usize,
 }
 
 /// Even the last shedding level leaves pinned messages that do not fit.
@@ -142,15 +147,17 @@ pub(crate) fn fit_request<'m, 't>(
         let budget = usize::try_from(at)
             .unwrap_or(usize::MAX)
             .saturating_sub(tools_tokens + parts.instruction_tokens);
+        // Without buddy's notes the indices differ from the floor's: that rare request
+        // is fitted afresh.
         let fitted = match &without {
             Some((kept, counts, _)) => {
                 let total = counts.iter().sum();
-                fit(kept, counts, total, budget, counter).map(Fitted::into_owned)
+                fit(kept, counts, total, budget, counter).map(|f| (f.into_owned(), 0))
             }
-            None => fit(messages, counts, tokens, budget, counter),
+            None => fit_stepped(messages, counts, tokens, budget, counter, parts.floor),
         };
         match (fitted, shed.next()) {
-            (Ok(fitted), _) => {
+            (Ok((fitted, floor)), _) => {
                 let tools = match (compact, parts.tools) {
                     (Some((small, _)), Some(_)) => Some(Cow::Owned(small)),
                     (_, tools) => tools.map(Cow::Borrowed),
@@ -163,6 +170,7 @@ pub(crate) fn fit_request<'m, 't>(
                     room: at,
                     shed,
                     notes_left_out: without.as_ref().map_or(0, |w| w.2),
+                    floor,
                 });
             }
             (Err(_), Some(next)) => shed = next,
@@ -203,6 +211,7 @@ mod tests {
             tools,
             tools_tokens: tools.map_or(0, |t| EstimateCounter.tools(t)),
             instruction_tokens: 0,
+            floor: 0,
         }
     }
 

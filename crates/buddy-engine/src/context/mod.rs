@@ -10,5 +10,5 @@ mod windows;
 pub use counter::{
     BpeCounter, COUNT_FORMULA, EstimateCounter, TokenCounter, count_key, counter_for_model,
 };
-pub use trim::{Fitted, Overflow, fit};
+pub use trim::{Fitted, LOW_WATER_PERCENT, Overflow, fit, fit_stepped};
 pub use windows::{default_reserve, default_window};

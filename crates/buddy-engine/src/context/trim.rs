@@ -88,7 +88,7 @@ pub fn fit<'a>(
     }
     let mut trim = Trim::new(messages, counts, total, budget, counter);
     trim.cut_huge_results();
-    trim.drop_oldest_groups();
+    trim.drop_oldest_groups(budget);
     if trim.over() {
         trim.cut_results_evenly();
     }
@@ -96,6 +96,51 @@ pub fn fit<'a>(
         trim.keep_only_markers();
     }
     trim.finish()
+}
+
+/// Share of the budget, in percent, a history is trimmed down to once it must be trimmed
+/// ([`fit_stepped`]): a step frees two fifths of the room, so a long turn changes its
+/// prefix (and misses the provider's prompt cache) once every several calls, not on each.
+pub const LOW_WATER_PERCENT: usize = 60;
+
+/// [`fit`] in large steps, for a history that grows call by call: the messages before
+/// `floor` (an index the previous fit returned; 0 at first) stay left out, so the request
+/// keeps the previous one as its prefix; when the history no longer fits, the oldest
+/// groups go until it takes [`LOW_WATER_PERCENT`] of `budget`. Returns the fit and the
+/// floor for the next call (the end of the last group left out; 0 when none was).
+pub fn fit_stepped<'a>(
+    messages: &'a [Message],
+    counts: &[usize],
+    total: usize,
+    budget: usize,
+    counter: &dyn TokenCounter,
+    floor: usize,
+) -> Result<(Fitted<'a>, usize), Overflow> {
+    if total + counter.reply_priming() <= budget {
+        return fit(messages, counts, total, budget, counter).map(|f| (f, 0));
+    }
+    let mut trim = Trim::new(messages, counts, total, budget, counter);
+    trim.cut_huge_results();
+    trim.drop_before(floor);
+    if trim.over() {
+        trim.drop_oldest_groups(budget * LOW_WATER_PERCENT / 100);
+    } else {
+        trim.keep_user_first();
+    }
+    if trim.over() {
+        trim.cut_results_evenly();
+    }
+    if trim.over() {
+        trim.keep_only_markers();
+    }
+    let floor = trim
+        .groups
+        .iter()
+        .filter(|g| g.dropped)
+        .map(|g| g.end)
+        .max()
+        .unwrap_or(0);
+    trim.finish().map(|fitted| (fitted, floor))
 }
 
 /// A history being trimmed: which groups are dropped, which results cut, and the size
@@ -195,25 +240,46 @@ impl<'a, 'c> Trim<'a, 'c> {
         }
     }
 
-    /// 2. Oldest groups first, never the pinned ones nor the newest group of the current
-    ///    turn (the results the model is working on); earlier turns are all fair game.
-    fn drop_oldest_groups(&mut self) {
-        let latest_user = self.latest_user;
-        let newest = self
-            .groups
+    /// The newest group of the current turn (the results the model is working on).
+    fn newest(&self) -> Option<usize> {
+        self.groups
             .iter()
             .rposition(|g| !g.pinned)
-            .filter(|&i| Some(self.groups[i].start) > latest_user);
+            .filter(|&i| Some(self.groups[i].start) > self.latest_user)
+    }
+
+    /// The groups a previous step left out (those that begin before `floor`), but never
+    /// the pinned ones nor the newest.
+    fn drop_before(&mut self, floor: usize) {
+        let newest = self.newest();
         for g in 0..self.groups.len() {
-            if !self.over() {
-                break;
-            }
-            if !self.groups[g].pinned && Some(g) != newest {
+            let group = &self.groups[g];
+            if group.start < floor && !group.pinned && !group.dropped && Some(g) != newest {
                 self.drop_group(g);
             }
         }
-        // The Messages API wants a user message first: drop assistant groups that would
-        // now lead the conversation.
+    }
+
+    /// 2. Oldest groups first, until the request takes at most `target` tokens; never the
+    ///    pinned ones nor the newest group of the current turn (the results the model is
+    ///    working on); earlier turns are all fair game.
+    fn drop_oldest_groups(&mut self, target: usize) {
+        let newest = self.newest();
+        for g in 0..self.groups.len() {
+            if self.used(self.any_dropped) <= target {
+                break;
+            }
+            if !self.groups[g].pinned && !self.groups[g].dropped && Some(g) != newest {
+                self.drop_group(g);
+            }
+        }
+        self.keep_user_first();
+    }
+
+    /// The Messages API wants a user message first: drop assistant groups that would now
+    /// lead the conversation.
+    fn keep_user_first(&mut self) {
+        let latest_user = self.latest_user;
         for g in 0..self.groups.len() {
             let group = &self.groups[g];
             if group.pinned || group.dropped {

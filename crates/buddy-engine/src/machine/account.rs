@@ -1,7 +1,7 @@
 //! A model call's account: the tokens it is booked at (the provider's usage, else
 //! buddy's own count) and what it cost at the model's price.
 
-use buddy_core::{Price, ToolCall, TurnStats, Usage, Usd};
+use buddy_core::{InputParts, Price, ToolCall, TurnStats, Usage, Usd};
 
 use crate::context::TokenCounter;
 
@@ -45,7 +45,7 @@ impl CallAccount {
         let usage = usage.unwrap_or_else(|| Usage {
             input_tokens: counted as u64,
             output_tokens: reply_tokens() as u64,
-            cached_input_tokens: 0,
+            ..Usage::default()
         });
         CallAccount {
             usage,
@@ -58,6 +58,9 @@ impl CallAccount {
     pub(super) fn charge(&self, stats: &mut TurnStats) {
         stats.input_tokens += self.usage.input_tokens;
         stats.output_tokens += self.usage.output_tokens;
+        let parts = InputParts::of(&self.usage);
+        stats.cache_read_tokens += parts.read;
+        stats.cache_write_tokens += parts.write_5m + parts.write_1h;
         if let Some(cost) = self.cost {
             let spent = stats.cost_usd.unwrap_or_default();
             stats.cost_usd = Some(spent.saturating_add(cost));
@@ -74,15 +77,11 @@ mod tests {
         Usage {
             input_tokens: input,
             output_tokens: output,
-            cached_input_tokens: 0,
+            ..Usage::default()
         }
     }
 
-    const PRICE: Price = Price {
-        input: 1.0,
-        output: 2.0,
-        cached_input: None,
-    };
+    const PRICE: Price = Price::new(1.0, 2.0);
 
     #[test]
     fn the_providers_usage_is_booked_as_reported() {
@@ -124,6 +123,41 @@ mod tests {
         unpriced.charge(&mut stats);
         assert_eq!(stats.cost_usd, None);
         assert_eq!(stats.input_tokens, 10);
+    }
+
+    #[test]
+    fn cache_reads_and_writes_add_up_in_the_stats_and_are_priced_as_billed() {
+        let anthropic = Usage {
+            input_tokens: 10_000,
+            output_tokens: 100,
+            cached_input_tokens: 8_000,
+            cache_write_tokens: 1_500,
+            cache_write_1h_tokens: 0,
+        };
+        let price = Price {
+            cached_input: Some(0.3),
+            cache_write: Some(3.75),
+            cache_write_1h: Some(6.0),
+            ..Price::new(3.0, 15.0)
+        };
+        let account = CallAccount::new(Some(anthropic), 0, || 0, Some(price));
+        // 500 × 3 + 8,000 × 0.3 + 1,500 × 3.75 + 100 × 15, per million.
+        assert_eq!(
+            account.cost,
+            Usd::from_dollars((1_500.0 + 2_400.0 + 5_625.0 + 1_500.0) / 1e6)
+        );
+        let mut stats = TurnStats::default();
+        account.charge(&mut stats);
+        account.charge(&mut stats);
+        assert_eq!(
+            (stats.cache_read_tokens, stats.cache_write_tokens),
+            (16_000, 3_000)
+        );
+        let json = serde_json::to_value(stats).unwrap();
+        assert_eq!(json["cache_read_tokens"], 16_000);
+        // A turn without cache use writes neither field.
+        let plain = serde_json::to_value(TurnStats::default()).unwrap();
+        assert!(plain.get("cache_read_tokens").is_none(), "{plain}");
     }
 
     #[test]

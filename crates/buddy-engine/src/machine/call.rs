@@ -184,6 +184,7 @@ impl Turn<'_> {
             tools,
             tools_tokens: full_tools_tokens,
             instruction_tokens,
+            floor: self.window.trim_floor,
         };
         let budgeted = fit_request(parts, self.room(), self.ledger.counter())
             .map_err(|o| CallEnd::Overflow(self.overflow_message(&o.overflow, o.tools_tokens)))?;
@@ -194,14 +195,19 @@ impl Turn<'_> {
             fitted,
             tools,
             tokens: context_tokens,
+            floor,
             ..
         } = budgeted;
+        self.window.trim_floor = floor;
+        // A client's cache breakpoints name messages of the whole history: they go only
+        // with a request that sends it whole (a trimmed one has lost their prefix anyway).
+        let whole = matches!(fitted.messages, std::borrow::Cow::Borrowed(_)) && !self.prune_repeats;
         let messages = self.request_messages(fitted.messages, instruction)?;
         self.window.last_sent_tokens = context_tokens as u64;
         self.window.last_sent_bounded = bounded;
         let finalize = finalize_instruction.is_some();
         let result = self
-            .stream(&messages, tools.as_deref(), finalize, purpose)
+            .stream(&messages, tools.as_deref(), finalize, purpose, whole)
             .await;
         drop(messages);
         self.stats.model_calls += 1;
@@ -226,13 +232,15 @@ impl Turn<'_> {
 
     /// Sends `messages` and `tools` and streams the reply. The Finalize call has its own
     /// short grace, so that a turn past its deadline (or a server that never ends a
-    /// reply) still ends by deadline + grace.
+    /// reply) still ends by deadline + grace. `whole`: `messages` begin with the whole
+    /// history, so a client's cache breakpoints on it go too.
     async fn stream(
         &self,
         messages: &[Message],
         tools: Option<&[ToolSpec]>,
         finalize: bool,
         purpose: CallPurpose,
+        whole: bool,
     ) -> Result<Reply, CallEnd> {
         let policy = self.judge.policy();
         let mut request = CompletionRequest {
@@ -245,6 +253,8 @@ impl Turn<'_> {
             traceparent: None,
             tracestate: None,
             sampling: (!self.sampling.is_default()).then_some(&self.sampling),
+            cache_key: Some(&self.cache_key),
+            cache_marks: if whole { &self.cache_marks } else { &[] },
         };
         let trace = self
             .events

@@ -163,6 +163,9 @@ struct Window {
     /// The latest request was sized by upper bounds (its exact size is made if the
     /// provider refuses it as too long).
     last_sent_bounded: bool,
+    /// Messages before this index were trimmed out of the latest request and stay out of
+    /// the next ones (trimming in large steps keeps the prefix for the prompt cache).
+    trim_floor: usize,
 }
 
 /// The driver of one turn. Owned by a single task; nothing here is shared or locked.
@@ -210,6 +213,10 @@ pub(crate) struct Turn<'e> {
     open_tasks: std::collections::HashMap<String, buddy_core::RecordedTask>,
     /// Where calls that become tasks are recorded.
     task_log: Option<Arc<dyn buddy_core::TaskLog>>,
+    /// The conversation's prompt-cache key, sent with every model call.
+    cache_key: String,
+    /// A client's cache breakpoints on the history, by message index.
+    cache_marks: Vec<buddy_core::CacheMark>,
 }
 
 impl<'e> Turn<'e> {
@@ -233,6 +240,9 @@ impl<'e> Turn<'e> {
             .reserve_output_tokens
             .unwrap_or_else(|| crate::context::default_reserve(window));
         let given = request.history.len();
+        let cache_key = request.cache_key.clone().unwrap_or_else(|| {
+            crate::conversation_cache_key(&request.history, request.user_message.as_deref())
+        });
         let ends_with_user = matches!(request.history.last(), Some(Message::User { .. }));
         let ledger = Ledger::new(
             request.history,
@@ -276,6 +286,8 @@ impl<'e> Turn<'e> {
             &policy,
         );
         let turn = Turn {
+            cache_key,
+            cache_marks: request.cache_marks,
             open_tasks: request.open_tasks,
             task_log: request.task_log,
             side_usage: crate::budget::SideUsage::default(),
@@ -304,6 +316,7 @@ impl<'e> Turn<'e> {
                 tools_cache: None,
                 last_sent_tokens: 0,
                 last_sent_bounded: false,
+                trim_floor: 0,
             },
             approval: request.approval,
             tools_offered_now: false,

@@ -279,11 +279,7 @@ async fn priced_turn(
 #[tokio::test]
 async fn a_money_budget_stops_the_turn_with_an_answer_within_it() {
     // Every reply reports 10 input + 5 output tokens: $0.01 + $0.01 = $0.02 a call.
-    let price = Price {
-        input: 1_000.0,
-        output: 2_000.0,
-        cached_input: None,
-    };
+    let price = Price::new(1_000.0, 2_000.0);
     let budget = Usd::from_dollars(0.10).unwrap();
     let policy = LoopPolicy {
         max_turn_cost_usd: Some(budget),
@@ -407,11 +403,7 @@ async fn a_turns_cost_is_its_recorded_usage_at_the_models_list_price() {
 async fn a_budget_smaller_than_the_first_calls_input_makes_no_call() {
     // "please help" is a few tokens: at $1,000 per million input tokens, a few tenths of
     // a cent before any output. A budget of a tenth of a cent cannot hold it.
-    let price = Price {
-        input: 1_000.0,
-        output: 2_000.0,
-        cached_input: None,
-    };
+    let price = Price::new(1_000.0, 2_000.0);
     let policy = LoopPolicy {
         max_turn_cost_usd: Usd::from_dollars(0.001),
         ..LoopPolicy::default()

@@ -7,6 +7,7 @@ mod cancellation;
 mod context;
 mod elicitation;
 mod limits;
+mod prompt_cache;
 mod property;
 mod refusals;
 mod replay;
@@ -15,6 +16,7 @@ mod routing;
 mod subagents;
 mod tool_changes;
 mod tool_progress;
+mod trim_steps;
 
 use std::sync::Arc;
 

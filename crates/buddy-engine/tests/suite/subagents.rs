@@ -629,11 +629,7 @@ impl Provider for RepeatDelegation {
 #[tokio::test]
 async fn a_money_budget_holds_over_the_tree_and_children_are_priced_like_their_caller() {
     // Each call reports 10 tokens in and 5 out: $1 per million each way makes $0.000015.
-    let price = buddy_core::Price {
-        input: 1.0,
-        output: 1.0,
-        cached_input: None,
-    };
+    let price = buddy_core::Price::new(1.0, 1.0);
     let budget = buddy_core::Usd::from_dollars(0.000_15).expect("dollars");
     let model = Arc::new(TreeModel::new(8, Child::Steps(6)));
     let engine = tree_engine(&model, vec![helper()], "money");

@@ -1,5 +1,6 @@
 //! The Anthropic Messages provider.
 
+pub mod breakpoints;
 mod request;
 mod response;
 mod stream;
@@ -30,6 +31,9 @@ pub struct AnthropicOptions {
     pub http: HttpSettings,
     pub stream: bool,
     pub max_output_tokens: Option<u32>,
+    /// buddy's own prompt-cache breakpoints and their lifetime; `None` sends none (a
+    /// client's own breakpoints still go).
+    pub cache: Option<buddy_core::CacheTtl>,
 }
 
 /// A Messages API provider.
@@ -37,6 +41,7 @@ pub struct AnthropicProvider {
     endpoint: Endpoint,
     stream: bool,
     max_tokens: u32,
+    cache: Option<buddy_core::CacheTtl>,
     /// The base URL as configured (for traces).
     base_url: String,
 }
@@ -61,6 +66,7 @@ impl AnthropicProvider {
             endpoint: Endpoint::new(options.name, url, client, headers, options.http)?,
             stream: options.stream,
             max_tokens: options.max_output_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
+            cache: options.cache,
         })
     }
 }
@@ -93,7 +99,8 @@ impl Provider for AnthropicProvider {
         request: CompletionRequest<'a>,
     ) -> BoxFuture<'a, Result<TokenStream, ProviderError>> {
         Box::pin(async move {
-            let body = request::messages_request(&request, self.stream, self.max_tokens);
+            let body =
+                request::messages_request(&request, self.stream, self.max_tokens, self.cache);
             let endpoint = &self.endpoint;
             endpoint
                 .call(

@@ -246,6 +246,9 @@ impl AnthropicStreamParser {
                     }
                     if let Some(input) = wire.input() {
                         usage.input_tokens = input;
+                        usage.cached_input_tokens = wire.cached();
+                        usage.cache_write_tokens = wire.written();
+                        usage.cache_write_1h_tokens = wire.written_1h();
                     }
                 }
             }

@@ -39,6 +39,26 @@ pub struct OpenAiCompat {
     /// The field that carries the output limit; unset, `max_completion_tokens` goes to
     /// api.openai.com and Azure OpenAI and `max_tokens` to every other server.
     pub output_limit_field: Option<OutputLimitField>,
+    /// Keep the tools in buddy's final-answer call and send `tool_choice: "none"`, so the
+    /// call repeats the previous request as its prefix (a cache hit); unset, on for
+    /// api.openai.com and Azure OpenAI, and off elsewhere (the tools are left out, which
+    /// every server understands).
+    pub tool_choice_none: Option<bool>,
+    /// Send `prompt_cache_key` (one per conversation); unset, on for api.openai.com and
+    /// Azure OpenAI, off elsewhere (a strict server refuses unknown fields).
+    pub prompt_cache_key: Option<bool>,
+    /// `prompt_cache_retention` to send (`in_memory`, `24h`), where the server takes it.
+    pub prompt_cache_retention: Option<String>,
+}
+
+impl OpenAiCompat {
+    /// The switches with their defaults for `base_url` filled in.
+    fn resolved(mut self, base_url: &str) -> Self {
+        let hosted = output_limit::openai_hosted(base_url);
+        self.tool_choice_none = Some(self.tool_choice_none.unwrap_or(hosted));
+        self.prompt_cache_key = Some(self.prompt_cache_key.unwrap_or(hosted));
+        self
+    }
 }
 
 /// Everything an [`OpenAiProvider`] needs. The `Default` is OpenAI's own API, streaming;
@@ -133,7 +153,7 @@ impl OpenAiProvider {
             )?,
             stream: options.stream,
             max_output_tokens: options.max_output_tokens,
-            compat: options.compat,
+            compat: options.compat.resolved(&options.base_url),
         })
     }
 }

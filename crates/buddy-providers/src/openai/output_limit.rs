@@ -45,23 +45,27 @@ impl OutputLimitField {
     /// for api.openai.com and Azure OpenAI and `max_tokens` for every other server.
     pub fn resolve(configured: Option<Self>, base_url: &str) -> Self {
         configured.unwrap_or_else(|| {
-            let host = reqwest::Url::parse(base_url)
-                .ok()
-                .and_then(|u| u.host_str().map(str::to_ascii_lowercase))
-                .unwrap_or_default();
-            let openai = COMPLETION_TOKENS_HOSTS
-                .iter()
-                .any(|h| match h.strip_prefix('.') {
-                    Some(domain) => host.ends_with(h) || host == domain,
-                    None => host == *h,
-                });
-            if openai {
+            if openai_hosted(base_url) {
                 OutputLimitField::MaxCompletionTokens
             } else {
                 OutputLimitField::MaxTokens
             }
         })
     }
+}
+
+/// True when `base_url` is OpenAI's own API or Azure OpenAI.
+pub(crate) fn openai_hosted(base_url: &str) -> bool {
+    let host = reqwest::Url::parse(base_url)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_ascii_lowercase))
+        .unwrap_or_default();
+    COMPLETION_TOKENS_HOSTS
+        .iter()
+        .any(|h| match h.strip_prefix('.') {
+            Some(domain) => host.ends_with(h) || host == domain,
+            None => host == *h,
+        })
 }
 
 impl OutputLimitField {

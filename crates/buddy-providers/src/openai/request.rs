@@ -11,11 +11,14 @@ use serde_json::json;
 use super::{OpenAiCompat, OutputLimitField};
 
 /// Builds the body. Tools defined but not callable (`tool_choice: none`, buddy's
-/// Finalize) are left out entirely: the strongest "no tools" every compatible server understands.
+/// Finalize) go with `tool_choice: "none"` where the server takes it
+/// (`compat.tool_choice_none`: the request keeps the previous one as its prefix, for the
+/// prompt cache), else are left out entirely: the strongest "no tools" every compatible
+/// server understands.
 pub(crate) fn chat_request<'a>(
     request: &CompletionRequest<'a>,
     stream: bool,
-    compat: &OpenAiCompat,
+    compat: &'a OpenAiCompat,
     max_tokens: Option<u32>,
     limit_field: OutputLimitField,
 ) -> ChatBody<'a> {
@@ -63,10 +66,16 @@ pub(crate) fn chat_request<'a>(
             },
         })
         .collect();
-    let callable = request.callable_tools();
-    let tools = (!callable.is_empty()).then(|| callable.iter().map(WireTool::function).collect());
+    let keep_defined =
+        request.tool_choice == Some(ToolChoice::None) && compat.tool_choice_none == Some(true);
+    let sent = match keep_defined {
+        true => request.tools.unwrap_or_default(),
+        false => request.callable_tools(),
+    };
+    let tools = (!sent.is_empty()).then(|| sent.iter().map(WireTool::function).collect());
     let tool_choice = match (request.tool_choice, &tools) {
         (_, None) => None,
+        (Some(ToolChoice::None), Some(_)) => Some("none"),
         (Some(ToolChoice::Required), Some(_)) => Some("required"),
         (Some(ToolChoice::Auto), Some(_)) => Some("auto"),
         (None, Some(_)) if compat.tool_choice_auto => Some("auto"),
@@ -92,5 +101,9 @@ pub(crate) fn chat_request<'a>(
             .sampling
             .and_then(|s| s.response_format.as_ref())
             .map(response_format_value),
+        prompt_cache_key: request
+            .cache_key
+            .filter(|_| compat.prompt_cache_key == Some(true)),
+        prompt_cache_retention: compat.prompt_cache_retention.as_deref(),
     }
 }

@@ -25,6 +25,7 @@ fn provider(server: &MockServer, http: HttpSettings, stream: bool) -> AnthropicP
         http,
         stream,
         max_output_tokens: None,
+        cache: None,
     })
     .expect("a valid provider")
 }

@@ -9,6 +9,7 @@ mod faults;
 mod malformed;
 mod nonstreaming;
 mod output_limit;
+mod prompt_cache;
 mod resilience;
 
 use std::path::PathBuf;
@@ -66,6 +67,7 @@ pub fn anthropic(base_url: &str, http: HttpSettings) -> AnthropicProvider {
         http,
         stream: true,
         max_output_tokens: None,
+        cache: None,
     })
     .unwrap()
 }

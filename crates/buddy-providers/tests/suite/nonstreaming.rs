@@ -162,6 +162,7 @@ async fn anthropic_non_streaming_and_its_request_shape() {
         http: quick_http(),
         stream: false,
         max_output_tokens: Some(1000),
+        cache: None,
     })
     .unwrap();
     let history = history();
@@ -214,6 +215,7 @@ async fn a_200_with_an_error_body_in_non_streaming_mode_is_an_error() {
         http: quick_http(),
         stream: false,
         max_output_tokens: None,
+        cache: None,
     })
     .unwrap();
     let history = [Message::user("hi")];
@@ -262,6 +264,7 @@ async fn a_whole_responses_id_and_model_are_kept() {
         http: quick_http(),
         stream: false,
         max_output_tokens: None,
+        cache: None,
     })
     .unwrap();
     let completion = anthropic

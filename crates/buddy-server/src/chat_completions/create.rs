@@ -51,6 +51,7 @@ pub(crate) async fn completions(
         .start(TurnSpec {
             family: Family::OpenAi,
             sampling,
+            cache_key: body.prompt_cache_key.take(),
             ..TurnSpec::new(Conversation::Ephemeral(history), resolved, policy)
         })
         .await?;

@@ -102,7 +102,7 @@ pub(crate) async fn begin(
         tools: tools.clone(),
         tool_choice: body.tool_choice,
         max_tool_calls: body.max_tool_calls,
-        prompt_cache_key: body.prompt_cache_key,
+        prompt_cache_key: body.prompt_cache_key.clone(),
         safety_identifier: body.safety_identifier,
         metadata: body.metadata,
     };
@@ -137,6 +137,7 @@ pub(crate) async fn begin(
             family: Family::OpenAi,
             keep_messages: body.store == Some(false),
             sampling,
+            cache_key: body.prompt_cache_key,
             ..TurnSpec::new(conversation, resolved, policy)
         })
         .await?;

@@ -58,6 +58,7 @@ pub(crate) fn run(
     request.user_message = opened.spec.user_message;
     request.resume = opened.spec.resume;
     request.sampling = opened.spec.sampling;
+    request.cache_key = opened.spec.cache_key;
     if let Some(telemetry) = &settings.telemetry {
         let trace = caller.trace.as_ref();
         let scope = TurnScope {

@@ -55,6 +55,9 @@ pub(crate) struct TurnSpec {
     pub sampling: Sampling,
     /// New settings (checked) kept with the conversation for this and later turns.
     pub settings: Option<serde_json::Value>,
+    /// The client's prompt-cache key (`prompt_cache_key`), sent with every model call of
+    /// the turn; `None`: one buddy derives from the conversation.
+    pub cache_key: Option<String>,
 }
 
 impl TurnSpec {
@@ -73,6 +76,7 @@ impl TurnSpec {
             keep_messages: false,
             sampling: Sampling::default(),
             settings: None,
+            cache_key: None,
         }
     }
 }

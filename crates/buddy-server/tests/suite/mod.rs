@@ -12,6 +12,7 @@ mod counts;
 mod elicitations;
 mod hostile_mcp;
 mod instances;
+mod prompt_cache_key;
 mod reattach;
 mod replay;
 mod request_mcp;

@@ -42,6 +42,7 @@ impl Backend for TwoKinds {
                     http: HttpSettings::default(),
                     stream: true,
                     max_output_tokens: None,
+                    cache: None,
                 })
                 .map_err(|e| BackendError(e.to_string()))?,
             )

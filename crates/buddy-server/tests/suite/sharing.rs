@@ -1028,15 +1028,9 @@ async fn a_turn_reports_what_it_cost_and_a_request_may_cap_it() {
         Arc::new(SqliteStore::in_memory().unwrap()),
         PolicyConfig::default(),
         |settings| {
-            settings.prices.add(
-                None,
-                "*",
-                buddy_core::Price {
-                    input: 1_000.0,
-                    output: 2_000.0,
-                    cached_input: None,
-                },
-            );
+            settings
+                .prices
+                .add(None, "*", buddy_core::Price::new(1_000.0, 2_000.0));
         },
     );
     let (id, (end, data)) = turn(&s.state, json!({"message": "look it up"}), ALICE).await;
@@ -1085,15 +1079,9 @@ async fn a_turn_reports_what_it_cost_and_a_request_may_cap_it() {
             ..PolicyConfig::default()
         },
         |settings| {
-            settings.prices.add(
-                None,
-                "*",
-                buddy_core::Price {
-                    input: 1.0,
-                    output: 1.0,
-                    cached_input: None,
-                },
-            );
+            settings
+                .prices
+                .add(None, "*", buddy_core::Price::new(1.0, 1.0));
         },
     );
     for raise in [json!(5.0), json!(0)] {
@@ -1118,15 +1106,9 @@ async fn a_key_at_its_spend_ceiling_is_refused_new_turns_with_429() {
     // their own (Bob) get the server's $0.03.
     let store: Arc<dyn Store> = Arc::new(SqliteStore::in_memory().unwrap());
     let priced = |settings: &mut ServerSettings| {
-        settings.prices.add(
-            None,
-            "*",
-            buddy_core::Price {
-                input: 1_000.0,
-                output: 2_000.0,
-                cached_input: None,
-            },
-        );
+        settings
+            .prices
+            .add(None, "*", buddy_core::Price::new(1_000.0, 2_000.0));
         settings.api_keys[0] = ApiKey::new(ALICE, None, false).with_spend(SpendCeiling {
             daily: Usd::from_dollars(0.10),
             monthly: None,

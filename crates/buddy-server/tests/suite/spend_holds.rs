@@ -30,11 +30,7 @@ fn server(daily: f64, priced: bool) -> (AppState, Arc<Semaphore>, Arc<dyn Store>
     };
     if priced {
         // 10 input + 5 output tokens a reply: $0.02 a call.
-        let price = Price {
-            input: 1_000.0,
-            output: 2_000.0,
-            cached_input: None,
-        };
+        let price = Price::new(1_000.0, 2_000.0);
         settings.prices.add(None, "*", price);
     }
     let backend = Arc::new(TestBackend {

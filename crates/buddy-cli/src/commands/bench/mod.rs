@@ -1,6 +1,7 @@
 //! `buddy bench` (loops, load, replay, memory, iteration, gateway, cancel): each kind's flags and
 //! report in a file of its own; the measuring is in the `buddy-bench` crate.
 
+mod cache;
 mod cancel;
 mod gateway;
 mod iteration;
@@ -37,6 +38,8 @@ enum BenchKind {
     Gateway(gateway::GatewayArgs),
     /// Cancel: how fast a cancel ends every sub-agent, process and model stream of a tree.
     Cancel(cancel::CancelArgs),
+    /// Cache: what the provider's prompt cache bills of a turn's input, against no cache.
+    Cache(cache::CacheArgs),
 }
 
 /// The scenarios a benchmark runs: `dir`, else ./scenarios, else the built-in ones.
@@ -54,6 +57,7 @@ pub async fn bench(args: BenchArgs) -> anyhow::Result<u8> {
         BenchKind::Replay(args) => replay::run(args).await,
         BenchKind::Loops(args) => loops::run(args).await,
         BenchKind::Cancel(args) => cancel::run(args).await,
+        BenchKind::Cache(args) => cache::run(args).await,
     }
 }
 
