@@ -22,4 +22,4 @@ pub use response::{
     ErrorBody, ErrorDetail, MessageResponse, ModelInfo, ModelList, OutputBlock, TokenCount, Usage,
     error_type_for_status,
 };
-pub use stream::{BlockDelta, MessageDelta, StreamEvent};
+pub use stream::{BlockDelta, DeltaUsage, MessageDelta, StreamEvent};

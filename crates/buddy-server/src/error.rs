@@ -151,13 +151,49 @@ impl IntoResponse for AppError {
         // The official OpenAI SDKs honour `x-should-retry` before their own status rules
         // (which would retry every 5xx twice).
         let retry = if self.retryable() { "true" } else { "false" };
-        (
+        let info = self.info();
+        let mut response = (
             self.status(),
             [("x-should-retry", retry)],
             Json(self.body()),
         )
-            .into_response()
+            .into_response();
+        response.extensions_mut().insert(info);
+        response
     }
+}
+
+/// What an error response was, kept on it so that an API family with another error
+/// shape (Anthropic's) can write it its own way.
+#[derive(Clone, Debug)]
+pub(crate) struct ErrorInfo {
+    pub status: StatusCode,
+    pub message: String,
+    /// The model server said it was overloaded (Anthropic's 529).
+    pub overloaded: bool,
+}
+
+impl AppError {
+    /// What the error is, apart from its JSON shape.
+    pub(crate) fn info(&self) -> ErrorInfo {
+        let overloaded = match self {
+            AppError::TurnFailed {
+                reason: StopReason::ProviderError,
+                message,
+            } => overloaded_message(message),
+            _ => false,
+        };
+        ErrorInfo {
+            status: self.status(),
+            message: self.to_string(),
+            overloaded,
+        }
+    }
+}
+
+/// Whether a provider's error message says it was overloaded.
+fn overloaded_message(message: &str) -> bool {
+    message.contains("HTTP 529") || message.to_ascii_lowercase().contains("overloaded")
 }
 
 impl From<buddy_store::StoreError> for AppError {

@@ -12,6 +12,7 @@ mod counts;
 mod elicitations;
 mod hostile_mcp;
 mod instances;
+mod messages;
 mod reattach;
 mod replay;
 mod request_mcp;
