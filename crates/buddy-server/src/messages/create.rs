@@ -3,9 +3,9 @@
 use axum::Json;
 use axum::response::{IntoResponse, Response};
 use buddy_anthropic_wire::{MessagesRequest, ToHistory, ToolChoice, client_tools, to_messages};
-use buddy_core::{ChatEvent, Message, Sampling, StopReason};
+use buddy_core::{ChatEvent, Message, Sampling, StopReason, TurnStats};
 
-use super::encoder::MessageEvents;
+use super::encoder::{MessageEvents, without_turn};
 use super::reply::{STOP_REASON_HEADER, WARNING_HEADER, message, with_header};
 use crate::client_tools::with_client_tools;
 use crate::error::AppError;
@@ -39,13 +39,22 @@ pub(crate) async fn messages(
     let mut resolved = turns.resolve(None, Some(&body.model))?;
     resolved.toolbox =
         with_client_tools(resolved.toolbox, offered).map_err(AppError::BadRequest)?;
-    let turn = turns
+    let started = turns
         .start(TurnSpec {
             family: Family::OpenAi,
             sampling,
             ..TurnSpec::new(Conversation::Ephemeral(history.messages), resolved, policy)
         })
-        .await?;
+        .await;
+    let turn = match started {
+        Ok(turn) => turn,
+        // A key at its money ceiling: an answer that ends the session, not an error a
+        // client retries.
+        Err(AppError::AtCeiling(why)) => {
+            return Ok(at_ceiling(body.stream, body.model, &why));
+        }
+        Err(e) => return Err(e),
+    };
     let id = format!("msg_{}", turn.turn_id.trim_start_matches("turn_"));
     let turn_id = turn.turn_id.clone();
     let response = match body.stream {
@@ -62,6 +71,27 @@ pub(crate) async fn messages(
         false => with_header(response, WARNING_HEADER, &warnings.join("; ")),
     })
 }
+
+/// What a key at its spend ceiling is answered: an ordinary message saying so, ended
+/// `end_turn`, its stop reason `cost_budget` in the header.
+fn at_ceiling(stream: bool, model: String, why: &str) -> Response {
+    let id = buddy_store::new_id("msg");
+    let reason = StopReason::CostBudget;
+    let answer = format!("{AT_CEILING}{why}");
+    let response = match stream {
+        true => sse::respond(futures::stream::iter(without_turn(
+            id, model, reason, answer,
+        ))),
+        false => {
+            let reply = message(id, model, reason, answer, &[], &TurnStats::default());
+            Json(reply).into_response()
+        }
+    };
+    with_header(response, STOP_REASON_HEADER, reason.as_str())
+}
+
+/// How buddy's answer to a key at its spend ceiling begins.
+const AT_CEILING: &str = "buddy stopped here: this key has reached its spend ceiling. ";
 
 /// The whole reply of `turn`, once it has ended, with its stop reason in a header.
 async fn whole(turn: StartedTurn, id: String, model: String) -> Result<Response, AppError> {

@@ -137,6 +137,19 @@ impl MessageEvents {
     }
 }
 
+/// The whole stream of a reply buddy gives without a turn (`answer`, ended for `reason`).
+pub(crate) fn without_turn(
+    id: String,
+    model: String,
+    reason: StopReason,
+    answer: String,
+) -> Vec<Bytes> {
+    let mut events = MessageEvents::new(id, model);
+    let mut out = events.opening();
+    out.extend(events.done(reason, &answer, &TurnStats::default()));
+    out
+}
+
 impl Encoder for MessageEvents {
     type Frame = Bytes;
 

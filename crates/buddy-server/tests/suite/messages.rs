@@ -8,9 +8,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use buddy_anthropic_wire::{MessageResponse, StreamEvent};
-use buddy_core::{CompletionRequest, ProviderError, Token, ToolCall, ToolChoice};
+use buddy_core::{CompletionRequest, Price, ProviderError, Token, ToolCall, ToolChoice, Usd};
 use buddy_engine::{PolicyConfig, PolicyPatch};
-use buddy_server::{ApiKey, AppState, Backend, BackendError, Resolved, ServerSettings, app};
+use buddy_server::{
+    ApiKey, AppState, Backend, BackendError, Resolved, ServerSettings, SpendCeiling, app,
+};
 use buddy_store::SqliteStore;
 use buddy_testkit::{ReplyProvider, TestToolbox, reply_tokens};
 use serde_json::{Value, json};
@@ -62,11 +64,22 @@ fn server(
     + Sync
     + 'static,
 ) -> (AppState, Arc<AtomicUsize>) {
-    let calls = Arc::new(AtomicUsize::new(0));
     let settings = ServerSettings {
         api_keys: keys.iter().map(|k| ApiKey::new(k, None, false)).collect(),
         ..ServerSettings::default()
     };
+    server_with(settings, reply)
+}
+
+/// A server over `reply` with `settings`, and its count of model calls.
+fn server_with(
+    settings: ServerSettings,
+    reply: impl Fn(&CompletionRequest<'_>, usize) -> Result<Tokens, ProviderError>
+    + Send
+    + Sync
+    + 'static,
+) -> (AppState, Arc<AtomicUsize>) {
+    let calls = Arc::new(AtomicUsize::new(0));
     let state = AppState::new(
         Arc::new(SqliteStore::in_memory().unwrap()),
         Arc::new(Model {
@@ -525,4 +538,82 @@ async fn tokens_are_counted_and_models_listed_in_anthropics_shape() {
     );
     let openai: Value = serde_json::from_str(&send(&state, list(false)).await.body).unwrap();
     assert_eq!(openai["object"], "list");
+}
+
+#[tokio::test]
+async fn a_key_at_its_spend_ceiling_gets_an_answer_that_ends_the_session_not_an_error() {
+    // Each model call costs $0.02 (10 input and 5 output tokens); the key may spend $0.02
+    // a day: the first round trip spends it, the second is answered by buddy.
+    let mut settings = ServerSettings {
+        api_keys: vec![ApiKey::new("sk-a", None, false).with_spend(SpendCeiling {
+            daily: Usd::from_dollars(0.02),
+            monthly: None,
+        })],
+        ..ServerSettings::default()
+    };
+    let price = Price {
+        input: 1_000.0,
+        output: 2_000.0,
+        cached_input: None,
+    };
+    settings.prices.add(None, "*", price);
+    let (state, calls) = server_with(settings, |_, n| {
+        Ok(reply_tokens(
+            "",
+            vec![ToolCall::new(
+                format!("toolu_{n}"),
+                "Bash",
+                &format!(r#"{{"command":"ls {n}"}}"#),
+            )],
+        ))
+    });
+    let mut history = vec![json!({"role": "user", "content": "Look around."})];
+    let mut ended = None;
+    for _ in 0..5 {
+        let body = json!({"model": "claude-test", "max_tokens": 100, "tools": bash_tool(), "messages": history});
+        let sent = send(&state, messages(body, Some("sk-a"))).await;
+        assert_eq!(sent.status, StatusCode::OK, "{}", sent.body);
+        let reply: Value = serde_json::from_str(&sent.body).unwrap();
+        if reply["stop_reason"] != "tool_use" {
+            ended = Some((sent.headers, reply));
+            break;
+        }
+        let call = reply["content"].as_array().unwrap().last().unwrap().clone();
+        history.push(json!({"role": "assistant", "content": reply["content"]}));
+        history.push(json!({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": call["id"], "content": "file"}]}));
+    }
+    let (headers, reply) = ended.expect("the session was never ended");
+    assert_eq!(reply["stop_reason"], "end_turn");
+    assert_eq!(headers["buddy-stop-reason"], "cost_budget");
+    let text = reply["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("spend ceiling") && text.contains("daily ceiling"),
+        "{text}"
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    // Streamed, the same answer as Anthropic's events.
+    let body =
+        json!({"model": "claude-test", "max_tokens": 100, "stream": true, "messages": history});
+    let sent = send(&state, messages(body, Some("sk-a"))).await;
+    let streamed = events(&sent.body);
+    let names: Vec<&str> = streamed.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "message_start",
+            "ping",
+            "content_block_start",
+            "content_block_delta",
+            "content_block_stop",
+            "message_delta",
+            "message_stop"
+        ]
+    );
+    assert_eq!(streamed[5].1["delta"]["stop_reason"], "end_turn");
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        1,
+        "no model call at the ceiling"
+    );
 }
