@@ -563,7 +563,7 @@ async fn a_key_at_its_spend_ceiling_gets_an_answer_that_ends_the_session_not_an_
             vec![ToolCall::new(
                 format!("toolu_{n}"),
                 "Bash",
-                &format!(r#"{{"command":"ls {n}"}}"#),
+                format!(r#"{{"command":"ls {n}"}}"#),
             )],
         ))
     });
