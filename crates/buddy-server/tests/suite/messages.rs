@@ -18,7 +18,7 @@ use buddy_testkit::{ReplyProvider, TestToolbox, reply_tokens};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
-type Tokens = Vec<Result<Token, ProviderError>>;
+pub(super) type Tokens = Vec<Result<Token, ProviderError>>;
 type Reply = dyn Fn(&CompletionRequest<'_>, usize) -> Result<Tokens, ProviderError> + Send + Sync;
 
 /// One model, `claude-test`, whose replies come from a function of the request and the
@@ -57,7 +57,7 @@ impl Backend for Model {
 }
 
 /// A server over `reply` with keys `keys`, and its count of model calls.
-fn server(
+pub(super) fn server(
     keys: &[&str],
     reply: impl Fn(&CompletionRequest<'_>, usize) -> Result<Tokens, ProviderError>
     + Send
@@ -115,13 +115,13 @@ fn calls_bash(request: &CompletionRequest<'_>, n: usize) -> Result<Tokens, Provi
     })
 }
 
-struct Sent {
-    status: StatusCode,
-    headers: axum::http::HeaderMap,
-    body: String,
+pub(super) struct Sent {
+    pub status: StatusCode,
+    pub headers: axum::http::HeaderMap,
+    pub body: String,
 }
 
-async fn send(state: &AppState, request: Request<Body>) -> Sent {
+pub(super) async fn send(state: &AppState, request: Request<Body>) -> Sent {
     let response = app(state.clone()).oneshot(request).await.unwrap();
     let (status, headers) = (response.status(), response.headers().clone());
     let bytes = axum::body::to_bytes(response.into_body(), 1 << 22)
@@ -151,15 +151,18 @@ fn bash_tool() -> Value {
                              "required": ["command"]}}])
 }
 
-/// The events of an SSE body, as (name, data).
-fn events(body: &str) -> Vec<(String, Value)> {
+/// The events of an SSE body, as (name, data); a data line that is not JSON (`[DONE]`)
+/// is left out.
+pub(super) fn events(body: &str) -> Vec<(String, Value)> {
     let mut out = Vec::new();
     let mut name = String::new();
     for line in body.lines() {
         if let Some(n) = line.strip_prefix("event: ") {
             name = n.to_owned();
-        } else if let Some(data) = line.strip_prefix("data: ") {
-            out.push((name.clone(), serde_json::from_str(data).unwrap()));
+        } else if let Some(data) = line.strip_prefix("data: ")
+            && let Ok(data) = serde_json::from_str(data)
+        {
+            out.push((name.clone(), data));
         }
     }
     out

@@ -18,6 +18,7 @@ mod replay;
 mod request_mcp;
 mod response_tree;
 mod responses;
+mod responses_codex;
 mod responses_ws;
 mod retention;
 mod sampling;
