@@ -16,6 +16,8 @@ if ! "$venv/bin/python" -c "import openai" 2>/dev/null; then
   "$venv/bin/pip" install --quiet --disable-pip-version-check 'openai==3.51.0'
 fi
 export BUDDY_OPENAI_PYTHON="$venv/bin/python"
+# The Anthropic Python SDK (pinned), for the /v1/messages test.
+eval "$(bash "$root/scripts/anthropic-sdk.sh")"
 # More real clients, pinned: LangChain (its own virtualenv: it pins another openai), and
 # the openai Node SDK with the Vercel AI SDK (clients/node, from package-lock.json).
 chain="$root/target/langchain-venv"
