@@ -35,6 +35,9 @@ async fn the_anthropic_python_sdk_works_against_the_server() {
         String::from_utf8_lossy(&output.stderr),
     );
     assert!(output.status.success(), "{stdout}\n{stderr}");
-    assert!(stdout.contains("anthropic sdk: all checks passed"), "{stdout}");
+    assert!(
+        stdout.contains("anthropic sdk: all checks passed"),
+        "{stdout}"
+    );
     server.stop().await;
 }
