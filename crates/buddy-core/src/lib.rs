@@ -43,7 +43,7 @@ pub use observe::{ModelCallEnd, TraceContext, TurnObserver};
 pub use progress::{Progress, ProgressSink};
 pub use provider::ServedBy;
 pub use provider::{
-    CallPurpose, Completion, CompletionRequest, Provider, ProviderError, ToolChoice,
+    CallPurpose, Completion, CompletionRequest, Provider, ProviderError, ToolChoice, Wire,
 };
 pub use sampling::{MAX_STOP_SEQUENCES, ResponseFormat, Sampling};
 pub use skill::{

@@ -5,11 +5,14 @@ use axum::response::{IntoResponse, Response};
 use buddy_anthropic_wire::{MessagesRequest, ToHistory, ToolChoice, client_tools, to_messages};
 use buddy_core::{ChatEvent, Message, Sampling, StopReason, TurnStats};
 
+use std::sync::Arc;
+
 use super::encoder::{MessageEvents, without_turn};
+use super::passthrough::Passthrough;
 use super::reply::{STOP_REASON_HEADER, WARNING_HEADER, message, with_header};
 use crate::client_tools::with_client_tools;
 use crate::error::AppError;
-use crate::request::{JsonBody, request_policy};
+use crate::request::{JsonAndBytes, request_policy};
 use crate::sse;
 use crate::turn::{
     CancelOnDrop, Conversation, Family, PendingCalls, StartedTurn, TurnSpec, Turns, frames,
@@ -19,7 +22,7 @@ use crate::turn::{
 /// `POST /v1/messages`: one turn over the request's whole history.
 pub(crate) async fn messages(
     turns: Turns,
-    JsonBody(mut body): JsonBody<MessagesRequest>,
+    JsonAndBytes(mut body, raw): JsonAndBytes<MessagesRequest>,
 ) -> Result<Response, AppError> {
     let sampling = sampling(&body)?;
     let history =
@@ -35,10 +38,22 @@ pub(crate) async fn messages(
         _ => declared,
     };
     let warnings = warnings(&body, &history, &left_out);
+    // A body with buddy's own extension is buddy's to read, never an upstream's.
+    let passes = body.buddy_policy.is_none();
     let policy = request_policy(body.buddy_policy.take())?;
     let mut resolved = turns.resolve(None, Some(&body.model))?;
+    let names = offered.iter().map(|t| t.name.clone()).collect();
     resolved.toolbox =
         with_client_tools(resolved.toolbox, offered).map_err(AppError::BadRequest)?;
+    if passes {
+        resolved.provider = Arc::new(Passthrough::new(
+            resolved.provider,
+            raw.to_vec(),
+            body.stream,
+            history.messages.clone(),
+            names,
+        ));
+    }
     let started = turns
         .start(TurnSpec {
             family: Family::OpenAi,

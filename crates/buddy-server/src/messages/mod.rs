@@ -24,6 +24,7 @@ mod count;
 mod create;
 mod encoder;
 mod errors;
+mod passthrough;
 mod reply;
 
 use axum::Router;

@@ -10,7 +10,9 @@ use buddy_engine::{PolicyConfig, PolicyPatch};
 use buddy_providers::{AnthropicOptions, AnthropicProvider, OpenAiOptions, OpenAiProvider};
 use buddy_server::{AppState, Backend, BackendError, Resolved, ServerSettings};
 use buddy_store::SqliteStore;
-use buddy_testkit::{MockResponse, MockServer, TestToolbox, anthropic_sse, openai_sse};
+use buddy_testkit::{
+    HttpRequest, MockResponse, MockServer, TestToolbox, anthropic_sse, openai_sse,
+};
 use serde_json::{Value, json};
 
 use super::messages::send;
@@ -126,16 +128,38 @@ async fn claude_codes_request_is_answered_through_an_openai_compatible_upstream(
     );
 }
 
-#[tokio::test]
-async fn claude_codes_request_is_answered_through_an_anthropic_upstream() {
-    let upstream = MockServer::sequence(vec![
-        MockResponse::sse(anthropic_sse(
-            "",
-            &[("toolu_1", "Bash", r#"{"command":"ls"}"#)],
-        )),
-        MockResponse::sse(anthropic_sse("Two files: a.txt and b.txt.", &[])),
-    ])
-    .await;
+/// An Anthropic upstream's answer to a request: streamed when it asks for a stream (as
+/// buddy's own requests do), else a whole message (as a passed-through `stream: false`).
+fn anthropic_answer(
+    request: &HttpRequest,
+    text: &str,
+    calls: &[(&str, &str, &str)],
+) -> MockResponse {
+    if request.json()["stream"] == true {
+        return MockResponse::sse(anthropic_sse(text, calls));
+    }
+    let mut content = Vec::new();
+    if !text.is_empty() {
+        content.push(json!({"type": "text", "text": text}));
+    }
+    for (id, name, input) in calls {
+        let input: Value = serde_json::from_str(input).unwrap();
+        content.push(json!({"type": "tool_use", "id": id, "name": name, "input": input}));
+    }
+    let stop = if calls.is_empty() {
+        "end_turn"
+    } else {
+        "tool_use"
+    };
+    MockResponse::json(
+        200,
+        &json!({"id": "msg_up", "type": "message", "role": "assistant", "model": "upstream",
+                "content": content, "stop_reason": stop, "stop_sequence": null,
+                "usage": {"input_tokens": 20, "output_tokens": 10}}),
+    )
+}
+
+fn anthropic_provider(upstream: &MockServer) -> Arc<dyn Provider> {
     let provider = AnthropicProvider::new(AnthropicOptions {
         name: "anthropic".into(),
         base_url: upstream.url(),
@@ -146,7 +170,17 @@ async fn claude_codes_request_is_answered_through_an_anthropic_upstream() {
         max_output_tokens: None,
     })
     .unwrap();
-    let reply = two_round_trips(&state(Arc::new(provider))).await;
+    Arc::new(provider)
+}
+
+#[tokio::test]
+async fn claude_codes_request_is_answered_through_an_anthropic_upstream() {
+    let upstream = MockServer::start(|request, n| match n {
+        0 => anthropic_answer(request, "", &[("toolu_1", "Bash", r#"{"command":"ls"}"#)]),
+        _ => anthropic_answer(request, "Two files: a.txt and b.txt.", &[]),
+    })
+    .await;
+    let reply = two_round_trips(&state(anthropic_provider(&upstream))).await;
     assert_eq!(reply["content"][0]["text"], "Two files: a.txt and b.txt.");
     let requests = upstream.requests();
     assert_eq!(requests[1].path, "/v1/messages");
@@ -154,4 +188,63 @@ async fn claude_codes_request_is_answered_through_an_anthropic_upstream() {
     let body = requests[1].json();
     let last = body["messages"].as_array().unwrap().last().unwrap().clone();
     assert_eq!(last["content"][0]["type"], "tool_result", "{body}");
+}
+
+#[tokio::test]
+async fn a_clients_request_reaches_an_anthropic_upstream_byte_for_byte() {
+    let upstream = MockServer::start(|request, _| {
+        anthropic_answer(request, "", &[("toolu_9", "Bash", r#"{"command":"ls"}"#)])
+    })
+    .await;
+    let state = state(anthropic_provider(&upstream));
+    // Claude Code's kind of request: cache marks, a thinking block with its signature,
+    // fields buddy does not know, and its own spacing and key order.
+    let raw = r#"{"max_tokens": 32000, "model":"upstream",
+  "system":[{"type":"text","text":"You are Claude Code.","cache_control":{"type":"ephemeral","ttl":"1h"}}],
+  "messages":[{"role":"user","content":[{"type":"text","text":"What is here?","cache_control":{"type":"ephemeral"}}]},
+    {"role":"assistant","content":[{"type":"thinking","thinking":"Look first.","signature":"EqQBCkYIBxgCKkD+sig=="},{"type":"text","text":"Looking."},{"type":"tool_use","id":"toolu_1","name":"Bash","input":{"command":"pwd"}}]},
+    {"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"/work"}]}],
+  "tools":[{"name":"Bash","description":"Run a command","input_schema":{"type":"object","properties":{"command":{"type":"string"}}},"cache_control":{"type":"ephemeral"}}],
+  "thinking":{"type":"enabled","budget_tokens":1024},
+  "context_management":{"edits":[{"type":"clear_thinking_20251015"}]},
+  "metadata":{"user_id":"user_1"}, "stream": false}"#;
+    let request = axum::http::Request::post("/v1/messages")
+        .header("anthropic-version", "2023-06-01")
+        .body(axum::body::Body::from(raw))
+        .unwrap();
+    let sent = send(&state, request).await;
+    assert_eq!(sent.status, StatusCode::OK, "{}", sent.body);
+    let reply: Value = serde_json::from_str(&sent.body).unwrap();
+    assert_eq!(reply["stop_reason"], "tool_use", "{reply}");
+    let requests = upstream.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(String::from_utf8_lossy(&requests[0].body), raw);
+    assert_eq!(requests[0].header("x-api-key"), Some("sk-ant-upstream"));
+}
+
+#[tokio::test]
+async fn when_buddy_ends_the_turn_its_own_final_call_is_sent_not_the_clients() {
+    // The history already holds five identical rounds: buddy's guards end the turn
+    // before the model is asked to go on, and the final-answer call is buddy's.
+    let upstream = MockServer::start(|request, _| {
+        anthropic_answer(request, "The build fails the same way each time.", &[])
+    })
+    .await;
+    let state = state(anthropic_provider(&upstream));
+    let mut history = vec![json!({"role": "user", "content": "Make the build pass."})];
+    for n in 0..5 {
+        history.push(json!({"role": "assistant", "content": [
+            {"type": "tool_use", "id": format!("toolu_{n}"), "name": "Bash", "input": {"command": "make"}}]}));
+        history.push(json!({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": format!("toolu_{n}"), "content": "make: *** No targets."}]}));
+    }
+    let sent = send(&state, claude_code(&history)).await;
+    assert_eq!(sent.status, StatusCode::OK, "{}", sent.body);
+    assert_eq!(sent.headers["buddy-stop-reason"], "loop_detected");
+    let reply: Value = serde_json::from_str(&sent.body).unwrap();
+    assert_eq!(reply["stop_reason"], "end_turn");
+    let requests = upstream.requests();
+    assert_eq!(requests.len(), 1);
+    let body = requests[0].json();
+    assert_eq!(body["tool_choice"], json!({"type": "none"}), "{body}");
 }
