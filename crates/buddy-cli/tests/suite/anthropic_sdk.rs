@@ -1,6 +1,7 @@
 //! The official Anthropic Python SDK against `buddy serve` (issue 54, item 5): create,
 //! stream, a client tool's round trip, count_tokens, the model list and errors, through
-//! `POST /v1/messages` (scripts/anthropic_sdk_check.py).
+//! `POST /v1/messages` (scripts/anthropic_sdk_check.py); and the TypeScript SDK
+//! (`@anthropic-ai/sdk`, clients/node/anthropic-check.mjs).
 
 use buddy_server::ServerSettings;
 
@@ -37,6 +38,42 @@ async fn the_anthropic_python_sdk_works_against_the_server() {
     assert!(output.status.success(), "{stdout}\n{stderr}");
     assert!(
         stdout.contains("anthropic sdk: all checks passed"),
+        "{stdout}"
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_anthropic_typescript_sdk_works_against_the_server() {
+    let clients = std::env::var("BUDDY_NODE_CLIENTS").unwrap_or_else(|_| {
+        panic!("BUDDY_NODE_CLIENTS is not set: run the suite with scripts/test.sh, which installs clients/node (npm ci)")
+    });
+    let (db, scenarios) = (tempfile::tempdir().unwrap(), all_scenarios());
+    let settings = ServerSettings {
+        api_keys: vec![buddy_server::ApiKey::new("sk-buddy-anthropic", None, false)],
+        ..ServerSettings::default()
+    };
+    let server = TestServer::start(&db.path().join("t.db"), scenarios.path(), settings).await;
+    let url = server.url.clone();
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("node")
+            .args([
+                format!("{clients}/anthropic-check.mjs"),
+                url,
+                "sk-buddy-anthropic".into(),
+            ])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+    );
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("anthropic ts sdk: all checks passed"),
         "{stdout}"
     );
     server.stop().await;
