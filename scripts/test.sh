@@ -27,7 +27,7 @@ if ! "$chain/bin/python" -c "import langchain_openai" 2>/dev/null; then
   "$chain/bin/pip" install --quiet --disable-pip-version-check 'langchain-openai==1.7.3' 'langchain-core==1.7.2' 'openai==3.54.0'
 fi
 export BUDDY_LANGCHAIN_PYTHON="$chain/bin/python"
-if [ ! -d "$root/clients/node/node_modules/ai" ]; then
+if [ ! -d "$root/clients/node/node_modules/ai" ] || [ ! -d "$root/clients/node/node_modules/@anthropic-ai/sdk" ]; then
   echo "== installing the Node clients (npm ci in clients/node)"
   (cd "$root/clients/node" && npm ci --no-audit --no-fund --loglevel=error)
 fi
