@@ -20,6 +20,6 @@ pub use request::{
 };
 pub use response::{
     ErrorBody, ErrorDetail, MessageResponse, ModelInfo, ModelList, OutputBlock, TokenCount, Usage,
-    error_type_for_status,
+    direct_caller, error_type_for_status,
 };
 pub use stream::{BlockDelta, DeltaUsage, MessageDelta, StreamEvent};

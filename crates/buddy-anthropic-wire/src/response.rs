@@ -17,6 +17,12 @@ pub struct MessageResponse {
     /// null in `message_start`.
     pub stop_reason: Option<String>,
     pub stop_sequence: Option<String>,
+    /// Why the output stopped, in detail (a refusal's); null otherwise.
+    #[serde(default)]
+    pub stop_details: Option<Value>,
+    /// The code-execution container the request used; null without one.
+    #[serde(default)]
+    pub container: Option<Value>,
     pub usage: Usage,
 }
 
@@ -31,6 +37,8 @@ impl MessageResponse {
             content,
             stop_reason: None,
             stop_sequence: None,
+            stop_details: None,
+            container: None,
             usage,
         }
     }
@@ -42,11 +50,17 @@ impl MessageResponse {
 pub enum OutputBlock {
     Text {
         text: String,
+        /// Where the text cites from; null for none.
+        #[serde(default)]
+        citations: Option<Value>,
     },
     ToolUse {
         id: String,
         name: String,
         input: Value,
+        /// Who made the call: `{"type": "direct"}`, the model itself.
+        #[serde(default = "direct_caller")]
+        caller: Value,
     },
     Thinking {
         thinking: String,
@@ -60,7 +74,33 @@ pub enum OutputBlock {
     Other(Value),
 }
 
-/// Token usage, as Anthropic reports it (cache figures apart from `input_tokens`).
+/// The caller of a tool call the model made itself.
+pub fn direct_caller() -> Value {
+    serde_json::json!({"type": "direct"})
+}
+
+impl OutputBlock {
+    /// A text block.
+    pub fn text(text: impl Into<String>) -> Self {
+        OutputBlock::Text {
+            text: text.into(),
+            citations: None,
+        }
+    }
+
+    /// A `tool_use` block the model made.
+    pub fn tool_use(id: impl Into<String>, name: impl Into<String>, input: Value) -> Self {
+        OutputBlock::ToolUse {
+            id: id.into(),
+            name: name.into(),
+            input,
+            caller: direct_caller(),
+        }
+    }
+}
+
+/// Token usage, as Anthropic reports it (cache figures apart from `input_tokens`); the
+/// breakdowns buddy does not have are null.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 pub struct Usage {
     pub input_tokens: u64,
@@ -69,6 +109,16 @@ pub struct Usage {
     pub cache_creation_input_tokens: Option<u64>,
     #[serde(default)]
     pub cache_read_input_tokens: Option<u64>,
+    #[serde(default)]
+    pub cache_creation: Option<Value>,
+    #[serde(default)]
+    pub inference_geo: Option<String>,
+    #[serde(default)]
+    pub output_tokens_details: Option<Value>,
+    #[serde(default)]
+    pub server_tool_use: Option<Value>,
+    #[serde(default)]
+    pub service_tier: Option<String>,
 }
 
 /// `POST /v1/messages/count_tokens`'s answer.
@@ -86,6 +136,13 @@ pub struct ModelInfo {
     pub display_name: String,
     /// RFC 3339.
     pub created_at: String,
+    /// What the model supports, and its limits: null where buddy does not know them.
+    #[serde(default)]
+    pub capabilities: Option<Value>,
+    #[serde(default)]
+    pub max_input_tokens: Option<u64>,
+    #[serde(default)]
+    pub max_tokens: Option<u64>,
 }
 
 /// The model list, one page of it (buddy sends one page).
@@ -107,6 +164,9 @@ impl ModelList {
                 id: id.clone(),
                 display_name: id.clone(),
                 created_at: "1970-01-01T00:00:00Z".into(),
+                capabilities: None,
+                max_input_tokens: None,
+                max_tokens: None,
             })
             .collect();
         ModelList {
@@ -125,6 +185,9 @@ pub struct ErrorBody {
     #[serde(rename = "type")]
     pub kind: String,
     pub error: ErrorDetail,
+    /// The request's id, when the server gives one (buddy: null).
+    #[serde(default)]
+    pub request_id: Option<String>,
 }
 
 /// What went wrong: Anthropic's error type and a message.
@@ -144,6 +207,7 @@ impl ErrorBody {
                 kind: kind.into(),
                 message: message.into(),
             },
+            request_id: None,
         }
     }
 }
@@ -177,12 +241,8 @@ mod tests {
                 "msg_1".into(),
                 "claude".into(),
                 vec![
-                    OutputBlock::Text { text: "ok".into() },
-                    OutputBlock::ToolUse {
-                        id: "toolu_1".into(),
-                        name: "Bash".into(),
-                        input: json!({"command": "ls"}),
-                    },
+                    OutputBlock::text("ok"),
+                    OutputBlock::tool_use("toolu_1", "Bash", json!({"command": "ls"})),
                 ],
                 Usage {
                     input_tokens: 3,
@@ -194,11 +254,14 @@ mod tests {
         assert_eq!(
             serde_json::to_value(&message).unwrap(),
             json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "claude",
-                "content": [{"type": "text", "text": "ok"},
-                    {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "ls"}}],
-                "stop_reason": "tool_use", "stop_sequence": null,
+                "content": [{"type": "text", "text": "ok", "citations": null},
+                    {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "ls"},
+                     "caller": {"type": "direct"}}],
+                "stop_reason": "tool_use", "stop_sequence": null, "stop_details": null, "container": null,
                 "usage": {"input_tokens": 3, "output_tokens": 4,
-                    "cache_creation_input_tokens": null, "cache_read_input_tokens": null}})
+                    "cache_creation_input_tokens": null, "cache_read_input_tokens": null,
+                    "cache_creation": null, "inference_geo": null, "output_tokens_details": null,
+                    "server_tool_use": null, "service_tier": null}})
         );
     }
 
@@ -207,7 +270,8 @@ mod tests {
         let error = ErrorBody::new(error_type_for_status(529), "Overloaded");
         assert_eq!(
             serde_json::to_value(&error).unwrap(),
-            json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+            json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"},
+                   "request_id": null})
         );
         assert_eq!(error_type_for_status(401), "authentication_error");
         assert_eq!(error_type_for_status(502), "api_error");

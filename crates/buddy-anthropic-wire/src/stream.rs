@@ -68,6 +68,10 @@ pub enum BlockDelta {
 pub struct MessageDelta {
     pub stop_reason: Option<String>,
     pub stop_sequence: Option<String>,
+    #[serde(default)]
+    pub stop_details: Option<serde_json::Value>,
+    #[serde(default)]
+    pub container: Option<serde_json::Value>,
 }
 
 /// `message_delta`'s usage: the output so far, and the input figures when known.
@@ -80,6 +84,10 @@ pub struct DeltaUsage {
     pub cache_creation_input_tokens: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_read_input_tokens: Option<u64>,
+    #[serde(default)]
+    pub output_tokens_details: Option<serde_json::Value>,
+    #[serde(default)]
+    pub server_tool_use: Option<serde_json::Value>,
 }
 
 #[cfg(test)]

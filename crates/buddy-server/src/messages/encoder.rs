@@ -11,7 +11,7 @@ use buddy_core::{ChatEvent, StopReason, TurnStats};
 use serde_json::Value;
 
 use super::errors::anthropic_error;
-use super::reply::{stop_reason, tool_use, usage};
+use super::reply::{stop_reason, tool_input, usage};
 use crate::error::AppError;
 use crate::sse;
 use crate::turn::{Encoder, PendingCalls};
@@ -58,9 +58,7 @@ impl MessageEvents {
                 self.open_text = Some(index);
                 out.push(Self::frame(&StreamEvent::ContentBlockStart {
                     index,
-                    content_block: OutputBlock::Text {
-                        text: String::new(),
-                    },
+                    content_block: OutputBlock::text(""),
                 }));
                 index
             }
@@ -88,19 +86,9 @@ impl MessageEvents {
             for call in self.pending.take() {
                 let index = self.next;
                 self.next += 1;
-                let block = tool_use(&call);
-                let input = match &block {
-                    OutputBlock::ToolUse { input, .. } => input.to_string(),
-                    _ => "{}".to_owned(),
-                };
-                let start = match block {
-                    OutputBlock::ToolUse { id, name, .. } => OutputBlock::ToolUse {
-                        id,
-                        name,
-                        input: Value::Object(Default::default()),
-                    },
-                    other => other,
-                };
+                let input = tool_input(&call).to_string();
+                let empty = Value::Object(Default::default());
+                let start = OutputBlock::tool_use(call.id, call.name, empty);
                 out.push(Self::frame(&StreamEvent::ContentBlockStart {
                     index,
                     content_block: start,
@@ -114,22 +102,21 @@ impl MessageEvents {
                 out.push(Self::frame(&StreamEvent::ContentBlockStop { index }));
             }
         }
-        let Usage {
-            input_tokens,
-            output_tokens,
-            cache_creation_input_tokens,
-            cache_read_input_tokens,
-        } = usage(stats);
+        let usage = usage(stats);
         out.push(Self::frame(&StreamEvent::MessageDelta {
             delta: MessageDelta {
                 stop_reason: Some(stop_reason(reason).into()),
                 stop_sequence: None,
+                stop_details: None,
+                container: None,
             },
             usage: DeltaUsage {
-                output_tokens,
-                input_tokens: Some(input_tokens),
-                cache_creation_input_tokens,
-                cache_read_input_tokens,
+                output_tokens: usage.output_tokens,
+                input_tokens: Some(usage.input_tokens),
+                cache_creation_input_tokens: usage.cache_creation_input_tokens,
+                cache_read_input_tokens: usage.cache_read_input_tokens,
+                output_tokens_details: None,
+                server_tool_use: None,
             },
         }));
         out.push(Self::frame(&StreamEvent::MessageStop));

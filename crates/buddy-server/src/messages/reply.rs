@@ -25,18 +25,18 @@ pub(crate) fn stop_reason(reason: StopReason) -> &'static str {
     }
 }
 
-/// A `tool_use` block for a call the client runs; arguments that are not a JSON object
-/// are passed as `{}` (Anthropic's `input` is always an object).
-pub(crate) fn tool_use(call: &ToolCall) -> OutputBlock {
-    let input = serde_json::from_str::<Value>(call.arguments.as_str())
+/// The `input` of a call the client runs: its arguments, or `{}` for arguments that are
+/// not a JSON object (Anthropic's `input` is always an object).
+pub(crate) fn tool_input(call: &ToolCall) -> Value {
+    serde_json::from_str::<Value>(call.arguments.as_str())
         .ok()
         .filter(Value::is_object)
-        .unwrap_or_else(|| Value::Object(Default::default()));
-    OutputBlock::ToolUse {
-        id: call.id.clone(),
-        name: call.name.clone(),
-        input,
-    }
+        .unwrap_or_else(|| Value::Object(Default::default()))
+}
+
+/// A `tool_use` block for a call the client runs.
+pub(crate) fn tool_use(call: &ToolCall) -> OutputBlock {
+    OutputBlock::tool_use(call.id.clone(), call.name.clone(), tool_input(call))
 }
 
 /// The usage of a turn, as Anthropic reports it.
@@ -46,6 +46,7 @@ pub(crate) fn usage(stats: &TurnStats) -> Usage {
         output_tokens: stats.output_tokens,
         cache_creation_input_tokens: Some(0),
         cache_read_input_tokens: Some(0),
+        ..Usage::default()
     }
 }
 
@@ -60,7 +61,7 @@ pub(crate) fn message(
 ) -> MessageResponse {
     let mut content = Vec::with_capacity(calls.len() + 1);
     if !answer.is_empty() {
-        content.push(OutputBlock::Text { text: answer });
+        content.push(OutputBlock::text(answer));
     }
     content.extend(calls.iter().map(tool_use));
     MessageResponse {
@@ -117,8 +118,9 @@ mod tests {
         );
         assert_eq!(
             serde_json::to_value(&message).unwrap()["content"],
-            json!([{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}},
-                   {"type": "tool_use", "id": "t2", "name": "Read", "input": {}}])
+            json!([{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"},
+                    "caller": {"type": "direct"}},
+                   {"type": "tool_use", "id": "t2", "name": "Read", "input": {}, "caller": {"type": "direct"}}])
         );
         assert_eq!(message.stop_reason.as_deref(), Some("tool_use"));
         assert_eq!(message.usage.input_tokens, 5);
