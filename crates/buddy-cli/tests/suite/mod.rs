@@ -15,6 +15,7 @@ mod mcp_login;
 mod mock;
 mod providers;
 mod readme;
+mod real_codex;
 mod replay;
 mod scenarios;
 mod secrets;
