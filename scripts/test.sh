@@ -16,6 +16,10 @@ if ! "$venv/bin/python" -c "import openai" 2>/dev/null; then
   "$venv/bin/pip" install --quiet --disable-pip-version-check 'openai==3.51.0'
 fi
 export BUDDY_OPENAI_PYTHON="$venv/bin/python"
+# The Anthropic Python SDK (pinned), for the /v1/messages test.
+eval "$(bash "$root/scripts/anthropic-sdk.sh")"
+# The real codex CLI (pinned, npm), driven against buddy serve.
+eval "$(bash "$root/scripts/real-clis.sh")"
 # More real clients, pinned: LangChain (its own virtualenv: it pins another openai), and
 # the openai Node SDK with the Vercel AI SDK (clients/node, from package-lock.json).
 chain="$root/target/langchain-venv"
@@ -25,7 +29,7 @@ if ! "$chain/bin/python" -c "import langchain_openai" 2>/dev/null; then
   "$chain/bin/pip" install --quiet --disable-pip-version-check 'langchain-openai==1.7.3' 'langchain-core==1.7.2' 'openai==3.54.0'
 fi
 export BUDDY_LANGCHAIN_PYTHON="$chain/bin/python"
-if [ ! -d "$root/clients/node/node_modules/ai" ]; then
+if [ ! -d "$root/clients/node/node_modules/ai" ] || [ ! -d "$root/clients/node/node_modules/@anthropic-ai/sdk" ]; then
   echo "== installing the Node clients (npm ci in clients/node)"
   (cd "$root/clients/node" && npm ci --no-audit --no-fund --loglevel=error)
 fi

@@ -47,7 +47,7 @@ pub use observe::{ModelCallEnd, TraceContext, TurnObserver};
 pub use progress::{Progress, ProgressSink};
 pub use provider::ServedBy;
 pub use provider::{
-    CallPurpose, Completion, CompletionRequest, Provider, ProviderError, ToolChoice,
+    CallPurpose, Completion, CompletionRequest, Provider, ProviderError, ToolChoice, Wire,
 };
 pub use redact::{redact_url, redact_urls_in};
 pub use sampling::{MAX_STOP_SEQUENCES, ResponseFormat, Sampling};

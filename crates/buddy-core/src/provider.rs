@@ -35,6 +35,14 @@ pub enum CallPurpose {
     Reask,
 }
 
+/// A model API's wire format, as a client's request may come in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Wire {
+    /// Anthropic's Messages API (`POST /v1/messages`).
+    AnthropicMessages,
+}
+
 /// One model call. Borrows the history so the engine never copies it per iteration.
 ///
 /// `tools: None` is a plain chat request and must behave exactly like one.
@@ -171,6 +179,21 @@ pub trait Provider: Send + Sync {
         request: CompletionRequest<'a>,
     ) -> BoxFuture<'a, Result<TokenStream, ProviderError>>;
 
+    /// Starts the model call `request` describes by sending `body` — a client's own
+    /// request in wire format `wire` — to this provider's server exactly as it came
+    /// (guard mode's pass-through: the client's cache marks, thinking signatures and
+    /// fields buddy does not know are kept byte for byte); `stream` says whether `body`
+    /// asks for a stream. `None` when the provider does not speak `wire` (the default).
+    fn forward_exact<'a>(
+        &'a self,
+        _wire: Wire,
+        _body: Vec<u8>,
+        _stream: bool,
+        _request: CompletionRequest<'a>,
+    ) -> Option<BoxFuture<'a, Result<TokenStream, ProviderError>>> {
+        None
+    }
+
     /// Runs a model call to the end and collects its reply.
     fn complete<'a>(
         &'a self,
@@ -219,6 +242,16 @@ impl<P: Provider + ?Sized> Provider for Arc<P> {
         request: CompletionRequest<'a>,
     ) -> BoxFuture<'a, Result<TokenStream, ProviderError>> {
         (**self).stream(request)
+    }
+
+    fn forward_exact<'a>(
+        &'a self,
+        wire: Wire,
+        body: Vec<u8>,
+        stream: bool,
+        request: CompletionRequest<'a>,
+    ) -> Option<BoxFuture<'a, Result<TokenStream, ProviderError>>> {
+        (**self).forward_exact(wire, body, stream, request)
     }
 }
 

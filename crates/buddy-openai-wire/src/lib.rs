@@ -5,6 +5,7 @@
 //! content parts and response formats are the same types and code on both sides.
 
 mod chat;
+pub mod client_tools;
 pub mod completion;
 mod content;
 mod details;

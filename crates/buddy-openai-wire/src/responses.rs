@@ -21,6 +21,12 @@ pub enum Item {
     FunctionCall(FunctionCallItem),
     #[serde(rename = "function_call_output")]
     FunctionCallOutput(FunctionCallOutputItem),
+    /// A call of one of the client's custom (free-form) tools: its input is text.
+    #[serde(rename = "custom_tool_call")]
+    CustomToolCall(CustomToolCallItem),
+    /// The client's result of a custom tool call.
+    #[serde(rename = "custom_tool_call_output")]
+    CustomToolCallOutput(FunctionCallOutputItem),
     /// A call buddy ran itself, in the API's MCP shape (`server_label: "buddy"`).
     #[serde(rename = "mcp_call")]
     McpCall(SkillCallItem),
@@ -39,10 +45,12 @@ pub enum Item {
 }
 
 /// The item types `input` may hold, by their wire names.
-const INPUT_KINDS: [&str; 8] = [
+const INPUT_KINDS: [&str; 10] = [
     "message",
     "function_call",
     "function_call_output",
+    "custom_tool_call",
+    "custom_tool_call_output",
     "mcp_call",
     "buddy:skill_call",
     "reasoning",
@@ -137,7 +145,22 @@ pub struct FunctionCallItem {
     pub id: Option<String>,
     pub call_id: String,
     pub name: String,
+    /// The `namespace` tool the function belongs to (codex's namespaced tools).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
     pub arguments: Arguments,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<ItemStatus>,
+}
+
+/// A call of one of the client's custom tools, with its free-form `input`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CustomToolCallItem {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub call_id: String,
+    pub name: String,
+    pub input: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<ItemStatus>,
 }
@@ -203,7 +226,8 @@ impl Item {
         match self {
             Item::Message(m) => m.id.as_deref(),
             Item::FunctionCall(c) => c.id.as_deref(),
-            Item::FunctionCallOutput(o) => o.id.as_deref(),
+            Item::FunctionCallOutput(o) | Item::CustomToolCallOutput(o) => o.id.as_deref(),
+            Item::CustomToolCall(c) => c.id.as_deref(),
             Item::McpCall(c) | Item::SkillCall(c) => Some(&c.id),
             Item::Compaction(c) => c.id.as_deref(),
             Item::ItemReference(r) => Some(&r.id),
@@ -252,7 +276,7 @@ fn input_item(i: usize, mut item: Value) -> Result<Item, String> {
     };
     if !INPUT_KINDS.contains(&kind.as_str()) {
         return Err(format!(
-            "input[{i}]: items of type `{kind}` are not supported; buddy takes message, function_call, function_call_output and compaction items"
+            "input[{i}]: items of type `{kind}` are not supported; buddy takes message, function_call, function_call_output, custom_tool_call(_output), reasoning and compaction items"
         ));
     }
     object.insert("type".into(), Value::String(kind.clone()));
@@ -290,9 +314,20 @@ pub fn items_to_messages(
                     ));
                 }
             }),
-            Item::FunctionCall(call) => add_call(
+            Item::FunctionCall(call) => {
+                let name = super::client_tools::offered_name(call.namespace.as_deref(), &call.name);
+                add_call(
+                    &mut messages,
+                    ToolCall::new(call.call_id, name, call.arguments),
+                )
+            }
+            Item::CustomToolCall(call) => add_call(
                 &mut messages,
-                ToolCall::new(call.call_id, call.name, call.arguments),
+                ToolCall::new(
+                    call.call_id,
+                    call.name,
+                    json!({ "input": call.input }).to_string(),
+                ),
             ),
             Item::McpCall(call) | Item::SkillCall(call) => {
                 let call_id = call
@@ -308,7 +343,7 @@ pub fn items_to_messages(
                 };
                 messages.push(Message::tool_result(call_id, content, is_error));
             }
-            Item::FunctionCallOutput(output) => {
+            Item::FunctionCallOutput(output) | Item::CustomToolCallOutput(output) => {
                 let text = text_of(&output.output).ok_or_else(|| {
                     format!("input[{i}]: a `function_call_output` item needs `output`")
                 })?;
@@ -368,29 +403,6 @@ impl From<FunctionTool> for ToolSpec {
                 .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
         }
     }
-}
-
-/// The request's `tools`: function tools only, other types refused by name.
-pub fn function_tools(tools: Vec<Value>) -> Result<Vec<FunctionTool>, String> {
-    tools
-        .into_iter()
-        .enumerate()
-        .map(|(i, tool)| {
-            let kind = tool.get("type").and_then(Value::as_str).unwrap_or_default();
-            if kind != "function" {
-                return Err(format!(
-                    "tools[{i}]: `{kind}` tools are not supported; buddy runs `function` tools through the client and its own skills itself"
-                ));
-            }
-            serde_json::from_value(tool).map_err(|e| {
-                let e = e.to_string();
-                match e.strip_prefix("missing field ") {
-                    Some(field) => format!("tools[{i}]: a function tool needs {field}"),
-                    None => format!("tools[{i}]: {e}"),
-                }
-            })
-        })
-        .collect()
 }
 
 /// Where a response stands.
@@ -662,15 +674,13 @@ mod tests {
                 "phase": "final_answer",
                 "content": [{"type": "output_text", "text": "hi", "annotations": [], "logprobs": []}]}})
         );
-        let tools = function_tools(vec![json!({"type": "function", "name": "f"})]).unwrap();
+        let tools =
+            crate::client_tools::client_tools(vec![json!({"type": "function", "name": "f"})])
+                .unwrap()
+                .offered;
         assert_eq!(
             serde_json::to_value(&tools[0]).unwrap(),
             json!({"type": "function", "name": "f", "description": null, "parameters": null, "strict": null})
-        );
-        assert!(function_tools(vec![json!({"type": "web_search"})]).is_err());
-        assert_eq!(
-            function_tools(vec![json!({"type": "function"})]).unwrap_err(),
-            "tools[0]: a function tool needs `name`"
         );
     }
 }

@@ -406,6 +406,19 @@ impl Endpoint {
             provider: self.provider.clone(),
             message: format!("cannot encode the request: {e}"),
         })?;
+        self.call_exact(body, stream, trace, make_parser, parse_whole)
+            .await
+    }
+
+    /// [`call`](Self::call) with a body already encoded: sent exactly as it is.
+    pub(crate) async fn call_exact<P: EventParser>(
+        &self,
+        body: Bytes,
+        stream: bool,
+        trace: Trace<'_>,
+        make_parser: impl Fn() -> P,
+        parse_whole: fn(&str, &str, &str) -> Result<Vec<Token>, ProviderError>,
+    ) -> Result<TokenStream, ProviderError> {
         if stream {
             return self.stream(body, trace, make_parser).await;
         }

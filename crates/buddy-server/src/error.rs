@@ -22,6 +22,10 @@ pub enum AppError {
     BodyTimeout(std::time::Duration),
     #[error("{0}")]
     TooManyTurns(String),
+    /// The caller's key has spent its daily or monthly ceiling: 429 as `TooManyTurns`
+    /// (its own variant so that a family can answer it another way).
+    #[error("{0}")]
+    AtCeiling(String),
     /// A key at a quota that time alone does not lift (its storage): 429, not retried.
     #[error("{0}")]
     Quota(String),
@@ -49,7 +53,9 @@ impl AppError {
             AppError::NotFound(_) => StatusCode::NOT_FOUND,
             AppError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             AppError::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
-            AppError::TooManyTurns(_) | AppError::Quota(_) => StatusCode::TOO_MANY_REQUESTS,
+            AppError::TooManyTurns(_) | AppError::AtCeiling(_) | AppError::Quota(_) => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
             AppError::Conflict(_) => StatusCode::CONFLICT,
             AppError::ShuttingDown | AppError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
             AppError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -74,6 +80,7 @@ impl AppError {
         matches!(
             self,
             AppError::TooManyTurns(_)
+                | AppError::AtCeiling(_)
                 | AppError::ShuttingDown
                 | AppError::Conflict(_)
                 | AppError::Store(_)
@@ -87,7 +94,7 @@ impl AppError {
             }
             AppError::Unauthorized => "authentication_error",
             AppError::NotFound(_) => "not_found_error",
-            AppError::TooManyTurns(_) => "rate_limit_error",
+            AppError::TooManyTurns(_) | AppError::AtCeiling(_) => "rate_limit_error",
             AppError::Quota(_) => "insufficient_quota",
             AppError::Conflict(_) => "conflict_error",
             AppError::ShuttingDown => "unavailable",
@@ -120,7 +127,7 @@ impl AppError {
             AppError::NotFound(_) => "not_found",
             AppError::TooLarge(_) => "request_too_large",
             AppError::BodyTimeout(_) => "request_timeout",
-            AppError::TooManyTurns(_) => "rate_limit_exceeded",
+            AppError::TooManyTurns(_) | AppError::AtCeiling(_) => "rate_limit_exceeded",
             AppError::Quota(_) => "insufficient_quota",
             AppError::Conflict(_) => "conflict",
             AppError::ShuttingDown => "shutting_down",
@@ -151,13 +158,49 @@ impl IntoResponse for AppError {
         // The official OpenAI SDKs honour `x-should-retry` before their own status rules
         // (which would retry every 5xx twice).
         let retry = if self.retryable() { "true" } else { "false" };
-        (
+        let info = self.info();
+        let mut response = (
             self.status(),
             [("x-should-retry", retry)],
             Json(self.body()),
         )
-            .into_response()
+            .into_response();
+        response.extensions_mut().insert(info);
+        response
     }
+}
+
+/// What an error response was, kept on it so that an API family with another error
+/// shape (Anthropic's) can write it its own way.
+#[derive(Clone, Debug)]
+pub(crate) struct ErrorInfo {
+    pub status: StatusCode,
+    pub message: String,
+    /// The model server said it was overloaded (Anthropic's 529).
+    pub overloaded: bool,
+}
+
+impl AppError {
+    /// What the error is, apart from its JSON shape.
+    pub(crate) fn info(&self) -> ErrorInfo {
+        let overloaded = match self {
+            AppError::TurnFailed {
+                reason: StopReason::ProviderError,
+                message,
+            } => overloaded_message(message),
+            _ => false,
+        };
+        ErrorInfo {
+            status: self.status(),
+            message: self.to_string(),
+            overloaded,
+        }
+    }
+}
+
+/// Whether a provider's error message says it was overloaded.
+fn overloaded_message(message: &str) -> bool {
+    message.contains("HTTP 529") || message.to_ascii_lowercase().contains("overloaded")
 }
 
 impl From<buddy_store::StoreError> for AppError {

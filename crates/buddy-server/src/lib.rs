@@ -8,11 +8,13 @@
 //! - `POST /v1/chat/completions`: an OpenAI-compatible endpoint, so any OpenAI client gets
 //!   loop-safe tool use by changing its base URL;
 //! - `POST /v1/responses`: the OpenAI Responses API over the same turns;
+//! - `POST /v1/messages` (and `/v1/messages/count_tokens`): Anthropic's Messages API over
+//!   the same turns, for Claude Code and the Anthropic SDKs;
 //! - `POST /v1/conversations/{id}/replay`: what another policy would have done on its turns;
 //! - `POST /v1/conversations/{id}/fork`: a new conversation from the history before a message.
 //!
 //! The layout, from the top: [`app`] builds the router and serves it; one folder per API
-//! family (`native/`, `chat_completions/`, `responses/`) holds that family's routes and
+//! family (`native/`, `chat_completions/`, `responses/`, `messages/`) holds that family's routes and
 //! its encoder; every family starts and watches turns through the turn service (`turn/`);
 //! under it, the request plumbing (auth, bodies, connections) and the shared state.
 
@@ -27,6 +29,7 @@ mod conn;
 mod conversation_settings;
 mod error;
 mod item_cache;
+mod messages;
 mod metrics;
 mod native;
 mod request;

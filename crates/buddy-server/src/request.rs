@@ -71,6 +71,20 @@ impl<T: serde::de::DeserializeOwned> FromRequest<AppState> for JsonBody<T> {
     }
 }
 
+/// A handler's JSON body of type `T` and the bytes it came as (for a body passed on as
+/// it is), refused as [`JsonBody`] refuses.
+pub(crate) struct JsonAndBytes<T>(pub T, pub Bytes);
+
+impl<T: serde::de::DeserializeOwned> FromRequest<AppState> for JsonAndBytes<T> {
+    type Rejection = AppError;
+
+    async fn from_request(request: Request, state: &AppState) -> Result<Self, AppError> {
+        let bytes = Bytes::from_request(request, state).await;
+        let raw = bytes.as_ref().ok().cloned().unwrap_or_default();
+        parse_body(state, bytes).map(|value| JsonAndBytes(value, raw))
+    }
+}
+
 /// Like [`JsonBody`], but an empty body is `T::default()` (endpoints whose every field is
 /// optional).
 pub(crate) struct JsonOrEmpty<T>(pub T);

@@ -60,7 +60,7 @@ pub(crate) async fn room(
         let Some(limit) = limit else { continue };
         let spent = store.spend_since(owner, &since).await?;
         if spent >= limit {
-            return Err(AppError::TooManyTurns(format!(
+            return Err(AppError::AtCeiling(format!(
                 "key `{name}` has spent {spent} {when}, its {kind} ceiling is {limit}: new turns are \
                  refused until {until}. The operator sets it ({setting} in [[server.keys]] or [server])"
             )));
@@ -216,7 +216,7 @@ mod tests {
             .await
             .unwrap_err();
         assert!(
-            matches!(&refused, AppError::TooManyTurns(m) if m.contains("monthly ceiling is $9.5000") && m.contains("alice")),
+            matches!(&refused, AppError::AtCeiling(m) if m.contains("monthly ceiling is $9.5000") && m.contains("alice")),
             "{refused:?}"
         );
         assert_eq!(

@@ -1,6 +1,7 @@
 //! buddy-cli integration tests: every scenario end to end, event snapshots, and the
 //! real `buddy` binary.
 
+mod anthropic_sdk;
 mod approvals;
 mod binary;
 mod config;
@@ -15,6 +16,7 @@ mod mcp_login;
 mod mock;
 mod providers;
 mod readme;
+mod real_codex;
 mod replay;
 mod scenarios;
 mod secrets;

@@ -19,9 +19,10 @@ static NOISE: LazyLock<Vec<(Regex, &'static str)>> = LazyLock::new(|| {
             r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b",
             "<id>",
         ),
-        // Labelled ids: `request_id: abc123`, `trace-id=…`, `ETag: "…"`.
+        // Labelled ids: `request_id: abc123`, `trace-id=…`, `ETag: "…"`; codex's
+        // exec_command output labels each call's output `Chunk ID: baa046`.
         (
-            r#"(?i)\b(?:request|req|trace|span|correlation|session|run)[ _-]?id\b["']?\s*[:=]\s*["']?[\w.-]+|\betag\b\s*[:=]\s*"?[\w/.-]+"?"#,
+            r#"(?i)\b(?:request|req|trace|span|correlation|session|run|chunk)[ _-]?id\b["']?\s*[:=]\s*["']?[\w.-]+|\betag\b\s*[:=]\s*"?[\w/.-]+"?"#,
             "<id>",
         ),
         // ISO 8601 and RFC 3339 date-times.
@@ -182,6 +183,10 @@ mod tests {
             (
                 "still running (polled 4 times)",
                 "still running (polled 5 times)",
+            ),
+            (
+                "Chunk ID: baa046 Wall time: 0.0000 seconds Process exited with code 1",
+                "Chunk ID: 538ace Wall time: 0.0012 seconds Process exited with code 1",
             ),
             ("updated 1735732807", "updated 1735732999"),
             (

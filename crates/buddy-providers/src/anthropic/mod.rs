@@ -7,7 +7,7 @@ mod stream;
 
 use std::collections::BTreeMap;
 
-use buddy_core::{BoxFuture, CompletionRequest, Provider, ProviderError, TokenStream};
+use buddy_core::{BoxFuture, CompletionRequest, Provider, ProviderError, TokenStream, Wire};
 
 use crate::http::{Endpoint, HttpSettings, Trace, build_client};
 
@@ -92,6 +92,25 @@ impl Provider for AnthropicProvider {
 
     fn refuses(&self, attachment: &buddy_core::Attachment) -> Option<String> {
         request::refuses(&self.endpoint.provider, attachment)
+    }
+
+    /// A client's Messages request, sent as it came (guard mode's pass-through).
+    fn forward_exact<'a>(
+        &'a self,
+        wire: Wire,
+        body: Vec<u8>,
+        stream: bool,
+        request: CompletionRequest<'a>,
+    ) -> Option<BoxFuture<'a, Result<TokenStream, ProviderError>>> {
+        (wire == Wire::AnthropicMessages).then(|| {
+            Box::pin(async move {
+                let (endpoint, trace) = (&self.endpoint, Trace::of(&request));
+                let parser = || AnthropicStreamParser::new(&endpoint.provider, &endpoint.url);
+                endpoint
+                    .call_exact(body.into(), stream, trace, parser, response::parse_response)
+                    .await
+            }) as BoxFuture<'a, _>
+        })
     }
 
     fn stream<'a>(

@@ -13,7 +13,7 @@ use tower_http::trace::TraceLayer;
 
 use crate::error::AppError;
 use crate::state::AppState;
-use crate::{auth, body, chat_completions, metrics, native, responses, web};
+use crate::{auth, body, chat_completions, messages, metrics, native, responses, web};
 
 /// Every route of the server, over `state`. Tests drive it with `oneshot`, no socket needed.
 pub fn app(state: AppState) -> Router {
@@ -24,6 +24,7 @@ pub fn app(state: AppState) -> Router {
         .merge(native::routes())
         .merge(chat_completions::routes())
         .merge(responses::routes())
+        .merge(messages::routes())
         .route("/metrics", get(render_metrics))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
@@ -38,6 +39,8 @@ pub fn app(state: AppState) -> Router {
                 "no such endpoint; see docs/reference/endpoints.md for the API".into(),
             )
         })
+        // Anthropic's clients read errors in Anthropic's shape.
+        .layer(middleware::from_fn(messages::anthropic_errors))
         .layer(DefaultBodyLimit::max(limit))
         // The whole body within body_timeout, whatever pace it comes at.
         .layer(middleware::from_fn_with_state(

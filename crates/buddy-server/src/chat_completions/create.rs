@@ -2,6 +2,7 @@
 
 use axum::Json;
 use axum::extract::State;
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use buddy_core::{ChatEvent, Message, ToolSpec};
 use buddy_openai_wire::{ChatCompletionRequest, to_messages};
@@ -17,16 +18,17 @@ use crate::turn::{
     CancelOnDrop, Conversation, Family, PendingCalls, TurnSpec, Turns, frames, with_turn_header,
 };
 
-/// `GET /v1/models`.
-pub(crate) async fn models(State(state): State<AppState>) -> Json<Value> {
-    let data: Vec<Value> = state
-        .inner
-        .backend
-        .models()
+/// `GET /v1/models` (in Anthropic's shape when asked with `anthropic-version`).
+pub(crate) async fn models(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let ids = state.inner.backend.models();
+    if headers.contains_key("anthropic-version") {
+        return crate::messages::model_list(&ids);
+    }
+    let data: Vec<Value> = ids
         .into_iter()
         .map(|id| json!({"id": id, "object": "model", "created": 0, "owned_by": "buddy"}))
         .collect();
-    Json(json!({"object": "list", "data": data}))
+    Json(json!({"object": "list", "data": data})).into_response()
 }
 
 /// `POST /v1/chat/completions`.

@@ -15,7 +15,7 @@ use crate::error::AppError;
 use crate::request::request_policy;
 use crate::settings::SkillCalls;
 use crate::turn::{Conversation, Family, StartedTurn, TurnSpec, Turns};
-use buddy_openai_wire::responses::function_tools;
+use buddy_openai_wire::client_tools::client_tools;
 
 /// The body of `POST /v1/responses` (fields buddy does not use are accepted and ignored).
 #[derive(Deserialize)]
@@ -96,10 +96,12 @@ pub(crate) async fn begin(
         .unwrap_or(state.inner.settings.responses_skill_calls);
     let input = input_messages(&state.inner.items, owner, body.input.unwrap_or(Value::Null))
         .map_err(AppError::BadRequest)?;
-    let tools = function_tools(body.tools).map_err(AppError::BadRequest)?;
+    let client = client_tools(body.tools).map_err(AppError::BadRequest)?;
+    let tools = client.offered.clone();
     let echo = Echo {
         sampling: sampling.clone(),
         tools: tools.clone(),
+        client,
         tool_choice: body.tool_choice,
         max_tool_calls: body.max_tool_calls,
         prompt_cache_key: body.prompt_cache_key.clone(),

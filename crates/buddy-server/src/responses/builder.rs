@@ -6,9 +6,9 @@ use std::sync::Arc;
 use buddy_core::{Arguments, ChatEvent, ResponseFormat, Sampling, StopReason, ToolCall, TurnStats};
 use buddy_openai_wire::BuddyDetails;
 use buddy_openai_wire::responses::{
-    ConversationRef, FunctionCallItem, FunctionTool, IncompleteDetails, Item, ItemStatus,
-    MessageItem, OutputText, Phase, ReasoningSettings, ResponseError, ResponseObject,
-    ResponseStatus, ResponseUsage, SkillCallItem, StreamError, StreamEvent, TextSettings,
+    ConversationRef, FunctionTool, IncompleteDetails, Item, ItemStatus, MessageItem, OutputText,
+    Phase, ReasoningSettings, ResponseError, ResponseObject, ResponseStatus, ResponseUsage,
+    SkillCallItem, StreamError, StreamEvent, TextSettings,
 };
 use serde_json::{Value, json};
 
@@ -16,14 +16,17 @@ use super::ids::conversation_of;
 use crate::item_cache::ItemCache;
 use crate::settings::SkillCalls;
 use crate::turn::{Encoder, PendingCalls, unix_now};
+use buddy_openai_wire::client_tools::ClientTools;
 
 /// What the response object repeats of its request.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Echo {
     /// The settings the response was made with.
     pub sampling: Sampling,
-    /// The client's function tools.
+    /// The client's function tools (as offered to the model).
     pub tools: Vec<FunctionTool>,
+    /// The client's tools by the name the model calls them, and the hosted ones left out.
+    pub client: ClientTools,
     pub tool_choice: Option<Value>,
     pub max_tool_calls: Option<u64>,
     pub prompt_cache_key: Option<String>,
@@ -406,13 +409,7 @@ impl Builder {
         self.close_message(out, None);
         if reason == StopReason::ClientToolCalls {
             for call in self.pending.take() {
-                let item = Item::FunctionCall(FunctionCallItem {
-                    id: Some(self.item_id("fc")),
-                    call_id: call.id,
-                    name: call.name,
-                    arguments: call.arguments,
-                    status: Some(ItemStatus::Completed),
-                });
+                let item = self.echo.client.output_item(self.item_id("fc"), call);
                 self.whole_item(item, out);
             }
         }

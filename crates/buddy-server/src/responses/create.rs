@@ -26,6 +26,8 @@ pub(crate) async fn responses(
     }
     let (turn, mut builder) = begin(&turns, body, None).await?;
     builder.background = background;
+    let left_out = builder.echo.client.left_out.clone();
+    let warned = |response: Response| left_out_header(response, &left_out);
     if streamed || background {
         let guard = match background {
             true => None,
@@ -35,10 +37,10 @@ pub(crate) async fn responses(
         let response = builder.response();
         let log = response_log(&turns.state, turn, builder);
         if !streamed {
-            return Ok(Json(response).into_response());
+            return Ok(warned(Json(response).into_response()));
         }
         let numbered = frames(log.watch(0), Numbered::default(), guard);
-        return Ok(with_turn_header(stream(numbered), &turn_id));
+        return Ok(warned(with_turn_header(stream(numbered), &turn_id)));
     }
     let StartedTurn {
         mut events, cancel, ..
@@ -57,5 +59,21 @@ pub(crate) async fn responses(
         builder.on_event(event);
     }
     drop(guard);
-    Ok(Json(builder.response()).into_response())
+    Ok(warned(Json(builder.response()).into_response()))
+}
+
+/// Names the hosted tools (`web_search`, …) left out of the request in a `buddy-warning`
+/// header: buddy's model servers do not run them, and refusing would stop the client.
+fn left_out_header(mut response: Response, left_out: &[String]) -> Response {
+    if left_out.is_empty() {
+        return response;
+    }
+    let text = format!(
+        "hosted tools left out (only OpenAI's own servers run them): {}",
+        left_out.join(", ")
+    );
+    if let Ok(value) = axum::http::HeaderValue::from_str(&text) {
+        response.headers_mut().insert("buddy-warning", value);
+    }
+    response
 }

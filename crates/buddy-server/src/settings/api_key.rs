@@ -69,16 +69,18 @@ impl ApiKey {
     }
 }
 
-/// The configured key that `Authorization: Bearer <key>` names, if any. Every key is
+/// The configured key that `Authorization: Bearer <key>` (or `x-api-key`) names, if any. Every key is
 /// compared (in constant time), so timing tells nothing about which.
 pub(crate) fn key_for<'k>(
     headers: &axum::http::HeaderMap,
     keys: &'k [ApiKey],
 ) -> Option<&'k ApiKey> {
+    // Anthropic's clients send the key as `x-api-key`.
     let given = headers
         .get("authorization")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
+        .or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()))
         .map(str::trim)?;
     let hash = sha256(given.as_bytes());
     keys.iter()

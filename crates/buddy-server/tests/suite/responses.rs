@@ -220,9 +220,11 @@ async fn max_tool_calls_is_honoured_and_bad_input_is_named() {
             json!({"input": [{"type": "item_reference", "id": "x"}]}),
             "not known here",
         ),
+        // A hosted tool (`file_search`) is left out, not refused (see responses_codex);
+        // a malformed tool is.
         (
-            json!({"input": "hi", "tools": [{"type": "file_search"}]}),
-            "not supported",
+            json!({"input": "hi", "tools": [{"type": "namespace", "name": "n"}]}),
+            "a namespace tool needs `tools`",
         ),
         (
             json!({"input": [{"role": "assistant", "content": "hello"}]}),
