@@ -14,9 +14,7 @@ use crate::error::AppError;
 use crate::request::{JsonBody, request_policy};
 use crate::sse;
 use crate::state::AppState;
-use crate::turn::{
-    CancelOnDrop, Conversation, Family, PendingCalls, TurnSpec, Turns, frames, with_turn_header,
-};
+use crate::turn::{Conversation, Family, TurnSpec, Turns, frames, until_end, with_turn_header};
 
 /// `GET /v1/models` (in Anthropic's shape when asked with `anthropic-version`).
 pub(crate) async fn models(State(state): State<AppState>, headers: HeaderMap) -> Response {
@@ -65,17 +63,7 @@ pub(crate) async fn completions(
         let stream = sse::respond(frames(turn.events, encoder, guard));
         return Ok(with_turn_header(stream, &turn.turn_id));
     }
-    let guard = CancelOnDrop(turn.cancel);
-    let mut events = turn.events;
-    let mut pending = PendingCalls::default();
-    let mut terminal = None;
-    while let Some(event) = events.recv().await {
-        pending.track(&event);
-        if event.is_terminal() {
-            terminal = Some(event);
-        }
-    }
-    drop(guard);
+    let (terminal, pending) = until_end(turn.events, turn.cancel).await;
     match terminal {
         Some(ChatEvent::Done {
             reason,

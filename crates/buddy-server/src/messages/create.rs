@@ -15,8 +15,7 @@ use crate::error::AppError;
 use crate::request::{JsonAndBytes, request_policy};
 use crate::sse;
 use crate::turn::{
-    CancelOnDrop, Conversation, Family, PendingCalls, StartedTurn, TurnSpec, Turns, frames,
-    with_turn_header,
+    Conversation, Family, StartedTurn, TurnSpec, Turns, frames, until_end, with_turn_header,
 };
 
 /// `POST /v1/messages`: one turn over the request's whole history.
@@ -110,17 +109,7 @@ const AT_CEILING: &str = "buddy stopped here: this key has reached its spend cei
 
 /// The whole reply of `turn`, once it has ended, with its stop reason in a header.
 async fn whole(turn: StartedTurn, id: String, model: String) -> Result<Response, AppError> {
-    let guard = CancelOnDrop(turn.cancel);
-    let mut events = turn.events;
-    let mut pending = PendingCalls::default();
-    let mut terminal = None;
-    while let Some(event) = events.recv().await {
-        pending.track(&event);
-        if event.is_terminal() {
-            terminal = Some(event);
-        }
-    }
-    drop(guard);
+    let (terminal, mut pending) = until_end(turn.events, turn.cancel).await;
     match terminal {
         Some(ChatEvent::Done {
             reason,

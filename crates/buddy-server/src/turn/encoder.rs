@@ -130,6 +130,25 @@ impl Drop for CancelOnDrop {
     }
 }
 
+/// Follows a turn to its end for a whole (not streamed) reply: its terminal event and the
+/// calls it left pending for the client. Dropped before the end, it cancels the turn.
+pub(crate) async fn until_end(
+    mut events: Watch<ChatEvent>,
+    cancel: CancellationToken,
+) -> (Option<ChatEvent>, PendingCalls) {
+    let guard = CancelOnDrop(cancel);
+    let mut pending = PendingCalls::default();
+    let mut terminal = None;
+    while let Some(event) = events.recv().await {
+        pending.track(&event);
+        if event.is_terminal() {
+            terminal = Some(event);
+        }
+    }
+    drop(guard);
+    (terminal, pending)
+}
+
 /// Seconds since the Unix epoch (the OpenAI APIs' `created` fields).
 pub(crate) fn unix_now() -> u64 {
     SystemTime::now()

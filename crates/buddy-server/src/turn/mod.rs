@@ -18,7 +18,9 @@ use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 
 pub(crate) use agents::with_request_agents;
-pub(crate) use encoder::{CancelOnDrop, Encoder, PendingCalls, frames, unix_now, with_turn_header};
+pub(crate) use encoder::{
+    CancelOnDrop, Encoder, PendingCalls, frames, unix_now, until_end, with_turn_header,
+};
 pub(crate) use policy::turn_policy;
 pub(crate) use spec::{Conversation, Family, StartedTurn, TurnSpec};
 
