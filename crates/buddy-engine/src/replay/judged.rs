@@ -13,12 +13,18 @@ use super::conversation::{LoggedTurn, Repairs, turns_of};
 use super::{Comparison, TripAt, Wanted, replay};
 use crate::guards::canonical::canonical_args;
 use crate::guards::noise::fingerprint;
+use crate::guards::shape::near_repeat;
 use crate::guards::similarity::arg_strings;
 use crate::policy::LoopPolicy;
 
 /// Identical calls in a row (same tool, same canonical arguments) that make a run a loop
 /// the judge must stop by the last of them.
 pub const LOOP_REPEATS: u32 = 5;
+
+/// Identical calls in a row whose results brought nothing new (the same, or differing
+/// only in their numbers) that the judge must have ended by the last of them, however
+/// it warned before (termination v5: warn, then end).
+pub const LONG_LOOP_REPEATS: u32 = 8;
 
 /// What buddy would have done to a run, from the least to the most.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -105,6 +111,17 @@ pub struct Repeats {
     /// batch names twice once, and gives the others its result.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub in_one_reply: bool,
+    /// Whether each result brought nothing new: the same as an earlier one of the streak
+    /// (less noise and echo), or one differing from the one before only in its numbers.
+    #[serde(default)]
+    pub nothing_new: bool,
+    /// Model calls of the whole run made by the reply that made the
+    /// [`LONG_LOOP_REPEATS`]th of them (when there were that many).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eighth_at_model_call: Option<u32>,
+    /// The first [`LONG_LOOP_REPEATS`] of them came in one reply.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub eighth_in_one_reply: bool,
 }
 
 /// How buddy would have treated one recorded run.
@@ -149,6 +166,30 @@ impl RunJudgement {
                     .as_ref()
                     .is_some_and(|s| s.after_model_call <= fifth),
         )
+    }
+
+    /// For a run that repeats one call [`LONG_LOOP_REPEATS`] times in a row with nothing
+    /// new: whether buddy ends it by the reply that made the last of them (or runs them
+    /// once, when one reply asked for them all).
+    pub fn long_loop_ended(&self) -> Option<bool> {
+        let eighth = self.repeats.eighth_at_model_call?;
+        if !self.repeats.nothing_new {
+            return None;
+        }
+        Some(
+            self.repeats.eighth_in_one_reply
+                || self
+                    .stop
+                    .as_ref()
+                    .is_some_and(|s| s.after_model_call <= eighth),
+        )
+    }
+
+    /// Whether buddy would have warned the model (a note beside a result) in this run.
+    pub fn warned(&self) -> bool {
+        self.interventions
+            .iter()
+            .any(|i| i.action == GuardAction::Warned)
     }
 }
 
@@ -432,6 +473,14 @@ fn repeats_of(calls: &[LoggedCall<'_>], before: u32) -> Repeats {
                 })
                 .collect();
             let fifth = calls.get(start + LOOP_REPEATS as usize - 1);
+            let eighth = calls.get(start + LONG_LOOP_REPEATS as usize - 1);
+            let nothing_new = (1..results.len()).all(|k| {
+                results[..k].contains(&results[k])
+                    || matches!(
+                        (calls[start + k - 1].result, calls[start + k].result),
+                        (Some(a), Some(b)) if near_repeat(a, b)
+                    )
+            });
             best = Repeats {
                 calls: len,
                 tool: calls[start].action.0.to_owned(),
@@ -441,6 +490,12 @@ fn repeats_of(calls: &[LoggedCall<'_>], before: u32) -> Repeats {
                     .flatten(),
                 in_one_reply: len >= LOOP_REPEATS
                     && fifth.is_some_and(|c| c.reply == calls[start].reply),
+                nothing_new,
+                eighth_at_model_call: (len >= LONG_LOOP_REPEATS)
+                    .then(|| eighth.map(|c| before + c.reply))
+                    .flatten(),
+                eighth_in_one_reply: len >= LONG_LOOP_REPEATS
+                    && eighth.is_some_and(|c| c.reply == calls[start].reply),
             };
         }
         start = i;
@@ -490,30 +545,48 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_loop_is_stopped_by_its_fifth_call_and_a_stop_that_loses_work_says_so() {
+    async fn a_loop_is_warned_at_its_fifth_call_stopped_by_its_eighth_and_a_stop_that_loses_work_says_so()
+     {
         let same = (
             "bash",
             r#"{"command":"javac Test.java"}"#,
             "javac: command not found",
         );
-        let j = judge(log(&[same; 8], "It fails.")).await;
+        let j = judge(log(&[same; 10], "It fails.")).await;
         assert_eq!(j.outcome, Outcome::Stopped);
+        assert!(j.warned());
+        assert_eq!(
+            j.interventions[0].model_call, 5,
+            "the fifth is warned: {:?}",
+            j.interventions
+        );
         let stop = j.stop.as_ref().unwrap();
         assert_eq!(
             (stop.after_model_call, stop.of_model_calls, stop.guard),
-            (5, 9, Some(GuardKind::Repetition))
+            (8, 11, Some(GuardKind::Repetition))
         );
         assert_eq!(stop.evidence.len(), 2, "{stop:?}");
-        assert_eq!(j.repeats.calls, 8);
-        assert!(j.repeats.same_result);
-        assert_eq!(j.loop_caught(), Some(true));
+        assert_eq!(j.repeats.calls, 10);
+        assert!(j.repeats.same_result && j.repeats.nothing_new);
+        assert_eq!(
+            j.loop_caught(),
+            Some(false),
+            "no longer stopped at the fifth"
+        );
+        assert_eq!(j.long_loop_ended(), Some(true));
         assert_eq!(
             (j.model_calls_saved, j.actions_lost),
-            (3, 0),
+            (2, 0),
             "only the loop was left"
         );
 
         let mut calls = vec![same; 6];
+        calls.push(("bash", r#"{"command":"apt install default-jdk"}"#, "ok"));
+        let j = judge(log(&calls, "Installed.")).await;
+        assert_eq!(j.outcome, Outcome::Warned, "warned, then changed course");
+        assert_eq!(j.stop, None);
+
+        let mut calls = vec![same; 8];
         calls.push(("bash", r#"{"command":"apt install default-jdk"}"#, "ok"));
         let j = judge(log(&calls, "Installed.")).await;
         assert_eq!(j.outcome, Outcome::Stopped);

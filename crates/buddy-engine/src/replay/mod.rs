@@ -17,8 +17,8 @@ use tracing::instrument::WithSubscriber;
 
 pub use conversation::{LoggedConversation, LoggedTurn, NO_RESULT, Repairs, turns_of};
 pub use judged::{
-    Intervention, JudgeError, LOOP_REPEATS, Outcome, Repeats, RunJudgement, StopPoint,
-    judge_conversation,
+    Intervention, JudgeError, LONG_LOOP_REPEATS, LOOP_REPEATS, Outcome, Repeats, RunJudgement,
+    StopPoint, judge_conversation,
 };
 pub use playback::{Beyond, TapeError, Wanted};
 
