@@ -7,6 +7,7 @@
 mod conversation;
 mod judged;
 mod playback;
+mod streaks;
 
 use std::sync::Arc;
 
