@@ -210,9 +210,10 @@ async fn responses_loop(args: fn(usize) -> String) -> (usize, usize, Value) {
 
 #[tokio::test]
 async fn client_tool_loops_through_the_responses_api_are_ended_too() {
+    // The same call with the same result: warned at the fifth, ended at the eighth.
     let (trips, model_calls, response) = responses_loop(|_| r#"{"query":"Ada"}"#.to_owned()).await;
     assert!(
-        model_calls <= 6,
+        model_calls <= 9,
         "{model_calls} model calls over {trips} round trips"
     );
     assert_eq!(
