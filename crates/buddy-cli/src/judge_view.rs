@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use buddy_engine::{LOOP_REPEATS, Outcome, RunJudgement};
+use buddy_engine::{LONG_LOOP_REPEATS, LOOP_REPEATS, Outcome, RunJudgement};
 use serde::Serialize;
 
 /// One judged run, as `--json` prints it.
@@ -20,6 +20,10 @@ pub struct JudgedRun {
     /// Whether it is a loop of [`LOOP_REPEATS`] identical calls stopped by the last of them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub loop_caught: Option<bool>,
+    /// Whether it is a loop of [`LONG_LOOP_REPEATS`] identical calls with nothing new,
+    /// ended by the last of them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub long_loop_ended: Option<bool>,
 }
 
 /// The figures of one source (or of all).
@@ -46,6 +50,12 @@ pub struct Tally {
     /// Of those, the ones whose repeated calls also got the same result each time.
     pub loops_same_result: u32,
     pub loops_same_result_caught: u32,
+    /// Runs in which buddy would have warned the model (a note beside a result).
+    pub warned: u32,
+    /// Runs with [`LONG_LOOP_REPEATS`] or more identical calls in a row that brought
+    /// nothing new, and of those the ones ended by the last of them.
+    pub long_loops: u32,
+    pub long_loops_ended: u32,
     /// Unsolved runs buddy would have stopped, their model calls, and the model calls
     /// after buddy's stop (less its own Finalize call).
     pub unsolved_stopped: u32,
@@ -90,6 +100,11 @@ impl Tally {
             }
             None => {}
         }
+        self.warned += u32::from(j.warned());
+        if let Some(ended) = run.long_loop_ended {
+            self.long_loops += 1;
+            self.long_loops_ended += u32::from(ended);
+        }
         if let Some(caught) = run.loop_caught {
             self.loops += 1;
             self.loops_caught += u32::from(caught);
@@ -132,7 +147,7 @@ impl Summary {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "{:<24} {:>6} {:>7} {:>16} {:>10} {:>8} {:>7} {:>16} {:>12} {:>18} {:>22}",
+            "{:<24} {:>6} {:>7} {:>16} {:>10} {:>8} {:>7} {:>7} {:>16} {:>12} {:>16} {:>18} {:>22}",
             "source",
             "runs",
             "solved",
@@ -140,8 +155,10 @@ impl Summary {
             "lose work",
             "altered",
             "capped",
+            "warned",
             format!("loops ({LOOP_REPEATS}+ same)"),
             "any results",
+            format!("{LONG_LOOP_REPEATS}+ ended"),
             "unsolved stopped",
             "calls saved (unsolved)"
         );
@@ -156,7 +173,7 @@ impl Summary {
         for (name, t) in rows {
             let _ = writeln!(
                 out,
-                "{:<24} {:>6} {:>7} {:>16} {:>10} {:>8} {:>7} {:>16} {:>12} {:>18} {:>22}",
+                "{:<24} {:>6} {:>7} {:>16} {:>10} {:>8} {:>7} {:>7} {:>16} {:>12} {:>16} {:>18} {:>22}",
                 name,
                 t.runs,
                 t.solved,
@@ -168,11 +185,13 @@ impl Summary {
                 t.false_stops_losing_work,
                 t.solved_altered,
                 t.solved_capped,
+                t.warned,
                 format!(
                     "{} of {} caught",
                     t.loops_same_result_caught, t.loops_same_result
                 ),
                 format!("{} of {}", t.loops_caught, t.loops),
+                format!("{} of {}", t.long_loops_ended, t.long_loops),
                 format!("{} of {}", t.unsolved_stopped, t.unsolved),
                 format!(
                     "{} of {} ({})",

@@ -49,9 +49,10 @@ pub use policy::{
 };
 pub use prices::{PriceTable, default_price};
 pub use replay::{
-    Beyond, Comparison, Intervention, JudgeError, LOOP_REPEATS, LoggedConversation, LoggedTurn,
-    NO_RESULT, Outcome, Repairs, Repeats, RunJudgement, Side, StopPoint, StoppedBy, TapeError,
-    TripAt, Wanted, judge_conversation, replay, transcript, turns_of,
+    Beyond, Comparison, Intervention, JudgeError, LONG_LOOP_REPEATS, LOOP_REPEATS,
+    LoggedConversation, LoggedTurn, NO_RESULT, Outcome, Repairs, Repeats, RunJudgement, Side,
+    StopPoint, StoppedBy, TapeError, TripAt, Wanted, judge_conversation, replay, transcript,
+    turns_of,
 };
 pub use request::{TurnOutcome, TurnRequest};
 pub use tape::{

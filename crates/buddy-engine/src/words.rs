@@ -108,12 +108,36 @@ pub(crate) fn earlier_result_note(name: &str) -> String {
 pub(crate) const REPEATED_ANSWER_NOTE: &str = "[system note] This answer text is the same as in an \
      earlier round. If the answer is complete, give it without calling tools.";
 
-/// A loop signal about a call that ran: `what` says what was seen.
-pub(crate) fn loop_warning_note(what: &str) -> String {
+/// A loop signal about a call that ran: `what` says what was seen (with the evidence);
+/// `left`, when known, how many more such calls end tool use for the turn.
+pub(crate) fn loop_warning_note(what: &str, left: Option<u32>) -> String {
+    let end = match left {
+        Some(1) => {
+            " If it is called this way once more with nothing new, tool use ends for this turn."
+                .to_owned()
+        }
+        Some(n) => format!(
+            " If it is called this way {n} more times with nothing new, tool use ends for this turn."
+        ),
+        None => String::new(),
+    };
     format!(
         "[system note] {what}. Calling it this way again will not bring anything new; use what is there, \
-         try something else, or answer the user."
+         change the call or what it depends on, try something else, or answer the user.{end}"
     )
+}
+
+/// `text` on one line, quoted, cut to `max` characters: a result named as evidence.
+pub(crate) fn excerpt(text: &str, max: usize) -> String {
+    let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.is_empty() {
+        return "(empty)".to_owned();
+    }
+    if flat.chars().count() <= max {
+        return format!("\"{flat}\"");
+    }
+    let cut: String = flat.chars().take(max).collect();
+    format!("\"{cut}…\"")
 }
 
 /// Skills withdrawn by a loop guard.

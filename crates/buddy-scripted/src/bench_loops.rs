@@ -20,20 +20,23 @@ use crate::run::{
 use crate::scenario::Scenario;
 
 /// Loops and misbehaving models: (scenario, most model calls allowed, Finalize
-/// included). The bounds follow termination v4 (a new action is progress; only
-/// repetition is a loop): the same call 4 when its skill declares `pure` or `effectful`
-/// (6 for a tool that declares nothing, judged by its results: a job may say "running"
-/// four times); A,B cycles of `pure` skills 6; cycles of undeclared skills give each member
-/// the patience of a job polled alone (several jobs polled in turn look the same), so a
+/// included). The bounds follow termination v5 (a new action is progress; only
+/// repetition is a loop; warn, then end): the same call 4 when its skill declares `pure`
+/// or `effectful`; 9 for a tool that declares nothing, judged by its results (the fifth
+/// unchanged result is warned, the eighth ends the turn: a job may say "running" seven
+/// times), 10 when another call came first, and the same for results that differ only in
+/// their numbers (`growing_file_edit`); A,B cycles of `pure` skills 6; cycles of
+/// undeclared skills are warned at their fourth period and ended at their fifth, so a
 /// period-3 cycle takes 16; a query rewritten word by word is still a new action each
 /// time, so the note comes at the fifth such call (8); failing skills 6; an empty reply is
 /// asked again twice (4), a reply that tells buddy's notes back once (4). Arguments that
 /// count up (`junk_args_many_skills`) are new actions: only the caps bound them.
-pub const LOOP_BOUNDS: [(&str, u32); 21] = [
+pub const LOOP_BOUNDS: [(&str, u32); 22] = [
     ("get_time_forever", 4),
-    ("restart_service_forever", 6),
+    ("restart_service_forever", 9),
     ("identical_forever", 4),
-    ("identical_seven_tools", 6),
+    ("identical_seven_tools", 9),
+    ("growing_file_edit", 9),
     ("ab_cycle", 6),
     ("cycle_period_3", 16),
     ("growing_args", 8),
@@ -42,18 +45,19 @@ pub const LOOP_BOUNDS: [(&str, u32); 21] = [
     ("failing_varied_args", 6),
     ("answer_plus_call", 7),
     ("answer_plus_call_threshold", 2),
-    ("finalize_echo", 6),
-    ("finalize_call_as_text", 6),
-    ("finalize_omits_result", 6),
+    ("finalize_echo", 9),
+    ("finalize_call_as_text", 9),
+    ("finalize_omits_result", 9),
     ("chanting_reply", 1),
     ("empty_answer", 4),
-    ("noisy_poll", 7),
+    ("noisy_poll", 10),
     ("empty_reply_reasked", 3),
     ("answer_echoes_note", 4),
     ("provider_refuses_loop", 3),
 ];
 /// Legitimate work: must complete with no guard event and no wasted call.
-pub const LEGITIMATE: [&str; 22] = [
+pub const LEGITIMATE: [&str; 23] = [
+    "grep_no_match_distinct",
     "scaffold_empty_outputs",
     "booking_tools_answer_none",
     "write_twelve_files",
@@ -76,6 +80,14 @@ pub const LEGITIMATE: [&str; 22] = [
     "plain_chat",
     "poll_job_120s",
     "subagents_research",
+];
+
+/// Work that looks like a loop for a while and is warned, then goes on and completes
+/// (termination v5: warn, then end): must complete, with warnings its only guard events.
+pub const WARNED_THEN_COMPLETED: [&str; 3] = [
+    "changes_course_after_note",
+    "job_running_seven_times",
+    "cmake_cycle_then_new_approach",
 ];
 
 /// The most model calls a loop scenario may take, if it is one.

@@ -100,6 +100,7 @@ pub async fn judge(config_path: Option<&Path>, args: JudgeArgs) -> anyhow::Resul
         judged_runs += 1;
         let run = JudgedRun {
             loop_caught: judgement.loop_caught(),
+            long_loop_ended: judgement.long_loop_ended(),
             id,
             source,
             success,

@@ -68,22 +68,28 @@ fn judges_every_run_of_a_jsonl_file_and_names_the_bad_lines() {
     );
     let looped = by_id("loop");
     assert_eq!(looped["outcome"], "stopped");
-    assert_eq!(looped["stop"]["after_model_call"], 5);
+    // Warned at the fifth identical result, ended at the eighth.
+    assert_eq!(looped["interventions"][0]["action"], "warned");
+    assert_eq!(looped["interventions"][0]["model_call"], 5);
+    assert_eq!(looped["stop"]["after_model_call"], 8);
     assert_eq!(looped["stop"]["guard"], "repetition");
-    assert_eq!(looped["loop_caught"], true);
-    assert_eq!(looped["model_calls_saved"], 4);
+    assert_eq!(looped["loop_caught"], false);
+    assert_eq!(looped["long_loop_ended"], true);
+    assert_eq!(looped["model_calls_saved"], 1);
     let summary = lines.last().unwrap();
     assert_eq!(summary["type"], "summary");
     assert_eq!(summary["all"]["runs"], 3);
     assert_eq!(summary["all"]["unreadable"], 1);
     assert_eq!(summary["by_source"]["agents"]["false_stops"], 0);
     assert_eq!(summary["by_source"]["agents"]["unsolved_stopped"], 1);
+    assert_eq!(summary["by_source"]["agents"]["warned"], 1);
+    assert_eq!(summary["by_source"]["agents"]["long_loops_ended"], 1);
 
     // Text: the stopped run with its evidence, then the table.
     let out = buddy(dir.path()).arg("judge").arg(&file).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        stdout.contains("[unsolved] loop: stopped after model call 5 of 10 (turn 1), loop_detected by repetition"),
+        stdout.contains("[unsolved] loop: stopped after model call 8 of 10 (turn 1), loop_detected by repetition"),
         "{stdout}"
     );
     assert!(stdout.contains("judged 3 of 3 runs"), "{stdout}");

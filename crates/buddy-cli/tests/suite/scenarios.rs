@@ -1,10 +1,10 @@
 use std::sync::Arc;
 
 use buddy_cli::toolbox::build_registry;
-use buddy_core::{ChatEvent, StopReason};
+use buddy_core::{ChatEvent, GuardAction, GuardKind, StopReason};
 use buddy_engine::{Engine, TurnRequest};
 use buddy_scripted::ScriptedProvider;
-use buddy_scripted::bench_loops::{LEGITIMATE, LOOP_BOUNDS};
+use buddy_scripted::bench_loops::{LEGITIMATE, LOOP_BOUNDS, WARNED_THEN_COMPLETED};
 use buddy_scripted::run::scenario_policy;
 use buddy_skills::Sandbox;
 use buddy_testkit::{RecordingProvider, assert_event_order, assert_history_valid};
@@ -96,6 +96,62 @@ async fn legitimate_work_completes_untouched_under_the_default_policy() {
             "{name} wasted calls"
         );
     }
+}
+
+#[tokio::test]
+async fn work_that_is_warned_then_changes_course_or_finishes_completes() {
+    let reports = run_all().await;
+    for name in WARNED_THEN_COMPLETED {
+        let (scenario, report) = reports.iter().find(|(s, _)| s.name == name).expect(name);
+        assert!(
+            scenario.policy.is_empty(),
+            "{name} must run under the default policy"
+        );
+        assert_eq!(report.reason, StopReason::Completed, "{name}");
+        let guards: Vec<(GuardKind, GuardAction)> = report
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                ChatEvent::GuardTripped { guard, action, .. } => Some((*guard, *action)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(guards.len(), 1, "{name}: one warning, {guards:?}");
+        assert!(
+            guards
+                .iter()
+                .all(|(_, action)| *action == GuardAction::Warned),
+            "{name}: only warned, {guards:?}"
+        );
+        // The warning reached the model as a note of its own, with what to do instead.
+        assert!(
+            report
+                .messages
+                .iter()
+                .any(|m| matches!(m, buddy_core::Message::Note { content }
+                if content.contains("try something else"))),
+            "{name}: no note"
+        );
+    }
+    // The growing-file edit is a loop behind a changing number: warned, then ended.
+    let (_, report) = reports
+        .iter()
+        .find(|(s, _)| s.name == "growing_file_edit")
+        .expect("growing_file_edit");
+    assert_eq!(report.reason, StopReason::LoopDetected);
+    let actions: Vec<GuardAction> = report
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            ChatEvent::GuardTripped { action, .. } => Some(*action),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        actions[..2],
+        [GuardAction::Warned, GuardAction::Finalize],
+        "{actions:?}"
+    );
 }
 
 #[tokio::test]

@@ -1,6 +1,6 @@
 //! What a turn has run so far, indexed for the repetition, cycle and near-duplicate checks.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 /// The call log's indexes are looked up and added to on every call; their keys are the
 /// turn's own, so a fast seeded hash does where SipHash's strength is not needed.
@@ -151,6 +151,26 @@ impl CallLog {
         names.sort();
         names.dedup();
         names
+    }
+
+    /// The calls executed since the latest one with `key` (none when it never ran).
+    fn since(&self, key: &str) -> &[CallRecord] {
+        self.last_by_key
+            .get(key)
+            .and_then(|i| self.records.get(i + 1..))
+            .unwrap_or_default()
+    }
+
+    /// True when calls ran since the latest one with `key` and none of them brought
+    /// anything new (each returned what it had returned before): a cycle going round.
+    pub fn nothing_new_since(&self, key: &str) -> bool {
+        let since = self.since(key);
+        !since.is_empty() && since.iter().all(|r| r.unchanged > 0)
+    }
+
+    /// True when a call since the latest one with `key` has a key in `signalled`.
+    pub fn signalled_since(&self, key: &str, signalled: &BTreeSet<String>) -> bool {
+        self.since(key).iter().any(|r| signalled.contains(&r.key))
     }
 
     /// Distinct actions (skill and canonical arguments) executed so far.

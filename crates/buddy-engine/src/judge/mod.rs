@@ -8,8 +8,9 @@
 //!
 //! - `route`: where a reply sends the turn;
 //! - `limits`: the limits checked before a model call, and what it may offer;
-//! - `round`, `gates` and `signals`: the checks of one tool round (the gates a call
-//!   passes, in order), and the loop signals and escalation ladder its results feed;
+//! - `round`, `gates`, `results` and `signals`: the checks of one tool round (the gates a
+//!   call passes, in order), the loop signals its results give, and the escalation ladder
+//!   they feed;
 //! - `answer`: checks on the text that ends a turn.
 
 mod answer;
@@ -17,6 +18,7 @@ mod facade;
 mod gates;
 mod limits;
 mod memory;
+mod results;
 mod round;
 mod route;
 mod signals;

@@ -68,6 +68,9 @@ pub(crate) struct RoundJudge {
     /// Calls that told the model something new: a result their skill had not given, or
     /// arguments that carry what the latest results said.
     pub(super) informative_calls: u32,
+    /// Calls that were real progress: a new action that brought a result its skill had
+    /// not given (a round with one makes earlier guard trips stop counting).
+    pub(super) progress_calls: u32,
     /// Calls that only repeated an earlier call, with the earlier and this call as evidence.
     pub(super) stale: Vec<Evidence>,
     /// Calls that brought nothing new, and how many of those failed.
@@ -209,9 +212,7 @@ impl RoundJudge {
         model_calls: u32,
         tools: &[&str],
     ) -> RoundVerdict {
-        if self.rung.is_none() {
-            judge.memory.ladder.clean_round();
-        }
+        self.step_ladder_down(judge);
         let normalized = std::mem::take(&mut self.normalized_text);
         if normalized.chars().count() >= judge.policy.repeated_answer_min_chars {
             judge.memory.answers.push(normalized);
@@ -244,14 +245,22 @@ impl RoundJudge {
     /// Closes a booked round (see [`RoundJudge::booked`]): the ladder's decay and the
     /// progress check; returns the cause that ends the turn, if the round shows one.
     pub(super) fn end_booked(mut self, judge: &mut Judge) -> Option<FinalizeCause> {
-        if self.rung.is_none() {
-            judge.memory.ladder.clean_round();
-        }
+        self.step_ladder_down(judge);
         if judge.policy.loop_detection {
             self.judge_progress(judge);
         }
         self.close_tokens(judge);
         self.cause
+    }
+
+    /// A round with no trip lets the ladder step down; one that made real progress
+    /// clears the trips before it.
+    fn step_ladder_down(&self, judge: &mut Judge) {
+        match (self.rung, self.progress_calls) {
+            (Some(_), _) => {}
+            (None, 0) => judge.memory.ladder.clean_round(),
+            (None, _) => judge.memory.ladder.progress(),
+        }
     }
 
     /// What this round's results brought becomes the latest results; a round that told

@@ -8,41 +8,33 @@ use std::collections::BTreeMap;
 use buddy_core::{Evidence, GuardAction, GuardKind, RepeatSemantics, StopReason, ToolOutcome};
 
 use super::memory::Judge;
+use super::results::{Facts, OBSERVED_PATIENCE, judge_result};
 use super::round::{Plan, RoundJudge, Slot, refused};
 use super::verdict::{FinalizeCause, Trip, stop_for};
 use crate::guards::call_log::CallRecord;
 use crate::guards::digest::digest;
 use crate::guards::ladder::Rung;
-use crate::guards::similarity::args_near;
+use crate::guards::shape::near_repeat;
+use crate::guards::similarity::args_counted_or_grown;
 use crate::guards::tokens::tokens;
 use crate::words::{self, not_run};
 
-/// Unchanged results in a row an undeclared (observed) skill may return for the same
-/// arguments, with nothing new done in between, before the repeat is a certain loop:
-/// enough for a job polled as "running" four times before it is done, and the fifth
-/// identical call in a row is stopped (real agents' solved runs repeat a call four times).
-pub(crate) const OBSERVED_PATIENCE: u32 = 4;
-
-/// Calls in a row of one skill whose arguments only varied a little (one value growing
-/// or shrinking by whole words: a query rewritten word by word) while the result stayed
-/// the same, after which the next such call is a loop signal. Slow on purpose: each of them is still a new action, and a false stop
-/// loses the user's task where a missed loop costs a few calls.
-pub(crate) const NEAR_DUPLICATE_STREAK: u32 = 4;
-
 /// A loop signal about one call.
-struct Signal {
-    guard: GuardKind,
-    skill: String,
-    key: String,
-    what: String,
-    evidence: Vec<Evidence>,
+pub(super) struct Signal {
+    pub(super) guard: GuardKind,
+    pub(super) skill: String,
+    pub(super) key: String,
+    pub(super) what: String,
+    pub(super) evidence: Vec<Evidence>,
     /// Skills to withdraw together at the Withdraw rung (a cycle's members).
-    members: Vec<String>,
-    /// No doubt is left (the model repeated a call it was already told about, or got the
-    /// same result a fourth time): straight to Finalize.
-    certain: bool,
+    pub(super) members: Vec<String>,
+    /// No doubt is left (the model repeated a call it was already told about, or kept at a
+    /// repeat past the warning): straight to Finalize.
+    pub(super) certain: bool,
     /// The call was executed (its result stands) rather than answered without running.
-    ran: bool,
+    pub(super) ran: bool,
+    /// Repeats left before the turn ends, when the warning can say so.
+    pub(super) left: Option<u32>,
 }
 
 impl RoundJudge {
@@ -67,12 +59,15 @@ impl RoundJudge {
         let digest = digest(&outcome.content, &slot.arg_strings);
         let fingerprint = digest.fingerprint;
         if outcome.is_error {
-            let new_message = judge
-                .memory
-                .log
-                .seen_for_skill(name, true, fingerprint)
-                .is_none();
-            self.circuit_breaker(judge, name, new_message, &mut trips);
+            // Only the same action failing the same way counts: distinct actions whose
+            // failures read alike (three greps that find nothing) are answers.
+            let same_failure = judge.memory.log.last_of(name).is_some_and(|prev| {
+                prev.is_error
+                    && prev.fingerprint == fingerprint
+                    && (prev.key == slot.key
+                        || args_counted_or_grown(&prev.canonical_args, &slot.canonical))
+            });
+            self.circuit_breaker(judge, name, !same_failure, &mut trips);
         } else {
             bump(&mut judge.memory.consecutive_failures, name, |n| *n = 0);
         }
@@ -89,7 +84,14 @@ impl RoundJudge {
             .log
             .seen_for_key(&slot.key, outcome.is_error, fingerprint)
             .is_some();
-        let unchanged = match (&earlier, seen_here) {
+        // A near-repeat: the same action again with nothing done in between, whose result
+        // differs from the last only in its numbers (a file shown again, grown).
+        let near = !seen_here
+            && !moved_on
+            && earlier.as_ref().is_some_and(|prev| {
+                prev.is_error == outcome.is_error && near_repeat(&prev.result, &outcome.content)
+            });
+        let unchanged = match (&earlier, seen_here || near) {
             (Some(prev), true) if !moved_on => prev.unchanged + 1,
             _ => 0,
         };
@@ -104,6 +106,7 @@ impl RoundJudge {
                     unchanged,
                     fingerprint,
                     follows,
+                    near,
                 },
             )
         {
@@ -128,7 +131,7 @@ impl RoundJudge {
         // the patience a job still running is given, brings nothing.
         let patience = match slot.semantics {
             RepeatSemantics::Pollable => judge.policy.poll_patience,
-            _ => OBSERVED_PATIENCE - 1,
+            _ => OBSERVED_PATIENCE,
         };
         if let Some(prev) = earlier.as_ref().filter(|_| unchanged > patience) {
             self.stale_calls += 1;
@@ -145,6 +148,7 @@ impl RoundJudge {
             .seen_for_skill(name, outcome.is_error, fingerprint)
             .is_none();
         self.informative_calls += u32::from(new_result || follows);
+        self.progress_calls += u32::from(earlier.is_none() && new_result);
         judge.memory.log.push(record);
         trips
     }
@@ -219,6 +223,7 @@ impl RoundJudge {
             members: slot.cycle.clone().unwrap_or_default(),
             certain: judge.memory.signalled.contains(&slot.key),
             ran: false,
+            left: None,
         };
         slot.plan = match self.trip(judge, signal, trips) {
             Rung::Note => {
@@ -257,6 +262,7 @@ impl RoundJudge {
             members: skills,
             certain: false,
             ran: false,
+            left: None,
         };
         let runs = slots.iter_mut().filter(|s| matches!(s.plan, Plan::Run));
         match self.trip(judge, signal, trips) {
@@ -286,6 +292,7 @@ impl RoundJudge {
             members,
             certain,
             ran,
+            left,
         } = signal;
         if !key.is_empty() {
             judge.memory.signalled.insert(key);
@@ -294,9 +301,15 @@ impl RoundJudge {
         let rung = if certain {
             Rung::Finalize
         } else {
-            *self
+            let rung = *self
                 .rung
-                .get_or_insert_with(|| judge.memory.ladder.step(judge.policy.max_guard_trips))
+                .get_or_insert_with(|| judge.memory.ladder.step(judge.policy.max_guard_trips));
+            // A call that ran is warned, not withdrawn: the end comes only if the model
+            // keeps at it (or the turn's trips add up with no progress between).
+            match rung {
+                Rung::Withdraw if ran => Rung::Note,
+                rung => rung,
+            }
         };
         match rung {
             Rung::Note => {
@@ -306,7 +319,7 @@ impl RoundJudge {
                     GuardAction::ReturnedEarlierResult
                 };
                 if ran {
-                    self.notes.push(words::loop_warning_note(&what));
+                    self.notes.push(words::loop_warning_note(&what, left));
                 }
                 trips.push(
                     Trip::new(guard, action, what)
@@ -458,8 +471,8 @@ fn finalize_guard(
     (
         GuardKind::TripBudget,
         format!(
-            "{what}; {} guard trips in this turn on {} (policy max_guard_trips = {})",
-            judge.memory.ladder.total(),
+            "{what}; {} guard trips with no progress between on {} (policy max_guard_trips = {})",
+            judge.memory.ladder.counted(),
             skills.join(", "),
             judge.policy.max_guard_trips
         ),
@@ -467,122 +480,13 @@ fn finalize_guard(
 }
 
 /// Changes the count kept for `name`, allocating its key only the first time.
-fn bump<V: Default>(counts: &mut BTreeMap<String, V>, name: &str, change: impl FnOnce(&mut V)) {
+pub(super) fn bump<V: Default>(
+    counts: &mut BTreeMap<String, V>,
+    name: &str,
+    change: impl FnOnce(&mut V),
+) {
     match counts.get_mut(name) {
         Some(count) => change(count),
         None => change(counts.entry(name.to_owned()).or_default()),
     }
-}
-
-/// What `observe` found out about a call before judging it.
-struct Facts<'a> {
-    /// The latest call with the same arguments.
-    earlier: Option<&'a CallRecord>,
-    /// Results in a row with nothing the call had not returned before.
-    unchanged: u32,
-    fingerprint: u64,
-    /// The arguments carry a token the latest results first said.
-    follows: bool,
-}
-
-/// The loop signal an executed call's result gives, if any: the same call bringing
-/// nothing new again, a cycle whose calls bring nothing new, or arguments that keep
-/// changing while the result (less its echo and noise) stays the same.
-fn judge_result(
-    judge: &mut Judge,
-    slot: &Slot,
-    outcome: &ToolOutcome,
-    facts: Facts<'_>,
-) -> Option<Signal> {
-    let name = slot.call.name.as_str();
-    let evidence_with = |prev: &CallRecord| {
-        vec![
-            prev.evidence(),
-            Evidence::new(&slot.call.id, name, &slot.call.arguments, &outcome.content),
-        ]
-    };
-    let signalled = judge.memory.signalled.contains(&slot.key);
-    let unchanged = facts.unchanged;
-    if let Some(prev) = facts.earlier
-        && unchanged > 0
-    {
-        let times = unchanged + 1;
-        let what = if prev.fingerprint == facts.fingerprint {
-            format!(
-                "`{name}` was called with the same arguments and returned the same result {times} times"
-            )
-        } else {
-            format!(
-                "`{name}` was called with the same arguments and, {times} times in a row, returned only results it had returned before"
-            )
-        };
-        let base = Signal {
-            guard: GuardKind::Repetition,
-            skill: name.to_owned(),
-            key: slot.key.clone(),
-            what,
-            evidence: evidence_with(prev),
-            members: Vec::new(),
-            certain: false,
-            ran: true,
-        };
-        if slot.semantics == RepeatSemantics::Pollable {
-            return (unchanged > judge.policy.poll_patience).then_some(Signal {
-                certain: signalled,
-                ..base
-            });
-        }
-        // More looks are normal (a job still running; several jobs polled in turn, which
-        // is a cycle of the same calls and results); the fifth result in a row with
-        // nothing new, or a repeat after a warning about this very call, is a loop beyond
-        // doubt.
-        if unchanged >= OBSERVED_PATIENCE || signalled {
-            let in_cycle = slot.cycle.as_ref().filter(|members| members.len() > 1);
-            return Some(Signal {
-                certain: true,
-                guard: if in_cycle.is_some() {
-                    GuardKind::Cycle
-                } else {
-                    GuardKind::Repetition
-                },
-                ..base
-            });
-        }
-        return None;
-    }
-    if outcome.is_error || facts.earlier.is_some() {
-        return None;
-    }
-    // Near-duplicates: compared with this skill's latest call from an earlier round,
-    // never with calls of the same response (a parallel batch is not a repeat). Arguments
-    // that carry what the latest results said are the model following them: no echo.
-    let memory = &mut judge.memory;
-    let prev = memory.log.last_of_before_round(name, memory.rounds)?;
-    // The cheap comparisons first: most calls get a result of their own.
-    let echo = !prev.is_error
-        && !facts.follows
-        && prev.fingerprint == facts.fingerprint
-        && args_near(&prev.canonical_args, &slot.canonical);
-    let mut streak = 0;
-    bump(&mut memory.echo_streak, name, |n| {
-        *n = if echo { *n + 1 } else { 0 };
-        streak = *n;
-    });
-    if !echo {
-        return None;
-    }
-    (streak >= NEAR_DUPLICATE_STREAK).then(|| Signal {
-        guard: GuardKind::NearDuplicate,
-        skill: name.to_owned(),
-        key: String::new(),
-        what: format!(
-            "`{name}` was called with changed arguments {} times in a row and its result, less what it \
-             echoes of them and its timestamps and ids, stayed the same",
-            streak + 1
-        ),
-        evidence: evidence_with(prev),
-        members: Vec::new(),
-        certain: false,
-        ran: true,
-    })
 }

@@ -10,15 +10,11 @@ use buddy_core::{Evidence, GuardAction, GuardKind, Message, StopReason, ToolSpec
 use serde::{Deserialize, Serialize};
 
 use super::conversation::{LoggedTurn, Repairs, turns_of};
+use super::streaks::repeats_of;
+pub use super::streaks::{LONG_LOOP_REPEATS, LOOP_REPEATS, Repeats};
 use super::{Comparison, TripAt, Wanted, replay};
 use crate::guards::canonical::canonical_args;
-use crate::guards::noise::fingerprint;
-use crate::guards::similarity::arg_strings;
 use crate::policy::LoopPolicy;
-
-/// Identical calls in a row (same tool, same canonical arguments) that make a run a loop
-/// the judge must stop by the last of them.
-pub const LOOP_REPEATS: u32 = 5;
 
 /// What buddy would have done to a run, from the least to the most.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -87,26 +83,6 @@ pub struct Intervention {
     pub skill: Option<String>,
 }
 
-/// The longest run of identical calls in a row within one turn.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Repeats {
-    /// How many calls in a row.
-    pub calls: u32,
-    /// The tool.
-    pub tool: String,
-    /// Whether every one of them got the same result (less noise and echo, as the judge
-    /// reads results).
-    pub same_result: bool,
-    /// Model calls of the whole run made by the reply that made the
-    /// [`LOOP_REPEATS`]th of them (when there were that many).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fifth_at_model_call: Option<u32>,
-    /// The first [`LOOP_REPEATS`] of them came in one reply: buddy runs a call a parallel
-    /// batch names twice once, and gives the others its result.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub in_one_reply: bool,
-}
-
 /// How buddy would have treated one recorded run.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunJudgement {
@@ -149,6 +125,30 @@ impl RunJudgement {
                     .as_ref()
                     .is_some_and(|s| s.after_model_call <= fifth),
         )
+    }
+
+    /// For a run that repeats one call [`LONG_LOOP_REPEATS`] times in a row with nothing
+    /// new: whether buddy ends it by the reply that made the last of them (or runs them
+    /// once, when one reply asked for them all).
+    pub fn long_loop_ended(&self) -> Option<bool> {
+        let eighth = self.repeats.eighth_at_model_call?;
+        if !self.repeats.nothing_new {
+            return None;
+        }
+        Some(
+            self.repeats.eighth_in_one_reply
+                || self
+                    .stop
+                    .as_ref()
+                    .is_some_and(|s| s.after_model_call <= eighth),
+        )
+    }
+
+    /// Whether buddy would have warned the model (a note beside a result) in this run.
+    pub fn warned(&self) -> bool {
+        self.interventions
+            .iter()
+            .any(|i| i.action == GuardAction::Warned)
     }
 }
 
@@ -346,14 +346,14 @@ fn altering(action: GuardAction) -> bool {
 }
 
 /// One call of a recorded turn.
-struct LoggedCall<'a> {
+pub(super) struct LoggedCall<'a> {
     /// The reply (from 1, within the turn) that made it.
-    reply: u32,
-    call: &'a buddy_core::ToolCall,
+    pub(super) reply: u32,
+    pub(super) call: &'a buddy_core::ToolCall,
     /// Its result, when the log holds one.
-    result: Option<&'a str>,
+    pub(super) result: Option<&'a str>,
     /// Its action: the tool and its canonical arguments.
-    action: (&'a str, String),
+    pub(super) action: (&'a str, String),
 }
 
 /// Every call of the turn, in order.
@@ -413,41 +413,6 @@ fn calls_after(calls: &[LoggedCall<'_>], after: u32) -> (u32, u32) {
     (later, new)
 }
 
-/// The turn's longest streak of identical calls in a row.
-fn repeats_of(calls: &[LoggedCall<'_>], before: u32) -> Repeats {
-    let mut best = Repeats::default();
-    let mut start = 0;
-    for i in 0..=calls.len() {
-        if i < calls.len() && calls[i].action == calls[start].action {
-            continue;
-        }
-        let len = (i - start) as u32;
-        if len > best.calls && len > 1 {
-            // The same result as the judge reads results: less its noise and its echo.
-            let results: Vec<Option<u64>> = calls[start..i]
-                .iter()
-                .map(|c| {
-                    c.result
-                        .map(|r| fingerprint(r, &arg_strings(&c.call.arguments)))
-                })
-                .collect();
-            let fifth = calls.get(start + LOOP_REPEATS as usize - 1);
-            best = Repeats {
-                calls: len,
-                tool: calls[start].action.0.to_owned(),
-                same_result: results.windows(2).all(|w| w[0] == w[1]),
-                fifth_at_model_call: (len >= LOOP_REPEATS)
-                    .then(|| fifth.map(|c| before + c.reply))
-                    .flatten(),
-                in_one_reply: len >= LOOP_REPEATS
-                    && fifth.is_some_and(|c| c.reply == calls[start].reply),
-            };
-        }
-        start = i;
-    }
-    best
-}
-
 #[cfg(test)]
 mod tests {
     use buddy_core::{Message, ToolCall};
@@ -490,30 +455,48 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_loop_is_stopped_by_its_fifth_call_and_a_stop_that_loses_work_says_so() {
+    async fn a_loop_is_warned_at_its_fifth_call_stopped_by_its_eighth_and_a_stop_that_loses_work_says_so()
+     {
         let same = (
             "bash",
             r#"{"command":"javac Test.java"}"#,
             "javac: command not found",
         );
-        let j = judge(log(&[same; 8], "It fails.")).await;
+        let j = judge(log(&[same; 10], "It fails.")).await;
         assert_eq!(j.outcome, Outcome::Stopped);
+        assert!(j.warned());
+        assert_eq!(
+            j.interventions[0].model_call, 5,
+            "the fifth is warned: {:?}",
+            j.interventions
+        );
         let stop = j.stop.as_ref().unwrap();
         assert_eq!(
             (stop.after_model_call, stop.of_model_calls, stop.guard),
-            (5, 9, Some(GuardKind::Repetition))
+            (8, 11, Some(GuardKind::Repetition))
         );
         assert_eq!(stop.evidence.len(), 2, "{stop:?}");
-        assert_eq!(j.repeats.calls, 8);
-        assert!(j.repeats.same_result);
-        assert_eq!(j.loop_caught(), Some(true));
+        assert_eq!(j.repeats.calls, 10);
+        assert!(j.repeats.same_result && j.repeats.nothing_new);
+        assert_eq!(
+            j.loop_caught(),
+            Some(false),
+            "no longer stopped at the fifth"
+        );
+        assert_eq!(j.long_loop_ended(), Some(true));
         assert_eq!(
             (j.model_calls_saved, j.actions_lost),
-            (3, 0),
+            (2, 0),
             "only the loop was left"
         );
 
         let mut calls = vec![same; 6];
+        calls.push(("bash", r#"{"command":"apt install default-jdk"}"#, "ok"));
+        let j = judge(log(&calls, "Installed.")).await;
+        assert_eq!(j.outcome, Outcome::Warned, "warned, then changed course");
+        assert_eq!(j.stop, None);
+
+        let mut calls = vec![same; 8];
         calls.push(("bash", r#"{"command":"apt install default-jdk"}"#, "ok"));
         let j = judge(log(&calls, "Installed.")).await;
         assert_eq!(j.outcome, Outcome::Stopped);

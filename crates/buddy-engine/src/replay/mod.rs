@@ -7,6 +7,7 @@
 mod conversation;
 mod judged;
 mod playback;
+mod streaks;
 pub mod transcript;
 
 use std::sync::Arc;
@@ -18,8 +19,8 @@ use tracing::instrument::WithSubscriber;
 
 pub use conversation::{LoggedConversation, LoggedTurn, NO_RESULT, Repairs, turns_of};
 pub use judged::{
-    Intervention, JudgeError, LOOP_REPEATS, Outcome, Repeats, RunJudgement, StopPoint,
-    judge_conversation,
+    Intervention, JudgeError, LONG_LOOP_REPEATS, LOOP_REPEATS, Outcome, Repeats, RunJudgement,
+    StopPoint, judge_conversation,
 };
 pub use playback::{Beyond, TapeError, Wanted};
 

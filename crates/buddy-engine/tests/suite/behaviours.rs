@@ -440,12 +440,13 @@ fn add_loop(script: &mut Script, kind: &Loop) -> u32 {
                 ToolOutcome::ok("Top result: the borrow checker enforces ownership.")
             })
             .semantics(sem);
-            // A tool that declares nothing is judged by its results: five identical ones in
-            // a row (a job polled as "running" four times can finish), then Finalize.
+            // A tool that declares nothing is judged by its results: the fifth identical
+            // one in a row is warned, the eighth ends the turn (a job polled as "running"
+            // seven times can finish), then Finalize.
             (
                 toolbox.with("search_web", tool),
                 if sem == RepeatSemantics::Observed {
-                    6
+                    9
                 } else {
                     4
                 },
@@ -522,7 +523,7 @@ fn add_loop(script: &mut Script, kind: &Loop) -> u32 {
                 ))
             });
             // Five looks with nothing new, as for any repeat of a tool that declares nothing.
-            (toolbox.with("build_status", tool), 6)
+            (toolbox.with("build_status", tool), 9)
         }
         Loop::FlipFlop { states } => {
             for _ in 0..FOREVER {

@@ -304,10 +304,10 @@ async fn an_empty_finalize_reply_gets_buddys_own_answer_and_its_calls_are_ignore
     let executed = toolbox.executed();
     let (events, outcome) = run_turn(provider, toolbox, LoopPolicy::default()).await;
     assert_eq!(outcome.reason, StopReason::LoopDetected);
-    // Undeclared: run again four times (a job may say "running" four times), and the
-    // fifth identical result is a certain loop.
-    assert_eq!(executed.load(Ordering::SeqCst), 5);
-    assert_eq!(outcome.stats.model_calls, 6);
+    // Undeclared: the fifth identical result is warned, and the eighth (a job may say
+    // "running" seven times) is a certain loop.
+    assert_eq!(executed.load(Ordering::SeqCst), 8);
+    assert_eq!(outcome.stats.model_calls, 9);
     let answer = outcome.answer.unwrap();
     assert!(
         answer.contains("the value is 7") && answer.contains("loop_detected"),
@@ -528,9 +528,11 @@ async fn every_trip_carries_the_calls_and_results_that_matched() {
 }
 
 #[tokio::test]
-async fn trips_on_different_skills_add_up_to_one_budget() {
-    // Each skill is asked twice in a row, one skill after another: no skill trips more
-    // than once, but three trips end the turn.
+async fn trips_on_different_skills_decay_after_progress_and_a_repeat_after_its_note_ends() {
+    // Each skill is asked twice in a row, one skill after another: each second ask trips
+    // (answered from the earlier result, with a note), but the first ask of the next skill
+    // is real progress (a new action, a new result), so the trips do not add up to the
+    // budget. The turn ends when a skill is asked again after its note (round 9).
     let provider = ReplyProvider::new(|req, i| {
         if !req.offers_tools() {
             return Ok(reply_tokens("Done with what I have.", vec![]));
@@ -552,7 +554,10 @@ async fn trips_on_different_skills_add_up_to_one_budget() {
         });
     let (events, outcome) = run_turn(provider, toolbox, LoopPolicy::default()).await;
     assert_eq!(outcome.reason, StopReason::LoopDetected);
-    assert_eq!(outcome.stats.model_calls, 7, "three trips, then Finalize");
+    assert_eq!(
+        outcome.stats.model_calls, 10,
+        "four notes, then a repeat after its note, then Finalize"
+    );
     let finalize = events
         .iter()
         .find_map(|e| match e {
@@ -564,7 +569,12 @@ async fn trips_on_different_skills_add_up_to_one_budget() {
             _ => None,
         })
         .expect("a Finalize trip");
-    assert_eq!(finalize, GuardKind::TripBudget);
+    assert_eq!(finalize, GuardKind::Repetition);
+    let notes = guards(&events)
+        .iter()
+        .filter(|(_, a)| *a == GuardAction::ReturnedEarlierResult)
+        .count();
+    assert_eq!(notes, 4, "{:?}", guards(&events));
 }
 
 /// The guards named by the `guard_tripped` events of a turn.

@@ -100,7 +100,7 @@ fn the_same_failing_call_again_and_again_ends_the_turn() {
     let mut turn = Turn::new(policy);
     let fail = |_: &ToolCall| ToolOutcome::error("connection refused");
     let mut stops = Vec::new();
-    for _ in 0..5 {
+    for _ in 0..8 {
         let seen = turn.round(
             vec![("read", json!({"url": "https://example.com"}))],
             RepeatSemantics::Observed,
@@ -108,16 +108,9 @@ fn the_same_failing_call_again_and_again_ends_the_turn() {
         );
         stops.push(seen.stop());
     }
-    assert_eq!(
-        stops,
-        [
-            None,
-            None,
-            None,
-            None,
-            Some((StopReason::LoopDetected, GuardKind::Repetition))
-        ]
-    );
+    let mut expected = vec![None; 7];
+    expected.push(Some((StopReason::LoopDetected, GuardKind::Repetition)));
+    assert_eq!(stops, expected, "warned at the fifth, ended at the eighth");
 }
 
 #[test]

@@ -5,7 +5,7 @@
 use proptest::prelude::*;
 
 use super::*;
-use crate::judge::signals::OBSERVED_PATIENCE;
+use crate::judge::results::{OBSERVED_PATIENCE, REPEAT_END};
 
 /// Words distinct actions are made of.
 const WORDS: [&str; 8] = [
@@ -89,7 +89,8 @@ proptest! {
     }
 
     /// Up to four jobs polled in any interleaving, each answering "running" at most
-    /// [`OBSERVED_PATIENCE`] times before "done": nothing trips.
+    /// [`OBSERVED_PATIENCE`] times before "done": every job finishes (polls that go round
+    /// with nothing new may be warned as a cycle, never ended).
     #[test]
     fn jobs_polled_in_any_order_finish_within_patience(
         running in prop::collection::vec(0u32..=OBSERVED_PATIENCE, 1..=4),
@@ -112,33 +113,38 @@ proptest! {
                 &same(state),
             );
             prop_assert!(
-                round.trips.is_empty() && round.verdict.cause.is_none(),
+                round.verdict.cause.is_none()
+                    && round.trips.iter().all(|t| t.action == GuardAction::Warned),
                 "job {job} poll {}: {round:?}", polls[job]
             );
         }
         prop_assert!(polls.iter().zip(&running).all(|(p, r)| p > r), "every job finished");
     }
 
-    /// After any run of new actions, the same call with the same result ends the turn by
-    /// its fifth time.
+    /// After any run of new actions, the same call with the same result is warned at its
+    /// fifth time and ends the turn at its eighth.
     #[test]
-    fn identical_repeats_end_by_the_fifth(
+    fn identical_repeats_are_warned_at_the_fifth_and_end_by_the_eighth(
         prefix in prop::collection::vec((1u8..=2, 0u8..4), 0..=20),
         kind in answers(),
     ) {
         let mut turn = Turn::new(guards_only());
         new_actions(&mut turn, &prefix, kind, 0);
         let mut stops = Vec::new();
-        for _ in 0..5 {
+        let mut warned = Vec::new();
+        for _ in 0..=REPEAT_END {
             let round = turn.round(
                 vec![("search", json!({"q": "the same question"}))],
                 RepeatSemantics::Observed,
                 &same("the same answer"),
             );
+            warned.push(round.guards().contains(&(GuardKind::Repetition, GuardAction::Warned)));
             stops.push(round.stop());
         }
-        prop_assert_eq!(stops[..4].iter().flatten().count(), 0, "{:?}", stops);
-        prop_assert_eq!(stops[4], Some((StopReason::LoopDetected, GuardKind::Repetition)));
+        let end = REPEAT_END as usize;
+        prop_assert_eq!(stops[..end].iter().flatten().count(), 0, "{:?}", stops);
+        prop_assert_eq!(stops[end], Some((StopReason::LoopDetected, GuardKind::Repetition)));
+        prop_assert!(warned[OBSERVED_PATIENCE as usize], "warned at the fifth: {:?}", warned);
     }
 
     /// Calls in a cycle of period 2-4, each with the same result every time, end the
@@ -169,13 +175,13 @@ proptest! {
     }
 
     /// One call whose result flips among 2-4 states ends the turn once every state has
-    /// been seen and [`OBSERVED_PATIENCE`] answers in a row said nothing new.
+    /// been seen and [`REPEAT_END`] answers in a row said nothing new.
     #[test]
     fn flip_flops_end_within_their_bound(states in 2usize..=4) {
         let names = ["running", "queued", "retrying", "paused"];
         let mut turn = Turn::new(guards_only());
         let mut ended = None;
-        for r in 0..states + OBSERVED_PATIENCE as usize {
+        for r in 0..states + REPEAT_END as usize {
             let state = names[r % states];
             let round = turn.round(
                 vec![("status", json!({"job": 7}))],
@@ -188,11 +194,12 @@ proptest! {
                 break;
             }
         }
-        prop_assert_eq!(ended, Some(states + OBSERVED_PATIENCE as usize));
+        prop_assert_eq!(ended, Some(states + REPEAT_END as usize));
     }
 
-    /// The same failure again — the same call, or new calls of one skill all failing with
-    /// the same message — ends the turn within four rounds.
+    /// The same call failing the same way ends the turn within four rounds (the circuit
+    /// breaker, then a call to the withdrawn skill); distinct calls of one skill failing
+    /// with the same message are answers, and never withdraw it.
     #[test]
     fn the_same_failure_ends_within_four_rounds(same_call in any::<bool>()) {
         let mut turn = Turn::new(guards_only());
@@ -208,11 +215,15 @@ proptest! {
                 RepeatSemantics::Observed,
                 &|_| ToolOutcome::error("connection refused"),
             );
+            prop_assert!(
+                same_call || round.trips.is_empty(),
+                "distinct failures tripped: {:?}", round.trips
+            );
             if round.stop().is_some() {
                 ended = Some(r + 1);
                 break;
             }
         }
-        prop_assert!(ended.is_some_and(|r| r <= 4), "{ended:?}");
+        prop_assert_eq!(ended.is_some_and(|r| r <= 4), same_call, "{:?}", ended);
     }
 }

@@ -17,6 +17,7 @@ mod gates;
 mod generated;
 mod limits;
 mod repeats;
+mod warn_then_end;
 
 /// What one round did.
 #[derive(Debug)]

@@ -3,16 +3,32 @@
 use super::*;
 
 #[test]
-fn an_observed_skill_may_return_the_same_result_four_times_the_fifth_finalizes() {
+fn an_observed_skill_may_return_the_same_result_four_times_the_fifth_warns_the_eighth_finalizes() {
     let mut turn = Turn::new(quiet(LoopPolicy::default()));
-    for look in 1..=4 {
+    for look in 1..=7 {
         let seen = turn.round(
             vec![("status", json!({"job": 7}))],
             RepeatSemantics::Observed,
             &same("running"),
         );
-        assert!(seen.trips.is_empty(), "look {look}: {:?}", seen.trips);
         assert_eq!(seen.verdict.cause, None, "look {look}");
+        if look == 5 {
+            assert_eq!(
+                seen.guards(),
+                [(GuardKind::Repetition, GuardAction::Warned)]
+            );
+            let note = seen.verdict.notes.join("\n");
+            assert!(
+                note.contains("5 times in a row") && note.contains("\"running\""),
+                "the note names the repeat and its evidence: {note}"
+            );
+            assert!(
+                note.contains("3 more times"),
+                "and when the end comes: {note}"
+            );
+        } else {
+            assert!(seen.trips.is_empty(), "look {look}: {:?}", seen.trips);
+        }
     }
     let seen = turn.round(
         vec![("status", json!({"job": 7}))],
@@ -117,8 +133,8 @@ fn a_cycle_of_the_same_calls_and_results_ends_when_a_member_runs_out_of_patience
     let weather = || vec![("search", json!({"q": "weather"}))];
     let forecast = || vec![("read", json!({"q": "forecast"}))];
     // Two calls in turn with the same answers are also two jobs polled in turn: each may
-    // look as often as one job polled alone (a look again after something new was done
-    // is checking anew, and counts nothing).
+    // look four times (a look again after something new was done is checking anew, and
+    // counts nothing); the fourth time round with nothing new is warned, the fifth ends.
     for round in 1..=9 {
         let (calls, result) = if round % 2 == 1 {
             (weather(), "rain")
@@ -126,10 +142,12 @@ fn a_cycle_of_the_same_calls_and_results_ends_when_a_member_runs_out_of_patience
             (forecast(), "sun")
         };
         let seen = turn.round(calls, RepeatSemantics::Observed, &same(result));
-        assert!(
-            seen.trips.is_empty() && seen.verdict.cause.is_none(),
-            "round {round}: {seen:?}"
-        );
+        assert!(seen.verdict.cause.is_none(), "round {round}: {seen:?}");
+        if round == 8 {
+            assert_eq!(seen.guards(), [(GuardKind::Cycle, GuardAction::Warned)]);
+        } else {
+            assert!(seen.trips.is_empty(), "round {round}: {seen:?}");
+        }
     }
     let tenth = turn.round(forecast(), RepeatSemantics::Observed, &same("sun"));
     assert_eq!(
@@ -218,9 +236,15 @@ fn two_jobs_polled_in_turn_finish_within_patience() {
                 &same(state),
             );
             assert!(
-                seen.trips.is_empty() && seen.verdict.cause.is_none(),
+                seen.verdict.cause.is_none(),
                 "look {look} at job {job}: {seen:?}"
             );
+            // Four times round with nothing new looks like a cycle: a note, no end.
+            if (look, job) == (4, 2) {
+                assert_eq!(seen.guards(), [(GuardKind::Cycle, GuardAction::Warned)]);
+            } else {
+                assert!(seen.trips.is_empty(), "look {look} at job {job}: {seen:?}");
+            }
         }
     }
 }
@@ -274,24 +298,26 @@ fn a_poll_whose_answers_differ_only_in_timestamps_and_ids_is_a_loop() {
             ))
         }
     };
-    for n in 1..=4 {
+    for n in 1..=7 {
         let seen = turn.round(
             vec![("status", json!({"build": "b-1"}))],
             RepeatSemantics::Observed,
             &pending(n),
         );
-        assert!(
-            seen.trips.is_empty() && seen.verdict.cause.is_none(),
-            "look {n}"
+        assert!(seen.verdict.cause.is_none(), "look {n}");
+        assert_eq!(
+            seen.trips.is_empty(),
+            n != 5,
+            "look {n}: warned at the fifth"
         );
     }
-    let fifth = turn.round(
+    let eighth = turn.round(
         vec![("status", json!({"build": "b-1"}))],
         RepeatSemantics::Observed,
-        &pending(5),
+        &pending(8),
     );
     assert_eq!(
-        fifth.stop(),
+        eighth.stop(),
         Some((StopReason::LoopDetected, GuardKind::Repetition))
     );
 }
@@ -308,14 +334,32 @@ fn values_that_flip_between_a_few_states_are_a_loop() {
         );
         assert!(seen.verdict.cause.is_none(), "{state}");
     }
-    // The sixth answer is the fourth in a row that says nothing it had not said before.
+    // The sixth answer is the fourth in a row that says nothing it had not said before:
+    // a note; the ninth (the seventh in a row) ends the turn.
     let sixth = turn.round(
         vec![("status", json!({"job": 1}))],
         RepeatSemantics::Observed,
         &same("queued"),
     );
     assert_eq!(
-        sixth.stop(),
+        sixth.guards(),
+        [(GuardKind::Repetition, GuardAction::Warned)]
+    );
+    for state in ["running", "queued"] {
+        let seen = turn.round(
+            vec![("status", json!({"job": 1}))],
+            RepeatSemantics::Observed,
+            &same(state),
+        );
+        assert!(seen.verdict.cause.is_none(), "{state}");
+    }
+    let ninth = turn.round(
+        vec![("status", json!({"job": 1}))],
+        RepeatSemantics::Observed,
+        &same("running"),
+    );
+    assert_eq!(
+        ninth.stop(),
         Some((StopReason::LoopDetected, GuardKind::Repetition))
     );
 }
