@@ -2,8 +2,9 @@
 
 use buddy_core::Arguments;
 use serde::Serialize;
+use serde_json::Value;
 
-use super::items::Item;
+use super::items::{Item, OutputText};
 use super::object::ResponseObject;
 
 /// One event of a streamed response (its `sequence_number` is added when it is sent).

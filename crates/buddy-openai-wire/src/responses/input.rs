@@ -100,7 +100,7 @@ pub fn items_to_messages(
                 }
             }),
             Item::FunctionCall(call) => {
-                let name = super::client_tools::offered_name(call.namespace.as_deref(), &call.name);
+                let name = crate::client_tools::offered_name(call.namespace.as_deref(), &call.name);
                 add_call(
                     &mut messages,
                     ToolCall::new(call.call_id, name, call.arguments),

@@ -2,6 +2,7 @@
 
 use buddy_core::ResponseFormat;
 use serde::Serialize;
+use serde_json::Value;
 
 use super::input::FunctionTool;
 use super::items::Item;
