@@ -247,16 +247,16 @@ async fn a_batch_is_all_or_nothing(store: &dyn Store, round: &[Message]) {
 async fn titles_and_settings_are_kept(store: &dyn Store, id: &str) {
     // A title of a person's choosing replaces the first message; every message names
     // the turn that added it.
-    let before = store.get_conversation(&id).await.unwrap().unwrap();
+    let before = store.get_conversation(id).await.unwrap().unwrap();
     assert_eq!(before.message_turns.len(), before.messages.len());
-    assert!(store.rename_conversation(&id, "Renamed").await.unwrap());
+    assert!(store.rename_conversation(id, "Renamed").await.unwrap());
     assert!(
         !store
             .rename_conversation("conv_missing", "x")
             .await
             .unwrap()
     );
-    let after = store.get_conversation(&id).await.unwrap().unwrap();
+    let after = store.get_conversation(id).await.unwrap().unwrap();
     assert_eq!(after.title, "Renamed");
     let listed = store.list_conversations(None).await.unwrap();
     assert_eq!(
@@ -267,30 +267,30 @@ async fn titles_and_settings_are_kept(store: &dyn Store, id: &str) {
     // Settings: none at first, then kept whole and replaced whole, in the detail and the
     // info a turn starts from.
     assert_eq!(after.settings, serde_json::json!({}));
-    assert_eq!(info_settings(store, &id).await, serde_json::json!({}));
+    assert_eq!(info_settings(store, id).await, serde_json::json!({}));
     let settings = serde_json::json!({"system": "Be brief.", "policy": {"max_tool_calls": 3}});
-    assert!(store.set_settings(&id, &settings).await.unwrap());
+    assert!(store.set_settings(id, &settings).await.unwrap());
     assert!(!store.set_settings("conv_missing", &settings).await.unwrap());
     assert_eq!(
-        store.get_conversation(&id).await.unwrap().unwrap().settings,
+        store.get_conversation(id).await.unwrap().unwrap().settings,
         settings
     );
     let replaced = serde_json::json!({"system": "Be thorough."});
-    assert!(store.set_settings(&id, &replaced).await.unwrap());
-    assert_eq!(info_settings(store, &id).await, replaced);
+    assert!(store.set_settings(id, &replaced).await.unwrap());
+    assert_eq!(info_settings(store, id).await, replaced);
 }
 
 /// Deleting a conversation takes its messages, turns and tapes with it.
 async fn a_deletion_takes_everything(store: &dyn Store, id: &str) {
     // Delete takes messages and turns with it.
-    assert!(store.delete_conversation(&id).await.unwrap());
-    assert!(!store.delete_conversation(&id).await.unwrap());
+    assert!(store.delete_conversation(id).await.unwrap());
+    assert!(!store.delete_conversation(id).await.unwrap());
     assert!(matches!(
-        store.load_messages(&id).await,
+        store.load_messages(id).await,
         Err(StoreError::NotFound(_))
     ));
-    assert!(store.get_conversation(&id).await.unwrap().is_none());
-    assert!(store.turn_tapes(&id).await.unwrap().is_empty());
+    assert!(store.get_conversation(id).await.unwrap().is_none());
+    assert!(store.turn_tapes(id).await.unwrap().is_empty());
 }
 
 /// Many concurrent appends to one conversation keep their order and lose nothing.
