@@ -145,137 +145,153 @@ impl AnthropicStreamParser {
             .or(event.event.as_deref())
             .unwrap_or("");
         match kind {
-            "message_start" => {
-                let Some(message) = parsed.message else {
-                    return Ok(false);
-                };
-                if let Some(info) =
-                    ResponseInfo::of(message.id.as_deref(), message.model.as_deref())
-                {
-                    out.push_back(Token::Response(info));
-                }
-                if let Some(usage) = message.usage {
-                    self.usage = Some(Usage::from(usage));
-                }
-            }
-            "content_block_start" => {
-                let (Some(index), Some(block)) = (parsed.index, parsed.content_block) else {
-                    return Ok(false);
-                };
-                let new = match block.kind.non_empty().unwrap_or("") {
-                    "text" => {
-                        if let Some(text) = block.text.non_empty() {
-                            out.push_back(Token::Text {
-                                text: text.to_owned(),
-                            });
-                        }
-                        Block::Text
-                    }
-                    "thinking" | "redacted_thinking" => {
-                        if let Some(text) = block.thinking.non_empty() {
-                            out.push_back(Token::Reasoning {
-                                text: text.to_owned(),
-                            });
-                        }
-                        Block::Thinking
-                    }
-                    "tool_use" => Block::ToolUse {
-                        id: block.id.non_empty().unwrap_or_default().to_owned(),
-                        name: block.name.non_empty().unwrap_or_default().to_owned(),
-                        start_input: block
-                            .input
-                            .filter(|v| v.as_object().is_some_and(|o| !o.is_empty()))
-                            .map(|v| v.to_string())
-                            .unwrap_or_default(),
-                        json: String::new(),
-                        closed: false,
-                    },
-                    _ => Block::Other,
-                };
-                self.blocks.push((index, new));
-            }
-            "content_block_delta" => {
-                let Some(delta) = parsed.delta else {
-                    return Ok(false);
-                };
-                match (
-                    delta.kind.non_empty().unwrap_or(""),
-                    self.block(parsed.index),
-                ) {
-                    ("text_delta", Some(Block::Text)) => {
-                        if let Some(text) = delta.text.non_empty() {
-                            out.push_back(Token::Text {
-                                text: text.to_owned(),
-                            });
-                        }
-                    }
-                    ("thinking_delta", Some(Block::Thinking)) => {
-                        if let Some(text) = delta.thinking.non_empty() {
-                            out.push_back(Token::Reasoning {
-                                text: text.to_owned(),
-                            });
-                        }
-                    }
-                    ("input_json_delta", Some(Block::ToolUse { json, .. })) => {
-                        if let Some(piece) = delta.partial_json.0.as_deref() {
-                            json.push_str(piece);
-                        }
-                    }
-                    _ => {}
-                }
-            }
+            "message_start" => self.message_start(parsed.message, out),
+            "content_block_start" => self.block_start(parsed.index, parsed.content_block, out),
+            "content_block_delta" => self.block_delta(parsed.index, parsed.delta, out),
             "content_block_stop" => {
                 if let Some(Block::ToolUse { closed, .. }) = self.block(parsed.index) {
                     *closed = true;
                 }
             }
-            "message_delta" => {
-                if let Some(reason) = parsed
-                    .delta
-                    .as_ref()
-                    .and_then(|d| d.stop_reason.non_empty())
-                {
-                    self.stop = Some(FinishReason::from_wire(reason));
-                }
-                // The final counts: `output_tokens` always, `input_tokens` (and the cache
-                // counts) when the server revises them here (server tools do).
-                if let Some(wire) = parsed.usage {
-                    let usage = self.usage.get_or_insert_with(Usage::default);
-                    if let Some(output) = wire.output() {
-                        usage.output_tokens = output;
-                    }
-                    if let Some(input) = wire.input() {
-                        usage.input_tokens = input;
-                        usage.cached_input_tokens = wire.cached();
-                        usage.cache_write_tokens = wire.written();
-                        usage.cache_write_1h_tokens = wire.written_1h();
-                    }
-                }
-            }
+            "message_delta" => self.message_delta(parsed.delta.as_ref(), parsed.usage),
             "message_stop" => {
                 self.saw_stop = true;
                 return Ok(true);
             }
-            "error" => {
-                let error = parsed.error.unwrap_or_default();
-                let kind = error
-                    .get("type")
-                    .and_then(|t| t.as_str())
-                    .unwrap_or("error");
-                let message = error
-                    .get("message")
-                    .and_then(|m| m.as_str())
-                    .unwrap_or("unknown error");
-                return Err(ProviderError::Stream {
-                    provider: self.provider.clone(),
-                    url: self.url.clone(),
-                    message: format!("{message} ({kind})"),
-                    retryable: RETRYABLE.contains(&kind),
-                });
-            }
+            "error" => return Err(self.stream_error(parsed.error.unwrap_or_default())),
             _ => {}
         }
         Ok(false)
+    }
+
+    /// `message_start`: the reply's id and model, and the first usage counts.
+    fn message_start(&mut self, message: Option<MessageStart>, out: &mut VecDeque<Token>) {
+        let Some(message) = message else {
+            return;
+        };
+        if let Some(info) = ResponseInfo::of(message.id.as_deref(), message.model.as_deref()) {
+            out.push_back(Token::Response(info));
+        }
+        if let Some(usage) = message.usage {
+            self.usage = Some(Usage::from(usage));
+        }
+    }
+
+    /// `content_block_start`: a new block, with any text it already carries.
+    fn block_start(
+        &mut self,
+        index: Option<usize>,
+        block: Option<ContentBlock<'_>>,
+        out: &mut VecDeque<Token>,
+    ) {
+        let (Some(index), Some(block)) = (index, block) else {
+            return;
+        };
+        let new = match block.kind.non_empty().unwrap_or("") {
+            "text" => {
+                if let Some(text) = block.text.non_empty() {
+                    out.push_back(Token::Text {
+                        text: text.to_owned(),
+                    });
+                }
+                Block::Text
+            }
+            "thinking" | "redacted_thinking" => {
+                if let Some(text) = block.thinking.non_empty() {
+                    out.push_back(Token::Reasoning {
+                        text: text.to_owned(),
+                    });
+                }
+                Block::Thinking
+            }
+            "tool_use" => Block::ToolUse {
+                id: block.id.non_empty().unwrap_or_default().to_owned(),
+                name: block.name.non_empty().unwrap_or_default().to_owned(),
+                start_input: block
+                    .input
+                    .filter(|v| v.as_object().is_some_and(|o| !o.is_empty()))
+                    .map(|v| v.to_string())
+                    .unwrap_or_default(),
+                json: String::new(),
+                closed: false,
+            },
+            _ => Block::Other,
+        };
+        self.blocks.push((index, new));
+    }
+
+    /// `content_block_delta`: text, thinking or a piece of a tool call's arguments, for
+    /// the block it names.
+    fn block_delta(
+        &mut self,
+        index: Option<usize>,
+        delta: Option<Delta<'_>>,
+        out: &mut VecDeque<Token>,
+    ) {
+        let Some(delta) = delta else {
+            return;
+        };
+        match (delta.kind.non_empty().unwrap_or(""), self.block(index)) {
+            ("text_delta", Some(Block::Text)) => {
+                if let Some(text) = delta.text.non_empty() {
+                    out.push_back(Token::Text {
+                        text: text.to_owned(),
+                    });
+                }
+            }
+            ("thinking_delta", Some(Block::Thinking)) => {
+                if let Some(text) = delta.thinking.non_empty() {
+                    out.push_back(Token::Reasoning {
+                        text: text.to_owned(),
+                    });
+                }
+            }
+            ("input_json_delta", Some(Block::ToolUse { json, .. })) => {
+                if let Some(piece) = delta.partial_json.0.as_deref() {
+                    json.push_str(piece);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// `message_delta`: the stop reason and the final usage counts.
+    fn message_delta(&mut self, delta: Option<&Delta<'_>>, usage: Option<WireUsage>) {
+        if let Some(reason) = delta.and_then(|d| d.stop_reason.non_empty()) {
+            self.stop = Some(FinishReason::from_wire(reason));
+        }
+        // The final counts: `output_tokens` always, `input_tokens` (and the cache
+        // counts) when the server revises them here (server tools do).
+        if let Some(wire) = usage {
+            let usage = self.usage.get_or_insert_with(Usage::default);
+            if let Some(output) = wire.output() {
+                usage.output_tokens = output;
+            }
+            if let Some(input) = wire.input() {
+                usage.input_tokens = input;
+                usage.cached_input_tokens = wire.cached();
+                usage.cache_write_tokens = wire.written();
+                usage.cache_write_1h_tokens = wire.written_1h();
+            }
+        }
+    }
+
+    /// An `error` event, retryable when its type says a retry can help.
+    fn stream_error(&self, error: serde_json::Value) -> ProviderError {
+        let kind = error
+            .get("type")
+            .and_then(|t| t.as_str())
+            .unwrap_or("error");
+        let message = error
+            .get("message")
+            .and_then(|m| m.as_str())
+            .unwrap_or("unknown error");
+        ProviderError::Stream {
+            provider: self.provider.clone(),
+            url: self.url.clone(),
+            message: format!("{message} ({kind})"),
+            retryable: RETRYABLE.contains(&kind),
+        }
     }
 
     /// The stream ended: emits complete tool calls and one finish.

@@ -139,6 +139,16 @@ async fn info_settings(store: &dyn Store, id: &str) -> serde_json::Value {
 }
 
 async fn contract(store: &dyn Store) {
+    let (id, round) = a_conversation_is_kept_and_read_back(store).await;
+    conversations_are_listed_by_owner(store, &id).await;
+    a_batch_is_all_or_nothing(store, &round).await;
+    titles_and_settings_are_kept(store, &id).await;
+    a_deletion_takes_everything(store, &id).await;
+}
+
+/// A conversation created, appended to in rounds, finished and read back; its id and
+/// the round of a tool call it holds.
+async fn a_conversation_is_kept_and_read_back(store: &dyn Store) -> (String, [Message; 2]) {
     // Create, append in rounds, finish, read back.
     let id = store.create_conversation("owner-a").await.unwrap();
     store.begin_turn(&id, "turn_1", "model-x").await.unwrap();
@@ -200,7 +210,11 @@ async fn contract(store: &dyn Store) {
         (info.owner.as_str(), info.last_model.as_deref()),
         ("owner-a", Some("model-x"))
     );
+    (id, round)
+}
 
+/// Conversations listed by owner; an admin sees all.
+async fn conversations_are_listed_by_owner(store: &dyn Store, id: &str) {
     // Listing by owner; an admin (None) sees all.
     let other = store.create_conversation("owner-b").await.unwrap();
     let mine = store.list_conversations(Some("owner-a")).await.unwrap();
@@ -211,10 +225,13 @@ async fn contract(store: &dyn Store) {
     assert!(!mine.iter().any(|c| c.id == other));
     let all = store.list_conversations(None).await.unwrap();
     assert!(all.iter().any(|c| c.id == id) && all.iter().any(|c| c.id == other));
+}
 
+/// A batch that cannot be stored leaves nothing behind.
+async fn a_batch_is_all_or_nothing(store: &dyn Store, round: &[Message]) {
     // A batch is all or nothing: one that cannot be stored leaves nothing behind.
     assert!(matches!(
-        store.append_messages("conv_missing", "t", &round).await,
+        store.append_messages("conv_missing", "t", round).await,
         Err(StoreError::NotFound(_))
     ));
     assert!(
@@ -224,19 +241,22 @@ async fn contract(store: &dyn Store) {
             .unwrap()
             .is_none()
     );
+}
 
+/// A conversation's title and settings, replaced and read back.
+async fn titles_and_settings_are_kept(store: &dyn Store, id: &str) {
     // A title of a person's choosing replaces the first message; every message names
     // the turn that added it.
-    let before = store.get_conversation(&id).await.unwrap().unwrap();
+    let before = store.get_conversation(id).await.unwrap().unwrap();
     assert_eq!(before.message_turns.len(), before.messages.len());
-    assert!(store.rename_conversation(&id, "Renamed").await.unwrap());
+    assert!(store.rename_conversation(id, "Renamed").await.unwrap());
     assert!(
         !store
             .rename_conversation("conv_missing", "x")
             .await
             .unwrap()
     );
-    let after = store.get_conversation(&id).await.unwrap().unwrap();
+    let after = store.get_conversation(id).await.unwrap().unwrap();
     assert_eq!(after.title, "Renamed");
     let listed = store.list_conversations(None).await.unwrap();
     assert_eq!(
@@ -247,27 +267,30 @@ async fn contract(store: &dyn Store) {
     // Settings: none at first, then kept whole and replaced whole, in the detail and the
     // info a turn starts from.
     assert_eq!(after.settings, serde_json::json!({}));
-    assert_eq!(info_settings(store, &id).await, serde_json::json!({}));
+    assert_eq!(info_settings(store, id).await, serde_json::json!({}));
     let settings = serde_json::json!({"system": "Be brief.", "policy": {"max_tool_calls": 3}});
-    assert!(store.set_settings(&id, &settings).await.unwrap());
+    assert!(store.set_settings(id, &settings).await.unwrap());
     assert!(!store.set_settings("conv_missing", &settings).await.unwrap());
     assert_eq!(
-        store.get_conversation(&id).await.unwrap().unwrap().settings,
+        store.get_conversation(id).await.unwrap().unwrap().settings,
         settings
     );
     let replaced = serde_json::json!({"system": "Be thorough."});
-    assert!(store.set_settings(&id, &replaced).await.unwrap());
-    assert_eq!(info_settings(store, &id).await, replaced);
+    assert!(store.set_settings(id, &replaced).await.unwrap());
+    assert_eq!(info_settings(store, id).await, replaced);
+}
 
+/// Deleting a conversation takes its messages, turns and tapes with it.
+async fn a_deletion_takes_everything(store: &dyn Store, id: &str) {
     // Delete takes messages and turns with it.
-    assert!(store.delete_conversation(&id).await.unwrap());
-    assert!(!store.delete_conversation(&id).await.unwrap());
+    assert!(store.delete_conversation(id).await.unwrap());
+    assert!(!store.delete_conversation(id).await.unwrap());
     assert!(matches!(
-        store.load_messages(&id).await,
+        store.load_messages(id).await,
         Err(StoreError::NotFound(_))
     ));
-    assert!(store.get_conversation(&id).await.unwrap().is_none());
-    assert!(store.turn_tapes(&id).await.unwrap().is_empty());
+    assert!(store.get_conversation(id).await.unwrap().is_none());
+    assert!(store.turn_tapes(id).await.unwrap().is_empty());
 }
 
 /// Many concurrent appends to one conversation keep their order and lose nothing.
@@ -867,6 +890,21 @@ async fn a_postgres_database_from_before_last_seq_goes_on_numbering() {
     let url = super::postgres_url();
     let schema = buddy_store::new_id("old");
     let admin = sqlx::PgPool::connect(&url).await.unwrap();
+    create_a_schema_from_before_last_seq(&admin, &schema).await;
+    let separator = if url.contains('?') { '&' } else { '?' };
+    let store = PgStore::connect(&format!("{url}{separator}options[search_path]={schema}"))
+        .await
+        .unwrap();
+    conversations_go_on_numbering(&store).await;
+    drop(store);
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
+        .execute(&admin)
+        .await
+        .unwrap();
+}
+
+/// A schema as buddy wrote it before `last_seq`: one conversation with two messages.
+async fn create_a_schema_from_before_last_seq(admin: &sqlx::PgPool, schema: &str) {
     // The schema name is our own random id: nothing outside the test reaches this SQL.
     sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
         "CREATE SCHEMA {schema};
@@ -881,13 +919,13 @@ async fn a_postgres_database_from_before_last_seq_goes_on_numbering() {
              ('conv_old', 1, 't0', 'user', '{{\"role\":\"user\",\"content\":\"first\"}}', 1),
              ('conv_old', 2, 't0', 'user', '{{\"role\":\"user\",\"content\":\"second\"}}', 1);"
     )))
-    .execute(&admin)
+    .execute(admin)
     .await
     .unwrap();
-    let separator = if url.contains('?') { '&' } else { '?' };
-    let store = PgStore::connect(&format!("{url}{separator}options[search_path]={schema}"))
-        .await
-        .unwrap();
+}
+
+/// The old conversation goes on from its last message; a new one starts at one.
+async fn conversations_go_on_numbering(store: &PgStore) {
     store
         .append_messages("conv_old", "t1", &[Message::user("third")])
         .await
@@ -906,11 +944,6 @@ async fn a_postgres_database_from_before_last_seq_goes_on_numbering() {
         .await
         .unwrap();
     assert_eq!(store.load_messages(&fresh).await.unwrap().len(), 1);
-    drop(store);
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
-        .execute(&admin)
-        .await
-        .unwrap();
 }
 
 #[tokio::test]
