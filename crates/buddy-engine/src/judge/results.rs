@@ -62,99 +62,129 @@ pub(super) fn judge_result(
     outcome: &ToolOutcome,
     facts: Facts<'_>,
 ) -> Option<Signal> {
-    let name = slot.call.name.as_str();
-    let evidence_with = |prev: &CallRecord| {
-        vec![
-            prev.evidence(),
-            Evidence::new(&slot.call.id, name, &slot.call.arguments, &outcome.content),
-        ]
-    };
-    let signalled = judge.memory.signalled.contains(&slot.key);
-    let unchanged = facts.unchanged;
     if let Some(prev) = facts.earlier
-        && unchanged > 0
+        && facts.unchanged > 0
     {
-        let times = unchanged + 1;
-        let latest = words::excerpt(&outcome.content, 160);
-        let what = if facts.near {
-            format!(
-                "`{name}` was called with the same arguments {times} times in a row, with nothing else done in \
-                 between, and its results differed only in their numbers (counts, sizes, line numbers, ids); \
-                 the latest: {latest}"
-            )
-        } else if prev.fingerprint == facts.fingerprint {
-            format!(
-                "`{name}` was called with the same arguments and returned the same result {times} times in a \
-                 row: {latest}"
-            )
-        } else {
-            format!(
-                "`{name}` was called with the same arguments and, {times} times in a row, returned only results \
-                 it had returned before; the latest: {latest}"
-            )
-        };
-        let base = Signal {
-            guard: GuardKind::Repetition,
-            skill: name.to_owned(),
-            key: slot.key.clone(),
-            what,
-            evidence: evidence_with(prev),
-            members: Vec::new(),
-            certain: false,
-            ran: true,
-            left: None,
-        };
-        if slot.semantics == RepeatSemantics::Pollable {
-            return (unchanged > judge.policy.poll_patience).then_some(Signal {
-                certain: signalled,
-                ..base
-            });
-        }
-        // More looks are normal (a job still running; several jobs polled in turn, which
-        // is a cycle of the same calls and results): the fifth result in a row with
-        // nothing new earns a warning, and only a model that keeps at it is stopped, at
-        // the eighth. A cycle whose every call since this one brought nothing new is
-        // warned at its fourth period and ended at its fifth.
-        let cycle = slot
-            .cycle
-            .as_ref()
-            .filter(|_| judge.memory.log.nothing_new_since(&slot.key));
-        let (warn_at, end_at) = match cycle {
-            Some(_) => (CYCLE_WARN, CYCLE_END),
-            None => (OBSERVED_PATIENCE, REPEAT_END),
-        };
-        let guard = match cycle {
-            Some(_) => GuardKind::Cycle,
-            None => GuardKind::Repetition,
-        };
-        if unchanged >= end_at {
-            return Some(Signal {
-                certain: true,
-                guard,
-                ..base
-            });
-        }
-        // One warning per loop: a call already warned about, or a cycle one of whose
-        // calls was, runs on until the end comes.
-        let warned = signalled
-            || cycle.is_some()
-                && judge
-                    .memory
-                    .log
-                    .signalled_since(&slot.key, &judge.memory.signalled);
-        if unchanged >= warn_at && !warned {
-            return Some(Signal {
-                guard,
-                left: Some(end_at - unchanged),
-                members: cycle.cloned().unwrap_or_default(),
-                ..base
-            });
-        }
-        return None;
+        return repeat(judge, slot, outcome, &facts, prev);
     }
     if outcome.is_error || facts.earlier.is_some() {
         return None;
     }
+    near_duplicate(judge, slot, outcome, &facts)
+}
+
+/// The earlier call and this one, as a signal's evidence.
+fn evidence_with(prev: &CallRecord, slot: &Slot, outcome: &ToolOutcome) -> Vec<Evidence> {
+    vec![
+        prev.evidence(),
+        Evidence::new(
+            &slot.call.id,
+            &slot.call.name,
+            &slot.call.arguments,
+            &outcome.content,
+        ),
+    ]
+}
+
+/// The same call again with nothing new (`facts.unchanged` times in a row after `prev`):
+/// a warning at the fifth, the end at the eighth (a cycle: its fourth and fifth period).
+fn repeat(
+    judge: &mut Judge,
+    slot: &Slot,
+    outcome: &ToolOutcome,
+    facts: &Facts<'_>,
+    prev: &CallRecord,
+) -> Option<Signal> {
+    let name = slot.call.name.as_str();
+    let signalled = judge.memory.signalled.contains(&slot.key);
+    let unchanged = facts.unchanged;
+    let times = unchanged + 1;
+    let latest = words::excerpt(&outcome.content, 160);
+    let what = if facts.near {
+        format!(
+            "`{name}` was called with the same arguments {times} times in a row, with nothing else done in \
+             between, and its results differed only in their numbers (counts, sizes, line numbers, ids); \
+             the latest: {latest}"
+        )
+    } else if prev.fingerprint == facts.fingerprint {
+        format!(
+            "`{name}` was called with the same arguments and returned the same result {times} times in a \
+             row: {latest}"
+        )
+    } else {
+        format!(
+            "`{name}` was called with the same arguments and, {times} times in a row, returned only results \
+             it had returned before; the latest: {latest}"
+        )
+    };
+    let base = Signal {
+        guard: GuardKind::Repetition,
+        skill: name.to_owned(),
+        key: slot.key.clone(),
+        what,
+        evidence: evidence_with(prev, slot, outcome),
+        members: Vec::new(),
+        certain: false,
+        ran: true,
+        left: None,
+    };
+    if slot.semantics == RepeatSemantics::Pollable {
+        return (unchanged > judge.policy.poll_patience).then_some(Signal {
+            certain: signalled,
+            ..base
+        });
+    }
+    // More looks are normal (a job still running; several jobs polled in turn, which
+    // is a cycle of the same calls and results): the fifth result in a row with
+    // nothing new earns a warning, and only a model that keeps at it is stopped, at
+    // the eighth. A cycle whose every call since this one brought nothing new is
+    // warned at its fourth period and ended at its fifth.
+    let cycle = slot
+        .cycle
+        .as_ref()
+        .filter(|_| judge.memory.log.nothing_new_since(&slot.key));
+    let (warn_at, end_at) = match cycle {
+        Some(_) => (CYCLE_WARN, CYCLE_END),
+        None => (OBSERVED_PATIENCE, REPEAT_END),
+    };
+    let guard = match cycle {
+        Some(_) => GuardKind::Cycle,
+        None => GuardKind::Repetition,
+    };
+    if unchanged >= end_at {
+        return Some(Signal {
+            certain: true,
+            guard,
+            ..base
+        });
+    }
+    // One warning per loop: a call already warned about, or a cycle one of whose
+    // calls was, runs on until the end comes.
+    let warned = signalled
+        || cycle.is_some()
+            && judge
+                .memory
+                .log
+                .signalled_since(&slot.key, &judge.memory.signalled);
+    if unchanged >= warn_at && !warned {
+        return Some(Signal {
+            guard,
+            left: Some(end_at - unchanged),
+            members: cycle.cloned().unwrap_or_default(),
+            ..base
+        });
+    }
+    None
+}
+
+/// A query rewritten word by word while its result stays the same: a near-duplicate streak.
+fn near_duplicate(
+    judge: &mut Judge,
+    slot: &Slot,
+    outcome: &ToolOutcome,
+    facts: &Facts<'_>,
+) -> Option<Signal> {
+    let name = slot.call.name.as_str();
     // Near-duplicates: compared with this skill's latest call from an earlier round,
     // never with calls of the same response (a parallel batch is not a repeat). Arguments
     // that carry what the latest results said are the model following them: no echo.
@@ -182,7 +212,7 @@ pub(super) fn judge_result(
              echoes of them and its timestamps and ids, stayed the same",
             streak + 1
         ),
-        evidence: evidence_with(prev),
+        evidence: evidence_with(prev, slot, outcome),
         members: Vec::new(),
         certain: false,
         ran: true,
