@@ -21,6 +21,7 @@ mod memory;
 mod results;
 mod round;
 mod route;
+mod signal;
 mod signals;
 mod token_set;
 mod verdict;

@@ -8,7 +8,7 @@ use buddy_core::{Evidence, GuardKind, RepeatSemantics, ToolOutcome};
 
 use super::memory::Judge;
 use super::round::Slot;
-use super::signals::{Signal, bump};
+use super::signal::{Signal, bump};
 use crate::guards::call_log::CallRecord;
 use crate::guards::similarity::args_near;
 use crate::words;

@@ -3,13 +3,12 @@
 //! keeps failing, rounds that bring nothing new), and what each trip earns: a note, a
 //! withdrawal, or Finalize.
 
-use std::collections::BTreeMap;
-
 use buddy_core::{Evidence, GuardAction, GuardKind, RepeatSemantics, StopReason, ToolOutcome};
 
 use super::memory::Judge;
 use super::results::{Facts, OBSERVED_PATIENCE, judge_result};
 use super::round::{Plan, RoundJudge, Slot, refused};
+use super::signal::{Signal, bump};
 use super::verdict::{FinalizeCause, Trip, stop_for};
 use crate::guards::call_log::CallRecord;
 use crate::guards::digest::digest;
@@ -18,24 +17,6 @@ use crate::guards::shape::near_repeat;
 use crate::guards::similarity::args_counted_or_grown;
 use crate::guards::tokens::tokens;
 use crate::words::{self, not_run};
-
-/// A loop signal about one call.
-pub(super) struct Signal {
-    pub(super) guard: GuardKind,
-    pub(super) skill: String,
-    pub(super) key: String,
-    pub(super) what: String,
-    pub(super) evidence: Vec<Evidence>,
-    /// Skills to withdraw together at the Withdraw rung (a cycle's members).
-    pub(super) members: Vec<String>,
-    /// No doubt is left (the model repeated a call it was already told about, or kept at a
-    /// repeat past the warning): straight to Finalize.
-    pub(super) certain: bool,
-    /// The call was executed (its result stands) rather than answered without running.
-    pub(super) ran: bool,
-    /// Repeats left before the turn ends, when the warning can say so.
-    pub(super) left: Option<u32>,
-}
 
 impl RoundJudge {
     /// Books one executed call: counters, circuit breaker, and the checks that judge a
@@ -477,16 +458,4 @@ fn finalize_guard(
             judge.policy.max_guard_trips
         ),
     )
-}
-
-/// Changes the count kept for `name`, allocating its key only the first time.
-pub(super) fn bump<V: Default>(
-    counts: &mut BTreeMap<String, V>,
-    name: &str,
-    change: impl FnOnce(&mut V),
-) {
-    match counts.get_mut(name) {
-        Some(count) => change(count),
-        None => change(counts.entry(name.to_owned()).or_default()),
-    }
 }

@@ -10,8 +10,8 @@ use buddy_core::{Evidence, GuardAction, GuardKind, Message, StopReason, ToolSpec
 use serde::{Deserialize, Serialize};
 
 use super::conversation::{LoggedTurn, Repairs, turns_of};
-use super::streaks::repeats_of;
 pub use super::streaks::{LONG_LOOP_REPEATS, LOOP_REPEATS, Repeats};
+use super::streaks::{LoggedCall, repeats_of};
 use super::{Comparison, TripAt, Wanted, replay};
 use crate::guards::canonical::canonical_args;
 use crate::policy::LoopPolicy;
@@ -343,17 +343,6 @@ fn altering(action: GuardAction) -> bool {
             | GuardAction::Finalize
             | GuardAction::Error
     )
-}
-
-/// One call of a recorded turn.
-pub(super) struct LoggedCall<'a> {
-    /// The reply (from 1, within the turn) that made it.
-    pub(super) reply: u32,
-    pub(super) call: &'a buddy_core::ToolCall,
-    /// Its result, when the log holds one.
-    pub(super) result: Option<&'a str>,
-    /// Its action: the tool and its canonical arguments.
-    pub(super) action: (&'a str, String),
 }
 
 /// Every call of the turn, in order.

@@ -4,7 +4,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::judged::LoggedCall;
 use crate::guards::noise::fingerprint;
 use crate::guards::shape::near_repeat;
 use crate::guards::similarity::arg_strings;
@@ -95,4 +94,15 @@ pub(super) fn repeats_of(calls: &[LoggedCall<'_>], before: u32) -> Repeats {
         start = i;
     }
     best
+}
+
+/// One call of a recorded turn.
+pub(super) struct LoggedCall<'a> {
+    /// The reply (from 1, within the turn) that made it.
+    pub(super) reply: u32,
+    pub(super) call: &'a buddy_core::ToolCall,
+    /// Its result, when the log holds one.
+    pub(super) result: Option<&'a str>,
+    /// Its action: the tool and its canonical arguments.
+    pub(super) action: (&'a str, String),
 }

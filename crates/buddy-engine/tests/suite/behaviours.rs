@@ -534,8 +534,9 @@ fn add_loop(script: &mut Script, kind: &Loop) -> u32 {
             let names = ["running", "queued", "retrying"];
             let count = usize::from(states);
             let tool = TestTool::new(move |_, n| ToolOutcome::ok(names[(n - 1) % count]));
-            // Each state once, then four answers in a row with nothing new, then Finalize.
-            (toolbox.with("job_state", tool), 5 + u32::from(states))
+            // Each state once, then answers with nothing new: a note at the fifth in a row,
+            // the end at the eighth (termination v5: warn, then end).
+            (toolbox.with("job_state", tool), 8 + u32::from(states))
         }
     };
     script.toolbox = toolbox;

@@ -6,8 +6,8 @@ use std::time::Duration;
 use buddy_core::{ProviderError, Token, TokenStream};
 use futures::StreamExt;
 
-use super::endpoint::Endpoint;
 use super::read::{HEAD_BYTES, error_chain};
+use super::target::Endpoint;
 use super::{EventParser, KEEP_ALIVE_BYTES, secs};
 use crate::sse::{SseDecoder, SseEvent};
 use crate::watchdog::Watchdog;

@@ -4,8 +4,9 @@
 mod body;
 mod endpoint;
 mod read;
+mod target;
 
-pub(crate) use endpoint::Endpoint;
+pub(crate) use target::Endpoint;
 
 use std::collections::VecDeque;
 use std::sync::Once;

@@ -20,7 +20,7 @@ use crate::turn::{Conversation, Family, TurnSpec, Turns, frames, until_end, with
 pub(crate) async fn models(State(state): State<AppState>, headers: HeaderMap) -> Response {
     let ids = state.inner.backend.models();
     if headers.contains_key("anthropic-version") {
-        return crate::messages::model_list(&ids);
+        return Json(buddy_anthropic_wire::ModelList::of(&ids)).into_response();
     }
     let data: Vec<Value> = ids
         .into_iter()

@@ -33,7 +33,6 @@ use axum::routing::post;
 use crate::state::AppState;
 
 pub(crate) use errors::anthropic_errors;
-pub(crate) use reply::model_list;
 
 /// The Messages routes.
 pub(crate) fn routes() -> Router<AppState> {

@@ -1,10 +1,9 @@
 //! A turn as one Anthropic message: its blocks, stop reason and usage; the model list
 //! in Anthropic's shape.
 
-use axum::Json;
 use axum::http::{HeaderName, HeaderValue};
-use axum::response::{IntoResponse, Response};
-use buddy_anthropic_wire::{MessageResponse, ModelList, OutputBlock, Usage};
+use axum::response::Response;
+use buddy_anthropic_wire::{MessageResponse, OutputBlock, Usage};
 use buddy_core::{StopReason, ToolCall, TurnStats};
 use serde_json::Value;
 
@@ -69,12 +68,6 @@ pub(crate) fn message(
         ..MessageResponse::new(id, model, content, usage(stats))
     }
 }
-
-/// `GET /v1/models` in Anthropic's shape.
-pub(crate) fn model_list(ids: &[String]) -> Response {
-    Json(ModelList::of(ids)).into_response()
-}
-
 /// `response` with header `name` set to `value` (left off when it is not a valid value).
 pub(crate) fn with_header(mut response: Response, name: &'static str, value: &str) -> Response {
     if let Ok(value) = HeaderValue::from_str(value) {
