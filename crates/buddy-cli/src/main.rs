@@ -99,8 +99,9 @@ fn describe(command: &Command) -> Option<std::io::Result<()>> {
 fn init_logging(verbose: u8, format: LogFormat) {
     let default = match verbose {
         // rmcp logs every MCP connection it drops (a 401 before authorizing, a server
-        // that stopped) as an error; buddy reports those itself, saying what to do.
-        0 => "warn,rmcp::transport::worker=off",
+        // that stopped, a sink it could not close as the process ends) as an error; buddy
+        // reports those itself, saying what to do.
+        0 => "warn,rmcp::transport::worker=off,rmcp::service=off",
         1 => {
             "warn,buddy_engine=debug,buddy_skills=debug,buddy_providers=debug,buddy_cli=debug,buddy_mcp=debug"
         }
