@@ -225,15 +225,16 @@ async fn a_clients_request_reaches_an_anthropic_upstream_byte_for_byte() {
 
 #[tokio::test]
 async fn when_buddy_ends_the_turn_its_own_final_call_is_sent_not_the_clients() {
-    // The history already holds five identical rounds: buddy's guards end the turn
-    // before the model is asked to go on, and the final-answer call is buddy's.
+    // The history already holds eight identical rounds (warn-then-end's last): buddy's
+    // guards end the turn before the model is asked to go on, and the final-answer call
+    // is buddy's.
     let upstream = MockServer::start(|request, _| {
         anthropic_answer(request, "The build fails the same way each time.", &[])
     })
     .await;
     let state = state(anthropic_provider(&upstream));
     let mut history = vec![json!({"role": "user", "content": "Make the build pass."})];
-    for n in 0..5 {
+    for n in 0..8 {
         history.push(json!({"role": "assistant", "content": [
             {"type": "tool_use", "id": format!("toolu_{n}"), "name": "Bash", "input": {"command": "make"}}]}));
         history.push(json!({"role": "user", "content": [
