@@ -5,7 +5,7 @@
 
 use buddy_server::ServerSettings;
 
-use super::server::{TestServer, all_scenarios};
+use super::server::{TestServer, all_scenarios, run_client};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_anthropic_python_sdk_works_against_the_server() {
@@ -22,20 +22,12 @@ async fn the_anthropic_python_sdk_works_against_the_server() {
         env!("CARGO_MANIFEST_DIR"),
         "/../../scripts/anthropic_sdk_check.py"
     );
-    let url = server.url.clone();
-    let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(python)
-            .args([script, &url, "sk-buddy-anthropic"])
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr),
-    );
-    assert!(output.status.success(), "{stdout}\n{stderr}");
+    let args = vec![
+        script.into(),
+        server.url.clone(),
+        "sk-buddy-anthropic".into(),
+    ];
+    let stdout = run_client(python, args).await;
     assert!(
         stdout.contains("anthropic sdk: all checks passed"),
         "{stdout}"
@@ -54,24 +46,12 @@ async fn the_anthropic_typescript_sdk_works_against_the_server() {
         ..ServerSettings::default()
     };
     let server = TestServer::start(&db.path().join("t.db"), scenarios.path(), settings).await;
-    let url = server.url.clone();
-    let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new("node")
-            .args([
-                format!("{clients}/anthropic-check.mjs"),
-                url,
-                "sk-buddy-anthropic".into(),
-            ])
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr),
-    );
-    assert!(output.status.success(), "{stdout}\n{stderr}");
+    let args = vec![
+        format!("{clients}/anthropic-check.mjs"),
+        server.url.clone(),
+        "sk-buddy-anthropic".into(),
+    ];
+    let stdout = run_client("node".into(), args).await;
     assert!(
         stdout.contains("anthropic ts sdk: all checks passed"),
         "{stdout}"

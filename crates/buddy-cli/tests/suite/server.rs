@@ -593,20 +593,8 @@ async fn the_openai_python_sdk_works_against_the_server() {
         env!("CARGO_MANIFEST_DIR"),
         "/../../scripts/openai_sdk_check.py"
     );
-    let url = server.url.clone();
-    let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(python)
-            .args([script, &url, "sk-buddy-sdk"])
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr),
-    );
-    assert!(output.status.success(), "{stdout}\n{stderr}");
+    let args = vec![script.into(), server.url.clone(), "sk-buddy-sdk".into()];
+    let stdout = run_client(python, args).await;
     assert!(stdout.contains("openai sdk: all checks passed"), "{stdout}");
     // The failed turn ran once, whatever the SDK's retry policy.
     let metrics = metrics_text(&server.url, Some("sk-buddy-sdk")).await;
@@ -618,7 +606,7 @@ async fn the_openai_python_sdk_works_against_the_server() {
 }
 
 /// Runs `program args…` against the server and returns its stdout, failing on an error.
-async fn run_client(program: String, args: Vec<String>) -> String {
+pub(super) async fn run_client(program: String, args: Vec<String>) -> String {
     let output = tokio::task::spawn_blocking(move || {
         std::process::Command::new(&program)
             .args(&args)
