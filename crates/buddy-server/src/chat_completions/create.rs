@@ -9,12 +9,13 @@ use buddy_openai_wire::{ChatCompletionRequest, to_messages};
 use serde_json::{Value, json};
 
 use super::encoder::{ChatChunks, completion};
-use crate::client_tools::with_client_tools;
 use crate::error::AppError;
 use crate::request::{JsonBody, request_policy};
 use crate::sse;
 use crate::state::AppState;
-use crate::turn::{Conversation, Family, TurnSpec, Turns, frames, until_end, with_turn_header};
+use crate::turn::{
+    Conversation, Family, ModelAsk, ToolAsk, TurnSpec, Turns, frames, until_end, with_turn_header,
+};
 
 /// `GET /v1/models` (in Anthropic's shape when asked with `anthropic-version`).
 pub(crate) async fn models(State(state): State<AppState>, headers: HeaderMap) -> Response {
@@ -42,19 +43,21 @@ pub(crate) async fn completions(
         ));
     }
     let policy = request_policy(body.buddy_policy.take())?;
-    let mut resolved = turns.resolve(None, body.model.as_deref())?;
     let declared: Vec<ToolSpec> = body.tools.into_iter().map(ToolSpec::from).collect();
-    resolved.toolbox =
-        with_client_tools(resolved.toolbox, declared).map_err(AppError::BadRequest)?;
-    let model = body.model.unwrap_or_else(|| resolved.model.clone());
+    let asked = ModelAsk::model(body.model.clone());
     let turn = turns
         .start(TurnSpec {
             family: Family::OpenAi,
             sampling,
             cache_key: body.prompt_cache_key.take(),
-            ..TurnSpec::new(Conversation::Ephemeral(history), resolved, policy)
+            tools: ToolAsk {
+                client: declared,
+                ..ToolAsk::default()
+            },
+            ..TurnSpec::new(Conversation::Ephemeral(history), asked, policy)
         })
         .await?;
+    let model = body.model.unwrap_or_else(|| turn.model.clone());
     let id = format!("chatcmpl-{}", turn.turn_id.trim_start_matches("turn_"));
     if body.stream {
         let include_usage = body.stream_options.is_some_and(|o| o.include_usage);

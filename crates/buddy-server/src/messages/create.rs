@@ -3,19 +3,19 @@
 use axum::Json;
 use axum::response::{IntoResponse, Response};
 use buddy_anthropic_wire::{MessagesRequest, ToHistory, ToolChoice, client_tools, to_messages};
-use buddy_core::{ChatEvent, Message, Sampling, StopReason, TurnStats};
+use buddy_core::{ChatEvent, Message, Provider, Sampling, StopReason, TurnStats};
 
 use std::sync::Arc;
 
 use super::encoder::{MessageEvents, without_turn};
 use super::passthrough::Passthrough;
 use super::reply::{STOP_REASON_HEADER, WARNING_HEADER, message, with_header};
-use crate::client_tools::with_client_tools;
 use crate::error::AppError;
 use crate::request::{JsonAndBytes, request_policy};
 use crate::sse;
 use crate::turn::{
-    Conversation, Family, StartedTurn, TurnSpec, Turns, frames, until_end, with_turn_header,
+    Conversation, Family, ModelAsk, ProviderWrap, StartedTurn, ToolAsk, TurnSpec, Turns, frames,
+    until_end, with_turn_header,
 };
 
 /// `POST /v1/messages`: one turn over the request's whole history.
@@ -40,24 +40,24 @@ pub(crate) async fn messages(
     // A body with buddy's own extension is buddy's to read, never an upstream's.
     let passes = body.buddy_policy.is_none();
     let policy = request_policy(body.buddy_policy.take())?;
-    let mut resolved = turns.resolve(None, Some(&body.model))?;
     let names = offered.iter().map(|t| t.name.clone()).collect();
-    resolved.toolbox =
-        with_client_tools(resolved.toolbox, offered).map_err(AppError::BadRequest)?;
-    if passes {
-        resolved.provider = Arc::new(Passthrough::new(
-            resolved.provider,
-            raw.to_vec(),
-            body.stream,
-            history.messages.clone(),
-            names,
-        ));
-    }
+    let wrap_provider = passes.then(|| {
+        let (raw, stream, messages) = (raw.to_vec(), body.stream, history.messages.clone());
+        Box::new(move |upstream| {
+            Arc::new(Passthrough::new(upstream, raw, stream, messages, names)) as Arc<dyn Provider>
+        }) as ProviderWrap
+    });
+    let asked = ModelAsk::model(Some(body.model.clone()));
     let started = turns
         .start(TurnSpec {
             family: Family::OpenAi,
             sampling,
-            ..TurnSpec::new(Conversation::Ephemeral(history.messages), resolved, policy)
+            tools: ToolAsk {
+                client: offered,
+                ..ToolAsk::default()
+            },
+            wrap_provider,
+            ..TurnSpec::new(Conversation::Ephemeral(history.messages), asked, policy)
         })
         .await;
     let turn = match started {

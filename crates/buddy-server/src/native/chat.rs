@@ -9,11 +9,12 @@ use serde_json::json;
 use crate::conversation_settings::ConversationSettings;
 use crate::error::AppError;
 use crate::request::{JsonBody, request_policy};
-use crate::request_mcp::{RequestMcp, with_request_mcp};
+use crate::request_mcp::RequestMcp;
 use crate::sse;
 use crate::turn::watch::Numbered;
-use crate::turn::with_request_agents;
-use crate::turn::{Conversation, StartedTurn, TurnSpec, Turns, frames, turn_policy};
+use crate::turn::{
+    Conversation, ModelAsk, Settings, StartedTurn, ToolAsk, TurnSpec, Turns, frames,
+};
 
 /// The body of `POST /v1/chat`.
 #[derive(Deserialize)]
@@ -48,36 +49,24 @@ pub(crate) async fn chat(
             "`message` is empty; send what the user said".into(),
         ));
     }
-    let asked = request_policy(body.policy)?;
+    let policy = request_policy(body.policy)?;
     let new_settings = body.settings.map(ConversationSettings::parse).transpose()?;
-    // A continued conversation keeps its model and settings unless the request names others.
-    let mut model = body.model;
-    let mut settings = ConversationSettings::default();
-    if let Some(id) = &body.conversation_id {
-        let info = turns.conversation(id).await?;
-        if model.is_none() && body.provider.is_none() {
-            model = info.last_model;
-        }
-        if new_settings.is_none() {
-            settings = ConversationSettings::stored(&info.settings)?;
-        }
-    }
-    let settings = new_settings.as_ref().unwrap_or(&settings);
-    let policy = settings.policy_with(&asked);
-    let mut resolved = turns.resolve(body.provider.as_deref(), model.as_deref())?;
-    if let Some(new) = &new_settings {
-        turn_policy(&turns.state, &resolved, &new.policy)?;
-    }
-    resolved.toolbox = with_request_mcp(&turns.state, resolved.toolbox, body.mcp).await?;
-    resolved.toolbox = with_request_agents(&turns, &resolved, body.agents)?;
+    let model = ModelAsk {
+        provider: body.provider,
+        model: body.model,
+    };
     let conversation = Conversation::Stored(body.conversation_id);
     let turn = turns
         .start(TurnSpec {
             user_message: Some(body.message),
             sampling: body.sampling,
-            instructions: settings.system.clone(),
-            settings: new_settings.as_ref().map(ConversationSettings::to_value),
-            ..TurnSpec::new(conversation, resolved, policy)
+            settings: Settings::Kept(new_settings),
+            tools: ToolAsk {
+                mcp: body.mcp,
+                agents: body.agents,
+                ..ToolAsk::default()
+            },
+            ..TurnSpec::new(conversation, model, policy)
         })
         .await?;
     Ok(sse_turn(&turns, turn))
@@ -121,18 +110,18 @@ pub(crate) async fn resume(
             ));
         }
     };
-    let info = turns.conversation(&id).await?;
-    let settings = ConversationSettings::stored(&info.settings)?;
-    let policy = settings.policy_with(&request_policy(body.policy)?);
-    let mut resolved = turns.resolve(None, info.last_model.as_deref())?;
-    resolved.toolbox = with_request_mcp(&turns.state, resolved.toolbox, body.mcp).await?;
-    resolved.toolbox = with_request_agents(&turns, &resolved, body.agents)?;
+    let policy = request_policy(body.policy)?;
     let conversation = Conversation::Stored(Some(id));
     let turn = turns
         .start(TurnSpec {
             resume: Some(resume),
-            instructions: settings.system,
-            ..TurnSpec::new(conversation, resolved, policy)
+            settings: Settings::Kept(None),
+            tools: ToolAsk {
+                mcp: body.mcp,
+                agents: body.agents,
+                ..ToolAsk::default()
+            },
+            ..TurnSpec::new(conversation, ModelAsk::default(), policy)
         })
         .await?;
     Ok(sse_turn(&turns, turn))

@@ -10,11 +10,10 @@ use serde_json::Value;
 use super::builder::{Builder, Echo};
 use super::ids::{conversation_of, response_id, turn_of};
 use super::input::input_messages;
-use crate::client_tools::with_client_tools;
 use crate::error::AppError;
 use crate::request::request_policy;
 use crate::settings::SkillCalls;
-use crate::turn::{Conversation, Family, StartedTurn, TurnSpec, Turns};
+use crate::turn::{Conversation, Family, ModelAsk, StartedTurn, ToolAsk, TurnSpec, Turns};
 use buddy_openai_wire::client_tools::client_tools;
 
 /// The body of `POST /v1/responses` (fields buddy does not use are accepted and ignored).
@@ -110,23 +109,17 @@ pub(crate) async fn begin(
     };
     let tools = tools.into_iter().map(Into::into).collect();
     let policy = policy(body.buddy_policy, body.max_tool_calls)?;
-    let mut model = body.model;
     let conversation = continued_conversation(
-        turns,
         body.conversation.as_ref(),
         body.previous_response_id.as_deref(),
         unstored.is_some(),
-        &mut model,
-    )
-    .await?;
+    )?;
     let continued = !matches!(conversation, Continued::Nothing) || unstored.is_some();
     if !continued && !input.iter().any(Message::is_user) {
         return Err(AppError::BadRequest(
             "`input` has no user message; send the user's text (or continue with previous_response_id)".into(),
         ));
     }
-    let mut resolved = turns.resolve(None, model.as_deref())?;
-    resolved.toolbox = with_client_tools(resolved.toolbox, tools).map_err(AppError::BadRequest)?;
     let named = match &conversation {
         Continued::Named(id) => Some(id.clone()),
         _ => None,
@@ -140,7 +133,11 @@ pub(crate) async fn begin(
             keep_messages: body.store == Some(false),
             sampling,
             cache_key: body.prompt_cache_key,
-            ..TurnSpec::new(conversation, resolved, policy)
+            tools: ToolAsk {
+                client: tools,
+                ..ToolAsk::default()
+            },
+            ..TurnSpec::new(conversation, ModelAsk::model(body.model), policy)
         })
         .await?;
     let id = response_id(turn.conversation_id.as_deref(), &turn.turn_id);
@@ -175,19 +172,22 @@ enum Continued {
     Nothing,
     /// The conversation named by `conversation` (the Conversations API): appended to.
     Named(String),
-    /// The stored response `previous_response_id` names: its own chain of ancestors.
-    After { conversation: String, turn: String },
+    /// The stored response `previous_response_id` names (`named`): its own chain of
+    /// ancestors.
+    After {
+        conversation: String,
+        turn: String,
+        named: String,
+    },
 }
 
 /// The stored conversation a request continues (named by `conversation`, or found from
-/// `previous_response_id` unless the WebSocket holds that response); `model` becomes the
-/// conversation's last model when the request names none.
-async fn continued_conversation(
-    turns: &Turns,
+/// `previous_response_id` unless the WebSocket holds that response). The turn service
+/// reads it (and its last model) when the turn starts.
+fn continued_conversation(
     conversation: Option<&Value>,
     previous: Option<&str>,
     unstored: bool,
-    model: &mut Option<String>,
 ) -> Result<Continued, AppError> {
     let named = match conversation {
         None | Some(Value::Null) => None,
@@ -201,36 +201,23 @@ async fn continued_conversation(
             "give `conversation` or `previous_response_id`, not both".into(),
         ));
     }
-    let (continued, info) = match (named, previous) {
-        (Some(id), _) => {
-            let info = turns.conversation(&id).await?;
-            (Continued::Named(id), info)
-        }
-        (None, None) => return Ok(Continued::Nothing),
-        (None, Some(_)) if unstored => return Ok(Continued::Nothing),
+    match (named, previous) {
+        (Some(id), _) => Ok(Continued::Named(id)),
+        (None, None) => Ok(Continued::Nothing),
+        (None, Some(_)) if unstored => Ok(Continued::Nothing),
         (None, Some(previous)) => {
             let not_stored = || {
                 AppError::NotFound(format!(
                     "response `{previous}` does not exist or was not stored (store: false); send the whole input instead"
                 ))
             };
-            let id = conversation_of(previous).ok_or_else(not_stored)?;
-            let turn = turn_of(previous).ok_or_else(not_stored)?;
-            let info = turns
-                .conversation(&id)
-                .await
-                .map_err(|_| AppError::NotFound(format!("response `{previous}` does not exist")))?;
-            let after = Continued::After {
-                conversation: id,
-                turn,
-            };
-            (after, info)
+            Ok(Continued::After {
+                conversation: conversation_of(previous).ok_or_else(not_stored)?,
+                turn: turn_of(previous).ok_or_else(not_stored)?,
+                named: previous.to_owned(),
+            })
         }
-    };
-    if model.is_none() {
-        *model = info.last_model;
     }
-    Ok(continued)
 }
 
 /// Where the turn's conversation is and what its input adds to it: a stored one takes
@@ -244,10 +231,19 @@ fn placed(
 ) -> (Conversation, Vec<Message>) {
     match (stored, unstored, store) {
         (Continued::Named(id), _, _) => (Conversation::Stored(Some(id)), input),
-        (Continued::After { conversation, turn }, _, _) => {
+        (
+            Continued::After {
+                conversation,
+                turn,
+                named,
+            },
+            _,
+            _,
+        ) => {
             let after = Conversation::After {
                 conversation,
                 after: turn,
+                named,
             };
             (after, input)
         }

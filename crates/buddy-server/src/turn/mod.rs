@@ -8,6 +8,7 @@ mod encoder;
 pub(crate) mod kept;
 mod open;
 mod policy;
+mod resolve;
 mod run;
 mod sink;
 mod spec;
@@ -17,13 +18,15 @@ pub(crate) mod watch;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 
-pub(crate) use agents::with_request_agents;
 pub(crate) use encoder::{
     CancelOnDrop, Encoder, PendingCalls, frames, unix_now, until_end, with_turn_header,
 };
 pub(crate) use policy::turn_policy;
-pub(crate) use spec::{Conversation, Family, StartedTurn, TurnSpec};
+pub(crate) use spec::{
+    Conversation, Family, ModelAsk, ProviderWrap, Settings, StartedTurn, ToolAsk, TurnSpec,
+};
 
+use crate::backend::Resolved;
 use crate::error::AppError;
 use crate::request::Client;
 use crate::spend;
@@ -51,16 +54,18 @@ impl std::ops::Deref for Turns {
 }
 
 impl Turns {
-    /// Starts the turn `spec` asks for on its own task.
-    pub(crate) async fn start(&self, spec: TurnSpec) -> Result<StartedTurn, AppError> {
+    /// Starts the turn `spec` asks for on its own task: its model resolved here, once,
+    /// with its conversation's kept facts.
+    pub(crate) async fn start(&self, mut spec: TurnSpec) -> Result<StartedTurn, AppError> {
         let (state, caller) = (&self.state, &self.caller);
-        let mut policy = turn_policy(state, &spec.resolved, &spec.policy)?;
-        refuse_what_cannot_be_honoured(&spec)?;
+        let resolved = resolve::resolve(self, &mut spec).await?;
+        let mut policy = turn_policy(state, &resolved, &spec.policy)?;
+        refuse_what_cannot_be_honoured(&spec, &resolved)?;
         let price = state
             .inner
             .settings
             .prices
-            .price(spec.resolved.provider.name(), &spec.resolved.model);
+            .price(resolved.provider.name(), &resolved.model);
         if !matches!(spec.conversation, Conversation::Ephemeral(_)) {
             let adding = spec.user_message.as_ref().map_or(0, String::len);
             storage_quota::check(state, caller, adding as u64 + 1).await?;
@@ -72,7 +77,7 @@ impl Turns {
             budget: policy.max_turn_cost_usd,
             deadline: policy.deadline_ms.map(std::time::Duration::from_millis),
         };
-        let unpriced = price.is_none().then_some(spec.resolved.model.as_str());
+        let unpriced = price.is_none().then_some(resolved.model.as_str());
         let now = time::OffsetDateTime::now_utc();
         let store = &*state.inner.store;
         let held = spend::hold(store, &holder, unpriced, now).await?;
@@ -80,7 +85,7 @@ impl Turns {
         policy
             .apply(&layer)
             .map_err(|e| AppError::Internal(e.to_string()))?;
-        let opened = match open::open(state, caller, spec).await {
+        let opened = match open::open(state, caller, spec, resolved).await {
             Ok(opened) => opened,
             Err(e) => {
                 // Nothing ran: the hold is given back at once.
@@ -117,8 +122,8 @@ impl Turns {
 
 /// Refused before anything is claimed or stored: a setting the model cannot honour is a
 /// 400 naming it, never dropped.
-fn refuse_what_cannot_be_honoured(spec: &TurnSpec) -> Result<(), AppError> {
-    let provider = &spec.resolved.provider;
+fn refuse_what_cannot_be_honoured(spec: &TurnSpec, resolved: &Resolved) -> Result<(), AppError> {
+    let provider = &resolved.provider;
     let wrong = spec
         .sampling
         .validate()

@@ -9,7 +9,8 @@ use buddy_engine::{Resume, calls_left_open};
 use buddy_store::{CountedHistory, Store, TurnEnd, TurnOpening, new_id};
 use tokio_util::sync::CancellationToken;
 
-use super::spec::{Conversation, TurnSpec};
+use super::spec::{Conversation, Settings, TurnSpec};
+use crate::backend::Resolved;
 use crate::caller::Caller;
 use crate::error::AppError;
 use crate::state::{AppState, TurnLease};
@@ -27,6 +28,8 @@ pub(crate) struct Opened {
     pub counts: Vec<Option<TokenCount>>,
     /// The spec, its conversation, input and instructions taken into `history`.
     pub spec: TurnSpec,
+    /// The provider, tools and model the turn runs on.
+    pub resolved: Resolved,
     /// The tasks calls a crash left open became, by call id: waited on again.
     pub open_tasks: HashMap<String, RecordedTask>,
 }
@@ -37,18 +40,33 @@ pub(crate) async fn open(
     state: &AppState,
     caller: &Caller,
     mut spec: TurnSpec,
+    resolved: Resolved,
 ) -> Result<Opened, AppError> {
     let turn_id = new_id("turn");
     let cancel = state.inner.shutdown.child_token();
     let conversation = std::mem::replace(&mut spec.conversation, Conversation::Stored(None));
-    let (place, history) = place(state, caller, &turn_id, &cancel, conversation, &spec).await?;
+    let (place, history) = place(
+        state,
+        caller,
+        &turn_id,
+        &cancel,
+        conversation,
+        &spec,
+        &resolved,
+    )
+    .await?;
     let CountedHistory {
         messages: mut history,
         mut counts,
         ..
     } = history;
+    let writing = Writing {
+        history: &history,
+        spec: &spec,
+        model: &resolved.model,
+    };
     let (conversation_id, lease, user_stored) =
-        record(state, caller, &turn_id, &cancel, place, &history, &spec).await?;
+        record(state, caller, &turn_id, &cancel, place, writing).await?;
     let open_tasks = match &conversation_id {
         Some(id) if !calls_left_open(&history).is_empty() => {
             match state.inner.store.call_tasks(id).await {
@@ -81,8 +99,16 @@ pub(crate) async fn open(
         history,
         counts,
         spec,
+        resolved,
         open_tasks,
     })
+}
+
+/// What a turn's opening writes: its first messages, from its spec, on its model.
+struct Writing<'a> {
+    history: &'a [Message],
+    spec: &'a TurnSpec,
+    model: &'a str,
 }
 
 /// Claims the turn where its conversation is, and reads that conversation's history.
@@ -93,6 +119,7 @@ async fn place(
     cancel: &CancellationToken,
     conversation: Conversation,
     spec: &TurnSpec,
+    resolved: &Resolved,
 ) -> Result<(Place, CountedHistory), AppError> {
     let store = &state.inner.store;
     Ok(match conversation {
@@ -134,9 +161,10 @@ async fn place(
         Conversation::After {
             conversation,
             after,
+            ..
         } => return after_turn(state, caller, turn_id, cancel, &conversation, &after).await,
         Conversation::Stored(None) => {
-            let system = spec.resolved.system.iter().map(Message::system).collect();
+            let system = resolved.system.iter().map(Message::system).collect();
             let history = CountedHistory {
                 messages: system,
                 ..CountedHistory::default()
@@ -211,11 +239,18 @@ async fn record(
     turn_id: &str,
     cancel: &CancellationToken,
     place: Place,
-    history: &[Message],
-    spec: &TurnSpec,
+    writing: Writing<'_>,
 ) -> Result<(Option<String>, TurnLease, bool), AppError> {
+    let Writing {
+        history,
+        spec,
+        model,
+    } = writing;
     let store = &state.inner.store;
-    let model = &spec.resolved.model;
+    let kept = match &spec.settings {
+        Settings::Kept(Some(new)) => Some(new.to_value()),
+        Settings::Kept(None) | Settings::RequestOnly => None,
+    };
     let first = |created| {
         opening_messages(
             history,
@@ -230,7 +265,7 @@ async fn record(
         owner: &caller.owner,
         turn: turn_id,
         model,
-        settings: spec.settings.as_ref(),
+        settings: kept.as_ref(),
         messages: &[],
         counts: &[],
         copied: &[],

@@ -41,7 +41,7 @@ pub(crate) fn run(
         Family::Native => settings.approval.clone(),
         Family::OpenAi => settings.openai_approval.clone(),
     };
-    let resolved = opened.spec.resolved;
+    let resolved = opened.resolved;
     let mut request = TurnRequest::new(resolved.model.clone(), String::new())
         .with_price(price)
         .with_history(opened.history)

@@ -1,11 +1,14 @@
 //! What an endpoint asks of the turn service: a typed [`TurnSpec`] in, a
 //! [`StartedTurn`] out.
 
-use buddy_core::{ChatEvent, Message, Sampling};
+use std::sync::Arc;
+
+use buddy_core::{ChatEvent, Message, Provider, Sampling, ToolSpec};
 use buddy_engine::{PolicyPatch, Resume};
 use tokio_util::sync::CancellationToken;
 
-use crate::backend::Resolved;
+use crate::conversation_settings::ConversationSettings;
+use crate::request_mcp::RequestMcp;
 use crate::turn_log::Watch;
 
 /// Where a turn's conversation lives.
@@ -17,8 +20,59 @@ pub(crate) enum Conversation {
     /// After turn `after` of a stored conversation (a response's `previous_response_id`):
     /// the turn's context is that turn's chain of ancestors. It goes on in the same
     /// conversation when `after` is its last turn and no turn runs there; otherwise it
-    /// starts a branch — a new conversation holding the history up to `after`.
-    After { conversation: String, after: String },
+    /// starts a branch — a new conversation holding the history up to `after`. `named`
+    /// is how the client named it, for "does not exist".
+    After {
+        conversation: String,
+        after: String,
+        named: String,
+    },
+}
+
+/// The provider and model a request names. Each `None`: the conversation's last model
+/// when it goes on, else the server's default. The turn service resolves it once, where
+/// it reads the conversation.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ModelAsk {
+    pub provider: Option<String>,
+    pub model: Option<String>,
+}
+
+impl ModelAsk {
+    /// The model a request names, on the server's default provider.
+    pub(crate) fn model(model: Option<String>) -> Self {
+        ModelAsk {
+            provider: None,
+            model,
+        }
+    }
+}
+
+/// Tools a request brings beside those of the model it resolves to.
+#[derive(Default)]
+pub(crate) struct ToolAsk {
+    /// MCP servers the request names (`mcp`), when the operator allows them.
+    pub mcp: Vec<RequestMcp>,
+    /// Sub-agents the request declares (`agents`), checked as buddy.toml's are.
+    pub agents: Vec<serde_json::Value>,
+    /// The client's own tools: offered to the model, run by the client.
+    pub client: Vec<ToolSpec>,
+}
+
+/// Turns the resolved provider into the one the turn calls (the Messages API's
+/// pass-through wraps it).
+pub(crate) type ProviderWrap =
+    Box<dyn FnOnce(Arc<dyn Provider>) -> Arc<dyn Provider> + Send + Sync>;
+
+/// Whose settings (system prompt, policy) a turn runs with besides the request's.
+#[derive(Default)]
+pub(crate) enum Settings {
+    /// Only the request's own (the OpenAI and Anthropic families).
+    #[default]
+    RequestOnly,
+    /// The conversation's kept settings under the request's policy, or `new` ones
+    /// (checked), kept with the conversation for this and later turns (buddy's API).
+    Kept(Option<ConversationSettings>),
 }
 
 /// Which API family asks: it decides who can answer an approval question.
@@ -36,8 +90,12 @@ pub(crate) struct TurnSpec {
     pub conversation: Conversation,
     /// What the user said (`None` for a resume, or when `append` carries the input).
     pub user_message: Option<String>,
-    /// The provider, tools and model the request resolved to.
-    pub resolved: Resolved,
+    /// The provider and model the request names, resolved by the turn service.
+    pub model: ModelAsk,
+    /// Tools the request adds to the resolved model's.
+    pub tools: ToolAsk,
+    /// Applied to the resolved provider before the turn calls it.
+    pub wrap_provider: Option<ProviderWrap>,
     /// The request's own policy: it may only lower the operator's.
     pub policy: PolicyPatch,
     /// Added to the conversation (and stored with it) before the turn: the Responses
@@ -53,21 +111,23 @@ pub(crate) struct TurnSpec {
     pub keep_messages: bool,
     /// The client's sampling and output settings (temperature, structured output, …).
     pub sampling: Sampling,
-    /// New settings (checked) kept with the conversation for this and later turns.
-    pub settings: Option<serde_json::Value>,
+    /// The conversation's settings the turn runs with (and new ones to keep).
+    pub settings: Settings,
     /// The client's prompt-cache key (`prompt_cache_key`), sent with every model call of
     /// the turn; `None`: one buddy derives from the conversation.
     pub cache_key: Option<String>,
 }
 
 impl TurnSpec {
-    /// A turn of `conversation` on `resolved` under the request's `policy`; the rest as
-    /// a plain native turn has it.
-    pub(crate) fn new(conversation: Conversation, resolved: Resolved, policy: PolicyPatch) -> Self {
+    /// A turn of `conversation` on the `model` asked for, under the request's `policy`;
+    /// the rest as a plain native turn has it.
+    pub(crate) fn new(conversation: Conversation, model: ModelAsk, policy: PolicyPatch) -> Self {
         TurnSpec {
             conversation,
             user_message: None,
-            resolved,
+            model,
+            tools: ToolAsk::default(),
+            wrap_provider: None,
             policy,
             append: Vec::new(),
             instructions: None,
@@ -75,7 +135,7 @@ impl TurnSpec {
             family: Family::Native,
             keep_messages: false,
             sampling: Sampling::default(),
-            settings: None,
+            settings: Settings::RequestOnly,
             cache_key: None,
         }
     }
