@@ -60,7 +60,7 @@ pub(crate) async fn chat(
         .start(TurnSpec {
             user_message: Some(body.message),
             sampling: body.sampling,
-            settings: Settings::Kept(new_settings),
+            settings: Settings::Kept(new_settings.map(Box::new)),
             tools: ToolAsk {
                 mcp: body.mcp,
                 agents: body.agents,

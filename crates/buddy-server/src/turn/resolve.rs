@@ -28,7 +28,7 @@ pub(super) async fn resolve(client: &Client, spec: &mut TurnSpec) -> Result<Reso
             (None, Some(info)) => ConversationSettings::stored(&info.settings)?,
             _ => ConversationSettings::default(),
         };
-        let settings = new.as_ref().unwrap_or(&stored);
+        let settings = new.as_deref().unwrap_or(&stored);
         spec.policy = settings.policy_with(&spec.policy);
         spec.instructions = settings.system.clone();
     }

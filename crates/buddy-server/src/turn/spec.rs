@@ -72,7 +72,7 @@ pub(crate) enum Settings {
     RequestOnly,
     /// The conversation's kept settings under the request's policy, or `new` ones
     /// (checked), kept with the conversation for this and later turns (buddy's API).
-    Kept(Option<ConversationSettings>),
+    Kept(Option<Box<ConversationSettings>>),
 }
 
 /// Which API family asks: it decides who can answer an approval question.
