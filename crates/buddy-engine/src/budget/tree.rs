@@ -211,6 +211,13 @@ impl Lease {
         }
     }
 
+    /// Whether the tree has a model call left for a round, beyond the answers it holds
+    /// back (what [`Lease::take_round_call`] would draw, not drawn).
+    pub(crate) fn has_round_call(&self) -> bool {
+        let pool = self.tree.pool();
+        pool.model_calls + pool.reserved < self.tree.limits.model_calls
+    }
+
     /// Draws the call for the turn's final answer: its reserve, or a free call if it has
     /// none; false when neither is left (buddy then answers from the tool results).
     pub(crate) fn take_final_call(&mut self) -> bool {
@@ -230,6 +237,12 @@ impl Lease {
         let granted = wanted.min(max.saturating_sub(pool.tool_calls));
         pool.tool_calls += granted;
         granted
+    }
+
+    /// Returns `unused` tool calls drawn with [`Lease::take_tool_calls`] to the pool.
+    pub(crate) fn give_back_tool_calls(&mut self, unused: u32) {
+        let mut pool = self.tree.pool();
+        pool.tool_calls = pool.tool_calls.saturating_sub(unused);
     }
 
     /// Books this turn's figures so far (`own`: the turn's own calls, tokens and money):

@@ -13,19 +13,24 @@ use super::round::{RoundFacts, RoundJudge, RoundVerdict, Slot, booked_outcome};
 use super::route::{self, ReplyFacts, RouteVerdict};
 use super::verdict::{FinalizeCause, Trip};
 use crate::approval::Decision;
+use crate::budget::TreeStop;
 use crate::words::Unanswered;
 
 impl Judge {
     // CallModel.
 
-    /// A limit reached before the next model call, if any (see [`limits::limit_cause`]).
+    /// A limit reached before the next model call, if any: the turn's own (see
+    /// [`limits::limit_cause`]), then its tree's (`tree`: what the turn's lease says of
+    /// the calls, tokens and money it shares with its sub-agents and parents).
     pub(crate) fn limit_before_call(
         &self,
         stats: &TurnStats,
         deadline_passed: bool,
         last_call: Option<Usd>,
+        tree: Option<TreeStop>,
     ) -> Option<FinalizeCause> {
         limits::limit_cause(&self.policy, stats, deadline_passed, last_call)
+            .or_else(|| tree.map(limits::tree_cause))
     }
 
     /// Whether the next call offers tools (none once `withdraw_tools_after` calls are made).

@@ -25,7 +25,7 @@ pub(super) struct Gate {
 }
 
 /// The gates, in the order they are asked.
-pub(super) const GATES: [Gate; 10] = [
+pub(super) const GATES: [Gate; 11] = [
     Gate {
         name: "resent",
         check: resent,
@@ -65,6 +65,10 @@ pub(super) const GATES: [Gate; 10] = [
     Gate {
         name: "repeat_not_rerun",
         check: repeat_not_rerun,
+    },
+    Gate {
+        name: "tree_tool_calls",
+        check: tree_tool_calls,
     },
 ];
 
@@ -292,6 +296,26 @@ fn tool_call_limit(g: &mut Gating<'_>) -> bool {
         StopReason::MaxToolCalls,
         GuardKind::ToolCallLimit,
         format!("{max} of {max} tool calls used"),
+    ));
+    true
+}
+
+/// The tool calls the turn shares with its sub-agents (and its parents) are used: a call
+/// that would run is answered unrun, and the turn answers after the round. Last, so it
+/// only counts calls every other gate lets run; a turn without sub-agents never meets it
+/// (its own `tool_call_limit` is the same cap, asked first).
+fn tree_tool_calls(g: &mut Gating<'_>) -> bool {
+    if g.call.planned_runs < g.call.round.tree_tool_calls {
+        return false;
+    }
+    g.slot.plan = Plan::Answer {
+        content: not_run::TREE_TOOL_CALLS.to_owned(),
+        is_error: true,
+    };
+    g.round.set_cause(FinalizeCause::new(
+        StopReason::MaxToolCalls,
+        GuardKind::ToolCallLimit,
+        "the tool calls this turn and its sub-agents share are used".to_owned(),
     ));
     true
 }

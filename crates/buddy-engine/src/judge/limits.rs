@@ -4,6 +4,7 @@ use buddy_core::{GuardAction, GuardKind, StopReason, TurnStats, Usd};
 
 use super::memory::JudgeMemory;
 use super::verdict::{FinalizeCause, Trip};
+use crate::budget::TreeStop;
 use crate::policy::{LoopPolicy, OnLimit};
 
 /// A limit reached before the next model call, if any. The last model call is reserved
@@ -106,6 +107,35 @@ pub(crate) fn offer(policy: &LoopPolicy, memory: &mut JudgeMemory, model_calls: 
             format!("no tools are offered after {after} model calls (policy withdraw_tools_after)"),
         )
     }))
+}
+
+/// A stop of the turn's tree of agents as the Finalize it causes.
+pub(crate) fn tree_cause(stop: TreeStop) -> FinalizeCause {
+    match stop {
+        TreeStop::Calls { max, used } => FinalizeCause::new(
+            StopReason::MaxModelCalls,
+            GuardKind::ModelCallLimit,
+            format!(
+                "{used} of the {max} model calls this turn and its sub-agents share are used, the rest held for answers"
+            ),
+        ),
+        TreeStop::Tokens { budget, used } => FinalizeCause::new(
+            StopReason::TokenBudget,
+            GuardKind::TokenBudget,
+            format!("{used} of {budget} tokens used by this turn and its sub-agents"),
+        ),
+        TreeStop::Cost {
+            budget,
+            spent,
+            next,
+        } => FinalizeCause::new(
+            StopReason::CostBudget,
+            GuardKind::CostBudget,
+            format!(
+                "{spent} of {budget} spent by this turn and its sub-agents; the next call would cost about {next}, and the answer as much again"
+            ),
+        ),
+    }
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ mod token_set;
 mod verdict;
 
 pub(crate) use answer::{FinalCheck, Screened};
-pub(crate) use limits::Offer;
+pub(crate) use limits::{Offer, tree_cause};
 pub(crate) use memory::Judge;
 pub(crate) use memory::Resent;
 pub(crate) use round::{Plan, RoundFacts, RoundJudge, Slot};

@@ -94,6 +94,9 @@ pub(crate) struct RoundFacts<'a> {
     /// Whether the model call that asked for these calls offered tools.
     pub tools_offered: bool,
     pub approval: &'a ApprovalRules,
+    /// Tool calls this round may run under the turn's tree (drawn from the pool the turn
+    /// shares with its sub-agents and parents before planning); `u32::MAX` outside a tree.
+    pub tree_tool_calls: u32,
 }
 
 /// Where the round sends the turn.

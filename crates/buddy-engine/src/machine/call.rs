@@ -12,9 +12,10 @@ use tracing::warn;
 
 use super::account::{CallAccount, reply_tokens, reported_input};
 use super::request::ended_without_reply;
-use super::{End, State, Turn, announce_to, tree_cause};
+use super::{End, State, Turn, announce_to};
 use crate::context::budget::{Budgeted, History, RequestParts, cap_after_refusal, fit_request};
 use crate::guards::chant::ChantDetector;
+use crate::judge::tree_cause;
 use crate::judge::{FinalizeCause, Judge, Trip};
 use crate::model_call::{CallEnd, Reply, stream_reply};
 use crate::tape::{Interruption, TapeStep};
@@ -26,16 +27,19 @@ impl Turn<'_> {
             return State::End(end);
         }
         let estimate = self.next_call_estimate();
+        self.lease.book(&self.stats);
+        let tree = self
+            .lease
+            .stop_before_call(estimate)
+            .or_else(|| (!self.lease.has_round_call()).then(|| self.lease.calls_spent()));
+        let deadline_passed = self.deadline_passed();
         if let Some(cause) =
             self.judge
-                .limit_before_call(&self.stats, self.deadline_passed(), estimate)
+                .limit_before_call(&self.stats, deadline_passed, estimate, tree)
         {
             return State::Finalize(cause);
         }
-        self.lease.book(&self.stats);
-        if let Some(stop) = self.lease.stop_before_call(estimate) {
-            return State::Finalize(tree_cause(stop));
-        }
+        // A sibling may have drawn the tree's last call since the judge looked.
         if !self.lease.take_round_call() {
             return State::Finalize(tree_cause(self.lease.calls_spent()));
         }

@@ -37,15 +37,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use buddy_core::{
-    CallPurpose, ChatEvent, GuardKind, Message, PendingCall, Price, Provider, StopReason, ToolCall,
-    Toolbox, TurnStats, Usd,
+    CallPurpose, ChatEvent, Message, PendingCall, Price, Provider, StopReason, ToolCall, Toolbox,
+    TurnStats, Usd,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
 use crate::approval::{ApprovalRules, CallDecision, Decision, Resume};
-use crate::budget::{Lease, TreeStop};
+use crate::budget::Lease;
 use crate::context::budget::Room;
 use crate::context::counter_for_model;
 use crate::emitter::Emitter;
@@ -477,35 +477,6 @@ async fn announce_to(events: &Emitter, tape: &mut Tape, model_call: u32, trip: T
             evidence,
         })
         .await;
-}
-
-/// A stop of the turn's tree of agents as the Finalize it causes.
-fn tree_cause(stop: TreeStop) -> FinalizeCause {
-    match stop {
-        TreeStop::Calls { max, used } => FinalizeCause::new(
-            StopReason::MaxModelCalls,
-            GuardKind::ModelCallLimit,
-            format!(
-                "{used} of the {max} model calls this turn and its sub-agents share are used, the rest held for answers"
-            ),
-        ),
-        TreeStop::Tokens { budget, used } => FinalizeCause::new(
-            StopReason::TokenBudget,
-            GuardKind::TokenBudget,
-            format!("{used} of {budget} tokens used by this turn and its sub-agents"),
-        ),
-        TreeStop::Cost {
-            budget,
-            spent,
-            next,
-        } => FinalizeCause::new(
-            StopReason::CostBudget,
-            GuardKind::CostBudget,
-            format!(
-                "{spent} of {budget} spent by this turn and its sub-agents; the next call would cost about {next}, and the answer as much again"
-            ),
-        ),
-    }
 }
 
 /// The end of a turn whose messages could not be stored.

@@ -9,7 +9,7 @@ use buddy_core::{
 };
 use std::sync::Arc;
 
-use buddy_core::{BoxFuture, GuardKind};
+use buddy_core::BoxFuture;
 use futures::StreamExt;
 
 use super::{End, Round, State, ToolboxHandle, Turn};
@@ -46,16 +46,24 @@ impl Turn<'_> {
             let toolbox = self.toolbox();
             calls.iter().map(|c| toolbox.semantics(&c.name)).collect()
         };
+        // Drawn for every call before planning, the unplanned given back right after
+        // (no await between): the judge's tree gate plans within what was drawn.
+        let drawn = self
+            .lease
+            .take_tool_calls(u32::try_from(calls.len()).unwrap_or(u32::MAX));
         let facts = RoundFacts {
             tool_calls_so_far: self.stats.tool_calls,
             tools_offered: self.tools_offered_now,
             approval: &self.approval,
+            tree_tool_calls: drawn,
         };
-        let (mut slots, trips) =
+        let (slots, trips) =
             self.judge
                 .plan_round(&mut judged, calls, &semantics, &mut decided, facts);
+        let runs = slots.iter().filter(|s| matches!(s.plan, Plan::Run)).count();
+        self.lease
+            .give_back_tool_calls(drawn.saturating_sub(u32::try_from(runs).unwrap_or(u32::MAX)));
         self.announce_all(trips).await;
-        let then = self.draw_tool_calls(&mut slots).or(then);
 
         let (interrupted, poll_notes) = self.run_slots(&slots, &mut judged).await;
 
@@ -91,33 +99,6 @@ impl Turn<'_> {
             }
             None => State::CallModel(CallPurpose::Turn),
         }
-    }
-
-    /// Draws the calls about to run from the tree's tool-call pool; those it has no room
-    /// for are answered unrun, and the turn goes to Finalize after the round. A turn
-    /// without sub-agents always gets them all (its judge planned within the same cap).
-    fn draw_tool_calls(&mut self, slots: &mut [Slot]) -> Option<FinalizeCause> {
-        let wanted = slots.iter().filter(|s| matches!(s.plan, Plan::Run)).count();
-        let wanted = u32::try_from(wanted).unwrap_or(u32::MAX);
-        let granted = self.lease.take_tool_calls(wanted);
-        if granted == wanted {
-            return None;
-        }
-        for slot in slots
-            .iter_mut()
-            .filter(|s| matches!(s.plan, Plan::Run))
-            .skip(usize::try_from(granted).unwrap_or(usize::MAX))
-        {
-            slot.plan = Plan::Answer {
-                content: not_run::TREE_TOOL_CALLS.to_owned(),
-                is_error: true,
-            };
-        }
-        Some(FinalizeCause::new(
-            StopReason::MaxToolCalls,
-            GuardKind::ToolCallLimit,
-            "the tool calls this turn and its sub-agents share are used".to_owned(),
-        ))
     }
 
     /// The scope handed to sub-agent calls of this round: the turn's place in its tree,

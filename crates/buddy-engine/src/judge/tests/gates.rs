@@ -20,6 +20,7 @@ struct Case {
     decisions: HashMap<String, Decision>,
     tool_calls_so_far: u32,
     tools_offered: bool,
+    tree_tool_calls: u32,
     earlier: Vec<Slot>,
     semantics: RepeatSemantics,
 }
@@ -45,9 +46,14 @@ fn case(from: usize) -> Case {
         decisions: HashMap::new(),
         tool_calls_so_far: 0,
         tools_offered: true,
+        tree_tool_calls: u32::MAX,
         earlier: Vec::new(),
         semantics: RepeatSemantics::Observed,
     };
+    if on("tree_tool_calls") {
+        // A sub-agent whose tree has no tool call left.
+        case.tree_tool_calls = 0;
+    }
     if on("repeat_not_rerun") {
         // The same call ran before (its skill's count stays below any limit set below).
         case.semantics = RepeatSemantics::Pure;
@@ -115,6 +121,7 @@ fn fired(mut case: Case) -> (Option<&'static str>, Plan) {
         tool_calls_so_far: case.tool_calls_so_far,
         tools_offered: case.tools_offered,
         approval: &case.approval,
+        tree_tool_calls: case.tree_tool_calls,
     };
     let call = CallFacts::new(
         &case.judge,
@@ -152,6 +159,7 @@ fn the_gates_are_asked_in_this_order() {
             "skill_call_limit",
             "same_in_reply",
             "repeat_not_rerun",
+            "tree_tool_calls",
         ]
     );
 }
@@ -224,4 +232,16 @@ fn same_in_reply_fires_before_the_rest() {
 #[test]
 fn repeat_not_rerun_fires_last() {
     fires_before_the_rest(9);
+}
+
+#[test]
+fn tree_tool_calls_fires_last_for_a_call_that_would_run() {
+    fires_before_the_rest(10);
+    assert_eq!(
+        fired(case(10)).1,
+        Plan::Answer {
+            content: crate::words::not_run::TREE_TOOL_CALLS.to_owned(),
+            is_error: true
+        }
+    );
 }

@@ -91,6 +91,7 @@ impl Turn {
             tool_calls_so_far: self.tool_calls,
             tools_offered: true,
             approval: &self.approval,
+            tree_tool_calls: u32::MAX,
         };
         let (slots, mut trips) =
             round.plan(&mut self.judge, calls, &semantics, &mut decisions, facts);
