@@ -115,8 +115,8 @@ async fn measure_iteration(
     let dir = std::env::temp_dir().join(format!("buddy-iteration-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("scenarios")).map_err(|e| e.to_string())?;
-    let scenario = options.workload.scenario(&options.model, options.calls)?;
-    let scenario_json = serde_json::to_string(&scenario).map_err(|e| e.to_string())?;
+    let scenario = options.workload.scenario(&options.model, options.calls);
+    let scenario_json = scenario.to_string();
     std::fs::write(dir.join("scenarios/model.json"), scenario_json).map_err(|e| e.to_string())?;
     let scenarios = dir.join("scenarios").display().to_string();
     let spawned = spawn(
