@@ -24,6 +24,7 @@ mod backend;
 mod body;
 mod caller;
 mod chat_completions;
+mod client_session;
 mod client_tools;
 mod conn;
 mod conversation_settings;

@@ -1,6 +1,7 @@
 //! `POST /v1/messages`.
 
 use axum::Json;
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use buddy_anthropic_wire::{MessagesRequest, ToHistory, ToolChoice, client_tools, to_messages};
 use buddy_core::{ChatEvent, Message, Provider, Sampling, StopReason, TurnStats};
@@ -10,17 +11,19 @@ use std::sync::Arc;
 use super::encoder::{MessageEvents, without_turn};
 use super::passthrough::Passthrough;
 use super::reply::{STOP_REASON_HEADER, WARNING_HEADER, message, with_header};
+use crate::client_session;
 use crate::error::AppError;
 use crate::request::{JsonAndBytes, request_policy};
 use crate::sse;
 use crate::turn::{
-    Conversation, Family, ModelAsk, ProviderWrap, StartedTurn, ToolAsk, TurnSpec, Turns, frames,
-    until_end, with_turn_header,
+    Family, ModelAsk, ProviderWrap, StartedTurn, ToolAsk, TurnSpec, Turns, frames, until_end,
+    with_turn_header,
 };
 
 /// `POST /v1/messages`: one turn over the request's whole history.
 pub(crate) async fn messages(
     turns: Turns,
+    headers: HeaderMap,
     JsonAndBytes(mut body, raw): JsonAndBytes<MessagesRequest>,
 ) -> Result<Response, AppError> {
     let sampling = sampling(&body)?;
@@ -48,6 +51,9 @@ pub(crate) async fn messages(
         }) as ProviderWrap
     });
     let asked = ModelAsk::model(Some(body.model.clone()));
+    let user_id = body.metadata.as_ref().and_then(|m| m["user_id"].as_str());
+    let conversation =
+        client_session::conversation(&turns.state, &headers, user_id, history.messages);
     let started = turns
         .start(TurnSpec {
             family: Family::OpenAi,
@@ -57,7 +63,7 @@ pub(crate) async fn messages(
                 ..ToolAsk::default()
             },
             wrap_provider,
-            ..TurnSpec::new(Conversation::Ephemeral(history.messages), asked, policy)
+            ..TurnSpec::new(conversation, asked, policy)
         })
         .await;
     let turn = match started {

@@ -130,6 +130,13 @@ server_settings! {
         cancel_on_disconnect as "cancel_on_disconnect": bool = false;
             check SettingCheck::Any;
             flag SettingFlag::None;
+        /// Whether requests that carry their whole history and name a client session
+        /// (Claude Code's `x-claude-code-session-id`, codex's `session-id`) are kept as
+        /// that session's conversation: shown on the chat page, replayed and judged like
+        /// buddy's own. Off: they are judged and capped the same, and not stored.
+        keep_client_sessions as "keep_client_sessions": bool = true;
+            check SettingCheck::Any;
+            flag SettingFlag::None;
         /// Seconds a turn's events are kept after it ends, for clients reattaching late.
         turn_events_grace as "turn_events_grace_secs": Duration = Duration::from_secs(300);
             check SettingCheck::Any;

@@ -10,6 +10,7 @@ mod open;
 mod policy;
 mod resolve;
 mod run;
+mod session;
 mod sink;
 mod spec;
 mod task_log;
@@ -131,7 +132,9 @@ fn refuse_what_cannot_be_honoured(spec: &TurnSpec, resolved: &Resolved) -> Resul
         .or_else(|| provider.unsupported(&spec.sampling))
         .or_else(|| provider.refuses_any(&spec.append))
         .or_else(|| match &spec.conversation {
-            Conversation::Ephemeral(history) => provider.refuses_any(history),
+            Conversation::Ephemeral(history) | Conversation::Session { history, .. } => {
+                provider.refuses_any(history)
+            }
             Conversation::Stored(_) | Conversation::After { .. } => None,
         });
     match wrong {

@@ -9,6 +9,7 @@ use buddy_engine::{Resume, calls_left_open};
 use buddy_store::{CountedHistory, Store, TurnEnd, TurnOpening, new_id};
 use tokio_util::sync::CancellationToken;
 
+use super::session;
 use super::spec::{Conversation, Settings, TurnSpec};
 use crate::backend::Resolved;
 use crate::caller::Caller;
@@ -45,16 +46,26 @@ pub(crate) async fn open(
     let turn_id = new_id("turn");
     let cancel = state.inner.shutdown.child_token();
     let conversation = std::mem::replace(&mut spec.conversation, Conversation::Stored(None));
-    let (place, history) = place(
-        state,
-        caller,
-        &turn_id,
-        &cancel,
-        conversation,
-        &spec,
-        &resolved,
-    )
-    .await?;
+    let (place, history) = match conversation {
+        Conversation::Session { key, history } => {
+            let placed = session::place(state, caller, &turn_id, &cancel, &key, history).await?;
+            // The client's new messages go in with the opening, before the request's own.
+            spec.append.splice(0..0, placed.new_messages);
+            (placed.place, placed.history)
+        }
+        conversation => {
+            place(
+                state,
+                caller,
+                &turn_id,
+                &cancel,
+                conversation,
+                &spec,
+                &resolved,
+            )
+            .await?
+        }
+    };
     let CountedHistory {
         messages: mut history,
         mut counts,
@@ -163,6 +174,11 @@ async fn place(
             after,
             ..
         } => return after_turn(state, caller, turn_id, cancel, &conversation, &after).await,
+        Conversation::Session { .. } => {
+            return Err(AppError::Internal(
+                "a client session is placed by turn::session".into(),
+            ));
+        }
         Conversation::Stored(None) => {
             let system = resolved.system.iter().map(Message::system).collect();
             let history = CountedHistory {
@@ -288,7 +304,11 @@ async fn record(
             }
             (Some(id), lease, user_stored)
         }
-        place @ (Place::New | Place::Branch(_)) => {
+        place @ (Place::New | Place::Branch(_) | Place::NewSession(_)) => {
+            let session = match &place {
+                Place::NewSession(key) => Some(session::settings(key)),
+                _ => None,
+            };
             let copied_turns = match place {
                 Place::Branch(turns) => turns,
                 _ => Vec::new(),
@@ -301,6 +321,7 @@ async fn record(
                 counts: &first.counts,
                 copied: if branch { history } else { &[] },
                 copied_turns: &copied_turns,
+                settings: session.as_ref().or(opening.settings),
                 ..opening
             };
             let (id, lease) = state.open_claimed(opening, cancel).await?;
@@ -310,13 +331,16 @@ async fn record(
 }
 
 /// Where a turn's conversation stands before its opening is written.
-enum Place {
+pub(super) enum Place {
     /// The client holds it (an OpenAI endpoint); the turn is claimed.
     Ephemeral(TurnLease),
     /// Stored already, with this id; the turn is claimed.
     Existing(String, TurnLease),
     /// Made by the turn's opening, then claimed.
     New,
+    /// A client session's new conversation, made by the turn's opening with the
+    /// request's whole history and kept under the session's key, then claimed.
+    NewSession(String),
     /// A branch of a response tree: a new conversation made by the turn's opening with
     /// the history copied in, each message with the turn that first added it (these).
     Branch(Vec<String>),

@@ -64,6 +64,8 @@ async fn kept(
             .await
             .map(Some)
             .map_err(|_| AppError::NotFound(format!("response `{named}` does not exist"))),
-        Conversation::Stored(None) | Conversation::Ephemeral(_) => Ok(None),
+        Conversation::Stored(None) | Conversation::Ephemeral(_) | Conversation::Session { .. } => {
+            Ok(None)
+        }
     }
 }

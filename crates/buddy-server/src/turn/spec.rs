@@ -17,6 +17,10 @@ pub(crate) enum Conversation {
     Stored(Option<String>),
     /// Only in the request (the OpenAI endpoint: clients send the whole history).
     Ephemeral(Vec<Message>),
+    /// The request's whole history, of a client session buddy keeps as a conversation
+    /// (guard mode): the turn runs on `history` as sent, and what it adds to the
+    /// session's conversation found by `key` (or a new one) is stored.
+    Session { key: String, history: Vec<Message> },
     /// After turn `after` of a stored conversation (a response's `previous_response_id`):
     /// the turn's context is that turn's chain of ancestors. It goes on in the same
     /// conversation when `after` is its last turn and no turn runs there; otherwise it

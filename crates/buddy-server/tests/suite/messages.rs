@@ -79,9 +79,21 @@ fn server_with(
     + Sync
     + 'static,
 ) -> (AppState, Arc<AtomicUsize>) {
+    server_on(Arc::new(SqliteStore::in_memory().unwrap()), settings, reply)
+}
+
+/// A server on `store` over `reply` with `settings`, and its count of model calls.
+pub(super) fn server_on(
+    store: Arc<dyn buddy_store::Store>,
+    settings: ServerSettings,
+    reply: impl Fn(&CompletionRequest<'_>, usize) -> Result<Tokens, ProviderError>
+    + Send
+    + Sync
+    + 'static,
+) -> (AppState, Arc<AtomicUsize>) {
     let calls = Arc::new(AtomicUsize::new(0));
     let state = AppState::new(
-        Arc::new(SqliteStore::in_memory().unwrap()),
+        store,
         Arc::new(Model {
             reply: Arc::new(reply),
             calls: Arc::clone(&calls),
@@ -93,7 +105,10 @@ fn server_with(
 }
 
 /// Calls the client's tool when tools are offered, else answers.
-fn calls_bash(request: &CompletionRequest<'_>, n: usize) -> Result<Tokens, ProviderError> {
+pub(super) fn calls_bash(
+    request: &CompletionRequest<'_>,
+    n: usize,
+) -> Result<Tokens, ProviderError> {
     let offered = request
         .tools
         .is_some_and(|t| t.iter().any(|s| s.name == "Bash"))
@@ -145,7 +160,7 @@ fn messages(body: Value, key: Option<&str>) -> Request<Body> {
     builder.body(Body::from(body.to_string())).unwrap()
 }
 
-fn bash_tool() -> Value {
+pub(super) fn bash_tool() -> Value {
     json!([{"name": "Bash", "description": "Run a shell command",
             "input_schema": {"type": "object", "properties": {"command": {"type": "string"}},
                              "required": ["command"]}}])

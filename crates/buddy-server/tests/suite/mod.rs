@@ -25,6 +25,7 @@ mod responses_codex;
 mod responses_ws;
 mod retention;
 mod sampling;
+mod sessions;
 mod settings;
 mod sharing;
 mod shedding;

@@ -178,6 +178,13 @@ impl Conversations for Failing {
             self.inner.create_conversation(owner)
         })
     }
+    fn session_conversation<'a>(
+        &'a self,
+        owner: &'a str,
+        session: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, StoreError>> {
+        self.inner.session_conversation(owner, session)
+    }
     fn conversation_info<'a>(
         &'a self,
         id: &'a str,

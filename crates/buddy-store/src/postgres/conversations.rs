@@ -33,6 +33,27 @@ impl Conversations for PgStore {
         })
     }
 
+    fn session_conversation<'a>(
+        &'a self,
+        owner: &'a str,
+        session: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, StoreError>> {
+        Box::pin(async move {
+            let row = sqlx::query(
+                "SELECT id FROM buddy_conversations
+                 WHERE owner = $1 AND (settings::jsonb -> 'metadata' ->> 'buddy_session') = $2
+                 ORDER BY updated_at_ms DESC, id DESC LIMIT 1",
+            )
+            .bind(owner)
+            .bind(session)
+            .fetch_optional(&self.inner.pool)
+            .await
+            .map_err(backend)?;
+            row.map(|row| row.try_get::<String, _>(0).map_err(backend))
+                .transpose()
+        })
+    }
+
     fn conversation_info<'a>(
         &'a self,
         id: &'a str,

@@ -15,6 +15,10 @@ ALTER TABLE buddy_conversations ADD COLUMN IF NOT EXISTS settings TEXT;
 -- A fork records where it came from, so a client can show it as a version of it.
 ALTER TABLE buddy_conversations ADD COLUMN IF NOT EXISTS forked_from TEXT;
 ALTER TABLE buddy_conversations ADD COLUMN IF NOT EXISTS fork_before BIGINT;
+-- A client session's conversation (guard mode) is found by its id, kept in the
+-- settings' metadata.
+CREATE INDEX IF NOT EXISTS buddy_conversations_by_session
+    ON buddy_conversations(owner, ((settings::jsonb -> 'metadata') ->> 'buddy_session'));
 -- The conversation's last message number: an append takes its numbers from this row
 -- (which it locks), so a round goes in as one statement. Filled in for older databases.
 ALTER TABLE buddy_conversations ADD COLUMN IF NOT EXISTS last_seq BIGINT;

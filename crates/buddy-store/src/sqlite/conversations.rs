@@ -30,6 +30,25 @@ impl Conversations for SqliteStore {
         })
     }
 
+    fn session_conversation<'a>(
+        &'a self,
+        owner: &'a str,
+        session: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, StoreError>> {
+        let (owner, session) = (owner.to_owned(), session.to_owned());
+        self.run(move |conn| {
+            conn.query_row(
+                "SELECT id FROM conversations
+                 WHERE owner = ?1 AND json_extract(settings, '$.metadata.buddy_session') = ?2
+                 ORDER BY updated_at_ms DESC, rowid DESC LIMIT 1",
+                params![owner, session],
+                |r| r.get::<_, String>(0),
+            )
+            .optional()
+            .map_err(backend)
+        })
+    }
+
     fn conversation_info<'a>(
         &'a self,
         id: &'a str,

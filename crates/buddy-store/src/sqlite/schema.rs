@@ -88,4 +88,10 @@ CREATE TABLE call_tasks (
     PRIMARY KEY (conversation_id, call_id)
 );
 "#,
+    // A client session's conversation (guard mode, issue 54) is found by its id, kept
+    // in the settings' metadata.
+    r#"
+CREATE INDEX conversations_by_session
+    ON conversations(owner, json_extract(settings, '$.metadata.buddy_session'));
+"#,
 ];

@@ -17,6 +17,13 @@ pub trait Conversations: Send + Sync {
         &'a self,
         id: &'a str,
     ) -> BoxFuture<'a, Result<Option<ConversationInfo>, StoreError>>;
+    /// The newest conversation of `owner` kept for the client session `session` (its
+    /// settings' `metadata.buddy_session`), or `None`.
+    fn session_conversation<'a>(
+        &'a self,
+        owner: &'a str,
+        session: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, StoreError>>;
     /// Conversations of `owner` (all of them for `None`), newest first.
     fn list_conversations<'a>(
         &'a self,

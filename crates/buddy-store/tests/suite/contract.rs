@@ -143,7 +143,31 @@ async fn contract(store: &dyn Store) {
     conversations_are_listed_by_owner(store, &id).await;
     a_batch_is_all_or_nothing(store, &round).await;
     titles_and_settings_are_kept(store, &id).await;
+    sessions_are_found_by_owner_and_id(store).await;
     a_deletion_takes_everything(store, &id).await;
+}
+
+/// A client session's conversation is found by its owner and session id (kept in the
+/// settings' metadata), the newest when several have it; another owner's never.
+async fn sessions_are_found_by_owner_and_id(store: &dyn Store) {
+    let session = serde_json::json!({"metadata": {"buddy_session": "claude:5b1e"}});
+    let older = store.create_conversation("alice").await.unwrap();
+    assert!(store.set_settings(&older, &session).await.unwrap());
+    std::thread::sleep(std::time::Duration::from_millis(3));
+    let newer = store.create_conversation("alice").await.unwrap();
+    assert!(store.set_settings(&newer, &session).await.unwrap());
+    let other = serde_json::json!({"metadata": {"buddy_session": "claude:other"}});
+    let unrelated = store.create_conversation("alice").await.unwrap();
+    assert!(store.set_settings(&unrelated, &other).await.unwrap());
+    let found = store.session_conversation("alice", "claude:5b1e").await;
+    assert_eq!(found.unwrap(), Some(newer.clone()));
+    let bobs = store.session_conversation("bob", "claude:5b1e").await;
+    assert_eq!(bobs.unwrap(), None);
+    let none = store.session_conversation("alice", "claude:none").await;
+    assert_eq!(none.unwrap(), None);
+    for id in [older, newer, unrelated] {
+        assert!(store.delete_conversation(&id).await.unwrap());
+    }
 }
 
 /// A conversation created, appended to in rounds, finished and read back; its id and

@@ -17,6 +17,13 @@ impl Conversations for Stepwise {
     ) -> BoxFuture<'a, Result<String, StoreError>> {
         self.0.create_conversation(owner)
     }
+    fn session_conversation<'a>(
+        &'a self,
+        owner: &'a str,
+        session: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, StoreError>> {
+        self.0.session_conversation(owner, session)
+    }
     fn conversation_info<'a>(
         &'a self,
         id: &'a str,
