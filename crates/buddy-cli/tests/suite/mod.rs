@@ -21,6 +21,7 @@ mod replay;
 mod scenarios;
 mod secrets;
 mod server;
+mod sessions;
 mod snapshots;
 mod subagents;
 
