@@ -160,6 +160,22 @@ impl Attachment {
         }
     }
 
+    /// The attachment as buddy passes it on, when it may: an image's URL as the WHATWG
+    /// parse reads it (the host checked as read, so the model server gets what was
+    /// checked, never another spelling of it); a file unchanged.
+    pub fn checked(self) -> Result<Self, crate::AttachmentUrlError> {
+        match self {
+            Attachment::Image { url, detail } => Ok(Attachment::Image {
+                url: crate::canonical_image_url(&url)?,
+                detail,
+            }),
+            Attachment::File { data, filename } => {
+                crate::check_file_data(&data)?;
+                Ok(Attachment::File { filename, data })
+            }
+        }
+    }
+
     /// The media type and base64 data of a `data:` URL (`None` for another URL).
     pub fn data_parts(url: &str) -> Option<(&str, &str)> {
         let rest = url.strip_prefix("data:")?;
