@@ -57,6 +57,21 @@ mod on_unix {
     }
 
     #[test]
+    fn a_planted_hard_link_is_refused_and_its_other_name_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = dir.path().join("elsewhere");
+        std::fs::write(&elsewhere, b"keep").unwrap();
+        std::fs::set_permissions(&elsewhere, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let path = dir.path().join("buddy.db");
+        std::fs::hard_link(&elsewhere, &path).unwrap();
+        let error = open_private(&path).unwrap_err();
+        assert!(error.to_string().contains("hard links"), "{error}");
+        assert!(read_private(&path).is_err());
+        assert_eq!(mode(&elsewhere), 0o644, "not narrowed either");
+        assert_eq!(std::fs::read(&elsewhere).unwrap(), b"keep");
+    }
+
+    #[test]
     fn an_existing_file_open_to_others_is_narrowed() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("old.db");

@@ -30,13 +30,26 @@ fn no_symlink(path: &Path, e: io::Error) -> io::Error {
     }
 }
 
+/// Refuses what is not a regular file of its own: a device, a FIFO, or a file with
+/// another name elsewhere (a hard link planted to make buddy write into another file).
+fn one_regular_file(path: &Path, meta: &std::fs::Metadata) -> io::Result<()> {
+    if !meta.is_file() {
+        return Err(refused(path, "is not a regular file"));
+    }
+    if meta.nlink() > 1 {
+        return Err(refused(
+            path,
+            "has other hard links; buddy keeps private files only in files of its own",
+        ));
+    }
+    Ok(())
+}
+
 /// Checks an opened file is a regular file of buddy's user; narrows it to 0600 when
 /// others may read it. Returns the mode it had then.
 fn own(path: &Path, file: &File) -> io::Result<Option<u32>> {
     let meta = file.metadata()?;
-    if !meta.is_file() {
-        return Err(refused(path, "is not a regular file"));
-    }
+    one_regular_file(path, &meta)?;
     if meta.uid() != me() {
         return Err(refused(
             path,
@@ -197,9 +210,7 @@ pub fn read_private(path: &Path) -> io::Result<Option<Vec<u8>>> {
         Err(e) => return Err(no_symlink(path, e)),
     };
     let meta = file.metadata()?;
-    if !meta.is_file() {
-        return Err(refused(path, "is not a regular file"));
-    }
+    one_regular_file(path, &meta)?;
     if meta.uid() != me() {
         return Err(refused(
             path,
