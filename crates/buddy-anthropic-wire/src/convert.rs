@@ -203,9 +203,9 @@ fn image(source: &BlockSource) -> Result<Attachment, String> {
             );
         }
     };
-    let image = Attachment::Image { url, detail: None };
-    image.check().map_err(|e| format!("image: {e}"))?;
-    Ok(image)
+    Attachment::Image { url, detail: None }
+        .checked()
+        .map_err(|e| format!("image: {e}"))
 }
 
 enum Document {

@@ -7,6 +7,7 @@
 pub mod backend;
 pub mod config;
 pub mod doctor;
+pub mod doctor_files;
 pub mod exit_code;
 pub mod judge_view;
 pub mod printer;

@@ -16,20 +16,39 @@ pub enum AttachmentUrlError {
     #[error("the URL names credentials (user@host); send a URL without them")]
     Credentials,
     #[error(
-        "the URL's host `{host}` is a local or private address, which the model server must not be sent to"
+        "the URL's host `{host}`{} is a local or private address, which the model server must not be sent to",
+        .read_as.as_ref().map(|read| format!(" (read as `{read}`)")).unwrap_or_default()
     )]
-    LocalHost { host: String },
+    LocalHost {
+        /// The host as the client wrote it.
+        host: String,
+        /// The address or name URL parsers read it as, when that is spelled otherwise.
+        read_as: Option<String>,
+    },
     #[error("the data: URL is malformed ({why}); send data:<media type>;base64,<data>")]
     Data { why: &'static str },
+    #[error("the URL is malformed ({why}); send https://host/path")]
+    Malformed { why: String },
     #[error("a file must be a data: URL (data:<media type>;base64,…); file URLs are not fetched")]
     FileNotData,
 }
 
 /// Checks an image URL: `https:` to a public host, or a `data:image/…;base64,…` URL.
 pub fn check_image_url(url: &str) -> Result<(), AttachmentUrlError> {
+    canonical_image_url(url).map(drop)
+}
+
+/// Checks an image URL and gives it as buddy forwards it: an `https:` URL parsed by the
+/// WHATWG URL rules that browsers and model servers' fetchers follow (IDNA mapping,
+/// percent-decoding, IPv4 in any number form, a trailing dot), its host checked as that
+/// parse reads it and the URL re-serialized, so the model server is sent exactly what
+/// was checked; a `data:image/…;base64,…` URL unchanged.
+pub fn canonical_image_url(url: &str) -> Result<String, AttachmentUrlError> {
     match url.split_once(':') {
-        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("https") => check_host(rest),
-        Some((scheme, _)) if scheme.eq_ignore_ascii_case("data") => check_data(url, Some("image/")),
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("https") => canonical_https(url, rest),
+        Some((scheme, _)) if scheme.eq_ignore_ascii_case("data") => {
+            check_data(url, Some("image/")).map(|()| url.to_owned())
+        }
         Some((scheme, _)) => Err(AttachmentUrlError::Scheme {
             scheme: scheme.chars().take(20).collect(),
         }),
@@ -50,31 +69,60 @@ pub fn check_file_data(data: &str) -> Result<(), AttachmentUrlError> {
     check_data(data, None)
 }
 
-/// The part after `https:`: `//host[:port][/…]`, the host public.
-fn check_host(rest: &str) -> Result<(), AttachmentUrlError> {
-    let rest = rest.strip_prefix("//").ok_or(AttachmentUrlError::NoHost)?;
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    if authority.contains('@') {
+/// An `https:` URL (`rest` is what follows the colon): `//host[:port][/…]` to a public
+/// host as the WHATWG parse reads it, re-serialized.
+fn canonical_https(url: &str, rest: &str) -> Result<String, AttachmentUrlError> {
+    // `https:host` and `https:\\host` parse too (WHATWG is lenient); buddy takes `//` only.
+    let after = rest.strip_prefix("//").ok_or(AttachmentUrlError::NoHost)?;
+    let parsed = url::Url::parse(url).map_err(|e| match e {
+        url::ParseError::EmptyHost => AttachmentUrlError::NoHost,
+        other => AttachmentUrlError::Malformed {
+            why: other.to_string(),
+        },
+    })?;
+    if !parsed.username().is_empty() || parsed.password().is_some() {
         return Err(AttachmentUrlError::Credentials);
     }
-    let host = match authority.strip_prefix('[') {
-        Some(v6) => v6.split(']').next().unwrap_or_default(),
-        None => authority.split(':').next().unwrap_or_default(),
+    let written = || {
+        let authority = after
+            .split(['/', '?', '#', '\\'])
+            .next()
+            .unwrap_or_default();
+        let host = authority.rsplit('@').next().unwrap_or_default();
+        host.chars().take(100).collect::<String>()
     };
-    if host.is_empty() {
-        return Err(AttachmentUrlError::NoHost);
+    let local = |read: String| {
+        let host = written();
+        let read_as = (!host.eq_ignore_ascii_case(&read)).then_some(read);
+        Err(AttachmentUrlError::LocalHost { host, read_as })
+    };
+    match parsed.host() {
+        None => return Err(AttachmentUrlError::NoHost),
+        Some(url::Host::Ipv4(v4)) if !is_public_v4(v4) => return local(v4.to_string()),
+        Some(url::Host::Ipv6(v6)) if !is_public(IpAddr::V6(v6)) => return local(format!("[{v6}]")),
+        Some(url::Host::Domain(name)) if is_local_name(name) => return local(name.to_owned()),
+        Some(_) => {}
     }
-    let lower = host.trim_end_matches('.').to_ascii_lowercase();
-    let local_name = lower == "localhost"
-        || lower.ends_with(".localhost")
-        || !lower.contains('.') && host.parse::<IpAddr>().is_err();
-    let local_ip = host.parse::<IpAddr>().is_ok_and(|ip| !is_public(ip));
-    if local_name || local_ip {
-        return Err(AttachmentUrlError::LocalHost {
-            host: host.to_owned(),
-        });
-    }
-    Ok(())
+    Ok(parsed.into())
+}
+
+/// A name that resolves inside the operator's network: `localhost` and its subdomains,
+/// a single label (`metadata`, resolved by the search domains), names of the reserved
+/// private-use suffixes (`.internal`, `.local`, `.home.arpa`). `name` is as the WHATWG
+/// parse leaves it: lower case ASCII.
+fn is_local_name(name: &str) -> bool {
+    let name = name.trim_end_matches('.');
+    name == "localhost"
+        || !name.contains('.')
+        || [
+            ".localhost",
+            ".internal",
+            ".local",
+            ".localdomain",
+            ".home.arpa",
+        ]
+        .iter()
+        .any(|suffix| name.ends_with(suffix))
 }
 
 /// Whether an address is one on the public internet (not loopback, private, link-local
@@ -82,7 +130,7 @@ fn check_host(rest: &str) -> Result<(), AttachmentUrlError> {
 fn is_public(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => is_public_v4(v4),
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+        IpAddr::V6(v6) => match embedded_v4(v6) {
             Some(v4) => is_public_v4(v4),
             None => is_public_v6(v6),
         },
@@ -103,13 +151,34 @@ fn is_public_v4(ip: Ipv4Addr) -> bool {
         || a >= 240)
 }
 
+/// The IPv4 address an IPv6 one carries: mapped (`::ffff:a.b.c.d`), compatible
+/// (`::a.b.c.d`), NAT64 (`64:ff9b::a.b.c.d`) or 6to4 (`2002:aabb:ccdd::`) — each reaches
+/// that IPv4 host.
+fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
+    let s = ip.segments();
+    let [.., a, b, c, d] = ip.octets();
+    if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
+        return Some(Ipv4Addr::new(a, b, c, d));
+    }
+    if s[0] == 0x2002 {
+        let [_, _, e, f, g, h, ..] = ip.octets();
+        return Some(Ipv4Addr::new(e, f, g, h));
+    }
+    if ip.is_loopback() || ip.is_unspecified() {
+        return None;
+    }
+    ip.to_ipv4()
+}
+
 fn is_public_v6(ip: Ipv6Addr) -> bool {
     let first = ip.segments()[0];
     !(ip.is_loopback()
         || ip.is_unspecified()
         || ip.is_multicast()
         || (first & 0xfe00) == 0xfc00
-        || (first & 0xffc0) == 0xfe80)
+        || (first & 0xffc0) == 0xfe80
+        || (first & 0xffc0) == 0xfec0
+        || (first == 0x2001 && ip.segments()[1] == 0x0db8))
 }
 
 /// `data:<type>/<subtype>[;params];base64,<base64>`, the type starting with `prefix`.
@@ -159,59 +228,5 @@ fn is_base64(data: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_https_to_public_hosts_and_well_formed_data_urls_pass() {
-        for good in [
-            "https://example.com/cat.png",
-            "HTTPS://images.example.org:8443/a?b#c",
-            "https://93.184.216.34/x.png",
-            "data:image/png;base64,iVBORw0KGgo=",
-            "data:image/svg+xml;base64,PHN2Zz4=",
-        ] {
-            assert_eq!(check_image_url(good), Ok(()), "{good}");
-        }
-        for bad in [
-            "http://169.254.169.254/latest/meta-data/",
-            "http://127.0.0.1:8080/",
-            "file:///etc/passwd",
-            "gopher://127.0.0.1:6379/_INFO",
-            "ftp://example.com/x",
-            "https://169.254.169.254/latest/meta-data/",
-            "https://127.0.0.1/",
-            "https://[::1]/",
-            "https://[::ffff:10.0.0.1]/",
-            "https://10.1.2.3/",
-            "https://192.168.0.1/",
-            "https://100.64.0.1/",
-            "https://0.0.0.0/",
-            "https://localhost/x",
-            "https://metadata/computeMetadata",
-            "https://user:pw@example.com/",
-            "https:///nohost",
-            "https:example.com",
-            "no scheme",
-            "data:image/png;base64,",
-            "data:image/png;base64,iVBOR w0K",
-            "data:image/png,iVBORw0KGgo=",
-            "data:;base64,iVBORw0KGgo=",
-            "data:text/plain;base64,aGk=",
-            "data:image/png;base64iVBORw0KGgo=",
-            "data:image/png;base64,a",
-            "data:image/png;base64,a===",
-        ] {
-            assert!(check_image_url(bad).is_err(), "{bad}");
-        }
-        assert_eq!(
-            check_file_data("data:application/pdf;base64,JVBERi0="),
-            Ok(())
-        );
-        assert_eq!(
-            check_file_data("https://example.com/a.pdf"),
-            Err(AttachmentUrlError::FileNotData)
-        );
-        assert!(check_file_data("data:application/pdf;base64,%%%").is_err());
-    }
-}
+#[path = "attachment_url_tests.rs"]
+mod tests;

@@ -30,7 +30,9 @@ mod tool_table;
 pub const USER_AGENT: &str = concat!("buddy/", env!("CARGO_PKG_VERSION"));
 
 pub use arguments::Arguments;
-pub use attachment_url::{AttachmentUrlError, check_file_data, check_image_url};
+pub use attachment_url::{
+    AttachmentUrlError, canonical_image_url, check_file_data, check_image_url,
+};
 pub use cache::{CacheMark, CacheTtl};
 pub use call_budget::CallBudget;
 pub use clock::WaitClock;

@@ -160,6 +160,36 @@ impl Attachment {
         }
     }
 
+    /// The attachment as buddy passes it on, when it may: an image's URL as the WHATWG
+    /// parse reads it (the host checked as read, so the model server gets what was
+    /// checked, never another spelling of it); a file unchanged.
+    pub fn checked(self) -> Result<Self, crate::AttachmentUrlError> {
+        match self {
+            Attachment::Image { url, detail } => Ok(Attachment::Image {
+                url: crate::canonical_image_url(&url)?,
+                detail,
+            }),
+            Attachment::File { data, filename } => {
+                crate::check_file_data(&data)?;
+                Ok(Attachment::File { filename, data })
+            }
+        }
+    }
+
+    /// Why an image's `https:` URL must not be passed on (its host local or private as
+    /// the WHATWG parse reads it), in words; `None` for a URL that may, and for `data:`
+    /// URLs and files (checked whole when they came in).
+    pub fn url_refusal(&self) -> Option<String> {
+        match self {
+            Attachment::Image { url, .. } if Self::data_parts(url).is_none() => {
+                crate::canonical_image_url(url)
+                    .err()
+                    .map(|e| format!("image: {e}"))
+            }
+            _ => None,
+        }
+    }
+
     /// The media type and base64 data of a `data:` URL (`None` for another URL).
     pub fn data_parts(url: &str) -> Option<(&str, &str)> {
         let rest = url.strip_prefix("data:")?;

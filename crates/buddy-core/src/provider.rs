@@ -159,12 +159,14 @@ pub trait Provider: Send + Sync {
         ))
     }
 
-    /// The first attachment in `messages` this provider cannot take, in words.
+    /// The first attachment in `messages` this provider cannot take, in words: one it
+    /// does not read, or an image URL whose host is local as URL parsers read it (a row
+    /// stored before buddy read hosts so is refused here, before any model call).
     fn refuses_any(&self, messages: &[Message]) -> Option<String> {
         messages
             .iter()
             .flat_map(Message::attachments)
-            .find_map(|a| self.refuses(a))
+            .find_map(|a| a.url_refusal().or_else(|| self.refuses(a)))
     }
 
     /// Who serves this provider's calls, for traces; `None` for a model without a server
@@ -399,6 +401,48 @@ mod tests {
             message: message.into(),
             retry_after: None,
         }
+    }
+
+    /// A provider that reads images and files.
+    struct Seeing;
+
+    impl Provider for Seeing {
+        fn name(&self) -> &str {
+            "seeing"
+        }
+        fn refuses(&self, _: &Attachment) -> Option<String> {
+            None
+        }
+        fn stream<'a>(
+            &'a self,
+            _: CompletionRequest<'a>,
+        ) -> BoxFuture<'a, Result<TokenStream, ProviderError>> {
+            Box::pin(async { Err(http(500, "not called")) })
+        }
+    }
+
+    #[test]
+    fn an_image_url_local_as_parsed_is_refused_before_any_model_call() {
+        let with = |url: &str| {
+            vec![Message::user_with(
+                "look",
+                vec![Attachment::Image {
+                    url: url.into(),
+                    detail: None,
+                }],
+            )]
+        };
+        // As a conversation stored before hosts were read as parsers read them holds it.
+        let refused = Seeing.refuses_any(&with("https://0x7f.1/admin")).unwrap();
+        assert!(refused.contains("local or private address"), "{refused}");
+        assert_eq!(
+            Seeing.refuses_any(&with("https://example.com/cat.png")),
+            None
+        );
+        assert_eq!(
+            Seeing.refuses_any(&with("data:image/png;base64,iVBORw0KGgo=")),
+            None
+        );
     }
 
     #[test]

@@ -60,9 +60,8 @@ pub fn user_content(content: &Value) -> Result<(String, Vec<Attachment>), String
                     .and_then(|v| v.get("detail"))
                     .or_else(|| part.get("detail"))
                     .and_then(string);
-                let image = Attachment::Image { url, detail };
-                image
-                    .check()
+                let image = Attachment::Image { url, detail }
+                    .checked()
                     .map_err(|e| format!("part {n}: image_url: {e}"))?;
                 attachments.push(image);
             }

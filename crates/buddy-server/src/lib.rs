@@ -52,7 +52,8 @@ pub use backend::{Backend, BackendError, Resolved};
 pub use error::AppError;
 pub use native::{PolicyFrom, StoredTurn, replay_policy, stored_turns};
 pub use settings::{
-    ApiKey, BadKeyHash, KeyConfig, KeyError, SERVER_FIELDS, ServerSettings, Setting, SettingCheck,
-    SettingError, SettingField, SettingFlag, SkillCalls, SpendCeiling,
+    ApiKey, BadKeyHash, DEFAULT_MAX_STORED_BYTES_PER_KEY, KeyConfig, KeyError, SERVER_FIELDS,
+    ServerSettings, Setting, SettingCheck, SettingError, SettingField, SettingFlag, SkillCalls,
+    SpendCeiling,
 };
 pub use state::AppState;

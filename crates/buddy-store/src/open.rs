@@ -74,6 +74,25 @@ impl StoreLocation {
         Ok(StoreLocation::Sqlite(PathBuf::from(file)))
     }
 
+    /// Whether the location carries a password (`postgres://user:password@…` or a
+    /// `password=` parameter): such a location must not be shown to other users.
+    pub fn names_password(&self) -> bool {
+        let StoreLocation::Postgres(url) = self else {
+            return false;
+        };
+        let (before_query, query) = url.split_once('?').unwrap_or((url, ""));
+        let rest = before_query.split_once("://").map_or("", |(_, rest)| rest);
+        let in_userinfo = rest
+            .rsplit_once('@')
+            .is_some_and(|(userinfo, _)| userinfo.contains(':'));
+        let in_query = query.split('&').any(|pair| {
+            pair.split('=')
+                .next()
+                .is_some_and(|key| key.eq_ignore_ascii_case("password"))
+        });
+        in_userinfo || in_query
+    }
+
     /// Opens the store to serve: a SQLite file is created and migrated; PostgreSQL gets
     /// its schema and registers this instance.
     pub async fn open(&self) -> Result<OpenedStore, OpenError> {
@@ -177,6 +196,31 @@ mod tests {
             assert_eq!(
                 StoreLocation::parse(url).unwrap(),
                 StoreLocation::Postgres(url.to_owned())
+            );
+        }
+    }
+
+    #[test]
+    fn a_password_in_the_location_is_noticed() {
+        for with in [
+            "postgres://u:secret@host:5432/db",
+            "postgresql://u:p%2Fw@host/db?sslmode=require",
+            "postgres://u@host/db?sslmode=require&password=secret",
+        ] {
+            assert!(
+                StoreLocation::parse(with).unwrap().names_password(),
+                "{with}"
+            );
+        }
+        for without in [
+            "postgres://u@host:5432/db",
+            "postgres://host/db?user=u",
+            "buddy.db",
+            "sqlite:/a:b@c.db",
+        ] {
+            assert!(
+                !StoreLocation::parse(without).unwrap().names_password(),
+                "{without}"
             );
         }
     }

@@ -19,6 +19,26 @@ mod spend;
 mod tasks;
 mod turns;
 
+/// Makes the database and its `-wal` and `-shm` files buddy's own before SQLite opens
+/// them: each created 0600 in one step (SQLite gives journal files it creates the
+/// database's mode, and opens every file with `O_NOFOLLOW`), an existing one refused when
+/// it is a symlink or another user's, narrowed to 0600 when others may read it. An empty
+/// `-wal` or `-shm` is one SQLite starts afresh.
+fn own_files(db: &Path) -> std::io::Result<()> {
+    if db == Path::new(":memory:") {
+        return Ok(());
+    }
+    buddy_files::open_private(db)?;
+    let [wal, shm, journal] = buddy_files::sqlite_companions(db);
+    for companion in [wal, shm] {
+        buddy_files::open_private(&companion)?;
+    }
+    if journal.exists() {
+        buddy_files::open_private(&journal)?;
+    }
+    Ok(())
+}
+
 /// A job for the store's thread.
 type Job = Box<dyn FnOnce(&mut Connection) + Send>;
 
@@ -41,8 +61,9 @@ impl SqliteStore {
         let shown = path.display().to_string();
         let fail = |e: &dyn std::fmt::Display| StoreError::Backend(format!("{shown}: {e}"));
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| fail(&e))?;
+            buddy_files::create_private_dirs(dir).map_err(|e| fail(&e))?;
         }
+        own_files(path).map_err(|e| fail(&e))?;
         let conn = Connection::open(path).map_err(|e| fail(&e))?;
         Self::init(conn, path.to_owned()).map_err(|e| fail(&e))
     }

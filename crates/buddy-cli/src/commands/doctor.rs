@@ -5,9 +5,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use buddy_cli::doctor::probe;
+use buddy_cli::doctor_files::PrivateFiles;
 use buddy_cli::provider_kinds::Chosen;
 use buddy_cli::runtime::Runtime;
 use buddy_cli::toolbox::build_registry;
+use buddy_store::StoreLocation;
 use clap::Args;
 
 use super::ProviderFlags;
@@ -77,7 +79,10 @@ pub async fn doctor(config_path: Option<&Path>, args: DoctorArgs) -> anyhow::Res
              unprivileged user) to keep those from them"
         );
     }
+    let files_ok = check_private_files(&runtime, config_path);
+    // Both run, so every problem is listed at once.
     let mcp_ok = check_mcp_servers(&config.mcp).await;
+    let checks_ok = mcp_ok && files_ok;
     for skipped in &config.mcp_skipped {
         println!(
             "mcp       {}: skipped (from {}): {}",
@@ -90,7 +95,7 @@ pub async fn doctor(config_path: Option<&Path>, args: DoctorArgs) -> anyhow::Res
     } = runtime.choose(&args.target.choice())?;
     if let Some(why) = runtime.backends().get(chosen.kind)?.nothing_to_probe() {
         println!("provider  {why}");
-        return Ok(if mcp_ok { 0 } else { NEEDS_CHANGES });
+        return Ok(if checks_ok { 0 } else { NEEDS_CHANGES });
     }
     let model = args.model.clone().or_else(|| chosen.model.clone()).with_context(|| {
         format!("provider `{name}` needs a model to probe: pass --model or set `model` under [providers.{name}]")
@@ -119,7 +124,7 @@ pub async fn doctor(config_path: Option<&Path>, args: DoctorArgs) -> anyhow::Res
     }
     if report.healthy() {
         println!("ok: `{name}` streams, calls tools and takes tool results as configured");
-        return Ok(if mcp_ok { 0 } else { NEEDS_CHANGES });
+        return Ok(if checks_ok { 0 } else { NEEDS_CHANGES });
     }
     if !report.switches.is_empty() {
         let declared = config.providers.contains_key(&name);
@@ -137,6 +142,44 @@ pub async fn doctor(config_path: Option<&Path>, args: DoctorArgs) -> anyhow::Res
         println!("\nor pass, for one run: {}", flags.join(" "));
     }
     Ok(NEEDS_CHANGES)
+}
+
+/// Names every file only buddy should read (the SQLite store and its journal files, the
+/// MCP token directory and tokens, a buddy.toml with the store's password) that other
+/// users may read. True when there is none.
+fn check_private_files(runtime: &Runtime, config_path: Option<&Path>) -> bool {
+    let config = runtime.config();
+    let from_env = std::env::var("BUDDY_STORE").ok();
+    let location = runtime.store_location(from_env.as_deref(), None).ok();
+    let sqlite = match &location {
+        Some(StoreLocation::Sqlite(db)) => Some(db.clone()),
+        _ => None,
+    };
+    let secret_in_config = config
+        .server
+        .store
+        .as_deref()
+        .and_then(|url| StoreLocation::parse(url).ok())
+        .is_some_and(|l| l.names_password());
+    let config_file = config_path
+        .map(Path::to_owned)
+        .or_else(|| Some(PathBuf::from("buddy.toml")))
+        .filter(|_| secret_in_config);
+    let token_dir = config.mcp_token_dir();
+    let files = PrivateFiles {
+        sqlite: sqlite.as_deref(),
+        token_dir: token_dir.as_deref(),
+        config_with_secret: config_file.as_deref(),
+    };
+    let open = files.open_to_others();
+    if open.is_empty() {
+        println!("files     the store and the tokens it keeps are readable by buddy's user only");
+        return true;
+    }
+    for file in &open {
+        println!("files     {}", file.warning());
+    }
+    false
 }
 
 /// Starts every `[[mcp]]` server and lists its tools, one line each; a server that does

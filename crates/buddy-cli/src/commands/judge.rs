@@ -32,6 +32,10 @@ pub struct JudgeArgs {
     /// The summary table only.
     #[arg(long, conflicts_with = "all")]
     summary: bool,
+    /// Largest input judged, in bytes, per file (or standard input); a larger one is
+    /// refused before it is read whole (exit 2). Raise it for a larger corpus file.
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_INPUT_BYTES)]
+    max_input_bytes: u64,
     /// The model name policies are resolved for (buddy.toml's [policy.model."…"]) when a
     /// run names none.
     #[arg(long, default_value = "recorded")]
@@ -40,7 +44,14 @@ pub struct JudgeArgs {
     policy: PolicyFlags,
 }
 
-/// Judges every run of the files; exit 0 (1 when no run could be judged, 2 on bad flags).
+/// `--max-input-bytes` unless given: 1 GiB, several times the largest source of the
+/// judge's corpus, far below what would exhaust a machine's memory.
+pub const DEFAULT_MAX_INPUT_BYTES: u64 = 1 << 30;
+
+/// Judges every run of the files. Exit 0: runs were judged (a run that cannot be read
+/// is named on stderr and skipped); 1: no run was judged (none in the input, or none
+/// readable); 2: a bad flag or config, a file that cannot be read, or one past
+/// `--max-input-bytes`.
 pub async fn judge(config_path: Option<&Path>, args: JudgeArgs) -> anyhow::Result<u8> {
     let runtime = Runtime::load(config_path)?;
     let config = runtime.config();
@@ -59,11 +70,7 @@ pub async fn judge(config_path: Option<&Path>, args: JudgeArgs) -> anyhow::Resul
     let mut runs: Vec<LoggedRun> = Vec::new();
     for file in &args.files {
         let label = file.display().to_string();
-        let text = if label == "-" {
-            std::io::read_to_string(std::io::stdin()).context("reading standard input")?
-        } else {
-            std::fs::read_to_string(file).with_context(|| format!("reading {label}"))?
-        };
+        let text = read_bounded(file, &label, args.max_input_bytes)?;
         for read in read_runs(&text, &label) {
             match read {
                 Ok(run) => runs.push(run),
@@ -132,7 +139,36 @@ pub async fn judge(config_path: Option<&Path>, args: JudgeArgs) -> anyhow::Resul
         );
         print!("{}", summary.table());
     }
-    Ok(u8::from(judged_runs == 0 && total > 0))
+    Ok(u8::from(judged_runs == 0))
+}
+
+/// The text of `file` (`-`: standard input), refused past `limit` bytes: a file by its
+/// size before it is read, standard input after `limit` bytes of it.
+fn read_bounded(file: &Path, label: &str, limit: u64) -> anyhow::Result<String> {
+    use std::io::Read;
+    let too_large = || {
+        anyhow::anyhow!(
+            "{label} is larger than {limit} bytes (--max-input-bytes); split it, or raise --max-input-bytes to judge it whole"
+        )
+    };
+    let reader: Box<dyn Read> = if label == "-" {
+        Box::new(std::io::stdin())
+    } else {
+        let opened = std::fs::File::open(file).with_context(|| format!("reading {label}"))?;
+        if opened.metadata().is_ok_and(|m| m.len() > limit) {
+            return Err(too_large());
+        }
+        Box::new(opened)
+    };
+    let mut bytes = Vec::new();
+    reader
+        .take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("reading {label}"))?;
+    if bytes.len() as u64 > limit {
+        return Err(too_large());
+    }
+    String::from_utf8(bytes).with_context(|| format!("reading {label}: it is not UTF-8 text"))
 }
 
 /// The source a file's unreadable runs count under (as `read_runs` names it).

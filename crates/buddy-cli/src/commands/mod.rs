@@ -17,6 +17,7 @@ mod run;
 mod serve;
 mod server_flags;
 mod signals;
+mod store_flags;
 mod terminal_line;
 mod wiring;
 

@@ -36,6 +36,10 @@ pub struct ReplayArgs {
     /// A postgres:// URL of the store (default: [server] store); only read.
     #[arg(long, value_name = "URL", env = "BUDDY_STORE")]
     store: Option<String>,
+    /// A file whose first line is the store's URL: a password in it stays off the
+    /// command line. It wins over --store and $BUDDY_STORE.
+    #[arg(long = "store-file", value_name = "FILE")]
+    store_file: Option<PathBuf>,
     /// Where the policy starts: the one each turn ran with, or what buddy.toml gives its
     /// model now; the policy flags change it from there.
     #[arg(long, value_enum, default_value = "recorded")]
@@ -63,7 +67,9 @@ struct Replayable {
 }
 
 /// Replays what the arguments name; exits 0 when every turn stops as recorded, 1 when
-/// some stop changes, 2 on bad input (a recording that cannot be read among it).
+/// some stop changes, 2 on bad input (a recording that cannot be read among it). Over
+/// many turns (`--all`, several files) a turn or a conversation that cannot be read or
+/// replayed is named on stderr and skipped, the others replayed, and the exit is 2.
 pub async fn run(config_path: Option<&Path>, args: ReplayArgs) -> anyhow::Result<u8> {
     let runtime = Runtime::load(config_path)?;
     let config = runtime.config();
@@ -102,11 +108,20 @@ pub async fn run(config_path: Option<&Path>, args: ReplayArgs) -> anyhow::Result
                 continue;
             }
         };
+        // A policy that cannot be built is the flags' fault: it ends the command.
         let policy = replay_policy(recording, from, &config.policy, &patch)
             .with_context(|| format!("{}: policy", turn.name))?;
-        let comparison = replay(recording, Some(policy.clone()))
-            .await
-            .with_context(|| turn.name.clone())?;
+        let comparison = match replay(recording, Some(policy.clone())).await {
+            Ok(comparison) => comparison,
+            // Over many turns a tape that cannot be played is reported and skipped.
+            Err(e) if summarise => {
+                eprintln!("{}: not replayable: {e}", turn.name);
+                unreadable += 1;
+                summary.skipped.push((turn.name.clone(), e.to_string()));
+                continue;
+            }
+            Err(e) => return Err(anyhow::Error::from(e).context(turn.name.clone())),
+        };
         described.get_or_insert_with(|| describe(&recording.tape.policy, &policy, from));
         summary.add(&turn.name, &comparison);
         if args.json {
@@ -148,8 +163,19 @@ fn describe(recorded: &LoopPolicy, policy: &LoopPolicy, from: PolicyFrom) -> Str
 
 /// The store the arguments (or buddy.toml's [server]) name, opened to read only.
 async fn open_store(runtime: &Runtime, args: &ReplayArgs) -> anyhow::Result<Arc<dyn Store>> {
+    let from_env = std::env::var("BUDDY_STORE").ok();
+    let store = match (&args.store, &args.store_file) {
+        (_, Some(file)) => Some(super::store_flags::store_from_file(file)?),
+        (Some(url), None) => {
+            if from_env.as_ref() != Some(url) {
+                super::store_flags::warn_if_password_shown(url);
+            }
+            Some(url.clone())
+        }
+        (None, None) => None,
+    };
     let location = runtime
-        .store_location(args.store.as_deref(), args.db.as_deref())
+        .store_location(store.as_deref(), args.db.as_deref())
         .context("--store / [server] store")?;
     if let StoreLocation::Sqlite(db) = &location
         && !db.is_file()
@@ -181,9 +207,19 @@ async fn from_store(runtime: &Runtime, args: &ReplayArgs) -> anyhow::Result<Vec<
     };
     let mut out = Vec::new();
     for id in conversations {
-        let turns = stored_turns(&*store, &id)
-            .await
-            .with_context(|| format!("conversation `{id}`"))?;
+        let turns = match stored_turns(&*store, &id).await {
+            Ok(turns) => turns,
+            // `--all` reads on past a conversation whose rows are damaged, and says so.
+            Err(e) if args.all => {
+                out.push(Replayable {
+                    name: format!("conversation {id}"),
+                    recording: Err(format!("its stored rows cannot be read ({e})")),
+                    unreadable: true,
+                });
+                continue;
+            }
+            Err(e) => return Err(anyhow::Error::from(e).context(format!("conversation `{id}`"))),
+        };
         let found = turns.len();
         for turn in turns {
             if args.turn.as_ref().is_some_and(|t| *t != turn.turn) {

@@ -35,6 +35,11 @@ pub struct ServeArgs {
     /// Directory of scenarios served as `scripted:<name>` models (default: ./scenarios).
     #[arg(long, value_name = "DIR")]
     scenarios: Option<PathBuf>,
+    /// A file whose first line is the store's URL (`postgres://user:password@…`): the
+    /// password stays off the command line, where anyone on the machine could read it.
+    /// It wins over --store and $BUDDY_STORE.
+    #[arg(long = "store-file", value_name = "FILE")]
+    store_file: Option<PathBuf>,
 }
 
 /// Runs the server until SIGTERM or Ctrl-C.
@@ -44,6 +49,12 @@ pub async fn serve(config_path: Option<&Path>, args: ServeArgs) -> anyhow::Resul
     let env_patch = runtime.env_policy(std::env::vars())?;
     runtime.config_mut().policy.base.merge(&env_patch);
     args.server.apply(&mut runtime.config_mut().server)?;
+    if let Some(url) = args.server.on_command_line("store") {
+        super::store_flags::warn_if_password_shown(url);
+    }
+    if let Some(file) = &args.store_file {
+        runtime.config_mut().server.store = Some(super::store_flags::store_from_file(file)?);
+    }
     let config = runtime.config();
     let mut settings = config.server.clone();
     let mut given = args.api_keys.clone();

@@ -10,6 +10,8 @@ use buddy_server::{SERVER_FIELDS, ServerSettings, SettingFlag};
 pub struct ServerFlags {
     /// (setting, text as given) for each flag that was set, in table order.
     set: Vec<(&'static str, String)>,
+    /// The settings given on the command line itself (not by their environment variable).
+    on_command_line: Vec<&'static str>,
 }
 
 impl ServerFlags {
@@ -19,6 +21,16 @@ impl ServerFlags {
             settings.set(name, text)?;
         }
         Ok(())
+    }
+
+    /// The text of setting `name` when it was given on the command line, where every
+    /// local user can read it (`None` when it came from its environment variable).
+    pub fn on_command_line(&self, name: &str) -> Option<&str> {
+        self.on_command_line.iter().find(|n| **n == name)?;
+        self.set
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, text)| text.as_str())
     }
 }
 
@@ -37,6 +49,11 @@ impl clap::FromArgMatches for ServerFlags {
             if let Some(text) = matches.get_one::<String>(field.name) {
                 self.set.retain(|(name, _)| *name != field.name);
                 self.set.push((field.name, text.clone()));
+                self.on_command_line.retain(|name| *name != field.name);
+                if matches.value_source(field.name) == Some(clap::parser::ValueSource::CommandLine)
+                {
+                    self.on_command_line.push(field.name);
+                }
             }
         }
         Ok(())
@@ -111,6 +128,11 @@ mod tests {
             settings.shutdown_grace,
             std::time::Duration::from_millis(1500)
         );
+        assert_eq!(
+            flags.on_command_line("max_concurrent_turns_per_key"),
+            Some("3")
+        );
+        assert_eq!(flags.on_command_line("store"), None);
         let wrong = parse(&["--max-body-bytes", "lots"]).unwrap_err();
         assert!(wrong.to_string().contains("whole number"), "{wrong}");
         assert!(

@@ -135,3 +135,65 @@ fn a_policy_flag_changes_the_judgement_and_a_bad_one_is_refused() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `buddy judge`'s exit codes, each shown (docs/reference/exit-codes.md): 0 with runs
+/// judged (a bad line skipped and named), 1 when no run was judged, 2 for a file
+/// past `--max-input-bytes` (from a path or standard input) or one that is not there.
+#[test]
+fn judge_reads_bounded_input_and_its_exit_codes_are_as_documented() {
+    use std::io::Write;
+    use std::process::Stdio;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("runs.jsonl");
+    let good = run("ok", true, &["ls", "make"], "done").to_string();
+    std::fs::write(&file, format!("{good}\nnot json\n")).unwrap();
+    let judge = |args: &[&str], stdin: Option<&str>| {
+        let mut child = buddy(dir.path())
+            .arg("judge")
+            .args(args)
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        if let Some(text) = stdin {
+            // The judge may refuse before reading it all: a closed pipe is fine.
+            let _ = child.stdin.take().unwrap().write_all(text.as_bytes());
+        }
+        let out = child.wait_with_output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let path = file.to_str().unwrap();
+    let (code, stderr) = judge(&[path], None);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stderr.contains("skipped"), "{stderr}");
+    let size = std::fs::metadata(&file).unwrap().len();
+    let (code, stderr) = judge(&["--max-input-bytes", &size.to_string(), path], None);
+    assert_eq!(code, Some(0), "exactly the limit is judged: {stderr}");
+    let under = (size - 1).to_string();
+    let (code, stderr) = judge(&["--max-input-bytes", &under, path], None);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("larger than") && stderr.contains("--max-input-bytes"),
+        "{stderr}"
+    );
+    let big = format!("{good}\n").repeat(50);
+    let (code, stderr) = judge(&["--max-input-bytes", "1000", "-"], Some(&big));
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("- is larger than 1000 bytes"), "{stderr}");
+    let (code, _) = judge(&["-"], Some(&big));
+    assert_eq!(code, Some(0));
+    let (code, stderr) = judge(&["-"], Some("not json\n{\"messages\": 7}\n"));
+    assert_eq!(code, Some(1), "no run could be judged: {stderr}");
+    let (code, stderr) = judge(&["-"], Some(""));
+    assert_eq!(code, Some(1), "no run in the input: {stderr}");
+    let (code, stderr) = judge(&["missing.jsonl"], None);
+    assert_eq!(code, Some(2), "{stderr}");
+}

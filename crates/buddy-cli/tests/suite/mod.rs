@@ -14,6 +14,7 @@ mod lockout;
 mod mcp;
 mod mcp_login;
 mod mock;
+mod private_files;
 mod providers;
 mod readme;
 mod real_codex;

@@ -93,6 +93,56 @@ async fn every_scenario_turn_a_server_stored_replays_exactly() {
     );
 }
 
+/// `buddy replay --all` over a store with a damaged conversation: it is named and
+/// skipped, every other turn is replayed, and the exit is 2 (issue 60: it stopped at the
+/// first bad row).
+#[tokio::test(flavor = "multi_thread")]
+async fn replay_all_skips_and_names_a_damaged_conversation_and_exits_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("buddy.db");
+    let scenarios = all_scenarios();
+    let (mut server, url) = spawn_server(&db, scenarios.path(), dir.path(), &[]);
+    for name in ["chain_3_steps", "ab_cycle", "empty_answer"] {
+        let (status, body) = chat(
+            &url,
+            json!({"message": "go", "model": format!("scripted:{name}")}),
+        )
+        .await;
+        assert_eq!(status, 200, "{name}: {body}");
+    }
+    let _ = server.kill();
+    let _ = server.wait();
+    let raw = rusqlite::Connection::open(&db).unwrap();
+    let damaged: String = raw
+        .query_row(
+            "SELECT id FROM conversations ORDER BY rowid LIMIT 1 OFFSET 1",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    raw.execute(
+        "UPDATE messages SET body = '{\"role\": 7}' WHERE conversation_id = ?1",
+        [&damaged],
+    )
+    .unwrap();
+    drop(raw);
+
+    let out = buddy(dir.path())
+        .args(["replay", "--all", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(2), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains(&format!("conversation {damaged}: not replayable"))
+            && stderr.contains("the replay is incomplete"),
+        "{stderr}"
+    );
+    assert!(stdout.contains("replayed 2 turn(s)"), "{stdout}");
+    assert!(stdout.contains("1 could not be replayed"), "{stdout}");
+}
+
 #[test]
 fn a_run_json_output_replays_and_a_larger_cap_goes_beyond_the_recording() {
     let dir = tempfile::tempdir().unwrap();

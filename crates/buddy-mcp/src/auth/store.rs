@@ -1,5 +1,6 @@
 //! OAuth credentials kept between runs: one file per MCP server, readable by its
-//! owner only, tied to the server's URL.
+//! owner only, tied to the server's URL, in a directory only buddy's user may enter
+//! (`buddy_files`: created 0700 / 0600 in one step, never through a planted symlink).
 
 use std::path::{Path, PathBuf};
 
@@ -52,9 +53,13 @@ impl FileCredentialStore {
 #[async_trait::async_trait]
 impl CredentialStore for FileCredentialStore {
     async fn load(&self) -> Result<Option<StoredCredentials>, AuthError> {
-        let text = match tokio::fs::read(&self.path).await {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        let path = self.path.clone();
+        // Never through a symlink or from a file another user made (planted tokens).
+        let read = tokio::task::spawn_blocking(move || buddy_files::read_private(&path)).await;
+        let text = match read {
+            Ok(Ok(Some(text))) => text,
+            Ok(Ok(None)) => return Ok(None),
+            Ok(Err(e)) => return Err(self.failed("read", e)),
             Err(e) => return Err(self.failed("read", e)),
         };
         // A file buddy cannot read is not fatal: authorizing again rewrites it.
@@ -71,7 +76,8 @@ impl CredentialStore for FileCredentialStore {
         };
         let text = serde_json::to_vec_pretty(&saved).map_err(|e| self.failed("write", e))?;
         let path = self.path.clone();
-        let written = tokio::task::spawn_blocking(move || write_private(&path, &text)).await;
+        let written =
+            tokio::task::spawn_blocking(move || buddy_files::write_private(&path, &text)).await;
         match written {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(self.failed("write", e)),
@@ -86,25 +92,6 @@ impl CredentialStore for FileCredentialStore {
             Err(e) => Err(self.failed("remove", e)),
         }
     }
-}
-
-/// Writes `text` to `path` through a temporary file, mode 0600, then renames it.
-fn write_private(path: &Path, text: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    let temporary = path.with_extension("json.tmp");
-    let mut file = options.open(&temporary)?;
-    file.write_all(text)?;
-    file.sync_all()?;
-    std::fs::rename(&temporary, path)
 }
 
 #[cfg(test)]
@@ -140,11 +127,47 @@ mod tests {
         let dir = tempfile::tempdir().expect("dir");
         let store = FileCredentialStore::new(&dir.path().join("new"), "s", "u");
         store.save(credentials("c")).await.expect("save");
-        let mode = std::fs::metadata(store.path())
+        let mode =
+            |path: &Path| std::fs::metadata(path).expect("meta").permissions().mode() & 0o777;
+        assert_eq!(mode(store.path()), 0o600);
+        assert_eq!(mode(&dir.path().join("new")), 0o700);
+    }
+
+    /// A token directory others can write to (shared, or made by hand): a symlink or a
+    /// temporary file planted there never receives the token, nor is read as one.
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_planted_symlink_or_temporary_file_never_sees_the_token() {
+        use std::os::unix::fs::{PermissionsExt, symlink};
+        let dir = tempfile::tempdir().expect("dir");
+        let shared = dir.path().join("tokens");
+        std::fs::create_dir(&shared).expect("dir");
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+        let theirs = dir.path().join("theirs");
+        std::fs::write(&theirs, b"").expect("write");
+        std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+        let store = FileCredentialStore::new(&shared, "s", "u");
+        symlink(&theirs, store.path()).expect("symlink");
+        // What the old code wrote through: NAME.json.tmp.
+        symlink(&theirs, shared.join("s.json.tmp")).expect("symlink");
+        let refused = store.load().await.expect_err("a symlink is not read");
+        assert!(refused.to_string().contains("symbolic link"), "{refused}");
+        store
+            .save(credentials("secret-client"))
+            .await
+            .expect("save");
+        assert_eq!(
+            std::fs::read(&theirs).expect("read"),
+            b"",
+            "nothing written through"
+        );
+        let mode = std::fs::metadata(&shared)
             .expect("meta")
             .permissions()
             .mode();
-        assert_eq!(mode & 0o777, 0o600);
+        assert_eq!(mode & 0o777, 0o700, "the directory is made private");
+        let loaded = store.load().await.expect("load").expect("saved");
+        assert_eq!(loaded.client_id, "secret-client");
     }
 
     #[tokio::test]

@@ -15,6 +15,9 @@ use super::table::{
 };
 use super::{ApiKey, SkillCalls, TrustedProxies};
 
+/// `max_stored_bytes_per_key` unless set: 1 GiB of messages per key.
+pub const DEFAULT_MAX_STORED_BYTES_PER_KEY: usize = 1 << 30;
+
 server_settings! {
     table {
         /// Address to listen on (port 0 picks one).
@@ -148,8 +151,9 @@ server_settings! {
             check SettingCheck::Any;
             flag SettingFlag::None;
         /// Bytes of messages one key's conversations may hold in the store (0: no limit);
-        /// past it new turns and added items get 429 `insufficient_quota`.
-        max_stored_bytes_per_key as "max_stored_bytes_per_key": usize = 0;
+        /// past it new turns and added items get 429 `insufficient_quota`. 1 GiB unless
+        /// set: thousands of long conversations, yet one key cannot fill the disk.
+        max_stored_bytes_per_key as "max_stored_bytes_per_key": usize = DEFAULT_MAX_STORED_BYTES_PER_KEY;
             check SettingCheck::Any;
             flag SettingFlag::None;
     }

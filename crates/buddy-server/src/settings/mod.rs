@@ -12,7 +12,7 @@ use serde::Deserialize;
 
 pub(crate) use api_key::key_for;
 pub use api_key::{ApiKey, BadKeyHash};
-pub use fields::{SERVER_FIELDS, ServerSettings};
+pub use fields::{DEFAULT_MAX_STORED_BYTES_PER_KEY, SERVER_FIELDS, ServerSettings};
 pub use keys::{KeyConfig, KeyError};
 pub use proxies::TrustedProxies;
 pub(crate) use proxies::canonical;

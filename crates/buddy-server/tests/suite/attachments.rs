@@ -88,3 +88,71 @@ async fn a_file_must_be_a_well_formed_data_url() {
         );
     }
 }
+
+/// Loopback and the metadata address in the spellings WHATWG URL parsers and glibc read
+/// as them (issue 60, item 5: 38 of 102 such requests reached the model server).
+const DISGUISED: [&str; 12] = [
+    "https://127.1/x.png",
+    "https://0x7f.1/x.png",
+    "https://0177.0.0.1/x.png",
+    "https://0251.0376.0251.0376/latest/meta-data/",
+    "https://169.254.169.254./latest/meta-data/",
+    "https://2852039166/latest/meta-data/",
+    "https://１２７.０.０.１/x.png",
+    "https://①②⑦.⓪.⓪.①/x.png",
+    "https://%31%36%39.254.169.254/latest/meta-data/",
+    "https://[::ffff:a9fe:a9fe]/latest/meta-data/",
+    "https://ｌｏｃａｌｈｏｓｔ/x.png",
+    "https://metadata.google.internal/computeMetadata/v1/",
+];
+
+#[tokio::test]
+async fn loopback_and_metadata_in_disguise_are_refused_on_every_api() {
+    for url in DISGUISED {
+        let chat = json!({"model": "scripted:hello", "messages": [{"role": "user", "content": [
+            {"type": "image_url", "image_url": {"url": url}}]}]});
+        let responses = json!({"model": "scripted:hello", "input": [{"role": "user", "content": [
+            {"type": "input_image", "image_url": url}]}]});
+        let items = json!({"items": [{"role": "user", "content": [
+            {"type": "input_image", "image_url": url}]}]});
+        let messages = json!({"model": "scripted:hello", "max_tokens": 100, "messages": [
+            {"role": "user", "content": [{"type": "image", "source": {"type": "url", "url": url}}]}]});
+        for (uri, body) in [
+            ("/v1/chat/completions", chat),
+            ("/v1/responses", responses),
+            ("/v1/conversations", items),
+            ("/v1/messages", messages),
+        ] {
+            let (status, message) = refused(uri, body).await;
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{uri} {url}: {message}");
+            assert!(
+                message.contains("local or private address"),
+                "{uri} {url}: {message}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_url_kept_and_forwarded_is_the_one_checked_not_the_clients_spelling() {
+    let state = state(&[]);
+    let items = json!({"items": [{"role": "user", "content": [
+        {"type": "input_text", "text": "what is this?"},
+        {"type": "input_image", "image_url": "HTTPS://ＥＸＡＭＰＬＥ.com:443/cat%2Dpic.png"}]}]});
+    let (status, text) = send(&state, post("/v1/conversations", items, None)).await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    let id = serde_json::from_str::<Value>(&text).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let request = axum::http::Request::get(format!("/v1/conversations/{id}/items"))
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let (status, text) = send(&state, request).await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    assert!(
+        text.contains("\"https://example.com/cat%2Dpic.png\""),
+        "{text}"
+    );
+    assert!(!text.contains("ＥＸＡＭＰＬＥ"), "{text}");
+}

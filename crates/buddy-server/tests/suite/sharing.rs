@@ -106,6 +106,8 @@ struct Failing {
     broken: std::sync::Mutex<Vec<&'static str>>,
     /// The writing methods called, in order.
     calls: std::sync::Mutex<Vec<&'static str>>,
+    /// Bytes counted for every key on top of what it stores (a key near its quota).
+    padding: std::sync::atomic::AtomicU64,
 }
 
 impl Failing {
@@ -115,6 +117,7 @@ impl Failing {
             writes_left: AtomicUsize::new(usize::MAX),
             broken: std::sync::Mutex::default(),
             calls: std::sync::Mutex::default(),
+            padding: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -250,6 +253,12 @@ impl History for Failing {
         seqs: &'a [i64],
     ) -> BoxFuture<'a, Result<usize, StoreError>> {
         self.inner.remove_messages(conversation, seqs)
+    }
+    fn stored_bytes<'a>(&'a self, owner: &'a str) -> BoxFuture<'a, Result<u64, StoreError>> {
+        Box::pin(async move {
+            let stored = self.inner.stored_bytes(owner).await?;
+            Ok(stored + self.padding.load(Ordering::SeqCst))
+        })
     }
 }
 
@@ -668,6 +677,33 @@ fn failing_setup() -> (Arc<Failing>, Setup) {
         |_| {},
     );
     (store, s)
+}
+
+/// The per-key storage quota is on without any configuration (issue 60: off by default,
+/// one key wrote 270 MB in 5 s): a key whose conversations hold the default's worth gets
+/// 429 `insufficient_quota` for a stored turn; below it, turns run.
+#[tokio::test]
+async fn the_default_storage_quota_applies_without_configuration() {
+    let (store, s) = failing_setup();
+    let quota = buddy_server::DEFAULT_MAX_STORED_BYTES_PER_KEY as u64;
+    assert_eq!(
+        ServerSettings::default().max_stored_bytes_per_key as u64,
+        quota
+    );
+    store.padding.store(quota - 10_000, Ordering::SeqCst);
+    let (_, (end, _)) = turn(&s.state, json!({"message": "still room"}), ALICE).await;
+    assert_eq!(end, "done");
+    store.padding.store(quota, Ordering::SeqCst);
+    let (status, text) = send(
+        &s.state,
+        post("/v1/chat", json!({"message": "one more"}), Some(ALICE)),
+    )
+    .await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{text}");
+    assert!(
+        text.contains("insufficient_quota") && text.contains("max_stored_bytes_per_key"),
+        "{text}"
+    );
 }
 
 #[tokio::test]

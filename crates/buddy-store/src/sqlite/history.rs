@@ -197,7 +197,9 @@ pub(super) fn insert_messages(
 fn bytes_of_owner(conn: &Connection, owner: &str) -> Result<u64, StoreError> {
     let bytes: i64 = conn
         .query_row(
-            "SELECT COALESCE(SUM(LENGTH(CAST(m.body AS BLOB))), 0) FROM messages m
+            // octet_length reads each row's size from its header, not its body: with the
+            // quota on by default every turn asks, and a key may hold a gigabyte.
+            "SELECT COALESCE(SUM(octet_length(m.body)), 0) FROM messages m
              JOIN conversations c ON c.id = m.conversation_id WHERE c.owner = ?1",
             params![owner],
             |r| r.get(0),

@@ -4,6 +4,7 @@
 mod contract;
 mod coordination;
 mod open;
+mod private_files;
 mod stepwise;
 
 /// The PostgreSQL the test script started.
