@@ -48,9 +48,35 @@ pub(crate) struct TurnCallBudget {
     pub events: mpsc::Sender<ChatEvent>,
     /// The turn's model's price: a sampling call on it costs the same.
     pub price: Option<Price>,
+    /// Where a sampling call on another model than the turn's finds its price.
+    pub pricing: SamplingPrices,
+    /// The turn's pool of model-call slots: a drawn sampling call holds one until booked.
+    pub slots: Option<crate::CallSlots>,
+    /// The slots drawn calls hold, freed as they are booked (or with the tool call).
+    pub held: Mutex<Vec<tokio::sync::OwnedSemaphorePermit>>,
+}
+
+/// The turn's provider and model, and the operator's price table: a sampling call on
+/// another model is priced by the same lookup as the turn's own model.
+#[derive(Debug)]
+pub(crate) struct SamplingPrices {
+    pub table: Option<Arc<crate::PriceTable>>,
+    pub provider: String,
+    pub model: String,
 }
 
 impl TurnCallBudget {
+    /// What a sampling call to `model` costs per token: the turn's price for its own
+    /// model, else the operator's table (then the list prices) by the turn's provider.
+    fn price_of(&self, model: &str) -> Option<Price> {
+        match &self.pricing.table {
+            Some(table) if model != self.pricing.model => {
+                table.price(&self.pricing.provider, model)
+            }
+            _ => self.price,
+        }
+    }
+
     fn event(&self, server: &str) -> ChatEvent {
         ChatEvent::ToolSampling {
             id: self.call_id.clone(),
@@ -83,6 +109,14 @@ impl CallBudget for TurnCallBudget {
     fn draw<'a>(&'a self, server: &'a str) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
             let Err(refusal) = self.place.take_side_call() else {
+                if let Some(slots) = &self.slots
+                    && let Some(slot) = slots.take().await
+                {
+                    self.held
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(slot);
+                }
                 return Ok(());
             };
             let why = crate::words::sampling_refused(&limit(&refusal));
@@ -102,8 +136,9 @@ impl CallBudget for TurnCallBudget {
         usage: Option<Usage>,
     ) -> BoxFuture<'a, ()> {
         Box::pin(async move {
+            drop(self.held.lock().unwrap_or_else(|e| e.into_inner()).pop());
             let usage = usage.unwrap_or_default();
-            let cost = self.price.map(|price| price.cost(&usage));
+            let cost = self.price_of(model).map(|price| price.cost(&usage));
             let parts = buddy_core::InputParts::of(&usage);
             let used = DelegatedStats {
                 agents: 0,

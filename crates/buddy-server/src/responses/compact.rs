@@ -19,8 +19,8 @@ use super::ids::{conversation_of, turn_of};
 use super::input::input_messages;
 use crate::backend::Resolved;
 use crate::error::AppError;
+use crate::gate;
 use crate::request::JsonBody;
-use crate::spend;
 use crate::turn::{Turns, unix_now};
 
 /// The body of `POST /v1/responses/compact`.
@@ -63,20 +63,7 @@ pub(crate) async fn compact(
     )
     .await?;
     let resolved = turns.resolve(None, Some(&model))?;
-    let state = &turns.state;
-    let price = state
-        .inner
-        .settings
-        .prices
-        .price(resolved.provider.name(), &resolved.model);
-    // The summarising call is spend like any other: a key at its ceiling gets 429.
-    turns.spend_room().await?;
-    let (summary, usage) = summarise(&resolved, &messages).await?;
-    if let Some(cost) = price.map(|p| p.cost(&usage)) {
-        let caller = &turns.caller;
-        let store = &*state.inner.store;
-        spend::add(store, &caller.owner, &caller.name, cost, "compaction").await;
-    }
+    let (summary, usage) = gated_summary(&turns, &resolved, &messages).await?;
     let id = buddy_store::new_id("cmp");
     let id = id.trim_start_matches("cmp_");
     let mut output: Vec<Item> = messages
@@ -161,20 +148,71 @@ async fn to_compact(
     Ok(messages)
 }
 
-/// The model's summary of `messages` (cut to its bound) and what the call used.
-async fn summarise(resolved: &Resolved, messages: &[Message]) -> Result<(String, Usage), AppError> {
+/// Most tokens the summarising call may write (about [`MAX_SUMMARY_CHARS`]): with its
+/// input, the worst case the spend gate holds.
+const MAX_SUMMARY_TOKENS: u64 = 16 * 1024;
+
+/// The summary of `messages`, made under the spend gate like any turn: a place under the
+/// key's turn cap for the call's length, its worst case held of the key's room (refused
+/// when its input alone does not fit; its output cut to what the room leaves), one of the
+/// key's model-call slots, and its cost in the ledger and the metrics.
+async fn gated_summary(
+    turns: &Turns,
+    resolved: &Resolved,
+    messages: &[Message],
+) -> Result<(String, Usage), AppError> {
+    let (state, caller) = (&turns.state, &turns.caller);
     let request = [
         Message::system(SUMMARISE),
         Message::user(transcript(messages)),
     ];
-    let completion = resolved
-        .provider
-        .complete(CompletionRequest::new(&resolved.model, &request))
-        .await
-        .map_err(|e| AppError::TurnFailed {
-            reason: buddy_core::StopReason::ProviderError,
-            message: format!("the model could not write the summary: {e}"),
-        })?;
+    let counter = buddy_engine::context::counter_for_model(&resolved.model);
+    let input_tokens: u64 = request.iter().map(|m| counter.message(m) as u64).sum();
+    let id = buddy_store::new_id("cmp");
+    let cancel = state.inner.shutdown.child_token();
+    let lease = state.claim(&id, None, &caller.owner, &cancel).await?;
+    let worst = gate::Worst::Call {
+        input_tokens,
+        max_output_tokens: MAX_SUMMARY_TOKENS,
+    };
+    let provider = &*resolved.provider;
+    let admitted = match gate::admit(state, caller, provider.name(), &resolved.model, worst).await {
+        Ok(admitted) => admitted,
+        Err(e) => {
+            lease.release().await;
+            return Err(e);
+        }
+    };
+    let call = admitted.call(provider, CompletionRequest::new(&resolved.model, &request));
+    let completion = tokio::select! {
+        completion = call => Some(completion),
+        () = cancel.cancelled() => None,
+    };
+    let usage = completion
+        .as_ref()
+        .and_then(|c| c.as_ref().ok())
+        .and_then(|c| c.usage)
+        .unwrap_or_default();
+    let cost = admitted.cost(&usage);
+    admitted.settle(state, cost).await;
+    lease.release().await;
+    let Some(completion) = completion else {
+        return Err(AppError::TurnFailed {
+            reason: buddy_core::StopReason::Cancelled,
+            message: "the compaction was cancelled (the server is shutting down)".into(),
+        });
+    };
+    summarised(completion)
+}
+
+/// The summary a completion wrote (cut to its bound) and what the call used.
+fn summarised(
+    completion: Result<buddy_core::Completion, buddy_core::ProviderError>,
+) -> Result<(String, Usage), AppError> {
+    let completion = completion.map_err(|e| AppError::TurnFailed {
+        reason: buddy_core::StopReason::ProviderError,
+        message: format!("the model could not write the summary: {e}"),
+    })?;
     let summary: String = completion
         .text
         .trim()

@@ -28,6 +28,8 @@ mod sampling;
 mod settings;
 mod sharing;
 mod shedding;
+mod spend_gate;
+mod spend_gate_routes;
 mod spend_holds;
 mod stored_items;
 mod telemetry;
