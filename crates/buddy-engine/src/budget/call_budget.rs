@@ -181,3 +181,64 @@ pub(crate) fn with_side_calls(mut stats: TurnStats, side: DelegatedStats) -> Tur
     }
     stats
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::budget::Lease;
+    use crate::policy::LoopPolicy;
+    use crate::{CallSlots, PriceTable};
+
+    fn a_budget(table: Option<PriceTable>, slots: &CallSlots) -> (TurnCallBudget, Lease) {
+        let lease = Lease::root(&LoopPolicy::default());
+        let (events, _) = mpsc::channel(16);
+        let budget = TurnCallBudget {
+            call_id: "call_1".into(),
+            name: "tool".into(),
+            place: lease.place(),
+            used: SideUsage::default(),
+            events,
+            price: Some(Price::new(1.0, 1.0)),
+            pricing: SamplingPrices {
+                table: table.map(Arc::new),
+                provider: "openai".into(),
+                model: "turn-model".into(),
+            },
+            slots: Some(slots.clone()),
+            held: Mutex::default(),
+        };
+        (budget, lease)
+    }
+
+    #[tokio::test]
+    async fn a_sampling_call_is_priced_by_the_operators_table_and_holds_a_slot_until_booked() {
+        let mut table = PriceTable::default();
+        table.add(Some("openai"), "sampler-*", Price::new(100.0, 100.0));
+        let slots = CallSlots::new(1);
+        let (budget, _lease) = a_budget(Some(table), &slots);
+        // The turn's own model: the turn's price; another: the operator's, not a list price.
+        assert_eq!(budget.price_of("turn-model"), Some(Price::new(1.0, 1.0)));
+        assert_eq!(budget.price_of("sampler-x"), Some(Price::new(100.0, 100.0)));
+        assert_eq!(
+            budget.price_of("gpt-4o-mini").map(|p| p.input),
+            Some(0.15),
+            "unpriced by the operator: the list price"
+        );
+        budget.draw("srv").await.unwrap();
+        assert_eq!(slots.in_flight(), 1, "a drawn call holds the key's slot");
+        let usage = Usage {
+            input_tokens: 10_000,
+            output_tokens: 0,
+            ..Usage::default()
+        };
+        budget.book("srv", "sampler-x", Some(usage)).await;
+        assert_eq!(slots.in_flight(), 0, "booked: the slot is free");
+        assert_eq!(
+            budget.used.take().cost_usd,
+            Some(Price::new(100.0, 100.0).cost(&usage))
+        );
+        // Without a table (a bare engine), the turn's price as before.
+        let (bare, _lease) = a_budget(None, &slots);
+        assert_eq!(bare.price_of("sampler-x"), Some(Price::new(1.0, 1.0)));
+    }
+}
