@@ -8,9 +8,10 @@
 //! way to run a turn ([`crate::turn`]'s runner takes one) or make a one-off call
 //! ([`Admission::call`]); settling it books the cost in the ledger and the metrics.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use buddy_core::{Completion, CompletionRequest, Price, Provider, ProviderError, Usd};
+use buddy_core::{Completion, CompletionRequest, Message, Price, Provider, ProviderError, Usd};
 use buddy_engine::CallSlots;
 
 use crate::caller::Caller;
@@ -142,6 +143,74 @@ fn fit_output(admission: &Admission, input_tokens: u64, max_output: u64) -> Resu
         ));
     }
     Ok(bound)
+}
+
+/// A one-off model call a route makes for its caller (a compaction's summary).
+pub(crate) struct OneCall {
+    pub provider: Arc<dyn Provider>,
+    pub model: String,
+    pub messages: Vec<Message>,
+    /// The most it may write (cut further to what the key's room leaves).
+    pub max_output_tokens: u64,
+}
+
+/// Makes `call` for `caller` through the gate, as a turn is: a place under the key's turn
+/// cap for the call's length, its worst case (its input, counted as the engine counts,
+/// and `max_output_tokens`) held of the key's room, one of the key's model-call slots,
+/// and its cost in the ledger and the metrics. The call runs on the server's own task
+/// and is settled even when the client goes; a shutdown cancels it.
+pub(crate) async fn call_once(
+    state: &AppState,
+    caller: &Caller,
+    call: OneCall,
+) -> Result<Result<Completion, ProviderError>, AppError> {
+    let counter = buddy_engine::context::counter_for_model(&call.model);
+    let input_tokens: u64 = call
+        .messages
+        .iter()
+        .map(|m| counter.message(m) as u64)
+        .sum();
+    let id = buddy_store::new_id("call");
+    let cancel = state.inner.shutdown.child_token();
+    let lease = state.claim(&id, None, &caller.owner, &cancel).await?;
+    let worst = Worst::Call {
+        input_tokens,
+        max_output_tokens: call.max_output_tokens,
+    };
+    let admitted = match admit(state, caller, call.provider.name(), &call.model, worst).await {
+        Ok(admitted) => admitted,
+        Err(e) => {
+            lease.release().await;
+            return Err(e);
+        }
+    };
+    let owned = state.clone();
+    let made = state.inner.turns.spawn(async move {
+        let request = CompletionRequest::new(&call.model, &call.messages);
+        let completion = tokio::select! {
+            completion = admitted.call(&*call.provider, request) => Some(completion),
+            () = cancel.cancelled() => None,
+        };
+        let usage = completion
+            .as_ref()
+            .and_then(|c| c.as_ref().ok())
+            .and_then(|c| c.usage)
+            .unwrap_or_default();
+        let cost = admitted.cost(&usage);
+        admitted.settle(&owned, cost).await;
+        lease.release().await;
+        completion
+    });
+    match made.await {
+        Ok(Some(completion)) => Ok(completion),
+        Ok(None) => Err(AppError::TurnFailed {
+            reason: buddy_core::StopReason::Cancelled,
+            message: "the call was cancelled (the server is shutting down)".into(),
+        }),
+        Err(e) => Err(AppError::Internal(format!(
+            "the model call's task failed: {e}"
+        ))),
+    }
 }
 
 impl Admission {

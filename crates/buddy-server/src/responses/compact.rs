@@ -7,9 +7,11 @@
 //! that only buddy reads. It is not encrypted — a client could write one itself, as it
 //! could write any message — so it carries nothing the client may not see.
 
+use std::sync::Arc;
+
 use axum::Json;
 use axum::response::{IntoResponse, Response};
-use buddy_core::{CompletionRequest, Message, Usage};
+use buddy_core::{Message, Usage};
 use buddy_openai_wire::responses::{CompactionItem, Item, MessageItem, ResponseUsage};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -152,10 +154,7 @@ async fn to_compact(
 /// input, the worst case the spend gate holds.
 const MAX_SUMMARY_TOKENS: u64 = 16 * 1024;
 
-/// The summary of `messages`, made under the spend gate like any turn: a place under the
-/// key's turn cap for the call's length, its worst case held of the key's room (refused
-/// when its input alone does not fit; its output cut to what the room leaves), one of the
-/// key's model-call slots, and its cost in the ledger and the metrics.
+/// The summary of `messages`, made under the spend gate like any turn ([`gate::call_once`]).
 async fn gated_summary(
     turns: &Turns,
     resolved: &Resolved,
@@ -166,42 +165,17 @@ async fn gated_summary(
         Message::system(SUMMARISE),
         Message::user(transcript(messages)),
     ];
-    let counter = buddy_engine::context::counter_for_model(&resolved.model);
-    let input_tokens: u64 = request.iter().map(|m| counter.message(m) as u64).sum();
-    let id = buddy_store::new_id("cmp");
-    let cancel = state.inner.shutdown.child_token();
-    let lease = state.claim(&id, None, &caller.owner, &cancel).await?;
-    let worst = gate::Worst::Call {
-        input_tokens,
-        max_output_tokens: MAX_SUMMARY_TOKENS,
-    };
-    let provider = &*resolved.provider;
-    let admitted = match gate::admit(state, caller, provider.name(), &resolved.model, worst).await {
-        Ok(admitted) => admitted,
-        Err(e) => {
-            lease.release().await;
-            return Err(e);
-        }
-    };
-    let call = admitted.call(provider, CompletionRequest::new(&resolved.model, &request));
-    let completion = tokio::select! {
-        completion = call => Some(completion),
-        () = cancel.cancelled() => None,
-    };
-    let usage = completion
-        .as_ref()
-        .and_then(|c| c.as_ref().ok())
-        .and_then(|c| c.usage)
-        .unwrap_or_default();
-    let cost = admitted.cost(&usage);
-    admitted.settle(state, cost).await;
-    lease.release().await;
-    let Some(completion) = completion else {
-        return Err(AppError::TurnFailed {
-            reason: buddy_core::StopReason::Cancelled,
-            message: "the compaction was cancelled (the server is shutting down)".into(),
-        });
-    };
+    let completion = gate::call_once(
+        state,
+        caller,
+        gate::OneCall {
+            provider: Arc::clone(&resolved.provider),
+            model: resolved.model.clone(),
+            messages: request.to_vec(),
+            max_output_tokens: MAX_SUMMARY_TOKENS,
+        },
+    )
+    .await?;
     summarised(completion)
 }
 

@@ -350,3 +350,37 @@ async fn a_keys_model_calls_in_flight_stay_under_its_cap_across_turns_and_sub_ag
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compaction_whose_client_leaves_is_still_booked_and_frees_its_place() {
+    let gate = Arc::new(Semaphore::new(0));
+    let (state, seen, store) = server("leaver", Some(1.0), Some(Arc::clone(&gate)), |s| {
+        s.prices.add(None, "*", Price::new(1_000.0, 2_000.0));
+        s.max_concurrent_turns_per_key = 1;
+    });
+    let client = {
+        let state = state.clone();
+        tokio::spawn(async move { compact(&state, json!("hello")).await })
+    };
+    while seen.calls.load(Ordering::SeqCst) == 0 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    client.abort();
+    let _ = client.await;
+    gate.add_permits(1 << 20);
+    // The call ran to its end on the server's task: booked ($0.02), its place given back.
+    let spent = async {
+        loop {
+            let spent = store.spend_since(&owner(), "2000-01-01").await.unwrap();
+            if spent > Usd::ZERO {
+                return spent;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    let spent = tokio::time::timeout(Duration::from_secs(10), spent)
+        .await
+        .expect("the compaction was never booked");
+    assert_eq!(spent, Usd::from_dollars(0.02).unwrap());
+    assert_eq!(compact(&state, json!("hello")).await.0, StatusCode::OK);
+}
