@@ -6,7 +6,8 @@
 //! input alone does not fit), and hands out the key's pool of model-call slots
 //! (`max_model_calls_in_flight_per_key`). What it admits is an [`Admission`]: the only
 //! way to run a turn ([`crate::turn`]'s runner takes one) or make a one-off call
-//! ([`Admission::call`]); settling it books the cost in the ledger and the metrics.
+//! ([`call_once`]); settling it books the cost in the ledger and the metrics. The test
+//! `spend_gate_routes.rs` fails when a route or a provider call goes around it.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -238,9 +239,8 @@ impl Admission {
         self.price.map(|p| p.cost(usage))
     }
 
-    /// Ends the admission: the hold is released and `cost` booked in the key's ledger
-    /// and in the metrics (`buddy_key_cost_usd_total`). A turn's runner books its metrics
-    /// with the turn's own, so it passes `metrics: false` through [`Self::settle_turn`].
+    /// Ends a one-off call's admission: the hold is released and `cost` booked in the
+    /// key's ledger and in the metrics (`buddy_key_cost_usd_total`).
     pub(crate) async fn settle(self, state: &AppState, cost: Option<Usd>) {
         if let Some(cost) = cost {
             crate::metrics::observe_cost(cost, &self.provider, &self.model, &self.key);
