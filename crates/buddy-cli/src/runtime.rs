@@ -309,6 +309,13 @@ impl Runtime {
         }
     }
 
+    /// The table a session's sub-agents and sampling calls on other models are priced
+    /// from, as its own model is (`None`: a backend without list prices, whose models cost
+    /// what [`Self::price`] says).
+    pub fn prices(&self, session: &Session) -> Option<Arc<PriceTable>> {
+        session.list_priced.then(|| Arc::new(self.price_table()))
+    }
+
     /// Starts telemetry when `[telemetry]` or the `OTEL_*` variables ask for it.
     pub fn telemetry(&self, env: Env<'_>) -> Result<Option<Arc<Telemetry>>, RuntimeError> {
         let resolved = TelemetryConfig::resolve(self.config.telemetry.clone(), env)?;

@@ -13,6 +13,7 @@ mod agents;
 mod approval;
 mod budget;
 mod cache_key;
+mod call_slots;
 mod calls;
 pub mod context;
 mod deadline;
@@ -38,6 +39,7 @@ pub use agents::{
 };
 pub use approval::{ApprovalMode, ApprovalRules, CallDecision, Decision, Resume};
 pub use cache_key::conversation_cache_key;
+pub use call_slots::CallSlots;
 pub use calls::elicitation::{AnswerError, ElicitationDesk};
 pub use engine::Engine;
 pub use glob::glob_match;

@@ -40,11 +40,12 @@ pub(crate) enum CallEnd {
     Provider(ProviderError),
 }
 
-/// Sends `request`, streaming text to `events`, until the reply ends, the turn is
+/// Sends `request` once a slot of `slots` is free, streaming text to `events`, until the reply ends, the turn is
 /// cancelled, the deadline passes, or the text starts chanting (then the rest of the
 /// reply is not read).
 pub(crate) async fn stream_reply(
     provider: &dyn Provider,
+    slots: Option<&crate::CallSlots>,
     events: &Emitter,
     cancel: &CancellationToken,
     deadline: Option<Instant>,
@@ -54,6 +55,11 @@ pub(crate) async fn stream_reply(
     let deadline_passed = crate::deadline::passed(deadline);
     tokio::pin!(deadline_passed);
     let collect = async {
+        // Held until the reply is read: waiting for it counts against the deadline.
+        let _slot = match slots {
+            Some(slots) => slots.take().await,
+            None => None,
+        };
         let mut stream = provider.stream(request).await.map_err(CallEnd::Provider)?;
         let mut reply = Reply::default();
         while let Some(token) = stream.next().await {

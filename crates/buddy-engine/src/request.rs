@@ -60,6 +60,12 @@ pub struct TurnRequest {
     /// Cache breakpoints a client put on `history` messages (by index): kept as placed
     /// in every request that sends the history whole.
     pub cache_marks: Vec<CacheMark>,
+    /// The pool of model-call slots the turn's calls (and its sub-agents') take one of
+    /// while they stream; `None`: unbounded.
+    pub call_slots: Option<crate::CallSlots>,
+    /// The operator's price table: a sub-agent or a sampling call on another model than
+    /// the turn's is priced from it, as the turn's own model is; `None`: the list prices.
+    pub prices: Option<std::sync::Arc<crate::PriceTable>>,
 }
 
 impl std::fmt::Debug for TurnRequest {
@@ -81,6 +87,8 @@ impl std::fmt::Debug for TurnRequest {
             .field("task_log", &self.task_log.is_some())
             .field("cache_key", &self.cache_key)
             .field("cache_marks", &self.cache_marks)
+            .field("call_slots", &self.call_slots)
+            .field("prices", &self.prices.is_some())
             .finish()
     }
 }
@@ -108,7 +116,23 @@ impl TurnRequest {
             task_log: None,
             cache_key: None,
             cache_marks: Vec::new(),
+            call_slots: None,
+            prices: None,
         }
+    }
+
+    /// The turn's model calls (and its sub-agents') each take one of `slots` while they
+    /// stream.
+    pub fn with_call_slots(mut self, slots: Option<crate::CallSlots>) -> Self {
+        self.call_slots = slots;
+        self
+    }
+
+    /// Sub-agents and sampling calls on other models are priced from `prices` (the
+    /// operator's, in front of the list prices).
+    pub fn with_prices(mut self, prices: Option<std::sync::Arc<crate::PriceTable>>) -> Self {
+        self.prices = prices;
+        self
     }
 
     /// A request that goes on with the paused or capped turn at the end of `history`.

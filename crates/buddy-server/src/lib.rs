@@ -29,6 +29,7 @@ mod client_tools;
 mod conn;
 mod conversation_settings;
 mod error;
+mod gate;
 mod item_cache;
 mod messages;
 mod metrics;

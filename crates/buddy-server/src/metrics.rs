@@ -112,11 +112,7 @@ pub(crate) fn observe_turn(
     key: &str,
 ) {
     if let Some(cost) = stats.cost_usd {
-        // A gauge only ever increased: Prometheus counters take whole numbers here.
-        metrics::gauge!("buddy_cost_usd_total", "provider" => provider.to_owned(), "model" => model.to_owned())
-            .increment(cost.dollars());
-        metrics::gauge!("buddy_key_cost_usd_total", "key" => key.to_owned())
-            .increment(cost.dollars());
+        observe_cost(cost, provider, model, key);
     }
     metrics::counter!("buddy_turns_total", "stop_reason" => reason.as_str()).increment(1);
     metrics::counter!("buddy_key_turns_total", "key" => key.to_owned()).increment(1);
@@ -128,6 +124,14 @@ pub(crate) fn observe_turn(
         .record(stats.elapsed_ms as f64 / 1000.0);
     metrics::counter!("buddy_tokens_total", "direction" => "input").increment(stats.input_tokens);
     metrics::counter!("buddy_tokens_total", "direction" => "output").increment(stats.output_tokens);
+}
+
+/// Records what a key's model call (a turn's, a compaction's) cost.
+pub(crate) fn observe_cost(cost: buddy_core::Usd, provider: &str, model: &str, key: &str) {
+    // A gauge only ever increased: Prometheus counters take whole numbers here.
+    metrics::gauge!("buddy_cost_usd_total", "provider" => provider.to_owned(), "model" => model.to_owned())
+        .increment(cost.dollars());
+    metrics::gauge!("buddy_key_cost_usd_total", "key" => key.to_owned()).increment(cost.dollars());
 }
 
 /// A provider that reports how long each model call takes to start streaming.

@@ -72,7 +72,8 @@ pub(crate) async fn room(
 }
 
 /// How long a hold lasts past the turn's deadline (or, without one, at all) if its turn
-/// never settles it (the process died): then the room is free again.
+/// never settles it: a backstop, as a dead process's holds go before (SQLite frees them
+/// when opened again, PostgreSQL once the instance's heartbeat lapses).
 const HOLD_LASTS: Duration = Duration::from_secs(3600);
 
 /// What a starting turn holds of its key's spend room; settled by [`settle`].
@@ -140,7 +141,7 @@ pub(crate) async fn hold(
     if amount == Usd::ZERO {
         at_ceiling().await?;
         return Err(AppError::TooManyTurns(format!(
-            "key `{name}`'s running turns hold the rest of what it may spend under its ceiling: wait for one to end (or give turns a smaller budget, `max_turn_cost_usd`, so that several fit)"
+            "key `{name}`'s running turns hold the rest of what it may spend under its ceiling (a compaction holds its share while it runs): wait for one to end (or give turns a smaller budget, `max_turn_cost_usd`, so that several fit)"
         )));
     }
     Ok(Some(Held { id, amount }))

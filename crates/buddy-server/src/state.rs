@@ -44,6 +44,8 @@ pub(crate) struct Inner {
     pub websockets: Arc<tokio::sync::Semaphore>,
     /// Responses' output items, for clients that send them back by reference.
     pub items: Arc<ItemCache>,
+    /// Each key's pool of model calls in flight (`max_model_calls_in_flight_per_key`).
+    pub call_slots: Mutex<HashMap<String, buddy_engine::CallSlots>>,
 }
 
 /// A turn running in this process.
@@ -95,6 +97,7 @@ impl AppState {
                 ended_logs: Mutex::default(),
                 websockets,
                 items: Arc::default(),
+                call_slots: Mutex::default(),
                 shutdown: CancellationToken::new(),
                 turns: TaskTracker::new(),
             }),
@@ -116,6 +119,21 @@ impl AppState {
             state.copy_logs_when_asked();
         }
         state
+    }
+
+    /// `owner`'s pool of model calls in flight, shared by all its turns, sub-agents,
+    /// sampling calls and compactions in this process.
+    pub(crate) fn call_slots(&self, owner: &str) -> buddy_engine::CallSlots {
+        let max = self.inner.settings.max_model_calls_in_flight_per_key;
+        let mut pools = self
+            .inner
+            .call_slots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        pools
+            .entry(owner.to_owned())
+            .or_insert_with(|| buddy_engine::CallSlots::new(max))
+            .clone()
     }
 
     /// Cancels every running turn now (they still record `cancelled`).

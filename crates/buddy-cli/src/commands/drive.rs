@@ -43,7 +43,11 @@ pub async fn drive_turn(
     request: TurnRequest,
     json: bool,
 ) -> anyhow::Result<TurnOutcome> {
-    let mut request = setup.traced(request.with_approval(setup.approval.clone()));
+    let mut request = setup.traced(
+        request
+            .with_approval(setup.approval.clone())
+            .with_prices(setup.prices.clone()),
+    );
     loop {
         // Questions are asked on the terminal, never with --json (stdout is for events).
         if setup.attended && !json {
@@ -64,7 +68,8 @@ pub async fn drive_turn(
             .with_history_counts(outcome.counts)
             .with_policy(setup.policy.clone())
             .with_approval(setup.approval.clone())
-            .with_price(setup.price),
+            .with_price(setup.price)
+            .with_prices(setup.prices.clone()),
         );
     }
 }

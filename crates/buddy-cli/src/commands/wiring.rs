@@ -28,6 +28,8 @@ pub struct Setup {
     pub scenario: Option<Scenario>,
     /// What the model charges (buddy.toml's `prices`, else the built-in list price).
     pub price: Option<Price>,
+    /// The same lookup for sub-agents and sampling calls on other models.
+    pub prices: Option<Arc<buddy_engine::PriceTable>>,
     /// The provider's name, for traces.
     pub provider: String,
     /// The provider itself: traces name who serves it (`Provider::served_by`).
@@ -103,12 +105,14 @@ pub async fn setup(
         .clone()
         .or_else(|| session.scenario.as_ref().and_then(|s| s.system.clone()));
     let price = runtime.price(&session);
+    let prices = runtime.prices(&session);
     Ok(Setup {
         engine: Arc::new(Engine::new(
             Arc::clone(&session.provider),
             Arc::clone(&session.toolbox),
         )),
         price,
+        prices,
         serving: Arc::clone(&session.provider),
         telemetry: runtime.telemetry(&process_env)?,
         provider: session.provider_name,

@@ -234,3 +234,62 @@ async fn provider_choice_mistakes_are_named() {
         text(&out.stderr)
     );
 }
+
+/// Issue 60, item 2: a sub-agent of buddy.toml naming another `model` is priced from the
+/// same `prices` as the session's model (it was priced from the built-in list, where a
+/// model it does not know costs nothing).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sub_agent_on_another_model_is_priced_from_buddy_toml() {
+    // Each reply reports 20 input and 10 output tokens.
+    let server = MockServer::sequence(vec![
+        MockResponse::sse(openai_sse(
+            "",
+            &[("call_1", "helper", r#"{"task": "add up"}"#)],
+        )),
+        MockResponse::sse(openai_sse("It adds up to 4.", &[])),
+        MockResponse::sse(openai_sse("The helper says 4.", &[])),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("buddy.toml"),
+        format!(
+            r#"
+default_provider = "main"
+[providers.main]
+kind = "openai"
+base_url = "{}/v1"
+model = "top-model"
+[providers.main.http]
+max_retries = 0
+[providers.main.prices]
+"top-model" = {{ input = 1000, output = 1000 }}
+"child-model" = {{ input = 100000, output = 100000 }}
+
+[[agents]]
+name = "helper"
+description = "Adds things up."
+model = "child-model"
+"#,
+            server.url()
+        ),
+    )
+    .unwrap();
+    let out = buddy(
+        dir.path(),
+        &["run", "--json", "add 2 and 2"],
+        &[("OPENAI_API_KEY", "sk-test")],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let done: serde_json::Value = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["type"] == "done")
+        .unwrap_or_else(|| panic!("no done event: {stdout}"));
+    assert_eq!(server.requests()[1].json()["model"], "child-model");
+    // Two calls of the turn at $0.03, one of the helper at $3.00.
+    let cost = done["stats"]["cost_usd"].as_f64().unwrap_or_default();
+    assert!((cost - 3.06).abs() < 1e-9, "{done}");
+}

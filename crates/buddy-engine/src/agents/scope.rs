@@ -26,6 +26,11 @@ pub(crate) struct Scope {
     /// What the calling turn's model charges: a sub-agent on the same model is priced
     /// the same (a configured price is not lost on the way down).
     pub price: Option<Price>,
+    /// The calling turn's pool of model-call slots: its sub-agents' calls take theirs.
+    pub call_slots: Option<crate::CallSlots>,
+    /// The operator's price table: a sub-agent on another model or provider is priced
+    /// from it, as the calling turn is.
+    pub prices: Option<Arc<crate::PriceTable>>,
     /// The clock the calling turn's waits run on.
     pub clock: Option<Arc<dyn WaitClock>>,
     /// The calling conversation's latest messages as text, newest last (for declarations

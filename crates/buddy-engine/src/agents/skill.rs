@@ -280,11 +280,7 @@ impl AgentSkill {
         let on_path: Vec<&str> = lease.path().iter().map(|h| h.agent.as_str()).collect();
         let may_delegate = scope.place.child_depth() < scope.place.max_depth();
         let toolbox = self.set.child_toolbox(self.index, may_delegate, &on_path);
-        let provider = match &self.spec().provider {
-            Some(named) => self.set.providers.get(named).cloned(),
-            None => None,
-        }
-        .unwrap_or_else(|| Arc::clone(&self.set.provider));
+        let provider = self.provider();
         let engine = Engine::new(provider, Arc::new(toolbox));
         let (tx, rx) = mpsc::channel(CHILD_EVENTS);
         let stall = scope.policy.child_stall_secs.map(Duration::from_secs);
@@ -305,6 +301,31 @@ impl AgentSkill {
             .await;
         }
         AgentOutcome::of_turn(name, (&turn).into(), &watched.so_far, watched.stalled)
+    }
+
+    /// The provider the agent's model calls go to: the one its declaration names, else
+    /// the calling turn's.
+    fn provider(&self) -> Arc<dyn Provider> {
+        match &self.spec().provider {
+            Some(named) => self.set.providers.get(named).cloned(),
+            None => None,
+        }
+        .unwrap_or_else(|| Arc::clone(&self.set.provider))
+    }
+
+    /// What the agent's `model` charges: the calling turn's price when it runs the same
+    /// model on the same provider; else the same lookup as a turn's (the operator's
+    /// `prices` first, by the provider it calls), or the list price without a table.
+    fn price(&self, scope: &Scope, model: &str) -> Option<buddy_core::Price> {
+        let spec = self.spec();
+        if spec.provider.is_none() && model == scope.model {
+            return scope.price;
+        }
+        match &scope.prices {
+            Some(table) => table.price(self.provider().name(), model),
+            None if model != scope.model => crate::prices::default_price(model),
+            None => scope.price,
+        }
     }
 
     /// The sub-agent's turn: its instructions and task, its policy over the caller's,
@@ -340,16 +361,14 @@ impl AgentSkill {
         } else {
             task.to_owned()
         };
-        let price = match &spec.model {
-            Some(own) if *own != scope.model => crate::prices::default_price(own),
-            _ => scope.price,
-        };
+        let price = self.price(scope, &model);
         let mut request = TurnRequest::new(model, user)
             .with_price(price)
             .with_clock(scope.clock.clone())
             .with_history(history)
             .with_policy(policy)
-            .with_cancel(scope.cancel.child_token());
+            .with_cancel(scope.cancel.child_token())
+            .with_call_slots(scope.call_slots.clone());
         if let Some(observer) = &scope.observer {
             request.observer = observer.sub_agent(&hop.call_id, &spec.name);
         }

@@ -48,9 +48,35 @@ pub(crate) struct TurnCallBudget {
     pub events: mpsc::Sender<ChatEvent>,
     /// The turn's model's price: a sampling call on it costs the same.
     pub price: Option<Price>,
+    /// Where a sampling call on another model than the turn's finds its price.
+    pub pricing: SamplingPrices,
+    /// The turn's pool of model-call slots: a drawn sampling call holds one until booked.
+    pub slots: Option<crate::CallSlots>,
+    /// The slots drawn calls hold, freed as they are booked (or with the tool call).
+    pub held: Mutex<Vec<tokio::sync::OwnedSemaphorePermit>>,
+}
+
+/// The turn's provider and model, and the operator's price table: a sampling call on
+/// another model is priced by the same lookup as the turn's own model.
+#[derive(Debug)]
+pub(crate) struct SamplingPrices {
+    pub table: Option<Arc<crate::PriceTable>>,
+    pub provider: String,
+    pub model: String,
 }
 
 impl TurnCallBudget {
+    /// What a sampling call to `model` costs per token: the turn's price for its own
+    /// model, else the operator's table (then the list prices) by the turn's provider.
+    fn price_of(&self, model: &str) -> Option<Price> {
+        match &self.pricing.table {
+            Some(table) if model != self.pricing.model => {
+                table.price(&self.pricing.provider, model)
+            }
+            _ => self.price,
+        }
+    }
+
     fn event(&self, server: &str) -> ChatEvent {
         ChatEvent::ToolSampling {
             id: self.call_id.clone(),
@@ -83,6 +109,14 @@ impl CallBudget for TurnCallBudget {
     fn draw<'a>(&'a self, server: &'a str) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
             let Err(refusal) = self.place.take_side_call() else {
+                if let Some(slots) = &self.slots
+                    && let Some(slot) = slots.take().await
+                {
+                    self.held
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(slot);
+                }
                 return Ok(());
             };
             let why = crate::words::sampling_refused(&limit(&refusal));
@@ -102,8 +136,9 @@ impl CallBudget for TurnCallBudget {
         usage: Option<Usage>,
     ) -> BoxFuture<'a, ()> {
         Box::pin(async move {
+            drop(self.held.lock().unwrap_or_else(|e| e.into_inner()).pop());
             let usage = usage.unwrap_or_default();
-            let cost = self.price.map(|price| price.cost(&usage));
+            let cost = self.price_of(model).map(|price| price.cost(&usage));
             let parts = buddy_core::InputParts::of(&usage);
             let used = DelegatedStats {
                 agents: 0,
@@ -145,4 +180,65 @@ pub(crate) fn with_side_calls(mut stats: TurnStats, side: DelegatedStats) -> Tur
         stats.cost_usd = Some(stats.cost_usd.unwrap_or_default().saturating_add(cost));
     }
     stats
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::budget::Lease;
+    use crate::policy::LoopPolicy;
+    use crate::{CallSlots, PriceTable};
+
+    fn a_budget(table: Option<PriceTable>, slots: &CallSlots) -> (TurnCallBudget, Lease) {
+        let lease = Lease::root(&LoopPolicy::default());
+        let (events, _) = mpsc::channel(16);
+        let budget = TurnCallBudget {
+            call_id: "call_1".into(),
+            name: "tool".into(),
+            place: lease.place(),
+            used: SideUsage::default(),
+            events,
+            price: Some(Price::new(1.0, 1.0)),
+            pricing: SamplingPrices {
+                table: table.map(Arc::new),
+                provider: "openai".into(),
+                model: "turn-model".into(),
+            },
+            slots: Some(slots.clone()),
+            held: Mutex::default(),
+        };
+        (budget, lease)
+    }
+
+    #[tokio::test]
+    async fn a_sampling_call_is_priced_by_the_operators_table_and_holds_a_slot_until_booked() {
+        let mut table = PriceTable::default();
+        table.add(Some("openai"), "sampler-*", Price::new(100.0, 100.0));
+        let slots = CallSlots::new(1);
+        let (budget, _lease) = a_budget(Some(table), &slots);
+        // The turn's own model: the turn's price; another: the operator's, not a list price.
+        assert_eq!(budget.price_of("turn-model"), Some(Price::new(1.0, 1.0)));
+        assert_eq!(budget.price_of("sampler-x"), Some(Price::new(100.0, 100.0)));
+        assert_eq!(
+            budget.price_of("gpt-4o-mini").map(|p| p.input),
+            Some(0.15),
+            "unpriced by the operator: the list price"
+        );
+        budget.draw("srv").await.unwrap();
+        assert_eq!(slots.in_flight(), 1, "a drawn call holds the key's slot");
+        let usage = Usage {
+            input_tokens: 10_000,
+            output_tokens: 0,
+            ..Usage::default()
+        };
+        budget.book("srv", "sampler-x", Some(usage)).await;
+        assert_eq!(slots.in_flight(), 0, "booked: the slot is free");
+        assert_eq!(
+            budget.used.take().cost_usd,
+            Some(Price::new(100.0, 100.0).cost(&usage))
+        );
+        // Without a table (a bare engine), the turn's price as before.
+        let (bare, _lease) = a_budget(None, &slots);
+        assert_eq!(bare.price_of("sampler-x"), Some(Price::new(1.0, 1.0)));
+    }
 }

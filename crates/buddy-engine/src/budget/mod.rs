@@ -5,5 +5,5 @@
 mod call_budget;
 mod tree;
 
-pub(crate) use call_budget::{SideUsage, TurnCallBudget, with_side_calls};
+pub(crate) use call_budget::{SamplingPrices, SideUsage, TurnCallBudget, with_side_calls};
 pub(crate) use tree::{Lease, Place, TreeStop, with_delegated};

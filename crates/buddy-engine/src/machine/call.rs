@@ -279,6 +279,7 @@ impl Turn<'_> {
         });
         stream_reply(
             self.provider,
+            self.call_slots.as_ref(),
             &self.events,
             &self.cancel,
             deadline,

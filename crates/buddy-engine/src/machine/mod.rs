@@ -183,6 +183,10 @@ pub(crate) struct Turn<'e> {
     stats: TurnStats,
     /// What the model charges, if known.
     price: Option<Price>,
+    /// The slots model calls take while they stream (a key's pool), if bounded.
+    call_slots: Option<crate::CallSlots>,
+    /// The operator's price table, for sub-agents and sampling calls on other models.
+    prices: Option<Arc<crate::PriceTable>>,
     /// The client's sampling and output settings, sent with every model call.
     sampling: buddy_core::Sampling,
     /// What the latest model call cost: the estimate of the next one.
@@ -302,6 +306,8 @@ impl<'e> Turn<'e> {
             deadline,
             stats: TurnStats::default(),
             price: request.price,
+            call_slots: request.call_slots,
+            prices: request.prices,
             sampling: request.sampling,
             clock: request.clock,
             last_call_cost: None,

@@ -117,6 +117,8 @@ impl Turn<'_> {
             policy: self.judge.policy().clone(),
             model: self.model.clone(),
             price: self.price,
+            call_slots: self.call_slots.clone(),
+            prices: self.prices.clone(),
             clock: self.clock.clone(),
             recent: messages[from..].iter().filter_map(as_line).collect(),
         })
@@ -159,6 +161,13 @@ impl Turn<'_> {
                     used: self.side_usage.clone(),
                     events: self.events.sender(),
                     price: self.price,
+                    slots: self.call_slots.clone(),
+                    pricing: crate::budget::SamplingPrices {
+                        table: self.prices.clone(),
+                        provider: self.provider.name().to_owned(),
+                        model: self.model.clone(),
+                    },
+                    held: std::sync::Mutex::default(),
                 })),
                 tasks: self.task_log.clone(),
             };

@@ -7,9 +7,11 @@
 //! that only buddy reads. It is not encrypted — a client could write one itself, as it
 //! could write any message — so it carries nothing the client may not see.
 
+use std::sync::Arc;
+
 use axum::Json;
 use axum::response::{IntoResponse, Response};
-use buddy_core::{CompletionRequest, Message, Usage};
+use buddy_core::{Message, Usage};
 use buddy_openai_wire::responses::{CompactionItem, Item, MessageItem, ResponseUsage};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -19,8 +21,8 @@ use super::ids::{conversation_of, turn_of};
 use super::input::input_messages;
 use crate::backend::Resolved;
 use crate::error::AppError;
+use crate::gate;
 use crate::request::JsonBody;
-use crate::spend;
 use crate::turn::{Turns, unix_now};
 
 /// The body of `POST /v1/responses/compact`.
@@ -63,20 +65,7 @@ pub(crate) async fn compact(
     )
     .await?;
     let resolved = turns.resolve(None, Some(&model))?;
-    let state = &turns.state;
-    let price = state
-        .inner
-        .settings
-        .prices
-        .price(resolved.provider.name(), &resolved.model);
-    // The summarising call is spend like any other: a key at its ceiling gets 429.
-    turns.spend_room().await?;
-    let (summary, usage) = summarise(&resolved, &messages).await?;
-    if let Some(cost) = price.map(|p| p.cost(&usage)) {
-        let caller = &turns.caller;
-        let store = &*state.inner.store;
-        spend::add(store, &caller.owner, &caller.name, cost, "compaction").await;
-    }
+    let (summary, usage) = gated_summary(&turns, &resolved, &messages).await?;
     let id = buddy_store::new_id("cmp");
     let id = id.trim_start_matches("cmp_");
     let mut output: Vec<Item> = messages
@@ -161,20 +150,43 @@ async fn to_compact(
     Ok(messages)
 }
 
-/// The model's summary of `messages` (cut to its bound) and what the call used.
-async fn summarise(resolved: &Resolved, messages: &[Message]) -> Result<(String, Usage), AppError> {
+/// Most tokens the summarising call may write (about [`MAX_SUMMARY_CHARS`]): with its
+/// input, the worst case the spend gate holds.
+const MAX_SUMMARY_TOKENS: u64 = 16 * 1024;
+
+/// The summary of `messages`, made under the spend gate like any turn ([`gate::call_once`]).
+async fn gated_summary(
+    turns: &Turns,
+    resolved: &Resolved,
+    messages: &[Message],
+) -> Result<(String, Usage), AppError> {
+    let (state, caller) = (&turns.state, &turns.caller);
     let request = [
         Message::system(SUMMARISE),
         Message::user(transcript(messages)),
     ];
-    let completion = resolved
-        .provider
-        .complete(CompletionRequest::new(&resolved.model, &request))
-        .await
-        .map_err(|e| AppError::TurnFailed {
-            reason: buddy_core::StopReason::ProviderError,
-            message: format!("the model could not write the summary: {e}"),
-        })?;
+    let completion = gate::call_once(
+        state,
+        caller,
+        gate::OneCall {
+            provider: Arc::clone(&resolved.provider),
+            model: resolved.model.clone(),
+            messages: request.to_vec(),
+            max_output_tokens: MAX_SUMMARY_TOKENS,
+        },
+    )
+    .await?;
+    summarised(completion)
+}
+
+/// The summary a completion wrote (cut to its bound) and what the call used.
+fn summarised(
+    completion: Result<buddy_core::Completion, buddy_core::ProviderError>,
+) -> Result<(String, Usage), AppError> {
+    let completion = completion.map_err(|e| AppError::TurnFailed {
+        reason: buddy_core::StopReason::ProviderError,
+        message: format!("the model could not write the summary: {e}"),
+    })?;
     let summary: String = completion
         .text
         .trim()

@@ -49,6 +49,12 @@ server_settings! {
         max_concurrent_turns_per_key as "max_concurrent_turns_per_key": usize = 8;
             check SettingCheck::Any;
             flag SettingFlag::Value { long: "max-concurrent-turns", value_name: "N", env: None, help: "Turns one API key may run at once." };
+        /// Model calls one key may have in flight at once in this process, over all its
+        /// turns, their sub-agents, their tools' sampling and its compactions (0 counts
+        /// as 1); more wait for a free slot (within their turn's deadline).
+        max_model_calls_in_flight_per_key as "max_model_calls_in_flight_per_key": usize = 16;
+            check SettingCheck::Any;
+            flag SettingFlag::None;
         /// How long running turns may go on after a shutdown signal before they are
         /// cancelled, in seconds.
         shutdown_grace as "shutdown_grace_secs": Duration = Duration::from_secs(30);
@@ -187,6 +193,7 @@ impl ServerSettings {
     pub(crate) fn normalized(mut self) -> Self {
         self.max_connections = self.max_connections.max(1);
         self.max_concurrent_turns_per_key = self.max_concurrent_turns_per_key.max(1);
+        self.max_model_calls_in_flight_per_key = self.max_model_calls_in_flight_per_key.max(1);
         self
     }
 }

@@ -29,8 +29,8 @@ pub(crate) use spec::{
 
 use crate::backend::Resolved;
 use crate::error::AppError;
+use crate::gate;
 use crate::request::Client;
-use crate::spend;
 use crate::state::AppState;
 use crate::storage_quota;
 
@@ -56,33 +56,31 @@ impl std::ops::Deref for Turns {
 
 impl Turns {
     /// Starts the turn `spec` asks for on its own task: its model resolved here, once,
-    /// with its conversation's kept facts.
+    /// with its conversation's kept facts, and admitted through the spend gate.
     pub(crate) async fn start(&self, mut spec: TurnSpec) -> Result<StartedTurn, AppError> {
         let (state, caller) = (&self.state, &self.caller);
         let resolved = resolve::resolve(self, &mut spec).await?;
         let mut policy = turn_policy(state, &resolved, &spec.policy)?;
         refuse_what_cannot_be_honoured(&spec, &resolved)?;
-        let price = state
-            .inner
-            .settings
-            .prices
-            .price(resolved.provider.name(), &resolved.model);
         if !matches!(spec.conversation, Conversation::Ephemeral(_)) {
             let adding = spec.user_message.as_ref().map_or(0, String::len);
             storage_quota::check(state, caller, adding as u64 + 1).await?;
         }
-        let holder = spend::Holder {
-            owner: &caller.owner,
-            name: &caller.name,
-            ceiling: caller.spend,
+        // The one gate every model call on a key's behalf passes (crate::gate).
+        let worst = gate::Worst::Turn {
             budget: policy.max_turn_cost_usd,
             deadline: policy.deadline_ms.map(std::time::Duration::from_millis),
         };
-        let unpriced = price.is_none().then_some(resolved.model.as_str());
-        let now = time::OffsetDateTime::now_utc();
-        let store = &*state.inner.store;
-        let held = spend::hold(store, &holder, unpriced, now).await?;
-        let layer = policy::spend_layer(&policy, held.as_ref().map(|h| h.amount), price.is_some())?;
+        let admitted = gate::admit(
+            state,
+            caller,
+            resolved.provider.name(),
+            &resolved.model,
+            worst,
+        )
+        .await?;
+        let room = admitted.held.as_ref().map(|h| h.amount);
+        let layer = policy::spend_layer(&policy, room, admitted.price.is_some())?;
         policy
             .apply(&layer)
             .map_err(|e| AppError::Internal(e.to_string()))?;
@@ -90,20 +88,11 @@ impl Turns {
             Ok(opened) => opened,
             Err(e) => {
                 // Nothing ran: the hold is given back at once.
-                spend::settle(store, &caller.owner, &caller.name, held.as_ref(), None).await;
+                admitted.settle_turn(state, None).await;
                 return Err(e);
             }
         };
-        Ok(run::run(state, caller, opened, policy, price, held))
-    }
-
-    /// What the caller's key may still spend today and this month (`None`: no ceiling);
-    /// a key at a ceiling is refused with 429.
-    pub(crate) async fn spend_room(&self) -> Result<Option<buddy_core::Usd>, AppError> {
-        let caller = &self.caller;
-        let now = time::OffsetDateTime::now_utc();
-        let store = &*self.state.inner.store;
-        spend::room(store, &caller.owner, &caller.name, caller.spend, now).await
+        Ok(run::run(state, caller, opened, policy, admitted))
     }
 
     /// What a streaming endpoint holds of its turn: the turn runs on when the client

@@ -16,8 +16,8 @@ use super::open::Opened;
 use super::sink::StoreSink;
 use super::spec::{Family, StartedTurn};
 use crate::caller::Caller;
+use crate::gate::Admission;
 use crate::metrics::{TimedProvider, observe_event, observe_turn};
-use crate::spend;
 use crate::state::{AppState, TurnLease};
 use crate::turn_log::EventLog;
 
@@ -32,8 +32,7 @@ pub(crate) fn run(
     caller: &Caller,
     opened: Opened,
     policy: LoopPolicy,
-    price: Option<buddy_core::Price>,
-    held: Option<spend::Held>,
+    admitted: Admission,
 ) -> StartedTurn {
     let store = Arc::clone(&state.inner.store);
     let settings = &state.inner.settings;
@@ -43,7 +42,9 @@ pub(crate) fn run(
     };
     let resolved = opened.resolved;
     let mut request = TurnRequest::new(resolved.model.clone(), String::new())
-        .with_price(price)
+        .with_price(admitted.price)
+        .with_prices(Some(Arc::new(settings.prices.clone())))
+        .with_call_slots(Some(admitted.slots.clone()))
         .with_history(opened.history)
         .with_history_counts(opened.counts)
         .with_policy(policy)
@@ -94,7 +95,6 @@ pub(crate) fn run(
         provider: resolved.provider.name().to_owned(),
         model: resolved.model.clone(),
         key: caller.name.clone(),
-        owner: caller.owner.clone(),
         turn: opened.turn_id.clone(),
     };
     let engine = Engine::new(
@@ -123,7 +123,8 @@ pub(crate) fn run(
         kept,
         messages: kept_tx,
         lease: opened.lease,
-        held,
+        admitted,
+        state: state.clone(),
     };
     state.inner.turns.spawn(running.drive());
     StartedTurn {
@@ -148,8 +149,10 @@ struct Running {
     /// Where the whole conversation goes at the end, when the endpoint asked for it.
     messages: Option<oneshot::Sender<Vec<Message>>>,
     lease: TurnLease,
-    /// What the turn holds of its key's spend room, settled at its end.
-    held: Option<spend::Held>,
+    /// The gate's admission: what the turn holds of its key's spend room, settled at
+    /// its end.
+    admitted: Admission,
+    state: AppState,
 }
 
 impl Running {
@@ -177,8 +180,7 @@ impl Running {
         if let Some(messages) = self.messages {
             let _ = messages.send(outcome.messages.clone());
         }
-        let held = self.held.as_ref();
-        spend::settle(store, &names.owner, &names.key, held, stats.cost_usd).await;
+        self.admitted.settle_turn(&self.state, stats.cost_usd).await;
         tracing::info!(turn = %names.turn, conversation = ?sink.map(|s| &s.conversation), key = %names.key,
             reason = %reason, model_calls = stats.model_calls, tool_calls = stats.tool_calls, "turn ended");
         // Free the conversation and the key's slot before the client hears the turn
@@ -200,7 +202,6 @@ struct Names {
     provider: String,
     model: String,
     key: String,
-    owner: String,
     turn: String,
 }
 

@@ -29,6 +29,8 @@ mod sessions;
 mod settings;
 mod sharing;
 mod shedding;
+mod spend_gate;
+mod spend_gate_routes;
 mod spend_holds;
 mod stored_items;
 mod telemetry;

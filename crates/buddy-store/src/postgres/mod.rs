@@ -186,6 +186,14 @@ impl Inner {
         .execute(&self.pool)
         .await
         .map_err(backend)?;
+        // Their turns are interrupted: what they held of their keys' room is free again.
+        sqlx::query(
+            "DELETE FROM buddy_spend_holds WHERE instance IS NOT NULL AND instance NOT IN (SELECT id FROM buddy_instances WHERE last_seen_ms > $1)",
+        )
+        .bind(now - STALE_MS)
+        .execute(&self.pool)
+        .await
+        .map_err(backend)?;
         sqlx::query(
             "UPDATE buddy_owner_turns o SET running = (SELECT COUNT(*) FROM buddy_running_turns r WHERE r.owner = o.owner)
              WHERE running <> (SELECT COUNT(*) FROM buddy_running_turns r WHERE r.owner = o.owner)",

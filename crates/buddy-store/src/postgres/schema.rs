@@ -95,6 +95,8 @@ CREATE TABLE IF NOT EXISTS buddy_spend_holds (
     expires_at_ms BIGINT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS buddy_spend_holds_by_owner ON buddy_spend_holds(owner);
+-- The instance whose turn holds it: a hold lives as long as its instance's heartbeat.
+ALTER TABLE buddy_spend_holds ADD COLUMN IF NOT EXISTS instance TEXT;
 -- The tasks tool calls became on their MCP servers: a turn after a restart waits on
 -- them again instead of answering the calls as interrupted.
 CREATE TABLE IF NOT EXISTS buddy_call_tasks (

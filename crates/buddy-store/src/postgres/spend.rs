@@ -6,7 +6,7 @@ use sqlx::{PgPool, Row};
 
 use super::PgStore;
 use super::rows::backend;
-use crate::columns::{nanos, room_to_hold, stored_nanos};
+use crate::columns::{nanos, now_ms, room_to_hold, stored_nanos};
 use crate::error::StoreError;
 use crate::records::SpendHold;
 use crate::store::Spend;
@@ -53,7 +53,7 @@ impl Spend for PgStore {
     }
 
     fn hold_spend<'a>(&'a self, hold: SpendHold<'a>) -> BoxFuture<'a, Result<Usd, StoreError>> {
-        Box::pin(hold_room(&self.inner.pool, hold))
+        Box::pin(hold_room(&self.inner.pool, &self.inner.instance, hold))
     }
 
     fn settle_spend<'a>(
@@ -67,20 +67,26 @@ impl Spend for PgStore {
     }
 }
 
-/// Checks the room and holds it in one transaction, under the owner's lock.
-async fn hold_room(pool: &PgPool, hold: SpendHold<'_>) -> Result<Usd, StoreError> {
+/// Checks the room and holds it in one transaction, under the owner's lock, for a turn
+/// of `instance`. Holds that lapsed, and those of instances whose heartbeat stopped (a
+/// crash: their turns are `interrupted`), hold nothing and go first.
+async fn hold_room(pool: &PgPool, instance: &str, hold: SpendHold<'_>) -> Result<Usd, StoreError> {
     let mut tx = pool.begin().await.map_err(backend)?;
     sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 46))")
         .bind(hold.owner)
         .execute(&mut *tx)
         .await
         .map_err(backend)?;
-    sqlx::query("DELETE FROM buddy_spend_holds WHERE owner = $1 AND expires_at_ms <= $2")
-        .bind(hold.owner)
-        .bind(hold.now_ms)
-        .execute(&mut *tx)
-        .await
-        .map_err(backend)?;
+    sqlx::query(
+        "DELETE FROM buddy_spend_holds WHERE owner = $1 AND (expires_at_ms <= $2
+         OR (instance IS NOT NULL AND instance NOT IN (SELECT id FROM buddy_instances WHERE last_seen_ms > $3)))",
+    )
+    .bind(hold.owner)
+    .bind(hold.now_ms)
+    .bind(now_ms() - super::STALE_MS)
+    .execute(&mut *tx)
+    .await
+    .map_err(backend)?;
     let held: i64 = sqlx::query(
         "SELECT COALESCE(SUM(nanos), 0)::BIGINT FROM buddy_spend_holds WHERE owner = $1",
     )
@@ -105,12 +111,13 @@ async fn hold_room(pool: &PgPool, hold: SpendHold<'_>) -> Result<Usd, StoreError
     let amount = room_to_hold(hold.wanted, &ceilings, nanos(held)).min(i64::MAX as u64);
     if amount > 0 {
         sqlx::query(
-            "INSERT INTO buddy_spend_holds (id, owner, nanos, expires_at_ms) VALUES ($1, $2, $3, $4)",
+            "INSERT INTO buddy_spend_holds (id, owner, nanos, expires_at_ms, instance) VALUES ($1, $2, $3, $4, $5)",
         )
         .bind(hold.id)
         .bind(hold.owner)
         .bind(i64::try_from(amount).unwrap_or(i64::MAX))
         .bind(hold.expires_at_ms)
+        .bind(instance)
         .execute(&mut *tx)
         .await
         .map_err(backend)?;

@@ -3,6 +3,7 @@
 
 mod contract;
 mod coordination;
+mod holds_life;
 mod open;
 mod private_files;
 mod stepwise;
