@@ -38,10 +38,6 @@ pub struct SkillContext {
     /// The W3C `traceparent` of the call's span when tracing is on: a skill that calls
     /// another service (MCP's `params._meta`) sends it on.
     pub traceparent: Option<String>,
-    /// What a skill that runs a turn of its own (a sub-agent) inherits from the calling
-    /// turn: its budget lease, cancellation and event stream. Set by the engine for
-    /// [`Skill::is_agent`] skills only; other skills never see it.
-    pub scope: Option<Arc<dyn std::any::Any + Send + Sync>>,
     /// Asks the person for values mid-call (an MCP server's elicitation), pausing the
     /// turn like an approval; `None` (a bare context) is answered `decline` by the caller.
     pub elicitor: Option<Arc<dyn crate::Elicitor>>,
@@ -113,7 +109,7 @@ pub trait Skill: Send + Sync {
         None
     }
     /// True for a sub-agent: a skill that runs a whole turn of its own under the calling
-    /// turn's budget (the engine hands it a [`SkillContext::scope`]).
+    /// turn's budget (the engine runs its call inside the calling turn's scope).
     fn is_agent(&self) -> bool {
         false
     }

@@ -11,7 +11,14 @@ use tokio_util::sync::CancellationToken;
 use crate::budget::Place;
 use crate::policy::LoopPolicy;
 
-/// The calling turn, as a sub-agent skill sees it (through `SkillContext::scope`).
+tokio::task_local! {
+    /// The calling turn of the sub-agent call being polled: set by the machine around each
+    /// agent call's future (`Scope::around`), read by the agent skill. Typed, and scoped to
+    /// that future: a skill that is no agent never sees it.
+    static CALLING_TURN: Arc<Scope>;
+}
+
+/// The calling turn, as a sub-agent skill sees it while its call runs.
 pub(crate) struct Scope {
     pub place: Place,
     pub cancel: CancellationToken,
@@ -36,4 +43,16 @@ pub(crate) struct Scope {
     /// The calling conversation's latest messages as text, newest last (for declarations
     /// that ask for history).
     pub recent: Vec<String>,
+}
+
+impl Scope {
+    /// Runs `call` (an agent call's future) with `scope` as its calling turn.
+    pub(crate) async fn around<F: std::future::Future>(scope: Arc<Scope>, call: F) -> F::Output {
+        CALLING_TURN.scope(scope, call).await
+    }
+
+    /// The calling turn of the agent call being polled; `None` outside one.
+    pub(crate) fn current() -> Option<Arc<Scope>> {
+        CALLING_TURN.try_with(Arc::clone).ok()
+    }
 }

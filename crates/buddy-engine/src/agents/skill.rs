@@ -226,15 +226,12 @@ impl Skill for AgentSkill {
                     "send the agent its task: {\"task\": \"…\"}".into(),
                 ));
             };
-            let scope = ctx
-                .scope
-                .and_then(|s| s.downcast::<Scope>().ok())
-                .ok_or_else(|| {
-                    SkillError::Failed(format!(
-                        "`{}` is a sub-agent and runs only inside a turn",
-                        self.name()
-                    ))
-                })?;
+            let scope = Scope::current().ok_or_else(|| {
+                SkillError::Failed(format!(
+                    "`{}` is a sub-agent and runs only inside a turn",
+                    self.name()
+                ))
+            })?;
             let hop = AgentHop {
                 agent: self.name().to_owned(),
                 call_id: ctx.call_id,

@@ -103,7 +103,7 @@ impl Turn<'_> {
 
     /// The scope handed to sub-agent calls of this round: the turn's place in its tree,
     /// cancellation, stream, deadline, policy and latest messages.
-    fn agent_scope(&self) -> Arc<dyn std::any::Any + Send + Sync> {
+    fn agent_scope(&self) -> Arc<Scope> {
         let messages = self.ledger.messages();
         let from = messages
             .len()
@@ -151,7 +151,6 @@ impl Turn<'_> {
                 call_id: call.id.clone(),
                 arguments: call.arguments.clone(),
                 traceparent: observer.and_then(|o| o.tool_traceparent(&call.id)),
-                scope,
                 elicitor: Some(self.elicitation.for_call(&call.id)),
                 progress: Some(Arc::clone(&progress) as Arc<dyn buddy_core::ProgressSink>),
                 budget: Some(Arc::new(TurnCallBudget {
@@ -171,15 +170,19 @@ impl Turn<'_> {
                 })),
                 tasks: self.task_log.clone(),
             };
-            pending.push(match watch.clone() {
-                Some(watch) => Box::pin(poll_until_changed(
+            pending.push(match (watch.clone(), scope) {
+                (Some(watch), _) => Box::pin(poll_until_changed(
                     call,
                     watch,
                     self.events.sender(),
                     self.clock.clone(),
                     move || toolbox.invoke(call, ctx.clone()),
                 )),
-                None => Box::pin(async move { (toolbox.invoke(call, ctx).await, None) }),
+                // A sub-agent runs with the calling turn as its scope.
+                (None, Some(scope)) => Box::pin(Scope::around(scope, async move {
+                    (toolbox.invoke(call, ctx).await, None)
+                })),
+                (None, None) => Box::pin(async move { (toolbox.invoke(call, ctx).await, None) }),
             });
         }
         (pending, sinks)

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use buddy_core::{
     BoxFuture, ChatEvent, CompletionRequest, GuardAction, GuardKind, Message, Provider,
-    ProviderError, StopReason, Token, TokenStream, Toolbox,
+    ProviderError, SkillContext, StopReason, Token, TokenStream, ToolCall, Toolbox,
 };
 use buddy_engine::{
     AgentOutcome, AgentSet, AgentSpec, AgentStatus, CancellationToken, Engine, LoopPolicy,
@@ -764,4 +764,24 @@ async fn the_callers_deadline_ends_every_child_and_the_tree_still_answers() {
         "no model stream left open"
     );
     assert!(outcome.stats.delegated.agents >= 4, "{:?}", outcome.stats);
+}
+
+/// An agent's call carries its calling turn only while the engine runs it: invoked from
+/// outside a turn (a toolbox called directly), it fails with a clear error and runs nothing.
+#[tokio::test]
+async fn an_agent_invoked_outside_a_turn_refuses_and_runs_nothing() {
+    let model = Arc::new(TreeModel::new(1, Child::Steps(1)));
+    let provider: Arc<dyn Provider> = Arc::clone(&model) as Arc<dyn Provider>;
+    let base: Arc<dyn Toolbox> = Arc::new(registry("outside"));
+    let set = AgentSet::new(vec![helper()], base, provider, HashMap::new()).expect("agents");
+    let toolbox = set.toolbox();
+    let call = ToolCall::new("c1", "helper", r#"{"task": "look up x"}"#);
+    let outcome = toolbox.invoke(&call, SkillContext::default()).await;
+    assert!(outcome.is_error, "{outcome:?}");
+    assert!(
+        outcome.content.contains("runs only inside a turn"),
+        "{}",
+        outcome.content
+    );
+    assert_eq!(model.calls.load(Ordering::SeqCst), 0, "no model was called");
 }
