@@ -16,6 +16,7 @@ mod mcp_login;
 mod mock;
 mod providers;
 mod readme;
+mod real_claude;
 mod real_codex;
 mod replay;
 mod scenarios;

@@ -13,6 +13,7 @@ use super::reply::{STOP_REASON_HEADER, WARNING_HEADER, message, with_header};
 use crate::client_tools::with_client_tools;
 use crate::error::AppError;
 use crate::request::{JsonAndBytes, request_policy};
+use crate::spend::AT_CEILING_ANSWER;
 use crate::sse;
 use crate::turn::{
     Conversation, Family, StartedTurn, TurnSpec, Turns, frames, until_end, with_turn_header,
@@ -91,7 +92,7 @@ pub(crate) async fn messages(
 fn at_ceiling(stream: bool, model: String, why: &str) -> Response {
     let id = buddy_store::new_id("msg");
     let reason = StopReason::CostBudget;
-    let answer = format!("{AT_CEILING}{why}");
+    let answer = format!("{AT_CEILING_ANSWER}{why}");
     let response = match stream {
         true => sse::respond(futures::stream::iter(without_turn(
             id, model, reason, answer,
@@ -103,9 +104,6 @@ fn at_ceiling(stream: bool, model: String, why: &str) -> Response {
     };
     with_header(response, STOP_REASON_HEADER, reason.as_str())
 }
-
-/// How buddy's answer to a key at its spend ceiling begins.
-const AT_CEILING: &str = "buddy stopped here: this key has reached its spend ceiling. ";
 
 /// The whole reply of `turn`, once it has ended, with its stop reason in a header.
 async fn whole(turn: StartedTurn, id: String, model: String) -> Result<Response, AppError> {

@@ -76,6 +76,12 @@ impl Turns {
         let now = time::OffsetDateTime::now_utc();
         let store = &*state.inner.store;
         let held = spend::hold(store, &holder, unpriced, now).await?;
+        // When the key's room, not the operator's budget, bounds the turn, a turn ended
+        // for its cost says the key reached its ceiling.
+        let at_ceiling = held
+            .as_ref()
+            .filter(|h| price.is_some() && policy.max_turn_cost_usd.is_none_or(|b| h.amount < b))
+            .map(|h| spend::room_spent_words(&caller.name, h.amount));
         let layer = policy::spend_layer(&policy, held.as_ref().map(|h| h.amount), price.is_some())?;
         policy
             .apply(&layer)
@@ -88,7 +94,8 @@ impl Turns {
                 return Err(e);
             }
         };
-        Ok(run::run(state, caller, opened, policy, price, held))
+        let spend = run::Spend { held, at_ceiling };
+        Ok(run::run(state, caller, opened, policy, price, spend))
     }
 
     /// What the caller's key may still spend today and this month (`None`: no ceiling);

@@ -33,7 +33,7 @@ pub(crate) fn run(
     opened: Opened,
     policy: LoopPolicy,
     price: Option<buddy_core::Price>,
-    held: Option<spend::Held>,
+    spend: Spend,
 ) -> StartedTurn {
     let store = Arc::clone(&state.inner.store);
     let settings = &state.inner.settings;
@@ -123,7 +123,7 @@ pub(crate) fn run(
         kept,
         messages: kept_tx,
         lease: opened.lease,
-        held,
+        spend,
     };
     state.inner.turns.spawn(running.drive());
     StartedTurn {
@@ -148,8 +148,14 @@ struct Running {
     /// Where the whole conversation goes at the end, when the endpoint asked for it.
     messages: Option<oneshot::Sender<Vec<Message>>>,
     lease: TurnLease,
-    /// What the turn holds of its key's spend room, settled at its end.
-    held: Option<spend::Held>,
+    spend: Spend,
+}
+
+/// What a turn holds of its key's spend room (settled at its end), and what its answer
+/// adds when the turn ends for its cost with that room as its budget.
+pub(crate) struct Spend {
+    pub held: Option<spend::Held>,
+    pub at_ceiling: Option<String>,
 }
 
 impl Running {
@@ -177,7 +183,7 @@ impl Running {
         if let Some(messages) = self.messages {
             let _ = messages.send(outcome.messages.clone());
         }
-        let held = self.held.as_ref();
+        let held = self.spend.held.as_ref();
         spend::settle(store, &names.owner, &names.key, held, stats.cost_usd).await;
         tracing::info!(turn = %names.turn, conversation = ?sink.map(|s| &s.conversation), key = %names.key,
             reason = %reason, model_calls = stats.model_calls, tool_calls = stats.tool_calls, "turn ended");
@@ -185,6 +191,7 @@ impl Running {
         // ended, so that its next message is never refused as concurrent (a store that
         // keeps the claims ended it with the closing write).
         self.lease.release_closed(closed).await;
+        let terminal = with_ceiling_words(terminal, self.spend.at_ceiling, log);
         match terminal {
             Some(terminal) => {
                 log.push(terminal);
@@ -193,6 +200,37 @@ impl Running {
         }
         self.kept.ended().await;
     }
+}
+
+/// A turn ended for its cost whose budget was its key's room: `words` (buddy's answer at
+/// the ceiling) added to its answer, streamed as its last text.
+fn with_ceiling_words(
+    terminal: Option<ChatEvent>,
+    words: Option<String>,
+    log: &EventLog<ChatEvent>,
+) -> Option<ChatEvent> {
+    let (
+        Some(ChatEvent::Done {
+            reason: StopReason::CostBudget,
+            mut answer,
+            stats,
+        }),
+        Some(words),
+    ) = (terminal.clone(), words)
+    else {
+        return terminal;
+    };
+    let text = match answer.is_empty() {
+        true => words,
+        false => format!("\n\n{words}"),
+    };
+    answer.push_str(&text);
+    log.push(ChatEvent::TextDelta { text });
+    Some(ChatEvent::Done {
+        reason: StopReason::CostBudget,
+        answer,
+        stats,
+    })
 }
 
 /// Who and what a turn is, for its metrics, spend and log line.
