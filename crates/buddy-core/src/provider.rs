@@ -183,12 +183,14 @@ pub trait Provider: Send + Sync {
     /// request in wire format `wire` — to this provider's server exactly as it came
     /// (guard mode's pass-through: the client's cache marks, thinking signatures and
     /// fields buddy does not know are kept byte for byte); `stream` says whether `body`
-    /// asks for a stream. `None` when the provider does not speak `wire` (the default).
+    /// asks for a stream, and `headers` are the client's own that go with it (its
+    /// `anthropic-beta`). `None` when the provider does not speak `wire` (the default).
     fn forward_exact<'a>(
         &'a self,
         _wire: Wire,
         _body: Vec<u8>,
         _stream: bool,
+        _headers: Vec<(String, String)>,
         _request: CompletionRequest<'a>,
     ) -> Option<BoxFuture<'a, Result<TokenStream, ProviderError>>> {
         None
@@ -249,9 +251,10 @@ impl<P: Provider + ?Sized> Provider for Arc<P> {
         wire: Wire,
         body: Vec<u8>,
         stream: bool,
+        headers: Vec<(String, String)>,
         request: CompletionRequest<'a>,
     ) -> Option<BoxFuture<'a, Result<TokenStream, ProviderError>>> {
-        (**self).forward_exact(wire, body, stream, request)
+        (**self).forward_exact(wire, body, stream, headers, request)
     }
 }
 

@@ -1,6 +1,7 @@
 //! `POST /v1/messages`.
 
 use axum::Json;
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use buddy_anthropic_wire::{MessagesRequest, ToHistory, ToolChoice, client_tools, to_messages};
 use buddy_core::{ChatEvent, Message, Sampling, StopReason, TurnStats};
@@ -10,6 +11,7 @@ use std::sync::Arc;
 use super::encoder::{MessageEvents, without_turn};
 use super::passthrough::Passthrough;
 use super::reply::{STOP_REASON_HEADER, WARNING_HEADER, message, with_header};
+use super::tool_choice::{ClientChoice, unknown_tool};
 use crate::client_tools::with_client_tools;
 use crate::error::AppError;
 use crate::request::{JsonAndBytes, request_policy};
@@ -22,6 +24,7 @@ use crate::turn::{
 /// `POST /v1/messages`: one turn over the request's whole history.
 pub(crate) async fn messages(
     turns: Turns,
+    headers: HeaderMap,
     JsonAndBytes(mut body, raw): JsonAndBytes<MessagesRequest>,
 ) -> Result<Response, AppError> {
     let sampling = sampling(&body)?;
@@ -33,6 +36,9 @@ pub(crate) async fn messages(
         ));
     }
     let (declared, left_out) = client_tools(&body.tools);
+    if let Some(why) = unknown_tool(body.tool_choice.as_ref(), &declared) {
+        return Err(AppError::BadRequest(why));
+    }
     let offered = match body.tool_choice {
         Some(ToolChoice::None) => Vec::new(),
         _ => declared,
@@ -45,6 +51,10 @@ pub(crate) async fn messages(
     let names = offered.iter().map(|t| t.name.clone()).collect();
     resolved.toolbox =
         with_client_tools(resolved.toolbox, offered).map_err(AppError::BadRequest)?;
+    let choice = ClientChoice::new(Arc::clone(&resolved.provider), body.tool_choice.as_ref());
+    if choice.asks() {
+        resolved.provider = Arc::new(choice);
+    }
     if passes {
         resolved.provider = Arc::new(Passthrough::new(
             resolved.provider,
@@ -52,6 +62,7 @@ pub(crate) async fn messages(
             body.stream,
             history.messages.clone(),
             names,
+            passed_headers(&headers),
         ));
     }
     let started = turns
@@ -85,6 +96,18 @@ pub(crate) async fn messages(
         true => response,
         false => with_header(response, WARNING_HEADER, &warnings.join("; ")),
     })
+}
+
+/// The client's headers an Anthropic upstream gets with its passed-through body: its
+/// `anthropic-beta` features (Claude Code's `claude-code-20250219`, `context-management-…`),
+/// which its body's fields may need.
+fn passed_headers(headers: &HeaderMap) -> Vec<(String, String)> {
+    headers
+        .get_all("anthropic-beta")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .map(|v| ("anthropic-beta".to_owned(), v.to_owned()))
+        .collect()
 }
 
 /// What a key at its spend ceiling is answered: an ordinary message saying so, ended
@@ -169,27 +192,6 @@ fn warnings(body: &MessagesRequest, history: &ToHistory, left_out: &[String]) ->
             left_out.join(", ")
         ));
     }
-    if let Some(ToolChoice::Any { .. } | ToolChoice::Tool { .. }) = &body.tool_choice {
-        out.push("tool_choice any/tool is not forced: the model chooses".into());
-    }
-    let one_at_a_time = match &body.tool_choice {
-        Some(
-            ToolChoice::Auto {
-                disable_parallel_tool_use,
-            }
-            | ToolChoice::Any {
-                disable_parallel_tool_use,
-            }
-            | ToolChoice::Tool {
-                disable_parallel_tool_use,
-                ..
-            },
-        ) => *disable_parallel_tool_use,
-        _ => false,
-    };
-    if one_at_a_time {
-        out.push("disable_parallel_tool_use is not enforced".into());
-    }
     if body.thinking.as_ref().is_some_and(|t| t.kind != "disabled") {
         out.push("thinking is not asked of the model server".into());
     }
@@ -254,13 +256,7 @@ mod tests {
         let history = to_messages(None, &body.messages).unwrap();
         let (_, left_out) = client_tools(&body.tools);
         let said = warnings(&body, &history, &left_out).join("; ");
-        for part in [
-            "web_search",
-            "not forced",
-            "disable_parallel_tool_use",
-            "thinking",
-            "context_management",
-        ] {
+        for part in ["web_search", "thinking", "context_management"] {
             assert!(said.contains(part), "{part}: {said}");
         }
         assert_eq!(client_tools(&body.tools).0.len(), 1);

@@ -22,17 +22,21 @@ pub(crate) struct Passthrough {
     history: Vec<Message>,
     /// The client's tools, by name, as offered.
     tools: Vec<String>,
+    /// The client's headers that go with its body (`anthropic-beta`).
+    headers: Vec<(String, String)>,
 }
 
 impl Passthrough {
     /// `inner`, sending `body` (whose history and tools buddy read as `history` and
-    /// `tools`) as it is for the first call that is exactly that request.
+    /// `tools`) with the client's `headers` as it is for the first call that is exactly
+    /// that request.
     pub(crate) fn new(
         inner: Arc<dyn Provider>,
         body: Vec<u8>,
         stream: bool,
         history: Vec<Message>,
         tools: Vec<String>,
+        headers: Vec<(String, String)>,
     ) -> Self {
         Passthrough {
             inner,
@@ -40,6 +44,7 @@ impl Passthrough {
             stream,
             history,
             tools,
+            headers,
         }
     }
 
@@ -83,9 +88,10 @@ impl Provider for Passthrough {
             let body = self.body.lock().ok().and_then(|mut b| b.take());
             if let Some(body) = body {
                 let wire = Wire::AnthropicMessages;
+                let (stream, headers) = (self.stream, self.headers.clone());
                 let sent = self
                     .inner
-                    .forward_exact(wire, body, self.stream, request.clone());
+                    .forward_exact(wire, body, stream, headers, request.clone());
                 if let Some(sent) = sent {
                     return sent;
                 }
