@@ -287,3 +287,40 @@ async fn close(
     };
     (reason, Some(terminal), false)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::turn_log::Next;
+    use buddy_core::TurnStats;
+
+    fn done(reason: StopReason, answer: &str) -> Option<ChatEvent> {
+        Some(ChatEvent::Done {
+            reason,
+            answer: answer.into(),
+            stats: TurnStats::default(),
+        })
+    }
+
+    #[test]
+    fn a_turn_ended_for_its_cost_under_the_keys_room_says_the_key_reached_its_ceiling() {
+        let log = EventLog::new("turn_1".into(), "o".into());
+        let mut watch = log.watch(0);
+        let words = Some("buddy stopped here: the ceiling.".to_owned());
+        let ended = with_ceiling_words(done(StopReason::CostBudget, "So far: a.txt."), words, &log);
+        let said = "So far: a.txt.\n\nbuddy stopped here: the ceiling.";
+        assert_eq!(ended, done(StopReason::CostBudget, said));
+        let Some(Next::Event(_, streamed)) = watch.try_next() else {
+            panic!("the words are streamed");
+        };
+        let text = "\n\nbuddy stopped here: the ceiling.".to_owned();
+        assert_eq!(*streamed, ChatEvent::TextDelta { text });
+        // Another stop, or a budget that was not the key's room, is left as it was.
+        let words = Some("buddy stopped here: the ceiling.".to_owned());
+        let other = with_ceiling_words(done(StopReason::LoopDetected, "x"), words, &log);
+        assert_eq!(other, done(StopReason::LoopDetected, "x"));
+        let unbound = with_ceiling_words(done(StopReason::CostBudget, "x"), None, &log);
+        assert_eq!(unbound, done(StopReason::CostBudget, "x"));
+        assert!(watch.try_next().is_none(), "nothing more streamed");
+    }
+}
