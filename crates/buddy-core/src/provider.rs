@@ -209,6 +209,7 @@ pub trait Provider: Send + Sync {
                     Token::Text { text } => out.text.push_str(&text),
                     Token::Refusal { text } => out.refusal.push_str(&text),
                     Token::Reasoning { text } => out.reasoning.push_str(&text),
+                    Token::ReasoningSignature { .. } | Token::RedactedReasoning { .. } => {}
                     Token::ToolCall(call) => out.tool_calls.push(call),
                     Token::Finish { reason, usage } => {
                         out.finish = Some(reason);

@@ -71,6 +71,18 @@ pub fn parse_response(provider: &str, url: &str, body: &str) -> Result<Vec<Token
                         text: text.to_owned(),
                     });
                 }
+                if let Some(signature) = block.signature.non_empty() {
+                    tokens.push(Token::ReasoningSignature {
+                        signature: signature.to_owned(),
+                    });
+                }
+            }
+            "redacted_thinking" => {
+                if let Some(data) = block.data.non_empty() {
+                    tokens.push(Token::RedactedReasoning {
+                        data: data.to_owned(),
+                    });
+                }
             }
             "tool_use" => {
                 let arguments = block

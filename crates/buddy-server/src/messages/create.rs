@@ -11,6 +11,7 @@ use std::sync::Arc;
 use super::encoder::{MessageEvents, without_turn};
 use super::passthrough::Passthrough;
 use super::reply::{STOP_REASON_HEADER, WARNING_HEADER, message, with_header};
+use super::thinking::Thinking;
 use super::tool_choice::{ClientChoice, unknown_tool};
 use crate::client_tools::with_client_tools;
 use crate::error::AppError;
@@ -55,6 +56,7 @@ pub(crate) async fn messages(
     if choice.asks() {
         resolved.provider = Arc::new(choice);
     }
+    let thinking = Arc::new(Thinking::default());
     if passes {
         resolved.provider = Arc::new(Passthrough::new(
             resolved.provider,
@@ -63,6 +65,7 @@ pub(crate) async fn messages(
             history.messages.clone(),
             names,
             passed_headers(&headers),
+            Arc::clone(&thinking),
         ));
     }
     let started = turns
@@ -85,11 +88,11 @@ pub(crate) async fn messages(
     let turn_id = turn.turn_id.clone();
     let response = match body.stream {
         true => {
-            let encoder = MessageEvents::new(id, body.model);
+            let encoder = MessageEvents::new(id, body.model).with_thinking(thinking);
             let guard = turns.disconnect_guard(turn.cancel);
             sse::respond(frames(turn.events, encoder, guard))
         }
-        false => whole(turn, id, body.model).await?,
+        false => whole(turn, id, body.model, &thinking).await?,
     };
     let response = with_turn_header(response, &turn_id);
     Ok(match warnings.is_empty() {
@@ -129,7 +132,12 @@ fn at_ceiling(stream: bool, model: String, why: &str) -> Response {
 }
 
 /// The whole reply of `turn`, once it has ended, with its stop reason in a header.
-async fn whole(turn: StartedTurn, id: String, model: String) -> Result<Response, AppError> {
+async fn whole(
+    turn: StartedTurn,
+    id: String,
+    model: String,
+    thinking: &Thinking,
+) -> Result<Response, AppError> {
     let (terminal, mut pending) = until_end(turn.events, turn.cancel).await;
     match terminal {
         Some(ChatEvent::Done {
@@ -141,7 +149,10 @@ async fn whole(turn: StartedTurn, id: String, model: String) -> Result<Response,
                 StopReason::ClientToolCalls => pending.take(),
                 _ => Vec::new(),
             };
-            let reply = message(id, model, reason, answer, &calls, &stats);
+            let mut reply = message(id, model, reason, answer, &calls, &stats);
+            // The model's thinking comes first, as the upstream sent it.
+            let thought = thinking.take();
+            reply.content.splice(0..0, thought);
             let response = Json(reply).into_response();
             Ok(with_header(response, STOP_REASON_HEADER, reason.as_str()))
         }
@@ -198,7 +209,7 @@ fn warnings(body: &MessagesRequest, history: &ToHistory, left_out: &[String]) ->
     let counts = [
         (
             history.thinking_blocks,
-            "thinking blocks of earlier replies not passed on",
+            "thinking blocks of earlier replies carried only where the request passes through",
         ),
         (history.cache_marks, "cache_control marks not carried"),
         (

@@ -11,6 +11,9 @@ use buddy_core::{
     Attachment, BoxFuture, CallPurpose, CompletionRequest, Message, Provider, ProviderError,
     Sampling, ServedBy, TokenStream, ToolChoice, Wire,
 };
+use futures::StreamExt;
+
+use super::thinking::Thinking;
 
 /// The resolved provider, with the client's request to send once, as it came.
 pub(crate) struct Passthrough {
@@ -24,6 +27,8 @@ pub(crate) struct Passthrough {
     tools: Vec<String>,
     /// The client's headers that go with its body (`anthropic-beta`).
     headers: Vec<(String, String)>,
+    /// Where the upstream's thinking blocks in its answer to the client's body go.
+    thinking: Arc<Thinking>,
 }
 
 impl Passthrough {
@@ -37,6 +42,7 @@ impl Passthrough {
         history: Vec<Message>,
         tools: Vec<String>,
         headers: Vec<(String, String)>,
+        thinking: Arc<Thinking>,
     ) -> Self {
         Passthrough {
             inner,
@@ -45,6 +51,7 @@ impl Passthrough {
             history,
             tools,
             headers,
+            thinking,
         }
     }
 
@@ -93,7 +100,16 @@ impl Provider for Passthrough {
                     .inner
                     .forward_exact(wire, body, stream, headers, request.clone());
                 if let Some(sent) = sent {
-                    return sent;
+                    let thinking = Arc::clone(&self.thinking);
+                    return Box::pin(async move {
+                        let tokens = sent.await?;
+                        let seen = tokens.inspect(move |token| {
+                            if let Ok(token) = token {
+                                thinking.on(token);
+                            }
+                        });
+                        Ok(seen.boxed())
+                    });
                 }
             }
         }

@@ -340,3 +340,111 @@ async fn tool_choice_is_honoured_through_an_openai_compatible_upstream() {
     );
     assert_eq!(asked, Value::Null);
 }
+
+/// A passed-through request with thinking on, as Claude Code sends one, `stream` or not.
+fn thinking_request(stream: bool) -> axum::http::Request<axum::body::Body> {
+    let body = json!({"model": "upstream", "max_tokens": 2048, "stream": stream,
+        "thinking": {"type": "enabled", "budget_tokens": 1024},
+        "tools": [{"name": "Bash", "description": "Run a command",
+                   "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}}],
+        "messages": [{"role": "user", "content": "Is it safe to cross?"}]});
+    axum::http::Request::post("/v1/messages")
+        .header("anthropic-version", "2023-06-01")
+        .header("anthropic-beta", "interleaved-thinking-2025-05-14")
+        .body(axum::body::Body::from(body.to_string()))
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_upstreams_thinking_blocks_reach_the_client_with_their_signatures() {
+    // Whole: thinking (signed), redacted thinking, then a call, as Anthropic answers.
+    let upstream = MockServer::start(|_, _| {
+        MockResponse::json(
+            200,
+            &json!({"id": "msg_up", "type": "message", "role": "assistant", "model": "upstream",
+                "content": [
+                    {"type": "thinking", "thinking": "Check first.", "signature": "EqQBsig=="},
+                    {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4a"},
+                    {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "ls"}}],
+                "stop_reason": "tool_use", "stop_sequence": null,
+                "usage": {"input_tokens": 20, "output_tokens": 10}}),
+        )
+    })
+    .await;
+    let whole = state(anthropic_provider(&upstream));
+    let sent = send(&whole, thinking_request(false)).await;
+    assert_eq!(sent.status, StatusCode::OK, "{}", sent.body);
+    let reply: Value = serde_json::from_str(&sent.body).unwrap();
+    let content = reply["content"].as_array().unwrap();
+    assert_eq!(
+        content[..2],
+        [
+            json!({"type": "thinking", "thinking": "Check first.", "signature": "EqQBsig=="}),
+            json!({"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4a"})
+        ]
+    );
+    assert_eq!(content[2]["type"], "tool_use", "{reply}");
+    // Claude Code sends them back with the call's result: they reach the upstream as sent.
+    let next = json!({"model": "upstream", "max_tokens": 2048, "stream": false,
+        "thinking": {"type": "enabled", "budget_tokens": 1024},
+        "messages": [{"role": "user", "content": "Is it safe to cross?"},
+            {"role": "assistant", "content": content},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "road"}]}]});
+    let request = axum::http::Request::post("/v1/messages")
+        .header("anthropic-version", "2023-06-01")
+        .body(axum::body::Body::from(next.to_string()))
+        .unwrap();
+    let _ = send(&whole, request).await;
+    // (The first call of the turn is the client's; what follows is buddy's own.)
+    let requests = upstream.requests();
+    assert_eq!(String::from_utf8_lossy(&requests[1].body), next.to_string());
+    // Streamed: Anthropic's own recording of a thinking reply, its signature passed on.
+    let recording = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../shared/fixtures/streams/anthropic_thinking_then_text.sse"
+    ))
+    .unwrap();
+    let signature = recording
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .find_map(|e| e["delta"]["signature"].as_str().map(str::to_owned))
+        .unwrap();
+    let upstream = MockServer::start(move |_, _| MockResponse::sse(recording.clone())).await;
+    let streaming = state(anthropic_provider(&upstream));
+    let sent = send(&streaming, thinking_request(true)).await;
+    assert_eq!(sent.status, StatusCode::OK, "{}", sent.body);
+    let streamed = super::messages::events(&sent.body);
+    let starts: Vec<&Value> = streamed
+        .iter()
+        .filter(|(name, _)| name == "content_block_start")
+        .map(|(_, data)| &data["content_block"]["type"])
+        .collect();
+    assert_eq!(
+        starts,
+        [&json!("thinking"), &json!("text")],
+        "{}",
+        sent.body
+    );
+    let delta = |kind: &str| {
+        streamed
+            .iter()
+            .filter(|(_, data)| data["delta"]["type"] == kind)
+            .map(|(_, data)| data["index"].clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(delta("signature_delta"), [json!(0)]);
+    let signed = streamed
+        .iter()
+        .find_map(|(_, data)| data["delta"]["signature"].as_str());
+    assert_eq!(signed, Some(signature.as_str()));
+    let thought = streamed
+        .iter()
+        .find_map(|(_, data)| data["delta"]["thinking"].as_str())
+        .unwrap();
+    assert!(
+        thought.starts_with("This is a straightforward question about pedestrian safety"),
+        "{thought}"
+    );
+    assert!(delta("text_delta").iter().all(|i| *i == json!(1)));
+}
