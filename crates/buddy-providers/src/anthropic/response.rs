@@ -105,3 +105,43 @@ pub fn parse_response(provider: &str, url: &str, body: &str) -> Result<Vec<Token
     finish_reply(stated, calls, response.usage.map(Usage::from), &mut tokens);
     Ok(tokens)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thinking_keeps_its_signature_and_a_redacted_block_its_data() {
+        let body = r#"{"id": "msg_1", "model": "m", "content": [
+            {"type": "thinking", "thinking": "Check.", "signature": "EqQBsig=="},
+            {"type": "redacted_thinking", "data": "EmwKAhgB"},
+            {"type": "text", "text": "Done."}],
+            "stop_reason": "end_turn", "usage": {"input_tokens": 3, "output_tokens": 2}}"#;
+        let tokens = parse_response("anthropic", "http://x", body).unwrap();
+        let thinking: Vec<&Token> = tokens
+            .iter()
+            .filter(|t| {
+                matches!(
+                    t,
+                    Token::Reasoning { .. }
+                        | Token::ReasoningSignature { .. }
+                        | Token::RedactedReasoning { .. }
+                )
+            })
+            .collect();
+        assert_eq!(
+            thinking,
+            [
+                &Token::Reasoning {
+                    text: "Check.".into()
+                },
+                &Token::ReasoningSignature {
+                    signature: "EqQBsig==".into()
+                },
+                &Token::RedactedReasoning {
+                    data: "EmwKAhgB".into()
+                },
+            ]
+        );
+    }
+}
