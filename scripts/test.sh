@@ -18,7 +18,7 @@ fi
 export BUDDY_OPENAI_PYTHON="$venv/bin/python"
 # The Anthropic Python SDK (pinned), for the /v1/messages test.
 eval "$(bash "$root/scripts/anthropic-sdk.sh")"
-# The real codex CLI (pinned, npm), driven against buddy serve.
+# The real codex and Claude Code CLIs (pinned, npm), driven against buddy serve.
 eval "$(bash "$root/scripts/real-clis.sh")"
 # More real clients, pinned: LangChain (its own virtualenv: it pins another openai), and
 # the openai Node SDK with the Vercel AI SDK (clients/node, from package-lock.json).

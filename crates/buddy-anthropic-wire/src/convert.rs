@@ -44,6 +44,7 @@ pub fn to_messages(
                 out.messages.push(match message.role.as_str() {
                     "user" => Message::user(text.clone()),
                     "assistant" => Message::assistant(text.clone()),
+                    "system" => Message::system(text.clone()),
                     other => return Err(bad_role(i, other)),
                 });
                 continue;
@@ -53,6 +54,7 @@ pub fn to_messages(
         let read = match message.role.as_str() {
             "user" => user_message(blocks, &mut out),
             "assistant" => assistant_message(blocks, &mut out),
+            "system" => system_message(blocks, &mut out),
             other => return Err(bad_role(i, other)),
         };
         read.map_err(|e| format!("messages[{i}]: {e}"))?;
@@ -61,7 +63,37 @@ pub fn to_messages(
 }
 
 fn bad_role(i: usize, role: &str) -> String {
-    format!("messages[{i}]: unknown role `{role}`; use user or assistant")
+    format!("messages[{i}]: unknown role `{role}`; use user, assistant or system")
+}
+
+/// A system message between the turns (Claude Code 2.1 sends one after the user's
+/// first message, its environment and instructions, with the `per-turn-control` beta):
+/// its text blocks as a system message, which every provider keeps as instructions.
+fn system_message(blocks: &[ContentBlock], out: &mut ToHistory) -> Result<(), String> {
+    let mut texts = Vec::new();
+    for (n, block) in blocks.iter().enumerate() {
+        match known(block).map_err(|e| format!("content[{n}]: {e}"))? {
+            KnownBlock::Text {
+                text,
+                cache_control,
+                ..
+            } => {
+                out.cache_marks += usize::from(cache_control.is_some());
+                texts.push(text.as_str());
+            }
+            _ => {
+                return Err(format!(
+                    "content[{n}]: a system message holds text blocks, not a `{}` block",
+                    block_type(block)
+                ));
+            }
+        }
+    }
+    let text = texts.join("\n\n");
+    if !text.is_empty() {
+        out.messages.push(Message::system(text));
+    }
+    Ok(())
 }
 
 /// A user message's blocks: its tool results (in order) first, then its text and
@@ -355,6 +387,40 @@ mod tests {
     }
 
     #[test]
+    fn a_system_message_between_the_turns_is_kept_as_instructions() {
+        // Claude Code 2.1.328's first request: the user's prompt, then its environment as
+        // a system message with a cache mark.
+        let read = history(
+            json!([{"type": "text", "text": "You are an agent."}]),
+            json!([
+                {"role": "user", "content": [{"type": "text", "text": "What files are here?"}]},
+                {"role": "system", "content": [{"type": "text", "text": "# Environment",
+                    "cache_control": {"type": "ephemeral"}}]},
+                {"role": "system", "content": "Be brief."}
+            ]),
+        )
+        .unwrap();
+        assert_eq!(
+            read.messages,
+            vec![
+                Message::system("You are an agent."),
+                Message::user("What files are here?"),
+                Message::system("# Environment"),
+                Message::system("Be brief."),
+            ]
+        );
+        assert_eq!(read.cache_marks, 1);
+        let tool_use = history(
+            Value::Null,
+            json!([{"role": "system", "content": [{"type": "tool_use", "id": "a", "name": "b", "input": {}}]}]),
+        );
+        assert_eq!(
+            tool_use.unwrap_err(),
+            "messages[0]: content[0]: a system message holds text blocks, not a `tool_use` block"
+        );
+    }
+
+    #[test]
     fn images_and_documents_are_attachments() {
         let read = history(
             Value::Null,
@@ -381,7 +447,7 @@ mod tests {
         let robot = history(Value::Null, json!([{"role": "robot", "content": "x"}]));
         assert_eq!(
             robot.unwrap_err(),
-            "messages[0]: unknown role `robot`; use user or assistant"
+            "messages[0]: unknown role `robot`; use user, assistant or system"
         );
         let server = history(
             Value::Null,

@@ -185,12 +185,14 @@ pub trait Provider: Send + Sync {
     /// request in wire format `wire` — to this provider's server exactly as it came
     /// (guard mode's pass-through: the client's cache marks, thinking signatures and
     /// fields buddy does not know are kept byte for byte); `stream` says whether `body`
-    /// asks for a stream. `None` when the provider does not speak `wire` (the default).
+    /// asks for a stream, and `headers` are the client's own that go with it (its
+    /// `anthropic-beta`). `None` when the provider does not speak `wire` (the default).
     fn forward_exact<'a>(
         &'a self,
         _wire: Wire,
         _body: Vec<u8>,
         _stream: bool,
+        _headers: Vec<(String, String)>,
         _request: CompletionRequest<'a>,
     ) -> Option<BoxFuture<'a, Result<TokenStream, ProviderError>>> {
         None
@@ -209,6 +211,7 @@ pub trait Provider: Send + Sync {
                     Token::Text { text } => out.text.push_str(&text),
                     Token::Refusal { text } => out.refusal.push_str(&text),
                     Token::Reasoning { text } => out.reasoning.push_str(&text),
+                    Token::ReasoningSignature { .. } | Token::RedactedReasoning { .. } => {}
                     Token::ToolCall(call) => out.tool_calls.push(call),
                     Token::Finish { reason, usage } => {
                         out.finish = Some(reason);
@@ -251,9 +254,10 @@ impl<P: Provider + ?Sized> Provider for Arc<P> {
         wire: Wire,
         body: Vec<u8>,
         stream: bool,
+        headers: Vec<(String, String)>,
         request: CompletionRequest<'a>,
     ) -> Option<BoxFuture<'a, Result<TokenStream, ProviderError>>> {
-        (**self).forward_exact(wire, body, stream, request)
+        (**self).forward_exact(wire, body, stream, headers, request)
     }
 }
 

@@ -14,6 +14,11 @@ pub enum Token {
     Refusal { text: String },
     /// Reasoning / thinking text: kept for callers, never part of the answer.
     Reasoning { text: String },
+    /// The signature that closes a thinking block (Anthropic's `signature_delta`): a
+    /// client that sends the block back must send it with it.
+    ReasoningSignature { signature: String },
+    /// A thinking block the server sent encrypted (Anthropic's `redacted_thinking`).
+    RedactedReasoning { data: String },
     /// A complete, executable tool call (providers assemble deltas before yielding).
     ToolCall(ToolCall),
     /// What the server says about its reply (its id, the model that wrote it), before

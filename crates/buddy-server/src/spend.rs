@@ -11,6 +11,22 @@ use buddy_store::{SpendHold, Store};
 use crate::error::AppError;
 use crate::settings::SpendCeiling;
 
+/// How buddy's answer to a key at its spend ceiling begins, where a client is given an
+/// ordinary answer that ends the session (Messages, Responses) rather than a 429 it would
+/// retry; the refusal's own words follow.
+pub(crate) const AT_CEILING_ANSWER: &str =
+    "buddy stopped here: this key has reached its spend ceiling. ";
+
+/// buddy's answer when a turn whose budget was its key's room (`room`) ended for its cost.
+pub(crate) fn room_spent_words(name: &str, room: Usd) -> String {
+    format!(
+        "{AT_CEILING_ANSWER}Key `{name}` had {room} left under its ceiling when this turn began, \
+         less than its next model call would cost: its turns end this way until the ceiling's \
+         day or month is over. The operator sets it (max_daily_cost_usd / max_monthly_cost_usd \
+         in [[server.keys]] or [server])."
+    )
+}
+
 /// A UTC date as the ledger keys it, `YYYY-MM-DD`.
 pub(crate) fn day(at: time::OffsetDateTime) -> String {
     let date = at.date();

@@ -17,6 +17,7 @@ mod mock;
 mod private_files;
 mod providers;
 mod readme;
+mod real_claude;
 mod real_codex;
 mod replay;
 mod scenarios;

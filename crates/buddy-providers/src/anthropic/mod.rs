@@ -100,11 +100,16 @@ impl Provider for AnthropicProvider {
         wire: Wire,
         body: Vec<u8>,
         stream: bool,
+        headers: Vec<(String, String)>,
         request: CompletionRequest<'a>,
     ) -> Option<BoxFuture<'a, Result<TokenStream, ProviderError>>> {
         (wire == Wire::AnthropicMessages).then(|| {
             Box::pin(async move {
-                let (endpoint, trace) = (&self.endpoint, Trace::of(&request));
+                let trace = Trace {
+                    client_headers: &headers,
+                    ..Trace::of(&request)
+                };
+                let endpoint = &self.endpoint;
                 let parser = || AnthropicStreamParser::new(&endpoint.provider, &endpoint.url);
                 endpoint
                     .call_exact(body.into(), stream, trace, parser, response::parse_response)

@@ -71,6 +71,18 @@ pub fn parse_response(provider: &str, url: &str, body: &str) -> Result<Vec<Token
                         text: text.to_owned(),
                     });
                 }
+                if let Some(signature) = block.signature.non_empty() {
+                    tokens.push(Token::ReasoningSignature {
+                        signature: signature.to_owned(),
+                    });
+                }
+            }
+            "redacted_thinking" => {
+                if let Some(data) = block.data.non_empty() {
+                    tokens.push(Token::RedactedReasoning {
+                        data: data.to_owned(),
+                    });
+                }
             }
             "tool_use" => {
                 let arguments = block
@@ -92,4 +104,44 @@ pub fn parse_response(provider: &str, url: &str, body: &str) -> Result<Vec<Token
         .map(FinishReason::from_wire);
     finish_reply(stated, calls, response.usage.map(Usage::from), &mut tokens);
     Ok(tokens)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thinking_keeps_its_signature_and_a_redacted_block_its_data() {
+        let body = r#"{"id": "msg_1", "model": "m", "content": [
+            {"type": "thinking", "thinking": "Check.", "signature": "EqQBsig=="},
+            {"type": "redacted_thinking", "data": "EmwKAhgB"},
+            {"type": "text", "text": "Done."}],
+            "stop_reason": "end_turn", "usage": {"input_tokens": 3, "output_tokens": 2}}"#;
+        let tokens = parse_response("anthropic", "http://x", body).unwrap();
+        let thinking: Vec<&Token> = tokens
+            .iter()
+            .filter(|t| {
+                matches!(
+                    t,
+                    Token::Reasoning { .. }
+                        | Token::ReasoningSignature { .. }
+                        | Token::RedactedReasoning { .. }
+                )
+            })
+            .collect();
+        assert_eq!(
+            thinking,
+            [
+                &Token::Reasoning {
+                    text: "Check.".into()
+                },
+                &Token::ReasoningSignature {
+                    signature: "EqQBsig==".into()
+                },
+                &Token::RedactedReasoning {
+                    data: "EmwKAhgB".into()
+                },
+            ]
+        );
+    }
 }

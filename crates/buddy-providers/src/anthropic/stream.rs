@@ -39,6 +39,12 @@ pub(crate) struct ContentBlock<'a> {
     pub text: LenientStr<'a>,
     #[serde(default, borrow)]
     pub thinking: LenientStr<'a>,
+    /// A thinking block's signature (whole replies; streamed, it comes as a delta).
+    #[serde(default, borrow)]
+    pub signature: LenientStr<'a>,
+    /// A `redacted_thinking` block's encrypted thinking.
+    #[serde(default, borrow)]
+    pub data: LenientStr<'a>,
     #[serde(default)]
     pub input: Option<serde_json::Value>,
 }
@@ -53,6 +59,8 @@ struct Delta<'a> {
     partial_json: LenientStr<'a>,
     #[serde(default, borrow)]
     thinking: LenientStr<'a>,
+    #[serde(default, borrow)]
+    signature: LenientStr<'a>,
     #[serde(default, borrow)]
     stop_reason: LenientStr<'a>,
 }
@@ -196,13 +204,21 @@ impl AnthropicStreamParser {
                 }
                 Block::Text
             }
-            "thinking" | "redacted_thinking" => {
+            "thinking" => {
                 if let Some(text) = block.thinking.non_empty() {
                     out.push_back(Token::Reasoning {
                         text: text.to_owned(),
                     });
                 }
                 Block::Thinking
+            }
+            "redacted_thinking" => {
+                if let Some(data) = block.data.non_empty() {
+                    out.push_back(Token::RedactedReasoning {
+                        data: data.to_owned(),
+                    });
+                }
+                Block::Other
             }
             "tool_use" => Block::ToolUse {
                 id: block.id.non_empty().unwrap_or_default().to_owned(),
@@ -243,6 +259,13 @@ impl AnthropicStreamParser {
                 if let Some(text) = delta.thinking.non_empty() {
                     out.push_back(Token::Reasoning {
                         text: text.to_owned(),
+                    });
+                }
+            }
+            ("signature_delta", Some(Block::Thinking)) => {
+                if let Some(signature) = delta.signature.non_empty() {
+                    out.push_back(Token::ReasoningSignature {
+                        signature: signature.to_owned(),
                     });
                 }
             }

@@ -28,6 +28,9 @@ impl Endpoint {
             .post(self.parsed_url.clone())
             .headers(self.headers.clone())
             .body(body.clone());
+        for (name, value) in trace.client_headers {
+            request = request.header(name.as_str(), value.as_str());
+        }
         if let Some(traceparent) = trace.parent {
             request = request.header("traceparent", traceparent);
             if let Some(tracestate) = trace.state {

@@ -124,11 +124,14 @@ pub(crate) trait EventParser: Send + 'static {
 /// partial event is progress (a large tool call arriving slowly).
 const KEEP_ALIVE_BYTES: usize = 256;
 
-/// The W3C trace context a model call sends: `traceparent`, and `tracestate` beside it.
+/// What a model call sends beside its body: the W3C trace context (`traceparent`, and
+/// `tracestate` beside it), and a client's own headers on a call passed through as it came.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Trace<'a> {
     pub parent: Option<&'a str>,
     pub state: Option<&'a str>,
+    /// The client's headers (its `anthropic-beta`), added to the provider's own.
+    pub client_headers: &'a [(String, String)],
 }
 
 impl<'a> Trace<'a> {
@@ -137,6 +140,7 @@ impl<'a> Trace<'a> {
         Trace {
             parent: request.traceparent,
             state: request.tracestate,
+            client_headers: &[],
         }
     }
 }

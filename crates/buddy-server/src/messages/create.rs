@@ -4,16 +4,19 @@ use axum::Json;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use buddy_anthropic_wire::{MessagesRequest, ToHistory, ToolChoice, client_tools, to_messages};
-use buddy_core::{ChatEvent, Message, Provider, Sampling, StopReason, TurnStats};
+use buddy_core::{ChatEvent, Message, Sampling, StopReason, TurnStats};
 
 use std::sync::Arc;
 
 use super::encoder::{MessageEvents, without_turn};
 use super::passthrough::Passthrough;
 use super::reply::{STOP_REASON_HEADER, WARNING_HEADER, message, with_header};
+use super::thinking::Thinking;
+use super::tool_choice::{ClientChoice, unknown_tool};
 use crate::client_session;
 use crate::error::AppError;
 use crate::request::{JsonAndBytes, request_policy};
+use crate::spend::AT_CEILING_ANSWER;
 use crate::sse;
 use crate::turn::{
     Family, ModelAsk, ProviderWrap, StartedTurn, ToolAsk, TurnSpec, Turns, frames, until_end,
@@ -35,6 +38,9 @@ pub(crate) async fn messages(
         ));
     }
     let (declared, left_out) = client_tools(&body.tools);
+    if let Some(why) = unknown_tool(body.tool_choice.as_ref(), &declared) {
+        return Err(AppError::BadRequest(why));
+    }
     let offered = match body.tool_choice {
         Some(ToolChoice::None) => Vec::new(),
         _ => declared,
@@ -44,12 +50,25 @@ pub(crate) async fn messages(
     let passes = body.buddy_policy.is_none();
     let policy = request_policy(body.buddy_policy.take())?;
     let names = offered.iter().map(|t| t.name.clone()).collect();
-    let wrap_provider = passes.then(|| {
+    let thinking = Arc::new(Thinking::default());
+    let wrap_provider: ProviderWrap = {
+        let choice = body.tool_choice.clone();
         let (raw, stream, messages) = (raw.to_vec(), body.stream, history.messages.clone());
+        let (passed, thinking) = (passed_headers(&headers), Arc::clone(&thinking));
         Box::new(move |upstream| {
-            Arc::new(Passthrough::new(upstream, raw, stream, messages, names)) as Arc<dyn Provider>
-        }) as ProviderWrap
-    });
+            let mut provider = upstream;
+            let asked = ClientChoice::new(Arc::clone(&provider), choice.as_ref());
+            if asked.asks() {
+                provider = Arc::new(asked);
+            }
+            if passes {
+                let through =
+                    Passthrough::new(provider, raw, stream, messages, names, passed, thinking);
+                provider = Arc::new(through);
+            }
+            provider
+        })
+    };
     let asked = ModelAsk::model(Some(body.model.clone()));
     let user_id = body.metadata.as_ref().and_then(|m| m["user_id"].as_str());
     let conversation =
@@ -62,7 +81,7 @@ pub(crate) async fn messages(
                 client: offered,
                 ..ToolAsk::default()
             },
-            wrap_provider,
+            wrap_provider: Some(wrap_provider),
             ..TurnSpec::new(conversation, asked, policy)
         })
         .await;
@@ -79,11 +98,11 @@ pub(crate) async fn messages(
     let turn_id = turn.turn_id.clone();
     let response = match body.stream {
         true => {
-            let encoder = MessageEvents::new(id, body.model);
+            let encoder = MessageEvents::new(id, body.model).with_thinking(thinking);
             let guard = turns.disconnect_guard(turn.cancel);
             sse::respond(frames(turn.events, encoder, guard))
         }
-        false => whole(turn, id, body.model).await?,
+        false => whole(turn, id, body.model, &thinking).await?,
     };
     let response = with_turn_header(response, &turn_id);
     Ok(match warnings.is_empty() {
@@ -92,12 +111,24 @@ pub(crate) async fn messages(
     })
 }
 
+/// The client's headers an Anthropic upstream gets with its passed-through body: its
+/// `anthropic-beta` features (Claude Code's `claude-code-20250219`, `context-management-…`),
+/// which its body's fields may need.
+fn passed_headers(headers: &HeaderMap) -> Vec<(String, String)> {
+    headers
+        .get_all("anthropic-beta")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .map(|v| ("anthropic-beta".to_owned(), v.to_owned()))
+        .collect()
+}
+
 /// What a key at its spend ceiling is answered: an ordinary message saying so, ended
 /// `end_turn`, its stop reason `cost_budget` in the header.
 fn at_ceiling(stream: bool, model: String, why: &str) -> Response {
     let id = buddy_store::new_id("msg");
     let reason = StopReason::CostBudget;
-    let answer = format!("{AT_CEILING}{why}");
+    let answer = format!("{AT_CEILING_ANSWER}{why}");
     let response = match stream {
         true => sse::respond(futures::stream::iter(without_turn(
             id, model, reason, answer,
@@ -110,11 +141,13 @@ fn at_ceiling(stream: bool, model: String, why: &str) -> Response {
     with_header(response, STOP_REASON_HEADER, reason.as_str())
 }
 
-/// How buddy's answer to a key at its spend ceiling begins.
-const AT_CEILING: &str = "buddy stopped here: this key has reached its spend ceiling. ";
-
 /// The whole reply of `turn`, once it has ended, with its stop reason in a header.
-async fn whole(turn: StartedTurn, id: String, model: String) -> Result<Response, AppError> {
+async fn whole(
+    turn: StartedTurn,
+    id: String,
+    model: String,
+    thinking: &Thinking,
+) -> Result<Response, AppError> {
     let (terminal, mut pending) = until_end(turn.events, turn.cancel).await;
     match terminal {
         Some(ChatEvent::Done {
@@ -126,7 +159,10 @@ async fn whole(turn: StartedTurn, id: String, model: String) -> Result<Response,
                 StopReason::ClientToolCalls => pending.take(),
                 _ => Vec::new(),
             };
-            let reply = message(id, model, reason, answer, &calls, &stats);
+            let mut reply = message(id, model, reason, answer, &calls, &stats);
+            // The model's thinking comes first, as the upstream sent it.
+            let thought = thinking.take();
+            reply.content.splice(0..0, thought);
             let response = Json(reply).into_response();
             Ok(with_header(response, STOP_REASON_HEADER, reason.as_str()))
         }
@@ -177,34 +213,13 @@ fn warnings(body: &MessagesRequest, history: &ToHistory, left_out: &[String]) ->
             left_out.join(", ")
         ));
     }
-    if let Some(ToolChoice::Any { .. } | ToolChoice::Tool { .. }) = &body.tool_choice {
-        out.push("tool_choice any/tool is not forced: the model chooses".into());
-    }
-    let one_at_a_time = match &body.tool_choice {
-        Some(
-            ToolChoice::Auto {
-                disable_parallel_tool_use,
-            }
-            | ToolChoice::Any {
-                disable_parallel_tool_use,
-            }
-            | ToolChoice::Tool {
-                disable_parallel_tool_use,
-                ..
-            },
-        ) => *disable_parallel_tool_use,
-        _ => false,
-    };
-    if one_at_a_time {
-        out.push("disable_parallel_tool_use is not enforced".into());
-    }
     if body.thinking.as_ref().is_some_and(|t| t.kind != "disabled") {
         out.push("thinking is not asked of the model server".into());
     }
     let counts = [
         (
             history.thinking_blocks,
-            "thinking blocks of earlier replies not passed on",
+            "thinking blocks of earlier replies carried only where the request passes through",
         ),
         (history.cache_marks, "cache_control marks not carried"),
         (
@@ -262,13 +277,7 @@ mod tests {
         let history = to_messages(None, &body.messages).unwrap();
         let (_, left_out) = client_tools(&body.tools);
         let said = warnings(&body, &history, &left_out).join("; ");
-        for part in [
-            "web_search",
-            "not forced",
-            "disable_parallel_tool_use",
-            "thinking",
-            "context_management",
-        ] {
+        for part in ["web_search", "thinking", "context_management"] {
             assert!(said.contains(part), "{part}: {said}");
         }
         assert_eq!(client_tools(&body.tools).0.len(), 1);

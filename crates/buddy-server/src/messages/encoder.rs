@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use super::errors::anthropic_error;
 use super::reply::{stop_reason, tool_input, usage};
+use super::thinking::Thinking;
 use crate::error::AppError;
 use crate::sse;
 use crate::turn::{Encoder, PendingCalls};
@@ -28,6 +29,8 @@ pub(crate) struct MessageEvents {
     /// A model call went on to call tools since the last text.
     narrated: bool,
     streamed_text: bool,
+    /// The upstream's thinking blocks, streamed before anything else of the reply.
+    thinking: Option<std::sync::Arc<Thinking>>,
 }
 
 impl MessageEvents {
@@ -41,6 +44,55 @@ impl MessageEvents {
             open_text: None,
             narrated: false,
             streamed_text: false,
+            thinking: None,
+        }
+    }
+
+    /// The same stream, with the thinking blocks `thinking` collects before its text.
+    pub(crate) fn with_thinking(mut self, thinking: std::sync::Arc<Thinking>) -> Self {
+        self.thinking = Some(thinking);
+        self
+    }
+
+    /// The thinking blocks collected so far, each whole: its start, its thinking and its
+    /// signature as deltas, its stop (a redacted block whole in its start).
+    fn thinking(&mut self, out: &mut Vec<Bytes>) {
+        let blocks = self.thinking.as_ref().map(|t| t.take()).unwrap_or_default();
+        for block in blocks {
+            let index = self.next;
+            self.next += 1;
+            let deltas = match &block {
+                OutputBlock::Thinking {
+                    thinking,
+                    signature,
+                } => vec![
+                    BlockDelta::ThinkingDelta {
+                        thinking: thinking.clone(),
+                    },
+                    BlockDelta::SignatureDelta {
+                        signature: signature.clone(),
+                    },
+                ],
+                _ => Vec::new(),
+            };
+            let start = match block {
+                OutputBlock::Thinking { .. } => OutputBlock::Thinking {
+                    thinking: String::new(),
+                    signature: String::new(),
+                },
+                other => other,
+            };
+            out.push(Self::frame(&StreamEvent::ContentBlockStart {
+                index,
+                content_block: start,
+            }));
+            for delta in deltas {
+                out.push(Self::frame(&StreamEvent::ContentBlockDelta {
+                    index,
+                    delta,
+                }));
+            }
+            out.push(Self::frame(&StreamEvent::ContentBlockStop { index }));
         }
     }
 
@@ -77,6 +129,7 @@ impl MessageEvents {
 
     fn done(&mut self, reason: StopReason, answer: &str, stats: &TurnStats) -> Vec<Bytes> {
         let mut out = Vec::new();
+        self.thinking(&mut out);
         // An answer buddy wrote itself (nothing streamed) still reaches the client.
         if !self.streamed_text && !answer.is_empty() {
             self.text(answer.to_owned(), &mut out);
@@ -161,6 +214,7 @@ impl Encoder for MessageEvents {
         let mut out = Vec::new();
         match event {
             ChatEvent::TextDelta { text } => {
+                self.thinking(&mut out);
                 // Narration of an earlier tool round is set apart from what follows.
                 let text = match self.narrated && self.streamed_text {
                     true => format!("\n\n{text}"),

@@ -16,9 +16,15 @@
 //!   for every route under `/v1/messages` and the model list asked with
 //!   `anthropic-version`;
 //! - `POST /v1/messages/count_tokens` counts as buddy counts for the model's window;
+//! - `tool_choice` (`auto`, `any`, `tool`, `none`, `disable_parallel_tool_use`) is
+//!   honoured on every upstream (`tool_choice.rs`); `top_k` is refused by name (buddy's
+//!   translated upstreams take temperature and top_p only);
+//! - the client's `anthropic-beta` goes with its body to an Anthropic upstream, and the
+//!   upstream's thinking and `redacted_thinking` blocks come back to the client first in
+//!   its reply, signatures and all (`thinking.rs`), to be sent back as they were signed;
 //! - what buddy cannot carry is named in a `buddy-warning` header, never dropped
 //!   silently (thinking blocks of earlier replies, `cache_control` marks, Anthropic's own
-//!   server tools, a `tool_choice` buddy cannot force).
+//!   server tools).
 
 mod count;
 mod create;
@@ -26,6 +32,8 @@ mod encoder;
 mod errors;
 mod passthrough;
 mod reply;
+mod thinking;
+mod tool_choice;
 
 use axum::Router;
 use axum::routing::post;

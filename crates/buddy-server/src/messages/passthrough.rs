@@ -11,6 +11,9 @@ use buddy_core::{
     Attachment, BoxFuture, CallPurpose, CompletionRequest, Message, Provider, ProviderError,
     Sampling, ServedBy, TokenStream, ToolChoice, Wire,
 };
+use futures::StreamExt;
+
+use super::thinking::Thinking;
 
 /// The resolved provider, with the client's request to send once, as it came.
 pub(crate) struct Passthrough {
@@ -22,17 +25,24 @@ pub(crate) struct Passthrough {
     history: Vec<Message>,
     /// The client's tools, by name, as offered.
     tools: Vec<String>,
+    /// The client's headers that go with its body (`anthropic-beta`).
+    headers: Vec<(String, String)>,
+    /// Where the upstream's thinking blocks in its answer to the client's body go.
+    thinking: Arc<Thinking>,
 }
 
 impl Passthrough {
     /// `inner`, sending `body` (whose history and tools buddy read as `history` and
-    /// `tools`) as it is for the first call that is exactly that request.
+    /// `tools`) with the client's `headers` as it is for the first call that is exactly
+    /// that request.
     pub(crate) fn new(
         inner: Arc<dyn Provider>,
         body: Vec<u8>,
         stream: bool,
         history: Vec<Message>,
         tools: Vec<String>,
+        headers: Vec<(String, String)>,
+        thinking: Arc<Thinking>,
     ) -> Self {
         Passthrough {
             inner,
@@ -40,6 +50,8 @@ impl Passthrough {
             stream,
             history,
             tools,
+            headers,
+            thinking,
         }
     }
 
@@ -83,11 +95,21 @@ impl Provider for Passthrough {
             let body = self.body.lock().ok().and_then(|mut b| b.take());
             if let Some(body) = body {
                 let wire = Wire::AnthropicMessages;
+                let (stream, headers) = (self.stream, self.headers.clone());
                 let sent = self
                     .inner
-                    .forward_exact(wire, body, self.stream, request.clone());
+                    .forward_exact(wire, body, stream, headers, request.clone());
                 if let Some(sent) = sent {
-                    return sent;
+                    let thinking = Arc::clone(&self.thinking);
+                    return Box::pin(async move {
+                        let tokens = sent.await?;
+                        let seen = tokens.inspect(move |token| {
+                            if let Ok(token) = token {
+                                thinking.on(token);
+                            }
+                        });
+                        Ok(seen.boxed())
+                    });
                 }
             }
         }

@@ -22,7 +22,7 @@ pub(crate) struct ResponsesRequest {
     pub model: Option<String>,
     #[serde(default)]
     input: Option<Value>,
-    instructions: Option<String>,
+    pub instructions: Option<String>,
     #[serde(default)]
     tools: Vec<Value>,
     pub previous_response_id: Option<String>,

@@ -4,6 +4,7 @@ use axum::Json;
 use axum::response::{IntoResponse, Response};
 use buddy_core::ChatEvent;
 
+use super::at_ceiling::at_ceiling;
 use super::begin::{ResponsesRequest, begin};
 use super::log::{response_log, stream};
 use crate::error::AppError;
@@ -24,7 +25,25 @@ pub(crate) async fn responses(
                 .into(),
         ));
     }
-    let (turn, mut builder) = begin(&turns, body, None).await?;
+    let (model, instructions) = (body.model.clone(), body.instructions.clone());
+    let (turn, mut builder) = match begin(&turns, body, None).await {
+        Ok(begun) => begun,
+        // A key at its money ceiling: an answer that ends the session, not an error the
+        // client retries.
+        Err(AppError::AtCeiling(why)) => {
+            let (owner, model) = (turns.caller.owner.clone(), model.unwrap_or_default());
+            let state = &turns.state;
+            return Ok(at_ceiling(
+                state,
+                owner,
+                model,
+                instructions,
+                streamed,
+                &why,
+            ));
+        }
+        Err(e) => return Err(e),
+    };
     builder.background = background;
     let left_out = builder.echo.client.left_out.clone();
     let warned = |response: Response| left_out_header(response, &left_out);

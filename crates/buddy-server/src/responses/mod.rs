@@ -15,6 +15,7 @@
 //! - `max_tool_calls` lowers the turn's tool-call limit; usage, errors and the stream's
 //!   events are in the API's shapes.
 
+mod at_ceiling;
 mod begin;
 mod builder;
 mod compact;

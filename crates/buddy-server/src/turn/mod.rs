@@ -31,6 +31,7 @@ use crate::backend::Resolved;
 use crate::error::AppError;
 use crate::gate;
 use crate::request::Client;
+use crate::spend;
 use crate::state::AppState;
 use crate::storage_quota;
 
@@ -81,6 +82,15 @@ impl Turns {
         .await?;
         let room = admitted.held.as_ref().map(|h| h.amount);
         let layer = policy::spend_layer(&policy, room, admitted.price.is_some())?;
+        // When the key's room, not the operator's budget, bounds the turn, a turn ended
+        // for its cost says the key reached its ceiling.
+        let at_ceiling = admitted
+            .held
+            .as_ref()
+            .filter(|h| {
+                admitted.price.is_some() && policy.max_turn_cost_usd.is_none_or(|b| h.amount < b)
+            })
+            .map(|h| spend::room_spent_words(&caller.name, h.amount));
         policy
             .apply(&layer)
             .map_err(|e| AppError::Internal(e.to_string()))?;
@@ -92,7 +102,9 @@ impl Turns {
                 return Err(e);
             }
         };
-        Ok(run::run(state, caller, opened, policy, admitted))
+        Ok(run::run(
+            state, caller, opened, policy, admitted, at_ceiling,
+        ))
     }
 
     /// What a streaming endpoint holds of its turn: the turn runs on when the client

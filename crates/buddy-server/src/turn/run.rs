@@ -33,6 +33,7 @@ pub(crate) fn run(
     opened: Opened,
     policy: LoopPolicy,
     admitted: Admission,
+    at_ceiling: Option<String>,
 ) -> StartedTurn {
     let store = Arc::clone(&state.inner.store);
     let settings = &state.inner.settings;
@@ -125,6 +126,7 @@ pub(crate) fn run(
         lease: opened.lease,
         admitted,
         state: state.clone(),
+        at_ceiling,
     };
     state.inner.turns.spawn(running.drive());
     StartedTurn {
@@ -153,6 +155,9 @@ struct Running {
     /// its end.
     admitted: Admission,
     state: AppState,
+    /// What its answer adds when the turn ends for its cost with its key's room as its
+    /// budget.
+    at_ceiling: Option<String>,
 }
 
 impl Running {
@@ -187,6 +192,7 @@ impl Running {
         // ended, so that its next message is never refused as concurrent (a store that
         // keeps the claims ended it with the closing write).
         self.lease.release_closed(closed).await;
+        let terminal = with_ceiling_words(terminal, self.at_ceiling, log);
         match terminal {
             Some(terminal) => {
                 log.push(terminal);
@@ -195,6 +201,37 @@ impl Running {
         }
         self.kept.ended().await;
     }
+}
+
+/// A turn ended for its cost whose budget was its key's room: `words` (buddy's answer at
+/// the ceiling) added to its answer, streamed as its last text.
+fn with_ceiling_words(
+    terminal: Option<ChatEvent>,
+    words: Option<String>,
+    log: &EventLog<ChatEvent>,
+) -> Option<ChatEvent> {
+    let (
+        Some(ChatEvent::Done {
+            reason: StopReason::CostBudget,
+            mut answer,
+            stats,
+        }),
+        Some(words),
+    ) = (terminal.clone(), words)
+    else {
+        return terminal;
+    };
+    let text = match answer.is_empty() {
+        true => words,
+        false => format!("\n\n{words}"),
+    };
+    answer.push_str(&text);
+    log.push(ChatEvent::TextDelta { text });
+    Some(ChatEvent::Done {
+        reason: StopReason::CostBudget,
+        answer,
+        stats,
+    })
 }
 
 /// Who and what a turn is, for its metrics, spend and log line.
@@ -249,4 +286,41 @@ async fn close(
         stats: outcome.stats,
     };
     (reason, Some(terminal), false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::turn_log::Next;
+    use buddy_core::TurnStats;
+
+    fn done(reason: StopReason, answer: &str) -> Option<ChatEvent> {
+        Some(ChatEvent::Done {
+            reason,
+            answer: answer.into(),
+            stats: TurnStats::default(),
+        })
+    }
+
+    #[test]
+    fn a_turn_ended_for_its_cost_under_the_keys_room_says_the_key_reached_its_ceiling() {
+        let log = EventLog::new("turn_1".into(), "o".into());
+        let mut watch = log.watch(0);
+        let words = Some("buddy stopped here: the ceiling.".to_owned());
+        let ended = with_ceiling_words(done(StopReason::CostBudget, "So far: a.txt."), words, &log);
+        let said = "So far: a.txt.\n\nbuddy stopped here: the ceiling.";
+        assert_eq!(ended, done(StopReason::CostBudget, said));
+        let Some(Next::Event(_, streamed)) = watch.try_next() else {
+            panic!("the words are streamed");
+        };
+        let text = "\n\nbuddy stopped here: the ceiling.".to_owned();
+        assert_eq!(*streamed, ChatEvent::TextDelta { text });
+        // Another stop, or a budget that was not the key's room, is left as it was.
+        let words = Some("buddy stopped here: the ceiling.".to_owned());
+        let other = with_ceiling_words(done(StopReason::LoopDetected, "x"), words, &log);
+        assert_eq!(other, done(StopReason::LoopDetected, "x"));
+        let unbound = with_ceiling_words(done(StopReason::CostBudget, "x"), None, &log);
+        assert_eq!(unbound, done(StopReason::CostBudget, "x"));
+        assert!(watch.try_next().is_none(), "nothing more streamed");
+    }
 }

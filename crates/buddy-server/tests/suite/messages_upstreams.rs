@@ -209,8 +209,11 @@ async fn a_clients_request_reaches_an_anthropic_upstream_byte_for_byte() {
   "thinking":{"type":"enabled","budget_tokens":1024},
   "context_management":{"edits":[{"type":"clear_thinking_20251015"}]},
   "metadata":{"user_id":"user_1"}, "stream": false}"#;
+    // Its beta features go with it: the body's `context_management` needs one.
+    let beta = "claude-code-20250219,context-management-2025-06-27";
     let request = axum::http::Request::post("/v1/messages")
         .header("anthropic-version", "2023-06-01")
+        .header("anthropic-beta", beta)
         .body(axum::body::Body::from(raw))
         .unwrap();
     let sent = send(&state, request).await;
@@ -221,6 +224,8 @@ async fn a_clients_request_reaches_an_anthropic_upstream_byte_for_byte() {
     assert_eq!(requests.len(), 1);
     assert_eq!(String::from_utf8_lossy(&requests[0].body), raw);
     assert_eq!(requests[0].header("x-api-key"), Some("sk-ant-upstream"));
+    assert_eq!(requests[0].header("anthropic-beta"), Some(beta));
+    assert_eq!(requests[0].header("anthropic-version"), Some("2023-06-01"));
 }
 
 #[tokio::test]
@@ -249,4 +254,197 @@ async fn when_buddy_ends_the_turn_its_own_final_call_is_sent_not_the_clients() {
     assert_eq!(requests.len(), 1);
     let body = requests[0].json();
     assert_eq!(body["tool_choice"], json!({"type": "none"}), "{body}");
+}
+
+/// Claude Code's kind of request asking `tool_choice`, to an OpenAI-compatible upstream
+/// that answers with two calls: what the upstream was asked, and the reply.
+async fn with_tool_choice(choice: Value) -> (Value, super::messages::Sent) {
+    let upstream = MockServer::sequence(vec![MockResponse::sse(openai_sse(
+        "",
+        &[
+            ("call_1", "Read", r#"{"file_path":"a.txt"}"#),
+            ("call_2", "Read", r#"{"file_path":"b.txt"}"#),
+        ],
+    ))])
+    .await;
+    let provider = OpenAiProvider::new(OpenAiOptions {
+        base_url: format!("{}/v1", upstream.url()),
+        ..OpenAiOptions::default()
+    })
+    .unwrap();
+    let state = state(Arc::new(provider));
+    let history = [json!({"role": "user", "content": "Read both files."})];
+    let mut request = claude_code(&history);
+    let mut body: Value = serde_json::from_slice(
+        &axum::body::to_bytes(std::mem::take(request.body_mut()), usize::MAX)
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    body["tool_choice"] = choice;
+    *request.body_mut() = axum::body::Body::from(body.to_string());
+    let sent = send(&state, request).await;
+    let asked = upstream
+        .requests()
+        .first()
+        .map_or(Value::Null, HttpRequest::json);
+    (asked, sent)
+}
+
+#[tokio::test]
+async fn tool_choice_is_honoured_through_an_openai_compatible_upstream() {
+    // `tool`: that tool alone is offered, and asked for; one call at a time keeps the first.
+    let choice = json!({"type": "tool", "name": "Read", "disable_parallel_tool_use": true});
+    let (asked, sent) = with_tool_choice(choice).await;
+    assert_eq!(sent.status, StatusCode::OK, "{}", sent.body);
+    assert_eq!(asked["tool_choice"], "required", "{asked}");
+    let offered: Vec<&str> = asked["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(offered, ["Read"]);
+    let reply: Value = serde_json::from_str(&sent.body).unwrap();
+    let calls: Vec<&Value> = reply["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|b| b["type"] == "tool_use")
+        .collect();
+    assert_eq!(calls.len(), 1, "{reply}");
+    assert_eq!(calls[0]["input"], json!({"file_path": "a.txt"}));
+    let warning = sent.headers["buddy-warning"].to_str().unwrap();
+    assert!(
+        !warning.contains("tool"),
+        "honoured, not warned of: {warning}"
+    );
+    // `any`: every tool offered, one asked for; both calls kept.
+    let (asked, sent) = with_tool_choice(json!({"type": "any"})).await;
+    assert_eq!(asked["tool_choice"], "required", "{asked}");
+    assert_eq!(asked["tools"].as_array().unwrap().len(), 2);
+    let reply: Value = serde_json::from_str(&sent.body).unwrap();
+    assert_eq!(reply["content"].as_array().unwrap().len(), 2, "{reply}");
+    // `none`: no tool offered.
+    let (asked, _) = with_tool_choice(json!({"type": "none"})).await;
+    assert_eq!(asked.get("tools"), None, "{asked}");
+    // A tool the request does not declare: Anthropic's 400, and no model call.
+    let (asked, sent) = with_tool_choice(json!({"type": "tool", "name": "Grep"})).await;
+    assert_eq!(sent.status, StatusCode::BAD_REQUEST);
+    let error: Value = serde_json::from_str(&sent.body).unwrap();
+    assert_eq!(
+        error,
+        json!({"type": "error", "error": {"type": "invalid_request_error",
+            "message": "tool_choice: the request's tools have no tool named `Grep`"},
+            "request_id": null})
+    );
+    assert_eq!(asked, Value::Null);
+}
+
+/// A passed-through request with thinking on, as Claude Code sends one, `stream` or not.
+fn thinking_request(stream: bool) -> axum::http::Request<axum::body::Body> {
+    let body = json!({"model": "upstream", "max_tokens": 2048, "stream": stream,
+        "thinking": {"type": "enabled", "budget_tokens": 1024},
+        "tools": [{"name": "Bash", "description": "Run a command",
+                   "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}}],
+        "messages": [{"role": "user", "content": "Is it safe to cross?"}]});
+    axum::http::Request::post("/v1/messages")
+        .header("anthropic-version", "2023-06-01")
+        .header("anthropic-beta", "interleaved-thinking-2025-05-14")
+        .body(axum::body::Body::from(body.to_string()))
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_upstreams_thinking_blocks_reach_the_client_with_their_signatures() {
+    // Whole: thinking (signed), redacted thinking, then a call, as Anthropic answers.
+    let upstream = MockServer::start(|_, _| {
+        MockResponse::json(
+            200,
+            &json!({"id": "msg_up", "type": "message", "role": "assistant", "model": "upstream",
+                "content": [
+                    {"type": "thinking", "thinking": "Check first.", "signature": "EqQBsig=="},
+                    {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4a"},
+                    {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "ls"}}],
+                "stop_reason": "tool_use", "stop_sequence": null,
+                "usage": {"input_tokens": 20, "output_tokens": 10}}),
+        )
+    })
+    .await;
+    let whole = state(anthropic_provider(&upstream));
+    let sent = send(&whole, thinking_request(false)).await;
+    assert_eq!(sent.status, StatusCode::OK, "{}", sent.body);
+    let reply: Value = serde_json::from_str(&sent.body).unwrap();
+    let content = reply["content"].as_array().unwrap();
+    assert_eq!(
+        content[..2],
+        [
+            json!({"type": "thinking", "thinking": "Check first.", "signature": "EqQBsig=="}),
+            json!({"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4a"})
+        ]
+    );
+    assert_eq!(content[2]["type"], "tool_use", "{reply}");
+    // Claude Code sends them back with the call's result: they reach the upstream as sent.
+    let next = json!({"model": "upstream", "max_tokens": 2048, "stream": false,
+        "thinking": {"type": "enabled", "budget_tokens": 1024},
+        "messages": [{"role": "user", "content": "Is it safe to cross?"},
+            {"role": "assistant", "content": content},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "road"}]}]});
+    let request = axum::http::Request::post("/v1/messages")
+        .header("anthropic-version", "2023-06-01")
+        .body(axum::body::Body::from(next.to_string()))
+        .unwrap();
+    let _ = send(&whole, request).await;
+    // (The first call of the turn is the client's; what follows is buddy's own.)
+    let requests = upstream.requests();
+    assert_eq!(String::from_utf8_lossy(&requests[1].body), next.to_string());
+    // Streamed: Anthropic's own recording of a thinking reply, its signature passed on.
+    let recording = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../shared/fixtures/streams/anthropic_thinking_then_text.sse"
+    ))
+    .unwrap();
+    let signature = recording
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .find_map(|e| e["delta"]["signature"].as_str().map(str::to_owned))
+        .unwrap();
+    let upstream = MockServer::start(move |_, _| MockResponse::sse(recording.clone())).await;
+    let streaming = state(anthropic_provider(&upstream));
+    let sent = send(&streaming, thinking_request(true)).await;
+    assert_eq!(sent.status, StatusCode::OK, "{}", sent.body);
+    let streamed = super::messages::events(&sent.body);
+    let starts: Vec<&Value> = streamed
+        .iter()
+        .filter(|(name, _)| name == "content_block_start")
+        .map(|(_, data)| &data["content_block"]["type"])
+        .collect();
+    assert_eq!(
+        starts,
+        [&json!("thinking"), &json!("text")],
+        "{}",
+        sent.body
+    );
+    let delta = |kind: &str| {
+        streamed
+            .iter()
+            .filter(|(_, data)| data["delta"]["type"] == kind)
+            .map(|(_, data)| data["index"].clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(delta("signature_delta"), [json!(0)]);
+    let signed = streamed
+        .iter()
+        .find_map(|(_, data)| data["delta"]["signature"].as_str());
+    assert_eq!(signed, Some(signature.as_str()));
+    let thought = streamed
+        .iter()
+        .find_map(|(_, data)| data["delta"]["thinking"].as_str())
+        .unwrap();
+    assert!(
+        thought.starts_with("This is a straightforward question about pedestrian safety"),
+        "{thought}"
+    );
+    assert!(delta("text_delta").iter().all(|i| *i == json!(1)));
 }

@@ -13,6 +13,7 @@ mod elicitations;
 mod hostile_mcp;
 mod instances;
 mod messages;
+mod messages_claude_code;
 mod messages_contract;
 mod messages_upstreams;
 mod prompt_cache_key;

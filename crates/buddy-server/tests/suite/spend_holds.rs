@@ -157,3 +157,46 @@ async fn a_model_without_a_price_is_refused_under_a_ceiling() {
     .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
 }
+
+#[tokio::test]
+async fn a_key_at_its_ceiling_gets_a_completed_response_saying_so_not_a_429() {
+    // Responses clients (codex) retry a 429 and then report a failure: at the ceiling they
+    // get an ordinary completed response whose message says why, whole and streamed.
+    let (state, gate, _) = server(0.02, true);
+    gate.add_permits(1 << 20);
+    let ask = |stream: bool| {
+        post(
+            "/v1/responses",
+            json!({"model": "model-a", "input": "hi", "stream": stream, "store": false}),
+            Some(ALICE),
+        )
+    };
+    let (status, text) = send(&state, ask(false)).await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    let (status, text) = send(&state, ask(false)).await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    let response: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(response["status"], "completed", "{response}");
+    let said = response["output"][0]["content"][0]["text"]
+        .as_str()
+        .unwrap();
+    assert!(
+        said.contains("this key has reached its spend ceiling")
+            && said.contains("has spent $0.0200 today"),
+        "{said}"
+    );
+    let (status, text) = send(&state, ask(true)).await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+    let streamed: Vec<(String, Value)> = events(&text)
+        .into_iter()
+        .filter(|(_, data)| !data.is_null())
+        .collect();
+    let names: Vec<&str> = streamed.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names.first(), Some(&"response.created"), "{names:?}");
+    assert!(names.contains(&"response.output_text.delta"), "{names:?}");
+    let (name, completed) = streamed.last().unwrap();
+    assert_eq!(name, "response.completed");
+    assert_eq!(completed["response"]["status"], "completed");
+    assert_eq!(completed["sequence_number"], names.len() - 1);
+}
