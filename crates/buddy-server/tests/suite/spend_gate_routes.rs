@@ -168,7 +168,12 @@ fn only_the_gate_calls_a_provider_and_only_the_turn_runner_builds_an_engine() {
             // Provider wrappers forward their inner provider's stream; nothing else streams.
             (
                 ".stream(",
-                &["metrics.rs", "messages/passthrough.rs", "gate.rs"][..],
+                &[
+                    "metrics.rs",
+                    "messages/passthrough.rs",
+                    "messages/tool_choice.rs",
+                    "gate.rs",
+                ][..],
             ),
             // An engine runs model calls: only the runner of an admitted turn builds one.
             ("Engine::new(", &["turn/run.rs"][..]),
@@ -219,8 +224,12 @@ async fn every_spending_route_is_refused_for_a_key_at_its_ceiling_before_the_mod
         let uri = route.replace("{id}", &conversation);
         let (status, text) = send(&state, post(&uri, body(route), Some(ALICE))).await;
         let refused = status == StatusCode::TOO_MANY_REQUESTS
-            // The Messages facade ends an agent's session with an ordinary message.
-            || (status == StatusCode::OK && *route == "/v1/messages");
+            // The Messages and Responses facades end an agent's session with an ordinary
+            // answer (Claude Code and codex retry a 429).
+            || (status == StatusCode::OK && *route == "/v1/messages")
+            || (status == StatusCode::OK
+                && *route == "/v1/responses"
+                && text.contains("\"stop_reason\":\"cost_budget\""));
         assert!(refused, "{method} {route}: {status} {text}");
         assert!(text.contains("ceiling"), "{method} {route}: {text}");
         assert_eq!(
