@@ -74,6 +74,21 @@ fn an_imported_server_that_cannot_start_does_not_stop_the_others() {
         "{stderr}"
     );
     assert!(named("gone", "/no/such/docker"), "{stderr}");
+    // `buddy doctor` names them too, and they do not make it fail.
+    let out = buddy(dir.path(), &["doctor"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    for server in ["github", "gone"] {
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("mcp       {server}:")))
+            .unwrap_or_else(|| panic!("no {server}: {stdout}"));
+        assert!(
+            line.contains(": ! ") && line.contains("not required"),
+            "{line}"
+        );
+    }
+    assert!(stdout.contains("mcp       time: ok"), "{stdout}");
 
     // In buddy.toml a server is required unless it says otherwise: buddy stops, naming it.
     let toml = format!(
