@@ -39,8 +39,9 @@ pub fn build_registry(
 }
 
 /// The toolbox for turns: [`build_registry`]'s skills, plus the tools of every `[[mcp]]`
-/// server (started here, at once; one that cannot start is an error naming it). Each
-/// server is offered the sandbox as its roots; `sampler` answers the sampling requests
+/// server (started here, at once; a required one that cannot start is an error naming
+/// it, another is named on stderr and joins when it comes up). Each server is offered
+/// its roots (its `roots`; the sandbox is one choice); `sampler` answers the sampling requests
 /// of the servers whose entry says `sampling = true` (none: they are refused);
 /// `browser` sends a person to authorize an HTTP server that asks for OAuth (none:
 /// unattended, the server's error says to run `buddy mcp login`).
@@ -59,7 +60,7 @@ pub async fn build_toolbox(
         .iter()
         .cloned()
         .map(|mut server| {
-            server.roots = vec![sandbox.root().to_path_buf()];
+            server.sandbox = Some(sandbox.root().to_path_buf());
             let source = McpSource::new(server);
             if let Some(sampler) = &sampler {
                 source.set_sampler(sampler.clone());
@@ -72,6 +73,14 @@ pub async fn build_toolbox(
         .collect();
     let base = Arc::new(build_registry(&config.skills, sandbox, scenario)?);
     let toolbox = McpToolbox::start(base, sources, registry_factory(&config.skills)).await?;
+    for source in toolbox.sources() {
+        if let buddy_mcp::ServerState::Down(why) = source.state() {
+            eprintln!(
+                "buddy: MCP server `{}` is not running, its tools are left out for now (tried again in the background): {why}",
+                source.config().name
+            );
+        }
+    }
     Ok(Arc::new(toolbox.into_table()))
 }
 

@@ -18,6 +18,7 @@ pub use client::catalog::{CatalogError, McpPrompt, McpPromptArgument, McpResourc
 pub use client::result::result_text;
 pub use client::source::{McpError, McpSource, McpTool, ServerState};
 pub use config::import::{ImportError, Imported, SkippedServer, import_mcp_servers, to_toml};
+pub use config::roots::{Root, Roots};
 pub use config::server::{McpServerConfig, ToolOverride, Transport};
 pub use requests::handler::file_uri;
 pub use requests::sampling::{Sampler, SamplingUse};

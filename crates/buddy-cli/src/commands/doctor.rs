@@ -201,6 +201,10 @@ async fn check_mcp_servers(servers: &[buddy_mcp::McpServerConfig]) -> bool {
                     names.join(", ")
                 );
             }
+            Err(e) if !server.required => println!(
+                "mcp       {}: ! {e} (not required: buddy starts without it and tries it again in the background)",
+                server.name
+            ),
             Err(e) => {
                 ok = false;
                 println!("mcp       {}: ✗ {e}", server.name);

@@ -236,9 +236,9 @@ fn named(
                 }
             )
         })?;
-    entry.roots = match &config.skills.sandbox {
-        Some(sandbox) => vec![sandbox.clone()],
-        None => vec![std::env::current_dir()?],
+    entry.sandbox = match &config.skills.sandbox {
+        Some(sandbox) => Some(sandbox.clone()),
+        None => Some(std::env::current_dir()?),
     };
     Ok(entry)
 }

@@ -95,7 +95,7 @@ pub async fn conformance_client(url: &str) -> anyhow::Result<u8> {
     config.startup_timeout_secs = 20.0;
     config.call_timeout_secs = 20.0;
     config.max_restarts = 0;
-    config.roots = vec![std::env::current_dir()?];
+    config.sandbox = Some(std::env::current_dir()?);
     // The scenario's authorization server approves at once: a headless browser
     // follows its redirects back to buddy's loopback callback.
     config.oauth.client_id = context.client_id.clone();

@@ -120,16 +120,36 @@ fn server_of(name: &str, value: &Value) -> Result<Option<McpServerConfig>, Strin
     if entry.disabled {
         return Ok(None);
     }
-    match entry.kind.as_deref() {
+    // Cursor writes a legacy SSE server as a bare `url` ending in `/sse`, with no type.
+    let sse_by_url = entry.kind.is_none()
+        && entry.command.is_none()
+        && entry.url.as_deref().is_some_and(|url| {
+            url.split(['?', '#'])
+                .next()
+                .unwrap_or(url)
+                .trim_end_matches('/')
+                .ends_with("/sse")
+        });
+    let kind = if sse_by_url {
+        Some("sse")
+    } else {
+        entry.kind.as_deref()
+    };
+    match kind {
         None | Some("stdio" | "http" | "streamable-http" | "streamableHttp") => {}
         // rmcp 3.9, buddy's MCP client, has no client for the 2024-11-05 HTTP+SSE transport.
         Some("sse") => {
-            return Err(
-                "it uses the legacy SSE transport (`\"type\": \"sse\"`), which buddy does not speak \
+            let how = match sse_by_url {
+                true => {
+                    "(its `url` ends in `/sse` and it names no type: Cursor's way of writing one)"
+                }
+                false => "(`\"type\": \"sse\"`)",
+            };
+            return Err(format!(
+                "it uses the legacy SSE transport {how}, which buddy does not speak \
                  (Streamable HTTP and stdio only); if the server also serves Streamable HTTP \
                  (often at `/mcp` instead of `/sse`), add an [[mcp]] entry with that `url`"
-                    .to_owned(),
-            );
+            ));
         }
         Some(other) => {
             return Err(format!(
@@ -138,6 +158,8 @@ fn server_of(name: &str, value: &Value) -> Result<Option<McpServerConfig>, Strin
         }
     }
     let mut config = McpServerConfig::stdio(name, &[]);
+    // Another client's server that cannot start does not stop buddy (as there).
+    config.required = false;
     match (entry.command, entry.url) {
         (Some(command), None) => {
             config.command = vec![command];
@@ -190,6 +212,9 @@ pub fn to_toml(servers: &[McpServerConfig]) -> String {
                 .map(|a| quote(a))
                 .collect();
             out.push_str(&format!("command = [{}]\n", list.join(", ")));
+        }
+        if !server.required {
+            out.push_str("required = false\n");
         }
         if let Some(cwd) = &server.cwd {
             out.push_str(&format!("cwd = {}\n", quote(&cwd.display().to_string())));
@@ -256,6 +281,7 @@ mod tests {
         let parsed: File = toml::from_str(&toml).unwrap();
         assert_eq!(parsed.mcp[1].command_line(), servers[1].command_line());
         assert_eq!(parsed.mcp[1].env, servers[1].env);
+        assert!(!parsed.mcp[1].required, "{toml}");
     }
 
     #[test]
@@ -283,6 +309,9 @@ mod tests {
         let file = r#"{"mcpServers": {
             "time": {"command": "uvx", "args": ["mcp-server-time"]},
             "linear": {"type": "sse", "url": "https://mcp.linear.app/sse"},
+            "cursor": {"url": "http://localhost:8931/sse"},
+            "cursor2": {"url": "http://localhost:8931/sse/?key=1"},
+            "notsse": {"url": "http://localhost:8931/ssex"},
             "remote": {"type": "http", "url": "https://mcp.example.com/mcp"},
             "socket": {"type": "ws", "url": "ws://127.0.0.1:9/"},
             "both": {"command": "x", "url": "http://127.0.0.1:9/mcp"},
@@ -292,7 +321,11 @@ mod tests {
         }}"#;
         let Imported { servers, skipped } = import_mcp_servers(file, "claude.json").unwrap();
         let names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(names, ["remote", "time"]);
+        assert_eq!(names, ["notsse", "remote", "time"]);
+        assert!(
+            servers.iter().all(|s| !s.required),
+            "imported servers are not required"
+        );
         let reasons: Vec<(&str, &str)> = skipped
             .iter()
             .map(|s| (s.name.as_str(), s.reason.as_str()))
@@ -300,12 +333,16 @@ mod tests {
         let names: Vec<&str> = reasons.iter().map(|(n, _)| *n).collect();
         assert_eq!(
             names,
-            ["asks", "both", "linear", "nothing", "odd", "socket"]
+            [
+                "asks", "both", "cursor", "cursor2", "linear", "nothing", "odd", "socket"
+            ]
         );
         for (name, words) in [
             ("asks", "${input:"),
             ("both", "both `command` and `url`"),
             ("linear", "legacy SSE transport"),
+            ("cursor", "ends in `/sse`"),
+            ("cursor2", "legacy SSE transport"),
             ("nothing", "neither `command` nor `url`"),
             ("odd", "not one buddy can read"),
             ("socket", "\"ws\""),
@@ -316,7 +353,7 @@ mod tests {
                 "{name}: {reason:?}"
             );
         }
-        let shown = skipped[2].to_string();
+        let shown = skipped[4].to_string();
         assert!(
             shown.starts_with(
                 "MCP server `linear` of claude.json is skipped: it uses the legacy SSE"

@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use buddy_core::RepeatSemantics;
 use serde::Deserialize;
 
+use crate::config::roots::{Root, Roots};
+
 /// One MCP server: how to start it and how its tools are named and judged.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -75,10 +77,19 @@ pub struct McpServerConfig {
     /// CLI (not an `[[mcp]]` key). Either way a root buddy's servers have no capabilities.
     #[serde(skip)]
     pub run_as: Option<buddy_skills::RunAs>,
-    /// Directories offered to the server as its roots (`roots/list`): the sandbox, set
-    /// by the CLI and the server (not an `[[mcp]]` key). Empty: no roots capability.
+    /// The sandbox, offered as its roots when `roots` says so: set by the CLI and the
+    /// server (not an `[[mcp]]` key).
     #[serde(skip)]
-    pub roots: Vec<PathBuf>,
+    pub sandbox: Option<PathBuf>,
+    /// The directories offered to it as roots: `"sandbox"`, `"none"`, or a list; by
+    /// default those on its command line, else the sandbox (see [`Roots`]).
+    #[serde(default)]
+    pub roots: Roots,
+    /// Whether buddy stops when it cannot start (true for `[[mcp]]` entries); false
+    /// (imported servers): it is reported, its tools are left out and it is tried
+    /// again in the background, its tools joining when it comes up.
+    #[serde(default = "default_required")]
+    pub required: bool,
 }
 
 /// How an MCP server is reached.
@@ -128,6 +139,10 @@ pub struct ToolOverride {
     pub semantics: Option<RepeatSemantics>,
 }
 
+fn default_required() -> bool {
+    true
+}
+
 fn default_startup_secs() -> f64 {
     30.0
 }
@@ -167,7 +182,9 @@ impl McpServerConfig {
             oauth: crate::auth::OAuthConfig::default(),
             credentials_dir: None,
             run_as: None,
-            roots: Vec::new(),
+            sandbox: None,
+            roots: Roots::Auto,
+            required: true,
         }
     }
 
@@ -208,6 +225,20 @@ impl McpServerConfig {
                 self.name
             )),
         }
+    }
+
+    /// The roots offered to it (see [`Roots`]); an HTTP server has no command line, so
+    /// by default it is offered the sandbox.
+    pub fn offered_roots(&self) -> Vec<Root> {
+        let args: &[String] = match self.transport() {
+            Ok(Transport::Stdio { args, .. }) => args,
+            _ => &[],
+        };
+        let cwd = match &self.cwd {
+            Some(cwd) => cwd.clone(),
+            None => std::env::current_dir().unwrap_or_default(),
+        };
+        self.roots.offered(args, &cwd, self.sandbox.as_deref())
     }
 
     /// The name the model calls `tool` of this server by: `prefix__tool`, cut to the

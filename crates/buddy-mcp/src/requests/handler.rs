@@ -30,6 +30,8 @@ pub(crate) struct Notes {
     pub changes_seen: AtomicU32,
     /// Progress notifications the server sent since buddy started.
     pub progress_seen: AtomicU32,
+    /// `roots/list` requests the server sent since buddy started.
+    pub roots_asked: AtomicU32,
     /// The last progress notification, as a line a person reads.
     pub last_progress: std::sync::Mutex<Option<String>>,
     /// The calls in flight and who made them, for a server-initiated elicitation or
@@ -43,8 +45,8 @@ pub(crate) struct Notes {
 pub(crate) struct Handler {
     pub server: String,
     pub notes: Arc<Notes>,
-    /// Directories offered as roots (`file://` URIs): the sandbox.
-    pub roots: Vec<std::path::PathBuf>,
+    /// Directories offered as roots (`file://` URIs), each with its name.
+    pub roots: Vec<crate::config::roots::Root>,
     /// The model that answers sampling requests, when the operator allows them.
     pub sampler: Option<Sampler>,
     /// Sampling requests answered and their tokens.
@@ -80,14 +82,14 @@ pub(crate) fn progress_line(params: &ProgressNotificationParam) -> String {
 }
 
 impl Handler {
-    /// The roots buddy offers: the sandbox.
+    /// The roots buddy offers this server (its `roots` setting).
     pub(crate) fn roots(&self) -> ListRootsResult {
         let roots = self
             .roots
             .iter()
-            .map(|dir| {
-                let mut root = Root::new(file_uri(dir));
-                root.name = Some("sandbox".to_owned());
+            .map(|offered| {
+                let mut root = Root::new(file_uri(&offered.dir));
+                root.name = Some(offered.name.clone());
                 root
             })
             .collect();
@@ -124,7 +126,9 @@ impl ClientHandler for Handler {
     fn get_info(&self) -> ClientConfig {
         let mut capabilities = ClientCapabilities::default();
         if !self.roots.is_empty() {
-            // buddy's sandbox is fixed while it runs: the list never changes.
+            // The roots are fixed for a connection (its entry and the sandbox do not
+            // change while buddy runs): `listChanged` is false and no
+            // `notifications/roots/list_changed` is owed (MCP 2025-11-25, Roots).
             let mut roots = RootsCapabilities::default();
             roots.list_changed = Some(false);
             capabilities.roots = Some(roots);
@@ -154,6 +158,7 @@ impl ClientHandler for Handler {
         &self,
         _context: RequestContext<RoleClient>,
     ) -> impl std::future::Future<Output = Result<ListRootsResult, ErrorData>> + Send + '_ {
+        self.notes.roots_asked.fetch_add(1, Ordering::SeqCst);
         std::future::ready(Ok(self.roots()))
     }
 

@@ -2,5 +2,6 @@
 
 pub(crate) mod annotations;
 pub(crate) mod resource_skill;
+pub(crate) mod retry;
 pub(crate) mod skill;
 pub(crate) mod toolbox;

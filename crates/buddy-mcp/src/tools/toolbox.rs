@@ -11,6 +11,7 @@ use buddy_skills::{RegistryError, SkillRegistry};
 
 use crate::client::source::{McpError, McpSource};
 use crate::requests::caller::Caller;
+use crate::tools::retry;
 use crate::tools::skill::McpSkill;
 
 /// The toolbox could not be built.
@@ -41,15 +42,27 @@ struct Generation {
 }
 
 impl McpTools {
-    /// Starts every server (at once) and lists their tools; a server that cannot start,
-    /// or a tool two servers name alike, is an error that names it.
+    /// Starts every server (at once) and lists their tools. A required server that
+    /// cannot start, or a tool two servers name alike, is an error that names it; one
+    /// that is not required is left out (its state says why) and tried again in the
+    /// background, its tools joining when it comes up.
     pub async fn start(
         sources: Vec<Arc<McpSource>>,
         make_registry: RegistryFactory,
     ) -> Result<Self, ToolboxError> {
         let started =
             futures::future::join_all(sources.iter().map(|s| McpSkill::all(Arc::clone(s)))).await;
-        let listed = started.into_iter().collect::<Result<Vec<_>, _>>()?;
+        let mut listed = Vec::with_capacity(sources.len());
+        for (source, result) in sources.iter().zip(started) {
+            match result {
+                Ok(skills) => listed.push(skills),
+                Err(error) if !source.config().required => {
+                    retry::start_later(source, &error);
+                    listed.push(Vec::new());
+                }
+                Err(error) => return Err(error.into()),
+            }
+        }
         let entries = entries(&make_registry, &listed, &sources).map_err(ToolboxError::Clash)?;
         Ok(McpTools {
             sources,

@@ -145,7 +145,7 @@ async fn progress_notifications_are_received_during_a_call() {
 async fn the_sandbox_is_offered_as_the_servers_roots() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = everything("e");
-    config.roots = vec![dir.path().to_path_buf()];
+    config.sandbox = Some(dir.path().to_path_buf());
     let source = McpSource::new(config);
     source.start().await.unwrap();
     // server-everything asks for the roots when the client offers them, then lists a

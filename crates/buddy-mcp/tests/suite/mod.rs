@@ -8,7 +8,9 @@ mod elicitation;
 mod faults;
 mod oauth;
 mod progress;
+mod roots;
 mod servers;
+mod tolerant;
 mod turn_progress;
 
 use std::path::PathBuf;

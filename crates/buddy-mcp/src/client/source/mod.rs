@@ -345,7 +345,7 @@ impl McpSource {
         let handler = Handler {
             server: name.clone(),
             notes: Arc::clone(&self.notes),
-            roots: self.config.roots.clone(),
+            roots: self.config.offered_roots(),
             sampler: self.sampler.lock().ok().and_then(|s| s.clone()),
             sampling: Arc::clone(&self.sampling),
         };
@@ -370,10 +370,14 @@ impl McpSource {
                 let (transport, stderr) = TokioChildProcess::builder(command)
                     .stderr(Stdio::piped())
                     .spawn()
-                    .map_err(|e| McpError::Spawn {
-                        server: name.clone(),
-                        command: self.config.command_line(),
-                        message: e.to_string(),
+                    .map_err(|e| {
+                        let command = self.config.command_line();
+                        self.set_state(ServerState::Down(format!("cannot start `{command}`: {e}")));
+                        McpError::Spawn {
+                            server: name.clone(),
+                            command,
+                            message: e.to_string(),
+                        }
                     })?;
                 if let Some(stderr) = stderr {
                     if let Ok(mut tail) = self.stderr_tail.lock() {
@@ -418,6 +422,16 @@ impl McpSource {
         self.notes.changes_seen.load(Ordering::SeqCst)
     }
 
+    /// How many times the server has asked for its roots (`roots/list`).
+    pub fn roots_asked(&self) -> u32 {
+        self.notes.roots_asked.load(Ordering::SeqCst)
+    }
+
+    /// The roots offered to it, each directory with its name.
+    pub fn roots(&self) -> Vec<crate::config::roots::Root> {
+        self.config.offered_roots()
+    }
+
     /// How many progress notifications the server has sent, and the last one.
     pub fn progress_seen(&self) -> (u32, Option<String>) {
         let last = self
@@ -433,6 +447,18 @@ impl McpSource {
     /// tools again.
     pub fn take_tools_changed(&self) -> bool {
         self.notes.changed.swap(false, Ordering::SeqCst)
+    }
+
+    /// Says its tool list changed, so the table lists it again (a server that came up).
+    pub(crate) fn mark_tools_changed(&self) {
+        self.notes.changed.store(true, Ordering::SeqCst);
+    }
+
+    /// Gives up a server that never came up: its state says so, with the last reason.
+    pub(crate) fn give_up_starting(&self) {
+        if let ServerState::Down(message) = self.state() {
+            self.set_state(ServerState::GaveUp(message));
+        }
     }
 
     /// Drops the connection (which stops the server process).
