@@ -7,6 +7,7 @@ mod agents;
 mod encoder;
 pub(crate) mod kept;
 mod open;
+mod place;
 mod policy;
 mod resolve;
 mod run;

@@ -9,6 +9,7 @@ use buddy_engine::{Resume, calls_left_open};
 use buddy_store::{CountedHistory, Store, TurnEnd, TurnOpening, new_id};
 use tokio_util::sync::CancellationToken;
 
+use super::place::Place;
 use super::session;
 use super::spec::{Conversation, Settings, TurnSpec};
 use crate::backend::Resolved;
@@ -328,22 +329,6 @@ async fn record(
             (Some(id), lease, user_stored)
         }
     })
-}
-
-/// Where a turn's conversation stands before its opening is written.
-pub(super) enum Place {
-    /// The client holds it (an OpenAI endpoint); the turn is claimed.
-    Ephemeral(TurnLease),
-    /// Stored already, with this id; the turn is claimed.
-    Existing(String, TurnLease),
-    /// Made by the turn's opening, then claimed.
-    New,
-    /// A client session's new conversation, made by the turn's opening with the
-    /// request's whole history and kept under the session's key, then claimed.
-    NewSession(String),
-    /// A branch of a response tree: a new conversation made by the turn's opening with
-    /// the history copied in, each message with the turn that first added it (these).
-    Branch(Vec<String>),
 }
 
 /// The messages a stored turn's opening writes: a new conversation's `history` (its

@@ -14,7 +14,7 @@ use buddy_store::CountedHistory;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::open::Place;
+use super::place::Place;
 use crate::caller::Caller;
 use crate::error::AppError;
 use crate::state::AppState;
