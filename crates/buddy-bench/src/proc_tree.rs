@@ -53,10 +53,7 @@ pub fn cpu_ms(pid: u32) -> f64 {
 /// Peak resident memory (VmHWM) of `pid` and its descendants, summed, in KiB (pages a
 /// worker shares with its parent count once per process).
 pub fn peak_rss_kib(pid: u32) -> u64 {
-    tree(pid)
-        .into_iter()
-        .map(|p| super::load::peak_rss_kib(p))
-        .sum()
+    tree(pid).into_iter().map(super::load::peak_rss_kib).sum()
 }
 
 /// The figures read from one `/proc/PID/stat` line.
