@@ -9,6 +9,11 @@
 //! Given a running mock and gateways already in front of it (`--mock`, `--gateway`), the
 //! same schedule goes to each of them in turn instead (scripts/bench-gateway-litellm.sh
 //! puts LiteLLM's proxy beside buddy this way).
+//!
+//! With `api: Messages` the gateways are sent Anthropic's Messages requests
+//! (`POST …/messages`) instead; the mock speaks only Chat Completions, so a gateway's
+//! added latency is then over the mock's answer to the equivalent Chat Completions
+//! request (gateway_api.rs). Streamed replies also give the time to the first token.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -19,7 +24,9 @@ use serde::Serialize;
 use crate::BenchError;
 use tokio::time::Instant;
 
+use super::gateway_api::{Api, FirstToken};
 use super::load::{spawn, spawn_serve};
+use super::proc_tree;
 
 /// What to run.
 #[derive(Clone, Debug)]
@@ -35,6 +42,8 @@ pub struct GatewayOptions {
     /// Gateways already running in front of `mock`, by name and base URL (`…/v1`); when
     /// empty, the benchmark starts its own mock and `buddy serve`.
     pub external: Option<External>,
+    /// The API the gateways are measured on (the mock always answers Chat Completions).
+    pub api: Api,
 }
 
 /// A running mock and the gateways in front of it, measured in turn at each rate.
@@ -44,6 +53,9 @@ pub struct External {
     pub mock: String,
     /// Each gateway's name and base URL (`…/v1`).
     pub gateways: Vec<(String, String)>,
+    /// Process ids of gateways by name: each one's CPU time and peak memory (with its
+    /// descendants) are read per phase.
+    pub pids: Vec<(String, u32)>,
 }
 
 /// One target at one rate.
@@ -60,6 +72,10 @@ pub struct Phase {
     pub p999_ms: f64,
     /// How late the generator sent its 99th-percentile request (its own lag).
     pub send_lag_p99_ms: f64,
+    /// Time to the first token of content of streamed replies (Chat Completions: the first
+    /// non-empty `delta.content`; Messages: the first `content_block_delta`), p50 and p99.
+    pub ttft_p50_ms: Option<f64>,
+    pub ttft_p99_ms: Option<f64>,
 }
 
 /// One rate in one mode: the mock alone, through buddy, and the difference.
@@ -67,6 +83,8 @@ pub struct Phase {
 pub struct RateReport {
     /// The gateway measured (`buddy` when the benchmark started its own).
     pub gateway: String,
+    /// The API sent to the gateway (the mock is sent Chat Completions).
+    pub api: Api,
     pub stream: bool,
     pub rate: u32,
     pub direct: Phase,
@@ -77,9 +95,14 @@ pub struct RateReport {
     pub added_p999_ms: f64,
     /// No errors, at least 95 % of the rate answered, and the gateway's p99 under 100 ms.
     pub held: bool,
-    /// The gateway's peak resident memory (VmHWM) after this phase, when the benchmark
-    /// started it (KiB).
+    /// The gateway's peak resident memory (VmHWM, summed over its processes) after this
+    /// phase, when its process id is known (KiB).
     pub gateway_peak_rss_kib: Option<u64>,
+    /// CPU time (user + system) the gateway's processes used over the measured phase,
+    /// from its first request until its last answer, when its process id is known (ms).
+    pub gateway_cpu_ms: Option<f64>,
+    /// That CPU time per answered request (ms).
+    pub gateway_cpu_ms_per_request: Option<f64>,
 }
 
 /// Starts the mock and `buddy serve` (or uses the running ones `options.external`
@@ -100,10 +123,14 @@ async fn measure_gateway(
 ) -> Result<Vec<RateReport>, String> {
     buddy_providers::install_crypto_provider();
     if let Some(external) = &options.external {
+        let pid = |name: &str| {
+            let mut pids = external.pids.iter();
+            pids.find(|(n, _)| n == name).map(|(_, pid)| *pid)
+        };
         let gateways: Vec<(String, String, Option<u32>)> = external
             .gateways
             .iter()
-            .map(|(name, url)| (name.clone(), url.clone(), None))
+            .map(|(name, url)| (name.clone(), url.clone(), pid(name)))
             .collect();
         return measure_all(&external.mock, &gateways, options).await;
     }
@@ -143,20 +170,26 @@ async fn measure_all(
         .pool_max_idle_per_host(4096)
         .build()
         .map_err(|e| e.to_string())?;
-    let direct_url = format!("{mock}/chat/completions");
+    let direct_url = format!("{mock}{}", Api::ChatCompletions.path());
     let mut reports = Vec::new();
     for &stream in &options.modes {
         for &rate in &options.rates {
-            let direct = measure(&client, &direct_url, stream, rate, options).await;
+            let body = options.api.direct_body(stream);
+            let to_mock = Target::new(&direct_url, Api::ChatCompletions, body, None);
+            let (direct, _) = measure(&client, &to_mock, stream, rate, options).await;
             for (name, base, pid) in gateways {
-                let url = format!("{base}/chat/completions");
-                let through = measure(&client, &url, stream, rate, options).await;
+                let url = format!("{base}{}", options.api.path());
+                let body = options.api.body(stream);
+                let target = Target::new(&url, options.api, body, *pid);
+                let (through, cpu_ms) = measure(&client, &target, stream, rate, options).await;
                 let held = through.errors == 0
                     && direct.errors == 0
                     && through.achieved_per_sec >= 0.95 * f64::from(rate)
                     && through.p99_ms < 100.0;
+                let answered = through.ok.max(1) as f64;
                 reports.push(RateReport {
                     gateway: name.clone(),
+                    api: options.api,
                     stream,
                     rate,
                     added_p50_ms: through.p50_ms - direct.p50_ms,
@@ -165,7 +198,9 @@ async fn measure_all(
                     direct: direct.clone(),
                     through,
                     held,
-                    gateway_peak_rss_kib: pid.map(super::load::peak_rss_kib),
+                    gateway_peak_rss_kib: pid.map(proc_tree::peak_rss_kib),
+                    gateway_cpu_ms: cpu_ms,
+                    gateway_cpu_ms_per_request: cpu_ms.map(|cpu| cpu / answered),
                 });
             }
         }
@@ -173,37 +208,95 @@ async fn measure_all(
     Ok(reports)
 }
 
-/// One phase: a warm-up, then `rate` requests per second for `options.phase`, open loop.
+/// Where one phase's requests go: the URL, the API (how to read a stream's first token),
+/// the body and the process id whose CPU time is read over the phase.
+struct Target {
+    url: Arc<str>,
+    api: Api,
+    body: Arc<str>,
+    pid: Option<u32>,
+}
+
+impl Target {
+    fn new(url: &str, api: Api, body: serde_json::Value, pid: Option<u32>) -> Self {
+        Target {
+            url: Arc::from(url),
+            api,
+            body: Arc::from(body.to_string()),
+            pid,
+        }
+    }
+}
+
+/// One phase: a warm-up, then `rate` requests per second for `options.phase`, open loop;
+/// with the CPU time the target's process used over the measured part when its id is
+/// known.
 async fn measure(
     client: &reqwest::Client,
-    url: &str,
+    target: &Target,
     stream: bool,
     rate: u32,
     options: &GatewayOptions,
-) -> Phase {
-    let body: Arc<str> = Arc::from(
-        serde_json::json!({
-            "model": "scripted:plain_chat",
-            "messages": [{"role": "user", "content": "Say hello."}],
-            "stream": stream,
-        })
-        .to_string(),
-    );
-    let _ = open_loop(client, url, &body, rate, options.phase / 5, options.timeout).await;
-    open_loop(client, url, &body, rate, options.phase, options.timeout).await
+) -> (Phase, Option<f64>) {
+    let timeout = options.timeout;
+    let _ = open_loop(client, target, stream, rate, options.phase / 5, timeout).await;
+    let before = target.pid.map(proc_tree::cpu_ms);
+    let phase = open_loop(client, target, stream, rate, options.phase, timeout).await;
+    let cpu = target.pid.map(proc_tree::cpu_ms);
+    (phase, before.zip(cpu).map(|(before, after)| after - before))
+}
+
+/// One request: its latency to the last byte and, streamed, to the first token (ms).
+async fn request(
+    client: reqwest::Client,
+    target: (Arc<str>, Api, Arc<str>),
+    stream: bool,
+    sent: Instant,
+) -> Result<(f64, Option<f64>), String> {
+    let (url, api, body) = target;
+    let mut request = client
+        .post(&*url)
+        .header("content-type", "application/json");
+    for (name, value) in api.headers() {
+        request = request.header(*name, *value);
+    }
+    let mut response = request
+        .body(body.to_string())
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    let status = response.status();
+    let (mut reader, mut first, mut text) = (FirstToken::new(api), None, Vec::new());
+    while let Some(chunk) = response.chunk().await.map_err(|e| e.to_string())? {
+        if stream && first.is_none() && status.is_success() && reader.feed(&chunk) {
+            first = Some(sent.elapsed().as_secs_f64() * 1000.0);
+        }
+        if !status.is_success() && text.len() < 200 {
+            text.extend_from_slice(&chunk);
+        }
+    }
+    if !status.is_success() {
+        return Err(format!(
+            "HTTP {status}: {}",
+            String::from_utf8_lossy(&text[..text.len().min(200)])
+        ));
+    }
+    if stream && first.is_none() {
+        return Err("a streamed reply with no token of content".into());
+    }
+    Ok((sent.elapsed().as_secs_f64() * 1000.0, first))
 }
 
 async fn open_loop(
     client: &reqwest::Client,
-    url: &str,
-    body: &Arc<str>,
+    target: &Target,
+    stream: bool,
     rate: u32,
     length: Duration,
     timeout: Duration,
 ) -> Phase {
     let period = Duration::from_secs_f64(1.0 / f64::from(rate.max(1)));
     let count = (length.as_secs_f64() * f64::from(rate)).round().max(1.0) as usize;
-    let url: Arc<str> = Arc::from(url);
     let start = Instant::now() + Duration::from_millis(20);
     let mut tasks = tokio::task::JoinSet::new();
     let mut lags = Vec::with_capacity(count);
@@ -212,33 +305,24 @@ async fn open_loop(
         tokio::time::sleep_until(at).await;
         let sent = Instant::now();
         lags.push((sent - at).as_secs_f64() * 1000.0);
-        let (client, url, body) = (client.clone(), Arc::clone(&url), Arc::clone(body));
-        tasks.spawn(async move {
-            let response = client
-                .post(&*url)
-                .header("content-type", "application/json")
-                .body(body.to_string())
-                .send()
-                .await
-                .map_err(|e| e.to_string())?;
-            let status = response.status();
-            let text = response.bytes().await.map_err(|e| e.to_string())?;
-            if !status.is_success() {
-                return Err(format!(
-                    "HTTP {status}: {}",
-                    String::from_utf8_lossy(&text[..text.len().min(200)])
-                ));
-            }
-            Ok(sent.elapsed().as_secs_f64() * 1000.0)
-        });
+        let to = (
+            Arc::clone(&target.url),
+            target.api,
+            Arc::clone(&target.body),
+        );
+        tasks.spawn(request(client.clone(), to, stream, sent));
     }
     let deadline = Instant::now() + timeout;
     let (mut latencies, mut errors, mut first_error) = (Vec::with_capacity(count), 0, None);
+    let mut firsts = Vec::new();
     loop {
         let next = tokio::time::timeout_at(deadline, tasks.join_next()).await;
         match next {
             Ok(None) => break,
-            Ok(Some(Ok(Ok(ms)))) => latencies.push(ms),
+            Ok(Some(Ok(Ok((ms, first))))) => {
+                latencies.push(ms);
+                firsts.extend(first);
+            }
             Ok(Some(Ok(Err(e)))) => {
                 errors += 1;
                 first_error.get_or_insert(e);
@@ -260,6 +344,8 @@ async fn open_loop(
         .max(length.as_secs_f64());
     latencies.sort_by(f64::total_cmp);
     lags.sort_by(f64::total_cmp);
+    firsts.sort_by(f64::total_cmp);
+    let ttft = |q| (!firsts.is_empty()).then(|| quantile(&firsts, q));
     Phase {
         sent: count,
         ok: latencies.len(),
@@ -270,6 +356,8 @@ async fn open_loop(
         p99_ms: quantile(&latencies, 0.99),
         p999_ms: quantile(&latencies, 0.999),
         send_lag_p99_ms: quantile(&lags, 0.99),
+        ttft_p50_ms: ttft(0.50),
+        ttft_p99_ms: ttft(0.99),
     }
 }
 

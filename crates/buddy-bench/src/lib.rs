@@ -7,10 +7,12 @@ pub mod cache;
 pub mod cache_mock;
 pub mod cancel;
 pub mod gateway;
+pub mod gateway_api;
 pub mod iteration;
 pub mod iteration_workload;
 pub mod load;
 pub mod memory;
+pub mod proc_tree;
 
 /// Why a benchmark could not run to its report, in words a person can act on.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -776,3 +776,49 @@ fn the_iteration_and_gateway_benchmarks_run_and_report() {
         assert!(r["gateway_peak_rss_kib"].as_u64().unwrap_or(0) > 0, "{r}");
     }
 }
+
+#[test]
+fn the_gateway_benchmark_measures_anthropic_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(buddy(dir.path()).args([
+        "bench", "gateway", "--api", "messages", "--rate", "100", "--secs", "0.5", "--json",
+    ]));
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    let reports: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(reports.len(), 2, "whole and streamed: {stdout}");
+    for r in &reports {
+        assert_eq!(r["api"], "messages", "{r}");
+        assert_eq!(r["through"]["errors"], 0, "{r}");
+        assert_eq!(r["through"]["ok"], r["through"]["sent"], "{r}");
+        assert_eq!(r["direct"]["ok"], r["direct"]["sent"], "{r}");
+        assert!(r["gateway_cpu_ms"].as_f64().is_some(), "{r}");
+        let streamed = r["stream"] == true;
+        // The first token is read from streamed replies only, the mock's and buddy's.
+        for side in ["direct", "through"] {
+            for q in ["ttft_p50_ms", "ttft_p99_ms"] {
+                assert_eq!(r[side][q].as_f64().is_some(), streamed, "{side} {q}: {r}");
+            }
+        }
+    }
+
+    // Flags that do not fit are refused before anything starts.
+    for bad in [
+        &["--api", "responses"][..],
+        &["--gateway-pid", "buddy=1"],
+        &[
+            "--mock",
+            "http://127.0.0.1:9/v1",
+            "--gateway",
+            "x=http://127.0.0.1:9/v1",
+            "--gateway-pid",
+            "x=notapid",
+        ],
+    ] {
+        let out = run(buddy(dir.path()).args(["bench", "gateway"]).args(bad));
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {}", text(&out.stderr));
+    }
+}

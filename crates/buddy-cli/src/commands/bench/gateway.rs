@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 use anyhow::Context;
-use buddy_bench::gateway::{External, GatewayOptions, run_gateway};
+use buddy_bench::gateway::{External, GatewayOptions, RateReport, run_gateway};
+use buddy_bench::gateway_api::Api;
 use clap::Args;
 
 /// `buddy bench gateway`.
@@ -32,6 +33,32 @@ pub struct GatewayArgs {
     /// measured in turn at each rate (none: start `buddy serve` and measure it).
     #[arg(long = "gateway", value_name = "NAME=URL", requires = "mock", value_parser = name_and_url)]
     gateways: Vec<(String, String)>,
+    /// A gateway's process id, as NAME=PID (repeatable): its CPU time over each phase and
+    /// its peak memory, its descendants counted with it.
+    #[arg(long = "gateway-pid", value_name = "NAME=PID", requires = "gateways", value_parser = name_and_pid)]
+    gateway_pids: Vec<(String, u32)>,
+    /// The API sent to the gateways: `chat` (Chat Completions, the default) or `messages`
+    /// (Anthropic's Messages; the mock is sent the equivalent Chat Completions request,
+    /// so added latency is over the mock's Chat Completions answer). The 1 ms target
+    /// (`--target-ms`) is checked on `chat` only.
+    #[arg(long, value_enum, value_name = "API", default_value = "chat")]
+    api: GatewayApi,
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum GatewayApi {
+    /// `POST …/chat/completions`.
+    Chat,
+    /// `POST …/messages`.
+    Messages,
+}
+
+/// `NAME=PID`.
+fn name_and_pid(text: &str) -> Result<(String, u32), String> {
+    match text.split_once('=').map(|(name, pid)| (name, pid.parse())) {
+        Some((name, Ok(pid))) if !name.is_empty() => Ok((name.to_owned(), pid)),
+        _ => Err(format!("`{text}` is not NAME=PID")),
+    }
 }
 
 /// `NAME=URL` split at the first `=`.
@@ -65,13 +92,21 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<u8> {
         external: args.mock.map(|mock| External {
             mock: mock.trim_end_matches('/').to_owned(),
             gateways: args.gateways,
+            pids: args.gateway_pids,
         }),
+        api: match args.api {
+            GatewayApi::Chat => Api::ChatCompletions,
+            GatewayApi::Messages => Api::Messages,
+        },
     };
     let reports = run_gateway(&buddy, &options)
         .await
         .map_err(anyhow::Error::msg)?;
     let missed = reports.iter().any(|r| {
-        r.gateway == "buddy" && r.rate == 1000 && (!r.held || r.added_p99_ms > args.target_ms)
+        r.gateway == "buddy"
+            && r.api == Api::ChatCompletions
+            && r.rate == 1000
+            && (!r.held || r.added_p99_ms > args.target_ms)
     });
     if args.json {
         for r in &reports {
@@ -79,51 +114,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<u8> {
         }
         return Ok(u8::from(missed));
     }
-    println!(
-        "{:>8} {:>6} {:>6} {:>8} {:>6} | {:>24} | {:>24} | {:>24} | {:>5} {:>9}",
-        "gateway",
-        "mode",
-        "rate",
-        "achieved",
-        "errors",
-        "mock p50/p99/p999 ms",
-        "gateway p50/p99/p999 ms",
-        "added p50/p99/p999 ms",
-        "held",
-        "peak RSS"
-    );
-    for r in &reports {
-        println!(
-            "{:>8} {:>6} {:>6} {:>8.0} {:>6} | {:>7.2} {:>7.2} {:>8.2} | {:>7.2} {:>7.2} {:>8.2} | {:>7.2} {:>7.2} {:>8.2} | {:>5} {:>9}",
-            r.gateway,
-            if r.stream { "stream" } else { "whole" },
-            r.rate,
-            r.through.achieved_per_sec,
-            r.through.errors + r.direct.errors,
-            r.direct.p50_ms,
-            r.direct.p99_ms,
-            r.direct.p999_ms,
-            r.through.p50_ms,
-            r.through.p99_ms,
-            r.through.p999_ms,
-            r.added_p50_ms,
-            r.added_p99_ms,
-            r.added_p999_ms,
-            if r.held { "yes" } else { "NO" },
-            r.gateway_peak_rss_kib.map_or_else(
-                || "-".to_owned(),
-                |kib| format!("{:.1} MiB", kib as f64 / 1024.0)
-            ),
-        );
-        if let Some(e) = r
-            .through
-            .first_error
-            .as_ref()
-            .or(r.direct.first_error.as_ref())
-        {
-            println!("       first error: {e}");
-        }
-    }
+    print_table(&reports);
     let mut names: Vec<&str> = Vec::new();
     for r in &reports {
         if !names.contains(&r.gateway.as_str()) {
@@ -147,4 +138,76 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<u8> {
         }
     }
     Ok(u8::from(missed))
+}
+
+/// One line per gateway, mode and rate.
+fn print_table(reports: &[RateReport]) {
+    if reports.iter().any(|r| r.api == Api::Messages) {
+        println!(
+            "/v1/messages through each gateway; the mock is sent the equivalent /v1/chat/completions"
+        );
+    }
+    println!(
+        "{:>8} {:>6} {:>6} {:>8} {:>6} | {:>24} | {:>24} | {:>24} | {:>5} {:>9} {:>8} | {:<23}",
+        "gateway",
+        "mode",
+        "rate",
+        "achieved",
+        "errors",
+        "mock p50/p99/p999 ms",
+        "gateway p50/p99/p999 ms",
+        "added p50/p99/p999 ms",
+        "held",
+        "peak RSS",
+        "CPU/req",
+        "TTFT mock/gw p50/p99 ms"
+    );
+    for r in reports {
+        println!(
+            "{:>8} {:>6} {:>6} {:>8.0} {:>6} | {:>7.2} {:>7.2} {:>8.2} | {:>7.2} {:>7.2} {:>8.2} | {:>7.2} {:>7.2} {:>8.2} | {:>5} {:>9} {:>8} | {:<23}",
+            r.gateway,
+            if r.stream { "stream" } else { "whole" },
+            r.rate,
+            r.through.achieved_per_sec,
+            r.through.errors + r.direct.errors,
+            r.direct.p50_ms,
+            r.direct.p99_ms,
+            r.direct.p999_ms,
+            r.through.p50_ms,
+            r.through.p99_ms,
+            r.through.p999_ms,
+            r.added_p50_ms,
+            r.added_p99_ms,
+            r.added_p999_ms,
+            if r.held { "yes" } else { "NO" },
+            r.gateway_peak_rss_kib.map_or_else(
+                || "-".to_owned(),
+                |kib| format!("{:.1} MiB", kib as f64 / 1024.0)
+            ),
+            r.gateway_cpu_ms_per_request
+                .map_or_else(|| "-".to_owned(), |ms| format!("{ms:.2} ms")),
+            ttft(r),
+        );
+        if let Some(e) = r
+            .through
+            .first_error
+            .as_ref()
+            .or(r.direct.first_error.as_ref())
+        {
+            println!("       first error: {e}");
+        }
+    }
+}
+
+/// The time to first token of a streamed phase, the mock's then the gateway's.
+fn ttft(r: &RateReport) -> String {
+    let pair = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) => format!("{a:.2}/{b:.2}"),
+        _ => "-".to_owned(),
+    };
+    format!(
+        "{}  {}",
+        pair(r.direct.ttft_p50_ms, r.direct.ttft_p99_ms),
+        pair(r.through.ttft_p50_ms, r.through.ttft_p99_ms)
+    )
 }
