@@ -2,33 +2,10 @@
 //! Claude Code's `x-claude-code-session-id` header (or, in older versions, the session
 //! in `metadata.user_id`), codex's `session-id` / `session_id`, or a generic
 //! `x-session-id`. A request of a named session is kept in the session's conversation
-//! (`turn::Conversation::Session`); one without a name is not kept.
+//! (`turn::Conversation::Session`, placed by `turn::client_conversation`); one without a name is not kept.
 
 use axum::http::HeaderMap;
 use buddy_core::Message;
-
-use crate::state::AppState;
-use crate::turn::Conversation;
-
-/// Where a request that carries its whole `history` keeps its turn: in its session's
-/// conversation when it names a session (and the server keeps client sessions, `[server]
-/// keep_client_sessions`), else nowhere.
-pub(crate) fn conversation(
-    state: &AppState,
-    headers: &HeaderMap,
-    user_id: Option<&str>,
-    history: Vec<Message>,
-) -> Conversation {
-    let session =
-        session_id(headers, user_id).filter(|_| state.inner.settings.keep_client_sessions);
-    match session {
-        Some(session) => Conversation::Session {
-            key: thread_key(&session, &history),
-            history,
-        },
-        None => Conversation::Ephemeral(history),
-    }
-}
 
 /// The headers a session id is read from, in order of preference.
 const SESSION_HEADERS: [&str; 4] = [

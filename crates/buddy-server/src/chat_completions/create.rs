@@ -9,13 +9,13 @@ use buddy_openai_wire::{ChatCompletionRequest, to_messages};
 use serde_json::{Value, json};
 
 use super::encoder::{ChatChunks, completion};
-use crate::client_session;
 use crate::error::AppError;
 use crate::request::{JsonBody, request_policy};
 use crate::sse;
 use crate::state::AppState;
 use crate::turn::{
-    Family, ModelAsk, ToolAsk, TurnSpec, Turns, frames, until_end, with_turn_header,
+    Family, ModelAsk, ToolAsk, TurnSpec, Turns, client_conversation, frames, until_end,
+    with_turn_header,
 };
 
 /// `GET /v1/models` (in Anthropic's shape when asked with `anthropic-version`).
@@ -47,7 +47,7 @@ pub(crate) async fn completions(
     let policy = request_policy(body.buddy_policy.take())?;
     let declared: Vec<ToolSpec> = body.tools.into_iter().map(ToolSpec::from).collect();
     let asked = ModelAsk::model(body.model.clone());
-    let conversation = client_session::conversation(&turns.state, &headers, None, history);
+    let conversation = client_conversation(&turns.state, &headers, None, history);
     let turn = turns
         .start(TurnSpec {
             family: Family::OpenAi,

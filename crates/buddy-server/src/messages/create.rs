@@ -13,14 +13,13 @@ use super::passthrough::Passthrough;
 use super::reply::{STOP_REASON_HEADER, WARNING_HEADER, message, with_header};
 use super::thinking::Thinking;
 use super::tool_choice::{ClientChoice, unknown_tool};
-use crate::client_session;
 use crate::error::AppError;
 use crate::request::{JsonAndBytes, request_policy};
 use crate::spend::AT_CEILING_ANSWER;
 use crate::sse;
 use crate::turn::{
-    Family, ModelAsk, ProviderWrap, StartedTurn, ToolAsk, TurnSpec, Turns, frames, until_end,
-    with_turn_header,
+    Family, ModelAsk, ProviderWrap, StartedTurn, ToolAsk, TurnSpec, Turns, client_conversation,
+    frames, until_end, with_turn_header,
 };
 
 /// `POST /v1/messages`: one turn over the request's whole history.
@@ -71,8 +70,7 @@ pub(crate) async fn messages(
     };
     let asked = ModelAsk::model(Some(body.model.clone()));
     let user_id = body.metadata.as_ref().and_then(|m| m["user_id"].as_str());
-    let conversation =
-        client_session::conversation(&turns.state, &headers, user_id, history.messages);
+    let conversation = client_conversation(&turns.state, &headers, user_id, history.messages);
     let started = turns
         .start(TurnSpec {
             family: Family::OpenAi,

@@ -24,6 +24,7 @@ pub(crate) use encoder::{
     CancelOnDrop, Encoder, PendingCalls, frames, unix_now, until_end, with_turn_header,
 };
 pub(crate) use policy::turn_policy;
+pub(crate) use session::client_conversation;
 pub(crate) use spec::{
     Conversation, Family, ModelAsk, ProviderWrap, Settings, StartedTurn, ToolAsk, TurnSpec,
 };

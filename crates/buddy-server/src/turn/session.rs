@@ -9,15 +9,38 @@
 //! client rewrote or compacted) the whole history starts a new conversation under the
 //! same key. A request that finds a turn still running there runs unkept.
 
+use axum::http::HeaderMap;
 use buddy_core::Message;
 use buddy_store::CountedHistory;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::place::Place;
+use super::spec::Conversation;
 use crate::caller::Caller;
+use crate::client_session;
 use crate::error::AppError;
 use crate::state::AppState;
+
+/// Where a request that carries its whole `history` keeps its turn: in its session's
+/// conversation when it names a session (and the server keeps client sessions, `[server]
+/// keep_client_sessions`), else nowhere.
+pub(crate) fn client_conversation(
+    state: &AppState,
+    headers: &HeaderMap,
+    user_id: Option<&str>,
+    history: Vec<Message>,
+) -> Conversation {
+    let session = client_session::session_id(headers, user_id)
+        .filter(|_| state.inner.settings.keep_client_sessions);
+    match session {
+        Some(session) => Conversation::Session {
+            key: client_session::thread_key(&session, &history),
+            history,
+        },
+        None => Conversation::Ephemeral(history),
+    }
+}
 
 /// Where a session's request goes, and the client's messages its opening appends.
 pub(super) struct Placed {
