@@ -212,6 +212,109 @@ impl Summary {
     }
 }
 
+/// What each column of the table means, in the table's order: (its heading, a sentence a
+/// reader understands without the README). Printed under the table as its legend.
+pub fn columns() -> [(String, String); 13] {
+    [
+        col(
+            "source",
+            "the file (or the `source` field) the runs came from; `all` sums them",
+        ),
+        col("runs", "runs judged"),
+        col(
+            "solved",
+            "runs labelled solved (`success: true`); the others are unsolved or unlabelled",
+        ),
+        col(
+            "false stops",
+            "solved runs buddy would have stopped before their end, or whose answer it would \
+             have rejected (share of solved runs); stopping such a run is a mistake only if \
+             the run still had work to do, which the next column says",
+        ),
+        col(
+            "lose work",
+            "of the false stops, those that did something new after buddy's stop (or whose \
+             answer it rejected); the others only repeated calls until they ended, so \
+             stopping them lost nothing",
+        ),
+        col(
+            "altered",
+            "solved runs buddy would have changed but not stopped (a repeated call answered \
+             from its earlier result, a reply asked for again)",
+        ),
+        col(
+            "capped",
+            "solved runs that would have reached the model-call or tool-call limit",
+        ),
+        col(
+            "warned",
+            "runs where buddy would have put a warning beside a result and gone on",
+        ),
+        col(
+            format!("loops ({LOOP_REPEATS}+ same)"),
+            format!(
+                "runs that made one call with the same arguments and got the same result \
+                 {LOOP_REPEATS} or more times in a row; \"caught\": stopped at the {LOOP_REPEATS}th"
+            ),
+        ),
+        col(
+            "any results",
+            format!(
+                "the same for {LOOP_REPEATS} or more identical calls in a row whatever their \
+                 results, and how many buddy stopped at the {LOOP_REPEATS}th"
+            ),
+        ),
+        col(
+            format!("{LONG_LOOP_REPEATS}+ ended"),
+            format!(
+                "runs that made one call {LONG_LOOP_REPEATS} or more times in a row with \
+                 nothing new, and how many buddy ended at the {LONG_LOOP_REPEATS}th"
+            ),
+        ),
+        col(
+            "unsolved stopped",
+            "unsolved runs buddy would have stopped, of all unsolved runs",
+        ),
+        col(
+            "calls saved (unsolved)",
+            "model calls unsolved runs made after buddy's stop (less the one call buddy makes \
+             to answer), of all their model calls",
+        ),
+    ]
+}
+
+/// A column's heading and meaning, owned.
+fn col(name: impl Into<String>, meaning: impl Into<String>) -> (String, String) {
+    (name.into(), meaning.into())
+}
+
+/// The table's legend: each column's heading and what it counts, one line each.
+pub fn legend() -> String {
+    let columns = columns();
+    let width = columns
+        .iter()
+        .map(|(name, _)| name.len())
+        .max()
+        .unwrap_or(0);
+    let mut out = String::from("\ncolumns:\n");
+    for (name, meaning) in columns {
+        let mut line = format!("  {name:<width$} ");
+        for word in meaning.split_whitespace() {
+            if line.chars().count() + 1 + word.chars().count() > LEGEND_WIDTH {
+                let _ = writeln!(out, "{line}");
+                line = " ".repeat(width + 3);
+            }
+            line.push(' ');
+            line.push_str(word);
+        }
+        let _ = writeln!(out, "{line}");
+    }
+    out
+}
+
+/// The legend's lines are wrapped to this many characters.
+const LEGEND_WIDTH: usize = 96;
+
 /// `part` of `whole` as a percentage with one decimal, or `-` for none.
 pub fn percent(part: u64, whole: u64) -> String {
     if whole == 0 {
@@ -296,4 +399,32 @@ fn one_line(text: &str, max: usize) -> String {
     }
     let cut: String = flat.chars().take(max).collect();
     format!("{cut}…")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_legend_defines_every_column_of_the_table_in_its_order() {
+        let table = Summary::default().table();
+        let heading = table.lines().next().unwrap();
+        let mut rest = heading;
+        for (name, meaning) in columns() {
+            let at = rest
+                .find(name.as_str())
+                .unwrap_or_else(|| panic!("{name} in {heading}"));
+            rest = &rest[at + name.len()..];
+            assert!(meaning.split_whitespace().count() >= 2, "{name}: {meaning}");
+        }
+        assert!(rest.trim().is_empty(), "a column without a legend: {rest}");
+        let legend = legend();
+        for (name, _) in columns() {
+            assert!(legend.contains(&format!("  {name} ")), "{legend}");
+        }
+        assert!(
+            legend.lines().all(|l| l.chars().count() <= LEGEND_WIDTH),
+            "{legend}"
+        );
+    }
 }

@@ -25,8 +25,8 @@ pub use error::StoreError;
 pub use open::{OpenError, OpenedStore, StoreLocation, open};
 pub use postgres::PgStore;
 pub use records::{
-    ConversationDetail, ConversationInfo, ConversationSummary, CountedHistory, ForkCopy, SpendHold,
-    TurnClosing, TurnEnd, TurnOpening, TurnRecord,
+    ConversationDetail, ConversationInfo, ConversationSummary, CountedHistory, ForkCopy,
+    ResponseOrigin, SpendHold, TurnClosing, TurnEnd, TurnOpening, TurnRecord,
 };
 pub use sqlite::SqliteStore;
 pub use store::{Conversations, Forks, History, Spend, Store, Tasks, Turns, prelude};

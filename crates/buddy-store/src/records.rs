@@ -37,6 +37,21 @@ pub struct TurnRecord {
     /// it (see `Turns::delete_turn`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub hidden: bool,
+    /// What the Responses API request that made it said of it (see [`ResponseOrigin`]);
+    /// `None` for a turn of another API.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response: Option<ResponseOrigin>,
+}
+
+/// What a Responses API request said of the turn it made, read back with the response:
+/// the response it continued (`previous_response_id`) and whether it ran in the
+/// background.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResponseOrigin {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_response_id: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub background: bool,
 }
 
 /// How a stored turn ended: one of the engine's stop reasons, or `interrupted` — the

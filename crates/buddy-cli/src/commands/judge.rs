@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::Context;
-use buddy_cli::judge_view::{JudgedRun, Summary, run_lines};
+use buddy_cli::judge_view::{JudgedRun, Summary, legend, run_lines};
 use buddy_engine::transcript::{LoggedRun, read_runs};
 use buddy_engine::{LoopPolicy, PolicyPatch, judge_conversation};
 use clap::Args;
@@ -138,6 +138,7 @@ pub async fn judge(config_path: Option<&Path>, args: JudgeArgs) -> anyhow::Resul
             policy_words(&policy)
         );
         print!("{}", summary.table());
+        print!("{}", legend());
     }
     Ok(u8::from(judged_runs == 0))
 }

@@ -197,3 +197,56 @@ fn judge_reads_bounded_input_and_its_exit_codes_are_as_documented() {
     let (code, stderr) = judge(&["missing.jsonl"], None);
     assert_eq!(code, Some(2), "{stderr}");
 }
+
+/// The table explains itself (issue 58): under it, each column's heading and what it
+/// counts — in text, with `--summary` too, never in `--json`. A solved run that only
+/// repeated itself after buddy's stop is a false stop that lost no work, and the legend
+/// says what that means.
+#[test]
+fn the_table_has_a_legend_of_its_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("runs.jsonl");
+    let repeated = run("repeated", true, &["make"; 9], "make: nothing to be done");
+    std::fs::write(&file, repeated.to_string()).unwrap();
+    for flags in [&[][..], &["--summary"][..]] {
+        let out = buddy(dir.path())
+            .arg("judge")
+            .args(flags)
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let (table, legend) = stdout.split_once("\ncolumns:\n").expect("a legend");
+        // One false stop of one solved run, and it lost no work.
+        let row = table.lines().find(|l| l.starts_with("agents")).unwrap();
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(&cells[..5], ["agents", "1", "1", "1", "(100.0%)"], "{row}");
+        assert_eq!(cells[5], "0", "lose work: {row}");
+        for heading in [
+            "false stops",
+            "lose work",
+            "any results",
+            "unsolved stopped",
+        ] {
+            assert!(
+                legend.lines().any(|l| l.trim_start().starts_with(heading)),
+                "{heading}: {legend}"
+            );
+        }
+        assert!(legend.contains("stopping them lost nothing"), "{legend}");
+    }
+    let out = buddy(dir.path())
+        .args(["judge", "--json"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!stdout.contains("columns:"), "{stdout}");
+    assert!(
+        stdout
+            .lines()
+            .all(|l| serde_json::from_str::<Value>(l).is_ok()),
+        "{stdout}"
+    );
+}

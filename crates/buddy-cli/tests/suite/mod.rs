@@ -13,6 +13,7 @@ mod judge;
 mod lockout;
 mod mcp;
 mod mcp_login;
+mod mcp_messages;
 mod mcp_tolerant;
 mod mock;
 mod private_files;

@@ -21,6 +21,10 @@ pub enum StreamEvent {
     Incomplete { response: Box<ResponseObject> },
     #[serde(rename = "response.failed")]
     Failed { response: Box<ResponseObject> },
+    /// A response stopped by `POST /v1/responses/{id}/cancel` (status `cancelled`): the
+    /// event OpenAI names `response.cancelled`, which its stream schema does not list.
+    #[serde(rename = "response.cancelled")]
+    Cancelled { response: Box<ResponseObject> },
     #[serde(rename = "response.output_item.added")]
     OutputItemAdded { output_index: usize, item: Item },
     #[serde(rename = "response.output_item.done")]

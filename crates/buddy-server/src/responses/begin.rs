@@ -4,6 +4,7 @@
 
 use buddy_core::{Message, Sampling};
 use buddy_engine::PolicyPatch;
+use buddy_store::ResponseOrigin;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -140,6 +141,11 @@ pub(crate) async fn begin(
             ..TurnSpec::new(conversation, ModelAsk::model(body.model), policy)
         })
         .await?;
+    let origin = ResponseOrigin {
+        previous_response_id: body.previous_response_id.clone(),
+        background: body.background,
+    };
+    note_origin(state, &turn, &origin).await;
     let id = response_id(turn.conversation_id.as_deref(), &turn.turn_id);
     let mut builder = Builder::new(
         std::sync::Arc::clone(&state.inner.items),
@@ -152,7 +158,26 @@ pub(crate) async fn begin(
     builder.echo = echo;
     builder.skill_calls = skill_calls;
     builder.conversation = named;
+    builder.background = origin.background;
     Ok((turn, builder))
+}
+
+/// Keeps what the request said of a stored turn (the response it continues, whether it
+/// runs in the background), so that the response reads back as it was made. A store
+/// that fails here costs only that: the turn runs, and the failure is logged.
+async fn note_origin(state: &crate::state::AppState, turn: &StartedTurn, origin: &ResponseOrigin) {
+    let stored = turn.conversation_id.is_some();
+    if !stored || *origin == ResponseOrigin::default() {
+        return;
+    }
+    let noted = state
+        .inner
+        .store
+        .set_response_origin(&turn.turn_id, origin)
+        .await;
+    if let Err(e) = noted {
+        tracing::warn!(turn = %turn.turn_id, error = %e, "could not keep the response's origin");
+    }
 }
 
 /// The request's policy, with `max_tool_calls` lowering the turn's tool-call limit.

@@ -424,12 +424,15 @@ impl Builder {
                     response: self.boxed(),
                 }
             }
-            // A cancelled response ends its stream like a whole one, its status saying why.
+            // A cancelled response ends with the event of its own, as OpenAI names it.
+            StopReason::Cancelled => {
+                self.status = ResponseStatus::Cancelled;
+                StreamEvent::Cancelled {
+                    response: self.boxed(),
+                }
+            }
             _ => {
-                self.status = match reason {
-                    StopReason::Cancelled => ResponseStatus::Cancelled,
-                    _ => ResponseStatus::Completed,
-                };
+                self.status = ResponseStatus::Completed;
                 StreamEvent::Completed {
                     response: self.boxed(),
                 }

@@ -157,14 +157,16 @@ fn rebuilder<'f>(
         .iter()
         .find(|t| t.id == found.turn)
         .ok_or_else(|| not_found(id))?;
+    let origin = record.response.clone().unwrap_or_default();
     let mut builder = Builder::new(
         std::sync::Arc::clone(&state.inner.items),
         id.to_owned(),
         caller.owner.clone(),
         record.model.clone(),
         None,
-        None,
+        origin.previous_response_id,
     );
+    builder.background = origin.background;
     builder.created_at = u64::try_from(record.started_at_ms / 1000).unwrap_or(0);
     Ok((builder, record))
 }

@@ -173,8 +173,15 @@ async fn place(
         Conversation::After {
             conversation,
             after,
-            ..
-        } => return after_turn(state, caller, turn_id, cancel, &conversation, &after).await,
+            named,
+        } => {
+            let place = After {
+                conversation: &conversation,
+                turn: &after,
+                named: &named,
+            };
+            return after_turn(state, caller, turn_id, cancel, place).await;
+        }
         Conversation::Session { .. } => {
             return Err(AppError::Internal(
                 "a client session is placed by turn::session".into(),
@@ -191,6 +198,14 @@ async fn place(
     })
 }
 
+/// The stored turn a turn goes on after: its conversation, its id, and how the client
+/// named it (the response id its errors say, never the turn's own).
+struct After<'a> {
+    conversation: &'a str,
+    turn: &'a str,
+    named: &'a str,
+}
+
 /// Claims a turn that goes on after turn `after` of `conversation`: in that conversation
 /// when `after` is its last turn and it is free, else as a branch — a new conversation
 /// whose history is the messages up to the end of `after`. A deleted (hidden) or unknown
@@ -200,11 +215,14 @@ async fn after_turn(
     caller: &Caller,
     turn_id: &str,
     cancel: &CancellationToken,
-    conversation: &str,
-    after: &str,
+    After {
+        conversation,
+        turn: after,
+        named,
+    }: After<'_>,
 ) -> Result<(Place, CountedHistory), AppError> {
     let store = &state.inner.store;
-    let gone = || AppError::NotFound(format!("the response of turn `{after}` does not exist"));
+    let gone = || AppError::NotFound(format!("response `{named}` does not exist"));
     let detail = store
         .get_conversation(conversation)
         .await?
@@ -212,8 +230,8 @@ async fn after_turn(
     let record = detail.live_turn(after).ok_or_else(gone)?;
     if record.stop_reason.is_none() {
         return Err(AppError::Conflict(format!(
-            "the response of turn `{after}` is still in progress; continue from it once it has \
-             completed (or cancel it)"
+            "response `{named}` is still in progress; continue from it once it has completed \
+             (or cancel it)"
         )));
     }
     if detail.turns.last().is_some_and(|t| t.id == after) {

@@ -23,6 +23,7 @@ mod request_mcp;
 mod response_tree;
 mod responses;
 mod responses_codex;
+mod responses_exact;
 mod responses_ws;
 mod retention;
 mod sampling;

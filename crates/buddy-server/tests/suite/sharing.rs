@@ -314,6 +314,13 @@ impl Turns for Failing {
     ) -> BoxFuture<'a, Result<Vec<(String, String)>, StoreError>> {
         self.inner.turn_tapes(id)
     }
+    fn set_response_origin<'a>(
+        &'a self,
+        turn: &'a str,
+        origin: &'a buddy_store::ResponseOrigin,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.inner.set_response_origin(turn, origin)
+    }
     fn delete_turn<'a>(
         &'a self,
         conversation: &'a str,

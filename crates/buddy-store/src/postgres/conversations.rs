@@ -229,7 +229,7 @@ impl Conversations for PgStore {
 /// A conversation's turn records, oldest first.
 async fn turn_records(pool: &PgPool, id: &str) -> Result<Vec<TurnRecord>, StoreError> {
     let rows = sqlx::query(
-        "SELECT id, model, started_at_ms, finished_at_ms, stop_reason, stats, error, hidden
+        "SELECT id, model, started_at_ms, finished_at_ms, stop_reason, stats, error, hidden, response
          FROM buddy_turns WHERE conversation_id = $1 ORDER BY started_at_ms, id",
     )
     .bind(id)
@@ -239,6 +239,7 @@ async fn turn_records(pool: &PgPool, id: &str) -> Result<Vec<TurnRecord>, StoreE
     rows.iter()
         .map(|row| {
             let stats: Option<String> = row.try_get(5).map_err(backend)?;
+            let response: Option<String> = row.try_get(8).map_err(backend)?;
             Ok(TurnRecord {
                 id: row.try_get(0).map_err(backend)?,
                 model: row.try_get(1).map_err(backend)?,
@@ -248,6 +249,7 @@ async fn turn_records(pool: &PgPool, id: &str) -> Result<Vec<TurnRecord>, StoreE
                 stats: stats.as_deref().map(decode).transpose()?,
                 error: row.try_get(6).map_err(backend)?,
                 hidden: row.try_get(7).map_err(backend)?,
+                response: response.as_deref().map(decode).transpose()?,
             })
         })
         .collect()

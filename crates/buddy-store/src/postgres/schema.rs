@@ -54,6 +54,7 @@ CREATE TABLE IF NOT EXISTS buddy_turns (
 CREATE INDEX IF NOT EXISTS buddy_turns_by_conversation ON buddy_turns(conversation_id, started_at_ms);
 ALTER TABLE buddy_turns ADD COLUMN IF NOT EXISTS tape TEXT;
 ALTER TABLE buddy_turns ADD COLUMN IF NOT EXISTS hidden BOOLEAN NOT NULL DEFAULT false;
+ALTER TABLE buddy_turns ADD COLUMN IF NOT EXISTS response TEXT;
 CREATE TABLE IF NOT EXISTS buddy_instances (
     id TEXT PRIMARY KEY,
     last_seen_ms BIGINT NOT NULL

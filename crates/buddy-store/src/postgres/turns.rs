@@ -14,7 +14,7 @@ use super::writes::{
 use crate::columns::{new_id, now_ms, runs};
 use crate::deletion::{self, Plan, TurnDeletion};
 use crate::error::StoreError;
-use crate::records::{TurnClosing, TurnOpening};
+use crate::records::{ResponseOrigin, TurnClosing, TurnOpening};
 use crate::store::Turns;
 
 impl Turns for PgStore {
@@ -165,6 +165,26 @@ impl Turns for PgStore {
                     ))
                 })
                 .collect()
+        })
+    }
+
+    fn set_response_origin<'a>(
+        &'a self,
+        turn: &'a str,
+        origin: &'a ResponseOrigin,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            let origin = serde_json::to_string(origin).unwrap_or_default();
+            let updated = sqlx::query("UPDATE buddy_turns SET response = $2 WHERE id = $1")
+                .bind(turn)
+                .bind(origin)
+                .execute(&self.inner.pool)
+                .await
+                .map_err(backend)?;
+            match updated.rows_affected() {
+                0 => Err(StoreError::NotFound(turn.to_owned())),
+                _ => Ok(()),
+            }
         })
     }
 

@@ -223,7 +223,7 @@ impl Conversations for SqliteStore {
 fn turn_records(conn: &Connection, id: &str) -> Result<Vec<TurnRecord>, StoreError> {
     let mut stmt = conn
         .prepare(
-            "SELECT id, model, started_at_ms, finished_at_ms, stop_reason, stats, error, hidden
+            "SELECT id, model, started_at_ms, finished_at_ms, stop_reason, stats, error, hidden, response
              FROM turns WHERE conversation_id = ?1 ORDER BY started_at_ms, rowid",
         )
         .map_err(backend)?;
@@ -237,11 +237,13 @@ fn turn_records(conn: &Connection, id: &str) -> Result<Vec<TurnRecord>, StoreErr
             r.get::<_, Option<String>>(5)?,
             r.get::<_, Option<String>>(6)?,
             r.get::<_, bool>(7)?,
+            r.get::<_, Option<String>>(8)?,
         ))
     })
     .map_err(backend)?
     .map(|row| {
-        let (id, model, started, finished, reason, stats, error, hidden) = row.map_err(backend)?;
+        let (id, model, started, finished, reason, stats, error, hidden, response) =
+            row.map_err(backend)?;
         Ok(TurnRecord {
             id,
             model,
@@ -251,6 +253,7 @@ fn turn_records(conn: &Connection, id: &str) -> Result<Vec<TurnRecord>, StoreErr
             stats: stats.as_deref().map(decode).transpose()?,
             error,
             hidden,
+            response: response.as_deref().map(decode).transpose()?,
         })
     })
     .collect()

@@ -94,4 +94,9 @@ CREATE TABLE call_tasks (
 CREATE INDEX conversations_by_session
     ON conversations(owner, json_extract(settings, '$.metadata.buddy_session'));
 "#,
+    // What a Responses API request said of its turn (issue 58): read back with the
+    // response (`previous_response_id`, `background`).
+    r#"
+ALTER TABLE turns ADD COLUMN response TEXT;
+"#,
 ];

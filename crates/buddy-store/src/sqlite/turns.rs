@@ -8,7 +8,7 @@ use super::{SqliteStore, backend};
 use crate::columns::{new_id, now_ms, runs};
 use crate::deletion::{self, Plan, TurnDeletion};
 use crate::error::StoreError;
-use crate::records::{TurnClosing, TurnOpening};
+use crate::records::{ResponseOrigin, TurnClosing, TurnOpening};
 use crate::store::Turns;
 
 /// Records how turn `?1` ended: at `?2`, stop reason, stats, error and tape.
@@ -153,6 +153,27 @@ impl Turns for SqliteStore {
                 .map_err(backend)?;
             rows.collect::<Result<Vec<(String, String)>, _>>()
                 .map_err(backend)
+        })
+    }
+
+    fn set_response_origin<'a>(
+        &'a self,
+        turn: &'a str,
+        origin: &'a ResponseOrigin,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let turn = turn.to_owned();
+        let origin = serde_json::to_string(origin).unwrap_or_default();
+        self.run(move |conn| {
+            let updated = conn
+                .execute(
+                    "UPDATE turns SET response = ?2 WHERE id = ?1",
+                    params![turn, origin],
+                )
+                .map_err(backend)?;
+            match updated {
+                0 => Err(StoreError::NotFound(turn)),
+                _ => Ok(()),
+            }
         })
     }
 

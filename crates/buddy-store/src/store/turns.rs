@@ -7,7 +7,7 @@ use super::history::History;
 use crate::columns::runs;
 use crate::deletion::TurnDeletion;
 use crate::error::StoreError;
-use crate::records::{TurnClosing, TurnOpening};
+use crate::records::{ResponseOrigin, TurnClosing, TurnOpening};
 
 /// The turns run on conversations: each one's record, from its opening to its end.
 pub trait Turns: History {
@@ -115,6 +115,14 @@ pub trait Turns: History {
         &'a self,
         id: &'a str,
     ) -> BoxFuture<'a, Result<Vec<(String, String)>, StoreError>>;
+    /// Records what the Responses API request that made turn `turn` said of it (read back
+    /// as [`TurnRecord::response`](crate::TurnRecord::response)); `NotFound` for a turn
+    /// this store does not hold.
+    fn set_response_origin<'a>(
+        &'a self,
+        turn: &'a str,
+        origin: &'a ResponseOrigin,
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
     /// Deletes turn `turn` of conversation `conversation` and only it: the last live turn
     /// goes with its messages (and the conversation, when it was the only one); a turn
     /// later turns build on is hidden, its messages kept as their context.

@@ -144,7 +144,34 @@ async fn contract(store: &dyn Store) {
     a_batch_is_all_or_nothing(store, &round).await;
     titles_and_settings_are_kept(store, &id).await;
     sessions_are_found_by_owner_and_id(store).await;
+    response_origins_are_read_back(store).await;
     a_deletion_takes_everything(store, &id).await;
+}
+
+/// What a Responses API request said of its turn is read back with the turn's record;
+/// a turn the store does not hold is `NotFound`.
+async fn response_origins_are_read_back(store: &dyn Store) {
+    let turn = buddy_store::new_id("turn");
+    let id = store
+        .open_turn(opening(None, &turn, None, &[Message::user("hi")]))
+        .await
+        .unwrap();
+    let read = || async {
+        let detail = store.get_conversation(&id).await.unwrap().unwrap();
+        detail.turns[0].response.clone()
+    };
+    assert_eq!(read().await, None);
+    let origin = buddy_store::ResponseOrigin {
+        previous_response_id: Some("resp_earlier".into()),
+        background: true,
+    };
+    store.set_response_origin(&turn, &origin).await.unwrap();
+    assert_eq!(read().await, Some(origin.clone()));
+    let missing = store.set_response_origin("turn_never", &origin).await;
+    assert!(
+        matches!(missing, Err(StoreError::NotFound(_))),
+        "{missing:?}"
+    );
 }
 
 /// A client session's conversation is found by its owner and session id (kept in the

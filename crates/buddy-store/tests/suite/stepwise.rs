@@ -111,6 +111,13 @@ impl Turns for Stepwise {
     ) -> BoxFuture<'a, Result<Vec<(String, String)>, StoreError>> {
         self.0.turn_tapes(id)
     }
+    fn set_response_origin<'a>(
+        &'a self,
+        turn: &'a str,
+        origin: &'a buddy_store::ResponseOrigin,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.0.set_response_origin(turn, origin)
+    }
     fn delete_turn<'a>(
         &'a self,
         conversation: &'a str,

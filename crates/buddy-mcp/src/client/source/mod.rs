@@ -22,6 +22,7 @@ use crate::requests::sampling::{Sampler, SamplingCount, SamplingUse};
 use stderr::{StderrTail, log_stderr};
 
 mod calls;
+mod cause;
 mod login;
 mod stderr;
 
@@ -299,7 +300,8 @@ impl McpSource {
                 // It ended or answered wrongly at once: not a timeout. Give its stderr a
                 // moment to arrive, then quote it.
                 tokio::time::sleep(Duration::from_millis(200)).await;
-                let message = format!("initialize failed ({e}){}", self.said());
+                let url = self.config.url.as_deref();
+                let message = format!("{}{}", cause::init_failure(&e, url), self.said());
                 self.set_state(ServerState::Down(message.clone()));
                 return Err(McpError::Failed {
                     server: name,
@@ -314,7 +316,7 @@ impl McpSource {
             Some(info) => (
                 info.server_info
                     .as_ref()
-                    .map(|i| format!("{} {}", i.name, i.version))
+                    .map(|i| server_words(&i.name, &i.version))
                     .unwrap_or_else(|| "unnamed".to_owned()),
                 info.protocol_version.to_string(),
             ),
@@ -477,5 +479,15 @@ impl McpSource {
             self.set_state(ServerState::Down(message.clone()));
         }
         SkillError::Failed(message)
+    }
+}
+
+/// A server's name and version as `mcp list` and the health show them: the name alone
+/// when it gives no version (never a stray space).
+fn server_words(name: &str, version: &str) -> String {
+    match (name.trim(), version.trim()) {
+        ("", _) => "unnamed".to_owned(),
+        (name, "") => name.to_owned(),
+        (name, version) => format!("{name} {version}"),
     }
 }

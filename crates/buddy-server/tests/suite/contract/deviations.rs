@@ -24,4 +24,14 @@ pub(super) const KNOWN: &[(&str, &str, &str)] = &[
     // responses read before they end, a cancelled one), as OpenAI's own API does: there is
     // no usage to report yet.
     ("*", "*/usage", "type: null, the schema wants object"),
+    // A cancelled response's stream ends with `response.cancelled` (status `cancelled`),
+    // the name OpenAI gives the event of a cancelled background response (its webhook
+    // `response.cancelled`) and clients treat as an end; the spec's stream union lists
+    // only `completed`, `failed` and `incomplete` ends, and `completed` would say it
+    // completed.
+    (
+        "* event response.cancelled",
+        "/type",
+        "enum: \"response.cancelled\" is not one of the schema's values",
+    ),
 ];

@@ -218,6 +218,14 @@ async fn background_and_cancel(r: &mut Recorder) {
         .whole(RESPONSE, &format!("/v1/responses/{id}"), None)
         .await;
     assert_eq!(status, StatusCode::OK, "{after}");
+    // Its replay ends with `response.cancelled` (see `deviations`).
+    r.streamed(
+        RESPONSE,
+        &format!("/v1/responses/{id}?stream=true"),
+        None,
+        Some("ResponseStreamEvent"),
+    )
+    .await;
 }
 
 /// Waits until response `id` has ended (read without keeping the bodies).
