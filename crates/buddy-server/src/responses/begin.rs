@@ -2,6 +2,7 @@
 //! stored one named by `conversation` or `previous_response_id`, a `store: false` one the
 //! WebSocket keeps, or a new one), its input, tools, policy and settings.
 
+use axum::http::HeaderMap;
 use buddy_core::{Message, Sampling};
 use buddy_engine::PolicyPatch;
 use buddy_store::ResponseOrigin;
@@ -14,7 +15,9 @@ use super::input::input_messages;
 use crate::error::AppError;
 use crate::request::request_policy;
 use crate::settings::SkillCalls;
-use crate::turn::{Conversation, Family, ModelAsk, StartedTurn, ToolAsk, TurnSpec, Turns};
+use crate::turn::{
+    Conversation, Family, ModelAsk, StartedTurn, ToolAsk, TurnSpec, Turns, client_conversation,
+};
 use buddy_openai_wire::client_tools::client_tools;
 
 /// The body of `POST /v1/responses` (fields buddy does not use are accepted and ignored).
@@ -82,11 +85,15 @@ pub(crate) struct Unstored {
 
 /// Starts the turn a request asks for; `unstored` is the conversation of a `store: false`
 /// response its `previous_response_id` names (the WebSocket mode keeps the last one). A
-/// `store: false` turn hands its whole conversation back when it ends.
+/// `store: false` turn hands its whole conversation back when it ends. `headers` (an HTTP
+/// request's) may name the client's session: its `store: false` turns are kept as the
+/// session's conversation (`[server] keep_client_sessions`), their responses still not
+/// retrievable by id.
 pub(crate) async fn begin(
     turns: &Turns,
     body: ResponsesRequest,
     unstored: Option<Unstored>,
+    headers: Option<&HeaderMap>,
 ) -> Result<(StartedTurn, Builder), AppError> {
     let state = &turns.state;
     let owner = &turns.caller.owner;
@@ -126,6 +133,12 @@ pub(crate) async fn begin(
         _ => None,
     };
     let (conversation, append) = placed(conversation, unstored, body.store, input);
+    let conversation = match (conversation, headers) {
+        (Conversation::Ephemeral(history), Some(headers)) => {
+            client_conversation(state, headers, None, history)
+        }
+        (conversation, _) => conversation,
+    };
     let turn = turns
         .start(TurnSpec {
             append,
@@ -146,7 +159,12 @@ pub(crate) async fn begin(
         background: body.background,
     };
     note_origin(state, &turn, &origin).await;
-    let id = response_id(turn.conversation_id.as_deref(), &turn.turn_id);
+    // A `store: false` response is never read back by id, kept in a session or not.
+    let stored = turn
+        .conversation_id
+        .as_deref()
+        .filter(|_| body.store != Some(false));
+    let id = response_id(stored, &turn.turn_id);
     let mut builder = Builder::new(
         std::sync::Arc::clone(&state.inner.items),
         id,

@@ -1,6 +1,7 @@
 //! `POST /v1/responses`: a response, whole, streamed, or in the background.
 
 use axum::Json;
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use buddy_core::ChatEvent;
 
@@ -14,6 +15,7 @@ use crate::turn::{CancelOnDrop, StartedTurn, Turns, frames, with_turn_header};
 
 pub(crate) async fn responses(
     turns: Turns,
+    headers: HeaderMap,
     JsonBody(body): JsonBody<ResponsesRequest>,
 ) -> Result<Response, AppError> {
     let streamed = body.stream;
@@ -26,7 +28,7 @@ pub(crate) async fn responses(
         ));
     }
     let (model, instructions) = (body.model.clone(), body.instructions.clone());
-    let (turn, mut builder) = match begin(&turns, body, None).await {
+    let (turn, mut builder) = match begin(&turns, body, None, Some(&headers)).await {
         Ok(begun) => begun,
         // A key at its money ceiling: an answer that ends the session, not an error the
         // client retries.

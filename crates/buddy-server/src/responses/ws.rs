@@ -161,7 +161,7 @@ async fn session(state: AppState, caller: Caller, mut socket: WebSocket, held: H
             state: state.clone(),
             caller: caller.clone(),
         });
-        match begin(&turns, request, unstored).await {
+        match begin(&turns, request, unstored, None).await {
             Ok((turn, builder)) => match run(&mut socket, turn, builder, keep, within).await {
                 Ok(kept) => last = kept,
                 Err(()) => return,

@@ -163,3 +163,62 @@ async fn a_rewritten_history_starts_a_new_conversation_of_the_session() {
     assert_eq!(newest.messages.len(), 4, "{:?}", newest.messages);
     assert_eq!(newest.turns.len(), 1);
 }
+
+/// A `store: false` Responses request of key `KEY`, in codex's session `session`.
+fn codex_request(body: &Value, session: &str) -> Request<Body> {
+    Request::post("/v1/responses")
+        .header("content-type", "application/json")
+        .header("authorization", format!("Bearer {KEY}"))
+        .header("session-id", session)
+        .body(Body::from(body.to_string()))
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_codex_session_of_store_false_requests_is_one_conversation_its_responses_unstored() {
+    let store = Arc::new(SqliteStore::in_memory().unwrap());
+    let (state, _) = server_on(
+        Arc::clone(&store) as Arc<dyn Store>,
+        settings(true),
+        calls_bash,
+    );
+    let mut input = vec![json!({"type": "message", "role": "user", "content": "What is here?"})];
+    let exec = json!([{"type": "function", "name": "Bash", "description": "Run a shell command",
+        "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}]);
+    let body = json!({"model": "claude-test", "store": false, "tools": exec, "input": input});
+    let first = send(&state, codex_request(&body, "0199a1b2-c3d4")).await;
+    assert_eq!(first.status, StatusCode::OK, "{}", first.body);
+    let reply: Value = serde_json::from_str(&first.body).unwrap();
+    let call = reply["output"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|item| item["type"] == "function_call")
+        .cloned()
+        .unwrap_or_else(|| panic!("{reply}"));
+    input.push(call.clone());
+    input.push(json!({"type": "function_call_output", "call_id": call["call_id"], "output": "a.txt b.txt"}));
+    let body = json!({"model": "claude-test", "store": false, "tools": exec, "input": input});
+    let second = send(&state, codex_request(&body, "0199a1b2-c3d4")).await;
+    assert_eq!(second.status, StatusCode::OK, "{}", second.body);
+    let reply: Value = serde_json::from_str(&second.body).unwrap();
+    assert_eq!(reply["status"], "completed", "{reply}");
+
+    let listed = store.list_conversations(None).await.unwrap();
+    assert_eq!(listed.len(), 1, "the session is one conversation");
+    let kept = store
+        .get_conversation(&listed[0].id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(kept.turns.len(), 2);
+    let key = kept.settings["metadata"]["buddy_session"].as_str().unwrap();
+    assert!(key.starts_with("0199a1b2-c3d4#"), "{key}");
+    // `store: false` still means the response is not read back by id.
+    let id = reply["id"].as_str().unwrap();
+    let read = Request::get(format!("/v1/responses/{id}"))
+        .header("authorization", format!("Bearer {KEY}"))
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(send(&state, read).await.status, StatusCode::NOT_FOUND);
+}
