@@ -1169,3 +1169,68 @@ def test_the_built_in_research_tree_shows_each_researcher_complete(page, server)
         expect(block.locator(".card")).to_have_count(7)
     expect(page.locator("#transcript > .answer-row .msg.assistant").last).to_contain_text("Comparison of the 3 reports")
     assert not page.errors, page.errors
+
+
+def test_a_page_on_a_listed_origin_calls_the_api_and_another_origins_page_cannot(browser):
+    """`[server] cors_origins`: a page served from another origin (another port) calls the
+    API with its key from Chromium; the same page reached by an unlisted origin's name is
+    refused by the browser (no CORS answer)."""
+    import http.server
+    import threading
+
+    work = Path(tempfile.mkdtemp(prefix="buddy-cors-"))
+    site = work / "site"
+    site.mkdir()
+    (site / "index.html").write_text("<!doctype html><title>another app</title>")
+    handler = lambda *a, **k: http.server.SimpleHTTPRequestHandler(*a, directory=str(site), **k)
+    pages = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=pages.serve_forever, daemon=True).start()
+    page_port = pages.server_address[1]
+    listed = f"http://127.0.0.1:{page_port}"
+    (work / "buddy.toml").write_text(f'[server]\ncors_origins = ["{listed}"]\n')
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(BUDDY), "serve", "--listen", f"127.0.0.1:{port}", "--db", str(work / "buddy.db"),
+         "--api-key", KEY],
+        cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    api = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 30
+        while True:
+            try:
+                urllib.request.urlopen(api + "/healthz", timeout=1)
+                break
+            except OSError:
+                assert proc.poll() is None, "buddy serve exited"
+                assert time.time() < deadline, "buddy serve did not start"
+                time.sleep(0.1)
+        call = """async ([api, key]) => {
+            try {
+                const r = await fetch(api + "/v1/chat/completions", {method: "POST",
+                    headers: {"authorization": "Bearer " + key, "content-type": "application/json"},
+                    body: JSON.stringify({model: "scripted:plain_chat",
+                                          messages: [{role: "user", content: "hi"}]})});
+                return {status: r.status, stop: r.headers.get("buddy-stop-reason"),
+                        text: (await r.json()).choices[0].message.content};
+            } catch (e) { return {error: String(e)}; }
+        }"""
+        context = browser.new_context()
+        page = context.new_page()
+        page.goto(listed + "/index.html")
+        got = page.evaluate(call, [api, KEY])
+        assert got.get("status") == 200, got
+        assert got["text"], got
+        # The same page by another name is another origin, and not listed.
+        page.goto(f"http://localhost:{page_port}/index.html")
+        refused = page.evaluate(call, [api, KEY])
+        assert "error" in refused and "Failed to fetch" in refused["error"], refused
+        context.close()
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        pages.shutdown()
+        shutil.rmtree(work, ignore_errors=True)

@@ -28,6 +28,7 @@ mod client_session;
 mod client_tools;
 mod conn;
 mod conversation_settings;
+mod cors;
 mod error;
 mod gate;
 mod item_cache;

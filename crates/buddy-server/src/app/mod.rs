@@ -30,7 +30,8 @@ pub fn app(state: AppState) -> Router {
             state.clone(),
             auth::require_key,
         ));
-    Router::new()
+    let cors = crate::cors::layer(&state.inner.settings.cors_origins);
+    let router = Router::new()
         .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
         .merge(web::routes())
         .merge(protected)
@@ -48,7 +49,12 @@ pub fn app(state: AppState) -> Router {
             body::whole_body,
         ))
         .layer(TraceLayer::new_for_http())
-        .with_state(state)
+        .with_state(state);
+    // Outermost: a browser's preflight is answered before auth asks for a key.
+    match cors {
+        Some(cors) => router.layer(cors),
+        None => router,
+    }
 }
 
 /// The metrics, where a key that is not an admin sees only its own per-key series.

@@ -23,6 +23,9 @@ pub enum ServeError {
         "refusing to listen on {0} without auth: set api keys (--api-key, BUDDY_API_KEYS or [server] api_keys_env) or listen on 127.0.0.1"
     )]
     Unprotected(std::net::SocketAddr),
+    /// A `cors_origins` entry that is no web origin.
+    #[error("{0}")]
+    Cors(String),
     #[error("server error: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -44,6 +47,7 @@ pub async fn serve(
     if !addr.ip().is_loopback() && settings.api_keys.is_empty() {
         return Err(ServeError::Unprotected(addr));
     }
+    crate::cors::origins(&settings.cors_origins).map_err(ServeError::Cors)?;
     metrics::handle();
     tracing::info!(%addr, auth = !settings.api_keys.is_empty(), "buddy serving");
     let mut builder = Builder::new(TokioExecutor::new());

@@ -146,6 +146,12 @@ server_settings! {
         keep_client_sessions as "keep_client_sessions": bool = true;
             check SettingCheck::Any;
             flag SettingFlag::None;
+        /// Web origins (`https://app.example.com`) whose pages may call the API from a
+        /// browser: their CORS preflights are answered and their responses readable.
+        /// None by default: only the server's own chat page.
+        cors_origins as "cors_origins": Vec<String> = Vec::new();
+            check SettingCheck::Any;
+            flag SettingFlag::None;
         /// Seconds a turn's events are kept after it ends, for clients reattaching late.
         turn_events_grace as "turn_events_grace_secs": Duration = Duration::from_secs(300);
             check SettingCheck::Any;

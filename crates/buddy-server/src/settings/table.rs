@@ -149,6 +149,21 @@ impl Setting for Vec<KeyConfig> {
     }
 }
 
+/// A list of words (`cors_origins`): an array in buddy.toml, comma-separated as a flag.
+impl Setting for Vec<String> {
+    fn read<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Vec::<String>::deserialize(deserializer)
+    }
+    fn parse(text: &str) -> Result<Self, String> {
+        Ok(text
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect())
+    }
+}
+
 /// A duration is written as a number of seconds (`*_secs`).
 impl Setting for Duration {
     fn read<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {

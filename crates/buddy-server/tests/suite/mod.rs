@@ -8,6 +8,7 @@ mod client_tools;
 mod compact;
 mod connections;
 mod contract;
+mod cors;
 mod counts;
 mod elicitations;
 mod hostile_mcp;
