@@ -9,7 +9,7 @@ use buddy_engine::{Resume, calls_left_open};
 use buddy_store::{CountedHistory, Store, TurnEnd, TurnOpening, new_id};
 use tokio_util::sync::CancellationToken;
 
-use super::place::Place;
+use super::place::{Place, Placed};
 use super::session;
 use super::spec::{Conversation, Settings, TurnSpec};
 use crate::backend::Resolved;
@@ -47,26 +47,19 @@ pub(crate) async fn open(
     let turn_id = new_id("turn");
     let cancel = state.inner.shutdown.child_token();
     let conversation = std::mem::replace(&mut spec.conversation, Conversation::Stored(None));
-    let (place, history) = match conversation {
-        Conversation::Session { key, history } => {
-            let placed = session::place(state, caller, &turn_id, &cancel, &key, history).await?;
-            // The client's new messages go in with the opening, before the request's own.
-            spec.append.splice(0..0, placed.new_messages);
-            (placed.place, placed.history)
-        }
-        conversation => {
-            place(
-                state,
-                caller,
-                &turn_id,
-                &cancel,
-                conversation,
-                &spec,
-                &resolved,
-            )
-            .await?
-        }
-    };
+    let placed = place(
+        state,
+        caller,
+        &turn_id,
+        &cancel,
+        conversation,
+        &spec,
+        &resolved,
+    )
+    .await?;
+    // A client session's new messages go in with the opening, before the request's own.
+    spec.append.splice(0..0, placed.new_messages);
+    let (place, history) = (placed.place, placed.history);
     let CountedHistory {
         messages: mut history,
         mut counts,
@@ -132,9 +125,9 @@ async fn place(
     conversation: Conversation,
     spec: &TurnSpec,
     resolved: &Resolved,
-) -> Result<(Place, CountedHistory), AppError> {
+) -> Result<Placed, AppError> {
     let store = &state.inner.store;
-    Ok(match conversation {
+    let (place, history) = match conversation {
         Conversation::Ephemeral(history) => {
             let lease = state.claim(turn_id, None, &caller.owner, cancel).await?;
             let history = CountedHistory {
@@ -180,12 +173,12 @@ async fn place(
                 turn: &after,
                 named: &named,
             };
-            return after_turn(state, caller, turn_id, cancel, place).await;
+            return after_turn(state, caller, turn_id, cancel, place)
+                .await
+                .map(Placed::kept);
         }
-        Conversation::Session { .. } => {
-            return Err(AppError::Internal(
-                "a client session is placed by turn::session".into(),
-            ));
+        Conversation::Session { key, history } => {
+            return session::place(state, caller, turn_id, cancel, &key, history).await;
         }
         Conversation::Stored(None) => {
             let system = resolved.system.iter().map(Message::system).collect();
@@ -195,7 +188,8 @@ async fn place(
             };
             (Place::New, history)
         }
-    })
+    };
+    Ok(Placed::kept((place, history)))
 }
 
 /// The stored turn a turn goes on after: its conversation, its id, and how the client

@@ -15,7 +15,7 @@ use buddy_store::CountedHistory;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::place::Place;
+use super::place::{Place, Placed};
 use super::spec::Conversation;
 use crate::caller::Caller;
 use crate::client_session;
@@ -40,15 +40,6 @@ pub(crate) fn client_conversation(
         },
         None => Conversation::Ephemeral(history),
     }
-}
-
-/// Where a session's request goes, and the client's messages its opening appends.
-pub(super) struct Placed {
-    pub place: Place,
-    /// The history the turn starts from, before `new_messages`.
-    pub history: CountedHistory,
-    /// The request's messages the stored conversation does not have yet.
-    pub new_messages: Vec<Message>,
 }
 
 /// The settings a session's new conversation is made with: its key, in the metadata
@@ -84,11 +75,7 @@ pub(super) async fn place(
         // this one runs on its history as sent and is not kept.
         Err(AppError::Conflict(_)) => {
             let lease = state.claim(turn_id, None, &caller.owner, cancel).await?;
-            return Ok(Placed {
-                place: Place::Ephemeral(lease),
-                history: counted(history),
-                new_messages: Vec::new(),
-            });
+            return Ok(Placed::kept((Place::Ephemeral(lease), counted(history))));
         }
         Err(e) => return Err(e),
     };
@@ -114,11 +101,7 @@ pub(super) async fn place(
 
 /// A new conversation for the session, holding the request's whole history.
 fn new_conversation(key: &str, history: Vec<Message>) -> Placed {
-    Placed {
-        place: Place::NewSession(key.to_owned()),
-        history: counted(history),
-        new_messages: Vec::new(),
-    }
+    Placed::kept((Place::NewSession(key.to_owned()), counted(history)))
 }
 
 fn counted(messages: Vec<Message>) -> CountedHistory {
