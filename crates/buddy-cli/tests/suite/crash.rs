@@ -8,7 +8,9 @@ use std::process::{Child, Command, Stdio};
 
 use serde_json::{Value, json};
 
-use super::server::{all_scenarios, client, read_until, sse_events, start_chat, start_slow_turn};
+use super::server::{
+    all_scenarios, client, get_json, read_until, sse_events, start_chat, start_slow_turn,
+};
 
 /// Starts `buddy ARGS` (a `serve`) in `cwd` with `env` set; returns the child and the
 /// base URL it printed.
@@ -100,14 +102,7 @@ async fn killing_the_server_mid_turn_loses_nothing_already_produced() {
 
 /// The stored conversation `id` as `GET /v1/conversations/{id}` shows it.
 pub async fn conversation(url: &str, id: &str) -> Value {
-    client()
-        .get(format!("{url}/v1/conversations/{id}"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
+    get_json(&format!("{url}/v1/conversations/{id}")).await
 }
 
 /// The SSE body of a next turn of `id` ("what time is it?", offline scenario).

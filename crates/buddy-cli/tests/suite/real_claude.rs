@@ -12,11 +12,10 @@ use std::net::TcpListener;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use buddy_core::{Price, Usd};
-use buddy_server::{ApiKey, ServerSettings, SpendCeiling};
+use buddy_server::ServerSettings;
 use serde_json::Value;
 
-use super::server::{TestServer, all_scenarios};
+use super::server::{TestServer, all_scenarios, capped_server};
 
 /// The key Claude Code sends buddy.
 const KEY: &str = "sk-claude-test";
@@ -184,25 +183,7 @@ async fn the_real_claude_code_cli_is_stopped_by_its_keys_money_ceiling() {
     // Claude Code's requests (its system prompt and tools) costs some $0.004 at $1 a
     // million, and a turn starts a call only with room for it and an answer; the key
     // may spend $0.02 a day: a few round trips, then buddy's answer.
-    let mut settings = ServerSettings {
-        api_keys: vec![
-            ApiKey::new(KEY, Some("claude"), false).with_spend(SpendCeiling {
-                daily: Usd::from_dollars(0.02),
-                monthly: None,
-            }),
-        ],
-        ..ServerSettings::default()
-    };
-    let price = Price {
-        input: 1.0,
-        output: 1.0,
-        cached_input: None,
-        cache_write: None,
-        cache_write_1h: None,
-    };
-    settings.prices.add(None, "*", price);
-    let (db, scenarios) = (tempfile::tempdir().unwrap(), all_scenarios());
-    let server = TestServer::start(&db.path().join("c.db"), scenarios.path(), settings).await;
+    let (_db, _scenarios, server) = capped_server(KEY, "claude", 0.02).await;
     let json = ["--output-format", "stream-json", "--verbose"];
     let (code, text) = run(&server, "scripted:claude_spend", "Look around.", &json).await;
     assert_eq!(code, 0, "{text}");

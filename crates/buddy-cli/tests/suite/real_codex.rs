@@ -7,10 +7,9 @@
 
 use std::path::Path;
 
-use buddy_core::{Price, Usd};
-use buddy_server::{ApiKey, ServerSettings, SpendCeiling};
+use buddy_server::ServerSettings;
 
-use super::server::{TestServer, all_scenarios};
+use super::server::{TestServer, all_scenarios, capped_server};
 
 /// Runs `codex exec PROMPT` in `work` against the server at `url` with `model`; returns
 /// its exit code and its stdout and stderr together.
@@ -110,25 +109,7 @@ async fn the_real_codex_cli_is_stopped_by_its_keys_money_ceiling() {
     // codex's requests costs some $0.001 at $1 a million (its first is estimated at
     // several times that), and a turn starts a call only with room for it and an
     // answer; the key may spend $0.014 a day: some round trips, then buddy's answer.
-    let mut settings = ServerSettings {
-        api_keys: vec![
-            ApiKey::new("sk-codex-capped", Some("codex"), false).with_spend(SpendCeiling {
-                daily: Usd::from_dollars(0.014),
-                monthly: None,
-            }),
-        ],
-        ..ServerSettings::default()
-    };
-    let price = Price {
-        input: 1.0,
-        output: 1.0,
-        cached_input: None,
-        cache_write: None,
-        cache_write_1h: None,
-    };
-    settings.prices.add(None, "*", price);
-    let (db, scenarios) = (tempfile::tempdir().unwrap(), all_scenarios());
-    let server = TestServer::start(&db.path().join("c.db"), scenarios.path(), settings).await;
+    let (_db, _scenarios, server) = capped_server("sk-codex-capped", "codex", 0.014).await;
     let work = tempfile::tempdir().unwrap();
     let (url, dir) = (server.url.clone(), work.path().to_owned());
     let (code, text) = tokio::task::spawn_blocking(move || {

@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use buddy_cli::backend::ConfiguredBackend;
 use buddy_cli::config::BuddyConfig;
-use buddy_server::{AppState, ServerSettings};
+use buddy_core::{Price, Usd};
+use buddy_server::{ApiKey, AppState, ServerSettings, SpendCeiling};
 use buddy_skills::Sandbox;
 use buddy_store::SqliteStore;
 use serde_json::{Value, json};
@@ -124,6 +125,48 @@ pub fn sse_events(body: &str) -> Vec<(String, Value)> {
         .collect()
 }
 
+/// A server over every scenario whose one key `key` (named `name`) may spend `daily`
+/// dollars a day, with every model priced $1 a million tokens in and out; the
+/// directories it stands on are held by the caller.
+pub async fn capped_server(
+    key: &str,
+    name: &str,
+    daily: f64,
+) -> (tempfile::TempDir, tempfile::TempDir, TestServer) {
+    let mut settings = ServerSettings {
+        api_keys: vec![
+            ApiKey::new(key, Some(name), false).with_spend(SpendCeiling {
+                daily: Usd::from_dollars(daily),
+                monthly: None,
+            }),
+        ],
+        ..ServerSettings::default()
+    };
+    let price = Price {
+        input: 1.0,
+        output: 1.0,
+        cached_input: None,
+        cache_write: None,
+        cache_write_1h: None,
+    };
+    settings.prices.add(None, "*", price);
+    let (db, scenarios) = (tempfile::tempdir().unwrap(), all_scenarios());
+    let server = TestServer::start(&db.path().join("c.db"), scenarios.path(), settings).await;
+    (db, scenarios, server)
+}
+
+/// GETs `url` and reads its JSON body.
+pub async fn get_json(url: &str) -> Value {
+    client()
+        .get(url)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
 pub async fn chat(url: &str, body: Value) -> (u16, String) {
     let response = client()
         .post(format!("{url}/v1/chat"))
@@ -205,14 +248,7 @@ async fn a_conversation_resumes_after_a_restart_with_the_same_database() {
     .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(sse_events(&body).last().unwrap().1["reason"], "completed");
-    let detail: Value = client()
-        .get(format!("{}/v1/conversations/{id}", server.url))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let detail: Value = get_json(&format!("{}/v1/conversations/{id}", server.url)).await;
     let roles: Vec<&str> = detail["messages"]
         .as_array()
         .unwrap()
@@ -239,14 +275,7 @@ async fn a_conversation_resumes_after_a_restart_with_the_same_database() {
             .iter()
             .all(|t| t["stop_reason"] == "completed" && t["stats"]["model_calls"] == 2)
     );
-    let list: Value = client()
-        .get(format!("{}/v1/conversations", server.url))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let list: Value = get_json(&format!("{}/v1/conversations", server.url)).await;
     assert_eq!(list["data"][0]["id"], id.as_str());
     assert_eq!(list["data"][0]["title"], "what time is it?");
     let deleted = client()

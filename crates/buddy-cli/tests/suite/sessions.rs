@@ -7,7 +7,7 @@ use buddy_server::ServerSettings;
 use serde_json::{Value, json};
 
 use super::buddy;
-use super::server::{TestServer, all_scenarios, client};
+use super::server::{TestServer, all_scenarios, client, get_json};
 
 /// codex's shell tool, as a Messages API client declares it.
 fn exec_tool() -> Value {
@@ -56,25 +56,11 @@ async fn a_claude_code_session_is_kept_judged_and_replayed() {
     assert_eq!(reply["stop_reason"], "end_turn", "{reply}");
     assert!(trips <= 9, "{trips} round trips");
 
-    let listed: Value = client()
-        .get(format!("{}/v1/conversations", server.url))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed: Value = get_json(&format!("{}/v1/conversations", server.url)).await;
     let data = listed["data"].as_array().unwrap();
     assert_eq!(data.len(), 1, "the session is one conversation: {listed}");
     let id = data[0]["id"].as_str().unwrap().to_owned();
-    let export: Value = client()
-        .get(format!("{}/v1/conversations/{id}", server.url))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let export: Value = get_json(&format!("{}/v1/conversations/{id}", server.url)).await;
     assert_eq!(export["turns"].as_array().unwrap().len(), trips);
     assert!(
         export["metadata"]["buddy_session"]

@@ -37,8 +37,8 @@ fn settings(keep: bool) -> ServerSettings {
     }
 }
 
-/// Plays one thread of a session: the question, the client's tool run, the answer.
-/// Returns the two replies' stop reasons.
+/// Plays one thread of a session: the question, the client's tool run, the answer (the
+/// replies' stop reasons checked on the way).
 async fn thread(state: &buddy_server::AppState, session: Option<&str>, question: &str) {
     let mut history = vec![json!({"role": "user", "content": question})];
     let body = json!({"model": "claude-test", "max_tokens": 100, "tools": bash_tool(), "messages": history});
