@@ -12,6 +12,8 @@ pub mod iteration;
 pub mod iteration_workload;
 pub mod load;
 pub mod memory;
+pub mod memory_path;
+mod memory_run;
 pub mod proc_tree;
 
 /// Why a benchmark could not run to its report, in words a person can act on.

@@ -1,9 +1,11 @@
-//! The memory benchmark: N turns at once against a real `buddy serve` process, each
-//! with a model reply whose tool call carries a large argument (streamed in 64 KiB
-//! pieces by `buddy mock-server`, as a real server does), to a command skill that counts
-//! the bytes. Reports the server's peak resident memory over its baseline as a multiple
-//! of the arguments in flight, what stays resident once the turns are over, and how
-//! much the database grew per turn.
+//! The memory benchmark: N turns at once against a real `buddy serve` process (or one
+//! through `buddy run`), each with a model reply whose tool call carries a large argument
+//! (streamed in 64 KiB pieces by `buddy mock-server`, as a real server does), to a
+//! command skill that counts the bytes; the turn then goes on by one of the paths of
+//! `memory_path` (answered, overflowing the window, a failing tool, invalid arguments, a
+//! refused request). Reports the peak resident memory over the baseline as a multiple of
+//! the arguments in flight, what stays resident once the turns are over, and how much
+//! the database grew per turn.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -13,6 +15,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::BenchError;
+use crate::memory_path::MemoryPath;
 use serde_json::json;
 
 use super::load::{rss_kib, spawn, spawn_serve, status_kib};
@@ -20,18 +23,35 @@ use super::load::{rss_kib, spawn, spawn_serve, status_kib};
 /// What to run.
 #[derive(Clone, Debug)]
 pub struct MemoryOptions {
-    /// Turns at once.
+    /// Turns at once (`buddy run` always runs one).
     pub turns: usize,
     /// Size of each reply's tool-call argument, in bytes.
     pub argument_bytes: usize,
-    /// The `buddy` binary measured as the server (another build, for a before/after);
+    /// How the turns go on after the large call.
+    pub path: MemoryPath,
+    /// Which process carries the turns: `buddy serve` or `buddy run`.
+    pub via: MemoryVia,
+    /// The `buddy` binary measured (another build, for a before/after);
     /// `None`: the one running the benchmark.
     pub server: Option<std::path::PathBuf>,
+}
+
+/// Which process the benchmark measures.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum MemoryVia {
+    /// `buddy serve`, its turns started on `POST /v1/chat` and their streams read.
+    #[default]
+    Serve,
+    /// `buddy run`, one turn, its output read.
+    Run,
 }
 
 /// What happened.
 #[derive(Clone, Debug, Serialize)]
 pub struct MemoryReport {
+    pub path: MemoryPath,
+    pub via: MemoryVia,
     pub turns: usize,
     pub argument_mib: f64,
     pub completed: usize,
@@ -50,26 +70,9 @@ pub struct MemoryReport {
 
 const MIB: f64 = 1024.0 * 1024.0;
 
-/// The scenario the mock serves: one call of `count_bytes` with `size` bytes of text.
-fn scenario(size: usize) -> serde_json::Value {
-    json!({
-        "name": "big_arguments",
-        "description": "A reply whose tool call carries a large argument.",
-        "prompt": "Count the bytes of this text.",
-        "tools": [{"name": "count_bytes", "description": "Counts bytes.",
-                   "parameters": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
-                   "template": "counted"}],
-        "expect": {"stop_reason": "completed", "model_calls": 2, "tool_calls": 1},
-        "rules": [
-            {"when": {"round": 1}, "reply": {"tool_calls": [{"name": "count_bytes", "arguments": {"text": "a".repeat(size)}}]}},
-            {"when": {}, "reply": {"text": "Counted: {last_result}"}}
-        ]
-    })
-}
-
 /// One turn against the server at `url`, its stream read as it comes; `Ok` when it
-/// completed.
-async fn one_turn(client: reqwest::Client, url: String) -> Result<(), String> {
+/// ended with `reason`.
+async fn one_turn(client: reqwest::Client, url: String, reason: &str) -> Result<(), String> {
     let mut response = client
         .post(format!("{url}/v1/chat"))
         .json(&json!({"message": "Count the bytes of this text."}))
@@ -85,32 +88,53 @@ async fn one_turn(client: reqwest::Client, url: String) -> Result<(), String> {
         }
     }
     let tail = String::from_utf8_lossy(&tail).into_owned();
-    if tail.contains("\"reason\":\"completed\"") {
+    if tail.contains(&format!("\"reason\":\"{reason}\"")) {
         Ok(())
     } else {
-        Err(format!("turn did not complete: {tail}"))
+        Err(format!("turn did not end {reason}: {tail}"))
     }
 }
 
 /// Runs the benchmark with the `buddy` binary at `buddy`.
 pub async fn run_memory(buddy: &Path, options: &MemoryOptions) -> Result<MemoryReport, BenchError> {
-    measure_memory(buddy, options)
-        .await
-        .map_err(BenchError::Failed)
+    let measured = match options.via {
+        MemoryVia::Serve => measure_memory(buddy, options).await,
+        MemoryVia::Run => super::memory_run::measure_run(buddy, options).await,
+    };
+    measured.map_err(BenchError::Failed)
 }
 
-/// The benchmark, its failure in words.
-async fn measure_memory(buddy: &Path, options: &MemoryOptions) -> Result<MemoryReport, String> {
-    let dir = std::env::temp_dir().join(format!("buddy-memory-{}", std::process::id()));
+/// A scratch directory holding the path's scenario and `buddy.toml` (the mock at
+/// `mock_url`), and the mock model server serving it; removed when dropped.
+pub(crate) struct Bench {
+    pub(crate) dir: std::path::PathBuf,
+    _mock: super::load::Proc,
+}
+
+impl Drop for Bench {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Writes the scenario of `options.path` with arguments of `size` bytes, starts the
+/// mock on it and writes the `buddy.toml` that points at it.
+pub(crate) fn prepare(
+    buddy: &Path,
+    options: &MemoryOptions,
+    size: usize,
+    tag: &str,
+) -> Result<Bench, String> {
+    let dir = std::env::temp_dir().join(format!("buddy-memory-{}-{tag}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("scenarios")).map_err(|e| e.to_string())?;
     std::fs::create_dir_all(dir.join("sandbox")).map_err(|e| e.to_string())?;
     std::fs::write(
         dir.join("scenarios/big_arguments.json"),
-        scenario(options.argument_bytes).to_string(),
+        options.path.scenario(size).to_string(),
     )
     .map_err(|e| e.to_string())?;
-    let (_mock, mock_url) = spawn(
+    let (mock, mock_url) = spawn(
         buddy,
         &[
             "mock-server",
@@ -125,23 +149,15 @@ async fn measure_memory(buddy: &Path, options: &MemoryOptions) -> Result<MemoryR
         &mock_url,
         "scripted:big_arguments",
         "first_byte_timeout_secs = 600\nidle_timeout_secs = 600\n",
-    ) + r#"[policy]
-# Room for the arguments in the next request: the whole turn runs, not only its first call.
-context_window = 16000000
-[skills]
-sandbox = "sandbox"
-builtin = []
-[[skills.command]]
-name = "count_bytes"
-description = "Counts the bytes of a text."
-command = ["wc", "-c"]
-semantics = "pure"
-[skills.command.parameters]
-type = "object"
-required = ["text"]
-properties.text = { type = "string" }
-"#;
+    ) + &options.path.config();
     std::fs::write(dir.join("buddy.toml"), config).map_err(|e| e.to_string())?;
+    Ok(Bench { dir, _mock: mock })
+}
+
+/// The benchmark, its failure in words.
+async fn measure_memory(buddy: &Path, options: &MemoryOptions) -> Result<MemoryReport, String> {
+    let bench = prepare(buddy, options, options.argument_bytes, "serve")?;
+    let dir = bench.dir.clone();
     let measured = options.server.as_deref().unwrap_or(buddy);
     let (server, url) = spawn_serve(measured, &["--db", "memory.db"], &dir)?;
     let pid = server.0.id();
@@ -168,7 +184,8 @@ properties.text = { type = "string" }
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..options.turns {
         let (client, url) = (client.clone(), url.clone());
-        tasks.spawn(one_turn(client, url));
+        let reason = options.path.expected_reason();
+        tasks.spawn(async move { one_turn(client, url, reason).await });
     }
     let (mut completed, mut first_error) = (0, None);
     while let Some(joined) = tasks.join_next().await {
@@ -191,9 +208,11 @@ properties.text = { type = "string" }
     let db_after = db_size();
     let wal = size("memory.db-wal");
     drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(bench);
     let in_flight = (options.turns * options.argument_bytes) as f64;
     Ok(MemoryReport {
+        path: options.path,
+        via: MemoryVia::Serve,
         turns: options.turns,
         argument_mib: options.argument_bytes as f64 / MIB,
         completed,

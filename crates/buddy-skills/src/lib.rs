@@ -12,6 +12,7 @@ mod command;
 mod output_cap;
 mod privileges;
 mod process_tree;
+mod quoted_value;
 mod registry;
 mod sandbox;
 

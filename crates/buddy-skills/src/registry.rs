@@ -13,6 +13,7 @@ use futures::FutureExt;
 use serde_json::Value;
 
 use crate::output_cap::cap_text;
+use crate::quoted_value::{Quoted, quoted_value};
 
 /// A skill could not be registered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -155,7 +156,11 @@ impl SkillRegistry {
                 } else {
                     path
                 };
-                format!("{at}: {e}")
+                // A large instance is named by its start and size, never rendered whole.
+                match quoted_value(e.instance()) {
+                    Quoted::Whole => format!("{at}: {e}"),
+                    Quoted::Cut(shown) => format!("{at}: {}", e.masked_with(shown)),
+                }
             })
             .collect();
         if violations.is_empty() {

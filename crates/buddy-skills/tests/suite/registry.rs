@@ -112,6 +112,41 @@ async fn each_kind_of_bad_argument_is_an_error_result_the_model_can_read() {
 }
 
 #[tokio::test]
+async fn a_huge_argument_that_breaks_the_schema_is_named_by_its_start_and_size_not_echoed() {
+    let mut registry = SkillRegistry::new();
+    registry
+        .register(Arc::new(Scripted {
+            name: "weather",
+            behaviour: ok_weather,
+            delay: Duration::ZERO,
+        }) as SkillArc)
+        .unwrap();
+    // `days` must be an integer: a 2 MB string there was quoted whole in the refusal.
+    let args = json!({"city": "Paris", "days": "7".repeat(2_000_000)}).to_string();
+    let out = invoke(&registry, "weather", &args).await;
+    assert!(out.is_error && !out.fatal, "{}", out.content);
+    assert!(out.content.contains("/days"), "{}", out.content);
+    assert!(
+        out.content.contains("(2000000 characters)"),
+        "{}",
+        out.content
+    );
+    assert!(out.content.len() < 2_000, "{} bytes", out.content.len());
+    // A short wrong value is still quoted whole.
+    let out = invoke(
+        &registry,
+        "weather",
+        r#"{"city": "Paris", "days": "seven"}"#,
+    )
+    .await;
+    assert!(
+        out.content.contains(r#""seven" is not of type "integer""#),
+        "{}",
+        out.content
+    );
+}
+
+#[tokio::test]
 async fn empty_arguments_mean_an_empty_object() {
     let registry = registry_with(ok_weather, Duration::ZERO);
     let out = invoke(&registry, "weather", "  ").await;
