@@ -2,7 +2,7 @@
 //! crash or a hang, its calls bounded in time.
 
 use std::process::Stdio;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -25,15 +25,21 @@ mod calls;
 mod cause;
 mod login;
 mod stderr;
+mod task_only;
 
 /// How buddy opens a connection: it asks `server/discover` (2026-07-28, stateless,
 /// per-request `_meta`) and falls back to the `initialize` handshake of 2025-11-25
 /// and earlier when the server answers that with an error (rmcp waits 10 s for a
 /// server that does not answer at all).
-fn lifecycle() -> ClientLifecycleMode {
-    ClientLifecycleMode::Auto {
-        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-        legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
+/// A server buddy speaks to by the handshake only (see [`McpSource::use_handshake`])
+/// gets `initialize` at once.
+fn lifecycle(handshake: bool) -> ClientLifecycleMode {
+    match handshake {
+        true => ClientLifecycleMode::Initialize,
+        false => ClientLifecycleMode::Auto {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
+        },
     }
 }
 
@@ -109,6 +115,14 @@ pub struct McpSource {
     sampling: Arc<SamplingCount>,
     /// An HTTP server's OAuth tokens and how to get them.
     auth: Option<Authorization>,
+    /// Spoken to by the `initialize` handshake (2025-11-25), where it may send requests
+    /// of its own mid-call: set once a call showed it needs that.
+    handshake: AtomicBool,
+    /// Tools that take only task-augmented calls (2025-11-25 `taskSupport: "required"`),
+    /// as their first call showed.
+    pub(crate) task_only: Mutex<std::collections::HashSet<String>>,
+    /// Tools buddy found it cannot serve, each with the reason: left out of listings.
+    pub(crate) unservable: Mutex<std::collections::HashMap<String, String>>,
 }
 
 impl McpSource {
@@ -133,6 +147,9 @@ impl McpSource {
             left_out: Mutex::default(),
             sampler: Mutex::default(),
             sampling: Arc::default(),
+            handshake: AtomicBool::new(false),
+            task_only: Mutex::default(),
+            unservable: Mutex::default(),
         })
     }
 
@@ -268,13 +285,14 @@ impl McpSource {
             return Ok(Arc::clone(client));
         }
         let name = self.config.name.clone();
-        let mut started = self.open(lifecycle()).await?;
+        let handshake = self.handshake.load(Ordering::SeqCst);
+        let mut started = self.open(lifecycle(handshake)).await?;
         if let Ok(Err(e)) = &started
             && let Some(challenge) = e.auth_challenge().map(str::to_owned)
         {
             // It wants a token: authorize (a person, in a browser) and connect again.
             self.authorize(Some(&challenge)).await?;
-            started = self.open(lifecycle()).await?;
+            started = self.open(lifecycle(handshake)).await?;
             if let Ok(Err(e)) = &started
                 && e.auth_challenge().is_some()
             {
@@ -461,6 +479,17 @@ impl McpSource {
         if let ServerState::Down(message) = self.state() {
             self.set_state(ServerState::GaveUp(message));
         }
+    }
+
+    /// From the next connection on, speaks to the server by the `initialize` handshake
+    /// (2025-11-25), where a server may send its own requests (`elicitation/create`,
+    /// sampling) mid-call; drops the current connection. True when that is a change.
+    pub(crate) async fn use_handshake(&self) -> bool {
+        if self.handshake.swap(true, Ordering::SeqCst) {
+            return false;
+        }
+        self.disconnect().await;
+        true
     }
 
     /// Drops the connection (which stops the server process).
