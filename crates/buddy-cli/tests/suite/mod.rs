@@ -12,6 +12,7 @@ mod doctor;
 mod judge;
 mod lockout;
 mod mcp;
+mod mcp_health;
 mod mcp_login;
 mod mcp_messages;
 mod mcp_tolerant;

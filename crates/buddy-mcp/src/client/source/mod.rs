@@ -23,6 +23,7 @@ use stderr::{StderrTail, log_stderr};
 
 mod calls;
 mod cause;
+pub(crate) mod health;
 mod login;
 mod stderr;
 mod task_only;
@@ -123,6 +124,8 @@ pub struct McpSource {
     pub(crate) task_only: Mutex<std::collections::HashSet<String>>,
     /// Tools buddy found it cannot serve, each with the reason: left out of listings.
     pub(crate) unservable: Mutex<std::collections::HashMap<String, String>>,
+    /// When the background tries start it next (a server not required that is down).
+    next_try: Mutex<Option<std::time::Instant>>,
 }
 
 impl McpSource {
@@ -150,6 +153,7 @@ impl McpSource {
             handshake: AtomicBool::new(false),
             task_only: Mutex::default(),
             unservable: Mutex::default(),
+            next_try: Mutex::default(),
         })
     }
 
