@@ -76,16 +76,19 @@ fn log_of(dir: &tempfile::TempDir) -> Vec<String> {
         .collect()
 }
 
-fn tasks_server(dir: &tempfile::TempDir) -> Arc<McpSource> {
+fn tasks_server(dir: &tempfile::TempDir, mode: &str) -> Arc<McpSource> {
     let log = dir.path().join("asked.log").display().to_string();
     let script = test_server("tasks_2025_server.py");
-    McpSource::new(McpServerConfig::stdio("tasks", &["python3", &script, &log]))
+    McpSource::new(McpServerConfig::stdio(
+        "tasks",
+        &["python3", &script, &log, mode],
+    ))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_given_up_cancels_its_task() {
     let dir = tempfile::tempdir().unwrap();
-    let source = tasks_server(&dir);
+    let source = tasks_server(&dir, "tasks");
     source.start().await.unwrap();
     let calling = Arc::clone(&source);
     let call = tokio::spawn(async move { calling.call("slow", json!({})).await });
@@ -107,15 +110,33 @@ async fn a_call_given_up_cancels_its_task() {
         tokio::time::sleep(Duration::from_millis(50)).await;
         waited += 1;
     }
+    // The tool declared it takes only tasks: its first call was one.
     let log = log_of(&dir);
-    assert_eq!(log[0], "plain slow");
-    assert!(log[1].starts_with("task slow ttl "), "{log:?}");
+    assert!(log[0].starts_with("task slow t-1 ttl "), "{log:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_that_refuses_a_plain_call_for_want_of_a_task_is_called_as_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = tasks_server(&dir, "tasks");
+    source.start().await.unwrap();
+    let text = source.call("sneaky", json!({})).await.unwrap();
+    assert_eq!(text, "sneaky done");
+    let text = source.call("sneaky", json!({})).await.unwrap();
+    assert_eq!(text, "sneaky done");
+    let log = log_of(&dir);
+    assert_eq!(log[0], "plain sneaky", "{log:?}");
+    assert!(log[1].starts_with("task sneaky t-1 "), "{log:?}");
+    assert_eq!(log[2], "result t-1", "{log:?}");
+    // Remembered: the second call went out as a task at once.
+    assert!(log[3].starts_with("task sneaky t-2 "), "{log:?}");
+    assert_eq!(log.len(), 5, "{log:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_only_tool_buddy_cannot_serve_is_left_out_with_the_reason() {
     let dir = tempfile::tempdir().unwrap();
-    let source = tasks_server(&dir);
+    let source = tasks_server(&dir, "tasks");
     let skills = McpSkill::all(Arc::clone(&source)).await.unwrap();
     assert!(skills.iter().any(|s| s.name() == "tasks__locked"));
     let error = source
@@ -131,7 +152,7 @@ async fn a_task_only_tool_buddy_cannot_serve_is_left_out_with_the_reason() {
     );
     let skills = McpSkill::all(Arc::clone(&source)).await.unwrap();
     let names: Vec<&str> = skills.iter().map(|s| s.name()).collect();
-    assert_eq!(names, ["tasks__slow"]);
+    assert_eq!(names, ["tasks__slow", "tasks__sneaky"]);
     let left_out = source.left_out();
     assert_eq!(left_out.len(), 1, "{left_out:?}");
     assert_eq!(left_out[0].0, "locked");
@@ -139,5 +160,22 @@ async fn a_task_only_tool_buddy_cannot_serve_is_left_out_with_the_reason() {
         left_out[0].1.contains("takes only task-augmented calls"),
         "{left_out:?}"
     );
-    assert_eq!(log_of(&dir), ["plain locked", "task locked"]);
+    assert_eq!(log_of(&dir), ["task locked"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn task_only_tools_of_a_server_without_tasks_are_not_offered() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = tasks_server(&dir, "no-tasks");
+    let skills = McpSkill::all(Arc::clone(&source)).await.unwrap();
+    let names: Vec<&str> = skills.iter().map(|s| s.name()).collect();
+    assert_eq!(names, ["tasks__sneaky"]);
+    let mut left_out = source.left_out();
+    left_out.sort();
+    let tools: Vec<&str> = left_out.iter().map(|(t, _)| t.as_str()).collect();
+    assert_eq!(tools, ["locked", "slow"]);
+    assert!(
+        left_out[0].1.contains("declares no tasks for tools/call"),
+        "{left_out:?}"
+    );
 }

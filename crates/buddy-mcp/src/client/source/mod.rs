@@ -1,7 +1,6 @@
 //! One MCP server: started on demand, restarted (a bounded number of times) after a
 //! crash or a hang, its calls bounded in time.
 
-use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -9,7 +8,6 @@ use std::time::Duration;
 use buddy_core::SkillError;
 use rmcp::model::ProtocolVersion;
 use rmcp::service::ClientInitializeError;
-use rmcp::transport::TokioChildProcess;
 use rmcp::{ClientLifecycleMode, ClientServiceExt};
 use serde_json::Value;
 
@@ -26,6 +24,7 @@ mod cause;
 pub(crate) mod health;
 mod login;
 mod stderr;
+mod stdio;
 mod task_only;
 
 /// How buddy opens a connection: it asks `server/discover` (2026-07-28, stateless,
@@ -126,6 +125,8 @@ pub struct McpSource {
     pub(crate) unservable: Mutex<std::collections::HashMap<String, String>>,
     /// When the background tries start it next (a server not required that is down).
     next_try: Mutex<Option<std::time::Instant>>,
+    /// What a stdio server declared that rmcp's types drop (tools' task support).
+    declared: Arc<Mutex<stdio::Declared>>,
 }
 
 impl McpSource {
@@ -154,6 +155,7 @@ impl McpSource {
             task_only: Mutex::default(),
             unservable: Mutex::default(),
             next_try: Mutex::default(),
+            declared: Arc::default(),
         })
     }
 
@@ -248,6 +250,7 @@ impl McpSource {
             Ok(Err(e)) => return Err(self.startup_failed(format!("tools/list failed: {e}")).await),
             Err(_) => return Err(self.startup_failed("tools/list got no answer".into()).await),
         };
+        self.note_task_support();
         Ok(tools
             .into_iter()
             .map(|tool| {
@@ -391,18 +394,15 @@ impl McpSource {
                 // could read buddy's secrets otherwise.
                 buddy_skills::ChildPrivileges::for_run_as(self.config.run_as.as_ref())
                     .apply(&mut command);
-                let (transport, stderr) = TokioChildProcess::builder(command)
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .map_err(|e| {
-                        let command = self.config.command_line();
-                        self.set_state(ServerState::Down(format!("cannot start `{command}`: {e}")));
-                        McpError::Spawn {
-                            server: name.clone(),
-                            command,
-                            message: e.to_string(),
-                        }
-                    })?;
+                let (transport, stderr) = stdio::spawn(command, &self.declared).map_err(|e| {
+                    let command = self.config.command_line();
+                    self.set_state(ServerState::Down(format!("cannot start `{command}`: {e}")));
+                    McpError::Spawn {
+                        server: name.clone(),
+                        command,
+                        message: e.to_string(),
+                    }
+                })?;
                 if let Some(stderr) = stderr {
                     if let Ok(mut tail) = self.stderr_tail.lock() {
                         tail.clear();

@@ -26,6 +26,28 @@ impl McpSource {
         }
     }
 
+    /// Notes, from what a stdio server declared with its tools, those that take only
+    /// task-augmented calls: called as tasks from the first call when the server takes
+    /// tasks for `tools/call`, left out (with the reason) when it does not.
+    pub(crate) fn note_task_support(&self) {
+        let declared = self.declared.lock().map(|d| d.clone()).unwrap_or_default();
+        for (tool, support) in &declared.task_support {
+            if support != "required" {
+                continue;
+            }
+            match declared.tasks_for_tools {
+                Some(true) => self.mark_task_only(tool),
+                Some(false) => {
+                    if let Ok(mut tools) = self.unservable.lock() {
+                        tools.insert(tool.clone(), "it takes only task-augmented calls (MCP 2025-11-25 taskSupport \"required\") and the server declares no tasks for tools/call".to_owned());
+                    }
+                }
+                // A 2026-07-28 connection: the server makes tasks itself (task.rs).
+                None => {}
+            }
+        }
+    }
+
     /// Why `tool` is not offered, when buddy found it cannot serve it.
     pub(crate) fn unservable(&self, tool: &str) -> Option<String> {
         self.unservable
