@@ -15,6 +15,7 @@ mod mcp;
 mod mcp_health;
 mod mcp_login;
 mod mcp_messages;
+mod mcp_tasks;
 mod mcp_tolerant;
 mod mock;
 mod private_files;
