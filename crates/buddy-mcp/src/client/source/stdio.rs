@@ -178,16 +178,14 @@ impl Transport<RoleClient> for ChildTransport {
 
     /// Closes its stdin (the MCP stdio shutdown), waits a moment for it to exit, then
     /// kills it.
-    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
-        async move {
-            self.io.close().await?;
-            if let Some(mut child) = self.child.take()
-                && tokio::time::timeout(EXIT_WAIT, child.wait()).await.is_err()
-            {
-                child.kill().await?;
-            }
-            Ok(())
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        self.io.close().await?;
+        if let Some(mut child) = self.child.take()
+            && tokio::time::timeout(EXIT_WAIT, child.wait()).await.is_err()
+        {
+            child.kill().await?;
         }
+        Ok(())
     }
 }
 
