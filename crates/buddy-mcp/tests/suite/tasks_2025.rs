@@ -68,6 +68,54 @@ async fn server_everythings_task_only_tool_runs_to_its_result() {
     assert!(text.contains("# Research Report: reefs"), "{text}");
 }
 
+/// Answers every question with one interpretation, keeping what it was asked.
+#[derive(Debug, Default)]
+struct Historian(Mutex<Vec<String>>);
+
+impl buddy_core::Elicitor for Historian {
+    fn ask(
+        &self,
+        request: buddy_core::ElicitationRequest,
+    ) -> buddy_core::BoxFuture<'_, buddy_core::ElicitationAnswer> {
+        self.0.lock().unwrap().push(request.message);
+        let content = json!({"interpretation": "historical"});
+        Box::pin(async move {
+            buddy_core::ElicitationAnswer::Accept {
+                content: content.as_object().cloned().unwrap(),
+            }
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_that_needs_input_asks_the_person_while_its_result_is_awaited() {
+    let server = npm_server("mcp-server-everything");
+    let source = McpSource::new(McpServerConfig::stdio("everything", &[&server]));
+    source.start().await.unwrap();
+    let historian = Arc::new(Historian::default());
+    let text = tokio::time::timeout(
+        Duration::from_secs(30),
+        source.call_asking(
+            "simulate-research-query",
+            json!({"topic": "tides", "ambiguous": true}),
+            Some(historian.clone()),
+        ),
+    )
+    .await
+    .expect("the task ends within 30 s")
+    .unwrap();
+    assert!(
+        text.contains("# Research Report: tides (historical)"),
+        "{text}"
+    );
+    let asked = historian.0.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert!(
+        asked[0].contains("could have multiple interpretations"),
+        "{asked:?}"
+    );
+}
+
 fn log_of(dir: &tempfile::TempDir) -> Vec<String> {
     std::fs::read_to_string(dir.path().join("asked.log"))
         .unwrap_or_default()
