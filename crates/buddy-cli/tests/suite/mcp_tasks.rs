@@ -43,12 +43,11 @@ fn a_task_only_tool_of_server_everything_runs_in_a_turn() {
     let out = buddy(dir.path(), &["mcp", "list"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}");
-    assert!(
-        stdout
-            .lines()
-            .any(|l| l.trim_start().starts_with("e__simulate-research-query")),
-        "{stdout}"
-    );
+    let line = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("e__simulate-research-query"))
+        .unwrap_or_else(|| panic!("not offered: {stdout}"));
+    assert!(line.ends_with(", runs as a task"), "{line}");
     let scenario = serde_json::json!({
         "name": "research", "prompt": "research tides",
         "expect": {"stop_reason": "completed", "model_calls": 2, "tool_calls": 1},

@@ -14,6 +14,18 @@ use crate::requests::caller::Caller;
 use crate::requests::handler::Client;
 
 impl McpSource {
+    /// The tools buddy calls as tasks (2025-11-25 task-only tools), by their names on
+    /// the server.
+    pub fn task_only_tools(&self) -> Vec<String> {
+        let mut tools: Vec<String> = self
+            .task_only
+            .lock()
+            .map(|t| t.iter().cloned().collect())
+            .unwrap_or_default();
+        tools.sort();
+        tools
+    }
+
     /// Whether `tool` takes only task-augmented calls, as an earlier call showed.
     pub(crate) fn is_task_only(&self, tool: &str) -> bool {
         self.task_only.lock().is_ok_and(|t| t.contains(tool))
