@@ -43,6 +43,8 @@ pub struct ConfiguredBackend {
     agents: Vec<AgentSpec>,
     /// The configured providers by name, for an agent whose declaration names one.
     agent_providers: HashMap<String, Arc<dyn Provider>>,
+    /// The MCP servers of `toolbox`, for the health route.
+    mcp: Vec<Arc<buddy_mcp::McpSource>>,
 }
 
 /// The backend could not be built.
@@ -110,6 +112,7 @@ impl ConfiguredBackend {
             toolbox,
             agents: config.agents.clone(),
             agent_providers,
+            mcp: Vec::new(),
         };
         backend.check_agents()?;
         Ok(backend)
@@ -121,6 +124,12 @@ impl ConfiguredBackend {
         self.toolbox = toolbox;
         self.check_agents()?;
         Ok(self)
+    }
+
+    /// Reports the health of `servers` (the MCP servers of the toolbox) at `/v1/health`.
+    pub fn with_mcp_servers(mut self, servers: Vec<Arc<buddy_mcp::McpSource>>) -> Self {
+        self.mcp = servers;
+        self
     }
 
     /// Refuses, at start, `[[agents]]` that no turn of an HTTP provider could be offered
@@ -214,6 +223,10 @@ impl ConfiguredBackend {
 }
 
 impl Backend for ConfiguredBackend {
+    fn mcp_servers(&self) -> Vec<Arc<buddy_mcp::McpSource>> {
+        self.mcp.clone()
+    }
+
     fn models(&self) -> Vec<String> {
         if self.http.is_empty() {
             return self

@@ -19,7 +19,7 @@ use buddy_telemetry::{Telemetry, TelemetryConfig, TelemetryError};
 
 use crate::backend::{BackendBuildError, ConfiguredBackend};
 use crate::config::{BuddyConfig, ConfigError};
-use crate::toolbox::{ToolboxError, build_toolbox};
+use crate::toolbox::{ToolboxError, build_toolbox, build_toolbox_watched};
 
 use crate::provider_kinds::{Backends, Chosen, Env, KindError, ProviderChoice, SessionWants};
 
@@ -353,15 +353,16 @@ impl Runtime {
         let mcp = match self.config.mcp.is_empty() {
             true => None,
             // A server's turns use many providers: sampling requests are refused there.
-            false => Some(build_toolbox(&self.config, &sandbox, None, None, None).await?),
+            false => Some(build_toolbox_watched(&self.config, &sandbox, None, None, None).await?),
         };
         let backend =
             ConfiguredBackend::with_backends(&self.config, &self.backends, sandbox, scenarios, env)
                 .map_err(RuntimeError::ServerBackend)?;
         Ok(match mcp {
-            Some(toolbox) => backend
+            Some((toolbox, servers)) => backend
                 .with_toolbox(toolbox)
-                .map_err(RuntimeError::ServerBackend)?,
+                .map_err(RuntimeError::ServerBackend)?
+                .with_mcp_servers(servers),
             None => backend,
         })
     }

@@ -52,8 +52,22 @@ pub async fn build_toolbox(
     sampler: Option<Sampler>,
     browser: Option<Arc<dyn buddy_mcp::Browser>>,
 ) -> Result<Arc<dyn Toolbox>, ToolboxError> {
+    build_toolbox_watched(config, sandbox, scenario, sampler, browser)
+        .await
+        .map(|(toolbox, _)| toolbox)
+}
+
+/// [`build_toolbox`], and its MCP servers, whose health `buddy serve` reports.
+pub async fn build_toolbox_watched(
+    config: &BuddyConfig,
+    sandbox: &Sandbox,
+    scenario: Option<&Scenario>,
+    sampler: Option<Sampler>,
+    browser: Option<Arc<dyn buddy_mcp::Browser>>,
+) -> Result<(Arc<dyn Toolbox>, Vec<Arc<McpSource>>), ToolboxError> {
     if config.mcp.is_empty() {
-        return Ok(Arc::new(build_registry(&config.skills, sandbox, scenario)?));
+        let registry = build_registry(&config.skills, sandbox, scenario)?;
+        return Ok((Arc::new(registry), Vec::new()));
     }
     let sources = config
         .mcp
@@ -81,7 +95,8 @@ pub async fn build_toolbox(
             );
         }
     }
-    Ok(Arc::new(toolbox.into_table()))
+    let sources = toolbox.sources().to_vec();
+    Ok((Arc::new(toolbox.into_table()), sources))
 }
 
 /// Makes empty registries with the `[skills]` settings (timeout, result cap).

@@ -16,6 +16,7 @@ mod tools;
 pub use auth::{Browser, FileCredentialStore, HeadlessBrowser, OAuthConfig, TerminalBrowser};
 pub use client::catalog::{CatalogError, McpPrompt, McpPromptArgument, McpResource};
 pub use client::result::result_text;
+pub use client::source::health::{LeftOutTool, McpHealth};
 pub use client::source::{McpError, McpSource, McpTool, ServerState};
 pub use config::import::{ImportError, Imported, SkippedServer, import_mcp_servers, to_toml};
 pub use config::roots::{Root, Roots};

@@ -57,4 +57,8 @@ pub trait Backend: Send + Sync {
         provider: Option<&str>,
         model: Option<&str>,
     ) -> Result<Resolved, BackendError>;
+    /// The MCP servers whose tools the turns are offered, for `GET /v1/health`.
+    fn mcp_servers(&self) -> Vec<std::sync::Arc<buddy_mcp::McpSource>> {
+        Vec::new()
+    }
 }

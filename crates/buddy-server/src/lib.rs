@@ -4,7 +4,7 @@
 //! - `POST /v1/chat`: one turn as an SSE stream of `ChatEvent`s, conversations kept in a store;
 //! - `GET /v1/turns/{id}/events`: a running turn's events again, from any point (reattach);
 //! - `GET|PATCH|DELETE /v1/conversations[/{id}]` (title and settings), `GET /v1/models`,
-//!   `GET /healthz`, `GET /metrics`;
+//!   `GET /healthz`, `GET /v1/health` (each MCP server's state), `GET /metrics`;
 //! - `POST /v1/chat/completions`: an OpenAI-compatible endpoint, so any OpenAI client gets
 //!   loop-safe tool use by changing its base URL;
 //! - `POST /v1/responses`: the OpenAI Responses API over the same turns;
@@ -31,6 +31,7 @@ mod conversation_settings;
 mod cors;
 mod error;
 mod gate;
+mod health;
 mod item_cache;
 mod messages;
 mod metrics;

@@ -159,6 +159,11 @@ pub async fn mcp(config_path: Option<&Path>, args: McpArgs) -> anyhow::Result<u8
                 for (tool, why) in source.left_out() {
                     println!("    {tool:<40} left out: {why}");
                 }
+                let as_tasks: Vec<String> = source
+                    .task_only_tools()
+                    .iter()
+                    .map(|tool| server.skill_name(tool))
+                    .collect();
                 for skill in &skills {
                     let semantics = skill.semantics();
                     let asks = if rules.needs_approval(skill.name(), semantics).is_some() {
@@ -166,8 +171,12 @@ pub async fn mcp(config_path: Option<&Path>, args: McpArgs) -> anyhow::Result<u8
                     } else {
                         "runs without asking"
                     };
+                    let task = match as_tasks.iter().any(|t| t == skill.name()) {
+                        true => ", runs as a task",
+                        false => "",
+                    };
                     println!(
-                        "    {:<40} {:<10} {asks}",
+                        "    {:<40} {:<10} {asks}{task}",
                         skill.name(),
                         format!("{semantics:?}").to_lowercase()
                     );

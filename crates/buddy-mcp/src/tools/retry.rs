@@ -20,10 +20,14 @@ pub(crate) fn start_later(source: &Arc<McpSource>, error: &McpError) {
     let weak: Weak<McpSource> = Arc::downgrade(source);
     tokio::spawn(async move {
         for wait in backoff() {
+            if let Some(source) = weak.upgrade() {
+                source.set_next_try(Some(std::time::Instant::now() + wait));
+            }
             tokio::time::sleep(wait).await;
             let Some(source) = weak.upgrade() else {
                 return;
             };
+            source.set_next_try(None);
             match source.start().await {
                 Ok(_) => {
                     tracing::info!(server = %source.config().name, "an MCP server came up; its tools join");

@@ -34,6 +34,10 @@ impl McpSkill {
         let mut left_out = Vec::new();
         let mut skills: Vec<Arc<dyn Skill>> = Vec::new();
         for tool in tools {
+            if let Some(why) = source.unservable(&tool.name) {
+                left_out.push((tool.name.clone(), why));
+                continue;
+            }
             if let Err(e) = jsonschema::validator_for(&tool.input_schema) {
                 tracing::warn!(server = %source.config().name, tool = %tool.name, error = %e, "MCP tool left out: its input schema cannot be used");
                 left_out.push((

@@ -9,7 +9,9 @@ mod faults;
 mod oauth;
 mod progress;
 mod roots;
+mod sdk_elicitation;
 mod servers;
+mod tasks_2025;
 mod tolerant;
 mod turn_progress;
 
@@ -44,4 +46,19 @@ pub fn npm_server(bin: &str) -> String {
         .map(PathBuf::from)
         .unwrap_or_else(|| repo().join("clients/mcp/node_modules"));
     installed("BUDDY_MCP_NODE_MODULES", modules.join(".bin").join(bin))
+}
+
+/// The Python of the venv `mcp-server-time` is installed in (it has the MCP SDK).
+pub fn sdk_python() -> String {
+    let server = PathBuf::from(time_server());
+    installed("BUDDY_MCP_TIME", server.with_file_name("python"))
+}
+
+/// A test server's script under tests/servers.
+pub fn test_server(name: &str) -> String {
+    repo()
+        .join("crates/buddy-mcp/tests/servers")
+        .join(name)
+        .display()
+        .to_string()
 }

@@ -26,6 +26,7 @@ pub fn app(state: AppState) -> Router {
         .merge(responses::routes())
         .merge(messages::routes())
         .route("/metrics", get(render_metrics))
+        .route("/v1/health", get(crate::health::health))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::require_key,

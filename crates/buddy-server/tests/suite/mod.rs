@@ -11,6 +11,7 @@ mod contract;
 mod cors;
 mod counts;
 mod elicitations;
+mod health;
 mod hostile_mcp;
 mod instances;
 mod messages;

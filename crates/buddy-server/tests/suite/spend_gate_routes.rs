@@ -35,6 +35,7 @@ const SPENDING: &[(&str, &str)] = &[
 const NOT_SPENDING: &[(&str, &str)] = &[
     ("GET", "/metrics"),
     ("GET", "/healthz"),
+    ("GET", "/v1/health"),
     ("GET", "/v1/models"),
     ("GET", "/v1/conversations"),
     ("GET", "/v1/conversations/{id}"),

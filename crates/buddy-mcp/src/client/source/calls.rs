@@ -5,13 +5,31 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use buddy_core::{Elicitor, SkillError};
-use rmcp::model::{CallToolRequestParams, RequestMetaObject};
+use rmcp::model::{CallToolRequestParams, CallToolResult, RequestMetaObject};
 use rmcp::service::ServiceError;
 use serde_json::Value;
 
 use super::{McpSource, ServerState};
 use crate::auth::{AUTHORIZATIONS_PER_CALL, challenge_of};
+use crate::client::augmented::{error_words, needs_task};
+use crate::client::call::Called;
 use crate::requests::caller::Caller;
+use crate::requests::handler::Client;
+
+/// Why a call is made once more.
+enum Again {
+    /// The server wants (another) token: this challenge.
+    Authorize(String),
+    /// The server could not send its request mid-call on this connection.
+    Handshake,
+}
+
+/// The Python MCP SDK (2.x) refuses `ctx.elicit()` and other requests of its own on a
+/// 2026-07-28 connection, which has no server-to-client requests: INVALID_REQUEST,
+/// "this transport context has no back-channel for server-initiated requests".
+fn lacks_back_channel(error: &rmcp::ErrorData) -> bool {
+    error.code == rmcp::model::ErrorCode::INVALID_REQUEST && error.message.contains("back-channel")
+}
 
 impl McpSource {
     /// Calls `tool` with `arguments`. Every failure is an error result the model reads;
@@ -59,7 +77,7 @@ impl McpSource {
     ) -> Result<String, SkillError> {
         let mut authorizations = 0;
         loop {
-            let mut challenge = None;
+            let mut again = None;
             let called = self
                 .call_attempt(
                     tool,
@@ -67,15 +85,21 @@ impl McpSource {
                     traceparent,
                     output,
                     caller.clone(),
-                    &mut challenge,
+                    &mut again,
                 )
                 .await;
-            match challenge {
-                Some(challenge) if called.is_err() && authorizations < AUTHORIZATIONS_PER_CALL => {
+            match again {
+                Some(Again::Authorize(challenge))
+                    if called.is_err() && authorizations < AUTHORIZATIONS_PER_CALL =>
+                {
                     authorizations += 1;
                     if let Err(e) = self.authorize(Some(&challenge)).await {
                         return Err(SkillError::Failed(e.to_string()));
                     }
+                }
+                // Once per server: the next connection is by the handshake.
+                Some(Again::Handshake) if called.is_err() && self.use_handshake().await => {
+                    tracing::info!(server = %self.config.name, tool, "an MCP server sends requests of its own mid-call: buddy speaks to it by the 2025-11-25 handshake from now on and calls again");
                 }
                 _ => return called,
             }
@@ -85,7 +109,7 @@ impl McpSource {
     /// [`McpSource::call_traced`], the result's `structuredContent` checked against the
     /// tool's output schema (`output`): a mismatch is noted in the text the model reads.
     /// A call refused for want of authorization leaves the server's challenge in
-    /// `challenge`.
+    /// `again`, and so does one that needed a back-channel the connection lacks.
     async fn call_attempt(
         &self,
         tool: &str,
@@ -93,7 +117,7 @@ impl McpSource {
         traceparent: Option<&str>,
         output: Option<&jsonschema::Validator>,
         caller: Caller,
-        challenge: &mut Option<String>,
+        again: &mut Option<Again>,
     ) -> Result<String, SkillError> {
         let name = &self.config.name;
         if let ServerState::GaveUp(why) = self.state() {
@@ -116,28 +140,27 @@ impl McpSource {
             params.meta = Some(meta);
         }
         let secs = self.config.call_timeout_secs;
-        let limit = Duration::from_secs_f64(secs);
         // A server-initiated `elicitation/create` or sampling request during the call may
         // be this call's.
         let _asking = self.in_flight(&caller);
-        // rmcp ends the call at `limit` (sending `notifications/cancelled`), with a
-        // backstop of its own for a transport that blocks.
-        let called = crate::client::call::call_tool(&client, params, limit, &caller).await;
-        // A task handle: waited on (its own bound) outside the call's time.
-        let called = match called {
-            Ok(crate::client::call::Called::Task(task, _route)) => {
-                self.record_task(&caller, &task.task_id).await;
-                let wait = Duration::from_secs_f64(self.config.task_timeout_secs);
-                crate::client::task::await_task(&client, task, wait, &caller).await
-            }
-            Ok(crate::client::call::Called::Done(result)) => Ok(result),
-            Err(e) => Err(e),
+        // rmcp ends the call at `call_timeout_secs` (sending `notifications/cancelled`),
+        // with a backstop of its own for a transport that blocks.
+        let called = match self.is_task_only(tool) {
+            true => self.call_as_task(&client, tool, params, &caller).await,
+            false => self.call_plain(&client, tool, params, &caller).await,
         };
         match called {
             Err(ServiceError::Timeout { .. }) => {
                 self.disconnect().await;
                 Err(self.failed(format!(
                     "MCP server `{name}` did not answer `{tool}` within {secs}s; the server was stopped and is restarted for the next call"
+                )))
+            }
+            Err(ServiceError::McpError(error)) if lacks_back_channel(&error) => {
+                *again = Some(Again::Handshake);
+                Err(SkillError::Failed(format!(
+                    "MCP server `{name}` could not ask its question during `{tool}`: {}",
+                    error.message
                 )))
             }
             Err(ServiceError::McpError(error)) => Err(SkillError::Failed(format!(
@@ -147,8 +170,8 @@ impl McpSource {
             Err(other) => {
                 self.disconnect().await;
                 let refused = challenge_of(&other);
-                if refused.is_some() {
-                    *challenge = refused;
+                if let Some(refused) = refused {
+                    *again = Some(Again::Authorize(refused));
                     return Err(SkillError::Failed(format!(
                         "MCP server `{name}` refused the call to `{tool}` for want of authorization ({other})"
                     )));
@@ -158,6 +181,37 @@ impl McpSource {
                 )))
             }
             Ok(result) => crate::client::result::tool_result(&result, output),
+        }
+    }
+
+    /// One `tools/call`; a task handle it comes back with is waited on (its own bound)
+    /// outside the call's time. A tool that turns out to take only task-augmented calls
+    /// (2025-11-25) is called again so, and so from then on.
+    async fn call_plain(
+        &self,
+        client: &Client,
+        tool: &str,
+        params: CallToolRequestParams,
+        caller: &Caller,
+    ) -> Result<CallToolResult, ServiceError> {
+        let limit = Duration::from_secs_f64(self.config.call_timeout_secs);
+        let called = crate::client::call::call_tool(client, params.clone(), limit, caller).await;
+        let refusal = match &called {
+            Ok(Called::Done(result)) => error_words(result),
+            Err(ServiceError::McpError(error)) => Some(error.message.to_string()),
+            _ => None,
+        };
+        if refusal.as_deref().is_some_and(needs_task) {
+            self.mark_task_only(tool);
+            return self.call_as_task(client, tool, params, caller).await;
+        }
+        match called? {
+            Called::Task(task, _route) => {
+                self.record_task(caller, &task.task_id).await;
+                let wait = Duration::from_secs_f64(self.config.task_timeout_secs);
+                crate::client::task::await_task(client, task, wait, caller).await
+            }
+            Called::Done(result) => Ok(result),
         }
     }
 

@@ -1,15 +1,13 @@
 //! One MCP server: started on demand, restarted (a bounded number of times) after a
 //! crash or a hang, its calls bounded in time.
 
-use std::process::Stdio;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use buddy_core::SkillError;
 use rmcp::model::ProtocolVersion;
 use rmcp::service::ClientInitializeError;
-use rmcp::transport::TokioChildProcess;
 use rmcp::{ClientLifecycleMode, ClientServiceExt};
 use serde_json::Value;
 
@@ -23,17 +21,25 @@ use stderr::{StderrTail, log_stderr};
 
 mod calls;
 mod cause;
+pub(crate) mod health;
 mod login;
 mod stderr;
+mod stdio;
+mod task_only;
 
 /// How buddy opens a connection: it asks `server/discover` (2026-07-28, stateless,
 /// per-request `_meta`) and falls back to the `initialize` handshake of 2025-11-25
 /// and earlier when the server answers that with an error (rmcp waits 10 s for a
 /// server that does not answer at all).
-fn lifecycle() -> ClientLifecycleMode {
-    ClientLifecycleMode::Auto {
-        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-        legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
+/// A server buddy speaks to by the handshake only (see [`McpSource::use_handshake`])
+/// gets `initialize` at once.
+fn lifecycle(handshake: bool) -> ClientLifecycleMode {
+    match handshake {
+        true => ClientLifecycleMode::Initialize,
+        false => ClientLifecycleMode::Auto {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
+        },
     }
 }
 
@@ -109,6 +115,18 @@ pub struct McpSource {
     sampling: Arc<SamplingCount>,
     /// An HTTP server's OAuth tokens and how to get them.
     auth: Option<Authorization>,
+    /// Spoken to by the `initialize` handshake (2025-11-25), where it may send requests
+    /// of its own mid-call: set once a call showed it needs that.
+    handshake: AtomicBool,
+    /// Tools that take only task-augmented calls (2025-11-25 `taskSupport: "required"`),
+    /// as their first call showed.
+    pub(crate) task_only: Mutex<std::collections::HashSet<String>>,
+    /// Tools buddy found it cannot serve, each with the reason: left out of listings.
+    pub(crate) unservable: Mutex<std::collections::HashMap<String, String>>,
+    /// When the background tries start it next (a server not required that is down).
+    next_try: Mutex<Option<std::time::Instant>>,
+    /// What a stdio server declared that rmcp's types drop (tools' task support).
+    declared: Arc<Mutex<stdio::Declared>>,
 }
 
 impl McpSource {
@@ -133,6 +151,11 @@ impl McpSource {
             left_out: Mutex::default(),
             sampler: Mutex::default(),
             sampling: Arc::default(),
+            handshake: AtomicBool::new(false),
+            task_only: Mutex::default(),
+            unservable: Mutex::default(),
+            next_try: Mutex::default(),
+            declared: Arc::default(),
         })
     }
 
@@ -227,6 +250,7 @@ impl McpSource {
             Ok(Err(e)) => return Err(self.startup_failed(format!("tools/list failed: {e}")).await),
             Err(_) => return Err(self.startup_failed("tools/list got no answer".into()).await),
         };
+        self.note_task_support();
         Ok(tools
             .into_iter()
             .map(|tool| {
@@ -268,13 +292,14 @@ impl McpSource {
             return Ok(Arc::clone(client));
         }
         let name = self.config.name.clone();
-        let mut started = self.open(lifecycle()).await?;
+        let handshake = self.handshake.load(Ordering::SeqCst);
+        let mut started = self.open(lifecycle(handshake)).await?;
         if let Ok(Err(e)) = &started
             && let Some(challenge) = e.auth_challenge().map(str::to_owned)
         {
             // It wants a token: authorize (a person, in a browser) and connect again.
             self.authorize(Some(&challenge)).await?;
-            started = self.open(lifecycle()).await?;
+            started = self.open(lifecycle(handshake)).await?;
             if let Ok(Err(e)) = &started
                 && e.auth_challenge().is_some()
             {
@@ -369,18 +394,15 @@ impl McpSource {
                 // could read buddy's secrets otherwise.
                 buddy_skills::ChildPrivileges::for_run_as(self.config.run_as.as_ref())
                     .apply(&mut command);
-                let (transport, stderr) = TokioChildProcess::builder(command)
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .map_err(|e| {
-                        let command = self.config.command_line();
-                        self.set_state(ServerState::Down(format!("cannot start `{command}`: {e}")));
-                        McpError::Spawn {
-                            server: name.clone(),
-                            command,
-                            message: e.to_string(),
-                        }
-                    })?;
+                let (transport, stderr) = stdio::spawn(command, &self.declared).map_err(|e| {
+                    let command = self.config.command_line();
+                    self.set_state(ServerState::Down(format!("cannot start `{command}`: {e}")));
+                    McpError::Spawn {
+                        server: name.clone(),
+                        command,
+                        message: e.to_string(),
+                    }
+                })?;
                 if let Some(stderr) = stderr {
                     if let Ok(mut tail) = self.stderr_tail.lock() {
                         tail.clear();
@@ -461,6 +483,17 @@ impl McpSource {
         if let ServerState::Down(message) = self.state() {
             self.set_state(ServerState::GaveUp(message));
         }
+    }
+
+    /// From the next connection on, speaks to the server by the `initialize` handshake
+    /// (2025-11-25), where a server may send its own requests (`elicitation/create`,
+    /// sampling) mid-call; drops the current connection. True when that is a change.
+    pub(crate) async fn use_handshake(&self) -> bool {
+        if self.handshake.swap(true, Ordering::SeqCst) {
+            return false;
+        }
+        self.disconnect().await;
+        true
     }
 
     /// Drops the connection (which stops the server process).
