@@ -4,6 +4,7 @@
 //! the event printers, kept here so tests drive exactly what the binary runs. The
 //! process benchmarks are the `buddy-bench` crate's.
 
+pub mod agent_labels;
 pub mod backend;
 pub mod config;
 pub mod doctor;
