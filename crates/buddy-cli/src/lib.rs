@@ -8,6 +8,7 @@ pub mod agent_labels;
 pub mod backend;
 pub mod config;
 pub mod doctor;
+pub mod doctor_agents;
 pub mod doctor_files;
 pub mod exit_code;
 pub mod judge_view;

@@ -17,6 +17,7 @@ mod mcp_login;
 mod mcp_messages;
 mod mcp_tolerant;
 mod mock;
+mod person_messages;
 mod private_files;
 mod providers;
 mod readme;
