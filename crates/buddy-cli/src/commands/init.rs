@@ -161,23 +161,6 @@ fn pick_model<'a>(ids: &[&'a str]) -> Option<&'a str> {
         .copied()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_buddy_server_gives_its_assistant_not_its_first_loop_demo() {
-        let buddy = [
-            "scripted:ab_cycle",
-            "scripted:answer_plus_call",
-            "scripted:offline_assistant",
-        ];
-        assert_eq!(pick_model(&buddy), Some("scripted:offline_assistant"));
-        assert_eq!(pick_model(&["qwen2.5:7b", "llama3"]), Some("qwen2.5:7b"));
-        assert_eq!(pick_model(&[]), None);
-    }
-}
-
 const HEADER: &str = "\
 # buddy.toml — written by `buddy init`. Every setting is in docs/reference/config.md; what is
 # commented out shows the default.
@@ -211,3 +194,20 @@ mode = "destructive"              # calls with side effects (write_file) ask fir
 # [telemetry]                     # traces to an OTLP backend (Jaeger, Tempo, Phoenix, …)
 # endpoint = "http://127.0.0.1:4318"
 "#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_buddy_server_gives_its_assistant_not_its_first_loop_demo() {
+        let buddy = [
+            "scripted:ab_cycle",
+            "scripted:answer_plus_call",
+            "scripted:offline_assistant",
+        ];
+        assert_eq!(pick_model(&buddy), Some("scripted:offline_assistant"));
+        assert_eq!(pick_model(&["qwen2.5:7b", "llama3"]), Some("qwen2.5:7b"));
+        assert_eq!(pick_model(&[]), None);
+    }
+}
