@@ -163,7 +163,7 @@ mod tests {
         ));
         assert_eq!(
             labels.label(&[hop("lead", "c3"), hop("reader", "c4")]),
-            "lead › reader: a very long task that goes on and on past…"
+            "lead › reader: a very long task that goes on and on pas…"
         );
     }
 
