@@ -123,7 +123,7 @@ SCENARIOS = {
         "name": "slow_helpers", "prompt": "check both parts",
         "tools": [{"name": "inspect", "description": "Inspects a part.",
                    "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
-                   "template": "{q} looks fine", "delay_ms": 1500}],
+                   "template": "{q} looks fine", "delay_ms": 2500}],
         "agents": [
             {"name": "helper", "description": "Checks one part.",
              "instructions": "You are the helper sub-agent.", "skills": ["inspect"]},
@@ -1224,6 +1224,10 @@ def test_sub_agent_blocks_are_drawn_again_after_a_reload_mid_turn_and_after_the_
     # Reloaded while both helpers run: the page reattaches and draws their blocks again.
     expect(page.locator("#transcript > details.agent")).to_have_count(2, timeout=20000)
     page.reload()
+    # Still running: the page reattached, and the blocks are there again before the end.
+    expect(page.locator("#stop")).to_be_visible()
+    expect(page.locator("#transcript > details.agent")).to_have_count(2)
+    expect(page.locator("#transcript > details.agent.running")).not_to_have_count(0)
     end = turn_end(page)
     expect(end).to_have_attribute("data-reason", "completed")
     helper_blocks_are_whole(page)
