@@ -117,6 +117,26 @@ SCENARIOS = {
             {"when": {}, "reply": {"text": "All done: {results} reports."}},
         ],
     },
+    # Two helpers of one agent side by side, each with two slow steps: long enough to
+    # reload the page while they run.
+    "slow_helpers": {
+        "name": "slow_helpers", "prompt": "check both parts",
+        "tools": [{"name": "inspect", "description": "Inspects a part.",
+                   "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
+                   "template": "{q} looks fine", "delay_ms": 2500}],
+        "agents": [
+            {"name": "helper", "description": "Checks one part.",
+             "instructions": "You are the helper sub-agent.", "skills": ["inspect"]},
+        ],
+        "expect": {"stop_reason": "completed", "model_calls": 8, "tool_calls": 6},
+        "rules": [
+            {"when": {"system_contains": "helper sub-agent", "round": 3}, "reply": {"text": "Checked {user}: {last_result}"}},
+            {"when": {"system_contains": "helper sub-agent"}, "reply": {"text": "Step {n} on {user}.", "tool_calls": [{"name": "inspect", "arguments": {"q": "{user} step {n}"}}]}},
+            {"when": {"round": 1}, "reply": {"text": "Two helpers.", "tool_calls": [
+                {"name": "helper", "arguments": {"task": "part one"}}, {"name": "helper", "arguments": {"task": "part two"}}]}},
+            {"when": {}, "reply": {"text": "Both parts checked."}},
+        ],
+    },
 }
 
 
@@ -130,7 +150,10 @@ FORM = {"type": "object", "properties": {
     "name": {"type": "string", "title": "Your name", "minLength": 1},
     "plan": {"type": "string", "title": "Plan", "enum": ["basic", "pro"], "default": "basic"},
     "age": {"type": "integer", "title": "Age", "minimum": 18, "description": "adults only"},
-    "newsletter": {"type": "boolean", "title": "Newsletter"}},
+    "newsletter": {"type": "boolean", "title": "Newsletter"},
+    "topics": {"type": "array", "title": "Topics", "minItems": 1, "default": ["news"],
+               "items": {"anyOf": [{"const": "news", "title": "News"}, {"const": "offers", "title": "Offers"},
+                                   {"const": "events", "title": "Events"}]}}},
     "required": ["name", "age"]}
 for line in sys.stdin:
     msg = json.loads(line)
@@ -500,18 +523,34 @@ def test_a_servers_question_is_a_form_whose_answer_reaches_the_server(page, aski
     form = page.locator("form.elicitation")
     expect(form).to_be_visible(timeout=20000)
     expect(form).to_contain_text("asking asks: Who signs up?")
-    expect(form.locator("label.field")).to_have_count(4)
-    expect(form).to_contain_text("Your name *")
-    expect(form).to_contain_text("Age *")
+    # The fields in the order the server wrote them (not by key), defaults filled in and named.
+    expect(form.locator(".field")).to_have_count(5)
+    assert form.locator(".field > .label").all_inner_texts() == ["Your name *", "Plan", "Age *", "Newsletter", "Topics"]
     expect(form).to_contain_text("adults only")
+    expect(form.locator('[data-name="plan"] .default')).to_have_text("default: basic")
+    expect(form.locator('select[name="plan"] option:checked')).to_have_text("basic")
+    expect(form.locator('[data-name="topics"] .default')).to_have_text("default: news")
+    # The multi-select is a checkbox per choice, the default's ticked.
+    topics = form.locator('fieldset[data-name="topics"] input[type="checkbox"]')
+    expect(topics).to_have_count(3)
+    assert [topics.nth(i).is_checked() for i in range(3)] == [True, False, False]
     expect(page.locator(".card.waiting")).to_contain_text("waiting for your answer")
-    # An answer that does not fit is refused, naming the field; the form stays.
+    # Each field is checked as it is answered: a misfit is said beside it at once.
     form.locator('input[name="name"]').fill("Ada")
-    form.locator('input[name="age"]').fill("12")
     form.locator('select[name="plan"]').select_option("pro")
+    form.locator('input[name="age"]').fill("12")
+    form.locator('input[name="age"]').press("Tab")
+    age_problem = form.locator('[data-name="age"] .field-error')
+    expect(age_problem).to_have_text("must be at least 18")
     form.locator('input[name="newsletter"]').check()
+    # None of the topics: too few, said at once.
+    form.locator('fieldset[data-name="topics"]').get_by_label("News").uncheck()
+    expect(form.locator('[data-name="topics"] .field-error')).to_have_text("pick at least 1")
+    form.locator('fieldset[data-name="topics"]').get_by_label("Events").check()
+    expect(form.locator('[data-name="topics"] .field-error')).to_have_text("")
+    # Submitted with a misfit, nothing goes; the form stays with the field marked.
     form.get_by_role("button", name="Submit").click()
-    expect(form.locator(".error")).to_contain_text("field `age`: must be at least 18")
+    expect(form.locator(".error").last).to_contain_text("Some fields need another answer")
     expect(form).to_be_visible()
     form.locator('input[name="age"]').fill("36")
     form.get_by_role("button", name="Submit").click()
@@ -519,7 +558,7 @@ def test_a_servers_question_is_a_form_whose_answer_reaches_the_server(page, aski
     expect(end).to_have_attribute("data-reason", "completed")
     expect(page.locator("form.elicitation")).to_have_count(0)
     expect(page.locator(".msg.assistant").last).to_contain_text(
-        'Result: server got {"action": "accept", "content": {"age": 36, "name": "Ada", "newsletter": true, "plan": "pro"}}'
+        'Result: server got {"action": "accept", "content": {"age": 36, "name": "Ada", "newsletter": true, "plan": "pro", "topics": ["events"]}}'
     )
 
     # Declined: the server hears that too.
@@ -1145,11 +1184,58 @@ def test_sub_agents_are_collapsible_blocks_nested_in_their_callers_turn(page, se
     lead_call = page.locator("#transcript > .cards .card").first
     expect(lead_call.locator(".status")).to_contain_text("answered · 6 model calls · 4 tool calls · $")
     shoot(page, "sub-agents")
-    # Reloaded, the stored calls still say so (the agents' own steps live in the turn's
-    # events, not in the conversation).
+    # Reloaded, the stored calls still say so, and the blocks are drawn again from the
+    # turn's events (the conversation keeps the calls' outcomes, not the agents' steps):
+    # each after the row of its call, nested as before, with its figures.
     page.reload()
     turn_end(page)
     expect(page.locator("#transcript > .cards .card").first.locator(".status")).to_contain_text("answered · 6 model calls")
+    expect(blocks).to_have_count(2)
+    lead = page.locator('#transcript > details.agent[data-agent="lead"]')
+    expect(lead).to_have_attribute("data-reason", "completed")
+    expect(lead.locator("> .head .task")).to_have_text("the archive")
+    expect(lead.locator("> .head .agent-stats")).to_contain_text("6 model calls · 4 tool calls")
+    expect(lead.locator("> .agent-body > details.agent")).to_have_count(2)
+    assert page.locator("#transcript > details.agent").evaluate_all(
+        "bs => bs.map(b => b.previousElementSibling.matches('.cards, details.agent'))"
+    ) == [True, True]
+    expect(page.locator("#transcript > .answer-row .msg.assistant").last).to_have_text("All done: 2 reports.")
+    assert not page.errors, page.errors
+
+
+def helper_blocks_are_whole(page):
+    """The two helpers' blocks of `slow_helpers`, each once, ended, with its task and its
+    own three steps, not the other's."""
+    blocks = page.locator("#transcript > details.agent")
+    expect(blocks).to_have_count(2, timeout=20000)
+    for n, part in enumerate(["part one", "part two"]):
+        block = blocks.nth(n)
+        expect(block).to_have_attribute("data-reason", "completed", timeout=20000)
+        expect(block.locator("> .head .task")).to_have_text(part)
+        expect(block.locator("> .head .agent-stats")).to_contain_text("3 model calls · 2 tool calls")
+        expect(block.locator(".card")).to_have_count(2)
+        args = block.locator(".card .args").all_text_contents()
+        assert all(part in a for a in args), args
+
+
+def test_sub_agent_blocks_are_drawn_again_after_a_reload_mid_turn_and_after_the_end(page, server):
+    open_page(page, server)
+    ask(page, "scripted:slow_helpers", "Check both parts.")
+    # Reloaded while both helpers run: the page reattaches and draws their blocks again.
+    expect(page.locator("#transcript > details.agent")).to_have_count(2, timeout=20000)
+    page.reload()
+    # Still running: the page reattached, and the blocks are there again before the end.
+    expect(page.locator("#stop")).to_be_visible()
+    expect(page.locator("#transcript > details.agent")).to_have_count(2)
+    expect(page.locator("#transcript > details.agent.running")).not_to_have_count(0)
+    end = turn_end(page)
+    expect(end).to_have_attribute("data-reason", "completed")
+    helper_blocks_are_whole(page)
+    # Reloaded after the end: drawn from the store and the turn's kept events.
+    page.reload()
+    turn_end(page)
+    helper_blocks_are_whole(page)
+    expect(page.locator("#transcript > .answer-row .msg.assistant").last).to_have_text("Both parts checked.")
     assert not page.errors, page.errors
 
 

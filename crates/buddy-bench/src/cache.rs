@@ -33,6 +33,16 @@ pub enum Api {
     Openai,
 }
 
+impl Api {
+    /// The API's name as its maker writes it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Api::Anthropic => "Anthropic",
+            Api::Openai => "OpenAI",
+        }
+    }
+}
+
 /// One kind of conversation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Workload {
@@ -318,8 +328,8 @@ pub fn targets(rows: &[Row]) -> Vec<(String, bool)> {
     for r in rows {
         out.push((
             format!(
-                "{:?} {} (cache {}): buddy's cost ${:.6} vs the bill ${:.6}",
-                r.api,
+                "{} {} (cache {}): buddy's cost ${:.6} vs the bill ${:.6}",
+                r.api.label(),
                 r.workload,
                 if r.cache { "on" } else { "off" },
                 r.buddy_usd,

@@ -4,9 +4,11 @@
 //! the event printers, kept here so tests drive exactly what the binary runs. The
 //! process benchmarks are the `buddy-bench` crate's.
 
+pub mod agent_labels;
 pub mod backend;
 pub mod config;
 pub mod doctor;
+pub mod doctor_agents;
 pub mod doctor_files;
 pub mod exit_code;
 pub mod judge_view;

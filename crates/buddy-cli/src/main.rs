@@ -23,7 +23,9 @@ use commands::{
 #[command(
     name = "buddy",
     version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("BUDDY_COMMIT"), ")"),
-    about,
+    // Plain words: the man page's NAME line and `--help` show them as they are (the
+    // package description is written for crates.io, in Markdown).
+    about = "an LLM agent runtime whose every turn ends, quickly, with an answer and a stated reason",
     long_about
 )]
 struct Cli {

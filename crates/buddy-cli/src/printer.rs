@@ -113,6 +113,10 @@ pub fn human_line(event: &ChatEvent) -> Option<String> {
             count(stats.model_calls, "model call"),
             count(stats.tool_calls, "tool call")
         ),
+        ChatEvent::ElicitationResolved {
+            unattended: Some(what),
+            ..
+        } => format!("? {what}"),
         ChatEvent::ApprovalRequired { calls } => {
             let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
             format!(
@@ -225,6 +229,8 @@ pub struct Printer<O: Write, E: Write> {
     wrote_text: bool,
     /// A model call ended since the last text: the next text starts a new round.
     new_round: bool,
+    /// Sub-agents' labels (agent, number, task), from the calls that started them.
+    labels: crate::agent_labels::AgentLabels,
 }
 
 impl<O: Write, E: Write> Printer<O, E> {
@@ -237,6 +243,7 @@ impl<O: Write, E: Write> Printer<O, E> {
             open_line: false,
             wrote_text: false,
             new_round: false,
+            labels: crate::agent_labels::AgentLabels::default(),
         }
     }
 
@@ -266,7 +273,17 @@ impl<O: Write, E: Write> Printer<O, E> {
         if matches!(event, ChatEvent::IterationStats { .. }) {
             self.new_round = true;
         }
-        if let Some(line) = human_line(event) {
+        self.labels.observe(event);
+        let line = match event {
+            // A sub-agent's steps, indented by depth, under a label that tells parallel
+            // children apart (their task, a number where they share an agent).
+            ChatEvent::Agent { path, event } => human_line(event).map(|inner| {
+                let label = self.labels.label(path);
+                format!("{}[{label}] {inner}", "  ".repeat(path.len()))
+            }),
+            other => human_line(other),
+        };
+        if let Some(line) = line {
             if self.open_line {
                 let _ = writeln!(self.out);
                 let _ = self.out.flush();

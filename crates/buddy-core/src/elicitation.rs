@@ -18,6 +18,28 @@ pub struct ElicitationRequest {
     /// The form: a JSON Schema object of flat string / number / integer / boolean /
     /// enum properties (MCP's `requestedSchema`).
     pub schema: Value,
+    /// The properties' names in the order the asker wrote them (`schema`'s map is
+    /// sorted by key); empty when unknown. See [`form_fields`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub order: Vec<String>,
+}
+
+/// The fields of form `schema` in the asker's `order`: the names `order` lists first,
+/// then any others in key order (a form whose order is unknown is asked by key).
+pub fn form_fields<'a>(schema: &'a Value, order: &[String]) -> Vec<(&'a str, &'a Value)> {
+    let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    let mut fields: Vec<(&str, &Value)> = Vec::with_capacity(properties.len());
+    let named = order.iter().map(String::as_str);
+    for name in named.chain(properties.keys().map(String::as_str)) {
+        if let Some((name, field)) = properties.get_key_value(name)
+            && !fields.iter().any(|(seen, _)| *seen == name.as_str())
+        {
+            fields.push((name.as_str(), field));
+        }
+    }
+    fields
 }
 
 /// The person's answer, as MCP's `ElicitResult` carries it (`action`, `content`).
@@ -150,7 +172,9 @@ pub fn enum_values(field: &Value) -> Option<Vec<Value>> {
     )
 }
 
-fn check_value(name: &str, field: &Value, value: &Value) -> Result<(), ContentError> {
+/// Checks one answered field `name` against its schema `field` (type, choices, length,
+/// range, format, number of choices): what a form asks as each field is answered.
+pub fn check_value(name: &str, field: &Value, value: &Value) -> Result<(), ContentError> {
     let kind = field
         .get("type")
         .and_then(Value::as_str)
@@ -408,6 +432,50 @@ mod tests {
             json!({"action": "decline"})
         );
         assert!(serde_json::from_value::<ElicitationAnswer>(json!({"action": "maybe"})).is_err());
+    }
+
+    #[test]
+    fn fields_come_in_the_askers_order_then_any_others_by_key() {
+        let schema = form();
+        let names = |order: &[&str]| -> Vec<String> {
+            let order: Vec<String> = order.iter().map(|s| (*s).to_owned()).collect();
+            form_fields(&schema, &order)
+                .into_iter()
+                .map(|(name, _)| name.to_owned())
+                .collect()
+        };
+        let declared = ["name", "subscribe", "age", "email", "color"];
+        assert_eq!(names(&declared), declared);
+        // Unknown or repeated names are skipped; fields the order leaves out follow by key.
+        assert_eq!(
+            names(&["subscribe", "nope", "subscribe", "name"]),
+            ["subscribe", "name", "age", "color", "email"]
+        );
+        assert_eq!(names(&[]), ["age", "color", "email", "name", "subscribe"]);
+        assert!(form_fields(&json!({"type": "object"}), &[]).is_empty());
+    }
+
+    #[test]
+    fn a_multi_select_takes_only_its_choices_within_its_counts() {
+        let field = json!({"type": "array", "minItems": 1, "maxItems": 2,
+            "items": {"anyOf": [{"const": "a", "title": "A"}, {"const": "b"}, {"const": "c"}]}});
+        assert!(check_value("f", &field, &json!(["a", "c"])).is_ok());
+        assert_eq!(
+            check_value("f", &field, &json!([])),
+            Err(fault("f", "must have at least 1 choices"))
+        );
+        assert_eq!(
+            check_value("f", &field, &json!(["a", "b", "c"])),
+            Err(fault("f", "must have at most 2 choices"))
+        );
+        assert_eq!(
+            check_value("f", &field, &json!(["d"])),
+            Err(fault("f", "\"d\" is not one of the choices"))
+        );
+        assert_eq!(
+            check_value("f", &field, &json!("a")),
+            Err(fault("f", "must be a list"))
+        );
     }
 
     #[test]

@@ -68,17 +68,26 @@ pub enum ChatEvent {
         refused: Option<String>,
     },
     /// A tool (an MCP server) asks the person for values while call `call_id` runs: the
-    /// call waits for the answer to request `id` (`schema` is the form to show).
+    /// call waits for the answer to request `id` (`schema` is the form to show, its
+    /// fields in `order`: the asker's, which `schema`'s sorted map loses).
     ElicitationRequired {
         id: String,
         call_id: String,
         server: String,
         message: String,
         schema: serde_json::Value,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        order: Vec<String>,
     },
     /// Request `id` was answered (`accept`, `decline` or `cancel`, by the person, the
-    /// policy or its timeout): the form can go.
-    ElicitationResolved { id: String, action: String },
+    /// policy or its timeout): the form can go. `unattended` says, when nobody could be
+    /// asked, what was asked and which setting answered instead.
+    ElicitationResolved {
+        id: String,
+        action: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        unattended: Option<String>,
+    },
     /// A limit or loop guard acted; `detail` says why in words.
     GuardTripped {
         guard: GuardKind,

@@ -39,7 +39,7 @@ pub use clock::WaitClock;
 pub use cost::{InputParts, Price, Usd};
 pub use elicitation::{
     ContentError, ElicitationAnswer, ElicitationRequest, Elicitor, answer_with_defaults,
-    check_content, enum_values,
+    check_content, check_value, enum_values, form_fields,
 };
 pub use event::{AgentHop, ChatEvent, Evidence, GuardAction, GuardKind, PendingCall};
 pub use exact_json::{json_exact, json_len};

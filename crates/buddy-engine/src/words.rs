@@ -104,6 +104,35 @@ pub(crate) fn earlier_result_note(name: &str) -> String {
     )
 }
 
+/// A tool's question nobody could answer (an unattended turn), for the person and the
+/// model alike: what was asked, and the setting that answered `action` instead.
+pub(crate) fn unattended_elicitation(
+    server: &str,
+    message: &str,
+    fields: &[&str],
+    action: &str,
+    setting: &str,
+) -> String {
+    let fields = match fields {
+        [] => String::new(),
+        names => format!(" (fields: {})", names.join(", ")),
+    };
+    format!(
+        "MCP server `{server}` asked the person {}{fields}, but nobody was there to answer \
+         (this turn runs unattended): buddy answered `{action}`, as the setting \
+         `unattended_elicitation = \"{setting}\"` says",
+        excerpt(message, 200)
+    )
+}
+
+/// The model's note after call `call_id`'s result about a question nobody answered.
+pub(crate) fn unattended_elicitation_note(call_id: &str, what: &str) -> String {
+    format!(
+        "[system note] While call `{call_id}` ran, {what}. If the values it asked for matter, \
+         tell the user what is missing."
+    )
+}
+
 /// The same answer text came again beside new calls.
 pub(crate) const REPEATED_ANSWER_NOTE: &str = "[system note] This answer text is the same as in an \
      earlier round. If the answer is complete, give it without calling tools.";

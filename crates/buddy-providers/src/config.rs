@@ -44,6 +44,15 @@ impl ProviderKind {
         }
     }
 
+    /// Its name for people, as its maker writes it (`OpenAI`, `Anthropic`, `scripted`).
+    pub fn display_name(self) -> &'static str {
+        match self {
+            ProviderKind::Openai => "OpenAI",
+            ProviderKind::Anthropic => "Anthropic",
+            ProviderKind::Scripted => "scripted",
+        }
+    }
+
     /// The public endpoint used when no `base_url` is given.
     pub fn default_base_url(self) -> &'static str {
         match self {

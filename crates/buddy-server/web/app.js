@@ -643,6 +643,9 @@ function renderStored(detail) {
   };
   let view = null;
   let current;
+  // Finished turns whose calls started sub-agents: their blocks are drawn again from the
+  // turn's events (the conversation stores the calls' outcomes, not the agents' steps).
+  const withAgents = new Map();
   messages.forEach((message, i) => {
     if (!view || turnOf[i] !== current) {
       if (view) finish(view, byId.get(current));
@@ -650,6 +653,7 @@ function renderStored(detail) {
       view = new TurnView(transcript, view);
       current = turnOf[i];
     }
+    if (message.role === "tool" && turnOf[i] && typeof message.content === "string" && agentOutcome(message.content)) withAgents.set(turnOf[i], view);
     if (running && current === running.id && message.role !== "user") {
       // Drawn from its events; what is stored says when its calls started and ended.
       view.known(message, times[i]);
@@ -664,10 +668,25 @@ function renderStored(detail) {
   // An empty conversation (a fork before its first message) stays the open one.
   if (!messages.length && !turns.length) transcript.append(emptyHint());
   scrollDown();
+  for (const [turnId, turnView] of withAgents) {
+    if (turnView && !(running && turnId === running.id)) rebuildAgents(turnView, turnId).catch(() => {});
+  }
   if (running && !state.running) {
     const live = view && current === running.id ? view : new TurnView(transcript, view);
     attachRunning(live, running.id);
   }
+}
+
+/** Draws again the sub-agent blocks of finished turn `turnId` (drawn as `view` from the
+ * store) from the events the server kept of it: each block after the row of the call
+ * that started it, in call order. */
+async function rebuildAgents(view, turnId) {
+  const response = await api(`/v1/turns/${encodeURIComponent(turnId)}/events`);
+  if (!response.ok) return;
+  view.rebuilding = true;
+  await readEvents(response, (name, data) => {
+    if (name === "agent" && view.parent.isConnected) view.agentEvent(data.path, data.event);
+  });
 }
 
 /** Edit and resend: a new conversation holding the history before the `n`-th user
@@ -1054,12 +1073,20 @@ class TurnView {
       if (!child) {
         view.answer = null;
         view.cardRow = null;
-        child = new AgentView(view.parent, path.slice(0, depth + 1), taskOf(view.cards.get(hop.call_id)));
+        const card = view.cards.get(hop.call_id);
+        child = new AgentView(view.parent, path.slice(0, depth + 1), taskOf(card));
+        child.rebuilding = view.rebuilding;
         // In call order, whichever agent spoke first: before the block of a later call.
         const order = [...view.cards.keys()];
         const at = order.indexOf(hop.call_id);
         const later = [...view.agents].find(([id]) => order.indexOf(id) > at);
         if (at >= 0 && later) later[1].node.before(child.node);
+        else if (view.rebuilding && card) {
+          // Drawn again after the turn: after its call's row and the blocks of earlier calls.
+          let anchor = card.node.closest(".cards");
+          while (anchor && anchor.nextElementSibling && anchor.nextElementSibling.matches("details.agent")) anchor = anchor.nextElementSibling;
+          if (anchor && anchor.parentElement === view.parent) anchor.after(child.node);
+        }
         view.agents.set(hop.call_id, child);
       }
       view = child;
@@ -1068,9 +1095,12 @@ class TurnView {
   }
 
   /** A tool's question for the person (an MCP server's elicitation), as a form on its
-   * call's card: one field per property of `schema` (text, number, checkbox, choice),
-   * `*` on required ones; Submit (accept), Decline or Cancel answer it. The server checks
-   * the content: a misfit is shown and the form stays. */
+   * call's card: one field per property of `schema`, in the server's order (`order`; the
+   * schema's own map comes sorted), as text, number, checkbox, choice or, for a
+   * multi-select, checkboxes; `*` on required ones, defaults filled in and named. Each
+   * field is checked as it is answered (its problem shown beside it); Submit (accept),
+   * Decline or Cancel answer it. The server checks the content again: a misfit is shown
+   * and the form stays. */
   askElicitation(data) {
     let card = this.card(data.call_id);
     if (!card) {
@@ -1082,36 +1112,39 @@ class TurnView {
     card.node.className = "card waiting";
     card.node.open = true;
     card.node.querySelector(".status").textContent = "waiting for your answer";
-    const box = el("form", { class: "elicitation approval", "data-id": data.id });
+    const box = el("form", { class: "elicitation approval", "data-id": data.id, novalidate: "" });
     box.append(el("span", { class: "question", text: `${data.server} asks: ${data.message}` }));
     const schema = data.schema || {};
+    const properties = schema.properties || {};
     const required = new Set(schema.required || []);
+    const names = [...new Set([...(data.order || []), ...Object.keys(properties)])].filter((n) => Object.hasOwn(properties, n));
     const inputs = [];
-    for (const [name, field] of Object.entries(schema.properties || {})) {
-      const kind = field.type || "string";
-      const choices = field.enum || (field.oneOf || field.anyOf || []).map((o) => o.const).filter((c) => c !== undefined);
-      const titles = field.enumNames || (field.oneOf || field.anyOf || []).map((o) => o.title || o.const);
-      let input;
-      if (kind === "boolean") {
-        input = el("input", { type: "checkbox" });
-        input.checked = field.default === true;
-      } else if (choices.length) {
-        input = el("select", {});
-        if (!required.has(name)) input.append(el("option", { value: "", text: "—" }));
-        choices.forEach((c, i) => input.append(el("option", { value: String(c), text: String(titles[i] ?? c) })));
-        if (field.default !== undefined) input.value = String(field.default);
-      } else {
-        const type = kind === "number" || kind === "integer" ? "number" : { email: "email", uri: "url", date: "date" }[field.format] || "text";
-        input = el("input", { type });
-        if (kind === "integer") input.step = "1";
-        if (kind === "number") input.step = "any";
-        if (field.default !== undefined) input.value = String(field.default);
-      }
-      input.name = name;
-      const label = el("label", { class: "field" }, el("span", { class: "label", text: `${field.title || name}${required.has(name) ? " *" : ""}` }), input);
-      if (field.description) label.append(el("span", { class: "why", text: field.description }));
-      box.append(label);
-      inputs.push({ name, kind, input });
+    for (const name of names) {
+      const field = properties[name];
+      const { node, value } = formField(name, field, required.has(name));
+      const why = node.querySelector(".field-error");
+      const check = () => {
+        const problem = fieldProblem(field, value(), required.has(name));
+        why.textContent = problem;
+        node.classList.toggle("invalid", !!problem);
+        return !problem;
+      };
+      // Checked once answered (changed, or left after typing); a field only passed
+      // through is not (leaving the focused first field for Decline says nothing). A
+      // misfit being mended is checked as it is typed: its problem goes at once, and the
+      // form does not move under the pointer on the way to Submit.
+      let touched = false;
+      node.addEventListener("change", () => {
+        touched = true;
+        check();
+      });
+      node.addEventListener("focusout", () => touched && check());
+      node.addEventListener("input", () => {
+        touched = true;
+        if (node.classList.contains("invalid")) check();
+      });
+      box.append(node);
+      inputs.push({ name, value, check });
     }
     const problem = el("span", { class: "error" });
     const answer = async (body) => {
@@ -1127,16 +1160,20 @@ class TurnView {
     };
     const content = () => {
       const out = {};
-      for (const { name, kind, input } of inputs) {
-        if (kind === "boolean") out[name] = input.checked;
-        else if (input.value === "") continue;
-        else if (kind === "number" || kind === "integer") out[name] = Number(input.value);
-        else out[name] = input.value;
+      for (const { name, value } of inputs) {
+        const v = value();
+        if (v !== undefined) out[name] = v;
       }
       return out;
     };
     box.addEventListener("submit", (e) => {
       e.preventDefault();
+      // Every field checked before it goes: a misfit stays here, beside its field.
+      const fits = inputs.map(({ check }) => check()).every(Boolean);
+      if (!fits) {
+        problem.textContent = "Some fields need another answer.";
+        return;
+      }
       answer({ action: "accept", content: content() });
     });
     box.append(
@@ -1173,6 +1210,92 @@ class TurnView {
     if (!this.footer) return;
     this.footer.append(el("button", { type: "button", text: "Continue with a fresh budget", onclick: (e) => { e.target.remove(); resumeTurn({ continue: true }); } }));
   }
+}
+
+/** The choices of an elicitation field and the words shown for each: `enum` (with
+ * `enumNames`) or `oneOf` / `anyOf` entries' `const` (with their `title`). */
+function fieldChoices(field) {
+  if (!field) return [];
+  if (Array.isArray(field.enum)) return field.enum.map((c, i) => ({ value: c, title: String((field.enumNames || [])[i] ?? c) }));
+  const options = field.oneOf || field.anyOf || [];
+  return options.filter((o) => o && o.const !== undefined).map((o) => ({ value: o.const, title: String(o.title ?? o.const) }));
+}
+
+/** One field of an elicitation form: its node (label, input, default, description, a
+ * place for its problem) and how to read its value (`undefined`: left empty). */
+function formField(name, field, required) {
+  const kind = field.type || "string";
+  const title = `${field.title || name}${required ? " *" : ""}`;
+  const why = el("span", { class: "field-error", role: "status" });
+  const shownDefault = (d) => (Array.isArray(d) ? d.join(", ") : d === true ? "yes" : d === false ? "no" : String(d));
+  const extra = [
+    field.default !== undefined ? el("span", { class: "default", text: `default: ${shownDefault(field.default)}` }) : null,
+    field.description ? el("span", { class: "why", text: field.description }) : null,
+    why,
+  ];
+  const multi = kind === "array" ? fieldChoices(field.items) : [];
+  if (kind === "array" && multi.length) {
+    // A multi-select: a checkbox per choice, the default's choices ticked.
+    const picked = new Set(Array.isArray(field.default) ? field.default.map(String) : []);
+    const boxes = multi.map((c) => {
+      const input = el("input", { type: "checkbox", value: String(c.value) });
+      input.name = name;
+      input.checked = picked.has(String(c.value));
+      return { input, c, node: el("label", { class: "choice" }, input, el("span", { text: c.title })) };
+    });
+    const node = el("fieldset", { class: "field multi", "data-name": name }, el("legend", { class: "label", text: title }), ...boxes.map((b) => b.node), ...extra);
+    return { node, value: () => boxes.filter((b) => b.input.checked).map((b) => b.c.value) };
+  }
+  const choices = fieldChoices(field);
+  let input;
+  let value;
+  if (kind === "boolean") {
+    input = el("input", { type: "checkbox" });
+    input.checked = field.default === true;
+    value = () => input.checked;
+  } else if (choices.length) {
+    input = el("select", {});
+    if (!required || field.default === undefined) input.append(el("option", { value: "", text: "—" }));
+    choices.forEach((c, i) => input.append(el("option", { value: String(i), text: c.title })));
+    if (field.default !== undefined) {
+      const at = choices.findIndex((c) => c.value === field.default);
+      if (at >= 0) input.value = String(at);
+    }
+    value = () => (input.value === "" ? undefined : choices[Number(input.value)].value);
+  } else {
+    const numeric = kind === "number" || kind === "integer";
+    const type = numeric ? "number" : { email: "email", uri: "url", date: "date" }[field.format] || "text";
+    input = el("input", { type });
+    if (kind === "integer") input.step = "1";
+    if (kind === "number") input.step = "any";
+    if (field.default !== undefined) input.value = String(field.default);
+    value = () => (input.value === "" ? undefined : numeric ? Number(input.value) : input.value);
+  }
+  input.name = name;
+  const node = el("label", { class: "field", "data-name": name }, el("span", { class: "label", text: title }), input, ...extra);
+  return { node, value };
+}
+
+/** What is wrong with `value` as an answer to `field` (the checks the server makes),
+ * in words; "" when it fits. */
+function fieldProblem(field, value, required) {
+  const kind = field.type || "string";
+  if (value === undefined) return required ? "is required" : "";
+  if (kind === "number" || kind === "integer") {
+    if (!Number.isFinite(value)) return `must be a${kind === "integer" ? "n" : ""} ${kind}`;
+    if (kind === "integer" && !Number.isInteger(value)) return "must be a whole number";
+    if (typeof field.minimum === "number" && value < field.minimum) return `must be at least ${field.minimum}`;
+    if (typeof field.maximum === "number" && value > field.maximum) return `must be at most ${field.maximum}`;
+  } else if (kind === "array") {
+    if (typeof field.minItems === "number" && value.length < field.minItems) return `pick at least ${field.minItems}`;
+    if (typeof field.maxItems === "number" && value.length > field.maxItems) return `pick at most ${field.maxItems}`;
+  } else if (kind === "string") {
+    const n = [...value].length;
+    if (typeof field.minLength === "number" && n < field.minLength) return `must be at least ${field.minLength} characters`;
+    if (typeof field.maxLength === "number" && n > field.maxLength) return `must be at most ${field.maxLength} characters`;
+    if (field.format === "email" && !/^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(value)) return "must be a valid email";
+  }
+  return "";
 }
 
 /** The task a sub-agent's call handed it (from the call's arguments), if there is one. */

@@ -390,7 +390,11 @@ impl TurnObserver for TurnSpans {
                     )],
                 );
             }
-            ChatEvent::Done { reason, stats, .. } => self.end_turn(*reason, stats, None),
+            ChatEvent::Done {
+                reason,
+                stats,
+                answer,
+            } => self.end_turn(*reason, stats, unanswered(*reason, answer)),
             ChatEvent::Error {
                 reason,
                 message,
@@ -440,6 +444,21 @@ impl Drop for TurnSpans {
             &TurnStats::default(),
             Some("the turn ended without a terminal event"),
         );
+    }
+}
+
+/// Why a turn that ended with `done` has no answer of the model's, if it has none: the
+/// model gave no answer (buddy's quotes the tool results), or the answer is empty at the
+/// turn's end (a pause for approval or for client tools is no end). Such a turn's span
+/// has status ERROR, as an `error` event's does.
+fn unanswered(reason: StopReason, answer: &str) -> Option<&'static str> {
+    match reason {
+        StopReason::NoAnswer => {
+            Some("the model gave no answer; buddy's answer quotes the tool results")
+        }
+        StopReason::ApprovalRequired | StopReason::ClientToolCalls => None,
+        _ if answer.trim().is_empty() => Some("the turn ended without an answer"),
+        _ => None,
     }
 }
 

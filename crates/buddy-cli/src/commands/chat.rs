@@ -26,8 +26,9 @@ pub async fn chat(config: Option<&Path>, args: ChatArgs) -> anyhow::Result<u8> {
     let mut counts = Vec::new();
     let mut editor = DefaultEditor::new().context("cannot start the line editor")?;
     eprintln!(
-        "buddy chat — model {}. Ctrl-C cancels a running turn; Ctrl-C or Ctrl-D at the prompt quits.",
-        setup.model
+        "buddy chat — model {}, sandbox {}. Ctrl-C cancels a running turn; Ctrl-C or Ctrl-D at the prompt quits.",
+        setup.model,
+        setup.sandbox_dir.display()
     );
     loop {
         let (back, line) = tokio::task::spawn_blocking(move || {

@@ -80,9 +80,10 @@ pub async fn doctor(config_path: Option<&Path>, args: DoctorArgs) -> anyhow::Res
         );
     }
     let files_ok = check_private_files(&runtime, config_path);
-    // Both run, so every problem is listed at once.
-    let mcp_ok = check_mcp_servers(&config.mcp).await;
-    let checks_ok = mcp_ok && files_ok;
+    // All run, so every problem is listed at once.
+    let (mcp_ok, mcp_tools) = check_mcp_servers(&config.mcp).await;
+    let agents_ok = check_agents(config, &registry.names(), &mcp_tools);
+    let checks_ok = mcp_ok && files_ok && agents_ok;
     for skipped in &config.mcp_skipped {
         println!(
             "mcp       {}: skipped (from {}): {}",
@@ -182,10 +183,46 @@ fn check_private_files(runtime: &Runtime, config_path: Option<&Path>) -> bool {
     false
 }
 
-/// Starts every `[[mcp]]` server and lists its tools, one line each; a server that does
-/// not start is named with its error and what it printed. True when all started.
-async fn check_mcp_servers(servers: &[buddy_mcp::McpServerConfig]) -> bool {
+/// Checks every `[[agents]]` declaration against the skills and the MCP servers' tools
+/// (`mcp`: each server's name and its tools, `None` when it did not start), one line per
+/// agent and per problem. True when every agent is usable as declared.
+fn check_agents(
+    config: &buddy_cli::config::BuddyConfig,
+    skills: &[&str],
+    mcp: &[(String, Option<Vec<String>>)],
+) -> bool {
+    use buddy_cli::doctor_agents::{Known, check_agents};
+    let mut known = Known {
+        tools: skills.to_vec(),
+        unlisted_servers: Vec::new(),
+    };
+    for (server, tools) in mcp {
+        match tools {
+            Some(tools) => known.tools.extend(tools.iter().map(String::as_str)),
+            None => known.unlisted_servers.push(server),
+        }
+    }
     let mut ok = true;
+    for found in check_agents(&config.agents, &config.providers, &known) {
+        if found.problems.is_empty() {
+            println!("agents    {}: ok", found.name);
+        }
+        for problem in &found.problems {
+            ok = false;
+            println!("agents    {}: ✗ {problem}", found.name);
+        }
+    }
+    ok
+}
+
+/// Starts every `[[mcp]]` server and lists its tools, one line each; a server that does
+/// not start is named with its error and what it printed. True when all started, with
+/// each server's tools (`None` for one that did not start).
+async fn check_mcp_servers(
+    servers: &[buddy_mcp::McpServerConfig],
+) -> (bool, Vec<(String, Option<Vec<String>>)>) {
+    let mut ok = true;
+    let mut listed = Vec::new();
     for server in servers {
         let source = buddy_mcp::McpSource::new(server.clone());
         match buddy_mcp::McpSkill::all(std::sync::Arc::clone(&source)).await {
@@ -200,6 +237,9 @@ async fn check_mcp_servers(servers: &[buddy_mcp::McpServerConfig]) -> bool {
                     names.len(),
                     names.join(", ")
                 );
+                let names = names.into_iter().map(str::to_owned).collect();
+                listed.push((server.name.clone(), Some(names)));
+                continue;
             }
             Err(e) if !server.required => println!(
                 "mcp       {}: ! {e} (not required: buddy starts without it and tries it again in the background)",
@@ -210,6 +250,7 @@ async fn check_mcp_servers(servers: &[buddy_mcp::McpServerConfig]) -> bool {
                 println!("mcp       {}: ✗ {e}", server.name);
             }
         }
+        listed.push((server.name.clone(), None));
     }
-    ok
+    (ok, listed)
 }

@@ -115,7 +115,7 @@ async fn drive_once(
                     printer.print(&event);
                     match event {
                         buddy_core::ChatEvent::ApprovalRequired { calls } => pending = calls,
-                        buddy_core::ChatEvent::ElicitationRequired { id, server, message, schema, .. } => {
+                        buddy_core::ChatEvent::ElicitationRequired { id, server, message, schema, order, .. } => {
                             if let Some(desk) = desk.clone() {
                                 // Ctrl-C while the form is asked cancels the turn and ends
                                 // the asking at once.
@@ -123,7 +123,8 @@ async fn drive_once(
                                 let stopped = Arc::clone(&stop);
                                 let asking = tokio::task::spawn_blocking(move || {
                                     let stop = || stopped.load(Ordering::SeqCst);
-                                    super::elicit::answer(&desk, &id, &server, &message, &schema, &stop)
+                                    let request = buddy_core::ElicitationRequest { server, message, schema, order };
+                                    super::elicit::answer(&desk, &id, &request, &stop)
                                 });
                                 tokio::pin!(asking);
                                 tokio::select! {

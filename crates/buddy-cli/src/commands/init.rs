@@ -140,10 +140,25 @@ async fn first_model(base_url: &str) -> Option<String> {
         .ok()?;
     let response = client.get(format!("{base_url}/models")).send().await.ok()?;
     let body: serde_json::Value = response.error_for_status().ok()?.json().await.ok()?;
-    body["data"]
+    let ids: Vec<&str> = body["data"]
         .as_array()?
         .iter()
-        .find_map(|m| m["id"].as_str().map(str::to_owned))
+        .filter_map(|m| m["id"].as_str())
+        .collect();
+    pick_model(&ids).map(str::to_owned)
+}
+
+/// The model to write from a server's list: buddy's own scripted assistant when the
+/// server is buddy (`buddy serve` or `buddy mock-server` list their scenarios by name,
+/// loop demos first), else the first listed.
+fn pick_model<'a>(ids: &[&'a str]) -> Option<&'a str> {
+    let assistant = buddy_scripted::library::default_scenario()
+        .map(|s| format!("scripted:{}", s.name))
+        .ok();
+    ids.iter()
+        .find(|id| assistant.as_deref() == Some(**id))
+        .or_else(|| ids.first())
+        .copied()
 }
 
 const HEADER: &str = "\
@@ -179,3 +194,20 @@ mode = "destructive"              # calls with side effects (write_file) ask fir
 # [telemetry]                     # traces to an OTLP backend (Jaeger, Tempo, Phoenix, …)
 # endpoint = "http://127.0.0.1:4318"
 "#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_buddy_server_gives_its_assistant_not_its_first_loop_demo() {
+        let buddy = [
+            "scripted:ab_cycle",
+            "scripted:answer_plus_call",
+            "scripted:offline_assistant",
+        ];
+        assert_eq!(pick_model(&buddy), Some("scripted:offline_assistant"));
+        assert_eq!(pick_model(&["qwen2.5:7b", "llama3"]), Some("qwen2.5:7b"));
+        assert_eq!(pick_model(&[]), None);
+    }
+}

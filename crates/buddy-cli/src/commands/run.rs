@@ -31,6 +31,14 @@ pub async fn run(config: Option<&Path>, args: RunArgs) -> anyhow::Result<u8> {
     let attended = std::io::stdin().is_terminal();
     return_large_buffers();
     let setup = setup(config, &args.turn, attended).await?;
+    if attended {
+        // A person at the terminal sees where the file skills may read and write.
+        eprintln!(
+            "buddy run — model {}, sandbox {}",
+            setup.model,
+            setup.sandbox_dir.display()
+        );
+    }
     let prompt = match (args.prompt, &setup.scenario) {
         (Some(prompt), _) => prompt,
         (None, Some(scenario)) => scenario.prompt.clone(),

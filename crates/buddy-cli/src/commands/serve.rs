@@ -99,7 +99,7 @@ pub async fn serve(config_path: Option<&Path>, args: ServeArgs) -> anyhow::Resul
         coordinator,
         shown,
     } = location.open().await?;
-    let (_, sandbox) = runtime.sandbox(args.sandbox.as_deref())?;
+    let (sandbox_dir, sandbox) = runtime.sandbox(args.sandbox.as_deref())?;
     let scenarios = args
         .scenarios
         .clone()
@@ -118,7 +118,10 @@ pub async fn serve(config_path: Option<&Path>, args: ServeArgs) -> anyhow::Resul
     );
     // Listening for signals before saying "serving": a SIGTERM right after is graceful too.
     let signal = super::signals::shutdown()?;
-    eprintln!("buddy serving on http://{addr} (store {shown})");
+    eprintln!(
+        "buddy serving on http://{addr} (store {shown}, sandbox {})",
+        sandbox_dir.display()
+    );
     let grace = settings_grace;
     let announced = async move {
         signal.await;

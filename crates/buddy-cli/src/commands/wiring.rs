@@ -17,6 +17,8 @@ use super::{ProviderFlags, TurnArgs};
 pub struct Setup {
     pub engine: Arc<Engine>,
     pub model: String,
+    /// The directory the file skills are confined to (named in the startup line).
+    pub sandbox_dir: std::path::PathBuf,
     pub policy: LoopPolicy,
     /// Which calls wait for approval (attended: asked on the terminal).
     pub approval: ApprovalRules,
@@ -84,7 +86,7 @@ pub async fn setup(
 ) -> anyhow::Result<Setup> {
     let runtime = Runtime::load(config_path)?;
     warn_skipped_mcp(&runtime);
-    let (_, sandbox) = runtime.sandbox(args.sandbox.as_deref())?;
+    let (sandbox_dir, sandbox) = runtime.sandbox(args.sandbox.as_deref())?;
     let chosen = runtime.choose(&args.target.choice())?;
     let wants = SessionWants {
         model: args.model.as_deref(),
@@ -117,6 +119,7 @@ pub async fn setup(
         telemetry: runtime.telemetry(&process_env)?,
         provider: session.provider_name,
         model: session.model,
+        sandbox_dir,
         policy,
         approval,
         attended,

@@ -156,7 +156,7 @@ impl ProviderBackend for HttpBackend {
         let name = &chosen.name;
         if wants.scenario.is_some() {
             return Err(KindError::ScenarioWithHttp {
-                kind: format!("{:?}", chosen.config.kind),
+                kind: chosen.config.kind.display_name().to_owned(),
                 name: name.clone(),
             });
         }

@@ -80,9 +80,33 @@ fn a_self_spawning_agent_is_refused_visibly_and_the_turn_completes() {
     let human = run(dir.path(), &["run", "--scenario", "subagents_recursive"]);
     let shown = String::from_utf8_lossy(&human.stderr);
     assert!(
-        shown.contains("  [researcher] ! guard delegation [researcher]: refused"),
+        shown.contains(
+            "  [researcher: the history of the archive] ! guard delegation [researcher]: refused"
+        ),
         "{shown}"
     );
+}
+
+/// Three researchers run side by side: each line says which one it is (its number among
+/// its caller's researchers and its task), so their interleaved steps are told apart.
+#[test]
+fn parallel_children_of_one_agent_are_labelled_by_number_and_task() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = run(dir.path(), &["run", "--scenario", "subagents_research"]);
+    assert_eq!(out.status.code(), Some(0));
+    let shown = String::from_utf8_lossy(&out.stderr);
+    for (n, archive) in ["A", "B", "C"].iter().enumerate() {
+        let label = format!("  [researcher#{}: archive {archive}] ", n + 1);
+        let lookups: Vec<&str> = shown
+            .lines()
+            .filter(|l| l.starts_with(&label) && l.contains("→ lookup"))
+            .collect();
+        // Its 7 lookups, each of its own archive.
+        assert_eq!(lookups.len(), 7, "{label}: {shown}");
+        let own = format!("archive {archive} part");
+        assert!(lookups.iter().all(|l| l.contains(&own)), "{lookups:?}");
+    }
+    assert!(!shown.contains("  [researcher] "), "{shown}");
 }
 
 #[test]

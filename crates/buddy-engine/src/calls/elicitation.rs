@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use buddy_core::{
     BoxFuture, ChatEvent, ContentError, ElicitationAnswer, ElicitationRequest, Elicitor,
-    answer_with_defaults, check_content,
+    answer_with_defaults, check_content, form_fields,
 };
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -150,6 +150,9 @@ pub(crate) struct TurnElicitation {
     pub unattended: UnattendedElicitation,
     /// Numbers the turn's requests (`elicit_1`, …).
     pub counter: Arc<AtomicU64>,
+    /// The notes for the model about requests nobody could answer, until the round's
+    /// end takes them ([`TurnElicitation::take_notes`]).
+    pub unattended_notes: Arc<Mutex<Vec<String>>>,
 }
 
 impl TurnElicitation {
@@ -169,7 +172,17 @@ impl TurnElicitation {
             timeout: Duration::from_secs(policy.elicitation_timeout_secs),
             unattended: policy.unattended_elicitation,
             counter: Arc::new(AtomicU64::new(0)),
+            unattended_notes: Arc::default(),
         }
+    }
+
+    /// The notes about questions answered unattended since the last take, oldest first.
+    pub(crate) fn take_notes(&self) -> Vec<String> {
+        let mut notes = self
+            .unattended_notes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        std::mem::take(&mut *notes)
     }
 
     /// The elicitor of call `call_id`.
@@ -200,16 +213,53 @@ impl Drop for CloseOnDrop<'_> {
     }
 }
 
+impl CallElicitor {
+    /// Nobody to ask: the policy answers at once, and the turn's events and the model's
+    /// next note say what was asked and which setting answered.
+    async fn unattended(&self, request: ElicitationRequest) -> ElicitationAnswer {
+        let turn = &self.turn;
+        let (answer, setting) = match turn.unattended {
+            UnattendedElicitation::Decline => (ElicitationAnswer::Decline, "decline"),
+            UnattendedElicitation::Cancel => (ElicitationAnswer::Cancel, "cancel"),
+            UnattendedElicitation::Defaults => (answer_with_defaults(&request.schema), "defaults"),
+        };
+        let fields: Vec<&str> = form_fields(&request.schema, &request.order)
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect();
+        let what = crate::words::unattended_elicitation(
+            &request.server,
+            &request.message,
+            &fields,
+            answer.action(),
+            setting,
+        );
+        let id = format!("elicit_{}", turn.counter.fetch_add(1, Ordering::SeqCst) + 1);
+        turn.unattended_notes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(crate::words::unattended_elicitation_note(
+                &self.call_id,
+                &what,
+            ));
+        let _ = turn
+            .events
+            .send(ChatEvent::ElicitationResolved {
+                id,
+                action: answer.action().to_owned(),
+                unattended: Some(what),
+            })
+            .await;
+        answer
+    }
+}
+
 impl Elicitor for CallElicitor {
     fn ask(&self, request: ElicitationRequest) -> BoxFuture<'_, ElicitationAnswer> {
         Box::pin(async move {
             let turn = &self.turn;
             let Some(desk) = &turn.desk else {
-                return match turn.unattended {
-                    UnattendedElicitation::Decline => ElicitationAnswer::Decline,
-                    UnattendedElicitation::Cancel => ElicitationAnswer::Cancel,
-                    UnattendedElicitation::Defaults => answer_with_defaults(&request.schema),
-                };
+                return self.unattended(request).await;
             };
             let id = format!("elicit_{}", turn.counter.fetch_add(1, Ordering::SeqCst) + 1);
             let shown = ChatEvent::ElicitationRequired {
@@ -218,6 +268,7 @@ impl Elicitor for CallElicitor {
                 server: request.server,
                 message: request.message,
                 schema: request.schema.clone(),
+                order: request.order,
             };
             let answered = desk.open(&id, shown.clone(), request.schema);
             let _close = CloseOnDrop { desk, id: &id };
@@ -235,6 +286,7 @@ impl Elicitor for CallElicitor {
                 .send(ChatEvent::ElicitationResolved {
                     id: id.clone(),
                     action: answer.action().to_owned(),
+                    unattended: None,
                 })
                 .await;
             answer

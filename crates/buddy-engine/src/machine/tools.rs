@@ -75,7 +75,11 @@ impl Turn<'_> {
             self.stats.model_calls,
             &names,
         );
-        let notes: Vec<String> = poll_notes.into_iter().chain(verdict.notes).collect();
+        let notes: Vec<String> = poll_notes
+            .into_iter()
+            .chain(self.elicitation.take_notes())
+            .chain(verdict.notes)
+            .collect();
         if !notes.is_empty() {
             self.ledger.push(Message::note(notes.join("\n"))).await;
         }

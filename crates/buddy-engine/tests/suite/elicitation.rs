@@ -63,6 +63,7 @@ impl Toolbox for AskingToolbox {
                     server: "people".to_owned(),
                     message: "Who are you?".to_owned(),
                     schema: form(),
+                    order: vec!["name".to_owned()],
                 })
                 .await;
             ToolOutcome::ok(serde_json::to_string(&answer).unwrap_or_default())
@@ -166,12 +167,14 @@ async fn an_answer_from_the_desk_reaches_the_tool_and_a_bad_one_is_refused() {
             server,
             message,
             schema,
+            order,
         } => Some((
             id.clone(),
             call_id.clone(),
             server.clone(),
             message.clone(),
             schema.clone(),
+            order.clone(),
         )),
         _ => None,
     });
@@ -182,12 +185,14 @@ async fn an_answer_from_the_desk_reaches_the_tool_and_a_bad_one_is_refused() {
             "c1".to_owned(),
             "people".to_owned(),
             "Who are you?".to_owned(),
-            form()
+            form(),
+            vec!["name".to_owned()]
         ))
     );
     assert!(events.contains(&ChatEvent::ElicitationResolved {
         id: "elicit_1".to_owned(),
-        action: "accept".to_owned()
+        action: "accept".to_owned(),
+        unattended: None,
     }));
     assert_eq!(
         tool_result(&events),
@@ -237,6 +242,44 @@ async fn an_unattended_turn_declines_by_default_and_cancels_if_told() {
                 .iter()
                 .any(|e| matches!(e, ChatEvent::ElicitationRequired { .. })),
             "nobody to show it to"
+        );
+        // The turn says what was asked, that nobody could answer, and which setting did.
+        let said = events.iter().find_map(|e| match e {
+            ChatEvent::ElicitationResolved {
+                unattended: Some(what),
+                action,
+                ..
+            } => Some((what.clone(), action.clone())),
+            _ => None,
+        });
+        let (what, action) = said.expect("an elicitation_resolved saying so");
+        let setting = unattended.map_or("decline", |u| match u {
+            UnattendedElicitation::Cancel => "cancel",
+            _ => "defaults",
+        });
+        assert_eq!(
+            what,
+            format!(
+                "MCP server `people` asked the person \"Who are you?\" (fields: name), but nobody was \
+                 there to answer (this turn runs unattended): buddy answered `{action}`, as the \
+                 setting `unattended_elicitation = \"{setting}\"` says"
+            )
+        );
+        assert!(expected.contains(&action), "{action} {expected}");
+        // The model reads it too, in a note after the call's result.
+        let note = outcome
+            .messages
+            .iter()
+            .find_map(|m| match m {
+                buddy_core::Message::Note { content } if content.contains("nobody was there") => {
+                    Some(content.clone())
+                }
+                _ => None,
+            })
+            .expect("a note for the model");
+        assert!(
+            note.starts_with("[system note] While call `c1` ran, MCP server `people` asked"),
+            "{note}"
         );
     }
 }

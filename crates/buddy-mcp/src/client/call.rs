@@ -64,9 +64,11 @@ pub(crate) async fn answer_inputs(
                 serde_json::to_value(result)
             }
             InputRequest::Elicitation(request) => {
-                let params = serde_json::to_value(&request.params).unwrap_or(Value::Null);
                 let elicitor = caller.elicitor.as_deref();
-                Ok(crate::requests::elicit::answer(&handler.server, &params, elicitor).await)
+                Ok(
+                    crate::requests::elicit::answer(&handler.server, &request.params, elicitor)
+                        .await,
+                )
             }
             _ => Ok(Value::Null),
         };

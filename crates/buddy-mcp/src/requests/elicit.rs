@@ -10,6 +10,7 @@
 use std::sync::{Arc, Mutex};
 
 use buddy_core::{ElicitationAnswer, ElicitationRequest, Elicitor};
+use rmcp::model::ElicitRequestParams;
 use serde_json::{Value, json};
 
 use crate::requests::caller::Caller;
@@ -64,29 +65,37 @@ impl Drop for Asking<'_> {
 }
 
 /// buddy's request from the params of an `elicitation/create`; `None` for what it
-/// cannot show (URL mode: buddy shows forms, it opens no browser).
-pub(crate) fn request_of(server: &str, params: &Value) -> Option<ElicitationRequest> {
-    let mode = params.get("mode").and_then(Value::as_str).unwrap_or("form");
-    if mode != "form" {
+/// cannot show (URL mode: buddy shows forms, it opens no browser). The fields keep the
+/// order the server wrote them in (`order`): the schema as a JSON value sorts them.
+pub(crate) fn request_of(server: &str, params: &ElicitRequestParams) -> Option<ElicitationRequest> {
+    let ElicitRequestParams::FormElicitationParams {
+        message,
+        requested_schema,
+        ..
+    } = params
+    else {
         return None;
-    }
+    };
+    let order = match &requested_schema.property_order {
+        Some(order) => order.clone(),
+        None => requested_schema.properties.keys().cloned().collect(),
+    };
     Some(ElicitationRequest {
         server: server.to_owned(),
-        message: params
-            .get("message")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned(),
-        schema: params
-            .get("requestedSchema")
-            .cloned()
-            .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
+        message: message.clone(),
+        schema: serde_json::to_value(requested_schema)
+            .unwrap_or_else(|_| json!({"type": "object", "properties": {}})),
+        order,
     })
 }
 
 /// Asks `elicitor` (declining when there is nobody, or the request cannot be shown) and
 /// returns the `ElicitResult` JSON for the server.
-pub(crate) async fn answer(server: &str, params: &Value, elicitor: Option<&dyn Elicitor>) -> Value {
+pub(crate) async fn answer(
+    server: &str,
+    params: &ElicitRequestParams,
+    elicitor: Option<&dyn Elicitor>,
+) -> Value {
     let answer = match (request_of(server, params), elicitor) {
         (Some(request), Some(elicitor)) => elicitor.ask(request).await,
         _ => ElicitationAnswer::Decline,
@@ -113,9 +122,41 @@ mod tests {
         }
     }
 
+    fn params(wire: &str) -> ElicitRequestParams {
+        serde_json::from_str(wire).unwrap()
+    }
+
+    #[derive(Debug, Default)]
+    struct Keeps(Mutex<Vec<ElicitationRequest>>);
+
+    impl Elicitor for Keeps {
+        fn ask(&self, request: ElicitationRequest) -> BoxFuture<'_, ElicitationAnswer> {
+            self.0.lock().unwrap().push(request);
+            Box::pin(async { ElicitationAnswer::Decline })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_forms_fields_keep_the_order_the_server_wrote() {
+        let wire = r#"{"mode": "form", "message": "Who?", "requestedSchema": {"type": "object",
+            "properties": {"name": {"type": "string"}, "plan": {"type": "string", "enum": ["a", "b"]},
+                           "age": {"type": "integer"}, "newsletter": {"type": "boolean"}}}}"#;
+        let keeps = Keeps::default();
+        answer("s", &params(wire), Some(&keeps)).await;
+        let asked = keeps.0.lock().unwrap();
+        assert_eq!(asked[0].order, ["name", "plan", "age", "newsletter"]);
+        assert_eq!(asked[0].message, "Who?");
+        assert_eq!(
+            asked[0].schema["properties"]["plan"]["enum"],
+            json!(["a", "b"])
+        );
+    }
+
     #[tokio::test]
     async fn a_form_is_asked_and_a_url_or_nobody_declined() {
-        let form = json!({"message": "Name?", "requestedSchema": {"type": "object"}});
+        let form = params(
+            r#"{"message": "Name?", "requestedSchema": {"type": "object", "properties": {}}}"#,
+        );
         let content = json!({"name": "Ada"}).as_object().cloned().unwrap();
         let ada = Says(ElicitationAnswer::Accept { content });
         assert_eq!(
@@ -123,7 +164,9 @@ mod tests {
             json!({"action": "accept", "content": {"name": "Ada"}})
         );
         assert_eq!(answer("s", &form, None).await, json!({"action": "decline"}));
-        let url = json!({"mode": "url", "message": "Sign in", "url": "https://example.com", "elicitationId": "1"});
+        let url = params(
+            r#"{"mode": "url", "message": "Sign in", "url": "https://example.com", "elicitationId": "1"}"#,
+        );
         assert_eq!(
             answer("s", &url, Some(&ada)).await,
             json!({"action": "decline"})

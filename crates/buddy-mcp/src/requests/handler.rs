@@ -190,10 +190,9 @@ impl ClientHandler for Handler {
         request: rmcp::model::ElicitRequestParams,
         _context: RequestContext<RoleClient>,
     ) -> Result<rmcp::model::ElicitResult, ErrorData> {
-        let params = serde_json::to_value(&request).unwrap_or(serde_json::Value::Null);
         let elicitor = self.notes.askers.only();
         let answer =
-            crate::requests::elicit::answer(&self.server, &params, elicitor.as_deref()).await;
+            crate::requests::elicit::answer(&self.server, &request, elicitor.as_deref()).await;
         serde_json::from_value(answer).map_err(|e| ErrorData::internal_error(e.to_string(), None))
     }
 

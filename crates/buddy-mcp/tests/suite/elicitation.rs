@@ -112,6 +112,7 @@ async fn an_input_required_elicitation_is_put_to_the_person_and_the_answer_reach
             server: "asking".to_owned(),
             message: "Who signs up?".to_owned(),
             schema: json!({"type": "object", "properties": {"name": {"type": "string", "title": "Your name"}}, "required": ["name"]}),
+            order: vec!["name".to_owned()],
         }]
     );
     let declining = person(ElicitationAnswer::Decline);

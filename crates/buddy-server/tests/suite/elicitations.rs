@@ -51,6 +51,7 @@ impl Toolbox for Asking {
                         schema: json!({"type": "object",
                             "properties": {"name": {"type": "string", "title": "Name"}},
                             "required": ["name"]}),
+                        order: vec!["name".into()],
                     })
                     .await;
                 answers.push(answer);

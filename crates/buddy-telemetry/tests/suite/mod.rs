@@ -3,3 +3,4 @@
 
 mod cache_usage;
 mod chat_span;
+mod turn_status;
