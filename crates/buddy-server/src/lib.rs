@@ -35,6 +35,7 @@ mod item_cache;
 mod messages;
 mod metrics;
 mod native;
+mod relay;
 mod request;
 mod request_mcp;
 mod responses;

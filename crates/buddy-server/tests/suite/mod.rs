@@ -13,6 +13,7 @@ mod counts;
 mod elicitations;
 mod hostile_mcp;
 mod instances;
+mod instances_answers;
 mod messages;
 mod messages_claude_code;
 mod messages_contract;
