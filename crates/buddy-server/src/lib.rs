@@ -32,6 +32,7 @@ mod cors;
 mod error;
 mod gate;
 mod item_cache;
+mod key_ledger;
 mod messages;
 mod metrics;
 mod native;

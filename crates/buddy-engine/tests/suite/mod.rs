@@ -3,6 +3,7 @@
 mod approvals;
 mod behaviours;
 mod call_budget;
+mod call_ledger;
 mod cancellation;
 mod context;
 mod elicitation;

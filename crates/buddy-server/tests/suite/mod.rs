@@ -36,6 +36,7 @@ mod shedding;
 mod spend_gate;
 mod spend_gate_routes;
 mod spend_holds;
+mod spend_ledger_instances;
 mod stored_items;
 mod telemetry;
 mod tool_progress;
