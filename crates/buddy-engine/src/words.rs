@@ -190,6 +190,10 @@ pub(crate) mod not_run {
         )
     }
 
+    /// A call still running when another call of its round failed fatally.
+    pub(crate) const SIBLING_FAILED: &str =
+        "not finished: another call of this round failed fatally, and the turn ends";
+
     /// A call made while no tools are offered.
     pub(crate) const NO_TOOLS: &str =
         "not run: no tools are offered now; answer with what you have";

@@ -7,6 +7,7 @@ mod call_ledger;
 mod cancellation;
 mod context;
 mod elicitation;
+mod fatal_round;
 mod limits;
 mod prompt_cache;
 mod property;
