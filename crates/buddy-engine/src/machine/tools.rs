@@ -120,6 +120,7 @@ impl Turn<'_> {
             price: self.price,
             call_slots: self.call_slots.clone(),
             prices: self.prices.clone(),
+            task_log: self.task_log.clone(),
             clock: self.clock.clone(),
             recent: messages[from..].iter().filter_map(as_line).collect(),
         })
@@ -174,7 +175,10 @@ impl Turn<'_> {
                     },
                     held: std::sync::Mutex::default(),
                 })),
-                tasks: self.task_log.clone(),
+                tasks: self
+                    .task_log
+                    .as_ref()
+                    .map(|log| log.for_call(&call.name).unwrap_or_else(|| Arc::clone(log))),
             };
             let agent = scope.is_some();
             let call_future: BoxFuture<'t, (ToolOutcome, Option<Polled>)> =

@@ -13,6 +13,7 @@ mod prompt_cache;
 mod property;
 mod refusals;
 mod replay;
+mod resumed_agent_tasks;
 mod resumed_tasks;
 mod routing;
 mod subagents;

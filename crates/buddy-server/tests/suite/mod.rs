@@ -1,5 +1,6 @@
 //! The router driven with `oneshot`, no socket: auth, errors, models, a whole SSE turn.
 
+mod agent_crash;
 mod agent_traces;
 mod agents;
 mod approvals;
