@@ -21,4 +21,9 @@ pub trait TaskLog: std::fmt::Debug + Send + Sync {
     /// so a crash from here on finds it. A failure is logged, not fatal: the call then
     /// ends as interrupted after a restart, as without a record.
     fn created<'a>(&'a self, call_id: &'a str, task: &'a RecordedTask) -> BoxFuture<'a, ()>;
+    /// The log for a call of tool `name`, when it records under keys of its own (a
+    /// sub-agent's calls are recorded under their caller's call); `None`: this one.
+    fn for_call(&self, _name: &str) -> Option<std::sync::Arc<dyn TaskLog>> {
+        None
+    }
 }

@@ -11,6 +11,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 pub struct CallSlots {
     slots: Arc<Semaphore>,
     max: usize,
+    /// Where each call reserves its worst case of the key's money first (a turn's own).
+    ledger: Option<Arc<dyn crate::CallLedger>>,
 }
 
 impl CallSlots {
@@ -20,7 +22,22 @@ impl CallSlots {
         CallSlots {
             slots: Arc::new(Semaphore::new(max)),
             max,
+            ledger: None,
         }
+    }
+
+    /// The same pool, whose calls reserve their worst case in `ledger` before they start
+    /// and settle it after (one turn's: the pool stays shared).
+    pub fn with_ledger(&self, ledger: Arc<dyn crate::CallLedger>) -> Self {
+        CallSlots {
+            ledger: Some(ledger),
+            ..self.clone()
+        }
+    }
+
+    /// The ledger the pool's calls reserve in, if any.
+    pub fn ledger(&self) -> Option<&Arc<dyn crate::CallLedger>> {
+        self.ledger.as_ref()
     }
 
     /// How many calls the pool lets run at once.

@@ -13,6 +13,7 @@ mod agents;
 mod approval;
 mod budget;
 mod cache_key;
+mod call_ledger;
 mod call_slots;
 mod calls;
 pub mod context;
@@ -39,6 +40,7 @@ pub use agents::{
 };
 pub use approval::{ApprovalMode, ApprovalRules, CallDecision, Decision, Resume};
 pub use cache_key::conversation_cache_key;
+pub use call_ledger::{CallLedger, CallWorst, Reserved};
 pub use call_slots::CallSlots;
 pub use calls::elicitation::{AnswerError, ElicitationDesk};
 pub use engine::Engine;

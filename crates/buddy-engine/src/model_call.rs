@@ -38,19 +38,25 @@ pub(crate) enum CallEnd {
     /// buddy trimmed harder and retried.
     ContextRefused(ProviderError),
     Provider(ProviderError),
+    /// The key's ledger had no room for the call's worst case: it was not made.
+    NoRoom(String),
 }
 
-/// Sends `request` once a slot of `slots` is free, streaming text to `events`, until the reply ends, the turn is
-/// cancelled, the deadline passes, or the text starts chanting (then the rest of the
-/// reply is not read).
+/// Sends `request` once a slot of `slots` is free and its worst case (`worst`) is reserved in the slots' ledger, streaming text to `events`, until the
+/// reply ends, the turn is cancelled, the deadline passes, or the text starts chanting
+/// (then the rest of the reply is not read). The reservation is settled to the reply's
+/// usage; a call dropped by a cancel or the deadline leaves its reservation to the
+/// turn's end, which settles what is left of its hold.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn stream_reply(
     provider: &dyn Provider,
     slots: Option<&crate::CallSlots>,
     events: &Emitter,
     cancel: &CancellationToken,
     deadline: Option<Instant>,
-    mut chant: Option<ChantDetector>,
-    request: CompletionRequest<'_>,
+    chant: Option<ChantDetector>,
+    mut request: CompletionRequest<'_>,
+    worst: crate::CallWorst,
 ) -> Result<Reply, CallEnd> {
     let deadline_passed = crate::deadline::passed(deadline);
     tokio::pin!(deadline_passed);
@@ -60,36 +66,21 @@ pub(crate) async fn stream_reply(
             Some(slots) => slots.take().await,
             None => None,
         };
-        let mut stream = provider.stream(request).await.map_err(CallEnd::Provider)?;
-        let mut reply = Reply::default();
-        while let Some(token) = stream.next().await {
-            match token.map_err(CallEnd::Provider)? {
-                Token::Text { text } | Token::Refusal { text } => {
-                    reply.text.push_str(&text);
-                    events.emit(ChatEvent::TextDelta { text }).await;
-                    if let Some(keep) = chant.as_mut().and_then(|c| c.check(&reply.text)) {
-                        reply.chanted = Some(reply.text.clone());
-                        reply.text.truncate(keep);
-                        break;
-                    }
-                }
-                Token::ToolCall(call) => reply.tool_calls.push(call),
-                Token::Finish { reason, usage } => {
-                    reply.finish = Some(reason);
-                    if usage.is_some() {
-                        reply.usage = usage;
-                    }
-                }
-                // What the server says its reply is (id, model): for the call's span.
-                Token::Response(info) => {
-                    if let Some(observer) = events.observer() {
-                        observer.model_call_response(&info);
-                    }
-                }
-                _ => {}
-            }
+        let Some(ledger) = slots.and_then(|s| s.ledger()) else {
+            return read_reply(provider, events, chant, request).await;
+        };
+        let reserved = ledger.reserve(worst).await.map_err(CallEnd::NoRoom)?;
+        if let Some(bound) = reserved.max_output_tokens {
+            request.max_output_tokens = Some(
+                request
+                    .max_output_tokens
+                    .map_or(bound, |asked| asked.min(bound)),
+            );
         }
-        Ok(reply)
+        let reply = read_reply(provider, events, chant, request).await;
+        let usage = reply.as_ref().ok().and_then(|r| r.usage);
+        ledger.settle(reserved, usage).await;
+        reply
     };
     tokio::select! {
         biased;
@@ -97,4 +88,43 @@ pub(crate) async fn stream_reply(
         _ = &mut deadline_passed => Err(CallEnd::Deadline),
         reply = collect => reply,
     }
+}
+
+/// Streams one reply to its end (or until the text starts chanting).
+async fn read_reply(
+    provider: &dyn Provider,
+    events: &Emitter,
+    mut chant: Option<ChantDetector>,
+    request: CompletionRequest<'_>,
+) -> Result<Reply, CallEnd> {
+    let mut stream = provider.stream(request).await.map_err(CallEnd::Provider)?;
+    let mut reply = Reply::default();
+    while let Some(token) = stream.next().await {
+        match token.map_err(CallEnd::Provider)? {
+            Token::Text { text } | Token::Refusal { text } => {
+                reply.text.push_str(&text);
+                events.emit(ChatEvent::TextDelta { text }).await;
+                if let Some(keep) = chant.as_mut().and_then(|c| c.check(&reply.text)) {
+                    reply.chanted = Some(reply.text.clone());
+                    reply.text.truncate(keep);
+                    break;
+                }
+            }
+            Token::ToolCall(call) => reply.tool_calls.push(call),
+            Token::Finish { reason, usage } => {
+                reply.finish = Some(reason);
+                if usage.is_some() {
+                    reply.usage = usage;
+                }
+            }
+            // What the server says its reply is (id, model): for the call's span.
+            Token::Response(info) => {
+                if let Some(observer) = events.observer() {
+                    observer.model_call_response(&info);
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(reply)
 }

@@ -197,6 +197,27 @@ pub(crate) fn edited_call_note(name: &str, id: &str, arguments: &str) -> String 
     )
 }
 
+/// The result of an agent call a crash left open while its sub-agents waited on tasks:
+/// what those tasks returned when waited on again (the sub-agents' turns are gone).
+pub(crate) fn resumed_agent_tasks(
+    agent: &str,
+    results: &[(String, buddy_core::ToolOutcome)],
+) -> String {
+    let lines: Vec<String> = results
+        .iter()
+        .map(|(tool, outcome)| {
+            let failed = if outcome.is_error { " (failed)" } else { "" };
+            format!("- `{tool}`{failed}: {}", outcome.content)
+        })
+        .collect();
+    format!(
+        "`{agent}` was interrupted by a restart while its tools ran; buddy waited again on \
+         the tasks they had become, and they returned (its own answer is lost; ask it again \
+         if you need more):\n{}",
+        lines.join("\n")
+    )
+}
+
 /// Why a call was not run, as its result reads: the model sees these as error results.
 pub(crate) mod not_run {
     /// A loop was detected and the final answer is being asked for.
@@ -218,6 +239,10 @@ pub(crate) mod not_run {
             "not run: `{name}` is no longer available in this turn ({why}); answer with what you have"
         )
     }
+
+    /// A call still running when another call of its round failed fatally.
+    pub(crate) const SIBLING_FAILED: &str =
+        "not finished: another call of this round failed fatally, and the turn ends";
 
     /// A call made while no tools are offered.
     pub(crate) const NO_TOOLS: &str =

@@ -2,9 +2,10 @@
 //! with it its sub-agents, its tools' sampling, a continuation, the Messages facade and
 //! its pass-through) and a compaction — is admitted here first. The gate prices the call
 //! by the operator's table (`prices`, then the list prices), refuses an unpriced model
-//! under a ceiling, holds the call's worst case of the key's room (refusing one whose
-//! input alone does not fit), and hands out the key's pool of model-call slots
-//! (`max_model_calls_in_flight_per_key`). What it admits is an [`Admission`]: the only
+//! under a ceiling, holds a one-off call's worst case of the key's room (refusing one
+//! whose input alone does not fit) or gives a turn its part of the key's live ledger,
+//! where each of its calls reserves its worst case as it goes ([`crate::key_ledger`]),
+//! and hands out the key's pool of model-call slots (`max_model_calls_in_flight_per_key`). What it admits is an [`Admission`]: the only
 //! way to run a turn ([`crate::turn`]'s runner takes one) or make a one-off call
 //! ([`call_once`]); settling it books the cost in the ledger and the metrics. The test
 //! `spend_gate_routes.rs` fails when a route or a provider call goes around it.
@@ -17,6 +18,7 @@ use buddy_engine::CallSlots;
 
 use crate::caller::Caller;
 use crate::error::AppError;
+use crate::key_ledger::{KeyLedger, LedgerOf};
 use crate::spend::{self, Held};
 use crate::state::AppState;
 
@@ -45,8 +47,12 @@ const MIN_OUTPUT_TOKENS: u64 = 256;
 pub(crate) struct Admission {
     /// What the model charges (`None`: no price known, only without a ceiling).
     pub price: Option<Price>,
-    /// What the call holds of the key's room (`None`: the key has no ceiling).
+    /// What a one-off call holds of the key's room (`None`: the key has no ceiling, or
+    /// this admits a turn).
     pub held: Option<Held>,
+    /// A turn's part of its key's ledger, where each of its calls reserves its worst
+    /// case (`None`: the key has no ceiling, or this admits a one-off call).
+    pub ledger: Option<Arc<KeyLedger>>,
     /// The key's pool of model calls in flight.
     pub slots: CallSlots,
     /// A one-off call's output bound (cut to what the hold leaves after its input).
@@ -88,11 +94,33 @@ pub(crate) async fn admit(
         deadline,
     };
     let unpriced = price.is_none().then_some(model);
-    let held = spend::hold(store, &holder, unpriced, now).await?;
+    let (held, ledger) = match worst {
+        Worst::Turn { deadline, .. } => {
+            spend::admit_turn(store, &holder, unpriced, now).await?;
+            let ledger = (!caller.spend.is_none()).then(|| {
+                Arc::new(KeyLedger::new(LedgerOf {
+                    store: Arc::clone(&state.inner.store),
+                    owner: &caller.owner,
+                    name: &caller.name,
+                    ceilings: spend::ceilings(caller.spend, now),
+                    price,
+                    deadline,
+                }))
+            });
+            (None, ledger)
+        }
+        Worst::Call { .. } => (spend::hold(store, &holder, unpriced, now).await?, None),
+    };
+    let slots = state.call_slots(&caller.owner);
+    let slots = match &ledger {
+        Some(ledger) => slots.with_ledger(Arc::clone(ledger) as Arc<dyn buddy_engine::CallLedger>),
+        None => slots,
+    };
     let mut admission = Admission {
         price,
         held,
-        slots: state.call_slots(&caller.owner),
+        ledger,
+        slots,
         max_output_tokens: None,
         owner: caller.owner.clone(),
         key: caller.name.clone(),
@@ -126,7 +154,7 @@ fn fit_output(admission: &Admission, input_tokens: u64, max_output: u64) -> Resu
     if input.nanos() >= held.amount.nanos() {
         return Err(format!(
             "key `{key}` has {} of room left under its spend ceiling (what it spent and what its \
-             running turns hold), and this call's input alone ({input_tokens} tokens) costs {input}: \
+             calls in flight hold), and this call's input alone ({input_tokens} tokens) costs {input}: \
              send less, or wait for the ceiling to reset",
             held.amount
         ));
@@ -234,6 +262,12 @@ impl Admission {
         provider.complete(request).await
     }
 
+    /// buddy's answer when a call of the turn found no room in its key's ledger.
+    pub(crate) fn refusal_words(&self) -> Option<String> {
+        let ledger = self.ledger.as_ref()?;
+        ledger.refused().then(|| spend::no_room_words(&self.key))
+    }
+
     /// What `usage` cost at the admitted price.
     pub(crate) fn cost(&self, usage: &buddy_core::Usage) -> Option<Usd> {
         self.price.map(|p| p.cost(usage))
@@ -251,6 +285,9 @@ impl Admission {
     /// Ends a turn's admission: its hold released and its cost in the ledger (the turn's
     /// metrics are booked with the rest of its figures).
     pub(crate) async fn settle_turn(self, state: &AppState, cost: Option<Usd>) {
+        if let Some(ledger) = &self.ledger {
+            return ledger.close(cost).await;
+        }
         let store = &*state.inner.store;
         spend::settle(store, &self.owner, &self.key, self.held.as_ref(), cost).await;
     }
@@ -267,6 +304,7 @@ mod tests {
                 id: "hold_x".into(),
                 amount: Usd::from_dollars(d).unwrap(),
             }),
+            ledger: None,
             slots: CallSlots::new(1),
             max_output_tokens: None,
             owner: "o".into(),

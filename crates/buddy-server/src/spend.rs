@@ -1,7 +1,8 @@
 //! Per-key spend ceilings: what a key's turns cost is kept in the store's ledger per UTC
-//! day; a key at its daily or monthly ceiling gets 429 for new turns, and a turn it
-//! starts holds the room it may spend before it starts (so turns running at once cannot
-//! together pass the ceiling), settled when it ends.
+//! day; a key at its daily or monthly ceiling gets 429 for new turns. A turn's model
+//! calls reserve their worst case of the key's room as they go ([`crate::key_ledger`]);
+//! a one-off call (a compaction) holds its worst case before it starts. Either is
+//! settled to what it cost, so calls running at once cannot together pass the ceiling.
 
 use std::time::Duration;
 
@@ -90,7 +91,68 @@ pub(crate) async fn room(
 /// How long a hold lasts past the turn's deadline (or, without one, at all) if its turn
 /// never settles it: a backstop, as a dead process's holds go before (SQLite frees them
 /// when opened again, PostgreSQL once the instance's heartbeat lapses).
-const HOLD_LASTS: Duration = Duration::from_secs(3600);
+pub(crate) const HOLD_LASTS: Duration = Duration::from_secs(3600);
+
+/// Now, in ms since the epoch.
+pub(crate) fn now_ms() -> i64 {
+    i64::try_from(time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000)
+        .unwrap_or(i64::MAX)
+}
+
+/// Why a call of a turn was not made (the guard's detail): its key's room is short.
+pub(crate) fn no_room_detail(name: &str, least: Usd) -> String {
+    format!(
+        "key `{name}`'s room under its spend ceiling (what it spent and what its calls in flight \
+         hold) is less than the next model call needs ({least} at least): the call was not made"
+    )
+}
+
+/// buddy's answer when a turn ended because its key's room could not take its next call.
+pub(crate) fn no_room_words(name: &str) -> String {
+    format!(
+        "{AT_CEILING_ANSWER}Key `{name}`'s room under its ceiling, less what its other calls in \
+         flight hold, could not take this turn's next model call. Send it again once they end, or \
+         once the ceiling's day or month is over. The operator sets it (max_daily_cost_usd / \
+         max_monthly_cost_usd in [[server.keys]] or [server])."
+    )
+}
+
+/// Each ceiling of `ceiling` at `now` as (the first day it counts from, its limit).
+pub(crate) fn ceilings(ceiling: SpendCeiling, now: time::OffsetDateTime) -> Vec<(String, Usd)> {
+    [
+        (day(now), ceiling.daily),
+        (month_start(now), ceiling.monthly),
+    ]
+    .into_iter()
+    .filter_map(|(since, limit)| Some((since, limit?)))
+    .collect()
+}
+
+/// Admits a turn under its key's ceiling (`None`: no ceiling) without holding anything:
+/// its calls reserve their worst cases as they go ([`crate::key_ledger`]). A key at its
+/// ceiling gets 429; under a ceiling a model without a price (`unpriced`) is refused.
+pub(crate) async fn admit_turn(
+    store: &dyn Store,
+    holder: &Holder<'_>,
+    unpriced: Option<&str>,
+    now: time::OffsetDateTime,
+) -> Result<(), AppError> {
+    if holder.ceiling.is_none() {
+        return Ok(());
+    }
+    room(store, holder.owner, holder.name, holder.ceiling, now).await?;
+    match unpriced {
+        Some(model) => Err(unpriced_refusal(model, holder.name)),
+        None => Ok(()),
+    }
+}
+
+/// The 400 of a model without a price under a ceiling.
+fn unpriced_refusal(model: &str, name: &str) -> AppError {
+    AppError::BadRequest(format!(
+        "model `{model}` has no price, and key `{name}` has a spend ceiling: what its turns cost could not be counted. The operator must price it in buddy.toml (`prices`, dollars per million tokens)"
+    ))
+}
 
 /// What a starting turn holds of its key's spend room; settled by [`settle`].
 #[derive(Debug)]
@@ -113,7 +175,7 @@ pub(crate) struct Holder<'a> {
 
 /// Holds the room a turn may spend under its key's ceiling (`None`: no ceiling). Under
 /// a ceiling a model without a price (`unpriced` names it) is refused, as its cost could
-/// not be counted; a key whose running turns hold all its room gets 429.
+/// not be counted; a key whose calls in flight hold all its room gets 429.
 pub(crate) async fn hold(
     store: &dyn Store,
     holder: &Holder<'_>,
@@ -129,17 +191,9 @@ pub(crate) async fn hold(
     let at_ceiling = || room(store, holder.owner, name, holder.ceiling, now);
     if let Some(model) = unpriced {
         at_ceiling().await?;
-        return Err(AppError::BadRequest(format!(
-            "model `{model}` has no price, and key `{name}` has a spend ceiling: what its turns cost could not be counted. The operator must price it in buddy.toml (`prices`, dollars per million tokens)"
-        )));
+        return Err(unpriced_refusal(model, name));
     }
-    let ceilings: Vec<(String, Usd)> = [
-        (day(now), holder.ceiling.daily),
-        (month_start(now), holder.ceiling.monthly),
-    ]
-    .into_iter()
-    .filter_map(|(since, limit)| Some((since, limit?)))
-    .collect();
+    let ceilings = ceilings(holder.ceiling, now);
     let now_ms = i64::try_from(now.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX);
     let lasts = holder.deadline.unwrap_or_default() + HOLD_LASTS;
     let id = buddy_store::new_id("hold");
@@ -157,7 +211,7 @@ pub(crate) async fn hold(
     if amount == Usd::ZERO {
         at_ceiling().await?;
         return Err(AppError::TooManyTurns(format!(
-            "key `{name}`'s running turns hold the rest of what it may spend under its ceiling (a compaction holds its share while it runs): wait for one to end (or give turns a smaller budget, `max_turn_cost_usd`, so that several fit)"
+            "key `{name}`'s calls in flight hold the rest of what it may spend under its ceiling: wait for one to end"
         )));
     }
     Ok(Some(Held { id, amount }))

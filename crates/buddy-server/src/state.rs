@@ -117,6 +117,7 @@ impl AppState {
             });
             state.prune_kept_events_every_minute();
             state.copy_logs_when_asked();
+            state.take_postings();
         }
         state
     }

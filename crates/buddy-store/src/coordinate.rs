@@ -11,6 +11,7 @@ use tokio::sync::mpsc;
 
 use crate::error::StoreError;
 use crate::records::TurnOpening;
+use crate::relay::{AnswerVerdict, Waiting};
 use crate::store::Store;
 
 /// A turn asking to start.
@@ -75,6 +76,45 @@ pub trait Coordinator: Send + Sync {
     fn cancellations(&self) -> mpsc::UnboundedReceiver<String>;
     /// Whether `turn_id` runs now, on any instance.
     fn is_running<'a>(&'a self, turn_id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>>;
+    /// Posts a person's answer (`answer`, its JSON) to question `question` of turn
+    /// `turn_id` running for `owner` (any owner for `None`) on another instance, and
+    /// tells that instance: the posting's number, to read its verdict by
+    /// ([`Coordinator::answer_verdict`]), or `None` when no such turn runs anywhere. Kept
+    /// until taken, so a missed notification is caught by the running instance's poll.
+    fn post_answer<'a>(
+        &'a self,
+        _turn_id: &'a str,
+        _owner: Option<&'a str>,
+        _question: &'a str,
+        _answer: &'a str,
+    ) -> BoxFuture<'a, Result<Option<i64>, StoreError>> {
+        Box::pin(async { Ok(None) })
+    }
+    /// The verdict on posting `seq`, once the running instance gave it (then forgotten);
+    /// `None` while it waits.
+    fn answer_verdict(
+        &self,
+        _seq: i64,
+    ) -> BoxFuture<'_, Result<Option<AnswerVerdict>, StoreError>> {
+        Box::pin(async { Ok(None) })
+    }
+    /// Turns of this instance with something posted for them (answers, cancels), as
+    /// turn ids. Called once, by the server; a coordinator of one process closes it.
+    fn postings(&self) -> mpsc::UnboundedReceiver<String> {
+        mpsc::unbounded_channel().1
+    }
+    /// What waits for the turns this instance runs: cancels asked and answers posted.
+    fn waiting(&self) -> BoxFuture<'_, Result<Waiting, StoreError>> {
+        Box::pin(async { Ok(Waiting::default()) })
+    }
+    /// Records what became of posting `seq` (read once by [`Coordinator::answer_verdict`]).
+    fn give_verdict<'a>(
+        &'a self,
+        _seq: i64,
+        _verdict: &'a AnswerVerdict,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async { Ok(()) })
+    }
     /// This instance's id among those sharing the coordinator's database, `None` for a
     /// coordinator of one process (see [`Turns::claims_of`](crate::store::Turns::claims_of)).
     fn instance(&self) -> Option<&str> {

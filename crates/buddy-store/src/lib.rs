@@ -13,6 +13,7 @@ mod error;
 mod open;
 mod postgres;
 mod records;
+mod relay;
 mod sqlite;
 mod store;
 
@@ -28,5 +29,6 @@ pub use records::{
     ConversationDetail, ConversationInfo, ConversationSummary, CountedHistory, ForkCopy,
     ResponseOrigin, SpendHold, TurnClosing, TurnEnd, TurnOpening, TurnRecord,
 };
+pub use relay::{AnswerVerdict, PostedAnswer, Waiting};
 pub use sqlite::SqliteStore;
 pub use store::{Conversations, Forks, History, Spend, Store, Tasks, Turns, prelude};

@@ -3,6 +3,7 @@
 //! tree of agents keeps the top-level turn's limits; depth, spawns and agents running at
 //! once are bounded; cancellation reaches every descendant; each child ends typed.
 
+mod child_tasks;
 mod declaration;
 mod forward;
 mod outcome;
@@ -10,6 +11,7 @@ mod scope;
 mod skill;
 mod toolbox;
 
+pub(crate) use child_tasks::of_agent_call;
 pub use declaration::{AgentSpec, AgentSpecError, MAX_HISTORY};
 pub use outcome::{AgentOutcome, AgentStatus};
 pub(crate) use scope::Scope;

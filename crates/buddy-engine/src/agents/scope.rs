@@ -38,6 +38,9 @@ pub(crate) struct Scope {
     /// The operator's price table: a sub-agent on another model or provider is priced
     /// from it, as the calling turn is.
     pub prices: Option<Arc<crate::PriceTable>>,
+    /// Where the calling turn records the tasks its calls become: a sub-agent's go there
+    /// too, under the agent call ([`super::child_tasks`]).
+    pub task_log: Option<Arc<dyn buddy_core::TaskLog>>,
     /// The clock the calling turn's waits run on.
     pub clock: Option<Arc<dyn WaitClock>>,
     /// The calling conversation's latest messages as text, newest last (for declarations

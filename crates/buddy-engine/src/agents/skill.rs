@@ -365,7 +365,14 @@ impl AgentSkill {
             .with_history(history)
             .with_policy(policy)
             .with_cancel(scope.cancel.child_token())
-            .with_call_slots(scope.call_slots.clone());
+            .with_call_slots(scope.call_slots.clone())
+            .with_tasks(
+                scope
+                    .task_log
+                    .clone()
+                    .map(|log| super::child_tasks::ChildTasks::of_call(&hop.call_id, log)),
+                HashMap::new(),
+            );
         if let Some(observer) = &scope.observer {
             request.observer = observer.sub_agent(&hop.call_id, &spec.name);
         }

@@ -85,6 +85,24 @@ impl Turn<'_> {
                 reason: StopReason::ProviderError,
                 message: e.to_string(),
             },
+            CallEnd::NoRoom(why) => return self.no_room(why, StopReason::CostBudget).await,
+        })
+    }
+
+    /// The key's ledger had no room for the next call: it was not made (it takes no
+    /// number), and the turn ends (for its cost, or for the `reason` it was finalizing
+    /// for) with an answer from what it has.
+    pub(super) async fn no_room(&mut self, why: String, reason: StopReason) -> State {
+        self.stats.model_calls = self.stats.model_calls.saturating_sub(1);
+        self.announce(Trip::new(
+            GuardKind::CostBudget,
+            GuardAction::ComposedAnswer,
+            why,
+        ))
+        .await;
+        State::End(End::Answered {
+            reason,
+            text: String::new(),
         })
     }
 
@@ -211,7 +229,12 @@ impl Turn<'_> {
         self.window.last_sent_bounded = bounded;
         let finalize = finalize_instruction.is_some();
         let result = self
-            .stream(&messages, tools.as_deref(), finalize, purpose, whole)
+            .stream(
+                &messages,
+                tools.as_deref(),
+                (finalize, purpose, whole),
+                context_tokens,
+            )
             .await;
         drop(messages);
         self.stats.model_calls += 1;
@@ -242,9 +265,8 @@ impl Turn<'_> {
         &self,
         messages: &[Message],
         tools: Option<&[ToolSpec]>,
-        finalize: bool,
-        purpose: CallPurpose,
-        whole: bool,
+        (finalize, purpose, whole): (bool, CallPurpose, bool),
+        input_tokens: usize,
     ) -> Result<Reply, CallEnd> {
         let policy = self.judge.policy();
         let mut request = CompletionRequest {
@@ -277,6 +299,11 @@ impl Turn<'_> {
                 usize::try_from(repeats).unwrap_or(usize::MAX),
             )
         });
+        let worst = crate::CallWorst {
+            input_tokens: input_tokens as u64,
+            max_output_tokens: request.max_output_tokens,
+            price: self.price,
+        };
         stream_reply(
             self.provider,
             self.call_slots.as_ref(),
@@ -285,6 +312,7 @@ impl Turn<'_> {
             deadline,
             chant,
             request,
+            worst,
         )
         .await
     }

@@ -73,6 +73,8 @@ impl Turn<'_> {
                 return answered(reason, String::new());
             }
             Err(CallEnd::Deadline) => return answered(reason, String::new()),
+            // The key's room cannot take the answer call: buddy answers from the results.
+            Err(CallEnd::NoRoom(why)) => return self.no_room(why, reason).await,
         };
         if !reply.tool_calls.is_empty() {
             debug!(

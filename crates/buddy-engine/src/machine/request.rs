@@ -249,6 +249,7 @@ pub(super) fn ended_without_reply(end: &CallEnd) -> ModelCallEnd<'static> {
         CallEnd::Overflow(m) => ("context_overflow", Some(m.clone())),
         CallEnd::ContextRefused(e) => ("context_overflow", Some(e.to_string())),
         CallEnd::Provider(e) => ("provider_error", Some(e.to_string())),
+        CallEnd::NoRoom(why) => ("cost_budget", Some(why.clone())),
     };
     ModelCallEnd {
         error: Some(error),

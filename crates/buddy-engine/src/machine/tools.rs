@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use buddy_core::BoxFuture;
 use futures::StreamExt;
+use tokio_util::sync::CancellationToken;
 
 use super::{End, Round, State, ToolboxHandle, Turn};
 use crate::agents::{Scope, as_line};
@@ -106,15 +107,15 @@ impl Turn<'_> {
     }
 
     /// The scope handed to sub-agent calls of this round: the turn's place in its tree,
-    /// cancellation, stream, deadline, policy and latest messages.
-    fn agent_scope(&self) -> Arc<Scope> {
+    /// the round's cancellation (`round`), stream, deadline, policy and latest messages.
+    fn agent_scope(&self, round: &CancellationToken) -> Arc<Scope> {
         let messages = self.ledger.messages();
         let from = messages
             .len()
             .saturating_sub(usize::try_from(crate::agents::MAX_HISTORY).unwrap_or(0));
         Arc::new(Scope {
             place: self.lease.place(),
-            cancel: self.cancel.clone(),
+            cancel: round.clone(),
             events: self.events.sender(),
             observer: self.events.observer_arc(),
             deadline: self.deadline,
@@ -123,6 +124,7 @@ impl Turn<'_> {
             price: self.price,
             call_slots: self.call_slots.clone(),
             prices: self.prices.clone(),
+            task_log: self.task_log.clone(),
             clock: self.clock.clone(),
             recent: messages[from..].iter().filter_map(as_line).collect(),
         })
@@ -130,12 +132,15 @@ impl Turn<'_> {
 
     /// The futures of the calls about to run, in call order: each with its context (a
     /// sub-agent's scope for agents; its progress sink, its share of the turn's budget),
-    /// a repeated pollable one checked again by buddy; and their progress sinks.
+    /// a repeated pollable one checked again by buddy; and their progress sinks. A call
+    /// that fails fatally cancels `round`, and with it the calls still running beside it:
+    /// a sub-agent ends with its work so far, another call with an error result.
     #[allow(clippy::type_complexity)]
     fn start_calls<'t>(
         &self,
         toolbox: &'t ToolboxHandle<'_>,
         to_run: &'t [(ToolCall, Option<PollWatch>)],
+        round: &CancellationToken,
     ) -> (
         Vec<BoxFuture<'t, (ToolOutcome, Option<Polled>)>>,
         Vec<Arc<CallProgress>>,
@@ -146,7 +151,9 @@ impl Turn<'_> {
         let mut sinks = Vec::new();
         for (call, watch) in to_run {
             let scope = match toolbox.is_agent(&call.name) {
-                true => Some(Arc::clone(scope.get_or_insert_with(|| self.agent_scope()))),
+                true => Some(Arc::clone(
+                    scope.get_or_insert_with(|| self.agent_scope(round)),
+                )),
                 false => None,
             };
             let progress = CallProgress::new(call, self.events.sender());
@@ -172,22 +179,30 @@ impl Turn<'_> {
                     },
                     held: std::sync::Mutex::default(),
                 })),
-                tasks: self.task_log.clone(),
+                tasks: self
+                    .task_log
+                    .as_ref()
+                    .map(|log| log.for_call(&call.name).unwrap_or_else(|| Arc::clone(log))),
             };
-            pending.push(match (watch.clone(), scope) {
-                (Some(watch), _) => Box::pin(poll_until_changed(
-                    call,
-                    watch,
-                    self.events.sender(),
-                    self.clock.clone(),
-                    move || toolbox.invoke(call, ctx.clone()),
-                )),
-                // A sub-agent runs with the calling turn as its scope.
-                (None, Some(scope)) => Box::pin(Scope::around(scope, async move {
-                    (toolbox.invoke(call, ctx).await, None)
-                })),
-                (None, None) => Box::pin(async move { (toolbox.invoke(call, ctx).await, None) }),
-            });
+            let agent = scope.is_some();
+            let call_future: BoxFuture<'t, (ToolOutcome, Option<Polled>)> =
+                match (watch.clone(), scope) {
+                    (Some(watch), _) => Box::pin(poll_until_changed(
+                        call,
+                        watch,
+                        self.events.sender(),
+                        self.clock.clone(),
+                        move || toolbox.invoke(call, ctx.clone()),
+                    )),
+                    // A sub-agent runs with the calling turn as its scope.
+                    (None, Some(scope)) => Box::pin(Scope::around(scope, async move {
+                        (toolbox.invoke(call, ctx).await, None)
+                    })),
+                    (None, None) => {
+                        Box::pin(async move { (toolbox.invoke(call, ctx).await, None) })
+                    }
+                };
+            pending.push(Box::pin(within_round(call_future, round.clone(), agent)));
         }
         (pending, sinks)
     }
@@ -216,7 +231,9 @@ impl Turn<'_> {
             .filter(|s| matches!(s.plan, Plan::Run))
             .map(|s| (s.call.clone(), self.judge.poll_watch(s)))
             .collect();
-        let (pending, sinks) = self.start_calls(&toolbox, &to_run);
+        // Cancelled with the turn, or by a call of the round that fails fatally.
+        let round = self.cancel.child_token();
+        let (pending, sinks) = self.start_calls(&toolbox, &to_run, &round);
         let mut sinks = sinks.into_iter();
         let mut running = futures::stream::iter(pending).buffered(parallel);
         let deadline_passed = crate::deadline::passed(deadline);
@@ -302,6 +319,34 @@ impl Turn<'_> {
             results.push((content, is_error));
         }
         (interrupted, poll_notes)
+    }
+}
+
+/// `call` as one call of a round: its fatal failure cancels `round`; cancelled by a
+/// sibling's, it ends at once with an error result — unless it is a sub-agent (`agent`),
+/// which ends by itself on the round's cancel, with its work so far.
+async fn within_round<F>(
+    call: F,
+    round: CancellationToken,
+    agent: bool,
+) -> (ToolOutcome, Option<Polled>)
+where
+    F: std::future::Future<Output = (ToolOutcome, Option<Polled>)>,
+{
+    let run = async {
+        let done = call.await;
+        if done.0.fatal {
+            round.cancel();
+        }
+        done
+    };
+    if agent {
+        return run.await;
+    }
+    tokio::select! {
+        biased;
+        done = run => done,
+        () = round.cancelled() => (ToolOutcome::error(not_run::SIBLING_FAILED), None),
     }
 }
 

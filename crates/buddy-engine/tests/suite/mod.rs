@@ -3,14 +3,17 @@
 mod approvals;
 mod behaviours;
 mod call_budget;
+mod call_ledger;
 mod cancellation;
 mod context;
 mod elicitation;
+mod fatal_round;
 mod limits;
 mod prompt_cache;
 mod property;
 mod refusals;
 mod replay;
+mod resumed_agent_tasks;
 mod resumed_tasks;
 mod routing;
 mod subagents;

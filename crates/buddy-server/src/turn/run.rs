@@ -185,6 +185,7 @@ impl Running {
         if let Some(messages) = self.messages {
             let _ = messages.send(outcome.messages.clone());
         }
+        let refused = self.admitted.refusal_words();
         self.admitted.settle_turn(&self.state, stats.cost_usd).await;
         tracing::info!(turn = %names.turn, conversation = ?sink.map(|s| &s.conversation), key = %names.key,
             reason = %reason, model_calls = stats.model_calls, tool_calls = stats.tool_calls, "turn ended");
@@ -192,7 +193,7 @@ impl Running {
         // ended, so that its next message is never refused as concurrent (a store that
         // keeps the claims ended it with the closing write).
         self.lease.release_closed(closed).await;
-        let terminal = with_ceiling_words(terminal, self.at_ceiling, log);
+        let terminal = with_ceiling_words(terminal, self.at_ceiling.or(refused), log);
         match terminal {
             Some(terminal) => {
                 log.push(terminal);

@@ -20,8 +20,8 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 
 /// `scripted:writer` writes once then reports; `scripted:pager` reads pages 1, 2, 3.
-struct Writer {
-    toolbox: Arc<TestToolbox>,
+pub(super) struct Writer {
+    pub(super) toolbox: Arc<TestToolbox>,
 }
 
 const WRITER: &str = r#"{"name": "writer", "prompt": "", "expect": {"stop_reason": "completed", "model_calls": 2, "tool_calls": 1},
@@ -62,7 +62,7 @@ impl Backend for Writer {
     }
 }
 
-fn toolbox() -> Arc<TestToolbox> {
+pub(super) fn toolbox() -> Arc<TestToolbox> {
     Arc::new(
         TestToolbox::new()
             .with(

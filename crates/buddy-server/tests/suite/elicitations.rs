@@ -61,7 +61,7 @@ impl Toolbox for Asking {
     }
 }
 
-struct AskingBackend;
+pub(super) struct AskingBackend;
 
 impl Backend for AskingBackend {
     fn models(&self) -> Vec<String> {
@@ -149,7 +149,7 @@ impl Frames {
     }
 }
 
-async fn answer(
+pub(super) async fn answer(
     state: &AppState,
     turn: &str,
     id: &str,

@@ -575,9 +575,11 @@ async fn a_key_at_its_spend_ceiling_gets_an_answer_that_ends_the_session_not_an_
         })],
         ..ServerSettings::default()
     };
+    // $0.02 a call (5 output tokens at $4,000 per million, input free), and each may write
+    // 5 tokens: a call's worst case is its cost.
     let price = Price {
-        input: 1_000.0,
-        output: 2_000.0,
+        input: 0.0,
+        output: 4_000.0,
         cached_input: None,
         cache_write: None,
         cache_write_1h: None,
@@ -596,7 +598,7 @@ async fn a_key_at_its_spend_ceiling_gets_an_answer_that_ends_the_session_not_an_
     let mut history = vec![json!({"role": "user", "content": "Look around."})];
     let mut ended = None;
     for _ in 0..5 {
-        let body = json!({"model": "claude-test", "max_tokens": 100, "tools": bash_tool(), "messages": history});
+        let body = json!({"model": "claude-test", "max_tokens": 5, "tools": bash_tool(), "messages": history});
         let sent = send(&state, messages(body, Some("sk-a"))).await;
         assert_eq!(sent.status, StatusCode::OK, "{}", sent.body);
         let reply: Value = serde_json::from_str(&sent.body).unwrap();
@@ -620,7 +622,7 @@ async fn a_key_at_its_spend_ceiling_gets_an_answer_that_ends_the_session_not_an_
     assert_eq!(calls.load(Ordering::SeqCst), 1);
     // Streamed, the same answer as Anthropic's events.
     let body =
-        json!({"model": "claude-test", "max_tokens": 100, "stream": true, "messages": history});
+        json!({"model": "claude-test", "max_tokens": 5, "stream": true, "messages": history});
     let sent = send(&state, messages(body, Some("sk-a"))).await;
     let streamed = events(&sent.body);
     let names: Vec<&str> = streamed.iter().map(|(n, _)| n.as_str()).collect();

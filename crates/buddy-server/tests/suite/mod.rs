@@ -1,5 +1,6 @@
 //! The router driven with `oneshot`, no socket: auth, errors, models, a whole SSE turn.
 
+mod agent_crash;
 mod agent_traces;
 mod agents;
 mod approvals;
@@ -14,6 +15,7 @@ mod elicitations;
 mod health;
 mod hostile_mcp;
 mod instances;
+mod instances_answers;
 mod messages;
 mod messages_claude_code;
 mod messages_contract;
@@ -36,6 +38,7 @@ mod shedding;
 mod spend_gate;
 mod spend_gate_routes;
 mod spend_holds;
+mod spend_ledger_instances;
 mod stored_items;
 mod telemetry;
 mod tool_progress;

@@ -46,6 +46,11 @@ impl Provider for Gated {
         "gated"
     }
 
+    /// It takes every setting (the spend tests bound a call's output).
+    fn unsupported(&self, _: &buddy_core::Sampling) -> Option<String> {
+        None
+    }
+
     fn stream<'a>(
         &'a self,
         request: CompletionRequest<'a>,
@@ -1151,14 +1156,15 @@ async fn a_turn_reports_what_it_cost_and_a_request_may_cap_it() {
 
 #[tokio::test]
 async fn a_key_at_its_spend_ceiling_is_refused_new_turns_with_429() {
-    // Each call costs $0.02 (10 + 5 tokens at $1,000 / $2,000 per million); a turn of a
-    // call and its answer, $0.04. Alice may spend $0.10 a day; keys without a ceiling of
-    // their own (Bob) get the server's $0.03.
+    // Each call costs $0.02 (5 output tokens at $4,000 per million, input free) and may
+    // write 5 tokens: its worst case is its cost. A turn of a call and its answer, $0.04.
+    // Alice may spend $0.10 a day; keys without a ceiling of their own (Bob) get the
+    // server's $0.03.
     let store: Arc<dyn Store> = Arc::new(SqliteStore::in_memory().unwrap());
     let priced = |settings: &mut ServerSettings| {
         settings
             .prices
-            .add(None, "*", buddy_core::Price::new(1_000.0, 2_000.0));
+            .add(None, "*", buddy_core::Price::new(0.0, 4_000.0));
         settings.api_keys[0] = ApiKey::new(ALICE, None, false).with_spend(SpendCeiling {
             daily: Usd::from_dollars(0.10),
             monthly: None,
@@ -1167,14 +1173,15 @@ async fn a_key_at_its_spend_ceiling_is_refused_new_turns_with_429() {
         settings.max_monthly_cost_usd = Usd::from_dollars(100.0);
     };
     let s = setup(Arc::clone(&store), PolicyConfig::default(), priced);
+    let look = json!({"message": "look it up", "sampling": {"max_output_tokens": 5}});
     for _ in 0..2 {
-        let (_, (_, data)) = turn(&s.state, json!({"message": "look it up"}), ALICE).await;
+        let (_, (_, data)) = turn(&s.state, look.clone(), ALICE).await;
         assert_eq!(data["reason"], "completed", "{data}");
         assert_eq!(data["stats"]["cost_usd"], 0.04, "{data}");
     }
-    // $0.02 of room left: the turn's money budget, so it ends cost_budget with an answer
-    // instead of passing the ceiling.
-    let (_, (_, data)) = turn(&s.state, json!({"message": "look it up"}), ALICE).await;
+    // $0.02 of room left: its first call reserves it, its answer call finds none, so it
+    // ends cost_budget with an answer instead of passing the ceiling.
+    let (_, (_, data)) = turn(&s.state, look.clone(), ALICE).await;
     assert_eq!(data["reason"], "cost_budget", "{data}");
     assert_eq!(data["stats"]["cost_usd"], 0.02, "{data}");
     let refused = |key: &'static str, state: AppState| async move {
@@ -1205,20 +1212,36 @@ async fn a_key_at_its_spend_ceiling_is_refused_new_turns_with_429() {
     )
     .await;
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
-    // Bob has the server's ceiling, $0.03: a turn capped at it ($0.02), then one with
-    // $0.01 left — a turn's first call is always made (its cost is known only after it),
-    // so the key passes its ceiling by at most that call — then refused.
-    for _ in 0..2 {
-        let (_, (_, data)) = turn(&s.state, json!({"message": "look it up"}), BOB).await;
+    // Bob has the server's ceiling, $0.03: a turn whose answer call finds no room ($0.02
+    // spent), then one whose first call finds none — never past the ceiling, each
+    // answered; once the ledger is at the ceiling (booked here), refused.
+    for calls in [1, 0] {
+        let (_, (_, data)) = turn(&s.state, look.clone(), BOB).await;
         assert_eq!(data["reason"], "cost_budget", "{data}");
-        assert_eq!(data["stats"]["model_calls"], 1, "{data}");
+        assert_eq!(data["stats"]["model_calls"], calls, "{data}");
     }
+    let bob = ApiKey::new(BOB, Some("bob"), false).owner();
+    let today = time::OffsetDateTime::now_utc().date();
+    let today = format!(
+        "{:04}-{:02}-{:02}",
+        today.year(),
+        u8::from(today.month()),
+        today.day()
+    );
+    assert_eq!(
+        store.spend_since(&bob, &today).await.unwrap(),
+        Usd::from_dollars(0.02).unwrap()
+    );
+    store
+        .add_spend(&bob, &today, Usd::from_dollars(0.01).unwrap())
+        .await
+        .unwrap();
     let message = refused(BOB, s.state.clone()).await;
     assert!(message.contains("key `bob`"), "{message}");
     // The ledger is in the store: a restarted server still refuses.
     let restarted = setup(Arc::clone(&store), PolicyConfig::default(), priced);
     refused(ALICE, restarted.state.clone()).await;
     // The admin key has the server's ceiling too, and has spent nothing.
-    let (_, (end, _)) = turn(&restarted.state, json!({"message": "look it up"}), ADMIN).await;
+    let (_, (end, _)) = turn(&restarted.state, look, ADMIN).await;
     assert_eq!(end, "done");
 }

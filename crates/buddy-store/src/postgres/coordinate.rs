@@ -8,13 +8,14 @@ use tokio::sync::mpsc;
 
 use super::rows::backend;
 use super::writes::{MessageColumns, OPEN_CLAIMED, with_messages};
-use super::{CANCEL_CHANNEL, EVENTS_CHANNEL, PgStore};
+use super::{ANSWERS_CHANNEL, CANCEL_CHANNEL, EVENTS_CHANNEL, PgStore, relay};
 use crate::columns::{new_id, now_ms};
 use crate::coordinate::{
     Claim, ClaimError, Coordinator, StoredEvent, StoredEvents, open_then_claim,
 };
 use crate::error::StoreError;
 use crate::records::TurnOpening;
+use crate::relay::{AnswerVerdict, Waiting};
 use crate::store::Store;
 
 /// A claim in one statement: the owner's counter goes up only while under the cap (its
@@ -148,25 +149,59 @@ impl Coordinator for PgStore {
         owner: Option<&'a str>,
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(async move {
-            let found = sqlx::query(
-                "SELECT 1 FROM buddy_running_turns WHERE turn_id = $1 AND ($2::TEXT IS NULL OR owner = $2)",
-            )
-            .bind(turn_id)
-            .bind(owner)
-            .fetch_optional(&self.inner.pool)
-            .await
-            .map_err(backend)?;
-            if found.is_none() {
-                return Ok(false);
-            }
-            sqlx::query("SELECT pg_notify($1, $2)")
-                .bind(CANCEL_CHANNEL)
+            // Kept and announced in one statement: a running instance that misses the
+            // notification finds the cancel on its poll.
+            let asked = sqlx::query(relay::ASK_CANCEL)
                 .bind(turn_id)
-                .execute(&self.inner.pool)
+                .bind(owner)
+                .bind(CANCEL_CHANNEL)
+                .bind(now_ms())
+                .fetch_optional(&self.inner.pool)
                 .await
                 .map_err(backend)?;
-            Ok(true)
+            Ok(asked.is_some())
         })
+    }
+
+    fn post_answer<'a>(
+        &'a self,
+        turn_id: &'a str,
+        owner: Option<&'a str>,
+        question: &'a str,
+        answer: &'a str,
+    ) -> BoxFuture<'a, Result<Option<i64>, StoreError>> {
+        Box::pin(relay::post_answer(
+            &self.inner.pool,
+            ANSWERS_CHANNEL,
+            turn_id,
+            owner,
+            question,
+            answer,
+        ))
+    }
+
+    fn answer_verdict(&self, seq: i64) -> BoxFuture<'_, Result<Option<AnswerVerdict>, StoreError>> {
+        Box::pin(relay::answer_verdict(&self.inner.pool, seq))
+    }
+
+    fn postings(&self) -> mpsc::UnboundedReceiver<String> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        if let Ok(mut postings) = self.inner.postings.lock() {
+            *postings = Some(tx);
+        }
+        rx
+    }
+
+    fn waiting(&self) -> BoxFuture<'_, Result<Waiting, StoreError>> {
+        Box::pin(relay::waiting(&self.inner.pool, &self.inner.instance))
+    }
+
+    fn give_verdict<'a>(
+        &'a self,
+        seq: i64,
+        verdict: &'a AnswerVerdict,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(relay::give_verdict(&self.inner.pool, seq, verdict))
     }
 
     fn cancellations(&self) -> mpsc::UnboundedReceiver<String> {
@@ -299,7 +334,9 @@ impl Coordinator for PgStore {
                 "WITH gone AS (DELETE FROM buddy_turn_logs
                      WHERE ended_at_ms < $1 OR (ended_at_ms IS NULL AND started_at_ms < $2)
                      RETURNING log_id),
-                 events AS (DELETE FROM buddy_turn_events WHERE log_id IN (SELECT log_id FROM gone))
+                 events AS (DELETE FROM buddy_turn_events WHERE log_id IN (SELECT log_id FROM gone)),
+                 answers AS (DELETE FROM buddy_turn_answers WHERE posted_at_ms < $2),
+                 cancels AS (DELETE FROM buddy_turn_cancels WHERE asked_at_ms < $2)
                  SELECT COUNT(*) FROM gone",
             )
             .bind(ended_before_ms)

@@ -18,6 +18,7 @@ mod conversations;
 mod coordinate;
 mod forks;
 mod history;
+mod relay;
 mod rows;
 mod schema;
 mod spend;
@@ -27,6 +28,8 @@ mod writes;
 
 /// The channel cancel requests travel on.
 const CANCEL_CHANNEL: &str = "buddy_cancel";
+/// The channel announcing answers posted for a turn another instance runs.
+const ANSWERS_CHANNEL: &str = "buddy_answers";
 /// The channel requests to copy a log's events travel on.
 const EVENTS_CHANNEL: &str = "buddy_events";
 /// How often an instance says it is alive.
@@ -48,6 +51,8 @@ struct Inner {
     cancels: Mutex<Option<mpsc::UnboundedSender<String>>>,
     /// Where requests to copy a log's events go (see `Coordinator::event_requests`).
     event_requests: Mutex<Option<mpsc::UnboundedSender<String>>>,
+    /// Where announcements of answers posted for this instance's turns go.
+    postings: Mutex<Option<mpsc::UnboundedSender<String>>>,
 }
 
 /// A pooled connection idle for longer than this is checked before use (a dead one is
@@ -117,6 +122,7 @@ impl PgStore {
             instance,
             cancels: Mutex::new(None),
             event_requests: Mutex::new(None),
+            postings: Mutex::new(None),
         });
         inner.heartbeat().await?;
         inner.sweep().await?;
@@ -126,7 +132,7 @@ impl PgStore {
             .await
             .map_err(backend)?;
         listener
-            .listen_all([CANCEL_CHANNEL, EVENTS_CHANNEL])
+            .listen_all([CANCEL_CHANNEL, EVENTS_CHANNEL, ANSWERS_CHANNEL])
             .await
             .map_err(backend)?;
         tokio::spawn(listen(listener, weak));
@@ -143,6 +149,7 @@ impl PgStore {
                 instance: "reader".to_owned(),
                 cancels: Mutex::new(None),
                 event_requests: Mutex::new(None),
+                postings: Mutex::new(None),
             }),
         })
     }
@@ -231,6 +238,7 @@ async fn listen(mut listener: PgListener, inner: Weak<Inner>) {
             Ok(n) => {
                 let to = match n.channel() {
                     EVENTS_CHANNEL => &inner.event_requests,
+                    ANSWERS_CHANNEL => &inner.postings,
                     _ => &inner.cancels,
                 };
                 if let Ok(to) = to.lock()

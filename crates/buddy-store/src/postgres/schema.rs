@@ -108,4 +108,22 @@ CREATE TABLE IF NOT EXISTS buddy_call_tasks (
     created_at_ms BIGINT NOT NULL,
     PRIMARY KEY (conversation_id, call_id)
 );
+-- Answers a person posted through another instance than the one running the turn; the
+-- running instance takes them and writes its verdict, which the posting one reads.
+CREATE TABLE IF NOT EXISTS buddy_turn_answers (
+    seq BIGSERIAL PRIMARY KEY,
+    turn_id TEXT NOT NULL,
+    question TEXT NOT NULL,
+    answer TEXT NOT NULL,
+    verdict TEXT,
+    detail TEXT,
+    posted_at_ms BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS buddy_turn_answers_waiting ON buddy_turn_answers(turn_id) WHERE verdict IS NULL;
+-- Cancels asked through any instance (a table of its own: an ALTER of the running turns,
+-- hot with claims, would lock them at every instance's start).
+CREATE TABLE IF NOT EXISTS buddy_turn_cancels (
+    turn_id TEXT PRIMARY KEY,
+    asked_at_ms BIGINT NOT NULL
+);
 "#;

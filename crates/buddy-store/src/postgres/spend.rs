@@ -53,7 +53,43 @@ impl Spend for PgStore {
     }
 
     fn hold_spend<'a>(&'a self, hold: SpendHold<'a>) -> BoxFuture<'a, Result<Usd, StoreError>> {
-        Box::pin(hold_room(&self.inner.pool, &self.inner.instance, hold))
+        Box::pin(hold_room(&self.inner.pool, &self.inner.instance, hold, 1))
+    }
+
+    fn reserve_spend<'a>(
+        &'a self,
+        hold: SpendHold<'a>,
+        least: Usd,
+    ) -> BoxFuture<'a, Result<Usd, StoreError>> {
+        Box::pin(hold_room(
+            &self.inner.pool,
+            &self.inner.instance,
+            hold,
+            least.nanos(),
+        ))
+    }
+
+    fn settle_reserved<'a>(
+        &'a self,
+        owner: &'a str,
+        id: &'a str,
+        reserved: Usd,
+        day: &'a str,
+        cost: Usd,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            // One statement: the reservation off its hold and the cost in the ledger.
+            sqlx::query(SETTLE_CALL)
+                .bind(id)
+                .bind(owner)
+                .bind(stored_nanos(reserved))
+                .bind(day)
+                .bind(stored_nanos(cost))
+                .execute(&self.inner.pool)
+                .await
+                .map_err(backend)?;
+            Ok(())
+        })
     }
 
     fn settle_spend<'a>(
@@ -67,10 +103,24 @@ impl Spend for PgStore {
     }
 }
 
-/// Checks the room and holds it in one transaction, under the owner's lock, for a turn
-/// of `instance`. Holds that lapsed, and those of instances whose heartbeat stopped (a
+/// A call settled: its reservation (`$3`) off hold `$1` of `$2`, its cost (`$5`) added
+/// to day `$4`'s spend.
+const SETTLE_CALL: &str = "
+WITH released AS (
+    UPDATE buddy_spend_holds SET nanos = GREATEST(nanos - $3, 0) WHERE id = $1 AND owner = $2
+)
+INSERT INTO buddy_spend (owner, day, nanos) SELECT $2, $4, $5 WHERE $5 > 0
+ON CONFLICT (owner, day) DO UPDATE SET nanos = buddy_spend.nanos + excluded.nanos";
+
+/// Checks the room and adds to hold `hold.id` (made if new) when it is at least `least`
+/// nanodollars, in one transaction, under the owner's lock, for a turn of `instance`. Holds that lapsed, and those of instances whose heartbeat stopped (a
 /// crash: their turns are `interrupted`), hold nothing and go first.
-async fn hold_room(pool: &PgPool, instance: &str, hold: SpendHold<'_>) -> Result<Usd, StoreError> {
+async fn hold_room(
+    pool: &PgPool,
+    instance: &str,
+    hold: SpendHold<'_>,
+    least: u64,
+) -> Result<Usd, StoreError> {
     let mut tx = pool.begin().await.map_err(backend)?;
     sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 46))")
         .bind(hold.owner)
@@ -108,10 +158,14 @@ async fn hold_room(pool: &PgPool, instance: &str, hold: SpendHold<'_>) -> Result
         .map_err(backend)?;
         ceilings.push((*limit, nanos(spent)));
     }
-    let amount = room_to_hold(hold.wanted, &ceilings, nanos(held)).min(i64::MAX as u64);
+    let mut amount = room_to_hold(hold.wanted, &ceilings, nanos(held)).min(i64::MAX as u64);
+    if amount < least.max(1) {
+        amount = 0;
+    }
     if amount > 0 {
         sqlx::query(
-            "INSERT INTO buddy_spend_holds (id, owner, nanos, expires_at_ms, instance) VALUES ($1, $2, $3, $4, $5)",
+            "INSERT INTO buddy_spend_holds (id, owner, nanos, expires_at_ms, instance) VALUES ($1, $2, $3, $4, $5)
+             ON CONFLICT (id) DO UPDATE SET nanos = buddy_spend_holds.nanos + excluded.nanos",
         )
         .bind(hold.id)
         .bind(hold.owner)

@@ -35,7 +35,8 @@ impl From<SpendHold<'_>> for Hold {
 
 /// Checks the room and holds it in one transaction (the store's one thread runs one
 /// job at a time, so no other hold comes between).
-fn hold_room(conn: &mut Connection, hold: &Hold) -> Result<Usd, StoreError> {
+/// Adds to hold `hold.id` (made if new) when the room is at least `least` nanodollars.
+fn hold_room(conn: &mut Connection, hold: &Hold, least: u64) -> Result<Usd, StoreError> {
     let tx = conn.transaction().map_err(backend)?;
     tx.execute(
         "DELETE FROM spend_holds WHERE owner = ?1 AND expires_at_ms <= ?2",
@@ -60,10 +61,14 @@ fn hold_room(conn: &mut Connection, hold: &Hold) -> Result<Usd, StoreError> {
             .map_err(backend)?;
         ceilings.push((*limit, nanos(spent)));
     }
-    let amount = room_to_hold(hold.wanted, &ceilings, nanos(held)).min(i64::MAX as u64);
+    let mut amount = room_to_hold(hold.wanted, &ceilings, nanos(held)).min(i64::MAX as u64);
+    if amount < least.max(1) {
+        amount = 0;
+    }
     if amount > 0 {
         tx.execute(
-            "INSERT INTO spend_holds (id, owner, nanos, expires_at_ms) VALUES (?1, ?2, ?3, ?4)",
+            "INSERT INTO spend_holds (id, owner, nanos, expires_at_ms) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT (id) DO UPDATE SET nanos = nanos + excluded.nanos",
             params![
                 hold.id,
                 hold.owner,
@@ -89,6 +94,32 @@ fn settle(
     tx.execute(
         "DELETE FROM spend_holds WHERE id = ?1 AND owner = ?2",
         params![id, owner],
+    )
+    .map_err(backend)?;
+    if cost != Usd::ZERO {
+        tx.execute(
+            "INSERT INTO spend (owner, day, nanos) VALUES (?1, ?2, ?3)
+             ON CONFLICT (owner, day) DO UPDATE SET nanos = nanos + excluded.nanos",
+            params![owner, day, stored_nanos(cost)],
+        )
+        .map_err(backend)?;
+    }
+    tx.commit().map_err(backend)
+}
+
+/// Takes a call's reservation off its hold and adds what the call cost, in one transaction.
+fn settle_call(
+    conn: &mut Connection,
+    owner: &str,
+    id: &str,
+    reserved: Usd,
+    day: &str,
+    cost: Usd,
+) -> Result<(), StoreError> {
+    let tx = conn.transaction().map_err(backend)?;
+    tx.execute(
+        "UPDATE spend_holds SET nanos = MAX(nanos - ?3, 0) WHERE id = ?1 AND owner = ?2",
+        params![id, owner, stored_nanos(reserved)],
     )
     .map_err(backend)?;
     if cost != Usd::ZERO {
@@ -142,7 +173,28 @@ impl Spend for SqliteStore {
 
     fn hold_spend<'a>(&'a self, hold: SpendHold<'a>) -> BoxFuture<'a, Result<Usd, StoreError>> {
         let hold = Hold::from(hold);
-        self.run(move |conn| hold_room(conn, &hold))
+        self.run(move |conn| hold_room(conn, &hold, 1))
+    }
+
+    fn reserve_spend<'a>(
+        &'a self,
+        hold: SpendHold<'a>,
+        least: Usd,
+    ) -> BoxFuture<'a, Result<Usd, StoreError>> {
+        let hold = Hold::from(hold);
+        self.run(move |conn| hold_room(conn, &hold, least.nanos()))
+    }
+
+    fn settle_reserved<'a>(
+        &'a self,
+        owner: &'a str,
+        id: &'a str,
+        reserved: Usd,
+        day: &'a str,
+        cost: Usd,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let (owner, id, day) = (owner.to_owned(), id.to_owned(), day.to_owned());
+        self.run(move |conn| settle_call(conn, &owner, &id, reserved, &day, cost))
     }
 
     fn settle_spend<'a>(

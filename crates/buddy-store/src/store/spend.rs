@@ -23,8 +23,8 @@ pub trait Spend: Send + Sync {
         owner: &'a str,
         first_day: &'a str,
     ) -> BoxFuture<'a, Result<Usd, StoreError>>;
-    /// Holds part of `hold.owner`'s room under its ceilings for a turn about to start, so
-    /// that turns running at once cannot together pass a ceiling: what is held counts as
+    /// Holds part of `hold.owner`'s room under its ceilings for a call about to start, so
+    /// that calls running at once cannot together pass a ceiling: what is held counts as
     /// spent until [`Spend::settle_spend`] (or `expires_at_ms`, if its process died).
     /// Returns what it holds: `wanted` or the room left, the smaller; zero holds nothing.
     /// A store that can checks and holds atomically; this default only reads the room.
@@ -37,6 +37,39 @@ pub trait Spend: Send + Sync {
                 room = Some(room.map_or(left, |r| r.min(left)));
             }
             Ok(room.unwrap_or(Usd::ZERO))
+        })
+    }
+    /// Adds to hold `hold.id` of `hold.owner` (made if new) for one model call about to
+    /// start: `hold.wanted`, or the room left under the ceilings if that is smaller but
+    /// still at least `least`. Returns what it added; zero adds nothing (the room is
+    /// short of `least`). Checked and added atomically where the store can; this default
+    /// only reads the room.
+    fn reserve_spend<'a>(
+        &'a self,
+        hold: SpendHold<'a>,
+        least: Usd,
+    ) -> BoxFuture<'a, Result<Usd, StoreError>> {
+        Box::pin(async move {
+            let room = self.hold_spend(hold).await?;
+            Ok(if room >= least { room } else { Usd::ZERO })
+        })
+    }
+    /// Settles one call's reservation: `reserved` comes off hold `id` of `owner` and what
+    /// the call cost is added to `day`'s spend, at once.
+    fn settle_reserved<'a>(
+        &'a self,
+        owner: &'a str,
+        id: &'a str,
+        reserved: Usd,
+        day: &'a str,
+        cost: Usd,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let _ = (id, reserved);
+        Box::pin(async move {
+            match cost == Usd::ZERO {
+                true => Ok(()),
+                false => self.add_spend(owner, day, cost).await,
+            }
         })
     }
     /// Ends hold `id` of `owner` and adds what its turn cost to `day`'s spend.

@@ -288,3 +288,64 @@ async fn a_request_for_events_reaches_every_instance() {
     .expect("A hears the request sent through B");
     assert_eq!(heard, log);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_and_cancels_posted_through_one_instance_wait_for_the_one_running_the_turn() {
+    use buddy_store::AnswerVerdict;
+    let url = super::postgres_url();
+    let (a, b) = (
+        PgStore::connect(&url).await.unwrap(),
+        PgStore::connect(&url).await.unwrap(),
+    );
+    let tag = a.instance().to_owned();
+    let (turn, erin) = (format!("turn_answer_{tag}"), format!("erin_{tag}"));
+    // No such turn, or not this owner's: nothing is kept.
+    assert_eq!(
+        b.post_answer(&turn, Some(&erin), "elicit_1", "{}")
+            .await
+            .unwrap(),
+        None
+    );
+    a.claim(&claim(&turn, None, &erin, 1)).await.unwrap();
+    assert_eq!(
+        b.post_answer(&turn, Some("mallory"), "elicit_1", "{}")
+            .await
+            .unwrap(),
+        None
+    );
+    let answer = r#"{"action":"decline"}"#;
+    let seq = b
+        .post_answer(&turn, Some(&erin), "elicit_1", answer)
+        .await
+        .unwrap()
+        .expect("kept for a running turn");
+    assert!(b.request_cancel(&turn, None).await.unwrap());
+    // A finds both by looking (no notification needed: it listens to none here); B finds
+    // nothing for its own turns.
+    let waiting = a.waiting().await.unwrap();
+    assert_eq!(waiting.cancels, vec![turn.clone()]);
+    assert_eq!(waiting.answers.len(), 1);
+    let posted = &waiting.answers[0];
+    assert_eq!(
+        (
+            posted.seq,
+            posted.turn_id.as_str(),
+            posted.question.as_str(),
+            posted.answer.as_str()
+        ),
+        (seq, turn.as_str(), "elicit_1", answer)
+    );
+    assert!(b.waiting().await.unwrap().answers.is_empty());
+    // No verdict yet; once A gives it, B reads it once and it is gone; the answer no
+    // longer waits.
+    assert_eq!(b.answer_verdict(seq).await.unwrap(), None);
+    let verdict = AnswerVerdict::Answered("already".into());
+    a.give_verdict(seq, &verdict).await.unwrap();
+    assert!(a.waiting().await.unwrap().answers.is_empty());
+    assert_eq!(b.answer_verdict(seq).await.unwrap(), Some(verdict));
+    assert_eq!(b.answer_verdict(seq).await.unwrap(), None);
+    // The turn ends: nothing waits for it any more.
+    a.release(&turn).await.unwrap();
+    assert_eq!(a.waiting().await.unwrap(), buddy_store::Waiting::default());
+    assert!(!b.request_cancel(&turn, None).await.unwrap());
+}
