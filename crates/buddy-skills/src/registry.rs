@@ -175,20 +175,22 @@ impl SkillRegistry {
 }
 
 /// `args` without its top-level `null` members that `schema` does not require, or
-/// `None` when it has none.
-fn without_null_optionals(args: &Value, schema: &Value) -> Option<Value> {
-    let object = args.as_object()?;
+/// `None` when it has none (then nothing is copied: the arguments may be megabytes).
+fn without_null_optionals(args: Value, schema: &Value) -> Option<Value> {
     let required: Vec<&str> = schema
         .get("required")
         .and_then(Value::as_array)
         .map(|r| r.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
-    let kept: serde_json::Map<String, Value> = object
-        .iter()
-        .filter(|(key, value)| !value.is_null() || required.contains(&key.as_str()))
-        .map(|(key, value)| (key.clone(), value.clone()))
-        .collect();
-    (kept.len() < object.len()).then_some(Value::Object(kept))
+    let droppable = |key: &str, value: &Value| value.is_null() && !required.contains(&key);
+    let Value::Object(mut object) = args else {
+        return None;
+    };
+    if !object.iter().any(|(key, value)| droppable(key, value)) {
+        return None;
+    }
+    object.retain(|key, value| !droppable(key, value));
+    Some(Value::Object(object))
 }
 
 impl Toolbox for SkillRegistry {
@@ -230,7 +232,7 @@ impl Toolbox for SkillRegistry {
                 // A null given for an optional parameter the schema does not let be null
                 // means "not given" (OpenAI's strict mode sends one for every optional
                 // parameter; MCP's SEP-2243 omits them): left out, the call may fit.
-                Err(outcome) => match without_null_optionals(&args, &entry.skill.parameters()) {
+                Err(outcome) => match without_null_optionals(args, &entry.skill.parameters()) {
                     Some(stripped) if Self::check_schema(entry, name, &stripped).is_ok() => {
                         ctx.arguments = stripped.to_string().into();
                         stripped
