@@ -31,6 +31,7 @@ mod prices;
 mod replay;
 mod request;
 mod tape;
+mod turn_events;
 mod words;
 
 pub use agents::{
@@ -61,3 +62,4 @@ pub use tape::{
     Interruption, Recording, TAPE_VERSION, Tape, TapeCalls, TapeEnd, TapeEntry, TapeStep, TapeTool,
 };
 pub use tokio_util::sync::CancellationToken;
+pub use turn_events::TurnEvents;
