@@ -9,6 +9,7 @@ mod crash;
 mod crash_task;
 mod doc_links;
 mod doctor;
+mod instances_killed;
 mod judge;
 mod lockout;
 mod mcp;
