@@ -259,47 +259,60 @@ max_daily_cost_usd = 100000
         with load.lock:
             load.dead.add(0)
         victim.wait()
+        dead_instance = None
+        if its_turns:
+            rows = sql(f"SELECT instance FROM buddy_turns WHERE id = '{its_turns[0]}'")
+            dead_instance = rows[0][0] if rows else None
+        # The dead instance's leases, holds and unfinished turns, watched from the kill
+        # until none is left.
+        released = {}
+        held = {}
+
+        def watch():
+            deadline = killed + args.release_within
+            while dead_instance and time.monotonic() < deadline:
+                (leases, holds, unfinished), = sql(
+                    f"SELECT (SELECT COUNT(*) FROM buddy_running_turns WHERE instance = '{dead_instance}'),"
+                    f" (SELECT COUNT(*) FROM buddy_spend_holds WHERE instance = '{dead_instance}'),"
+                    f" (SELECT COUNT(*) FROM buddy_turns WHERE instance = '{dead_instance}' AND finished_at_ms IS NULL)")
+                now = round(time.monotonic() - killed, 1)
+                if not held:
+                    held.update(secs_after_kill=now, leases=int(leases), holds=int(holds),
+                                unfinished_turns=int(unfinished))
+                for name, left in (("leases", leases), ("holds", holds), ("unfinished_turns", unfinished)):
+                    if int(left) == 0:
+                        released.setdefault(name, now)
+                if len(released) == 3:
+                    return
+                time.sleep(0.5)
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
         time.sleep(max(0.0, began + args.seconds - time.monotonic()))
         load.stop = True
         for t in threads:
             t.join(timeout=60)
         ended = time.monotonic()
 
-        dead_instance = None
-        if its_turns:
-            rows = sql(f"SELECT instance FROM buddy_turns WHERE id = '{its_turns[0]}'")
-            dead_instance = rows[0][0] if rows else None
-
         # Reattach every acknowledged turn whose stream broke, through a live instance.
         broken = [t for t in load.turns if t["state"] == "broken"]
         answers = {}
-        for i, turn in enumerate(broken):
+
+        def reattach_one(i, turn):
             try:
                 answer = reattach(urls[1 + i % 2], turn, timeout=30)
             except (OSError, http.client.HTTPException) as e:
                 answer = f"failed: {e}"
             turn["reattached"] = answer
-            answers[answer] = answers.get(answer, 0) + 1
+            with load.lock:
+                answers[answer] = answers.get(answer, 0) + 1
 
-        # The dead instance's leases, holds and unfinished turns, until none is left.
-        released = {}
-        held_at_first_look = None
-        deadline = killed + args.release_within
-        while dead_instance and time.monotonic() < deadline:
-            (leases, holds, unfinished), = sql(
-                f"SELECT (SELECT COUNT(*) FROM buddy_running_turns WHERE instance = '{dead_instance}'),"
-                f" (SELECT COUNT(*) FROM buddy_spend_holds WHERE instance = '{dead_instance}'),"
-                f" (SELECT COUNT(*) FROM buddy_turns WHERE instance = '{dead_instance}' AND finished_at_ms IS NULL)")
-            now = round(time.monotonic() - killed, 1)
-            if held_at_first_look is None:
-                held_at_first_look = {"secs_after_kill": now, "leases": int(leases),
-                                      "holds": int(holds), "unfinished_turns": int(unfinished)}
-            for name, left in (("leases", leases), ("holds", holds), ("unfinished_turns", unfinished)):
-                if int(left) == 0:
-                    released.setdefault(name, now)
-            if len(released) == 3:
-                break
-            time.sleep(0.5)
+        reattaching = [threading.Thread(target=reattach_one, args=(i, t)) for i, t in enumerate(broken)]
+        for t in reattaching:
+            t.start()
+        for t in reattaching:
+            t.join(timeout=60)
+        watcher.join(timeout=args.release_within)
 
         # Every acknowledged turn, in the database.
         ids = [t["turn_id"] for t in load.turns]
@@ -342,7 +355,7 @@ max_daily_cost_usd = 100000
             "turns_per_sec_after": round(len(after) / max(0.001, ended - killed), 1),
             "broken_recorded_as": sorted({recorded.get(t["turn_id"], ("absent",))[0] for t in broken}),
             "dead_instance": dead_instance,
-            "dead_instance_held_at_first_look": held_at_first_look,
+            "dead_instance_held_at_first_look": held,
             "released_secs_after_kill": released,
         }
         if args.json:
