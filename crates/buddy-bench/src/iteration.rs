@@ -19,6 +19,7 @@ use buddy_core::{ChatEvent, StopReason};
 use buddy_engine::{Engine, TurnRequest};
 use buddy_providers::{OpenAiOptions, OpenAiProvider};
 use buddy_skills::SkillRegistry;
+use futures::StreamExt;
 use serde::Serialize;
 
 use crate::BenchError;
@@ -46,6 +47,9 @@ pub struct IterationOptions {
     /// Both loops on one thread (a `current_thread` runtime) instead of a worker of the
     /// multi-thread one: no wake-ups of a second worker, so what is left is the work itself.
     pub single_thread: bool,
+    /// buddy's turn read as [`Engine::events`] (run on the reading task) instead of
+    /// [`Engine::spawn`] (the README's shape: a task of its own).
+    pub events_inline: bool,
 }
 
 /// One of the two loops.
@@ -84,6 +88,8 @@ pub struct IterationReport {
     pub stream: bool,
     /// The loops ran on a `current_thread` runtime.
     pub single_thread: bool,
+    /// buddy's turn was read as `Engine::events`, not spawned.
+    pub events_inline: bool,
     pub batches: Vec<Batch>,
     pub raw_cpu_ms_per_run: Option<f64>,
     pub buddy_cpu_ms_per_run: Option<f64>,
@@ -167,7 +173,11 @@ async fn measure(base: &str, options: &IterationOptions) -> Result<IterationRepo
     // Warm both: connections, allocator, lazily built tables.
     for _ in 0..3 {
         check(raw.run().await?, calls, "raw")?;
-        check(buddy_run(&engine, model).await?, calls, "buddy")?;
+        check(
+            buddy_run(&engine, model, options.events_inline).await?,
+            calls,
+            "buddy",
+        )?;
     }
     // The two loops take turns run by run (which goes first alternates), so drift in the
     // machine's speed falls on both alike; each side's time is summed over its runs.
@@ -184,7 +194,7 @@ async fn measure(base: &str, options: &IterationOptions) -> Result<IterationRepo
                 let (cpu, wall) = (cpu_secs(), std::time::Instant::now());
                 let made = match side {
                     Side::Raw => raw.run().await?,
-                    Side::Buddy => buddy_run(&engine, model).await?,
+                    Side::Buddy => buddy_run(&engine, model, options.events_inline).await?,
                 };
                 let slot = &mut spent[side as usize];
                 slot.0 += cpu_secs() - cpu;
@@ -231,6 +241,7 @@ async fn measure(base: &str, options: &IterationOptions) -> Result<IterationRepo
         runs: options.runs,
         stream: options.stream,
         single_thread: options.single_thread,
+        events_inline: options.events_inline,
         raw_cpu_ms_per_run: raw_ms,
         buddy_cpu_ms_per_run: buddy_ms,
         added_cpu_us_per_iteration: added.get(added.len() / 2).copied(),
@@ -267,14 +278,25 @@ fn buddy_engine(base: &str, stream: bool, workload: Workload) -> Result<Arc<Engi
 }
 
 /// One buddy turn; the model calls it made.
-async fn buddy_run(engine: &Arc<Engine>, model: &str) -> Result<usize, String> {
-    // The README's shape: the turn on its own task, its events read as they come.
-    let (mut rx, turn) = engine.spawn(TurnRequest::new(model, PROMPT));
+async fn buddy_run(engine: &Arc<Engine>, model: &str, inline: bool) -> Result<usize, String> {
     let mut events = Vec::new();
-    while let Some(event) = rx.recv().await {
-        events.push(event);
-    }
-    let outcome = turn.await.map_err(|e| e.to_string())?;
+    let outcome = if inline {
+        // The turn run by the task reading its events.
+        let mut stream = engine.events(TurnRequest::new(model, PROMPT));
+        while let Some(event) = stream.next().await {
+            events.push(event);
+        }
+        stream
+            .outcome()
+            .ok_or("the turn's stream ended without an outcome")?
+    } else {
+        // The README's shape: the turn on its own task, its events read as they come.
+        let (mut rx, turn) = engine.spawn(TurnRequest::new(model, PROMPT));
+        while let Some(event) = rx.recv().await {
+            events.push(event);
+        }
+        turn.await.map_err(|e| e.to_string())?
+    };
     if outcome.reason != StopReason::Completed {
         let said: Vec<String> = events
             .iter()

@@ -7,6 +7,7 @@ use tokio::sync::mpsc;
 
 use crate::machine::Turn;
 use crate::request::{TurnOutcome, TurnRequest};
+use crate::turn_events::TurnEvents;
 
 /// Runs agent turns against one provider with one set of tools.
 ///
@@ -82,6 +83,15 @@ impl Engine {
         let engine = Arc::clone(self);
         let handle = tokio::spawn(async move { engine.run(request, tx).await });
         (rx, handle)
+    }
+
+    /// Runs one turn as the stream of its events, on the task that reads them (no task of
+    /// its own): the same events as [`Engine::spawn`] with one wake-up fewer per event;
+    /// `outcome()` after the stream ends says how the turn ended.
+    pub fn events(self: &Arc<Self>, request: TurnRequest) -> TurnEvents {
+        let (tx, rx) = mpsc::channel(EVENT_BUFFER);
+        let engine = Arc::clone(self);
+        TurnEvents::new(Box::pin(async move { engine.run(request, tx).await }), rx)
     }
 
     /// Runs one turn and collects all of its events (for tests, benchmarks and batch use).

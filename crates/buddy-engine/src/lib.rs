@@ -32,6 +32,7 @@ mod prices;
 mod replay;
 mod request;
 mod tape;
+mod turn_events;
 mod words;
 
 pub use agents::{
@@ -63,3 +64,4 @@ pub use tape::{
     Interruption, Recording, TAPE_VERSION, Tape, TapeCalls, TapeEnd, TapeEntry, TapeStep, TapeTool,
 };
 pub use tokio_util::sync::CancellationToken;
+pub use turn_events::TurnEvents;

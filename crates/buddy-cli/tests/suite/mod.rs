@@ -10,6 +10,7 @@ mod crash_task;
 mod doc_links;
 mod doctor;
 mod elicit_forms;
+mod instances_killed;
 mod judge;
 mod lockout;
 mod mcp;

@@ -20,6 +20,7 @@ mod subagents;
 mod tool_changes;
 mod tool_progress;
 mod trim_steps;
+mod turn_events;
 
 use std::sync::Arc;
 

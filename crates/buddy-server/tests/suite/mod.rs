@@ -20,6 +20,7 @@ mod messages;
 mod messages_claude_code;
 mod messages_contract;
 mod messages_upstreams;
+mod pg_connections;
 mod prompt_cache_key;
 mod reattach;
 mod replay;

@@ -1,8 +1,8 @@
 //! Conversations as records on PostgreSQL.
 
+use super::PgPool;
 use buddy_core::{BoxFuture, Message};
 use sqlx::Row;
-use sqlx::postgres::PgPool;
 
 use super::PgStore;
 use super::rows::backend;

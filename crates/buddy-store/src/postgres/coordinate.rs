@@ -1,9 +1,9 @@
 //! The PostgreSQL store as the instances' coordinator: claims, cancels, and the turn
 //! events every instance can read.
 
+use super::PgPool;
 use buddy_core::BoxFuture;
 use sqlx::Row;
-use sqlx::postgres::PgPool;
 use tokio::sync::mpsc;
 
 use super::rows::backend;

@@ -1,7 +1,7 @@
 //! Forks on PostgreSQL, each in one transaction.
 
+use super::PgPool;
 use buddy_core::BoxFuture;
-use sqlx::PgPool;
 
 use super::PgStore;
 use super::rows::backend;

@@ -1,8 +1,8 @@
 //! A conversation's messages on PostgreSQL: each append one statement.
 
+use super::PgPool;
 use buddy_core::{BoxFuture, Message, TokenCount};
 use sqlx::Row;
-use sqlx::postgres::PgPool;
 
 use super::PgStore;
 use super::rows::backend;

@@ -6,11 +6,12 @@
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use tokio::sync::mpsc;
 
 use crate::columns::{new_id, now_ms};
 use crate::error::StoreError;
+use pool::Pool as PgPool;
 use rows::backend;
 use schema::SCHEMA;
 
@@ -18,6 +19,7 @@ mod conversations;
 mod coordinate;
 mod forks;
 mod history;
+mod pool;
 mod relay;
 mod rows;
 mod schema;
@@ -55,21 +57,6 @@ struct Inner {
     postings: Mutex<Option<mpsc::UnboundedSender<String>>>,
 }
 
-/// A pooled connection idle for longer than this is checked before use (a dead one is
-/// replaced); one used more recently goes straight to its statement. sqlx's default
-/// checks every connection on every use: a round trip of its own before each statement.
-const CHECK_IDLE_AFTER: Duration = Duration::from_secs(1);
-
-/// What every connection sets for its session when it is made (one statement, once per
-/// connection). `plan_cache_mode`: each statement of the store finds its rows by key (a
-/// conversation, a turn, an owner), so the plan PostgreSQL keeps for a prepared statement
-/// is as good as one made for its values; left to choose, it planned a turn's closing
-/// statement afresh on every execution (its cost estimated over `UNNEST`ed arrays of
-/// unknown length): ~0.24 ms of planning per turn (`scripts/profile-postgres.sh`,
-/// BENCHMARKS §3). A `SET`, not a start-up option, so connection poolers that refuse
-/// start-up options (PgBouncer) still work.
-const SESSION_SETTINGS: &str = "SET plan_cache_mode = force_generic_plan";
-
 /// A pool of at most `connections` to `url`; an error says what to check.
 async fn pool(url: &str, connections: u32) -> Result<PgPool, StoreError> {
     let unreachable = |e: sqlx::Error| {
@@ -78,25 +65,7 @@ async fn pool(url: &str, connections: u32) -> Result<PgPool, StoreError> {
         ))
     };
     let options = url.parse::<PgConnectOptions>().map_err(unreachable)?;
-    PgPoolOptions::new()
-        .max_connections(connections)
-        .acquire_timeout(Duration::from_secs(10))
-        .test_before_acquire(false)
-        .after_connect(|conn, _| {
-            Box::pin(async move {
-                sqlx::Executor::execute(conn, SESSION_SETTINGS).await?;
-                Ok(())
-            })
-        })
-        .before_acquire(|conn, meta| {
-            Box::pin(async move {
-                if meta.idle_for > CHECK_IDLE_AFTER {
-                    sqlx::Connection::ping(conn).await?;
-                }
-                Ok(true)
-            })
-        })
-        .connect_with(options)
+    PgPool::connect(options, connections)
         .await
         .map_err(unreachable)
 }
@@ -128,7 +97,11 @@ impl PgStore {
         inner.sweep().await?;
         let weak = Arc::downgrade(&inner);
         tokio::spawn(heartbeats(weak.clone()));
-        let mut listener = PgListener::connect_with(&inner.pool)
+        // The listener keeps a connection of its own (sqlx reconnects it when it is lost).
+        let listening = PgPoolOptions::new()
+            .max_connections(1)
+            .connect_lazy_with(inner.pool.options().clone());
+        let mut listener = PgListener::connect_with(&listening)
             .await
             .map_err(backend)?;
         listener

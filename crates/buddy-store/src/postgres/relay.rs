@@ -3,8 +3,8 @@
 //! NOTIFY in the same statement; the running instance reads what waits for its turns on
 //! the notification, and on a slow poll that catches one it missed.
 
+use super::PgPool;
 use sqlx::Row;
-use sqlx::postgres::PgPool;
 
 use super::rows::backend;
 use crate::columns::now_ms;

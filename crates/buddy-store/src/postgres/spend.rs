@@ -1,8 +1,9 @@
 //! The spend ledger on PostgreSQL. A hold takes a transaction-scoped advisory lock on
 //! its owner, so two instances holding for one key at once take turns.
 
+use super::PgPool;
 use buddy_core::{BoxFuture, Usd};
-use sqlx::{PgPool, Row};
+use sqlx::Row;
 
 use super::PgStore;
 use super::rows::backend;

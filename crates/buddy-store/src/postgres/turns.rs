@@ -1,9 +1,9 @@
 //! Turns on PostgreSQL: an opening, a round, a closing each one statement (see
 //! `writes`); a deletion one transaction, as `crate::deletion` plans it.
 
+use super::PgPool;
 use buddy_core::{BoxFuture, StopReason, TurnStats};
 use sqlx::Row;
-use sqlx::postgres::PgPool;
 
 use super::PgStore;
 use super::rows::backend;

@@ -28,6 +28,10 @@ pub struct IterationArgs {
     /// worker, so the difference left is the work itself
     #[arg(long)]
     single_thread: bool,
+    /// buddy's turn read as `Engine::events` (run on the reading task) instead of
+    /// `Engine::spawn` (a task of its own, its events over a channel)
+    #[arg(long)]
+    events_inline: bool,
     /// The model name both loops send (it picks buddy's tokenizer).
     #[arg(long, value_name = "NAME", default_value = "gpt-4o-mini")]
     model: String,
@@ -63,6 +67,7 @@ pub async fn run(args: IterationArgs) -> anyhow::Result<u8> {
             only: args.only,
             model: args.model.clone(),
             single_thread: args.single_thread,
+            events_inline: args.events_inline,
         };
         let r = run_iteration(&buddy, &options)
             .await
@@ -98,6 +103,9 @@ fn print_report(r: &IterationReport, target_us: f64, met: bool) {
             "on a worker of the multi-thread runtime"
         }
     );
+    if r.events_inline {
+        println!("buddy's turn read as Engine::events (run on the reading task)");
+    }
     println!(
         "{:>6} {:>6} {:>12} {:>12}",
         "repeat", "loop", "CPU/turn", "wall/turn"
