@@ -29,7 +29,8 @@ pub(crate) struct Reply {
 /// Why a model call did not produce a reply.
 #[derive(Debug)]
 pub(crate) enum CallEnd {
-    Cancelled,
+    /// The turn was cancelled: the text the call had streamed by then (its partial reply).
+    Cancelled(String),
     Deadline,
     Invalid(HistoryError),
     /// Even the pinned messages do not fit the window; the message says what to change.
@@ -60,6 +61,8 @@ pub(crate) async fn stream_reply(
 ) -> Result<Reply, CallEnd> {
     let deadline_passed = crate::deadline::passed(deadline);
     tokio::pin!(deadline_passed);
+    // Read into here, so that a cancel keeps the text streamed so far.
+    let mut reply = Reply::default();
     let collect = async {
         // Held until the reply is read: waiting for it counts against the deadline.
         let _slot = match slots {
@@ -67,7 +70,7 @@ pub(crate) async fn stream_reply(
             None => None,
         };
         let Some(ledger) = slots.and_then(|s| s.ledger()) else {
-            return read_reply(provider, events, chant, request).await;
+            return read_reply(provider, events, chant, request, &mut reply).await;
         };
         let reserved = ledger.reserve(worst).await.map_err(CallEnd::NoRoom)?;
         if let Some(bound) = reserved.max_output_tokens {
@@ -77,16 +80,21 @@ pub(crate) async fn stream_reply(
                     .map_or(bound, |asked| asked.min(bound)),
             );
         }
-        let reply = read_reply(provider, events, chant, request).await;
-        let usage = reply.as_ref().ok().and_then(|r| r.usage);
+        let read = read_reply(provider, events, chant, request, &mut reply).await;
+        let usage = if read.is_ok() { reply.usage } else { None };
         ledger.settle(reserved, usage).await;
-        reply
+        read
     };
-    tokio::select! {
+    let ended = tokio::select! {
         biased;
-        _ = cancel.cancelled() => Err(CallEnd::Cancelled),
+        _ = cancel.cancelled() => Err(CallEnd::Cancelled(String::new())),
         _ = &mut deadline_passed => Err(CallEnd::Deadline),
-        reply = collect => reply,
+        read = collect => read,
+    };
+    match ended {
+        Ok(()) => Ok(reply),
+        Err(CallEnd::Cancelled(_)) => Err(CallEnd::Cancelled(reply.text)),
+        Err(end) => Err(end),
     }
 }
 
@@ -96,9 +104,9 @@ async fn read_reply(
     events: &Emitter,
     mut chant: Option<ChantDetector>,
     request: CompletionRequest<'_>,
-) -> Result<Reply, CallEnd> {
+    reply: &mut Reply,
+) -> Result<(), CallEnd> {
     let mut stream = provider.stream(request).await.map_err(CallEnd::Provider)?;
-    let mut reply = Reply::default();
     while let Some(token) = stream.next().await {
         match token.map_err(CallEnd::Provider)? {
             Token::Text { text } | Token::Refusal { text } => {
@@ -126,5 +134,5 @@ async fn read_reply(
             _ => {}
         }
     }
-    Ok(reply)
+    Ok(())
 }

@@ -314,6 +314,47 @@ async function loadModels() {
   if (preferred) select.value = preferred;
 }
 
+// ---------- MCP servers' health ----------
+
+/** How often the MCP servers' health is read again (and on focus). */
+const HEALTH_EVERY_MS = 30000;
+
+/** Shows the MCP servers' health (`GET /v1/health`) in the header: all up, or how many
+ * are down, each named with its reason (an admin key's report has them; another key
+ * sees states only). Nothing when the server has no MCP servers. */
+async function refreshHealth() {
+  const badge = $("mcp-health");
+  let report;
+  try {
+    report = await apiJson("/v1/health");
+  } catch {
+    return;
+  }
+  const servers = (report && report.mcp) || [];
+  badge.hidden = servers.length === 0;
+  const down = servers.filter((s) => s.state === "down" || s.state === "gave_up");
+  badge.classList.toggle("down", down.length > 0);
+  if (!down.length) {
+    badge.textContent = servers.length === 1 ? "MCP server up" : `MCP: all ${servers.length} servers up`;
+    badge.title = servers.map((s) => `${s.name}: ${s.state}`).join("\n");
+    return;
+  }
+  const named = down.map((s) => (s.error ? `${s.name} (${s.error})` : `${s.name} (${s.state})`));
+  badge.textContent = `MCP: ${down.length} down: ${named.join("; ")}`;
+  badge.title = servers.map((s) => `${s.name}: ${s.state}${s.error ? ` (${s.error})` : ""}`).join("\n");
+}
+
+/** Reads the MCP servers' health now, every [`HEALTH_EVERY_MS`] and whenever the page
+ * gets the focus back. */
+let healthWatched = false;
+function watchHealth() {
+  if (healthWatched) return;
+  healthWatched = true;
+  refreshHealth();
+  setInterval(refreshHealth, HEALTH_EVERY_MS);
+  window.addEventListener("focus", refreshHealth);
+}
+
 /** The conversation a fork's message `i` comes from: it follows the forks back while
  * message `i` is one they copied (a fork holds its original's messages before
  * `fork_before`). */
@@ -1648,6 +1689,7 @@ function start() {
   const wanted = location.hash.slice(1);
   withKey(async () => {
     await loadModels();
+    watchHealth();
     await loadConversations();
   })
     .then(() => {

@@ -54,7 +54,7 @@ impl Turn<'_> {
     /// Where a model call that produced no reply leaves the turn.
     async fn call_failed(&mut self, end: CallEnd) -> State {
         State::End(match end {
-            CallEnd::Cancelled => End::Cancelled,
+            CallEnd::Cancelled(_) => End::Cancelled,
             CallEnd::Deadline => {
                 return State::Finalize(FinalizeCause::deadline(self.judge.policy().deadline_ms));
             }
@@ -142,9 +142,17 @@ impl Turn<'_> {
                 .await;
             // Booked at once: a sub-agent dropped by its caller's cancel still counts.
             self.lease.book(&self.stats);
+            let result = match result {
+                // The text streamed before the cancel stays the turn's (see `end`).
+                Err(CallEnd::Cancelled(partial)) => {
+                    self.partial_reply = partial;
+                    Err(CallEnd::Cancelled(String::new()))
+                }
+                other => other,
+            };
             match &result {
                 Err(CallEnd::Provider(e)) => self.tape.steps.push(TapeStep::failed(purpose, e)),
-                Err(CallEnd::Cancelled) => self.tape.steps.push(TapeStep::Interrupted {
+                Err(CallEnd::Cancelled(_)) => self.tape.steps.push(TapeStep::Interrupted {
                     cause: Interruption::Cancelled,
                 }),
                 Err(CallEnd::Deadline) => self.tape.steps.push(TapeStep::Interrupted {

@@ -41,6 +41,12 @@ impl Turn<'_> {
             }
             End::Cancelled => {
                 debug!("turn cancelled");
+                // What the client saw streamed stays in the history, as OpenAI keeps a
+                // cancelled response's output.
+                let partial = std::mem::take(&mut self.partial_reply);
+                if !partial.is_empty() {
+                    self.ledger.push(Message::assistant(partial)).await;
+                }
                 self.events
                     .emit(ChatEvent::Done {
                         reason: StopReason::Cancelled,

@@ -55,7 +55,7 @@ impl Turn<'_> {
             .await
         {
             Ok(reply) => reply,
-            Err(CallEnd::Cancelled) => return State::End(End::Cancelled),
+            Err(CallEnd::Cancelled(_)) => return State::End(End::Cancelled),
             Err(CallEnd::Overflow(message)) => {
                 return State::End(End::Failed {
                     reason: StopReason::ContextOverflow,

@@ -202,6 +202,9 @@ pub(crate) struct Turn<'e> {
     /// The answer so far when replies cut by the output limit were asked to go on (the
     /// history already holds it; the answer is it and the rest).
     cut_answer: String,
+    /// The text a model call had streamed when the turn was cancelled: kept as the
+    /// turn's last (partial) assistant message.
+    partial_reply: String,
     tape: Tape,
     /// The clock buddy's own waits run on (`None`: real time).
     clock: Option<Arc<dyn buddy_core::WaitClock>>,
@@ -328,6 +331,7 @@ impl<'e> Turn<'e> {
             tools_offered_now: false,
             prune_repeats: false,
             cut_answer: String::new(),
+            partial_reply: String::new(),
             tape,
             lease,
         };

@@ -243,7 +243,7 @@ fn without_repeated_rounds(messages: &[Message]) -> Vec<Message> {
 /// A model call that produced no reply, as an observer sees it.
 pub(super) fn ended_without_reply(end: &CallEnd) -> ModelCallEnd<'static> {
     let (error, message) = match end {
-        CallEnd::Cancelled => ("cancelled", None),
+        CallEnd::Cancelled(_) => ("cancelled", None),
         CallEnd::Deadline => ("deadline", None),
         CallEnd::Invalid(e) => ("invalid_request", Some(e.to_string())),
         CallEnd::Overflow(m) => ("context_overflow", Some(m.clone())),

@@ -177,3 +177,44 @@ async fn the_finalize_call_after_a_deadline_has_its_own_grace_then_buddy_answers
         "the call, the stalled one, Finalize"
     );
 }
+
+#[tokio::test]
+async fn a_cancel_mid_reply_keeps_the_text_streamed_so_far_as_the_last_message() {
+    let provider = StallingProvider {
+        calls: std::sync::atomic::AtomicUsize::new(0),
+    };
+    let engine = Arc::new(Engine::new(Arc::new(provider), Arc::new(slow_toolbox())));
+    let cancel = CancellationToken::new();
+    let request = TurnRequest::new("m", "go").with_cancel(cancel.clone());
+    let (mut rx, handle) = engine.spawn(request);
+    let mut said = String::new();
+    tokio::time::timeout(BOUND, async {
+        while let Some(event) = rx.recv().await {
+            if let ChatEvent::TextDelta { text } = &event {
+                said.push_str(text);
+                cancel.cancel();
+            }
+        }
+    })
+    .await
+    .expect("the turn must end soon after cancellation");
+    let outcome = handle.await.unwrap();
+    assert_eq!(outcome.reason, StopReason::Cancelled);
+    assert_history_valid(&outcome.messages);
+    assert_eq!(said, "Thinking");
+    // The tool round stays, and the reply the cancel cut short is the last message.
+    assert!(
+        matches!(
+            outcome.messages.last(),
+            Some(Message::Assistant { content: Some(text), tool_calls }) if *text == said && tool_calls.is_empty()
+        ),
+        "{:#?}",
+        outcome.messages
+    );
+    assert!(
+        outcome
+            .messages
+            .iter()
+            .any(|m| matches!(m, Message::Tool { .. }))
+    );
+}

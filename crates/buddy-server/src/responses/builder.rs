@@ -182,6 +182,17 @@ impl Builder {
     /// blank line, so that clients joining every message's text (`output_text`) keep
     /// the narration apart from the answer — and `final_answer` for the answer.
     fn close_message(&mut self, out: &mut Vec<(String, Value)>, phase: Option<Phase>) {
+        self.close_message_as(out, phase, ItemStatus::Completed);
+    }
+
+    /// Ends the message being streamed with `status`: `incomplete` for the partial
+    /// message of a cancelled response, which keeps the text streamed so far.
+    fn close_message_as(
+        &mut self,
+        out: &mut Vec<(String, Value)>,
+        phase: Option<Phase>,
+        status: ItemStatus,
+    ) {
         let Some((id, mut text)) = self.open.take() else {
             return;
         };
@@ -200,7 +211,7 @@ impl Builder {
         let part = OutputText::new(text.clone());
         let item = Item::Message(MessageItem {
             phase,
-            ..MessageItem::assistant(id.clone(), ItemStatus::Completed, vec![part.clone()])
+            ..MessageItem::assistant(id.clone(), status, vec![part.clone()])
         });
         out.push(self.event(StreamEvent::OutputTextDone {
             item_id: id.clone(),
@@ -226,7 +237,7 @@ impl Builder {
     /// Marks the response cancelled, as `POST …/cancel` answers it (its turn stops soon
     /// after, recording the same).
     pub(crate) fn cancelled(&mut self) {
-        self.close_message(&mut Vec::new(), None);
+        self.close_message_as(&mut Vec::new(), None, ItemStatus::Incomplete);
         self.status = ResponseStatus::Cancelled;
         self.reason = Some(StopReason::Cancelled);
         self.completed_at = Some(unix_now());
@@ -406,7 +417,12 @@ impl Builder {
     /// The turn's end: the client's calls handed back as items, then `completed` (or
     /// `incomplete` when the answer was cut at its output limit).
     fn done(&mut self, reason: StopReason, stats: TurnStats, out: &mut Vec<(String, Value)>) {
-        self.close_message(out, None);
+        // A cancel cut the message short: it keeps what was streamed, `incomplete`.
+        let status = match reason {
+            StopReason::Cancelled => ItemStatus::Incomplete,
+            _ => ItemStatus::Completed,
+        };
+        self.close_message_as(out, None, status);
         if reason == StopReason::ClientToolCalls {
             for call in self.pending.take() {
                 let item = self.echo.client.output_item(self.item_id("fc"), call);

@@ -15,7 +15,7 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, Query};
 use axum::response::{IntoResponse, Response};
-use buddy_core::{ChatEvent, FinishReason, Message};
+use buddy_core::{ChatEvent, FinishReason, Message, StopReason};
 use buddy_store::{ConversationDetail, TurnDeletion, TurnEnd, TurnRecord};
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -219,7 +219,17 @@ fn rebuild(builder: &mut Builder, found: &Located, record: &TurnRecord) -> Vec<(
     let mut events = Vec::new();
     let messages = found.messages();
     let start = found.output_start();
-    for message in &messages[start..] {
+    let reason = record.stop_reason.and_then(TurnEnd::stop_reason);
+    // A cancelled turn's last message without calls is the reply the cancel cut short:
+    // left open, the turn's end closes it `incomplete`, as its stream did.
+    let cut_short = (reason == Some(StopReason::Cancelled))
+        .then(|| messages.len().checked_sub(1))
+        .flatten()
+        .filter(|&last| {
+            last >= start
+                && matches!(messages[last], Message::Assistant { tool_calls, .. } if tool_calls.is_empty())
+        });
+    for (at, message) in messages.iter().enumerate().skip(start) {
         match message {
             Message::Assistant {
                 content,
@@ -229,6 +239,9 @@ fn rebuild(builder: &mut Builder, found: &Located, record: &TurnRecord) -> Vec<(
                     events.extend(builder.on_event(ChatEvent::TextDelta {
                         text: text.to_owned(),
                     }));
+                }
+                if cut_short == Some(at) {
+                    continue;
                 }
                 events.extend(builder.on_event(stats_event(tool_calls.len())));
                 for call in tool_calls {
@@ -255,7 +268,6 @@ fn rebuild(builder: &mut Builder, found: &Located, record: &TurnRecord) -> Vec<(
         }
     }
     let stats = record.stats.unwrap_or_default();
-    let reason = record.stop_reason.and_then(TurnEnd::stop_reason);
     let end = match (reason, record.finished_at_ms) {
         (Some(reason), Some(_)) if record.error.is_none() => Some(ChatEvent::Done {
             reason,
@@ -353,10 +365,40 @@ pub(crate) async fn cancel(
             "response `{id}` is not in progress: only a running response can be cancelled"
         )));
     }
+    // The turn stops soon: its end (with the text streamed so far) is answered once it
+    // is stored, the response as it stood if it takes longer.
+    let found = match ended_soon(&state, &caller, &id).await {
+        Some(ended) => ended,
+        None => found,
+    };
     let (mut builder, record) = rebuilder(&state, &caller, &id, &found)?;
     rebuild(&mut builder, &found, record);
-    builder.cancelled();
+    if record.finished_at_ms.is_none() {
+        builder.cancelled();
+    }
     Ok(Json(
         serde_json::to_value(builder.response()).unwrap_or(Value::Null),
     ))
+}
+
+/// How long `cancel` waits for the cancelled turn's end to be stored.
+const CANCEL_SETTLES: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Response `id` once its turn's end is stored, read again every few milliseconds for
+/// at most [`CANCEL_SETTLES`]; `None` if it has not ended by then.
+async fn ended_soon(state: &AppState, caller: &Caller, id: &str) -> Option<Located> {
+    let until = tokio::time::Instant::now() + CANCEL_SETTLES;
+    while tokio::time::Instant::now() < until {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        let found = locate(state, caller, id).await.ok()?;
+        let ended = found
+            .detail
+            .turns
+            .iter()
+            .any(|t| t.id == found.turn && t.finished_at_ms.is_some());
+        if ended {
+            return Some(found);
+        }
+    }
+    None
 }

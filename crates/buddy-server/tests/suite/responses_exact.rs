@@ -43,18 +43,65 @@ impl Provider for Halfway {
     }
 }
 
-/// `echo` answers with the user's messages; `halfway` never ends on its own.
+/// Says nothing, ever: its turn runs until it is cancelled, before any text.
+struct Silent;
+
+impl Provider for Silent {
+    fn name(&self) -> &str {
+        "silent"
+    }
+
+    fn stream<'a>(
+        &'a self,
+        _: CompletionRequest<'a>,
+    ) -> BoxFuture<'a, Result<TokenStream, ProviderError>> {
+        Box::pin(async { Ok(futures::stream::pending().boxed()) })
+    }
+}
+
+/// The pieces `pieces` streams before it stops without ending.
+const PIECES: [&str; 4] = ["Partly ", "th\u{e9}re ", "\u{1f30d}\n", "  and more"];
+
+/// Streams [`PIECES`] (one delta each), then never goes on.
+struct Pieces;
+
+impl Provider for Pieces {
+    fn name(&self) -> &str {
+        "pieces"
+    }
+
+    fn stream<'a>(
+        &'a self,
+        _: CompletionRequest<'a>,
+    ) -> BoxFuture<'a, Result<TokenStream, ProviderError>> {
+        Box::pin(async {
+            let said = futures::stream::iter(PIECES.map(|text| {
+                Ok(Token::Text {
+                    text: text.to_owned(),
+                })
+            }));
+            Ok(said.chain(futures::stream::pending()).boxed())
+        })
+    }
+}
+
+/// `echo` answers with the user's messages; `halfway`, `pieces` and `silent` never end
+/// on their own.
 struct Models;
 
 impl Backend for Models {
     fn models(&self) -> Vec<String> {
-        vec!["echo".into(), "halfway".into()]
+        ["echo", "halfway", "pieces", "silent"]
+            .map(String::from)
+            .to_vec()
     }
 
     fn resolve(&self, _: Option<&str>, model: Option<&str>) -> Result<Resolved, BackendError> {
         let model = model.unwrap_or("echo").to_owned();
         let provider: Arc<dyn Provider> = match model.as_str() {
             "halfway" => Arc::new(Halfway),
+            "pieces" => Arc::new(Pieces),
+            "silent" => Arc::new(Silent),
             _ => Arc::new(ReplyProvider::new(|request, _| {
                 let said: Vec<&str> = request
                     .messages
@@ -270,4 +317,117 @@ async fn continuing_a_deleted_response_names_the_response_not_a_turn() {
         );
         assert!(!message.contains("turn_"), "{message}");
     }
+}
+
+/// Starts a background response of `model`, waits until its stream has said `deltas`
+/// text deltas, cancels it and waits for its end; its replayed events and the response
+/// read back, each checked against the cancel's answer.
+async fn cancelled_after(state: &AppState, model: &str, deltas: usize) -> (Vec<Value>, Value) {
+    // The created response's own stream, read until the deltas are there (it does not
+    // end before the cancel).
+    let request = post(
+        "/v1/responses",
+        json!({"model": model, "input": "go", "background": true, "stream": true}),
+        Some(KEY),
+    );
+    let response = tower::ServiceExt::oneshot(buddy_server::app(state.clone()), request)
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut body = response.into_body().into_data_stream();
+    let mut seen = String::new();
+    while !seen.contains("response.created")
+        || seen.matches("response.output_text.delta").count() < deltas * 2
+    {
+        let chunk = tokio::time::timeout(Duration::from_secs(10), body.next())
+            .await
+            .expect("the events come")
+            .expect("the stream goes on")
+            .unwrap();
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let created = events(&seen)
+        .into_iter()
+        .find(|e| e["type"] == "response.created")
+        .unwrap();
+    let id = created["response"]["id"].as_str().unwrap().to_owned();
+    let uri = format!("/v1/responses/{id}?stream=true");
+    if deltas == 0 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (status, text) = send(
+        state,
+        post(&format!("/v1/responses/{id}/cancel"), json!({}), Some(KEY)),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    let answered: Value = serde_json::from_str(&text).unwrap();
+    let whole = ended(state, &id).await;
+    assert_eq!(answered["status"], "cancelled", "{answered}");
+    assert_eq!(
+        answered["output"], whole["output"],
+        "the cancel answers what is kept"
+    );
+    let (status, replay) = get(state, &uri).await;
+    assert_eq!(status, StatusCode::OK, "{replay}");
+    (events(&replay), whole)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_cancelled_mid_text_keeps_the_text_streamed_so_far() {
+    let state = state();
+    let (events, whole) = cancelled_after(&state, "pieces", PIECES.len()).await;
+    let said: String = events
+        .iter()
+        .filter(|e| e["type"] == "response.output_text.delta")
+        .filter_map(|e| e["delta"].as_str())
+        .collect();
+    assert_eq!(said, PIECES.concat());
+    // Read back, it holds one message: the text the deltas said, byte for byte,
+    // `incomplete` as OpenAI marks the output a cancel cut short.
+    assert_eq!(whole["status"], "cancelled", "{whole}");
+    let output = whole["output"].as_array().unwrap();
+    assert_eq!(output.len(), 1, "{whole}");
+    let message = &output[0];
+    assert_eq!(
+        (&message["type"], &message["role"], &message["status"]),
+        (&json!("message"), &json!("assistant"), &json!("incomplete")),
+        "{message}"
+    );
+    assert_eq!(message["content"][0]["type"], "output_text");
+    assert_eq!(message["content"][0]["text"], said.as_str());
+    // The replay's last event carries the same response output, item for item.
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "response.cancelled");
+    assert_eq!(last["response"]["output"], whole["output"]);
+    let done = events
+        .iter()
+        .find(|e| e["type"] == "response.output_item.done")
+        .expect("the message is closed in the stream");
+    assert_eq!(&done["item"], message);
+    // The partial message is the response's: a continuation builds on it.
+    let (status, next) = create(
+        &state,
+        json!({"model": "echo", "input": "on", "previous_response_id": whole["id"]}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{next}");
+    assert_eq!(next["output"][0]["content"][0]["text"], "go on");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_cancelled_before_any_text_has_no_output() {
+    let state = state();
+    let (events, whole) = cancelled_after(&state, "silent", 0).await;
+    assert_eq!(whole["status"], "cancelled", "{whole}");
+    assert_eq!(whole["output"], json!([]), "{whole}");
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "response.cancelled");
+    assert_eq!(last["response"]["output"], json!([]));
+    assert!(
+        !events
+            .iter()
+            .any(|e| e["type"] == "response.output_text.delta"),
+        "{events:?}"
+    );
 }

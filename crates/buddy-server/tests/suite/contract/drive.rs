@@ -205,6 +205,8 @@ async fn background_and_cancel(r: &mut Recorder) {
         .whole(RESPONSE, &format!("/v1/responses/{id}"), None)
         .await;
     assert_eq!(status, StatusCode::OK, "{in_progress}");
+    // Cancelled once it has begun to answer: the partial message is kept.
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     let (status, cancelled) = r
         .whole(
             "POST /v1/responses/{response_id}/cancel",
@@ -218,6 +220,8 @@ async fn background_and_cancel(r: &mut Recorder) {
         .whole(RESPONSE, &format!("/v1/responses/{id}"), None)
         .await;
     assert_eq!(status, StatusCode::OK, "{after}");
+    assert_eq!(after["output"][0]["status"], "incomplete", "{after}");
+    assert_eq!(after["output"][0]["content"][0]["text"], "Let me think");
     // Its replay ends with `response.cancelled` (see `deviations`).
     r.streamed(
         RESPONSE,

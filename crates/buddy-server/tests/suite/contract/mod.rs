@@ -26,7 +26,8 @@ const KEY: &str = "sk-contract-AAAAAAAA";
 /// The models the contract is driven with, each one behaviour of a real model.
 struct Models;
 
-/// A model that never answers: its turn stays in progress until it is cancelled.
+/// A model that begins its answer and never ends it: its turn stays in progress until it
+/// is cancelled (and its response keeps the partial message).
 struct Held;
 
 impl buddy_core::Provider for Held {
@@ -38,7 +39,13 @@ impl buddy_core::Provider for Held {
         &'a self,
         _: buddy_core::CompletionRequest<'a>,
     ) -> buddy_core::BoxFuture<'a, Result<buddy_core::TokenStream, ProviderError>> {
-        Box::pin(std::future::pending())
+        use futures::StreamExt;
+        Box::pin(async {
+            let begun = futures::stream::iter([Ok(Token::Text {
+                text: "Let me think".into(),
+            })]);
+            Ok(begun.chain(futures::stream::pending()).boxed())
+        })
     }
 }
 
