@@ -8,6 +8,9 @@ use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{AuthClient, StreamableHttpClientTransport};
 
+use tokio::sync::watch;
+
+use super::stream_watch::StreamWatch;
 use crate::config::server::McpServerConfig;
 
 /// Largest SSE event accepted from an HTTP server (a tool result, a tool list).
@@ -26,13 +29,24 @@ pub(crate) fn http_client(config: &McpServerConfig) -> Result<reqwest::Client, S
         .map_err(|e| format!("cannot build the HTTP client: {e}"))
 }
 
+/// The HTTP client a transport speaks through: the OAuth side over reqwest, watched for
+/// its event stream's opening.
+pub(crate) type WatchedClient = StreamWatch<AuthClient<reqwest::Client>>;
+
 /// The Streamable HTTP transport for `url`, with the entry's headers; `client` adds
-/// the server's OAuth token, when it has one.
+/// the server's OAuth token, when it has one. The receiver turns `true` once the
+/// session's event stream has been opened (or refused).
 pub(crate) fn http_transport(
     config: &McpServerConfig,
     url: &str,
     client: AuthClient<reqwest::Client>,
-) -> Result<StreamableHttpClientTransport<AuthClient<reqwest::Client>>, String> {
+) -> Result<
+    (
+        StreamableHttpClientTransport<WatchedClient>,
+        watch::Receiver<bool>,
+    ),
+    String,
+> {
     let mut headers = HashMap::new();
     let from_env = config.headers_env.iter().map(|(header, var)| {
         std::env::var(var)
@@ -51,8 +65,9 @@ pub(crate) fn http_transport(
     let transport_config = StreamableHttpClientTransportConfig::with_uri(url)
         .custom_headers(headers)
         .max_sse_event_size(MAX_SSE_EVENT_BYTES);
-    Ok(StreamableHttpClientTransport::with_client(
-        client,
-        transport_config,
+    let (client, stream_settled) = StreamWatch::new(client);
+    Ok((
+        StreamableHttpClientTransport::with_client(client, transport_config),
+        stream_settled,
     ))
 }

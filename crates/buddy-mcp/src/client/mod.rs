@@ -8,4 +8,5 @@ pub(crate) mod http;
 pub(crate) mod result;
 mod resume;
 pub(crate) mod source;
+pub(crate) mod stream_watch;
 pub(crate) mod task;

@@ -43,6 +43,10 @@ fn lifecycle(handshake: bool) -> ClientLifecycleMode {
     }
 }
 
+/// The longest a new handshake session waits for its event stream before its first
+/// call (see [`McpSource::event_stream_opened`]).
+const EVENT_STREAM_WAIT: Duration = Duration::from_secs(2);
+
 /// Why an MCP server could not be used.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum McpError {
@@ -107,6 +111,8 @@ pub struct McpSource {
     notes: Arc<Notes>,
     /// The last lines a stdio server wrote to stderr.
     stderr_tail: StderrTail,
+    /// Whether an HTTP session's event stream has been opened (or refused) yet.
+    stream_settled: std::sync::Mutex<Option<tokio::sync::watch::Receiver<bool>>>,
     /// Tools of its last listing left out, each with the reason.
     left_out: Mutex<Vec<(String, String)>>,
     /// The model that answers its sampling requests (with `sampling = true`).
@@ -148,6 +154,7 @@ impl McpSource {
             state: Mutex::new(ServerState::Idle),
             notes: Arc::default(),
             stderr_tail: Arc::default(),
+            stream_settled: std::sync::Mutex::default(),
             left_out: Mutex::default(),
             sampler: Mutex::default(),
             sampling: Arc::default(),
@@ -348,10 +355,24 @@ impl McpSource {
             None => ("unknown".to_owned(), "unknown".to_owned()),
         };
         tracing::debug!(server = %name, %protocol, "MCP server started");
+        self.event_stream_opened(&protocol).await;
         self.set_state(ServerState::Running { server, protocol });
         let client = Arc::new(client);
         *slot = Some(Arc::clone(&client));
         Ok(client)
+    }
+
+    /// On an HTTP session of the handshake (2025-11-25 and before), waits (at most [`EVENT_STREAM_WAIT`]) until its event
+    /// stream is open: the server sends requests unrelated to a call (an
+    /// `elicitation/create` of `server.request()`) on that stream only and drops them while
+    /// it is not open, so a call made before would wait for a question never delivered.
+    async fn event_stream_opened(&self, protocol: &str) {
+        let settled = self.stream_settled.lock().ok().and_then(|mut s| s.take());
+        if let Some(mut settled) = settled
+            && protocol != ProtocolVersion::V_2026_07_28.to_string()
+        {
+            let _ = tokio::time::timeout(EVENT_STREAM_WAIT, settled.wait_for(|s| *s)).await;
+        }
     }
 
     /// Starts the server (a stdio process) or reaches it (HTTP) and opens the MCP
@@ -430,7 +451,11 @@ impl McpSource {
                     Some(auth) => auth.http_client(&base).await.map_err(startup)?,
                     None => return Err(startup("no OAuth side for an HTTP server".into())),
                 };
-                let transport = http_transport(&self.config, url, client).map_err(startup)?;
+                let (transport, stream_settled) =
+                    http_transport(&self.config, url, client).map_err(startup)?;
+                if let Ok(mut slot) = self.stream_settled.lock() {
+                    *slot = Some(stream_settled);
+                }
                 tokio::time::timeout(
                     Duration::from_secs_f64(secs),
                     handler.serve_with_lifecycle(transport, lifecycle),
