@@ -14,6 +14,7 @@ pub mod load;
 pub mod memory;
 pub mod memory_path;
 mod memory_run;
+mod memory_setup;
 pub mod proc_tree;
 
 /// Why a benchmark could not run to its report, in words a person can act on.

@@ -18,7 +18,9 @@ use crate::BenchError;
 use crate::memory_path::MemoryPath;
 use serde_json::json;
 
-use super::load::{rss_kib, spawn, spawn_serve, status_kib};
+use super::load::{rss_kib, spawn_serve, status_kib};
+use crate::memory_run::measure_run;
+use crate::memory_setup::prepare;
 
 /// What to run.
 #[derive(Clone, Debug)]
@@ -99,64 +101,14 @@ async fn one_turn(client: reqwest::Client, url: String, reason: &str) -> Result<
 pub async fn run_memory(buddy: &Path, options: &MemoryOptions) -> Result<MemoryReport, BenchError> {
     let measured = match options.via {
         MemoryVia::Serve => measure_memory(buddy, options).await,
-        MemoryVia::Run => super::memory_run::measure_run(buddy, options).await,
+        MemoryVia::Run => run_report(buddy, options).await,
     };
     measured.map_err(BenchError::Failed)
 }
 
-/// A scratch directory holding the path's scenario and `buddy.toml` (the mock at
-/// `mock_url`), and the mock model server serving it; removed when dropped.
-pub(crate) struct Bench {
-    pub(crate) dir: std::path::PathBuf,
-    _mock: super::load::Proc,
-}
-
-impl Drop for Bench {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// Writes the scenario of `options.path` with arguments of `size` bytes, starts the
-/// mock on it and writes the `buddy.toml` that points at it.
-pub(crate) fn prepare(
-    buddy: &Path,
-    options: &MemoryOptions,
-    size: usize,
-    tag: &str,
-) -> Result<Bench, String> {
-    let dir = std::env::temp_dir().join(format!("buddy-memory-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(dir.join("scenarios")).map_err(|e| e.to_string())?;
-    std::fs::create_dir_all(dir.join("sandbox")).map_err(|e| e.to_string())?;
-    std::fs::write(
-        dir.join("scenarios/big_arguments.json"),
-        options.path.scenario(size).to_string(),
-    )
-    .map_err(|e| e.to_string())?;
-    let (mock, mock_url) = spawn(
-        buddy,
-        &[
-            "mock-server",
-            "--listen",
-            "127.0.0.1:0",
-            "--scenarios",
-            "scenarios",
-        ],
-        &dir,
-    )?;
-    let config = super::load::mock_provider(
-        &mock_url,
-        "scripted:big_arguments",
-        "first_byte_timeout_secs = 600\nidle_timeout_secs = 600\n",
-    ) + &options.path.config();
-    std::fs::write(dir.join("buddy.toml"), config).map_err(|e| e.to_string())?;
-    Ok(Bench { dir, _mock: mock })
-}
-
 /// The benchmark, its failure in words.
 async fn measure_memory(buddy: &Path, options: &MemoryOptions) -> Result<MemoryReport, String> {
-    let bench = prepare(buddy, options, options.argument_bytes, "serve")?;
+    let bench = prepare(buddy, options.path, options.argument_bytes, "serve")?;
     let dir = bench.dir.clone();
     let measured = options.server.as_deref().unwrap_or(buddy);
     let (server, url) = spawn_serve(measured, &["--db", "memory.db"], &dir)?;
@@ -225,5 +177,27 @@ async fn measure_memory(buddy: &Path, options: &MemoryOptions) -> Result<MemoryR
             / MIB
             / options.turns.max(1) as f64,
         wal_mib: wal as f64 / MIB,
+    })
+}
+
+/// The report of one turn through `buddy run` (see `memory_run`).
+async fn run_report(buddy: &Path, options: &MemoryOptions) -> Result<MemoryReport, String> {
+    let measured = options.server.as_deref().unwrap_or(buddy);
+    let run = measure_run(buddy, measured, options.path, options.argument_bytes).await?;
+    let mib = |kib: u64| kib as f64 / 1024.0;
+    Ok(MemoryReport {
+        path: options.path,
+        via: MemoryVia::Run,
+        turns: 1,
+        argument_mib: options.argument_bytes as f64 / MIB,
+        completed: usize::from(run.first_error.is_none()),
+        first_error: run.first_error,
+        rss_baseline_mib: mib(run.baseline_kib),
+        rss_peak_mib: mib(run.peak_kib),
+        peak_per_argument_byte: run.peak_kib.saturating_sub(run.baseline_kib) as f64 * 1024.0
+            / options.argument_bytes.max(1) as f64,
+        rss_after_mib: 0.0,
+        db_growth_mib_per_turn: 0.0,
+        wal_mib: 0.0,
     })
 }

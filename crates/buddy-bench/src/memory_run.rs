@@ -7,8 +7,8 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use super::load::status_kib;
-use super::memory::{MemoryOptions, MemoryReport, MemoryVia, prepare};
 use crate::memory_path::MemoryPath;
+use crate::memory_setup::prepare;
 
 /// What one `buddy run` showed: its peak resident memory in KiB and its output.
 struct RunPeak {
@@ -55,26 +55,31 @@ async fn run_once(buddy: &Path, dir: &Path) -> Result<RunPeak, String> {
     })
 }
 
-/// The benchmark through `buddy run`: the small run first (the baseline), then the
-/// large one.
+/// What the two runs showed: the baseline's peak, the large run's peak (KiB), and why
+/// either did not end as it should.
+pub(crate) struct RunFigures {
+    pub(crate) baseline_kib: u64,
+    pub(crate) peak_kib: u64,
+    pub(crate) first_error: Option<String>,
+}
+
+/// The benchmark through `buddy run` (the binary `measured`, the mock served by
+/// `buddy`): the small run first (the baseline), then the large one.
 pub(crate) async fn measure_run(
     buddy: &Path,
-    options: &MemoryOptions,
-) -> Result<MemoryReport, String> {
-    let measured = options.server.as_deref().unwrap_or(buddy);
+    measured: &Path,
+    path: MemoryPath,
+    size: usize,
+) -> Result<RunFigures, String> {
     // The baseline: a turn that completes with a 1 KiB argument (on the overflow path a
     // small argument would not overflow).
-    let completed = MemoryOptions {
-        path: MemoryPath::Completed,
-        ..options.clone()
-    };
-    let small = prepare(buddy, &completed, 1024, "run-small")?;
+    let small = prepare(buddy, MemoryPath::Completed, 1024, "run-small")?;
     let baseline = run_once(measured, &small.dir).await?;
     drop(small);
-    let large = prepare(buddy, options, options.argument_bytes, "run")?;
+    let large = prepare(buddy, path, size, "run")?;
     let run = run_once(measured, &large.dir).await?;
     drop(large);
-    let reason = options.path.expected_reason();
+    let reason = path.expected_reason();
     let ended = |r: &RunPeak, reason: &str| {
         r.output.contains(&format!("stop: {reason}"))
             || r.output.contains(&format!("error: {reason}"))
@@ -89,20 +94,9 @@ pub(crate) async fn measure_run(
                 tail.chars().rev().collect::<String>()
             )
         });
-    let mib = |kib: u64| kib as f64 / 1024.0;
-    Ok(MemoryReport {
-        path: options.path,
-        via: MemoryVia::Run,
-        turns: 1,
-        argument_mib: options.argument_bytes as f64 / (1024.0 * 1024.0),
-        completed: usize::from(first_error.is_none()),
+    Ok(RunFigures {
+        baseline_kib: baseline.peak_kib,
+        peak_kib: run.peak_kib,
         first_error,
-        rss_baseline_mib: mib(baseline.peak_kib),
-        rss_peak_mib: mib(run.peak_kib),
-        peak_per_argument_byte: run.peak_kib.saturating_sub(baseline.peak_kib) as f64 * 1024.0
-            / options.argument_bytes.max(1) as f64,
-        rss_after_mib: 0.0,
-        db_growth_mib_per_turn: 0.0,
-        wal_mib: 0.0,
     })
 }
