@@ -5,6 +5,7 @@
 
 use buddy_cli::config::expand_home;
 use buddy_cli::runtime::Runtime;
+use buddy_engine::ApprovalRules;
 use std::path::Path;
 
 use buddy_core::Skill;
@@ -138,56 +139,7 @@ pub async fn mcp(config_path: Option<&Path>, args: McpArgs) -> anyhow::Result<u8
     let rules = config.approval.rules(None, false);
     let mut failed = 0;
     for server in &config.mcp {
-        let source = McpSource::new(server.clone());
-        let where_ = match &server.url {
-            Some(url) => url.clone(),
-            None => server.command_line(),
-        };
-        match McpSkill::all(std::sync::Arc::clone(&source)).await {
-            Ok(skills) => {
-                let running = match source.state() {
-                    ServerState::Running { server, protocol } => {
-                        format!("running: {server}, protocol {protocol}")
-                    }
-                    other => format!("{other:?}"),
-                };
-                println!(
-                    "{}  ({where_})\n  {running}; {} tool(s)",
-                    server.name,
-                    skills.len()
-                );
-                for (tool, why) in source.left_out() {
-                    println!("    {tool:<40} left out: {why}");
-                }
-                let as_tasks: Vec<String> = source
-                    .task_only_tools()
-                    .iter()
-                    .map(|tool| server.skill_name(tool))
-                    .collect();
-                for skill in &skills {
-                    let semantics = skill.semantics();
-                    let asks = if rules.needs_approval(skill.name(), semantics).is_some() {
-                        "asks first"
-                    } else {
-                        "runs without asking"
-                    };
-                    let task = match as_tasks.iter().any(|t| t == skill.name()) {
-                        true => ", runs as a task",
-                        false => "",
-                    };
-                    println!(
-                        "    {:<40} {:<10} {asks}{task}",
-                        skill.name(),
-                        format!("{semantics:?}").to_lowercase()
-                    );
-                }
-                show_catalog(&source).await;
-            }
-            Err(e) => {
-                failed += 1;
-                println!("{}  ({where_})\n  not available: {e}", server.name);
-            }
-        }
+        failed += usize::from(!show_server(server, &rules).await);
     }
     // Not counted as failures: buddy.toml is fine, the other client's file has servers
     // buddy cannot run.
@@ -198,6 +150,63 @@ pub async fn mcp(config_path: Option<&Path>, args: McpArgs) -> anyhow::Result<u8
         );
     }
     Ok(u8::from(failed > 0))
+}
+
+/// Lists one `[[mcp]]` server for `buddy mcp list`: its state, its tools (how each asks,
+/// which run as tasks, which are left out and why) and its catalog; false when it could
+/// not be reached.
+async fn show_server(server: &buddy_mcp::McpServerConfig, rules: &ApprovalRules) -> bool {
+    let source = McpSource::new(server.clone());
+    let where_ = match &server.url {
+        Some(url) => url.clone(),
+        None => server.command_line(),
+    };
+    match McpSkill::all(std::sync::Arc::clone(&source)).await {
+        Ok(skills) => {
+            let running = match source.state() {
+                ServerState::Running { server, protocol } => {
+                    format!("running: {server}, protocol {protocol}")
+                }
+                other => format!("{other:?}"),
+            };
+            println!(
+                "{}  ({where_})\n  {running}; {} tool(s)",
+                server.name,
+                skills.len()
+            );
+            for (tool, why) in source.left_out() {
+                println!("    {tool:<40} left out: {why}");
+            }
+            let as_tasks: Vec<String> = source
+                .task_only_tools()
+                .iter()
+                .map(|tool| server.skill_name(tool))
+                .collect();
+            for skill in &skills {
+                let semantics = skill.semantics();
+                let asks = if rules.needs_approval(skill.name(), semantics).is_some() {
+                    "asks first"
+                } else {
+                    "runs without asking"
+                };
+                let task = match as_tasks.iter().any(|t| t == skill.name()) {
+                    true => ", runs as a task",
+                    false => "",
+                };
+                println!(
+                    "    {:<40} {:<10} {asks}{task}",
+                    skill.name(),
+                    format!("{semantics:?}").to_lowercase()
+                );
+            }
+            show_catalog(&source).await;
+        }
+        Err(e) => {
+            println!("{}  ({where_})\n  not available: {e}", server.name);
+            return false;
+        }
+    }
+    true
 }
 
 /// `buddy mcp login SERVER`: connects, sending the person to the browser when the
