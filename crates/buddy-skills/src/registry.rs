@@ -13,7 +13,7 @@ use futures::FutureExt;
 use serde_json::Value;
 
 use crate::output_cap::cap_text;
-use crate::quoted_value::{Quoted, quoted_value};
+use crate::quoted_value::{QUOTED_VALUE_CHARS, Quoted, quoted_value};
 
 /// A skill could not be registered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -37,8 +37,6 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 const DEFAULT_MAX_RESULT_BYTES: usize = 64 * 1024;
 /// Most schema violations listed in one error result.
 const MAX_LISTED_VIOLATIONS: usize = 5;
-/// Longest excerpt of bad arguments quoted back to the model.
-const QUOTED_ARGS_CHARS: usize = 200;
 
 /// The skills a turn may use, with a compiled schema validator for each.
 pub struct SkillRegistry {
@@ -136,7 +134,7 @@ impl SkillRegistry {
             return Ok(Value::Object(serde_json::Map::new()));
         }
         serde_json::from_str(trimmed).map_err(|e| {
-            let quoted: String = trimmed.chars().take(QUOTED_ARGS_CHARS).collect();
+            let quoted: String = trimmed.chars().take(QUOTED_VALUE_CHARS).collect();
             ToolOutcome::error(format!(
                 "the arguments for `{name}` are not valid JSON ({e}): {quoted}. Send one JSON object that matches \
                  the tool's parameter schema."
