@@ -232,6 +232,7 @@ max_turn_cost_usd = 0.01
 sandbox = "sandbox"
 [server]
 max_concurrent_turns_per_key = 1000000
+max_model_calls_in_flight_per_key = 1000000
 max_connections_per_address = 1000000
 max_daily_cost_usd = 100000
 """)

@@ -143,7 +143,7 @@ async fn measure_gateway(
             &mock,
             "scripted:plain_chat",
             "http2_prior_knowledge = true\n",
-        ) + "[skills]\nbuiltin = []\n[server]\nmax_concurrent_turns_per_key = 1000000\n";
+        ) + "[skills]\nbuiltin = []\n[server]\nmax_concurrent_turns_per_key = 1000000\nmax_model_calls_in_flight_per_key = 1000000\n";
         std::fs::write(dir.join("buddy.toml"), config).map_err(|e| e.to_string())?;
         let (server_proc, server) = spawn_serve(buddy, &["--db", "gateway.db"], &dir)?;
         let gateways = [(

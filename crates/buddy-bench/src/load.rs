@@ -177,6 +177,8 @@ fn prepare(buddy: &Path, options: &LoadOptions) -> Result<(PathBuf, Proc), Strin
 sandbox = "sandbox"
 [server]
 max_concurrent_turns_per_key = 1000000
+# One key sends every chat: its cap of model calls in flight (16) would queue all but 16.
+max_model_calls_in_flight_per_key = 1000000
 # Every chat comes from 127.0.0.1: the per-address cap would refuse all but 256.
 max_connections_per_address = 1000000
 "#;
