@@ -5,6 +5,7 @@ use buddy_core::{BoxFuture, Message};
 use sqlx::Row;
 
 use super::PgStore;
+use super::owner_bytes::DELETE_CONVERSATION;
 use super::rows::backend;
 use crate::columns::{
     decode, first_user_title, fork_before, listed_title, new_id, now_ms, settings, turn_end,
@@ -216,12 +217,13 @@ impl Conversations for PgStore {
 
     fn delete_conversation<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(async move {
-            let done = sqlx::query("DELETE FROM buddy_conversations WHERE id = $1")
+            let gone: i64 = sqlx::query(DELETE_CONVERSATION)
                 .bind(id)
-                .execute(&self.inner.pool)
+                .fetch_one(&self.inner.pool)
                 .await
+                .and_then(|row| row.try_get(0))
                 .map_err(backend)?;
-            Ok(done.rows_affected() > 0)
+            Ok(gone > 0)
         })
     }
 }

@@ -4,6 +4,7 @@ use super::PgPool;
 use buddy_core::BoxFuture;
 
 use super::PgStore;
+use super::owner_bytes::COPY_MESSAGES;
 use super::rows::backend;
 use crate::columns::{new_id, now_ms};
 use crate::error::StoreError;
@@ -42,17 +43,14 @@ async fn write(pool: &PgPool, fork: ForkCopy<'_>) -> Result<String, StoreError> 
         return Err(StoreError::NotFound(fork.from.to_owned()));
     }
     // The first `before` messages, by number (numbers are never reused, so not 1..before).
-    sqlx::query(
-        "INSERT INTO buddy_messages (conversation_id, seq, turn_id, role, body, created_at_ms, tokens, token_encoding)
-         SELECT $1, seq, turn_id, role, body, created_at_ms, tokens, token_encoding FROM buddy_messages
-         WHERE conversation_id = $2 ORDER BY seq LIMIT $3",
-    )
-    .bind(&id)
-    .bind(fork.from)
-    .bind(before)
-    .execute(&mut *tx)
-    .await
-    .map_err(backend)?;
+    sqlx::query(COPY_MESSAGES)
+        .bind(&id)
+        .bind(fork.from)
+        .bind(before)
+        .bind(fork.owner)
+        .execute(&mut *tx)
+        .await
+        .map_err(backend)?;
     sqlx::query(
         "UPDATE buddy_conversations
          SET last_seq = (SELECT COALESCE(MAX(seq), 0) FROM buddy_messages WHERE conversation_id = $1)

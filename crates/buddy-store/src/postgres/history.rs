@@ -5,8 +5,9 @@ use buddy_core::{BoxFuture, Message, TokenCount};
 use sqlx::Row;
 
 use super::PgStore;
+use super::owner_bytes::REMOVE_MESSAGES;
 use super::rows::backend;
-use super::writes::{APPEND_MESSAGES, MessageColumns, with_messages, write};
+use super::writes::{APPEND_MESSAGES, APPEND_ROUND, MessageColumns, with_messages, write};
 use crate::columns::{decode, nanos, stored_count};
 use crate::error::StoreError;
 use crate::records::CountedHistory;
@@ -27,7 +28,15 @@ impl History for PgStore {
         messages: &'a [Message],
         counts: &'a [Option<TokenCount>],
     ) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(append(&self.inner.pool, id, turn_id, messages, counts, &[]))
+        Box::pin(append(
+            &self.inner.pool,
+            APPEND_MESSAGES,
+            id,
+            turn_id,
+            messages,
+            counts,
+            &[],
+        ))
     }
 
     fn append_history<'a>(
@@ -41,8 +50,10 @@ impl History for PgStore {
             counts,
             times_ms,
         } = history;
+        // A turn's rounds (the turn's sink writes them so): counted when the turn ends.
         Box::pin(append(
             &self.inner.pool,
+            APPEND_ROUND,
             id,
             turn_id,
             messages,
@@ -57,15 +68,14 @@ impl History for PgStore {
         seqs: &'a [i64],
     ) -> BoxFuture<'a, Result<usize, StoreError>> {
         Box::pin(async move {
-            let done = sqlx::query(
-                "DELETE FROM buddy_messages WHERE conversation_id = $1 AND seq = ANY($2)",
-            )
-            .bind(conversation)
-            .bind(seqs)
-            .execute(&self.inner.pool)
-            .await
-            .map_err(backend)?;
-            Ok(done.rows_affected() as usize)
+            let removed: i64 = sqlx::query(REMOVE_MESSAGES)
+                .bind(conversation)
+                .bind(seqs)
+                .fetch_one(&self.inner.pool)
+                .await
+                .and_then(|row| row.try_get(0))
+                .map_err(backend)?;
+            Ok(usize::try_from(removed).unwrap_or_default())
         })
     }
 
@@ -104,11 +114,11 @@ async fn load(pool: &PgPool, id: &str) -> Result<CountedHistory, StoreError> {
     Ok(history)
 }
 
-/// Bytes of message JSON in `owner`'s conversations.
+/// Bytes of message JSON in `owner`'s conversations, running turns' writes not yet:
+/// one row, kept by every write.
 async fn bytes_of_owner(pool: &PgPool, owner: &str) -> Result<u64, StoreError> {
     let bytes: i64 = sqlx::query(
-        "SELECT COALESCE(SUM(octet_length(m.body)), 0)::BIGINT FROM buddy_messages m
-         JOIN buddy_conversations c ON c.id = m.conversation_id WHERE c.owner = $1",
+        "SELECT COALESCE((SELECT bytes FROM buddy_owner_turns WHERE owner = $1), 0)::BIGINT",
     )
     .bind(owner)
     .fetch_one(pool)
@@ -118,10 +128,11 @@ async fn bytes_of_owner(pool: &PgPool, owner: &str) -> Result<u64, StoreError> {
     Ok(nanos(bytes))
 }
 
-/// Appends messages in one statement, each at its time in `times` (when it has one
-/// there) or at the time of the write.
+/// Appends messages in one statement (`sql`: `APPEND_MESSAGES` or `APPEND_ROUND`), each
+/// at its time in `times` (when it has one there) or at the time of the write.
 async fn append(
     pool: &PgPool,
+    sql: &'static str,
     id: &str,
     turn_id: &str,
     messages: &[Message],
@@ -129,6 +140,6 @@ async fn append(
     times: &[i64],
 ) -> Result<(), StoreError> {
     let columns = MessageColumns::of(messages, counts, times)?;
-    let query = with_messages(APPEND_MESSAGES, id, turn_id, &columns).bind(&columns.times);
+    let query = with_messages(sql, id, turn_id, &columns).bind(&columns.times);
     write(query, pool, id).await
 }

@@ -19,6 +19,7 @@ mod conversations;
 mod coordinate;
 mod forks;
 mod history;
+mod owner_bytes;
 mod pool;
 mod relay;
 mod rows;
@@ -150,15 +151,23 @@ impl Inner {
     /// Turns and claims of instances that stopped without saying so (a crash).
     async fn sweep(&self) -> Result<(), StoreError> {
         let now = now_ms();
-        sqlx::query(
+        let ended: Vec<String> = sqlx::query_scalar(
             "UPDATE buddy_turns SET stop_reason = 'interrupted', finished_at_ms = $2
-             WHERE finished_at_ms IS NULL AND instance NOT IN (SELECT id FROM buddy_instances WHERE last_seen_ms > $1)",
+             WHERE finished_at_ms IS NULL AND instance NOT IN (SELECT id FROM buddy_instances WHERE last_seen_ms > $1)
+             RETURNING conversation_id",
         )
         .bind(now - STALE_MS)
         .bind(now)
-        .execute(&self.pool)
+        .fetch_all(&self.pool)
         .await
         .map_err(backend)?;
+        if !ended.is_empty() {
+            sqlx::query(owner_bytes::SWEEP_PENDING)
+                .bind(&ended)
+                .execute(&self.pool)
+                .await
+                .map_err(backend)?;
+        }
         sqlx::query(
             "DELETE FROM buddy_running_turns WHERE instance NOT IN (SELECT id FROM buddy_instances WHERE last_seen_ms > $1)",
         )

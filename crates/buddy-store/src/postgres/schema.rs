@@ -126,4 +126,23 @@ CREATE TABLE IF NOT EXISTS buddy_turn_cancels (
     turn_id TEXT PRIMARY KEY,
     asked_at_ms BIGINT NOT NULL
 );
+-- Bytes of message JSON each key's conversations hold, in the key's row (which a
+-- turn's opening and end update anyway): the storage quota reads one row, not the key's
+-- messages. A running turn's writes wait in its conversation's `pending` and count when
+-- it ends. Counted from the messages once, when the column is made (under the schema's
+-- lock).
+ALTER TABLE buddy_conversations ADD COLUMN IF NOT EXISTS pending BIGINT NOT NULL DEFAULT 0;
+DO $$
+BEGIN
+    IF NOT EXISTS (
+        SELECT 1 FROM information_schema.columns
+        WHERE table_schema = current_schema() AND table_name = 'buddy_owner_turns' AND column_name = 'bytes'
+    ) THEN
+        ALTER TABLE buddy_owner_turns ADD COLUMN bytes BIGINT NOT NULL DEFAULT 0;
+        INSERT INTO buddy_owner_turns (owner, running, bytes)
+            SELECT c.owner, 0, SUM(octet_length(m.body)) FROM buddy_messages m
+            JOIN buddy_conversations c ON c.id = m.conversation_id GROUP BY c.owner
+            ON CONFLICT (owner) DO UPDATE SET bytes = EXCLUDED.bytes;
+    END IF;
+END $$;
 "#;

@@ -6,9 +6,10 @@ use buddy_core::{BoxFuture, StopReason, TurnStats};
 use sqlx::Row;
 
 use super::PgStore;
+use super::owner_bytes::{DELETE_CONVERSATION, FINISH_BY_ID, REMOVE_TURN_MESSAGES};
 use super::rows::backend;
 use super::writes::{
-    APPEND_MESSAGES, CLOSE_TURN, FINISH_TURN, MessageColumns, OPEN_CONVERSATION, OPEN_TURN,
+    APPEND_ROUND, CLOSE_TURN, FINISH_TURN, MessageColumns, OPEN_CONVERSATION, OPEN_TURN,
     with_messages, write,
 };
 use crate::columns::{new_id, now_ms, runs};
@@ -51,14 +52,13 @@ impl Turns for PgStore {
             for (turn, run) in runs(opening.copied, opening.copied_turns) {
                 let copied = MessageColumns::of(run, &[], &[])?;
                 write(
-                    with_messages(APPEND_MESSAGES, &id, turn, &copied).bind(&copied.times),
+                    with_messages(APPEND_ROUND, &id, turn, &copied).bind(&copied.times),
                     &mut *tx,
                     &id,
                 )
                 .await?;
             }
-            let own =
-                with_messages(APPEND_MESSAGES, &id, opening.turn, &columns).bind(&columns.times);
+            let own = with_messages(APPEND_ROUND, &id, opening.turn, &columns).bind(&columns.times);
             write(own, &mut *tx, &id).await?;
             tx.commit().await.map_err(backend)?;
             Ok(id)
@@ -97,18 +97,16 @@ impl Turns for PgStore {
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
             let stats = serde_json::to_string(stats).unwrap_or_default();
-            sqlx::query(
-                "UPDATE buddy_turns SET finished_at_ms = $2, stop_reason = $3, stats = $4, error = $5, tape = $6 WHERE id = $1",
-            )
-            .bind(turn_id)
-            .bind(now_ms())
-            .bind(reason.as_str())
-            .bind(stats)
-            .bind(error)
-            .bind(tape)
-            .execute(&self.inner.pool)
-            .await
-            .map_err(backend)?;
+            sqlx::query(FINISH_BY_ID)
+                .bind(turn_id)
+                .bind(now_ms())
+                .bind(reason.as_str())
+                .bind(stats)
+                .bind(error)
+                .bind(tape)
+                .execute(&self.inner.pool)
+                .await
+                .map_err(backend)?;
             Ok(())
         })
     }
@@ -231,21 +229,19 @@ async fn delete_turn(
         Plan::Remove {
             conversation: true, ..
         } => {
-            sqlx::query("DELETE FROM buddy_conversations WHERE id = $1")
+            sqlx::query(DELETE_CONVERSATION)
                 .bind(conversation)
                 .execute(&mut *tx)
                 .await
                 .map_err(backend)?;
         }
         Plan::Remove { turns, .. } => {
-            sqlx::query(
-                "DELETE FROM buddy_messages WHERE conversation_id = $1 AND turn_id = ANY($2)",
-            )
-            .bind(conversation)
-            .bind(turns)
-            .execute(&mut *tx)
-            .await
-            .map_err(backend)?;
+            sqlx::query(REMOVE_TURN_MESSAGES)
+                .bind(conversation)
+                .bind(turns)
+                .execute(&mut *tx)
+                .await
+                .map_err(backend)?;
             sqlx::query("DELETE FROM buddy_turns WHERE id = ANY($1)")
                 .bind(turns)
                 .execute(&mut *tx)

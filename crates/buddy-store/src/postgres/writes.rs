@@ -11,6 +11,13 @@ use crate::body::message_json;
 use crate::columns::{count_columns, now_ms, role};
 use crate::error::StoreError;
 
+/// The messages' bytes (`$5`, their JSON), as the storage quota counts them.
+macro_rules! bytes_of_messages {
+    () => {
+        "(SELECT COALESCE(SUM(octet_length(b)), 0) FROM UNNEST($5::TEXT[]) AS b)"
+    };
+}
+
 /// The end of every append: the messages (`$4`–`$7`, with the conversation `$1` and the
 /// turn `$3`; the times they were made the statement's last parameter, named here)
 /// numbered after `conv.base`, and that base sent back (no row back: no such
@@ -32,22 +39,31 @@ SELECT base FROM conv"
 }
 
 /// The conversation `$1`'s row, locked, moved to time `$2`, with room for the messages
-/// `$4`: `conv.base` is the number before the first of them. An argument adds to what
-/// the update sets.
+/// `$4`: `conv.base` is the number before the first of them, `conv.owner` its key. An
+/// argument adds to what the update sets.
 macro_rules! lock_conversation {
     () => {
         lock_conversation!("")
     };
-    ($also:literal) => {
+    ($($also:tt)*) => {
         concat!(
             "WITH conv AS (
     UPDATE buddy_conversations SET updated_at_ms = $2, last_seq = last_seq + cardinality($4::TEXT[])",
-            $also,
+            $($also)*,
             "
     WHERE id = $1
-    RETURNING last_seq - cardinality($4::TEXT[]) AS base
+    RETURNING last_seq - cardinality($4::TEXT[]) AS base, owner
 )"
         )
+    };
+}
+
+/// A turn's writes wait in its conversation's `pending` bytes (the row each write
+/// updates anyway) and go into the key's count when the turn ends: the count is one row
+/// per key, which every write of every parallel turn of that key would otherwise wait on.
+macro_rules! add_pending {
+    () => {
+        concat!(",\n        pending = pending + ", bytes_of_messages!())
     };
 }
 
@@ -61,22 +77,59 @@ macro_rules! add_turn {
     };
 }
 
+/// Messages written outside a turn (a client's items) in one statement: numbered as a
+/// round's are, their bytes added to their key's count at once. `$8`: their times.
+pub(super) const APPEND_MESSAGES: &str = concat!(
+    lock_conversation!(),
+    ", counted AS (
+    INSERT INTO buddy_owner_turns (owner, running, bytes)
+    SELECT conv.owner, 0, ",
+    bytes_of_messages!(),
+    " FROM conv WHERE cardinality($5::TEXT[]) > 0
+    ON CONFLICT (owner) DO UPDATE SET bytes = buddy_owner_turns.bytes + EXCLUDED.bytes
+)",
+    add_messages!("$8")
+);
+
 /// A round's messages in one statement (one round trip, atomic by itself): the
 /// conversation's row is locked and its `last_seq` moved past them, which numbers them
-/// in order even when two appends race; no row back means no such conversation. `$8`:
-/// the messages' times.
-pub(super) const APPEND_MESSAGES: &str = concat!(lock_conversation!(), add_messages!("$8"));
+/// in order even when two appends race; their bytes wait in `pending` until the turn
+/// ends; no row back means no such conversation. `$8`: the messages' times.
+pub(super) const APPEND_ROUND: &str =
+    concat!(lock_conversation!(add_pending!()), add_messages!("$8"));
 
-/// The claim of turn `$3` ended (its running row gone, its owner's count down), in any
-/// statement that ends the turn: a turn that is over holds nothing. Ending a claim
-/// twice changes nothing, so a coordinator's own release after it is harmless.
-macro_rules! end_claim {
-    () => {
-        ", released AS (
+/// The end of turn `$3` in its key's row: its claim ended (its running row gone, the
+/// key's count of running turns down; ending a claim twice changes nothing, so a
+/// coordinator's own release after it is harmless) and its conversation's pending bytes
+/// (`prior`, read before the statement cleared them) plus `$also` added to the key's
+/// stored bytes. `conv` names the conversation's key.
+macro_rules! end_turn {
+    ($($also:tt)*) => {
+        concat!(
+            ", released AS (
     DELETE FROM buddy_running_turns WHERE turn_id = $3 RETURNING owner
-), slot AS (
-    UPDATE buddy_owner_turns SET running = running - 1 WHERE owner IN (SELECT owner FROM released)
+), ended AS (
+    INSERT INTO buddy_owner_turns (owner, running, bytes)
+    SELECT k.owner, 0, COALESCE((SELECT pending FROM prior), 0)
+        + CASE WHEN EXISTS (SELECT 1 FROM conv) THEN ",
+            $($also)*,
+            " ELSE 0 END
+    FROM (SELECT owner FROM conv UNION SELECT owner FROM released) AS k
+    ON CONFLICT (owner) DO UPDATE SET
+        running = buddy_owner_turns.running - (SELECT COUNT(*) FROM released),
+        bytes = buddy_owner_turns.bytes + EXCLUDED.bytes
 )"
+        )
+    };
+}
+
+/// The conversation's pending bytes as the statement found them (only the turn that
+/// ends writes them: one turn runs on a conversation at a time).
+macro_rules! prior_pending {
+    () => {
+        "WITH prior AS (
+    SELECT pending FROM buddy_conversations WHERE id = $1
+), "
     };
 }
 
@@ -84,12 +137,17 @@ macro_rules! end_claim {
 /// stop reason, stats, error, tape; `$12` the messages' times); the end is recorded only
 /// with the messages.
 pub(super) const CLOSE_TURN: &str = concat!(
-    lock_conversation!(),
-    ", finish AS (
+    prior_pending!(),
+    "conv AS (
+    UPDATE buddy_conversations SET updated_at_ms = $2, last_seq = last_seq + cardinality($4::TEXT[]),
+        pending = 0
+    WHERE id = $1
+    RETURNING last_seq - cardinality($4::TEXT[]) AS base, owner
+), finish AS (
     UPDATE buddy_turns SET finished_at_ms = $2, stop_reason = $8, stats = $9, error = $10, tape = $11
     WHERE id = $3 AND EXISTS (SELECT 1 FROM conv)
 )",
-    end_claim!(),
+    end_turn!(bytes_of_messages!()),
     add_messages!("$12")
 );
 
@@ -97,12 +155,15 @@ pub(super) const CLOSE_TURN: &str = concat!(
 /// the conversation, `$2` the time, `$3` the turn, `$4`–`$7` stop reason, stats, error,
 /// tape), as `finish_turn` records it.
 pub(super) const FINISH_TURN: &str = concat!(
-    "WITH finish AS (
+    prior_pending!(),
+    "conv AS (
+    UPDATE buddy_conversations SET pending = 0 WHERE id = $1 RETURNING owner
+), finish AS (
     UPDATE buddy_turns SET finished_at_ms = $2, stop_reason = $4, stats = $5, error = $6, tape = $7
     WHERE id = $3 AND conversation_id = $1
     RETURNING id
 )",
-    end_claim!(),
+    end_turn!("0"),
     "
 SELECT id FROM finish"
 );
@@ -183,7 +244,10 @@ pub(super) async fn write<'e>(
 /// (locked, its settings replaced by `$10` when given), the turn's record and its first
 /// messages (`$11` their times), numbered as `APPEND_MESSAGES` numbers them.
 pub(super) const OPEN_TURN: &str = concat!(
-    lock_conversation!(",\n        settings = COALESCE($10, settings)"),
+    lock_conversation!(concat!(
+        ",\n        settings = COALESCE($10, settings)",
+        add_pending!()
+    )),
     add_turn!(),
     add_messages!("$11")
 );
@@ -192,9 +256,11 @@ pub(super) const OPEN_TURN: &str = concat!(
 /// conversation, the turn's record and its first messages (`$12` their times).
 pub(super) const OPEN_CONVERSATION: &str = concat!(
     "WITH conv AS (
-    INSERT INTO buddy_conversations (id, owner, created_at_ms, updated_at_ms, settings, last_seq)
-    VALUES ($1, $11, $2, $2, $10, cardinality($4::TEXT[]))
-    RETURNING 0::BIGINT AS base
+    INSERT INTO buddy_conversations (id, owner, created_at_ms, updated_at_ms, settings, last_seq, pending)
+    VALUES ($1, $11, $2, $2, $10, cardinality($4::TEXT[]), ",
+    bytes_of_messages!(),
+    ")
+    RETURNING 0::BIGINT AS base, owner
 )",
     add_turn!(),
     add_messages!("$12")
@@ -216,9 +282,11 @@ pub(super) const OPEN_CLAIMED: &str = concat!(
     SELECT $3, $1, $11, $9, $2 FROM slot
     RETURNING turn_id
 ), conv AS (
-    INSERT INTO buddy_conversations (id, owner, created_at_ms, updated_at_ms, settings, last_seq)
-    SELECT $1, $11, $2, $2, $10, cardinality($4::TEXT[]) FROM claimed
-    RETURNING 0::BIGINT AS base
+    INSERT INTO buddy_conversations (id, owner, created_at_ms, updated_at_ms, settings, last_seq, pending)
+    SELECT $1, $11, $2, $2, $10, cardinality($4::TEXT[]), ",
+    bytes_of_messages!(),
+    " FROM claimed
+    RETURNING 0::BIGINT AS base, owner
 )",
     add_turn!(),
     add_messages!("$12")

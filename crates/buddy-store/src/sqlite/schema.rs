@@ -99,4 +99,29 @@ CREATE INDEX conversations_by_session
     r#"
 ALTER TABLE turns ADD COLUMN response TEXT;
 "#,
+    // Bytes of message JSON each key's conversations hold (issue 59): the storage quota
+    // reads one row instead of summing the key's messages at every turn. Kept by
+    // triggers on every write; a conversation's messages go before it does, so each is
+    // taken off while its key is still known.
+    r#"
+CREATE TABLE owner_bytes (
+    owner TEXT PRIMARY KEY,
+    bytes INTEGER NOT NULL
+);
+INSERT INTO owner_bytes (owner, bytes)
+    SELECT c.owner, SUM(octet_length(m.body)) FROM messages m
+    JOIN conversations c ON c.id = m.conversation_id GROUP BY c.owner;
+CREATE TRIGGER messages_bytes_in AFTER INSERT ON messages BEGIN
+    INSERT INTO owner_bytes (owner, bytes)
+        SELECT owner, octet_length(NEW.body) FROM conversations WHERE id = NEW.conversation_id
+        ON CONFLICT (owner) DO UPDATE SET bytes = bytes + excluded.bytes;
+END;
+CREATE TRIGGER messages_bytes_out AFTER DELETE ON messages BEGIN
+    UPDATE owner_bytes SET bytes = bytes - octet_length(OLD.body)
+        WHERE owner = (SELECT owner FROM conversations WHERE id = OLD.conversation_id);
+END;
+CREATE TRIGGER conversation_messages_out BEFORE DELETE ON conversations BEGIN
+    DELETE FROM messages WHERE conversation_id = OLD.id;
+END;
+"#,
 ];

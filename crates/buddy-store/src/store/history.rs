@@ -64,7 +64,8 @@ pub trait History: Conversations {
         seqs: &'a [i64],
     ) -> BoxFuture<'a, Result<usize, StoreError>>;
     /// Bytes of message JSON `owner`'s conversations hold (for a per-key storage quota).
-    /// This default reads every conversation; the stores sum it in one query.
+    /// This default reads every conversation; the stores keep a count per key, read in
+    /// one row (PostgreSQL counts a running turn's writes when the turn ends).
     fn stored_bytes<'a>(&'a self, owner: &'a str) -> BoxFuture<'a, Result<u64, StoreError>> {
         Box::pin(async move {
             let mut bytes = 0u64;

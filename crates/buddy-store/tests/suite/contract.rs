@@ -977,8 +977,17 @@ async fn create_a_schema_from_before_last_seq(admin: &sqlx::PgPool, schema: &str
     .unwrap();
 }
 
-/// The old conversation goes on from its last message; a new one starts at one.
+/// The old conversation goes on from its last message; a new one starts at one. Its
+/// messages were counted into its key's stored bytes when the schema came up to date.
 async fn conversations_go_on_numbering(store: &PgStore) {
+    let before: u64 = [
+        "{\"role\":\"user\",\"content\":\"first\"}",
+        "{\"role\":\"user\",\"content\":\"second\"}",
+    ]
+    .iter()
+    .map(|body| body.len() as u64)
+    .sum();
+    assert_eq!(store.stored_bytes("owner-o").await.unwrap(), before);
     store
         .append_messages("conv_old", "t1", &[Message::user("third")])
         .await

@@ -5,6 +5,7 @@ mod contract;
 mod coordination;
 mod holds_life;
 mod open;
+mod owner_bytes;
 mod private_files;
 mod stepwise;
 
