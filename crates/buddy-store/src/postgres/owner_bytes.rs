@@ -3,27 +3,30 @@
 //! reads) in the same statement; the turn's own writes keep it in `writes`, and a turn
 //! its instance's crash ended is counted by the sweep (`SWEEP_PENDING`).
 
-/// Removes the messages numbered `$2` of conversation `$1`, taking their bytes off its
-/// key's count; the row back is how many went.
-pub(super) const REMOVE_MESSAGES: &str = "WITH gone AS (
-    DELETE FROM buddy_messages WHERE conversation_id = $1 AND seq = ANY($2)
+/// Removes the messages of conversation `$1` that `$which` picks, taking their bytes off
+/// its key's count; the row back is how many went.
+macro_rules! remove_messages {
+    ($which:literal) => {
+        concat!(
+            "WITH gone AS (
+    DELETE FROM buddy_messages WHERE conversation_id = $1 AND ",
+            $which,
+            "
     RETURNING octet_length(body) AS bytes
 ), freed AS (
     UPDATE buddy_owner_turns SET bytes = bytes - (SELECT COALESCE(SUM(bytes), 0) FROM gone)
     WHERE owner = (SELECT owner FROM buddy_conversations WHERE id = $1)
 )
-SELECT COUNT(*) FROM gone";
+SELECT COUNT(*) FROM gone"
+        )
+    };
+}
 
-/// Removes the messages of turns `$2` of conversation `$1`, taking their bytes off its
-/// key's count.
-pub(super) const REMOVE_TURN_MESSAGES: &str = "WITH gone AS (
-    DELETE FROM buddy_messages WHERE conversation_id = $1 AND turn_id = ANY($2)
-    RETURNING octet_length(body) AS bytes
-), freed AS (
-    UPDATE buddy_owner_turns SET bytes = bytes - (SELECT COALESCE(SUM(bytes), 0) FROM gone)
-    WHERE owner = (SELECT owner FROM buddy_conversations WHERE id = $1)
-)
-SELECT COUNT(*) FROM gone";
+/// Removes the messages numbered `$2` of conversation `$1`.
+pub(super) const REMOVE_MESSAGES: &str = remove_messages!("seq = ANY($2)");
+
+/// Removes the messages of turns `$2` of conversation `$1`.
+pub(super) const REMOVE_TURN_MESSAGES: &str = remove_messages!("turn_id = ANY($2)");
 
 /// Deletes conversation `$1` (its messages and turns go with it) and takes its messages'
 /// bytes off its key's count, less those of a turn not yet counted (`pending`; the sum
