@@ -126,6 +126,39 @@ CREATE TABLE IF NOT EXISTS buddy_turn_cancels (
     turn_id TEXT PRIMARY KEY,
     asked_at_ms BIGINT NOT NULL
 );
+-- A key's spend hold in one round trip (`hold_room`): under the key's advisory lock, the
+-- holds that lapsed or whose instance stopped go, and the room left under each ceiling
+-- (`days`/`limits`: each ceiling's first day and amount, nanodollars) less what is
+-- held and spent is added to hold `id` when it is at least `least`; the amount back (0:
+-- none). A function, so that each statement in it reads what committed before the lock
+-- was taken (one statement alone would read from before).
+CREATE OR REPLACE FUNCTION buddy_hold_room(
+    p_owner TEXT, p_id TEXT, p_wanted BIGINT, p_days TEXT[], p_limits BIGINT[],
+    p_now BIGINT, p_alive_after BIGINT, p_expires BIGINT, p_instance TEXT, p_least BIGINT
+) RETURNS BIGINT LANGUAGE plpgsql AS $fn$
+DECLARE
+    held NUMERIC;
+    spent NUMERIC;
+    room NUMERIC := COALESCE(p_wanted, 9223372036854775807);
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtextextended(p_owner, 46));
+    DELETE FROM buddy_spend_holds WHERE owner = p_owner AND (expires_at_ms <= p_now
+        OR (instance IS NOT NULL AND instance NOT IN (SELECT id FROM buddy_instances WHERE last_seen_ms > p_alive_after)));
+    SELECT COALESCE(SUM(nanos), 0) INTO held FROM buddy_spend_holds WHERE owner = p_owner;
+    FOR i IN 1 .. COALESCE(array_length(p_days, 1), 0) LOOP
+        SELECT COALESCE(SUM(nanos), 0) INTO spent FROM buddy_spend WHERE owner = p_owner AND day >= p_days[i];
+        room := LEAST(room, GREATEST(p_limits[i] - spent - held, 0));
+    END LOOP;
+    room := LEAST(room, 9223372036854775807);
+    IF room < GREATEST(p_least, 1) THEN
+        RETURN 0;
+    END IF;
+    INSERT INTO buddy_spend_holds (id, owner, nanos, expires_at_ms, instance)
+        VALUES (p_id, p_owner, room::BIGINT, p_expires, p_instance)
+        ON CONFLICT (id) DO UPDATE SET nanos = buddy_spend_holds.nanos + excluded.nanos;
+    RETURN room::BIGINT;
+END
+$fn$;
 -- Bytes of message JSON each key's conversations hold, in the key's row (which a
 -- turn's opening and end update anyway): the storage quota reads one row, not the key's
 -- messages. A running turn's writes wait in its conversation's `pending` and count when

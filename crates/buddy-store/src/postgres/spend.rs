@@ -7,7 +7,7 @@ use sqlx::Row;
 
 use super::PgStore;
 use super::rows::backend;
-use crate::columns::{nanos, now_ms, room_to_hold, stored_nanos};
+use crate::columns::{nanos, now_ms, stored_nanos};
 use crate::error::StoreError;
 use crate::records::SpendHold;
 use crate::store::Spend;
@@ -114,71 +114,37 @@ INSERT INTO buddy_spend (owner, day, nanos) SELECT $2, $4, $5 WHERE $5 > 0
 ON CONFLICT (owner, day) DO UPDATE SET nanos = buddy_spend.nanos + excluded.nanos";
 
 /// Checks the room and adds to hold `hold.id` (made if new) when it is at least `least`
-/// nanodollars, in one transaction, under the owner's lock, for a turn of `instance`. Holds that lapsed, and those of instances whose heartbeat stopped (a
-/// crash: their turns are `interrupted`), hold nothing and go first.
+/// nanodollars, under the owner's lock, for a turn of `instance`: one round trip, the
+/// schema's `buddy_hold_room`. Holds that lapsed, and those of instances whose heartbeat
+/// stopped (a crash: their turns are `interrupted`), hold nothing and go first.
 async fn hold_room(
     pool: &PgPool,
     instance: &str,
     hold: SpendHold<'_>,
     least: u64,
 ) -> Result<Usd, StoreError> {
-    let mut tx = pool.begin().await.map_err(backend)?;
-    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 46))")
-        .bind(hold.owner)
-        .execute(&mut *tx)
-        .await
-        .map_err(backend)?;
-    sqlx::query(
-        "DELETE FROM buddy_spend_holds WHERE owner = $1 AND (expires_at_ms <= $2
-         OR (instance IS NOT NULL AND instance NOT IN (SELECT id FROM buddy_instances WHERE last_seen_ms > $3)))",
-    )
-    .bind(hold.owner)
-    .bind(hold.now_ms)
-    .bind(now_ms() - super::STALE_MS)
-    .execute(&mut *tx)
-    .await
-    .map_err(backend)?;
-    let held: i64 = sqlx::query(
-        "SELECT COALESCE(SUM(nanos), 0)::BIGINT FROM buddy_spend_holds WHERE owner = $1",
-    )
-    .bind(hold.owner)
-    .fetch_one(&mut *tx)
-    .await
-    .and_then(|row| row.try_get(0))
-    .map_err(backend)?;
-    let mut ceilings = Vec::with_capacity(hold.ceilings.len());
-    for (first_day, limit) in hold.ceilings {
-        let spent: i64 = sqlx::query(
-            "SELECT COALESCE(SUM(nanos), 0)::BIGINT FROM buddy_spend WHERE owner = $1 AND day >= $2",
-        )
-        .bind(hold.owner)
-        .bind(first_day)
-        .fetch_one(&mut *tx)
-        .await
-        .and_then(|row| row.try_get(0))
-        .map_err(backend)?;
-        ceilings.push((*limit, nanos(spent)));
-    }
-    let mut amount = room_to_hold(hold.wanted, &ceilings, nanos(held)).min(i64::MAX as u64);
-    if amount < least.max(1) {
-        amount = 0;
-    }
-    if amount > 0 {
-        sqlx::query(
-            "INSERT INTO buddy_spend_holds (id, owner, nanos, expires_at_ms, instance) VALUES ($1, $2, $3, $4, $5)
-             ON CONFLICT (id) DO UPDATE SET nanos = buddy_spend_holds.nanos + excluded.nanos",
-        )
-        .bind(hold.id)
-        .bind(hold.owner)
-        .bind(i64::try_from(amount).unwrap_or(i64::MAX))
-        .bind(hold.expires_at_ms)
-        .bind(instance)
-        .execute(&mut *tx)
-        .await
-        .map_err(backend)?;
-    }
-    tx.commit().await.map_err(backend)?;
-    Ok(Usd::from_nanos(amount))
+    let (days, limits): (Vec<&str>, Vec<i64>) = hold
+        .ceilings
+        .iter()
+        .map(|(first_day, limit)| (first_day.as_str(), stored_nanos(*limit)))
+        .unzip();
+    let amount: i64 =
+        sqlx::query("SELECT buddy_hold_room($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)")
+            .bind(hold.owner)
+            .bind(hold.id)
+            .bind(hold.wanted.map(stored_nanos))
+            .bind(&days)
+            .bind(&limits)
+            .bind(hold.now_ms)
+            .bind(now_ms() - super::STALE_MS)
+            .bind(hold.expires_at_ms)
+            .bind(instance)
+            .bind(i64::try_from(least).unwrap_or(i64::MAX))
+            .fetch_one(pool)
+            .await
+            .and_then(|row| row.try_get(0))
+            .map_err(backend)?;
+    Ok(Usd::from_nanos(nanos(amount)))
 }
 
 /// Ends a hold and adds what its turn cost, in one transaction.
