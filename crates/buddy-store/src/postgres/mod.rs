@@ -19,6 +19,7 @@ mod conversations;
 mod coordinate;
 mod forks;
 mod history;
+#[macro_use]
 mod owner_bytes;
 mod pool;
 mod relay;

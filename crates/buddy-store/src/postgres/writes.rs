@@ -81,13 +81,13 @@ macro_rules! add_turn {
 /// round's are, their bytes added to their key's count at once. `$8`: their times.
 pub(super) const APPEND_MESSAGES: &str = concat!(
     lock_conversation!(),
-    ", counted AS (
-    INSERT INTO buddy_owner_turns (owner, running, bytes)
-    SELECT conv.owner, 0, ",
-    bytes_of_messages!(),
-    " FROM conv WHERE cardinality($5::TEXT[]) > 0
-    ON CONFLICT (owner) DO UPDATE SET bytes = buddy_owner_turns.bytes + EXCLUDED.bytes
-)",
+    ", counted AS (\n",
+    add_to_keys!(
+        "SELECT conv.owner, 0, ",
+        bytes_of_messages!(),
+        " FROM conv WHERE cardinality($5::TEXT[]) > 0"
+    ),
+    "\n)",
     add_messages!("$8")
 );
 
@@ -123,13 +123,14 @@ macro_rules! end_turn {
     };
 }
 
-/// The conversation's pending bytes as the statement found them (only the turn that
-/// ends writes them: one turn runs on a conversation at a time).
+/// The conversation's pending bytes as the statement found them (every part of a
+/// statement reads from its start, so this sees them before `conv` clears them; only the
+/// turn that ends writes them: one turn runs on a conversation at a time).
 macro_rules! prior_pending {
     () => {
-        "WITH prior AS (
+        ", prior AS (
     SELECT pending FROM buddy_conversations WHERE id = $1
-), "
+)"
     };
 }
 
@@ -137,13 +138,9 @@ macro_rules! prior_pending {
 /// stop reason, stats, error, tape; `$12` the messages' times); the end is recorded only
 /// with the messages.
 pub(super) const CLOSE_TURN: &str = concat!(
+    lock_conversation!(",\n        pending = 0"),
     prior_pending!(),
-    "conv AS (
-    UPDATE buddy_conversations SET updated_at_ms = $2, last_seq = last_seq + cardinality($4::TEXT[]),
-        pending = 0
-    WHERE id = $1
-    RETURNING last_seq - cardinality($4::TEXT[]) AS base, owner
-), finish AS (
+    ", finish AS (
     UPDATE buddy_turns SET finished_at_ms = $2, stop_reason = $8, stats = $9, error = $10, tape = $11
     WHERE id = $3 AND EXISTS (SELECT 1 FROM conv)
 )",
@@ -155,10 +152,11 @@ pub(super) const CLOSE_TURN: &str = concat!(
 /// the conversation, `$2` the time, `$3` the turn, `$4`–`$7` stop reason, stats, error,
 /// tape), as `finish_turn` records it.
 pub(super) const FINISH_TURN: &str = concat!(
-    prior_pending!(),
-    "conv AS (
+    "WITH conv AS (
     UPDATE buddy_conversations SET pending = 0 WHERE id = $1 RETURNING owner
-), finish AS (
+)",
+    prior_pending!(),
+    ", finish AS (
     UPDATE buddy_turns SET finished_at_ms = $2, stop_reason = $4, stats = $5, error = $6, tape = $7
     WHERE id = $3 AND conversation_id = $1
     RETURNING id
