@@ -13,20 +13,14 @@ use std::time::Duration;
 
 use buddy_core::Progress;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientRequest, ContentBlock, CustomRequest, ServerResult,
+    CallToolRequestParams, CallToolResult, ClientRequest, CustomRequest, ServerResult,
 };
 use rmcp::service::{PeerRequestOptions, RoleClient, ServiceError};
 use serde_json::{Value, json};
 
+use super::task::{MIN_POLL, PollWaits, failed, out_of_time};
 use crate::requests::caller::Caller;
 use crate::requests::handler::Client;
-
-/// The first wait between two polls when the task names no interval.
-const FIRST_POLL: Duration = Duration::from_millis(500);
-/// The longest wait between two polls, whatever the task asks for.
-const MAX_POLL: Duration = Duration::from_secs(30);
-/// The shortest wait a task may ask for.
-const MIN_POLL: Duration = Duration::from_millis(50);
 
 /// Whether a refusal's words say the tool takes only task-augmented calls. The
 /// TypeScript SDK answers such a call with a tool error "Tool … requires task
@@ -172,7 +166,7 @@ async fn await_task(
         task_id: Some(task.id.clone()),
     };
     let mut told = None;
-    let mut backoff = FIRST_POLL;
+    let mut waits = PollWaits::new();
     loop {
         let now = (task.status.clone(), task.message.clone());
         if let Some(sink) = &caller.progress
@@ -188,12 +182,11 @@ async fn await_task(
         if task.ended() || task.status == "input_required" {
             break;
         }
-        let wait = task.poll.unwrap_or(backoff).clamp(MIN_POLL, MAX_POLL);
+        let wait = waits.next(task.poll);
         if tokio::time::Instant::now() + wait > deadline {
             return Ok(out_of_time(&task.id, limit));
         }
         tokio::time::sleep(wait).await;
-        backoff = (backoff * 2).min(MAX_POLL);
         let got = client
             .peer()
             .send_request(custom("tasks/get", json!({"taskId": task.id})))
@@ -237,22 +230,10 @@ async fn await_task(
     }
 }
 
-/// The error result of a task that outlived its time (the guard cancels it).
-fn out_of_time(task_id: &str, limit: Duration) -> CallToolResult {
-    failed(format!(
-        "the server's task `{task_id}` did not finish within {:.0} s (task_timeout_secs) and was cancelled",
-        limit.as_secs_f64()
-    ))
-}
-
-/// An error result the model reads.
-fn failed(text: String) -> CallToolResult {
-    CallToolResult::error(vec![ContentBlock::text(text)])
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rmcp::model::ContentBlock;
 
     #[test]
     fn a_task_is_read_from_its_2025_shape() {

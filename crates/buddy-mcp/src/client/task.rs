@@ -27,7 +27,29 @@ const FIRST_POLL: Duration = Duration::from_millis(500);
 /// The longest wait between two polls, whatever the task asks for.
 const MAX_POLL: Duration = Duration::from_secs(30);
 /// The shortest wait a task may ask for.
-const MIN_POLL: Duration = Duration::from_millis(50);
+pub(super) const MIN_POLL: Duration = Duration::from_millis(50);
+
+/// The waits between polls of a task, for both task protocols: the interval the task
+/// asks for (kept within `MIN_POLL`–`MAX_POLL`), else a backoff from `FIRST_POLL` that
+/// doubles at every poll up to `MAX_POLL`.
+pub(super) struct PollWaits {
+    backoff: Duration,
+}
+
+impl PollWaits {
+    pub(super) fn new() -> Self {
+        PollWaits {
+            backoff: FIRST_POLL,
+        }
+    }
+
+    /// The wait before the next poll; `asked`: the interval the task asks for.
+    pub(super) fn next(&mut self, asked: Option<Duration>) -> Duration {
+        let wait = asked.unwrap_or(self.backoff).clamp(MIN_POLL, MAX_POLL);
+        self.backoff = (self.backoff * 2).min(MAX_POLL);
+        wait
+    }
+}
 
 /// Sends `tasks/cancel` for a task whose caller went away.
 struct CancelTaskOnDrop {
@@ -89,21 +111,14 @@ pub(crate) async fn await_task(
     };
     tell(&task);
     let mut asked = task.poll_interval_ms;
-    let mut backoff = FIRST_POLL;
+    let mut waits = PollWaits::new();
     loop {
-        let wait = asked
-            .map(Duration::from_millis)
-            .unwrap_or(backoff)
-            .clamp(MIN_POLL, MAX_POLL);
+        let wait = waits.next(asked.map(Duration::from_millis));
         if tokio::time::Instant::now() + wait > deadline {
             // The guard cancels the task on the server.
-            return Ok(failed(format!(
-                "the server's task `{task_id}` did not finish within {:.0} s (task_timeout_secs) and was cancelled",
-                limit.as_secs_f64()
-            )));
+            return Ok(out_of_time(&task_id, limit));
         }
         tokio::time::sleep(wait).await;
-        backoff = (backoff * 2).min(MAX_POLL);
         let got = get_task(client, &task_id).await?;
         asked = got.task.poll_interval_ms.or(asked);
         tell(&got.task);
@@ -150,6 +165,14 @@ pub(crate) async fn get_task(client: &Client, task_id: &str) -> Result<DetailedT
     }
 }
 
-fn failed(text: String) -> CallToolResult {
+pub(super) fn failed(text: String) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(text)])
+}
+
+/// The error result of a task that outlived its time (its caller's guard cancels it).
+pub(super) fn out_of_time(task_id: &str, limit: Duration) -> CallToolResult {
+    failed(format!(
+        "the server's task `{task_id}` did not finish within {:.0} s (task_timeout_secs) and was cancelled",
+        limit.as_secs_f64()
+    ))
 }
