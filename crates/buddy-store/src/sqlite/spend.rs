@@ -97,14 +97,20 @@ fn settle(
     )
     .map_err(backend)?;
     if cost != Usd::ZERO {
-        tx.execute(
-            "INSERT INTO spend (owner, day, nanos) VALUES (?1, ?2, ?3)
-             ON CONFLICT (owner, day) DO UPDATE SET nanos = nanos + excluded.nanos",
-            params![owner, day, stored_nanos(cost)],
-        )
-        .map_err(backend)?;
+        add_to_day(&tx, owner, day, stored_nanos(cost))?;
     }
     tx.commit().map_err(backend)
+}
+
+/// Adds `nanos` to `owner`'s spend on `day`: the one statement every booking makes.
+fn add_to_day(conn: &Connection, owner: &str, day: &str, nanos: i64) -> Result<(), StoreError> {
+    conn.execute(
+        "INSERT INTO spend (owner, day, nanos) VALUES (?1, ?2, ?3)
+         ON CONFLICT (owner, day) DO UPDATE SET nanos = nanos + excluded.nanos",
+        params![owner, day, nanos],
+    )
+    .map_err(backend)?;
+    Ok(())
 }
 
 /// Takes a call's reservation off its hold and adds what the call cost, in one transaction.
@@ -123,12 +129,7 @@ fn settle_call(
     )
     .map_err(backend)?;
     if cost != Usd::ZERO {
-        tx.execute(
-            "INSERT INTO spend (owner, day, nanos) VALUES (?1, ?2, ?3)
-             ON CONFLICT (owner, day) DO UPDATE SET nanos = nanos + excluded.nanos",
-            params![owner, day, stored_nanos(cost)],
-        )
-        .map_err(backend)?;
+        add_to_day(&tx, owner, day, stored_nanos(cost))?;
     }
     tx.commit().map_err(backend)
 }
@@ -142,15 +143,7 @@ impl Spend for SqliteStore {
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         let (owner, day) = (owner.to_owned(), day.to_owned());
         let nanos = stored_nanos(amount);
-        self.run(move |conn| {
-            conn.execute(
-                "INSERT INTO spend (owner, day, nanos) VALUES (?1, ?2, ?3)
-                 ON CONFLICT (owner, day) DO UPDATE SET nanos = nanos + excluded.nanos",
-                params![owner, day, nanos],
-            )
-            .map_err(backend)?;
-            Ok(())
-        })
+        self.run(move |conn| add_to_day(conn, &owner, &day, nanos))
     }
 
     fn spend_since<'a>(
