@@ -15,10 +15,10 @@ use buddy_core::Progress;
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientRequest, CustomRequest, ServerResult,
 };
-use rmcp::service::{PeerRequestOptions, RoleClient, ServiceError};
+use rmcp::service::{PeerRequestOptions, ServiceError};
 use serde_json::{Value, json};
 
-use super::task::{MIN_POLL, PollWaits, failed, out_of_time};
+use super::task::{CancelTaskOnDrop, MIN_POLL, PollWaits, failed, out_of_time};
 use crate::requests::caller::Caller;
 use crate::requests::handler::Client;
 
@@ -82,28 +82,6 @@ impl Status {
     }
 }
 
-/// Sends `tasks/cancel` for a task whose caller went away.
-struct CancelOnDrop {
-    peer: rmcp::Peer<RoleClient>,
-    task_id: Option<String>,
-}
-
-impl Drop for CancelOnDrop {
-    fn drop(&mut self) {
-        let Some(task_id) = self.task_id.take() else {
-            return;
-        };
-        let peer = self.peer.clone();
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move {
-                let _ = peer
-                    .send_request(custom("tasks/cancel", json!({"taskId": task_id})))
-                    .await;
-            });
-        }
-    }
-}
-
 fn custom(method: &str, params: Value) -> ClientRequest {
     ClientRequest::CustomRequest(CustomRequest::new(method, Some(params)))
 }
@@ -161,10 +139,9 @@ async fn await_task(
     caller: &Caller,
 ) -> Result<CallToolResult, ServiceError> {
     let deadline = tokio::time::Instant::now() + limit;
-    let mut guard = CancelOnDrop {
-        peer: client.peer().clone(),
-        task_id: Some(task.id.clone()),
-    };
+    let mut guard = CancelTaskOnDrop::new(client, &task.id, |task_id| {
+        custom("tasks/cancel", json!({"taskId": task_id}))
+    });
     let mut told = None;
     let mut waits = PollWaits::new();
     loop {

@@ -51,10 +51,23 @@ impl PollWaits {
     }
 }
 
-/// Sends `tasks/cancel` for a task whose caller went away.
-struct CancelTaskOnDrop {
+/// Sends `tasks/cancel` for a task whose caller went away, as its protocol writes it
+/// (`cancel`: the request for a task id), for both task protocols.
+pub(super) struct CancelTaskOnDrop {
     peer: rmcp::Peer<RoleClient>,
-    task_id: Option<String>,
+    /// The task, until its end is known (then nothing is sent).
+    pub(super) task_id: Option<String>,
+    cancel: fn(String) -> ClientRequest,
+}
+
+impl CancelTaskOnDrop {
+    pub(super) fn new(client: &Client, task_id: &str, cancel: fn(String) -> ClientRequest) -> Self {
+        CancelTaskOnDrop {
+            peer: client.peer().clone(),
+            task_id: Some(task_id.to_owned()),
+            cancel,
+        }
+    }
 }
 
 impl Drop for CancelTaskOnDrop {
@@ -63,15 +76,18 @@ impl Drop for CancelTaskOnDrop {
             return;
         };
         let peer = self.peer.clone();
+        let request = (self.cancel)(task_id);
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
-                let request = ClientRequest::CancelTaskRequest(CancelTaskRequest::new(
-                    CancelTaskParams::new(task_id),
-                ));
                 let _ = peer.send_request(request).await;
             });
         }
     }
+}
+
+/// The 2026-07-28 `tasks/cancel` request for `task_id`.
+fn cancel_request(task_id: String) -> ClientRequest {
+    ClientRequest::CancelTaskRequest(CancelTaskRequest::new(CancelTaskParams::new(task_id)))
 }
 
 /// Waits for `task` (just created by a `tools/call`) to end, within `limit`; returns the
@@ -86,10 +102,7 @@ pub(crate) async fn await_task(
     caller: &Caller,
 ) -> Result<CallToolResult, ServiceError> {
     let mut deadline = tokio::time::Instant::now() + limit;
-    let mut guard = CancelTaskOnDrop {
-        peer: client.peer().clone(),
-        task_id: Some(task.task_id.clone()),
-    };
+    let mut guard = CancelTaskOnDrop::new(client, &task.task_id, cancel_request);
     let task_id = task.task_id.clone();
     let notes = &client.service().notes;
     let _route = caller.progress.as_ref().map(|sink| {
